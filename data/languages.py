@@ -6,9 +6,9 @@ evaluator rejects an unknown code with the same message.
 
 # The 36 languages of Crossmodal-3600 (Table 1 of the paper), in its order.
 XM3600_LANGS = (
-    "ar", "bn", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr",
-    "he", "hi", "hr", "hu", "id", "it", "ja", "ko", "mi", "nl", "no", "pl",
-    "pt", "quz", "ro", "ru", "sv", "sw", "te", "th", "tr", "uk", "vi", "zh",
+        "ar", "bn", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr",
+        "he", "hi", "hr", "hu", "id", "it", "ja", "ko", "mi", "nl", "no", "pl",
+        "pt", "quz", "ro", "ru", "sv", "sw", "te", "th", "tr", "uk", "vi", "zh",
 )
 # COCO-35L and CC3M-35L have no Cusco Quechua.
 TRAIN_35L_LANGS = tuple(lang for lang in XM3600_LANGS if lang != "quz")
@@ -17,21 +17,21 @@ CORE_LANGS = ("en", "es", "hi", "zh")
 
 
 def check_langs(langs, known=XM3600_LANGS, what="language"):
-  """Returns `langs` as a tuple, or raises ValueError naming the unknown ones.
+    """Returns `langs` as a tuple, or raises ValueError naming the unknown ones.
 
-  Args:
-    langs: iterable of language codes, or a comma-separated string.
-    known: the codes that are allowed.
-    what: how to call the codes in the error message.
-  """
-  if isinstance(langs, str):
-    langs = [l.strip() for l in langs.split(",") if l.strip()]
-  langs = tuple(langs)
-  unknown = [l for l in langs if l not in known]
-  if unknown:
-    raise ValueError(
-        f"unknown {what} {', '.join(map(repr, unknown))}; known: "
-        f"{', '.join(known)}")
-  if not langs:
-    raise ValueError(f"no {what} given; known: {', '.join(known)}")
-  return langs
+    Args:
+        langs: iterable of language codes, or a comma-separated string.
+        known: the codes that are allowed.
+        what: how to call the codes in the error message.
+    """
+    if isinstance(langs, str):
+        langs = [l.strip() for l in langs.split(",") if l.strip()]
+    langs = tuple(langs)
+    unknown = [l for l in langs if l not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, unknown))}; known: "
+            f"{', '.join(known)}")
+    if not langs:
+        raise ValueError(f"no {what} given; known: {', '.join(known)}")
+    return langs
