@@ -1,0 +1,231 @@
+"""Trains the ViT + mT5 captioner, evaluating XM3600 CIDEr-D in the loop.
+
+    python train.py --config configs/demo.py --workdir runs/demo \
+        [--config.total_steps=300]
+
+The phases of `train_and_evaluate` read top to bottom: config, mesh, data,
+model and optimizer, state (fresh, or restored from the latest checkpoint in
+the workdir), evaluator, loop. Restarting the same command resumes.
+"""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import app, flags, logging
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from ml_collections import config_flags
+
+from data import pipeline, tokenizer
+from eval import xm3600
+from model import captioner
+from training import checkpointing, losses, schedules
+from training.metrics import MetricsLogger
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (non-finite loss, incompatible checkpoint, ...)."""
+
+
+# ---------------------------------------------------------------- mesh ----
+def make_mesh(mesh_config):
+    """A ('data', 'model') mesh over all devices; -1 takes what the other axis leaves."""
+    n = jax.device_count()
+    data, model = mesh_config.data, mesh_config.model
+    if data == -1:
+        data = n // model
+    if model == -1:
+        model = n // data
+    if data * model != n:
+        raise ValueError(f"config.mesh data={data} x model={model} does not cover {n} devices")
+    return Mesh(np.asarray(jax.devices()).reshape(data, model), ("data", "model"))
+
+
+# ----------------------------------------------------- model, optimizer ----
+def create_optimizer(config):
+    """Adafactor with the paper's schedule; returns (optax transform, schedule)."""
+    if config.lr.schedule == "rsqrt":
+        schedule = schedules.rsqrt_after_constant(config.lr.base, config.lr.constant_steps)
+    elif config.lr.schedule == "constant":
+        schedule = schedules.constant(config.lr.base)
+    else:
+        raise ValueError(f"config.lr.schedule={config.lr.schedule!r}; known: rsqrt, constant")
+    tx = optax.adafactor(
+        learning_rate=schedule,
+        clipping_threshold=config.optimizer.clipping_threshold,
+        decay_rate=config.optimizer.decay_rate)
+    return tx, schedule
+
+
+def init_state(model, tx, config, rng):
+    """The initial training state {params, opt_state, step}."""
+    size = config.model.image_size
+    images = jnp.zeros((1, size, size, 3), jnp.float32)
+    prompt = jnp.ones((1, config.data.max_prompt_len), jnp.int32)
+    targets = jnp.ones((1, config.data.max_target_len), jnp.int32)
+    params = model.init({"params": rng}, images, prompt, targets)["params"]
+    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+
+# ------------------------------------------------------------------ step ----
+def make_train_step(model, tx, schedule, config):
+    """Returns train_step(state, batch, rng) -> (state, measurements)."""
+
+    def loss_fn(params, batch, rng):
+        decoder_inputs = losses.shift_right(batch["targets"])
+        logits = model.apply({"params": params}, batch["image"], batch["prompt"],
+                             decoder_inputs, train=True, rngs={"dropout": rng})
+        return losses.cross_entropy(logits, batch["targets"],
+                                    label_smoothing=config.label_smoothing,
+                                    z_loss=config.z_loss)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def accumulated_grads(params, batch, rng):
+        """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
+        k = config.grad_accum_steps
+        if k == 1:
+            (_, aux), grads = grad_fn(params, batch, rng)
+            return grads, aux
+        micro = jax.tree.map(lambda x: x.reshape(k, x.shape[0] // k, *x.shape[1:]), batch)
+
+        def body(carry, inputs):
+            i, mb = inputs
+            (_, aux), grads = grad_fn(params, mb, jax.random.fold_in(rng, i))
+            grads = jax.tree.map(lambda g: g * aux["weight"], grads)
+            return jax.tree.map(jnp.add, carry, (grads, aux)), None
+
+        zeros = (jax.tree.map(jnp.zeros_like, params),
+                 {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
+        (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
+        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
+        return grads, aux
+
+    def train_step(state, batch, rng):
+        grads, aux = accumulated_grads(state["params"], batch, rng)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        measurements = {
+            "train/loss": aux["loss_sum"] / aux["weight"],
+            "train/z_loss": aux["z_loss_sum"] / aux["weight"],
+            "train/grad_norm": optax.global_norm(grads),
+            "train/tokens": aux["weight"],
+            "learning_rate": schedule(state["step"]),
+        }
+        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
+        return new_state, measurements
+
+    return train_step
+
+
+def check_finite(step, measurements):
+    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
+    bad = [k for k in ("train/loss", "train/grad_norm") if not np.isfinite(measurements[k])]
+    if bad:
+        raise TrainingError(
+            f"step {step}: non-finite {', '.join(f'{k}={measurements[k]}' for k in bad)}; "
+            "the last good checkpoint is kept in the workdir")
+
+
+# ------------------------------------------------------------------ main ----
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
+    """Trains (or resumes) the run in `workdir`; returns the final state."""
+    os.makedirs(workdir, exist_ok=True)
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+            f.write(config.to_json(indent=2))
+    mesh = make_mesh(config.mesh)
+    batch_sharding = NamedSharding(mesh, P("data"))
+    replicated = NamedSharding(mesh, P())
+    if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
+        raise ValueError(
+            f"config.batch_size={config.batch_size} must divide by data devices "
+            f"({mesh.shape['data']}) x grad_accum_steps ({config.grad_accum_steps})")
+
+    # Data.
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    train_iter_for = lambda start_step: pipeline.train_iterator(  # noqa: E731
+        config.data, vocab, global_batch_size=config.batch_size,
+        image_size=config.model.image_size, seed=config.seed, start_step=start_step,
+        process_index=jax.process_index(), process_count=jax.process_count())
+
+    # Model and optimizer.
+    model = captioner.from_config(_model_config(config, vocab))
+    tx, schedule = create_optimizer(config)
+    rng = jax.random.key(config.seed)
+    init_rng, train_rng = jax.random.split(rng)
+    abstract_state = jax.eval_shape(lambda r: init_state(model, tx, config, r), init_rng)
+    state_sharding = jax.tree.map(lambda _: replicated, abstract_state)
+
+    # State: the latest checkpoint of this workdir, or a fresh initialization.
+    mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
+    abstract_state = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        abstract_state, state_sharding)
+    state = checkpointing.restore(mngr, abstract_state)
+    resumed = state is not None
+    if not resumed:
+        state = jax.jit(lambda r: init_state(model, tx, config, r),
+                        out_shardings=state_sharding)(init_rng)
+    start_step = int(state["step"])
+    logging.info("%s at step %d; %d parameters", "Resumed" if resumed else "Starting",
+                 start_step, sum(x.size for x in jax.tree.leaves(state["params"])))
+
+    train_step = jax.jit(make_train_step(model, tx, schedule, config),
+                         in_shardings=(state_sharding, batch_sharding, None),
+                         out_shardings=(state_sharding, None), donate_argnums=0)
+    evaluator = xm3600.Evaluator(config.evals.xm3600, config.data, model, vocab,
+                                 config.model.image_size)
+    logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
+
+    # Loop.
+    if start_step == 0:
+        logger.log(0, evaluator.run(state["params"]))
+    batches = train_iter_for(start_step)
+    for step in range(start_step + 1, config.total_steps + 1):
+        local = next(batches)
+        batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
+                 for k, v in local.items()}
+        state, measurements = train_step(state, batch, jax.random.fold_in(train_rng, step))
+        if schedules.itstime(step, config.log_every, config.total_steps):
+            measurements = jax.device_get(measurements)
+            check_finite(step, measurements)
+            logger.log(step, measurements)
+            logger.progress(step, measurements)
+        if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
+            logger.log(step, evaluator.run(state["params"]))
+        if schedules.itstime(step, config.checkpoint.every, config.total_steps):
+            check_finite(step, jax.device_get(measurements))
+            checkpointing.save(mngr, step, state)
+    mngr.wait_until_finished()
+    logger.close()
+    return state
+
+
+def _model_config(config, vocab):
+    """config.model with the vocabulary size filled in from the tokenizer when unset."""
+    model_config = ml_collections.ConfigDict(config.model.to_dict())
+    if model_config.t5.get("vocab_size") is None:
+        model_config.t5.vocab_size = vocab.vocab_size
+    return model_config
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if _WORKDIR.value is None:
+        raise app.UsageError("--workdir is required")
+    logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
+    train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("config")
+    app.run(main)

@@ -1,0 +1,64 @@
+"""Saving and restoring the training state with orbax.
+
+A checkpoint is the pytree `{"params", "opt_state", "step"}` saved with orbax's
+CheckpointManager under `<workdir>/checkpoints/<step>`. Orbax writes each save
+into a temporary folder and renames it when complete, so `latest_step()` never
+names a half-written checkpoint; that is what makes resuming after a crash safe.
+"""
+
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+
+def checkpoint_dir(workdir):
+    return os.path.join(os.path.abspath(workdir), "checkpoints")
+
+
+def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
+    """Returns an orbax CheckpointManager for the run in `workdir`.
+
+    Args:
+        workdir: the run's folder.
+        keep: how many of the most recent checkpoints to keep.
+        asynchronous: save in a background thread (training goes on meanwhile).
+        read_only: for evaluation tools, which must never write or delete.
+    """
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, create=not read_only, read_only=read_only,
+        enable_async_checkpointing=asynchronous)
+    return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+
+
+def save(mngr, step, state):
+    """Starts saving `state` as checkpoint `step` (returns before it is written when async)."""
+    mngr.save(step, args=ocp.args.StandardSave(state), force=True)
+
+
+def restore(mngr, abstract_state, step=None):
+    """Restores a checkpoint into the structure, shapes and shardings of `abstract_state`.
+
+    Args:
+        mngr: from `manager()`.
+        abstract_state: a pytree of jax.ShapeDtypeStruct (with shardings) or arrays.
+        step: which checkpoint; None for the latest.
+
+    Returns:
+        The restored state, or None when the workdir has no checkpoint.
+
+    Raises:
+        FileNotFoundError: `step` was asked for and does not exist (the message
+            lists the steps that do).
+    """
+    available = mngr.all_steps()
+    if step is None:
+        step = mngr.latest_step()
+        if step is None:
+            return None
+    elif step not in available:
+        raise FileNotFoundError(
+            f"no checkpoint of step {step} in {mngr.directory}; available steps: "
+            f"{sorted(available) or 'none'}")
+    abstract_state = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
+    return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
