@@ -10,6 +10,7 @@ the workdir), evaluator, loop. Restarting the same command resumes.
 
 import json
 import os
+import time
 
 import jax
 import jax.numpy as jnp
@@ -17,17 +18,29 @@ import ml_collections
 import numpy as np
 import optax
 from absl import app, flags, logging
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 from data import pipeline, tokenizer
 from eval import xm3600
 from model import captioner
-from training import checkpointing, losses, schedules
+from training import checkpointing, flops, losses, preemption, run_config, schedules
 from training.metrics import MetricsLogger
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
+_ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
+    "allow_config_change", False,
+    "Resume even if model/optimizer/data fields differ from the workdir's config.json.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None,
+    "host:port of process 0 for jax.distributed; also read from JAX_COORDINATOR_ADDRESS. "
+    "On Cloud TPU or SLURM pass --distributed instead and JAX finds it.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
 
 
 class TrainingError(RuntimeError):
@@ -135,12 +148,29 @@ def check_finite(step, measurements):
 
 
 # ------------------------------------------------------------------ main ----
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
+def check_config_matches_workdir(config, workdir, allow_change=False):
+    """Refuses to resume a checkpoint whose config differs in a field that matters."""
+    saved = run_config.load(workdir)
+    has_checkpoint = os.path.isdir(checkpointing.checkpoint_dir(workdir)) and any(
+        name.isdigit() for name in os.listdir(checkpointing.checkpoint_dir(workdir)))
+    if saved is None or not has_checkpoint:
+        return
+    changes = run_config.incompatible_changes(saved, config.to_dict())
+    if changes and not allow_change:
+        raise TrainingError(
+            f"{workdir} holds checkpoints of a run with another config; changed fields:\n  "
+            + "\n  ".join(changes)
+            + "\nUse another --workdir, or pass --allow_config_change to resume anyway.")
+    for change in changes:
+        logging.warning("Config changed since the checkpoint (allowed): %s", change)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False):
     """Trains (or resumes) the run in `workdir`; returns the final state."""
     os.makedirs(workdir, exist_ok=True)
+    check_config_matches_workdir(config, workdir, allow_change)
     if jax.process_index() == 0:
-        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-            f.write(config.to_json(indent=2))
+        run_config.save(workdir, config)
     mesh = make_mesh(config.mesh)
     batch_sharding = NamedSharding(mesh, P("data"))
     replicated = NamedSharding(mesh, P())
@@ -151,7 +181,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
 
     # Data.
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    train_iter_for = lambda start_step: pipeline.train_iterator(  # noqa: E731
+    train_iter_for = lambda start_step: pipeline.train_iterator(
         config.data, vocab, global_batch_size=config.batch_size,
         image_size=config.model.image_size, seed=config.seed, start_step=start_step,
         process_index=jax.process_index(), process_count=jax.process_count())
@@ -189,24 +219,70 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str):
     if start_step == 0:
         logger.log(0, evaluator.run(state["params"]))
     batches = train_iter_for(start_step)
+    step_flops, timer = None, StepTimer(start_step)
     for step in range(start_step + 1, config.total_steps + 1):
         local = next(batches)
         batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
                  for k, v in local.items()}
+        if step_flops is None:
+            step_flops = flops.compiled_flops(
+                train_step.lower(state, batch, train_rng).compile()) or 0.0
         state, measurements = train_step(state, batch, jax.random.fold_in(train_rng, step))
         if schedules.itstime(step, config.log_every, config.total_steps):
             measurements = jax.device_get(measurements)
             check_finite(step, measurements)
+            measurements.update(timer.measure(step, config.batch_size, step_flops,
+                                              measurements["train/tokens"]))
             logger.log(step, measurements)
             logger.progress(step, measurements)
         if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
             logger.log(step, evaluator.run(state["params"]))
-        if schedules.itstime(step, config.checkpoint.every, config.total_steps):
+            timer.restart(step)
+        stop = preemption.should_stop()
+        if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
             check_finite(step, jax.device_get(measurements))
             checkpointing.save(mngr, step, state)
+        if stop:
+            logging.warning("Stop requested (SIGTERM): saved step %d, exiting.", step)
+            break
     mngr.wait_until_finished()
     logger.close()
     return state
+
+
+class StepTimer:
+    """Step time, examples/s, tokens/s and MFU since the last measurement, evaluations excluded."""
+
+    def __init__(self, step):
+        self._step, self._time = step, time.time()
+
+    def restart(self, step):
+        """Restarts the clock at `step` (after an evaluation, which is not training time)."""
+        self._step, self._time = step, time.time()
+
+    def measure(self, step, batch_size, step_flops, tokens):
+        now = time.time()
+        steps = step - self._step
+        seconds = (now - self._time) / max(steps, 1)
+        self._step, self._time = step, now
+        out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch_size / seconds,
+               "perf/tokens_per_s": tokens / seconds}
+        utilization = flops.mfu(step_flops, seconds)
+        if utilization is not None:
+            out["perf/mfu"] = utilization
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30
+        return out
+
+
+def initialize_distributed():
+    """Joins a multi-process job when flags or the environment describe one."""
+    address = _COORDINATOR.value or os.environ.get("JAX_COORDINATOR_ADDRESS")
+    if address:
+        jax.distributed.initialize(address, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    elif _DISTRIBUTED.value:
+        jax.distributed.initialize()
 
 
 def _model_config(config, vocab):
@@ -223,7 +299,9 @@ def main(argv):
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required")
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
-    train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    initialize_distributed()
+    preemption.install()
+    train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,39 @@
+"""Tests of training/run_config.py: which config changes block a resume."""
+
+import ml_collections
+
+from training import run_config
+
+
+def _config(**overrides):
+    c = ml_collections.ConfigDict(dict(
+        seed=0, total_steps=100, batch_size=8,
+        model=dict(t5=dict(emb_dim=32), fusion="pooled"),
+        evals=dict(xm3600=dict(every=10)), data=dict(langs=("en", "es"))))
+    c.update_from_flattened_dict(overrides)
+    return c
+
+
+def test_save_and_load_round_trip(tmp_path):
+    run_config.save(str(tmp_path), _config())
+    assert run_config.load(str(tmp_path))["model"]["t5"]["emb_dim"] == 32
+    assert run_config.load(str(tmp_path / "nothing")) is None
+
+
+def test_run_length_and_evaluation_may_change():
+    saved = _config().to_dict()
+    current = _config(**{"total_steps": 200, "evals.xm3600.every": 5})
+    assert run_config.incompatible_changes(saved, current.to_dict()) == []
+
+
+def test_model_and_data_changes_are_named():
+    saved = _config().to_dict()
+    current = _config(**{"model.t5.emb_dim": 64, "data.langs": ("en",)})
+    changes = run_config.incompatible_changes(saved, current.to_dict())
+    assert changes == ["data.langs: ['en', 'es'] -> ['en']", "model.t5.emb_dim: 32 -> 64"]
+
+
+def test_tuples_and_lists_compare_equal():
+    saved = _config().to_dict()
+    saved["data"]["langs"] = ["en", "es"]  # What JSON gives back.
+    assert run_config.incompatible_changes(saved, _config().to_dict()) == []
