@@ -181,10 +181,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
 
     # Data.
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    train_iter_for = lambda start_step: pipeline.train_iterator(
-        config.data, vocab, global_batch_size=config.batch_size,
-        image_size=config.model.image_size, seed=config.seed, start_step=start_step,
-        process_index=jax.process_index(), process_count=jax.process_count())
+
+    def train_batches(start_step):
+        return pipeline.train_iterator(
+            config.data, vocab, global_batch_size=config.batch_size,
+            image_size=config.model.image_size, seed=config.seed, start_step=start_step,
+            process_index=jax.process_index(), process_count=jax.process_count())
 
     # Model and optimizer.
     model = captioner.from_config(_model_config(config, vocab))
@@ -218,7 +220,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     # Loop.
     if start_step == 0:
         logger.log(0, evaluator.run(state["params"]))
-    batches = train_iter_for(start_step)
+    batches = train_batches(start_step)
     step_flops, timer = None, StepTimer(start_step)
     for step in range(start_step + 1, config.total_steps + 1):
         local = next(batches)

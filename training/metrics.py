@@ -67,7 +67,7 @@ class MetricsLogger:
         elapsed = time.time() - self._t0
         done = step - self._step0
         rate = done / elapsed if elapsed > 0 and done > 0 else float("nan")
-        eta = (self.total_steps - step) / rate if rate == rate and rate > 0 else float("nan")
+        eta = (self.total_steps - step) / rate if rate > 0 else float("nan")
         parts = [f"step {step}/{self.total_steps}", f"{rate:.2f} steps/s"]
         for name in ("train/loss", "learning_rate"):
             if name in measurements:

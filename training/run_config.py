@@ -34,7 +34,7 @@ def incompatible_changes(saved, current):
     saved, current = _flatten(saved), _flatten(current)
     changes = []
     for name in sorted(set(saved) | set(current)):
-        if not name.split(".")[0] in INCOMPATIBLE:
+        if name.split(".")[0] not in INCOMPATIBLE:
             continue
         old, new = _normalize(saved.get(name)), _normalize(current.get(name))
         if old != new:

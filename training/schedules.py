@@ -59,7 +59,7 @@ def steps(name, config, *, examples_per_epoch=None, batch_size=None):
     if batch_size is None or (unit == "epochs" and examples_per_epoch is None):
         raise ValueError(f"config.{name}_{unit} needs the dataset size and batch size")
     examples = value * examples_per_epoch if unit == "epochs" else value
-    return max(1, int(round(examples / batch_size)))
+    return max(1, round(examples / batch_size))
 
 
 def itstime(step, every, total_steps, *, first=False, last=True):
