@@ -1,0 +1,312 @@
+"""Loader of big_vision / vision_transformer ViT checkpoints (`.npz`).
+
+Format (big_vision `utils.save_checkpoint` / `load_params`): an `np.savez`
+zip whose keys are the flattened parameter paths joined with '/', e.g.
+`Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel`. bfloat16 arrays come
+back from numpy as 2-byte void (`V2`) and are viewed as bfloat16. A file may
+hold the whole train state (`params/...` or the Flax optimizer's
+`opt/target/...`); a `path.npz:img` suffix selects a sub-tree (the image
+tower of a SigLIP / LiT checkpoint).
+
+Older checkpoints (the original ViT release, gs://vit_models/...) use pre-Linen
+module numbering (`MultiHeadDotProductAttention_1`, `LayerNorm_2`,
+`MlpBlock_3` inside a block), keep the position embedding in
+`Transformer/posembed_input/pos_embedding` with the class-token position in
+front, or inline the MAP head. `load` renames all of these to the modern names
+the model uses and leaves the class-token row in the posemb; `fit_posemb`
+(called by `merge.merge_params`) drops or keeps it according to the model.
+"""
+
+import io
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import scipy.ndimage
+
+_NUMBERED_MODULE = re.compile(r"(.*)_(\d+)$")
+_MAP_HEAD_PARTS = ("probe", "MlpBlock_0", "MultiHeadDotProductAttention_0", "LayerNorm_0")
+
+
+def _split_subkey(path: str) -> tuple[str, str | None]:
+    """'dir/x.npz:img/sub' -> ('dir/x.npz', 'img/sub')."""
+    match = re.fullmatch(r"(.*?\.npz)(?::([\w/]+))?", path, re.DOTALL)
+    if match is None:
+        return path, None
+    return match.group(1), match.group(2)
+
+
+def _read_bytes(path: str) -> bytes:
+    if path.startswith("gs://"):
+        # Only remote reads pay for importing TensorFlow.
+        from tensorflow.io import gfile  # pylint: disable=import-outside-toplevel
+        if not gfile.exists(path):
+            raise FileNotFoundError(f"no big_vision checkpoint at {path}")
+        with gfile.GFile(path, "rb") as f:
+            return f.read()
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no big_vision checkpoint at {path}")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """Reads an npz checkpoint into {flat key: array}, bfloat16 recovered.
+
+    Args:
+        path: local or gs:// path of the `.npz` file (no `:subkey`).
+
+    Returns:
+        The file's arrays by key.
+    """
+    data = _read_bytes(path)
+    try:
+        # np.load needs seekable input; BytesIO serves local and remote alike.
+        npz = np.load(io.BytesIO(data), allow_pickle=False)
+        if isinstance(npz, np.ndarray):
+            raise ValueError("a single np.save array, not an np.savez archive")
+        with npz:
+            flat = {key: npz[key] for key in npz.files}
+    except Exception as e:  # zipfile / format errors of every kind
+        raise ValueError(f"{path}: not a readable .npz checkpoint ({e})") from e
+    if not flat:
+        raise ValueError(f"{path}: the .npz holds no arrays")
+    for key, value in flat.items():
+        if value.dtype.kind == "V":
+            # np.savez writes bfloat16 as raw 2-byte records.
+            if value.dtype.itemsize != 2:
+                raise ValueError(f"{path}: array {key!r} has unknown dtype {value.dtype}")
+            flat[key] = value.view(ml_dtypes.bfloat16)
+    return flat
+
+
+def _unflatten(flat: dict[str, np.ndarray], path: str) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = tree
+        *parents, leaf = key.split("/")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{path}: key {key!r} nests under an array")
+        if leaf in node:
+            raise ValueError(f"{path}: key {key!r} is both an array and a parent")
+        node[leaf] = value
+    return tree
+
+
+def renumber_pre_linen(tree: Any) -> Any:
+    """Renames pre-Linen module numbers to Linen's per-class numbering.
+
+    Pre-Linen Flax numbered submodules with one counter across all classes
+    (LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3);
+    Linen counts per class (LayerNorm_0, MultiHeadDotProductAttention_0,
+    LayerNorm_1, MlpBlock_0). Trees already in Linen form are unchanged.
+
+    Args:
+        tree: nested dicts.
+
+    Returns:
+        The renamed tree (a new dict).
+    """
+    if not isinstance(tree, dict):
+        return tree
+    by_module: dict[str, list[tuple[int, str]]] = {}
+    for key in tree:
+        match = _NUMBERED_MODULE.fullmatch(key)
+        if match:
+            by_module.setdefault(match.group(1), []).append((int(match.group(2)), key))
+    new_name = {}
+    for module, numbered in by_module.items():
+        for index, (_, key) in enumerate(sorted(numbered)):
+            new_name[key] = f"{module}_{index}"
+    return {new_name.get(key, key): renumber_pre_linen(value) for key, value in tree.items()}
+
+
+def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
+    """Splits a lax.scan checkpoint's stacked `encoderblock` into encoderblock_{i}."""
+    transformer = tree.get("Transformer")
+    if not isinstance(transformer, dict) or "encoderblock" not in transformer:
+        return tree
+    stacked = transformer.pop("encoderblock")
+    depth = len(next(iter(_leaves(stacked))))
+
+    def take(node, i):
+        return {k: take(v, i) if isinstance(v, dict) else v[i] for k, v in node.items()}
+
+    for i in range(depth):
+        transformer[f"encoderblock_{i}"] = take(stacked, i)
+    return tree
+
+
+def _leaves(tree):
+    for value in tree.values():
+        if isinstance(value, dict):
+            yield from _leaves(value)
+        else:
+            yield value
+
+
+def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
+    """Renames old ViT checkpoint layouts to the modern big_vision names.
+
+    Handles pre-Linen numbering, `Transformer/posembed_input/pos_embedding`
+    (original ViT release) and `Transformer/pos_embedding` (pre-2022
+    big_vision) -> `pos_embedding`, an inlined MAP head (`probe` & co. at the
+    top) -> `MAPHead_0`, and scan-stacked blocks -> `encoderblock_{i}`. The
+    posemb keeps a class-token row if it has one (see `fit_posemb`).
+
+    Args:
+        tree: the checkpoint's nested parameter dict.
+
+    Returns:
+        The renamed tree (a new dict).
+    """
+    tree = renumber_pre_linen(tree)
+    transformer = tree.get("Transformer", {})
+    if "posembed_input" in transformer:
+        tree["pos_embedding"] = transformer.pop("posembed_input")["pos_embedding"]
+    if "pos_embedding" in transformer:
+        tree["pos_embedding"] = transformer.pop("pos_embedding")
+    if "probe" in tree:
+        tree["MAPHead_0"] = {k: tree.pop(k) for k in _MAP_HEAD_PARTS if k in tree}
+    return _unstack_scan(tree)
+
+
+def _cast_tree(tree: Any, dtype) -> Any:
+    if isinstance(tree, dict):
+        return {k: _cast_tree(v, dtype) for k, v in tree.items()}
+    return np.asarray(tree).astype(dtype, copy=False)
+
+
+def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
+    """Loads a big_vision / ViT `.npz` checkpoint as the model's ViT tree.
+
+    Args:
+        path: local or gs:// `.npz` path, optionally with a `:subkey` suffix
+            (e.g. `siglip.npz:img`) selecting a sub-tree.
+        dtype: dtype of the returned arrays; None keeps the stored ones.
+
+    Returns:
+        Nested dicts of numpy arrays with modern big_vision names
+        (`embedding`, `pos_embedding`, `Transformer/encoderblock_{i}/...`,
+        `MAPHead_0`, `cls`, `head`, ... as present in the file).
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: not a readable npz, or the `:subkey` is absent.
+    """
+    file_path, subkey = _split_subkey(path)
+    tree = _unflatten(read_npz(file_path), file_path)
+    if "params" in tree:
+        tree = tree["params"]          # optax train state
+    elif "opt" in tree and "target" in tree["opt"]:
+        tree = tree["opt"]["target"]   # Flax optimizer train state
+    for key in (subkey.split("/") if subkey else ()):
+        if not isinstance(tree, dict) or key not in tree:
+            have = sorted(tree) if isinstance(tree, dict) else "an array"
+            raise ValueError(f"{path}: no sub-tree {subkey!r} (at {key!r} it has {have})")
+        tree = tree[key]
+    if not isinstance(tree, dict):
+        raise ValueError(f"{path}: {subkey!r} is an array, not a parameter tree")
+    tree = fix_old_names(tree)
+    return tree if dtype is None else _cast_tree(tree, dtype)
+
+
+def grid_of(num_tokens: int) -> tuple[int, bool]:
+    """Side of the square patch grid a posemb of `num_tokens` rows covers.
+
+    Args:
+        num_tokens: N of a [1, N, D] position embedding.
+
+    Returns:
+        (side, has_class_token): N == side**2, or N == side**2 + 1 with the
+        class-token row in front (old ViTs).
+
+    Raises:
+        ValueError: N is neither.
+    """
+    side = math.isqrt(num_tokens)
+    if side * side == num_tokens:
+        return side, False
+    side = math.isqrt(num_tokens - 1)
+    if side * side == num_tokens - 1:
+        return side, True
+    raise ValueError(f"{num_tokens} position embeddings are not a square grid (+1 class token)")
+
+
+def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
+                    keep_class_token: bool = True) -> np.ndarray:
+    """Bilinearly resamples a ViT position embedding to another patch grid.
+
+    As big_vision's `vit.resample_posemb`: the [g, g, D] grid is zoomed with
+    `scipy.ndimage.zoom(order=1)` (corner-aligned linear interpolation).
+
+    Args:
+        posemb: [1, N, D] with N = g*g, or g*g + 1 with a class-token row first.
+        new_grid: side of the new square grid, or (height, width).
+        keep_class_token: keep a class-token row (unchanged, in front) if the
+            input has one; otherwise it is dropped.
+
+    Returns:
+        [1, new_h * new_w (+1), D] embedding, float32 (float64 stays float64).
+    """
+    posemb = np.asarray(posemb)
+    if posemb.ndim != 3 or posemb.shape[0] != 1:
+        raise ValueError(f"posemb must be [1, N, D], got {posemb.shape}")
+    work_dtype = np.float64 if posemb.dtype == np.float64 else np.float32
+    posemb = posemb.astype(work_dtype)
+    old_side, has_class_token = grid_of(posemb.shape[1])
+    class_row, grid = posemb[:, :int(has_class_token)], posemb[:, int(has_class_token):]
+    new_h, new_w = (new_grid, new_grid) if isinstance(new_grid, int) else tuple(new_grid)
+    grid = grid.reshape(old_side, old_side, -1)  # [g, g, D]
+    if (new_h, new_w) != (old_side, old_side):
+        zoom = (new_h / old_side, new_w / old_side, 1)
+        grid = scipy.ndimage.zoom(grid, zoom, order=1)  # [new_h, new_w, D]
+    grid = grid.reshape(1, new_h * new_w, -1)
+    if has_class_token and keep_class_token:
+        grid = np.concatenate([class_row, grid], axis=1)
+    return grid
+
+
+def fit_posemb(posemb: np.ndarray,
+               target_shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """Adapts a [1, N, D] posemb to a model posemb of `target_shape` [1, M, D].
+
+    The class-token row is kept if the model's M has one (M = g*g + 1) and
+    dropped otherwise; the grid is resampled if the sides differ.
+
+    Args:
+        posemb: the checkpoint's embedding.
+        target_shape: the model's embedding shape.
+
+    Returns:
+        (embedding of target_shape, the dropped class-token row [1, 1, D] or
+        None, a short description of what was done).
+
+    Raises:
+        ValueError: widths differ, a count is not a (square + 1) grid, or the
+            model wants a class-token row the checkpoint lacks.
+    """
+    posemb = np.asarray(posemb)
+    target_shape = tuple(target_shape)
+    if posemb.ndim != 3 or len(target_shape) != 3 or posemb.shape[-1] != target_shape[-1]:
+        raise ValueError(f"checkpoint {tuple(posemb.shape)} vs model {target_shape}: "
+                         "only the number of positions can be adapted")
+    old_side, old_cls = grid_of(posemb.shape[1])
+    new_side, new_cls = grid_of(target_shape[1])
+    if new_cls and not old_cls:
+        raise ValueError(f"checkpoint {tuple(posemb.shape)} vs model {target_shape}: "
+                         "the model has a class-token position, the checkpoint none")
+    new = resample_posemb(posemb, new_side, keep_class_token=new_cls)
+    how = [f"resampled grid {old_side}x{old_side} -> {new_side}x{new_side}"
+           if old_side != new_side else f"grid {old_side}x{old_side} kept"]
+    dropped = None
+    if old_cls and not new_cls:
+        dropped = np.asarray(posemb[:, :1], np.float32)
+        how.append("class-token row dropped")
+    return new, dropped, ", ".join(how)
