@@ -1,0 +1,244 @@
+"""Reader of the COCO-35L release: Karpathy split, translation files and COCO images.
+
+Manual directory layout (data/DATASETS.md says where each file comes from):
+
+    <manual_dir>/dataset_coco.json             Karpathy split (caption_datasets.zip)
+    <manual_dir>/coco_mt_train.jsonl.bz2       translations of train + restval captions
+    <manual_dir>/coco_mt_dev.jsonl.bz2         translations of val captions
+    <manual_dir>/train2014/COCO_train2014_*.jpg
+    <manual_dir>/val2014/COCO_val2014_*.jpg    (or both folders under <manual_dir>/images/)
+
+The translation files may also be uncompressed (`.jsonl`) or gzipped
+(`.jsonl.gz`). Each line is one translated caption:
+
+    {"image_id": "<cocoid>_<n>", "src_lang": "en", "trg_lang": "de",
+     "caption_tokenized": ..., "translation_tokenized": ...,
+     "backtranslation_tokenized": ...}
+
+English is not in the translation files; it comes from the Karpathy captions
+(`tokens` joined by spaces, the tokenized form the translations were made from).
+Splits: "train" = Karpathy train + restval (113,287 images), "dev" = Karpathy
+val (5,000 images).
+"""
+
+import bz2
+import collections
+import dataclasses
+import gzip
+import json
+import logging
+import os
+import re
+
+from data import languages
+from data.xm3600 import FormatError
+
+KARPATHY_FILE = "dataset_coco.json"
+SPLITS = {"train": ("train", "restval"), "dev": ("val",)}
+_IMAGE_ID = re.compile(r"^(\d+)_(\d+)$")
+_MT_FIELDS = ("image_id", "trg_lang", "translation_tokenized")
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One image with its captions in one language.
+
+    Attributes:
+        image_id: "<cocoid>_<lang>", unique within a split and language set.
+        cocoid: COCO image id.
+        lang: language code.
+        image_path: path of the JPEG.
+        captions: the references, in caption order (`<cocoid>_<n>` order).
+    """
+    image_id: str
+    cocoid: int
+    lang: str
+    image_path: str
+    captions: tuple
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """What was dropped while reading, reported once instead of per record."""
+    unknown_image: int = 0     # caption records whose cocoid is not in the Karpathy file
+    wrong_split: int = 0       # caption records of an image from another Karpathy split
+    missing_image_file: int = 0  # images listed but absent from the image folder
+    examples: dict = dataclasses.field(default_factory=dict)  # lang -> number kept
+
+    def report(self, where):
+        """Logs one warning summarising the dropped records, if any."""
+        parts = []
+        if self.unknown_image:
+            parts.append(f"{self.unknown_image} caption records name an image that is not in "
+                         f"{KARPATHY_FILE}")
+        if self.wrong_split:
+            parts.append(f"{self.wrong_split} caption records name an image of another "
+                         f"Karpathy split")
+        if self.missing_image_file:
+            parts.append(f"{self.missing_image_file} (image, language) pairs have no image file")
+        if parts:
+            logging.warning("%s: skipped %s", where, "; ".join(parts))
+
+
+def open_text(path):
+    """Opens a `.jsonl`, `.jsonl.bz2` or `.jsonl.gz` file for reading text."""
+    if path.endswith(".bz2"):
+        return bz2.open(path, "rt", encoding="utf-8")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def find_file(manual_dir, name, what, source):
+    """Path of `name` (or its .bz2/.gz variant) in `manual_dir`, else a clear error.
+
+    Args:
+        manual_dir: the folder to look in.
+        name: file name without a compression suffix.
+        what: a few words saying what the file is, for the error message.
+        source: where the user gets it, for the error message.
+    """
+    for suffix in ("", ".bz2", ".gz"):
+        path = os.path.join(manual_dir, name + suffix)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"missing {what}: expected {os.path.join(manual_dir, name)} (or .bz2/.gz); "
+        f"get it from {source} and put it there (see data/DATASETS.md)")
+
+
+def read_karpathy(path):
+    """Reads the Karpathy split file.
+
+    Args:
+        path: path of `dataset_coco.json`.
+
+    Returns:
+        dict cocoid -> (split, "filepath/filename", [tokenized English captions]).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise FormatError(f"{path}: expected an object with a list field 'images'")
+    images = {}
+    for i, image in enumerate(data["images"]):
+        try:
+            cocoid = int(image["cocoid"])
+            captions = [" ".join(s["tokens"]) for s in image["sentences"]]
+            images[cocoid] = (image["split"], os.path.join(image["filepath"], image["filename"]),
+                              captions)
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(
+                f"{path}: images[{i}] lacks or has a malformed field ({e!r}); expected "
+                f"cocoid, split, filepath, filename, sentences[].tokens") from None
+    return images
+
+
+def read_translations(path, langs):
+    """Yields (cocoid, n, trg_lang, translation) for the lines in `langs`.
+
+    Args:
+        path: a translation file (`.jsonl`, `.jsonl.bz2` or `.jsonl.gz`).
+        langs: the target languages to keep.
+
+    Raises:
+        FormatError: a malformed line; the message names the file and line.
+    """
+    langs = set(langs)
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") \
+                    from None
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str)
+                                                    for k in _MT_FIELDS):
+                raise FormatError(f"{where}: expected an object with string fields "
+                                  f"{', '.join(_MT_FIELDS)}")
+            match = _IMAGE_ID.match(row["image_id"])
+            if not match:
+                raise FormatError(f"{where}: image_id {row['image_id']!r} is not "
+                                  f"'<cocoid>_<caption index>'")
+            if row["trg_lang"] in langs:
+                yield int(match[1]), int(match[2]), row["trg_lang"], row["translation_tokenized"]
+
+
+def _image_root(manual_dir):
+    for root in (manual_dir, os.path.join(manual_dir, "images")):
+        if os.path.isdir(os.path.join(root, "train2014")) or os.path.isdir(
+                os.path.join(root, "val2014")):
+            return root
+    raise FileNotFoundError(
+        f"missing COCO 2014 images: expected folders {manual_dir}/train2014 and "
+        f"{manual_dir}/val2014 (or under {manual_dir}/images/); get train2014.zip and "
+        f"val2014.zip from https://cocodataset.org/#download and unzip them there")
+
+
+def read_split(manual_dir, split, langs, *, check_images=True):
+    """Reads one split of COCO-35L for the given languages.
+
+    Args:
+        manual_dir: the manual download folder (layout in the module docstring).
+        split: "train" (Karpathy train + restval) or "dev" (Karpathy val).
+        langs: language codes from TRAIN_35L_LANGS; "en" reads the Karpathy captions.
+        check_images: drop (and count) images whose file is missing.
+
+    Returns:
+        (examples, stats): examples is a dict lang -> list of `Example` sorted by
+        cocoid; stats is a `ReadStats` (already logged once).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown COCO-35L split {split!r}; known: {', '.join(SPLITS)}")
+    langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
+                                  what="COCO-35L language")
+    karpathy_path = find_file(manual_dir, KARPATHY_FILE, "Karpathy split file",
+                              "http://cs.stanford.edu/people/karpathy/deepimagesent/"
+                              "caption_datasets.zip")
+    if karpathy_path.endswith((".bz2", ".gz")):
+        raise FormatError(f"{karpathy_path}: decompress it to {KARPATHY_FILE}")
+    images = read_karpathy(karpathy_path)
+    image_root = _image_root(manual_dir)
+    wanted = {cid for cid, (s, _, _) in images.items() if s in SPLITS[split]}
+    stats = ReadStats()
+    captions = {lang: collections.defaultdict(dict) for lang in langs}
+    if "en" in langs:
+        for cid in wanted:
+            captions["en"][cid] = dict(enumerate(images[cid][2]))
+    translated = [lang for lang in langs if lang != "en"]
+    if translated:
+        mt_path = find_file(manual_dir, f"coco_mt_{split}.jsonl", f"COCO-35L {split} "
+                            "translations", "https://storage.googleapis.com/crossmodal-3600/"
+                            f"coco_mt_{split}.jsonl.bz2")
+        for cid, n, lang, text in read_translations(mt_path, translated):
+            if cid not in images:
+                stats.unknown_image += 1
+            elif cid not in wanted:
+                stats.wrong_split += 1
+            else:
+                captions[lang][cid][n] = text
+    exists = {}
+    examples = {}
+    for lang in langs:
+        kept = []
+        for cid in sorted(captions[lang]):
+            path = os.path.join(image_root, images[cid][1])
+            if check_images:
+                if path not in exists:
+                    exists[path] = os.path.exists(path)
+                if not exists[path]:
+                    stats.missing_image_file += 1
+                    continue
+            refs = captions[lang][cid]
+            kept.append(Example(f"{cid}_{lang}", cid, lang, path,
+                                tuple(refs[n] for n in sorted(refs))))
+        examples[lang] = kept
+        stats.examples[lang] = len(kept)
+    stats.report(f"COCO-35L {split} ({manual_dir})")
+    return examples, stats

@@ -1,0 +1,87 @@
+"""Image decoding and preprocessing shared by training and evaluation.
+
+Images go to the model as float32 [H, W, 3] in [-1, 1], big_vision's
+`value_range(-1, 1)`. Large JPEGs are decoded at a reduced DCT scale (PIL's
+`draft`) when that still leaves at least the target resolution: a 640x480 COCO
+image going to 224x224 decodes at 320x240, about three times faster, with the
+same antialiased result as decoding in full and downscaling.
+"""
+
+import io
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+
+class ImageError(ValueError):
+    """An image file could not be read or decoded."""
+
+
+def decode(data, size, *, crop=None, name="image"):
+    """Decodes JPEG/PNG bytes into float32 [size, size, 3] in [-1, 1].
+
+    Args:
+        data: the encoded image bytes.
+        size: output side in pixels (images are resized to square, as big_vision's
+            `resize(size)`; no aspect-preserving crop).
+        crop: optional (top, left, height, width) as fractions of the image,
+            applied before resizing (for augmentation).
+        name: what to call the image in errors (a key or a path).
+
+    Raises:
+        ImageError: the bytes are not a decodable image; names `name`.
+    """
+    try:
+        image = Image.open(io.BytesIO(data))
+        if image.format == "JPEG" and crop is None:
+            image.draft("RGB", (size, size))
+        image = image.convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ImageError(f"cannot decode image {name}: {e}") from None
+    if crop is not None:
+        top, left, height, width = crop
+        w, h = image.size
+        box = (round(left * w), round(top * h), round((left + width) * w),
+               round((top + height) * h))
+        image = image.crop(box)
+    image = image.resize((size, size), Image.BILINEAR)
+    pixels = np.asarray(image).astype(np.float32)  # [size, size, 3]
+    pixels *= 2.0 / 255.0  # In place: half the memory traffic of `x * a - b`.
+    pixels -= 1.0
+    return pixels
+
+
+def read(path, size, *, crop=None, name=None):
+    """Reads and decodes an image file; see `decode`.
+
+    Raises:
+        FileNotFoundError: the file is missing (names the path, and `name` if given).
+        ImageError: the file is not a decodable image.
+    """
+    label = f"{name} ({path})" if name else path
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"image file not found: {label}") from None
+    return decode(data, size, crop=crop, name=label)
+
+
+def random_crop(rng, min_area=0.8, aspect_range=(0.9, 1.1)):
+    """A random crop box (top, left, height, width) as fractions of the image.
+
+    Mild on purpose: captions speak of sizes and left/right positions, which a
+    strong crop (or a horizontal flip, which is never applied) would falsify.
+
+    Args:
+        rng: a numpy Generator.
+        min_area: smallest fraction of the image area kept.
+        aspect_range: range of the crop's width/height ratio (in image units).
+    """
+    area = rng.uniform(min_area, 1.0)
+    aspect = np.exp(rng.uniform(np.log(aspect_range[0]), np.log(aspect_range[1])))
+    height = min(1.0, np.sqrt(area / aspect))
+    width = min(1.0, np.sqrt(area * aspect))
+    top = rng.uniform(0.0, 1.0 - height)
+    left = rng.uniform(0.0, 1.0 - width)
+    return float(top), float(left), float(height), float(width)
