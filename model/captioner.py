@@ -1,0 +1,232 @@
+"""Image captioner: ViT image encoder + mT5 encoder-decoder (Crossmodal-3600).
+
+The image is encoded by the ViT; with fusion 'pooled' (the paper's setup)
+its pooled vector, projected to the mT5 width, becomes one encoder position
+before the embedded LangId prompt tokens; with fusion 'patches' (PaLI-style)
+every patch token is projected and put there instead. The mT5 decoder then
+writes the caption. Parameters: {'img': ViT, 'img_proj': Dense, 't5': T5X}.
+"""
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from model import layers
+from model import partitioning as part
+from model import t5 as t5_lib
+from model import vit as vit_lib
+
+FUSIONS = ("pooled", "patches")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+# Re-exported so that callers find the layout converters next to the model.
+scan_to_layers = layers.scan_to_layers
+layers_to_scan = layers.layers_to_scan
+
+# Defaults of `from_config` for fields missing from the model config.
+DEFAULTS = dict(vit_variant="B/16", vit_pool="gap", vit_posemb="learn", vit_dropout=0.0,
+                t5_variant="mt5-base", fusion="pooled", image_size=224, dtype="float32",
+                dropout=0.0, scan=False, remat=False)
+_VIT_OVERRIDES = ("width", "depth", "mlp_dim", "num_heads")
+_T5_OVERRIDES = ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
+                 "num_decoder_layers", "vocab_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptionerConfig:
+    """The two towers, how the image enters the mT5 encoder, and image size."""
+    vit: vit_lib.ViTConfig
+    t5: t5_lib.T5Config
+    fusion: str = "pooled"
+    image_size: int = 224
+
+    def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {self.fusion!r}; known: {', '.join(FUSIONS)}")
+        vit_lib.num_patches(self.vit, self.image_size)  # validates the image size
+
+
+class Captioner(nn.Module):
+    """ViT + projection + mT5; see the module docstring."""
+    config: CaptionerConfig
+
+    def setup(self):
+        cfg = self.config
+        self.img = vit_lib.ViT(cfg.vit)
+        self.img_proj = nn.Dense(
+            cfg.t5.emb_dim, dtype=cfg.t5.dtype, param_dtype=jnp.float32,
+            kernel_init=part.param_init(nn.initializers.lecun_normal(), (None, part.EMBED)),
+            bias_init=part.param_init(nn.initializers.zeros, (part.EMBED,)))
+        self.t5 = t5_lib.T5(cfg.t5)
+
+    @property
+    def num_image_tokens(self) -> int:
+        """Encoder positions taken by the image (before the prompt)."""
+        if self.config.fusion == "pooled":
+            return 1
+        return vit_lib.num_patches(self.config.vit, self.config.image_size)
+
+    @classmethod
+    def from_config(cls, model_config) -> "Captioner":
+        """Same as the module-level `from_config`."""
+        return from_config(model_config)
+
+    def encode(self, images, prompt_tokens, train: bool = False):
+        """Encodes images and LangId prompts.
+
+        Args:
+            images: [batch, H, W, 3] float32 in [-1, 1].
+            prompt_tokens: [batch, prompt_len] int32, 0 = padding.
+            train: enables dropout.
+
+        Returns:
+            encoded: [batch, num_image_tokens + prompt_len, emb].
+            encoder_mask: [batch, num_image_tokens + prompt_len] bool; image
+                positions always valid, prompt positions where not padding.
+        """
+        pooled, patches = self.img(images, train=train)
+        # [batch, num_image_tokens, width]
+        image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
+        # [batch, num_image_tokens, emb]
+        image_embeddings = self.img_proj(image_tokens).astype(self.config.t5.dtype)
+        # [batch, prompt_len, emb]
+        prompt_embeddings = self.t5.embed(prompt_tokens)
+        embeddings = jnp.concatenate([image_embeddings, prompt_embeddings], axis=1)
+        batch, num_image = image_embeddings.shape[:2]
+        encoder_mask = jnp.concatenate(
+            [jnp.ones((batch, num_image), bool), prompt_tokens != 0], axis=1)
+        return self.t5.encode(embeddings, encoder_mask, train=train), encoder_mask
+
+    def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
+               train: bool = False):
+        """Decoder logits [batch, length, vocab] float32.
+
+        Args:
+            encoded: [batch, enc_len, emb] from `encode`.
+            encoder_mask: [batch, enc_len] bool from `encode`.
+            decoder_input_tokens: [batch, length] int32 (captions shifted right,
+                starting with 0); with decode=True one position per call.
+            decode: use the key/value cache in the 'cache' collection.
+            train: enables dropout.
+        """
+        return self.t5.decode(encoded, encoder_mask, decoder_input_tokens, decode=decode,
+                              train=train)
+
+    def __call__(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
+        """Teacher-forced logits [batch, target_len, vocab] float32.
+
+        Args:
+            images: [batch, H, W, 3] float32 in [-1, 1].
+            prompt_tokens: [batch, prompt_len] int32 LangId prompt, 0 = padding.
+            decoder_input_tokens: [batch, target_len] int32, starting with 0.
+            train: enables dropout (needs a 'dropout' rng).
+        """
+        encoded, encoder_mask = self.encode(images, prompt_tokens, train=train)
+        return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)
+
+
+def _get(config, key: str, default: Any) -> Any:
+    """config[key], or `default` when the key is missing or None."""
+    if config is None:
+        return default
+    value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
+    return default if value is None else value
+
+
+def _check_keys(config, known, where: str):
+    if config is None or not hasattr(config, "keys"):
+        return
+    unknown = sorted(set(config.keys()) - set(known))
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)} in {where}; "
+                         f"known: {', '.join(sorted(known))}")
+
+
+def captioner_config(model_config) -> CaptionerConfig:
+    """Builds a CaptionerConfig from the `config.model` ConfigDict.
+
+    Fields (all optional; defaults in `DEFAULTS`): vit.variant, vit.width,
+    vit.depth, vit.mlp_dim, vit.num_heads, vit.pool, vit.posemb, vit.dropout;
+    t5.variant, t5.emb_dim, t5.num_heads, t5.head_dim, t5.mlp_dim,
+    t5.num_encoder_layers, t5.num_decoder_layers, t5.vocab_size; fusion;
+    image_size; dtype ("float32" | "bfloat16", activations only); dropout
+    (the mT5 dropout rate); scan; remat.
+
+    Args:
+        model_config: an ml_collections.ConfigDict (or dict).
+
+    Returns:
+        A CaptionerConfig.
+    """
+    _check_keys(model_config, ("vit", "t5", "fusion", "image_size", "dtype", "dropout",
+                               "scan", "remat"), "config.model")
+    vit_cfg, t5_cfg = _get(model_config, "vit", None), _get(model_config, "t5", None)
+    _check_keys(vit_cfg, ("variant", "pool", "posemb", "dropout") + _VIT_OVERRIDES,
+                "config.model.vit")
+    _check_keys(t5_cfg, ("variant",) + _T5_OVERRIDES, "config.model.t5")
+
+    dtype_name = _get(model_config, "dtype", DEFAULTS["dtype"])
+    if dtype_name not in DTYPES:
+        raise ValueError(f"config.model.dtype={dtype_name!r}; known: {', '.join(DTYPES)}")
+    common = dict(dtype=DTYPES[dtype_name], scan=bool(_get(model_config, "scan", False)),
+                  remat=bool(_get(model_config, "remat", False)))
+    try:
+        vit = vit_lib.vit_config(
+            _get(vit_cfg, "variant", DEFAULTS["vit_variant"]),
+            pool=_get(vit_cfg, "pool", DEFAULTS["vit_pool"]),
+            posemb=_get(vit_cfg, "posemb", DEFAULTS["vit_posemb"]),
+            dropout_rate=float(_get(vit_cfg, "dropout", DEFAULTS["vit_dropout"])),
+            **{k: _get(vit_cfg, k, None) for k in _VIT_OVERRIDES}, **common)
+    except ValueError as e:
+        raise ValueError(f"config.model.vit: {e}") from e
+    try:
+        t5 = t5_lib.t5_config(
+            _get(t5_cfg, "variant", DEFAULTS["t5_variant"]),
+            dropout_rate=float(_get(model_config, "dropout", DEFAULTS["dropout"])),
+            **{k: _get(t5_cfg, k, None) for k in _T5_OVERRIDES}, **common)
+    except ValueError as e:
+        raise ValueError(f"config.model.t5: {e}") from e
+    try:
+        return CaptionerConfig(vit=vit, t5=t5,
+                               fusion=_get(model_config, "fusion", DEFAULTS["fusion"]),
+                               image_size=int(_get(model_config, "image_size",
+                                                   DEFAULTS["image_size"])))
+    except ValueError as e:
+        raise ValueError(f"config.model: {e}") from e
+
+
+def from_config(model_config) -> Captioner:
+    """Returns the Captioner described by the `config.model` ConfigDict."""
+    return Captioner(captioner_config(model_config))
+
+
+def dummy_inputs(config: CaptionerConfig, batch_size: int = 1, prompt_len: int = 4,
+                 target_len: int = 8):
+    """Zero inputs of the right shapes for `init` / `jax.eval_shape`."""
+    size = config.image_size
+    return (jnp.zeros((batch_size, size, size, 3), jnp.float32),
+            jnp.zeros((batch_size, prompt_len), jnp.int32),
+            jnp.zeros((batch_size, target_len), jnp.int32))
+
+
+def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):
+    """Randomly initialized parameters (the contents of the 'params' collection).
+
+    Args:
+        model: the captioner.
+        rng: PRNG key.
+        boxed: keep the nn.LogicallyPartitioned boxes (for sharding specs).
+
+    Returns:
+        The parameter tree {'img': ..., 'img_proj': ..., 't5': ...}.
+    """
+    params = model.init(rng, *dummy_inputs(model.config))["params"]
+    return params if boxed else nn.unbox(params)
+
+
+def abstract_params(model: Captioner, boxed: bool = True):
+    """Parameter shapes/dtypes (jax.ShapeDtypeStruct), without allocating them."""
+    return jax.eval_shape(lambda: init_params(model, jax.random.key(0), boxed=boxed))

@@ -1,0 +1,307 @@
+"""Autoregressive caption decoding: greedy, beam search (T5X) and sampling.
+
+All three encode the images once, then run the decoder one position per
+step with its key/value cache ('cache' collection) inside a lax.while_loop
+that stops as soon as every sequence has produced EOS. Outputs are
+[batch, max_len] int32 token ids: the EOS token is kept, positions after it
+are 0 (padding). The decoder starts from token 0.
+
+`model` is any module with the Captioner's `encode(images, prompt_tokens)`
+and `decode(encoded, encoder_mask, tokens, decode=True)` methods; `params`
+is its parameter tree or the variables dict {'params': ...}. The functions
+are jit-compiled here with `model`, `max_len` and the other Python options
+static.
+"""
+
+import functools
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+
+# Log-probability of impossible continuations (finite, as T5X, to keep
+# arithmetic NaN-free).
+NEG_INF = -1.0e7
+
+
+def _variables(params) -> dict:
+    """Accepts a parameter tree or a {'params': ...} variables dict."""
+    if hasattr(params, "keys") and "params" in params:
+        return {"params": params["params"]}
+    return {"params": params}
+
+
+def init_cache(model, variables, encoded, encoder_mask, max_len: int):
+    """Zero decoding cache for `max_len` positions of a batch of encodings.
+
+    Args:
+        model: the captioner.
+        variables: {'params': ...}.
+        encoded: [batch, enc_len, emb].
+        encoder_mask: [batch, enc_len] bool.
+        max_len: number of positions to decode.
+
+    Returns:
+        The 'cache' collection, all zeros (position counters at 0).
+    """
+    tokens = jnp.zeros((encoded.shape[0], max_len), jnp.int32)
+
+    def shapes():
+        _, state = model.apply(variables, encoded, encoder_mask, tokens, decode=True,
+                               method="decode", mutable=["cache"])
+        return state["cache"]
+
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                  jax.eval_shape(shapes))
+
+
+def _step_logits(model, variables, cache, encoded, encoder_mask, tokens):
+    """One cached decoder step: tokens [B] -> (logits [B, vocab] f32, cache)."""
+    logits, state = model.apply({**variables, "cache": cache}, encoded, encoder_mask,
+                                tokens[:, None], decode=True, method="decode",
+                                mutable=["cache"])
+    return logits[:, 0].astype(jnp.float32), state["cache"]
+
+
+@flax.struct.dataclass
+class SearchState:
+    """Loop state of greedy decoding and sampling."""
+    step: jax.Array       # [] int32: position written next
+    tokens: jax.Array     # [batch, max_len] int32
+    last: jax.Array       # [batch] int32: token fed at `step`
+    ended: jax.Array      # [batch] bool: EOS already produced
+    cache: Any            # the decoder's 'cache' collection
+    rng: jax.Array        # PRNG key (unused by greedy)
+
+
+def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pick, rng):
+    """Shared loop of greedy and sampling; `pick(logits, rng) -> tokens [B]`."""
+    variables = _variables(params)
+    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    batch = encoded.shape[0]
+
+    def cond(state):
+        return (state.step < max_len) & ~jnp.all(state.ended)
+
+    def body(state):
+        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
+                                     state.last)
+        rng, step_rng = jax.random.split(state.rng)
+        # [batch]
+        token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
+        tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
+        return SearchState(step=state.step + 1, tokens=tokens, last=token,
+                           ended=state.ended | (token == eos_id), cache=cache, rng=rng)
+
+    init = SearchState(
+        step=jnp.zeros((), jnp.int32), tokens=jnp.zeros((batch, max_len), jnp.int32),
+        last=jnp.zeros((batch,), jnp.int32), ended=jnp.zeros((batch,), bool),
+        cache=init_cache(model, variables, encoded, encoder_mask, max_len),
+        rng=rng)
+    return jax.lax.while_loop(cond, body, init).tokens
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_len", "eos_id"))
+def greedy(model, params, images, prompt_tokens, max_len: int, eos_id: int = 1):
+    """Greedy (argmax) decoding with the key/value cache.
+
+    Args:
+        model: the captioner (static).
+        params: its parameters (or {'params': ...}).
+        images: [batch, H, W, 3] float32 in [-1, 1].
+        prompt_tokens: [batch, prompt_len] int32, 0 = padding.
+        max_len: number of positions to decode (static).
+        eos_id: end-of-sequence id.
+
+    Returns:
+        [batch, max_len] int32 tokens; 0 after EOS.
+    """
+    return _search(model, params, images, prompt_tokens, max_len, eos_id,
+                   lambda logits, rng: jnp.argmax(logits, axis=-1), jax.random.key(0))
+
+
+def _top_k_mask(logits: jax.Array, top_k: int) -> jax.Array:
+    """Keeps the `top_k` largest logits per row (ties at the k-th kept)."""
+    kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
+    return jnp.where(logits < kth, NEG_INF * 1e3, logits)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_len", "temperature", "top_k",
+                                             "eos_id"))
+def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
+           temperature: float = 1.0, top_k: int = 0, eos_id: int = 1):
+    """Ancestral sampling from softmax(logits / temperature), optionally top-k.
+
+    Args:
+        model, params, images, prompt_tokens, max_len, eos_id: as `greedy`.
+        rng: PRNG key.
+        temperature: softmax temperature; 0 means argmax (greedy).
+        top_k: sample among the k most likely tokens only (0 = all).
+
+    Returns:
+        [batch, max_len] int32 tokens; 0 after EOS.
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+
+    def pick(logits, step_rng):
+        if temperature == 0.0:
+            return jnp.argmax(logits, axis=-1)
+        if top_k:
+            if top_k > logits.shape[-1]:
+                raise ValueError(f"top_k={top_k} exceeds the vocabulary ({logits.shape[-1]})")
+            logits = _top_k_mask(logits, top_k)
+        return jax.random.categorical(step_rng, logits / temperature, axis=-1)
+
+    return _search(model, params, images, prompt_tokens, max_len, eos_id, pick, rng)
+
+
+def brevity_penalty(alpha: float, length) -> jax.Array:
+    """T5X's length normalization ((5 + length) / 6) ** alpha."""
+    return jnp.power((5.0 + length) / 6.0, alpha)
+
+
+@flax.struct.dataclass
+class BeamState:
+    """Loop state of beam search; beams sorted best first."""
+    step: jax.Array              # [] int32: tokens generated so far
+    live_tokens: jax.Array       # [batch, beam, max_len] int32, no EOS yet
+    live_log_probs: jax.Array    # [batch, beam] float32
+    last: jax.Array              # [batch, beam] int32: token fed at `step`
+    finished_tokens: jax.Array   # [batch, beam, max_len] int32, ending in EOS
+    finished_scores: jax.Array   # [batch, beam] float32: length-normalized
+    finished_flags: jax.Array    # [batch, beam] bool: slot holds a sequence
+    cache: Any                   # decoder cache, batch axis = batch * beam
+
+
+def _gather_beams(x: jax.Array, indices: jax.Array) -> jax.Array:
+    """x [batch, old_beams, ...], indices [batch, new_beams] -> [batch, new_beams, ...]."""
+    return jnp.take_along_axis(x, indices.reshape(indices.shape + (1,) * (x.ndim - 2)), axis=1)
+
+
+def _gather_cache(cache, parents: jax.Array, beam_size: int):
+    """Reorders cache rows (batch * beam on axis 0) by parent beam [batch, beam]."""
+    batch = parents.shape[0]
+    rows = (jnp.arange(batch)[:, None] * beam_size + parents).reshape(-1)
+    # Position counters are scalars shared by all rows.
+    return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else x[rows], cache)
+
+
+def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
+               alpha: float, eos_id: int) -> BeamState:
+    """Extends every live beam by every token and keeps the best (T5X rules).
+
+    Args:
+        state: the current state.
+        log_probs: [batch, beam, vocab] next-token log-probabilities.
+        cache: the decoder cache after feeding `state.last`.
+        beam_size, alpha, eos_id: search options.
+
+    Returns:
+        The next state.
+    """
+    batch, _, vocab = log_probs.shape
+    # [batch, beam * vocab]: log-probability of every one-token extension.
+    candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
+    # Keep 2 * beam so that beam live ones remain even if beam of them end now.
+    top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
+    parents, tokens = top_index // vocab, top_index % vocab
+    # [batch, 2 * beam, max_len]
+    seqs = _gather_beams(state.live_tokens, parents)
+    seqs = jax.lax.dynamic_update_slice(
+        seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
+    ends = tokens == eos_id
+
+    # Live: the best `beam` extensions that did not end.
+    alive_log_probs, alive = jax.lax.top_k(top_log_probs + ends * NEG_INF, beam_size)
+    cache = _gather_cache(cache, jnp.take_along_axis(parents, alive, axis=1), beam_size)
+
+    # Finished: merge the ones ending now (length-normalized) into the old set.
+    new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
+    all_scores = jnp.concatenate([state.finished_scores, new_scores], axis=1)
+    all_flags = jnp.concatenate([state.finished_flags, ends], axis=1)
+    all_seqs = jnp.concatenate([state.finished_tokens, seqs], axis=1)
+    finished_scores, best = jax.lax.top_k(all_scores, beam_size)
+    return BeamState(
+        step=state.step + 1,
+        live_tokens=_gather_beams(seqs, alive),
+        live_log_probs=alive_log_probs,
+        last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
+        finished_tokens=_gather_beams(all_seqs, best),
+        finished_scores=finished_scores,
+        finished_flags=jnp.take_along_axis(all_flags, best, axis=1),
+        cache=cache)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_len", "beam_size", "alpha",
+                                             "eos_id"))
+def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
+                alpha: float = 0.6, eos_id: int = 1):
+    """Beam search with T5X semantics (t5x/decoding.py).
+
+    Each step keeps the 2 * beam_size best one-token extensions; those ending
+    in EOS compete for the finished set with score log_prob / ((5 + length)
+    / 6) ** alpha (length counts the EOS), the others for the live set. The
+    search stops at max_len or when no live beam, even at the largest
+    possible length, could beat the worst finished one. If no sequence of an
+    example has finished, its best live beam is returned with its raw
+    log-probability.
+
+    Args:
+        model, params, images, prompt_tokens, max_len, eos_id: as `greedy`.
+        beam_size: number of beams.
+        alpha: length-penalty exponent (0 = plain log-probability).
+
+    Returns:
+        tokens: [batch, max_len] int32, the best sequence; 0 after EOS.
+        scores: [batch] float32, its score.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    variables = _variables(params)
+    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    batch = encoded.shape[0]
+    # [batch * beam, ...]: every beam of an example sees the same encoding.
+    encoded = jnp.repeat(encoded, beam_size, axis=0)
+    encoder_mask = jnp.repeat(encoder_mask, beam_size, axis=0)
+    # The largest length normalization any live beam can still get (T5X counts
+    # its dummy start token, hence + 1).
+    max_penalty = brevity_penalty(alpha, max_len + 1)
+
+    def cond(state):
+        best_live = state.live_log_probs[:, :1] / max_penalty
+        worst_finished = jnp.where(state.finished_flags,
+                                   jnp.min(state.finished_scores, axis=1, keepdims=True),
+                                   NEG_INF)
+        done = jnp.all(worst_finished > best_live)
+        return (state.step < max_len) & ~done
+
+    def body(state):
+        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
+                                     state.last.reshape(-1))
+        log_probs = jax.nn.log_softmax(logits).reshape(batch, beam_size, -1)
+        return _beam_step(state, log_probs, cache, beam_size=beam_size, alpha=alpha,
+                          eos_id=eos_id)
+
+    shape = (batch, beam_size)
+    init = BeamState(
+        step=jnp.zeros((), jnp.int32),
+        live_tokens=jnp.zeros(shape + (max_len,), jnp.int32),
+        # Only the first beam is live at the start, so that the first step
+        # does not fill the beams with copies of the same extensions.
+        live_log_probs=jnp.tile(jnp.array([0.0] + [NEG_INF] * (beam_size - 1)), (batch, 1)),
+        last=jnp.zeros(shape, jnp.int32),
+        finished_tokens=jnp.zeros(shape + (max_len,), jnp.int32),
+        finished_scores=jnp.full(shape, NEG_INF),
+        finished_flags=jnp.zeros(shape, bool),
+        cache=init_cache(model, variables, encoded, encoder_mask, max_len))
+    final = jax.lax.while_loop(cond, body, init)
+
+    any_finished = jnp.any(final.finished_flags, axis=1)
+    tokens = jnp.where(any_finished[:, None], final.finished_tokens[:, 0],
+                       final.live_tokens[:, 0])
+    scores = jnp.where(any_finished, final.finished_scores[:, 0], final.live_log_probs[:, 0])
+    return tokens, scores

@@ -1,0 +1,232 @@
+"""Small building blocks shared by the ViT and the mT5, and layer-stack tools.
+
+- `RMSNorm`, `DenseGeneral`: T5X's LayerNorm and DenseGeneral (2-D stored
+  kernels, no bias) with the same parameter names and shapes.
+- `dot_product_attention`, `mask_to_bias`: attention core, float32 softmax.
+- `scan_to_layers` / `layers_to_scan`: convert parameters between the stacked
+  tree that `nn.scan` builds ('layers', 'encoderblock', leading axis = layer)
+  and the per-layer tree of the upstream checkpoints ('layers_0', ...).
+"""
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model import partitioning as part
+
+# A large negative number for masked attention logits (as T5X); finite so
+# that fully masked rows give a uniform softmax instead of NaN.
+NEG_INF = -1e10
+
+# Name of a scanned stack -> format of its per-layer names.
+SCANNED_STACKS = {"layers": "layers_{}", "encoderblock": "encoderblock_{}"}
+
+
+class RMSNorm(nn.Module):
+    """T5 layer norm: scales by the root mean square, no mean, no bias.
+
+    Attributes:
+        epsilon: added to the mean square.
+        dtype: dtype of the output (statistics are taken in float32).
+    """
+    epsilon: float = 1e-6
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Normalizes the last axis of `x`."""
+        scale = self.param("scale", part.param_init(nn.initializers.ones, (part.EMBED,)),
+                           (x.shape[-1],), jnp.float32)
+        x = x.astype(jnp.float32)
+        mean_square = jnp.mean(jnp.square(x), axis=-1, keepdims=True)
+        y = x * jax.lax.rsqrt(mean_square + self.epsilon)
+        return y.astype(self.dtype) * scale.astype(self.dtype)
+
+
+class DenseGeneral(nn.Module):
+    """Bias-free linear map over several input and output axes (T5X layout).
+
+    The kernel is stored flattened to 2-D, [prod(in dims), prod(out dims)], as
+    T5X stores it, and reshaped for the contraction.
+
+    Attributes:
+        features: output dims (int or tuple).
+        axis: input axes to contract (int or tuple).
+        kernel_axes: the two logical names of the stored 2-D kernel.
+        kernel_init: initializer, applied to the 2-D kernel shape.
+        dtype: computation dtype.
+    """
+    features: Any
+    axis: Any = -1
+    kernel_axes: Sequence[str] = (None, None)
+    kernel_init: Any = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, inputs: jax.Array) -> jax.Array:
+        """Contracts `axis` of `inputs` with the kernel."""
+        features = _as_tuple(self.features)
+        axis = tuple(a % inputs.ndim for a in _as_tuple(self.axis))
+        in_dims = tuple(inputs.shape[a] for a in axis)
+        stored_shape = (int(np.prod(in_dims)), int(np.prod(features)))
+        kernel = self.param("kernel", part.param_init(self.kernel_init, self.kernel_axes),
+                            stored_shape, jnp.float32)
+        kernel = jnp.reshape(kernel.astype(self.dtype), in_dims + features)
+        contract = (axis, tuple(range(len(axis))))
+        return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
+
+
+def _as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
+    """Turns a boolean attention mask (True = may attend) into an additive bias."""
+    return jnp.where(mask, 0.0, NEG_INF).astype(dtype)
+
+
+def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
+                          dropout_rate=0.0, deterministic=True, dtype=jnp.float32):
+    """Attention weights softmax(q.k + bias) applied to the values.
+
+    No 1/sqrt(depth) scaling here: T5 folds it into the query initializer and
+    the ViT scales its queries before calling this.
+
+    Args:
+        query: [batch, q_len, heads, depth].
+        key: [batch, kv_len, heads, depth].
+        value: [batch, kv_len, heads, depth].
+        bias: broadcastable to [batch, heads, q_len, kv_len] (masks, positions).
+        dropout_rng: rng for attention dropout (T5X drops whole query rows).
+        dropout_rate: attention dropout rate.
+        deterministic: disables dropout.
+        dtype: dtype of the result.
+
+    Returns:
+        [batch, q_len, heads, depth].
+    """
+    # [batch, heads, q_len, kv_len]
+    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)
+    if bias is not None:
+        logits = logits + bias.astype(logits.dtype)
+    # Softmax in float32 so that bf16 activations stay stable.
+    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(dtype)
+    if not deterministic and dropout_rate > 0.0:
+        keep_prob = 1.0 - dropout_rate
+        shape = list(weights.shape)
+        shape[-2] = 1
+        keep = jax.random.bernoulli(dropout_rng, keep_prob, shape)
+        weights = weights * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype))
+    return jnp.einsum("bhqk,bkhd->bqhd", weights, value.astype(dtype))
+
+
+def _unbox(tree):
+    return nn.unbox(tree) if tree is not None else tree
+
+
+def scan_to_layers(params: Any) -> Any:
+    """Splits every scanned stack into per-layer subtrees ('layers_0', ...).
+
+    A scanned stack is a subtree named 'layers' (mT5) or 'encoderblock' (ViT)
+    whose leaves have the layer index on axis 0. Other entries are copied.
+
+    Args:
+        params: a (nested dict) parameter tree, possibly boxed.
+
+    Returns:
+        The same tree in the per-layer layout of the upstream checkpoints.
+    """
+    params = _unbox(params)
+    if not isinstance(params, dict) and not hasattr(params, "items"):
+        return params
+    out = {}
+    for name, sub in params.items():
+        if name in SCANNED_STACKS and hasattr(sub, "items"):
+            leaves = jax.tree_util.tree_leaves(sub)
+            num_layers = leaves[0].shape[0]
+            for i in range(num_layers):
+                out[SCANNED_STACKS[name].format(i)] = jax.tree_util.tree_map(
+                    lambda x, i=i: x[i], dict(sub))
+        else:
+            out[name] = scan_to_layers(sub)
+    return out
+
+
+def layers_to_scan(params: Any) -> Any:
+    """Stacks per-layer subtrees ('layers_0', ... / 'encoderblock_0', ...).
+
+    The inverse of `scan_to_layers`: consecutive layers 0..n-1 are stacked
+    on a new leading axis under 'layers' / 'encoderblock'.
+
+    Args:
+        params: a parameter tree in the per-layer checkpoint layout.
+
+    Returns:
+        The tree in the layout that the model builds with `scan=True`.
+
+    Raises:
+        ValueError: if layer numbers have gaps or layers differ in structure.
+    """
+    params = _unbox(params)
+    if not hasattr(params, "items"):
+        return params
+    out, stacks = {}, {}
+    for name, sub in params.items():
+        match = re.fullmatch(r"(layers|encoderblock)_(\d+)", name)
+        if match and hasattr(sub, "items"):
+            stacks.setdefault(match.group(1), {})[int(match.group(2))] = dict(sub)
+        else:
+            out[name] = layers_to_scan(sub)
+    for stack, layers in stacks.items():
+        if sorted(layers) != list(range(len(layers))):
+            raise ValueError(f"'{stack}_*' layers are not numbered 0..{len(layers) - 1}: "
+                             f"found {sorted(layers)}")
+        ordered = [layers[i] for i in range(len(layers))]
+        try:
+            out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *ordered)
+        except ValueError as e:
+            raise ValueError(f"'{stack}_*' layers differ in structure: {e}") from e
+    return out
+
+
+def random_params(abstract: Any, seed: int = 0) -> Any:
+    """Random float32 parameters for a tree of shapes, without compiling anything.
+
+    Meant for tests and benchmarks: numpy fills every leaf (a
+    jax.ShapeDtypeStruct or array) in milliseconds, where a first
+    `model.init` compiles one XLA kernel per initializer and shape. Values
+    are of a sensible scale, not the model's own initializers: norm scales
+    1 + N(0, 0.1), biases N(0, 0.1), embedding tables N(0, 1) and other
+    weights N(0, 1 / fan_in) with fan_in the product of all but the last dim.
+
+    Args:
+        abstract: parameter tree (e.g. `jax.eval_shape` of `model.init`),
+            possibly boxed.
+        seed: numpy seed.
+
+    Returns:
+        The same tree of (unboxed) jax arrays.
+    """
+    rng = np.random.default_rng(seed)
+
+    def fill(path, leaf):
+        name = str(getattr(path[-1], "key", path[-1]))
+        shape = tuple(leaf.shape)
+        noise = rng.standard_normal(shape, dtype=np.float32)
+        if name == "scale":
+            value = 1.0 + 0.1 * noise
+        elif name in ("bias", "cls"):
+            value = 0.1 * noise
+        elif name == "embedding" and len(shape) == 2:
+            value = noise
+        else:
+            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+            value = noise / np.sqrt(max(fan_in, 1))
+        return jnp.asarray(value, jnp.float32)
+
+    return jax.tree_util.tree_map_with_path(fill, _unbox(abstract))

@@ -1,0 +1,486 @@
+"""mT5 / T5.1.1 encoder-decoder with the parameter tree of T5X checkpoints.
+
+Matches t5x/examples/t5/network.py: RMSNorm (pre-norm), no biases, gated-GELU
+MLP (tanh-approximated GELU on wi_0 times linear wi_1), T5 relative position
+buckets (one table per stack, shared by its layers), no 1/sqrt(d) attention
+scaling (folded into the query initializer as T5X does), untied output layer.
+
+Differences from T5X that do not change the math on valid positions:
+- The encoder takes already embedded inputs and a boolean mask, because the
+  captioner puts image embeddings before the embedded prompt tokens.
+- The decoder self-attention uses a causal mask only (T5X also masks padded
+  targets; a valid position never sees later padding under a causal mask).
+- Token embeddings use a gather instead of a one-hot matmul.
+- The decoding cache is [batch, length, heads, head_dim] per layer plus one
+  position counter per decoder ('cache_index').
+"""
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model import layers
+from model import partitioning as part
+
+# Sizes from the T5X gin files (t5x/examples/t5/mt5/*.gin); "t5-tiny" is for tests.
+_VARIANTS = {
+    "mt5-small": dict(emb_dim=512, mlp_dim=1024, num_heads=6, head_dim=64,
+                      num_encoder_layers=8, num_decoder_layers=8),
+    "mt5-base": dict(emb_dim=768, mlp_dim=2048, num_heads=12, head_dim=64,
+                     num_encoder_layers=12, num_decoder_layers=12),
+    "mt5-large": dict(emb_dim=1024, mlp_dim=2816, num_heads=16, head_dim=64,
+                      num_encoder_layers=24, num_decoder_layers=24),
+    "mt5-xl": dict(emb_dim=2048, mlp_dim=5120, num_heads=32, head_dim=64,
+                   num_encoder_layers=24, num_decoder_layers=24),
+    "mt5-xxl": dict(emb_dim=4096, mlp_dim=10240, num_heads=64, head_dim=64,
+                    num_encoder_layers=24, num_decoder_layers=24),
+    "t5-tiny": dict(emb_dim=32, mlp_dim=64, num_heads=4, head_dim=8,
+                    num_encoder_layers=2, num_decoder_layers=2, vocab_size=128),
+}
+MT5_VOCAB_SIZE = 250112
+
+
+@dataclasses.dataclass(frozen=True)
+class T5Config:
+    """Hyperparameters of the encoder-decoder (names as T5X's T5Config)."""
+    vocab_size: int
+    emb_dim: int
+    num_heads: int
+    head_dim: int
+    mlp_dim: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32  # activations; parameters are always float32
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    layer_norm_epsilon: float = 1e-6
+    scan: bool = False   # nn.scan over layers ('layers' instead of 'layers_{i}')
+    remat: bool = False  # rematerialize each layer in the backward pass
+
+
+def t5_config(variant: str, **overrides) -> T5Config:
+    """Returns the config of a named size, with fields replaced by `overrides`.
+
+    Args:
+        variant: one of "mt5-small", "mt5-base", "mt5-large", "mt5-xl",
+            "mt5-xxl", "t5-tiny".
+        **overrides: T5Config fields to replace (None values are ignored).
+
+    Returns:
+        A T5Config.
+    """
+    if variant not in _VARIANTS:
+        raise ValueError(f"unknown T5 variant {variant!r}; known: {', '.join(_VARIANTS)}")
+    fields = {"vocab_size": MT5_VOCAB_SIZE, **_VARIANTS[variant]}
+    known = {f.name for f in dataclasses.fields(T5Config)}
+    for key, value in overrides.items():
+        if key not in known:
+            raise ValueError(f"unknown T5Config field {key!r}; known: {', '.join(sorted(known))}")
+        if value is not None:
+            fields[key] = value
+    return T5Config(**fields)
+
+
+def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int,
+                             max_distance: int):
+    """Maps key - query offsets to T5's log-spaced buckets.
+
+    Half of the buckets (per direction) hold exact offsets, the rest grow
+    logarithmically up to `max_distance`, beyond which everything shares the
+    last bucket. Causal stacks see only non-positive offsets.
+
+    Args:
+        relative_position: int array, key position - query position.
+        bidirectional: whether positive offsets get their own buckets.
+        num_buckets: total number of buckets.
+        max_distance: offsets at or beyond this share the last bucket.
+
+    Returns:
+        int32 array of bucket ids in [0, num_buckets), same shape.
+    """
+    n = -relative_position
+    bucket = jnp.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (n < 0).astype(jnp.int32) * num_buckets
+        n = jnp.abs(n)
+    else:
+        n = jnp.maximum(n, 0)
+    max_exact = num_buckets // 2
+    # Same float32 epsilon as T5X so that bucket edges fall where they did
+    # in pre-training.
+    log_ratio = jnp.log(n.astype(jnp.float32) / max_exact + np.finfo(np.float32).eps)
+    large = max_exact + (log_ratio / np.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).astype(jnp.int32)
+    large = jnp.minimum(large, num_buckets - 1)
+    return (bucket + jnp.where(n < max_exact, n, large)).astype(jnp.int32)
+
+
+class RelativePositionBias(nn.Module):
+    """One table of per-head scalar biases indexed by relative position bucket."""
+    num_heads: int
+    num_buckets: int
+    max_distance: int
+    bidirectional: bool
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, q_len: int, k_len: int, q_offset=0) -> jax.Array:
+        """Returns the bias [1, heads, q_len, k_len] for queries q_offset + i."""
+        table = self.param(
+            "rel_embedding",
+            part.param_init(nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
+                            (part.HEADS, part.RELPOS)),
+            (self.num_heads, self.num_buckets), jnp.float32)
+        q_pos = jnp.arange(q_len, dtype=jnp.int32)[:, None] + q_offset
+        k_pos = jnp.arange(k_len, dtype=jnp.int32)[None, :]
+        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional,
+                                           self.num_buckets, self.max_distance)
+        # [heads, q_len, k_len]
+        bias = jnp.take(table.astype(self.dtype), buckets, axis=1)
+        return bias[None]
+
+
+class Embed(nn.Module):
+    """Token embedding table [vocab, emb] ('token_embedder/embedding')."""
+    vocab_size: int
+    emb_dim: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """[batch, length] int -> [batch, length, emb]."""
+        table = self.param(
+            "embedding",
+            part.param_init(nn.initializers.normal(stddev=1.0), (part.VOCAB, part.EMBED)),
+            (self.vocab_size, self.emb_dim), jnp.float32)
+        return jnp.take(table, tokens.astype(jnp.int32), axis=0).astype(self.dtype)
+
+
+class Attention(nn.Module):
+    """T5X multi-head attention with an optional decoding cache.
+
+    Attributes:
+        num_heads, head_dim: attention shape.
+        dropout_rate: attention dropout.
+        dtype: activation dtype.
+        deterministic: disables dropout.
+        decode: keep keys/values of past positions in the 'cache' collection.
+    """
+    num_heads: int
+    head_dim: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    deterministic: bool = True
+    decode: bool = False
+
+    @nn.compact
+    def __call__(self, inputs_q, inputs_kv, bias=None, cache_index=None):
+        """Attends from inputs_q [B, Lq, E] to inputs_kv [B, Lk, E].
+
+        Args:
+            inputs_q: query inputs [batch, q_len, emb].
+            inputs_kv: key/value inputs [batch, kv_len, emb].
+            bias: additive bias, broadcastable to [batch, heads, q_len, kv_len];
+                with a filled cache it must cover the whole cache length.
+            cache_index: position written in the cache when decoding.
+
+        Returns:
+            [batch, q_len, emb].
+        """
+        kernel_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
+        depth_scaling = jnp.sqrt(self.head_dim).astype(jnp.float32)
+
+        def query_init(*args):
+            # T5 has no 1/sqrt(d) in attention; T5X puts it in the query init.
+            return kernel_init(*args) / depth_scaling
+
+        def projection(name, init):
+            return layers.DenseGeneral(
+                features=(self.num_heads, self.head_dim), axis=-1,
+                kernel_axes=(part.EMBED, part.JOINED_KV), kernel_init=init,
+                dtype=self.dtype, name=name)
+
+        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
+        # [batch, length, heads, head_dim]
+        query = part.constrain(projection("query", query_init)(inputs_q), names)
+        key = part.constrain(projection("key", kernel_init)(inputs_kv), names)
+        value = part.constrain(projection("value", kernel_init)(inputs_kv), names)
+
+        if self.decode:
+            filled = self.has_variable("cache", "cached_key")
+            cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
+            cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape,
+                                         value.dtype)
+            if filled:
+                if query.shape[1] != 1:
+                    raise ValueError(f"cached decoding takes one position per call, "
+                                     f"got {query.shape[1]}")
+                start = (0, cache_index, 0, 0)
+                key = jax.lax.dynamic_update_slice(cached_key.value, key, start)
+                value = jax.lax.dynamic_update_slice(cached_value.value, value, start)
+                cached_key.value, cached_value.value = key, value
+
+        dropout_rng = None
+        if not self.deterministic and self.dropout_rate > 0.0:
+            dropout_rng = self.make_rng("dropout")
+        x = layers.dot_product_attention(query, key, value, bias, dropout_rng,
+                                         self.dropout_rate, self.deterministic, self.dtype)
+        return layers.DenseGeneral(
+            features=inputs_q.shape[-1], axis=(-2, -1),
+            kernel_axes=(part.JOINED_KV, part.EMBED), kernel_init=kernel_init,
+            dtype=self.dtype, name="out")(x)
+
+
+class MlpBlock(nn.Module):
+    """Gated-GELU feed-forward: wo(gelu(wi_0 x) * wi_1 x)."""
+    mlp_dim: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+    deterministic: bool = True
+
+    @nn.compact
+    def __call__(self, x):
+        """[batch, length, emb] -> [batch, length, emb]."""
+        init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+
+        def dense(features, axes, name):
+            return layers.DenseGeneral(features, kernel_axes=axes, kernel_init=init,
+                                       dtype=self.dtype, name=name)
+
+        # nn.gelu defaults to the tanh approximation, as T5X's 'gelu'.
+        gate = nn.gelu(dense(self.mlp_dim, (part.EMBED, part.MLP), "wi_0")(x))
+        linear = dense(self.mlp_dim, (part.EMBED, part.MLP), "wi_1")(x)
+        # [batch, length, mlp]
+        h = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
+            gate * linear, deterministic=self.deterministic)
+        h = part.constrain(h, (part.BATCH, part.LENGTH, part.MLP))
+        return dense(x.shape[-1], (part.MLP, part.EMBED), "wo")(h)
+
+
+def _dropout(cfg: T5Config, x, deterministic: bool):
+    # T5X broadcasts hidden-state dropout over the length axis.
+    return nn.Dropout(cfg.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
+
+
+def _residual_names():
+    return (part.BATCH, part.LENGTH, part.EMBED)
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm self-attention + MLP block ('layers_{i}' of the encoder)."""
+    config: T5Config
+    deterministic: bool = True
+    scanned: bool = False
+
+    @nn.compact
+    def __call__(self, x, bias):
+        """x [batch, length, emb], bias [batch, heads, length, length]."""
+        cfg, det = self.config, self.deterministic
+        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_attention_layer_norm")(x)
+        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
+                      name="attention")(y, y, bias)
+        x = x + _dropout(cfg, y, det)
+        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_mlp_layer_norm")(x)
+        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
+        x = part.constrain(x + _dropout(cfg, y, det), _residual_names())
+        return (x, None) if self.scanned else x
+
+
+class DecoderLayer(nn.Module):
+    """Self-attention, cross-attention and MLP ('layers_{i}' of the decoder)."""
+    config: T5Config
+    deterministic: bool = True
+    decode: bool = False
+    scanned: bool = False
+
+    @nn.compact
+    def __call__(self, x, encoded, self_bias, cross_bias, cache_index):
+        """x [batch, length, emb], encoded [batch, enc_length, emb]."""
+        cfg, det = self.config, self.deterministic
+        eps = cfg.layer_norm_epsilon
+        y = layers.RMSNorm(eps, cfg.dtype, name="pre_self_attention_layer_norm")(x)
+        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
+                      self.decode, name="self_attention")(y, y, self_bias, cache_index)
+        x = x + _dropout(cfg, y, det)
+        y = layers.RMSNorm(eps, cfg.dtype, name="pre_cross_attention_layer_norm")(x)
+        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
+                      name="encoder_decoder_attention")(y, encoded, cross_bias)
+        x = x + _dropout(cfg, y, det)
+        y = layers.RMSNorm(eps, cfg.dtype, name="pre_mlp_layer_norm")(x)
+        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
+        x = part.constrain(x + _dropout(cfg, y, det), _residual_names())
+        return (x, None) if self.scanned else x
+
+
+def _layer_stack(cls, cfg: T5Config, num_layers: int, num_args: int, **attrs):
+    """Returns a callable running `num_layers` layers, scanned or unrolled."""
+    if cfg.remat:
+        cls = nn.remat(cls, prevent_cse=not cfg.scan)
+    if cfg.scan:
+        scanned = nn.scan(
+            cls, variable_axes={"params": 0, "cache": 1},
+            split_rngs={"params": True, "dropout": True},
+            in_axes=(nn.broadcast,) * num_args, length=num_layers,
+            metadata_params={nn.PARTITION_NAME: part.LAYERS})
+        stack = scanned(config=cfg, scanned=True, name="layers", **attrs)
+        return lambda x, *args: stack(x, *args)[0]
+
+    def run(x, *args):
+        for i in range(num_layers):
+            x = cls(config=cfg, name=f"layers_{i}", **attrs)(x, *args)
+        return x
+    return run
+
+
+class Encoder(nn.Module):
+    """Encoder stack over already embedded inputs."""
+    config: T5Config
+
+    @nn.compact
+    def __call__(self, embeddings, mask, train: bool = False):
+        """Encodes embedded inputs.
+
+        Args:
+            embeddings: [batch, length, emb] input embeddings.
+            mask: [batch, length] bool, True at valid (non-padding) positions.
+            train: enables dropout.
+
+        Returns:
+            [batch, length, emb] encodings.
+        """
+        cfg, det = self.config, not train
+        length = embeddings.shape[1]
+        rel_bias = RelativePositionBias(
+            cfg.num_heads, cfg.relative_attention_num_buckets,
+            cfg.relative_attention_max_distance, True, cfg.dtype, name="relpos_bias")
+        # [batch, heads, length, length]: padding keys masked, plus positions.
+        bias = (layers.mask_to_bias(mask[:, None, None, :], cfg.dtype)
+                + rel_bias(length, length))
+        x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
+        x = part.constrain(x, _residual_names())
+        x = _layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, 1, deterministic=det)(x, bias)
+        x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="encoder_norm")(x)
+        return _dropout(cfg, x, det)
+
+
+class Decoder(nn.Module):
+    """Decoder stack with output projection; optional cached decoding.
+
+    Attributes:
+        config: sizes.
+        shared_embedding: the token embedder; a new 'token_embedder' is made
+            when None (stand-alone use).
+    """
+    config: T5Config
+    shared_embedding: nn.Module | None = None
+
+    @nn.compact
+    def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
+                 train: bool = False):
+        """Returns logits [batch, length, vocab] (float32).
+
+        Args:
+            encoded: [batch, enc_length, emb] encoder outputs.
+            encoder_mask: [batch, enc_length] bool, True at valid positions.
+            decoder_input_tokens: [batch, length] int, targets shifted right
+                (starting with 0); with decode=True and a filled cache, one
+                position [batch, 1].
+            decode: use and update the 'cache' collection.
+            train: enables dropout.
+        """
+        cfg, det = self.config, not train
+        length = decoder_input_tokens.shape[1]
+        embedder = self.shared_embedding
+        if embedder is None:
+            embedder = Embed(cfg.vocab_size, cfg.emb_dim, cfg.dtype, name="token_embedder")
+        rel_bias = RelativePositionBias(
+            cfg.num_heads, cfg.relative_attention_num_buckets,
+            cfg.relative_attention_max_distance, False, cfg.dtype, name="relpos_bias")
+
+        step = decode and self.has_variable("cache", "cache_index")
+        cache_index = jnp.zeros((), jnp.int32)
+        if decode:
+            index_var = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
+            if step:
+                if length != 1:
+                    raise ValueError(f"cached decoding takes one position per call, got {length}")
+                cache_index = index_var.value
+                index_var.value = cache_index + 1
+        if step:
+            # The query is position `cache_index`; keys are the whole cache.
+            cache_len = self._cache_length()
+            causal = jnp.arange(cache_len) <= cache_index
+            self_bias = (layers.mask_to_bias(causal[None, None, None, :], cfg.dtype)
+                         + rel_bias(1, cache_len, cache_index))
+        else:
+            causal = jnp.tril(jnp.ones((length, length), bool))
+            self_bias = (layers.mask_to_bias(causal[None, None], cfg.dtype)
+                         + rel_bias(length, length))
+        cross_bias = layers.mask_to_bias(encoder_mask[:, None, None, :], cfg.dtype)
+
+        y = _dropout(cfg, embedder(decoder_input_tokens), det).astype(cfg.dtype)
+        y = part.constrain(y, _residual_names())
+        y = _layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, 4, deterministic=det,
+                         decode=decode)(y, encoded, self_bias, cross_bias, cache_index)
+        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
+        y = _dropout(cfg, y, det)
+        # Logits in float32 for a stable softmax, as T5X.
+        logits = layers.DenseGeneral(cfg.vocab_size, kernel_axes=(part.EMBED, part.VOCAB),
+                                     dtype=jnp.float32, name="logits_dense")(y)
+        return part.constrain(logits, (part.BATCH, part.LENGTH, part.VOCAB))
+
+    def _cache_length(self) -> int:
+        """Length of the self-attention cache (the decode length)."""
+        cache = self.variables["cache"]
+        if "layers" in cache:  # scanned: [batch, layers, length, heads, head_dim]
+            return cache["layers"]["self_attention"]["cached_key"].shape[2]
+        return cache["layers_0"]["self_attention"]["cached_key"].shape[1]
+
+
+class T5(nn.Module):
+    """Encoder-decoder taking embedded encoder inputs ('token_embedder', ...)."""
+    config: T5Config
+
+    def setup(self):
+        cfg = self.config
+        self.token_embedder = Embed(cfg.vocab_size, cfg.emb_dim, cfg.dtype)
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg, shared_embedding=self.token_embedder)
+
+    def embed(self, tokens):
+        """[batch, length] int tokens -> [batch, length, emb] embeddings."""
+        return self.token_embedder(tokens)
+
+    def encode(self, encoder_input_embeddings, encoder_mask, train: bool = False):
+        """Encodes [batch, length, emb] embeddings; mask [batch, length] bool."""
+        return self.encoder(encoder_input_embeddings, encoder_mask, train=train)
+
+    def encode_tokens(self, encoder_input_tokens, train: bool = False):
+        """Encodes text tokens (0 = padding); returns (encoded, mask)."""
+        mask = encoder_input_tokens != 0
+        return self.encode(self.embed(encoder_input_tokens), mask, train), mask
+
+    def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
+               train: bool = False):
+        """Decoder logits [batch, length, vocab]; see `Decoder.__call__`."""
+        return self.decoder(encoded, encoder_mask, decoder_input_tokens, decode=decode,
+                            train=train)
+
+    def __call__(self, encoder_input_embeddings, encoder_mask, decoder_input_tokens,
+                 train: bool = False):
+        """Teacher-forced logits [batch, target_length, vocab] (float32).
+
+        Args:
+            encoder_input_embeddings: [batch, length, emb].
+            encoder_mask: [batch, length] bool, True at valid positions.
+            decoder_input_tokens: [batch, target_length] int.
+            train: enables dropout.
+        """
+        encoded = self.encode(encoder_input_embeddings, encoder_mask, train)
+        return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)

@@ -1,0 +1,303 @@
+"""Vision Transformer with the parameter tree of big_vision checkpoints.
+
+Matches big_vision/models/vit.py: conv patch stem ('embedding'), learned or
+2-D sin-cos position embeddings added before the optional [cls] token,
+pre-LayerNorm encoder blocks (eps 1e-6, tanh-approximated GELU as flax's
+nn.gelu default, attention queries scaled by 1/sqrt(head_dim)), final
+'encoder_norm', and pooling by global average ('gap'), multihead attention
+pooling ('map', 'MAPHead_0') or the [cls] token ('tok'). There is no
+classification head: the captioner only needs the pooled vector and tokens.
+"""
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from model import layers
+from model import partitioning as part
+
+# big_vision's decode_variant table (Table 2 of arXiv:2106.04560), plus "mu",
+# a tiny size for tests.
+_WIDTH = {"mu": 32, "Ti": 192, "S": 384, "M": 512, "B": 768, "L": 1024, "So400m": 1152,
+          "H": 1280, "g": 1408, "G": 1664, "e": 1792}
+_DEPTH = {"mu": 2, "Ti": 12, "S": 12, "M": 12, "B": 12, "L": 24, "So400m": 27, "H": 32,
+          "g": 40, "G": 48, "e": 56}
+_MLP_DIM = {"mu": 64, "Ti": 768, "S": 1536, "M": 2048, "B": 3072, "L": 4096, "So400m": 4304,
+            "H": 5120, "g": 6144, "G": 8192, "e": 15360}
+_NUM_HEADS = {"mu": 2, "Ti": 3, "S": 6, "M": 8, "B": 12, "L": 16, "So400m": 16, "H": 16,
+              "g": 16, "G": 16, "e": 16}
+POOL_TYPES = ("gap", "map", "tok")
+POSEMB_TYPES = ("learn", "sincos2d")
+
+
+@dataclasses.dataclass(frozen=True)
+class ViTConfig:
+    """Hyperparameters of the image encoder (names as big_vision's _Model)."""
+    width: int
+    depth: int
+    mlp_dim: int
+    num_heads: int
+    patch_size: tuple[int, int] = (16, 16)
+    posemb: str = "learn"
+    pool: str = "gap"
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32  # activations; parameters are always float32
+    scan: bool = False   # nn.scan over blocks ('encoderblock' instead of '_{i}')
+    remat: bool = False  # rematerialize each block in the backward pass
+
+    def __post_init__(self):
+        if self.pool not in POOL_TYPES:
+            raise ValueError(f"unknown ViT pool {self.pool!r}; known: {', '.join(POOL_TYPES)}")
+        if self.posemb not in POSEMB_TYPES:
+            raise ValueError(f"unknown ViT posemb {self.posemb!r}; "
+                             f"known: {', '.join(POSEMB_TYPES)}")
+        if self.width % self.num_heads:
+            raise ValueError(f"ViT width {self.width} is not divisible by "
+                             f"num_heads {self.num_heads}")
+
+
+def vit_config(variant: str, **overrides) -> ViTConfig:
+    """Returns the config of a big_vision variant such as "B/16" or "So400m/14".
+
+    Args:
+        variant: "<size>[/<patch>]" with size one of mu, Ti, S, M, B, L, So400m,
+            H, g, G, e; the patch size defaults to 16.
+        **overrides: ViTConfig fields to replace (None values are ignored).
+
+    Returns:
+        A ViTConfig.
+    """
+    size, _, patch = variant.partition("/")
+    if size not in _WIDTH:
+        raise ValueError(f"unknown ViT variant {variant!r}; sizes: {', '.join(_WIDTH)}")
+    fields = dict(width=_WIDTH[size], depth=_DEPTH[size], mlp_dim=_MLP_DIM[size],
+                  num_heads=_NUM_HEADS[size])
+    if patch:
+        if not patch.isdigit() or int(patch) <= 0:
+            raise ValueError(f"bad patch size {patch!r} in ViT variant {variant!r}")
+        fields["patch_size"] = (int(patch), int(patch))
+    known = {f.name for f in dataclasses.fields(ViTConfig)}
+    for key, value in overrides.items():
+        if key not in known:
+            raise ValueError(f"unknown ViTConfig field {key!r}; known: {', '.join(sorted(known))}")
+        if value is not None:
+            fields[key] = value
+    if isinstance(fields.get("patch_size"), int):
+        fields["patch_size"] = (fields["patch_size"],) * 2
+    return ViTConfig(**fields)
+
+
+def posemb_sincos_2d(h: int, w: int, width: int, temperature: float = 10_000.0,
+                     dtype=jnp.float32) -> jax.Array:
+    """Fixed 2-D sin-cos position embeddings (MoCo v3), [1, h * w, width]."""
+    if width % 4:
+        raise ValueError(f"sincos2d position embeddings need width % 4 == 0, got {width}")
+    y, x = np.mgrid[:h, :w]
+    omega = np.arange(width // 4) / (width // 4 - 1)
+    omega = 1.0 / temperature ** omega
+    y = np.einsum("m,d->md", y.flatten(), omega)
+    x = np.einsum("m,d->md", x.flatten(), omega)
+    pe = np.concatenate([np.sin(x), np.cos(x), np.sin(y), np.cos(y)], axis=1)
+    return jnp.asarray(pe, dtype)[None]
+
+
+def _dense_inits(in_name, out_name):
+    """big_vision's MLP initializers, with logical axis names."""
+    return dict(
+        kernel_init=part.param_init(nn.initializers.xavier_uniform(), (in_name, out_name)),
+        bias_init=part.param_init(nn.initializers.normal(stddev=1e-6), (out_name,)))
+
+
+def _layer_norm(dtype, name=None):
+    return nn.LayerNorm(
+        epsilon=1e-6, dtype=dtype, param_dtype=jnp.float32, name=name,
+        scale_init=part.param_init(nn.initializers.ones, (part.EMBED,)),
+        bias_init=part.param_init(nn.initializers.zeros, (part.EMBED,)))
+
+
+class MlpBlock(nn.Module):
+    """Dense -> GELU -> dropout -> Dense ('Dense_0', 'Dense_1')."""
+    mlp_dim: int
+    dropout_rate: float = 0.0
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, deterministic: bool = True):
+        """[batch, length, width] -> [batch, length, width]."""
+        width = x.shape[-1]
+        h = nn.Dense(self.mlp_dim, dtype=self.dtype, param_dtype=jnp.float32, name="Dense_0",
+                     **_dense_inits(part.EMBED, part.MLP))(x)
+        h = nn.gelu(h)  # tanh approximation, as big_vision (flax default)
+        h = nn.Dropout(self.dropout_rate)(h, deterministic)
+        h = part.constrain(h, (part.BATCH, part.LENGTH, part.MLP))
+        return nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32, name="Dense_1",
+                        **_dense_inits(part.MLP, part.EMBED))(h)
+
+
+class MultiHeadDotProductAttention(nn.Module):
+    """flax's MultiHeadDotProductAttention layout: query/key/value/out, biases.
+
+    Kernels: query/key/value [width, heads, head_dim], out [heads, head_dim,
+    width]; biases [heads, head_dim] and [width].
+    """
+    num_heads: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, inputs_q, inputs_kv):
+        """Attends from [batch, q_len, width] to [batch, kv_len, width]."""
+        width = inputs_q.shape[-1]
+        head_dim = width // self.num_heads
+        # flax initializes the flattened [width, heads*head_dim] kernel.
+        init = nn.initializers.xavier_uniform()
+
+        def projection(name):
+            return nn.DenseGeneral(
+                (self.num_heads, head_dim), axis=-1, dtype=self.dtype,
+                param_dtype=jnp.float32, name=name,
+                kernel_init=part.param_init(init, (part.EMBED, part.HEADS, part.KV)),
+                bias_init=part.param_init(nn.initializers.zeros, (part.HEADS, part.KV)))
+
+        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
+        # [batch, length, heads, head_dim]
+        query = part.constrain(projection("query")(inputs_q), names)
+        key = part.constrain(projection("key")(inputs_kv), names)
+        value = part.constrain(projection("value")(inputs_kv), names)
+        query = query / jnp.sqrt(head_dim).astype(query.dtype)
+        x = layers.dot_product_attention(query, key, value, dtype=self.dtype)
+        return nn.DenseGeneral(
+            width, axis=(-2, -1), dtype=self.dtype, param_dtype=jnp.float32, name="out",
+            kernel_init=part.param_init(init, (part.HEADS, part.KV, part.EMBED)),
+            bias_init=part.param_init(nn.initializers.zeros, (part.EMBED,)))(x)
+
+
+class Encoder1DBlock(nn.Module):
+    """Pre-LN self-attention + MLP block ('encoderblock_{i}')."""
+    config: ViTConfig
+    deterministic: bool = True
+    scanned: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        """[batch, length, width] -> [batch, length, width]."""
+        cfg, det = self.config, self.deterministic
+        y = _layer_norm(cfg.dtype, "LayerNorm_0")(x)
+        y = MultiHeadDotProductAttention(cfg.num_heads, cfg.dtype,
+                                         name="MultiHeadDotProductAttention_0")(y, y)
+        x = x + nn.Dropout(cfg.dropout_rate)(y, det)
+        y = _layer_norm(cfg.dtype, "LayerNorm_1")(x)
+        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, name="MlpBlock_0")(y, det)
+        x = x + nn.Dropout(cfg.dropout_rate)(y, det)
+        x = part.constrain(x, (part.BATCH, part.LENGTH, part.EMBED))
+        return (x, None) if self.scanned else x
+
+
+class Encoder(nn.Module):
+    """The block stack and final norm ('Transformer')."""
+    config: ViTConfig
+
+    @nn.compact
+    def __call__(self, x, train: bool = False):
+        """[batch, length, width] -> [batch, length, width]."""
+        cfg = self.config
+        block = Encoder1DBlock
+        if cfg.remat:
+            block = nn.remat(block, prevent_cse=not cfg.scan)
+        if cfg.scan:
+            stack = nn.scan(block, variable_axes={"params": 0},
+                            split_rngs={"params": True, "dropout": True},
+                            length=cfg.depth, metadata_params={nn.PARTITION_NAME: part.LAYERS})
+            x, _ = stack(cfg, not train, True, name="encoderblock")(x)
+        else:
+            for i in range(cfg.depth):
+                x = block(cfg, not train, name=f"encoderblock_{i}")(x)
+        return _layer_norm(cfg.dtype, "encoder_norm")(x)
+
+
+class MAPHead(nn.Module):
+    """Multihead attention pooling with a learned probe ('MAPHead_0')."""
+    config: ViTConfig
+
+    @nn.compact
+    def __call__(self, x):
+        """[batch, length, width] -> [batch, width]."""
+        cfg = self.config
+        batch, _, width = x.shape
+        probe = self.param("probe", part.param_init(nn.initializers.xavier_uniform(),
+                                                    (None, None, part.EMBED)),
+                           (1, 1, width), jnp.float32)
+        probe = jnp.tile(probe.astype(cfg.dtype), [batch, 1, 1])
+        x = MultiHeadDotProductAttention(cfg.num_heads, cfg.dtype,
+                                         name="MultiHeadDotProductAttention_0")(probe, x)
+        y = _layer_norm(cfg.dtype, "LayerNorm_0")(x)
+        x = x + MlpBlock(cfg.mlp_dim, dtype=cfg.dtype, name="MlpBlock_0")(y)
+        return x[:, 0]
+
+
+class ViT(nn.Module):
+    """Image encoder returning (pooled [B, width], patch tokens [B, N, width])."""
+    config: ViTConfig
+
+    @nn.compact
+    def __call__(self, images, train: bool = False):
+        """Encodes images.
+
+        Args:
+            images: [batch, height, width, 3] float in [-1, 1].
+            train: enables dropout.
+
+        Returns:
+            pooled: [batch, width] ('gap', 'map' or 'tok' pooling).
+            tokens: [batch, num_patches, width] final-normed patch tokens.
+        """
+        cfg = self.config
+        ph, pw = cfg.patch_size
+        if images.ndim != 4 or images.shape[1] % ph or images.shape[2] % pw:
+            raise ValueError(f"images must be [batch, H, W, C] with H, W multiples of the "
+                             f"patch size {cfg.patch_size}; got shape {images.shape}")
+        x = nn.Conv(cfg.width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=cfg.dtype,
+                    param_dtype=jnp.float32, name="embedding",
+                    kernel_init=part.param_init(nn.initializers.lecun_normal(),
+                                                (None, None, None, part.EMBED)),
+                    bias_init=part.param_init(nn.initializers.zeros, (part.EMBED,)))(
+                        images.astype(cfg.dtype))
+        batch, h, w, width = x.shape
+        # [batch, num_patches, width]
+        x = jnp.reshape(x, [batch, h * w, width])
+        x = x + self._posemb(h, w, width).astype(cfg.dtype)
+        if cfg.pool == "tok":
+            cls = self.param("cls", part.param_init(nn.initializers.zeros,
+                                                    (None, None, part.EMBED)),
+                             (1, 1, width), jnp.float32)
+            x = jnp.concatenate([jnp.tile(cls.astype(cfg.dtype), [batch, 1, 1]), x], axis=1)
+        x = nn.Dropout(cfg.dropout_rate)(x, not train)
+        x = part.constrain(x, (part.BATCH, part.LENGTH, part.EMBED))
+        x = Encoder(cfg, name="Transformer")(x, train=train)
+
+        if cfg.pool == "map":
+            return MAPHead(cfg, name="MAPHead_0")(x), x
+        if cfg.pool == "tok":
+            return x[:, 0], x[:, 1:]
+        return jnp.mean(x, axis=1), x
+
+    def _posemb(self, h: int, w: int, width: int) -> jax.Array:
+        """[1, h * w, width] position embeddings (a parameter when 'learn')."""
+        if self.config.posemb == "sincos2d":
+            return posemb_sincos_2d(h, w, width)
+        init = nn.initializers.normal(stddev=1 / np.sqrt(width))
+        return self.param("pos_embedding", part.param_init(init, (None, None, part.EMBED)),
+                          (1, h * w, width), jnp.float32)
+
+
+def num_patches(config: ViTConfig, image_size: int) -> int:
+    """Number of patch tokens for square images of `image_size` pixels."""
+    ph, pw = config.patch_size
+    if image_size % ph or image_size % pw:
+        raise ValueError(f"image_size {image_size} is not a multiple of the ViT patch size "
+                         f"{config.patch_size}")
+    return (image_size // ph) * (image_size // pw)
+
