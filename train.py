@@ -12,20 +12,21 @@ import json
 import os
 import time
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
 from absl import app, flags, logging
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 from data import pipeline, tokenizer
 from eval import xm3600
-from model import captioner
-from training import checkpointing, flops, losses, preemption, run_config, schedules
+from training import checkpointing, flops, losses, preemption, pretrained, run_config, schedules
+from training import state as state_lib
 from training.metrics import MetricsLogger
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -45,46 +46,6 @@ _DISTRIBUTED = flags.DEFINE_bool(
 
 class TrainingError(RuntimeError):
     """Training cannot go on (non-finite loss, incompatible checkpoint, ...)."""
-
-
-# ---------------------------------------------------------------- mesh ----
-def make_mesh(mesh_config):
-    """A ('data', 'model') mesh over all devices; -1 takes what the other axis leaves."""
-    n = jax.device_count()
-    data, model = mesh_config.data, mesh_config.model
-    if data == -1:
-        data = n // model
-    if model == -1:
-        model = n // data
-    if data * model != n:
-        raise ValueError(f"config.mesh data={data} x model={model} does not cover {n} devices")
-    return Mesh(np.asarray(jax.devices()).reshape(data, model), ("data", "model"))
-
-
-# ----------------------------------------------------- model, optimizer ----
-def create_optimizer(config):
-    """Adafactor with the paper's schedule; returns (optax transform, schedule)."""
-    if config.lr.schedule == "rsqrt":
-        schedule = schedules.rsqrt_after_constant(config.lr.base, config.lr.constant_steps)
-    elif config.lr.schedule == "constant":
-        schedule = schedules.constant(config.lr.base)
-    else:
-        raise ValueError(f"config.lr.schedule={config.lr.schedule!r}; known: rsqrt, constant")
-    tx = optax.adafactor(
-        learning_rate=schedule,
-        clipping_threshold=config.optimizer.clipping_threshold,
-        decay_rate=config.optimizer.decay_rate)
-    return tx, schedule
-
-
-def init_state(model, tx, config, rng):
-    """The initial training state {params, opt_state, step}."""
-    size = config.model.image_size
-    images = jnp.zeros((1, size, size, 3), jnp.float32)
-    prompt = jnp.ones((1, config.data.max_prompt_len), jnp.int32)
-    targets = jnp.ones((1, config.data.max_target_len), jnp.int32)
-    params = model.init({"params": rng}, images, prompt, targets)["params"]
-    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
 
 # ------------------------------------------------------------------ step ----
@@ -107,7 +68,9 @@ def make_train_step(model, tx, schedule, config):
         if k == 1:
             (_, aux), grads = grad_fn(params, batch, rng)
             return grads, aux
-        micro = jax.tree.map(lambda x: x.reshape(k, x.shape[0] // k, *x.shape[1:]), batch)
+        # Micro-batch i takes rows i, i+k, ...: every data shard contributes to each one.
+        micro = jax.tree.map(
+            lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1), batch)
 
         def body(carry, inputs):
             i, mb = inputs
@@ -171,9 +134,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     check_config_matches_workdir(config, workdir, allow_change)
     if jax.process_index() == 0:
         run_config.save(workdir, config)
-    mesh = make_mesh(config.mesh)
+    mesh = state_lib.make_mesh(config.mesh)
+    rules = state_lib.axis_rules(config)
     batch_sharding = NamedSharding(mesh, P("data"))
-    replicated = NamedSharding(mesh, P())
     if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
         raise ValueError(
             f"config.batch_size={config.batch_size} must divide by data devices "
@@ -188,68 +151,72 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
             process_index=jax.process_index(), process_count=jax.process_count())
 
-    # Model and optimizer.
-    model = captioner.from_config(_model_config(config, vocab))
-    tx, schedule = create_optimizer(config)
-    rng = jax.random.key(config.seed)
-    init_rng, train_rng = jax.random.split(rng)
-    abstract_state = jax.eval_shape(lambda r: init_state(model, tx, config, r), init_rng)
-    state_sharding = jax.tree.map(lambda _: replicated, abstract_state)
+    # Model, optimizer and the shardings of their state.
+    model = state_lib.create_model(config, vocab.vocab_size)
+    tx, schedule = state_lib.create_optimizer(config)
+    init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
+    abstract_state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
 
     # State: the latest checkpoint of this workdir, or a fresh initialization.
     mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
-    abstract_state = jax.tree.map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        abstract_state, state_sharding)
     state = checkpointing.restore(mngr, abstract_state)
     resumed = state is not None
     if not resumed:
-        state = jax.jit(lambda r: init_state(model, tx, config, r),
-                        out_shardings=state_sharding)(init_rng)
+        state = state_lib.init_state(model, tx, init_rng, shardings)
+        state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
     start_step = int(state["step"])
     logging.info("%s at step %d; %d parameters", "Resumed" if resumed else "Starting",
                  start_step, sum(x.size for x in jax.tree.leaves(state["params"])))
 
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
-                         in_shardings=(state_sharding, batch_sharding, None),
-                         out_shardings=(state_sharding, None), donate_argnums=0)
+                         in_shardings=(shardings, batch_sharding, None),
+                         out_shardings=(shardings, None), donate_argnums=0)
     evaluator = xm3600.Evaluator(config.evals.xm3600, config.data, model, vocab,
                                  config.model.image_size)
     logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
 
-    # Loop.
-    if start_step == 0:
-        logger.log(0, evaluator.run(state["params"]))
-    batches = train_batches(start_step)
-    step_flops, timer = None, StepTimer(start_step)
-    for step in range(start_step + 1, config.total_steps + 1):
-        local = next(batches)
-        batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
-                 for k, v in local.items()}
-        if step_flops is None:
-            step_flops = flops.compiled_flops(
-                train_step.lower(state, batch, train_rng).compile()) or 0.0
-        state, measurements = train_step(state, batch, jax.random.fold_in(train_rng, step))
-        if schedules.itstime(step, config.log_every, config.total_steps):
-            measurements = jax.device_get(measurements)
-            check_finite(step, measurements)
-            measurements.update(timer.measure(step, config.batch_size, step_flops,
-                                              measurements["train/tokens"]))
-            logger.log(step, measurements)
-            logger.progress(step, measurements)
-        if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
-            logger.log(step, evaluator.run(state["params"]))
-            timer.restart(step)
-        stop = preemption.should_stop()
-        if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
-            check_finite(step, jax.device_get(measurements))
-            checkpointing.save(mngr, step, state)
-        if stop:
-            logging.warning("Stop requested (SIGTERM): saved step %d, exiting.", step)
-            break
-    mngr.wait_until_finished()
-    logger.close()
+    # Loop. Pending checkpoint writes finish even when training stops on an error.
+    preemption.install()  # Here: libraries set up above may have taken SIGTERM.
+    batches = None
+    try:
+        if start_step == 0:
+            logger.log(0, evaluator.run(state["params"]))
+        batches = train_batches(start_step)
+        compiled_step, timer = None, StepTimer(start_step)
+        for step in range(start_step + 1, config.total_steps + 1):
+            batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
+                     for k, v in next(batches).items()}
+            if compiled_step is None:
+                # Compiled once (also to read its FLOPs), inside the mesh and axis
+                # rules so that the model's logical activation constraints apply.
+                with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+                    compiled_step = train_step.lower(state, batch, train_rng).compile()
+                step_flops = flops.compiled_flops(compiled_step)
+            state, measurements = compiled_step(state, batch, jax.random.fold_in(train_rng, step))
+            if schedules.itstime(step, config.log_every, config.total_steps):
+                measurements = jax.device_get(measurements)
+                check_finite(step, measurements)
+                measurements.update(timer.measure(step, config.batch_size, step_flops,
+                                                  measurements["train/tokens"]))
+                logger.log(step, measurements)
+                logger.progress(step, measurements)
+            if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
+                logger.log(step, evaluator.run(state["params"]))
+                timer.restart(step)
+            stop = preemption.should_stop()
+            if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
+                check_finite(step, jax.device_get(measurements))
+                checkpointing.save(mngr, step, state)
+            if stop:
+                logging.warning("Stop requested (SIGTERM): saved step %d, exiting.", step)
+                break
+    finally:
+        mngr.wait_until_finished()
+        logger.close()
+        if batches is not None:
+            batches.close()
     return state
+
 
 
 class StepTimer:
@@ -287,14 +254,6 @@ def initialize_distributed():
         jax.distributed.initialize()
 
 
-def _model_config(config, vocab):
-    """config.model with the vocabulary size filled in from the tokenizer when unset."""
-    model_config = ml_collections.ConfigDict(config.model.to_dict())
-    if model_config.t5.get("vocab_size") is None:
-        model_config.t5.vocab_size = vocab.vocab_size
-    return model_config
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -302,7 +261,6 @@ def main(argv):
         raise app.UsageError("--workdir is required")
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     initialize_distributed()
-    preemption.install()
     train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value)
 
 

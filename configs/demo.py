@@ -16,7 +16,7 @@ def get_config():
     """Returns the demo config (locked: a misspelled override is an error)."""
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.total_steps = 1500                  # Training steps.
+    c.total_steps = 1000                  # Training steps.
     c.batch_size = 64                     # Global batch, split over devices and processes.
     c.grad_accum_steps = 1                # Micro-batches per step (same maths, less memory).
     c.log_every = 50                      # Steps between metrics.jsonl lines.
@@ -33,13 +33,15 @@ def get_config():
 
     c.vocab = ml_collections.ConfigDict(dict(path="demo_data/spm/demo.model"))
     c.data = ml_collections.ConfigDict(dict(
-        dataset="coco35l",                # Read through the COCO-35L release-layout reader.
-        manual_dir="demo_data/coco35l",
+        dataset="coco35l",                # COCO-35L release layout (data/coco35l.py).
+        manual_dir="demo_data/coco35l",   # The release files (TFDS manual_dir).
+        reader="tfds",                    # "tfds": through the TFDS builder; "files": direct.
+        tfds_data_dir="",                 # '': demo_data/tfds, next to manual_dir.
         langs=("en", "es", "hi", "zh"),
         mixture="uniform",                # Languages sampled uniformly.
         prompt_template="<2{lang}>",      # The LangId string fed to the encoder.
         max_prompt_len=8,
-        max_target_len=32,
+        max_target_len=16,
         augment=False,
     ))
     c.model = ml_collections.ConfigDict(dict(
@@ -49,7 +51,7 @@ def get_config():
         dropout=0.0,
         scan=False,
         remat=False,
-        vit=dict(variant="mu/8", pool="map", posemb="learn",
+        vit=dict(variant="mu/16", pool="map", posemb="learn",
                  width=128, depth=2, mlp_dim=256, num_heads=4),
         t5=dict(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=256,
                 num_encoder_layers=2, num_decoder_layers=2, vocab_size=None),
@@ -62,9 +64,13 @@ def get_config():
         langs=("en", "es", "hi", "zh"),
         every=250,                        # Steps between evaluations (also at step 0 and the end).
         batch_size=64,
-        max_decode_len=32,
+        max_decode_len=24,
         max_images=None,                  # None: every image of the split.
     ))
     c.checkpoint = ml_collections.ConfigDict(dict(every=250, keep=2))
-    c.mesh = ml_collections.ConfigDict(dict(data=-1, model=1))  # -1: all remaining devices.
+    c.mesh = ml_collections.ConfigDict(dict(
+        data=-1,                          # Devices on the data axis; -1: what `model` leaves.
+        model=1,                          # Devices on the model (tensor-parallel) axis.
+        fsdp=False,                       # Also shard parameters' embed axis over `data`.
+    ))
     return c.lock()

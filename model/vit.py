@@ -138,6 +138,37 @@ class MlpBlock(nn.Module):
                         **_dense_inits(part.MLP, part.EMBED))(h)
 
 
+class _HeadsDense(nn.Module):
+    """flax DenseGeneral's parameters for a projection into or out of attention heads.
+
+    flax's own DenseGeneral initializes a flattened kernel and reshapes it;
+    with logical-axis boxes that reshape applies the 3-D sharding constraint to
+    the 2-D kernel and fails under a mesh, so the kernel is created in its
+    stored shape here. Fans are computed over the same axes, so the
+    initialization has flax's distribution.
+    """
+    kernel_shape: tuple
+    kernel_names: tuple
+    bias_shape: tuple
+    bias_names: tuple
+    equation: str
+    in_axes: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        ndim = len(self.kernel_shape)
+        in_axis = tuple(range(self.in_axes))
+        out_axis = tuple(range(self.in_axes, ndim))
+        init = nn.initializers.xavier_uniform(in_axis=in_axis, out_axis=out_axis)
+        kernel = self.param("kernel", part.param_init(init, self.kernel_names),
+                            self.kernel_shape, jnp.float32)
+        bias = self.param("bias", part.param_init(nn.initializers.zeros, self.bias_names),
+                          self.bias_shape, jnp.float32)
+        y = jnp.einsum(self.equation, x.astype(self.dtype), kernel.astype(self.dtype))
+        return y + bias.astype(self.dtype)
+
+
 class MultiHeadDotProductAttention(nn.Module):
     """flax's MultiHeadDotProductAttention layout: query/key/value/out, biases.
 
@@ -152,15 +183,12 @@ class MultiHeadDotProductAttention(nn.Module):
         """Attends from [batch, q_len, width] to [batch, kv_len, width]."""
         width = inputs_q.shape[-1]
         head_dim = width // self.num_heads
-        # flax initializes the flattened [width, heads*head_dim] kernel.
-        init = nn.initializers.xavier_uniform()
 
         def projection(name):
-            return nn.DenseGeneral(
-                (self.num_heads, head_dim), axis=-1, dtype=self.dtype,
-                param_dtype=jnp.float32, name=name,
-                kernel_init=part.param_init(init, (part.EMBED, part.HEADS, part.KV)),
-                bias_init=part.param_init(nn.initializers.zeros, (part.HEADS, part.KV)))
+            return _HeadsDense(
+                (width, self.num_heads, head_dim), (part.EMBED, part.HEADS, part.KV),
+                (self.num_heads, head_dim), (part.HEADS, part.KV),
+                "bld,dhk->blhk", in_axes=1, dtype=self.dtype, name=name)
 
         names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
         # [batch, length, heads, head_dim]
@@ -169,10 +197,10 @@ class MultiHeadDotProductAttention(nn.Module):
         value = part.constrain(projection("value")(inputs_kv), names)
         query = query / jnp.sqrt(head_dim).astype(query.dtype)
         x = layers.dot_product_attention(query, key, value, dtype=self.dtype)
-        return nn.DenseGeneral(
-            width, axis=(-2, -1), dtype=self.dtype, param_dtype=jnp.float32, name="out",
-            kernel_init=part.param_init(init, (part.HEADS, part.KV, part.EMBED)),
-            bias_init=part.param_init(nn.initializers.zeros, (part.EMBED,)))(x)
+        return _HeadsDense(
+            (self.num_heads, head_dim, width), (part.HEADS, part.KV, part.EMBED),
+            (width,), (part.EMBED,), "blhk,hkd->bld", in_axes=2, dtype=self.dtype,
+            name="out")(x)
 
 
 class Encoder1DBlock(nn.Module):

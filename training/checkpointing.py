@@ -27,6 +27,7 @@ def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
     """
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, create=not read_only, read_only=read_only,
+        cleanup_tmp_directories=not read_only,  # Left behind by a process killed mid-save.
         enable_async_checkpointing=asynchronous)
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
@@ -62,3 +63,23 @@ def restore(mngr, abstract_state, step=None):
             f"{sorted(available) or 'none'}")
     abstract_state = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
     return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+
+
+def read_saved_state(workdir, step=None):
+    """The state of a checkpoint as saved, without an abstract target (tests, inspection).
+
+    Returns:
+        (step, state) of checkpoint `step`, or of the latest one.
+    """
+    mngr = manager(workdir, read_only=True, asynchronous=False)
+    step = mngr.latest_step() if step is None else step
+    if step is None:
+        raise FileNotFoundError(f"no checkpoint in {checkpoint_dir(workdir)}")
+    path = os.path.join(checkpoint_dir(workdir), str(step), "default")
+    checkpointer = ocp.StandardCheckpointer()
+    # Onto this process's first device, whatever topology wrote the checkpoint.
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = jax.tree.map(
+        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+        checkpointer.metadata(path).item_metadata.tree)
+    return step, checkpointer.restore(path, target)

@@ -13,7 +13,6 @@ import os
 import time
 
 import jax
-from absl import logging
 from clu import metric_writers
 
 
@@ -64,18 +63,21 @@ class MetricsLogger:
         """Prints one progress line: step, steps/s, loss, learning rate, ETA, latest CIDEr."""
         if not self.is_main:
             return
-        elapsed = time.time() - self._t0
-        done = step - self._step0
-        rate = done / elapsed if elapsed > 0 and done > 0 else float("nan")
-        eta = (self.total_steps - step) / rate if rate > 0 else float("nan")
-        parts = [f"step {step}/{self.total_steps}", f"{rate:.2f} steps/s"]
+        # steps/s of the recent steps (evaluations excluded); the ETA uses the
+        # whole run's pace, which includes evaluations and compilation.
+        step_time = measurements.get("perf/step_time_s")
+        elapsed, done = time.time() - self._t0, step - self._step0
+        pace = elapsed / done if done > 0 else float("nan")
+        eta = (self.total_steps - step) * pace
+        parts = [f"step {step}/{self.total_steps}"]
+        if step_time:
+            parts.append(f"{1 / step_time:.2f} steps/s")
         for name in ("train/loss", "learning_rate"):
             if name in measurements:
                 parts.append(f"{name.split('/')[-1]} {measurements[name]:.4g}")
         if not math.isnan(eta):
             parts.append(f"ETA {_format_duration(eta)}")
         parts += [f"{k} {v:.3f}" for k, v in self._last_eval.items()]
-        logging.info(" | ".join(parts))
         print(" | ".join(parts), flush=True)
 
     def close(self):

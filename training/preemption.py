@@ -23,8 +23,9 @@ def _handler(signum, frame):
 
 
 def install():
-    """Routes SIGTERM to the stop flag (call once, from the main thread)."""
-    signal.signal(signal.SIGTERM, _handler)
+    """Routes SIGTERM to the stop flag (only the main thread can; elsewhere a no-op)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _handler)
 
 
 def should_stop():

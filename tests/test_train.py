@@ -1,0 +1,100 @@
+"""End-to-end tests of train.py on a tiny config: loop, metrics, resume, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import train
+from data import pipeline
+from tests.tiny import tiny_config
+from training import checkpointing
+from training.metrics import read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _files_config(data_dir, **overrides):
+    return tiny_config(data_dir, **{"data.reader": "files", **overrides})
+
+
+def test_trains_evaluates_and_checkpoints(tiny_demo, tmp_path):
+    workdir = str(tmp_path / "run")
+    train.train_and_evaluate(_files_config(tiny_demo), workdir)
+    records = read_metrics(workdir)
+    steps = [r["step"] for r in records if "train/loss" in r]
+    assert steps == [1, 2, 3, 4]
+    evals = [r for r in records if "eval/cider_d/avg" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4]
+    for r in evals:
+        assert np.isclose(r["eval/cider_d/avg"], (r["eval/cider_d/en"] + r["eval/cider_d/zh"]) / 2)
+    for r in records:
+        if "train/loss" in r:
+            assert np.isfinite(r["train/loss"]) and r["learning_rate"] == pytest.approx(3e-3)
+    assert sorted(checkpointing.manager(workdir).all_steps()) == [2, 4]
+    with open(os.path.join(workdir, "config.json")) as f:
+        assert json.load(f)["total_steps"] == 4
+
+
+def test_resume_continues_from_the_latest_checkpoint(tiny_demo, tmp_path):
+    workdir = str(tmp_path / "run")
+    straight = train.train_and_evaluate(_files_config(tiny_demo, total_steps=4), workdir + "a")
+    train.train_and_evaluate(_files_config(tiny_demo, total_steps=2), workdir + "b")
+    resumed = train.train_and_evaluate(_files_config(tiny_demo, total_steps=4), workdir + "b")
+    assert int(resumed["step"]) == 4
+    for a, b in zip(jax.tree.leaves(straight["params"]), jax.tree.leaves(resumed["params"]),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # One record per step and kind, also across the restart.
+    records = read_metrics(workdir + "b")
+    train_steps = [r["step"] for r in records if "train/loss" in r]
+    assert train_steps == [1, 2, 3, 4]
+
+
+def test_incompatible_config_change_is_refused(tiny_demo, tmp_path):
+    workdir = str(tmp_path / "run")
+    train.train_and_evaluate(_files_config(tiny_demo, total_steps=2), workdir)
+    changed = _files_config(tiny_demo, **{"total_steps": 4, "model.t5.mlp_dim": 32})
+    with pytest.raises(train.TrainingError, match=r"model\.t5\.mlp_dim: 64 -> 32"):
+        train.train_and_evaluate(changed, workdir)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path,
+                                                                    monkeypatch):
+    real = pipeline.train_iterator
+
+    def poisoned(*args, **kwargs):
+        for step, batch in enumerate(real(*args, **kwargs), start=kwargs["start_step"] + 1):
+            if step == 3:
+                batch = dict(batch, image=np.full_like(batch["image"], np.nan))
+            yield batch
+
+    monkeypatch.setattr(pipeline, "train_iterator", poisoned)
+    workdir = str(tmp_path / "run")
+    with pytest.raises(train.TrainingError, match=r"step 3: non-finite train/loss=nan"):
+        train.train_and_evaluate(_files_config(tiny_demo), workdir)
+    assert checkpointing.manager(workdir).all_steps() == [2]
+
+
+def _run_train(*args):
+    return subprocess.run(
+        [sys.executable, "train.py", *args], cwd=REPO, capture_output=True, text=True,
+        timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def test_unknown_config_field_is_a_clear_error(tmp_path):
+    result = _run_train("--config", "configs/demo.py", "--workdir", str(tmp_path),
+                        "--config.model.t5.no_such_field=3")
+    assert result.returncode != 0
+    assert "no_such_field" in result.stderr
+    assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_unknown_language_names_the_known_ones(tiny_demo, tmp_path):
+    config = _files_config(tiny_demo, **{"evals.xm3600.langs": ("en", "xx")})
+    with pytest.raises(ValueError, match=r"unknown language 'xx'; known: ar, bn"):
+        train.train_and_evaluate(config, str(tmp_path / "run"))

@@ -1,0 +1,36 @@
+"""Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses)."""
+
+from configs import demo as demo_config
+from data import demo
+
+
+def write_demo(out_dir):
+    """Writes a small demo dataset (release layouts and vocabulary, no TFDS build)."""
+    demo.generate(str(out_dir), seed=0, num_train=48, num_restval=16, num_val=8, num_test=4,
+                  num_xm3600=8, image_size=32, build_tfds=False)
+
+
+def tiny_config(data_dir, **overrides):
+    """configs/demo.py shrunk to a model and run that take seconds on a CPU."""
+    c = demo_config.get_config()
+    c.unlock()
+    c.update_from_flattened_dict({
+        "total_steps": 4, "batch_size": 8, "log_every": 1,
+        "vocab.path": f"{data_dir}/spm/demo.model",
+        "data.manual_dir": f"{data_dir}/coco35l",
+        "data.reader": "files",
+        "data.max_target_len": 16,
+        "model.image_size": 32,
+        "model.vit.width": 32, "model.vit.depth": 1, "model.vit.mlp_dim": 64,
+        "model.vit.num_heads": 2,
+        "model.t5.emb_dim": 32, "model.t5.num_heads": 2, "model.t5.head_dim": 16,
+        "model.t5.mlp_dim": 64, "model.t5.num_encoder_layers": 1,
+        "model.t5.num_decoder_layers": 1,
+        "evals.xm3600.data_dir": f"{data_dir}/xm3600",
+        "evals.xm3600.langs": ("en", "zh"),
+        "evals.xm3600.every": 2, "evals.xm3600.batch_size": 4,
+        "evals.xm3600.max_decode_len": 8,
+        "checkpoint.every": 2,
+        **overrides,
+    })
+    return c.lock()

@@ -1,0 +1,163 @@
+"""Training at scale on CPU: sharded meshes, two processes, and kill/resume.
+
+Runs that need several (simulated) devices or processes are subprocesses,
+because the device count and jax.distributed are fixed when JAX starts; the
+single-device references run in the test process itself.
+"""
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+
+import train
+from tests.tiny import tiny_config
+from training import checkpointing
+from training.metrics import read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
+SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,
+             "total_steps": 6, "evals.xm3600.every": 0, "checkpoint.every": 3,
+             "data.reader": "files"}
+MESHES = {
+    "data parallel": {"mesh.data": 8, "mesh.model": 1},
+    "data 2 x model 4": {"mesh.data": 2, "mesh.model": 4},
+    "fully sharded": {"mesh.data": 8, "mesh.model": 1, "mesh.fsdp": True},
+}
+
+
+def _env():
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+def _losses(workdir):
+    return [r["train/loss"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+
+
+def _params(workdir):
+    _, state = checkpointing.read_saved_state(str(workdir))
+    return state["params"]
+
+
+def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_path):
+    train.train_and_evaluate(tiny_config(tiny_demo, **SHARDABLE), str(tmp_path / "single"))
+    reference = _losses(tmp_path / "single")
+    # One process with 8 simulated devices trains each mesh in turn.
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        import train
+        from tests.tiny import tiny_config
+        for name, mesh in {MESHES!r}.items():
+            config = tiny_config({str(tiny_demo)!r}, **{SHARDABLE!r}, **mesh)
+            train.train_and_evaluate(config, os.path.join({str(tmp_path)!r}, name))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=_env(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in MESHES:
+        losses = _losses(tmp_path / name)
+        assert len(losses) == len(reference) == 6, name
+        np.testing.assert_allclose(losses, reference, rtol=2e-5, err_msg=name)
+
+
+def _runner(data, workdir, *extra):
+    cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(data),
+           "--workdir", str(workdir)]
+    return cmd + list(extra)
+
+
+def _sets(overrides):
+    out = []
+    for field, value in overrides.items():
+        out += ["--set", f"{field}={value!r}"]
+    return out
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path):
+    train.train_and_evaluate(tiny_config(tiny_demo, **SHARDABLE), str(tmp_path / "one"))
+    coordinator = f"localhost:{_free_port()}"
+    procs = [subprocess.Popen(
+        _runner(tiny_demo, tmp_path / "two", *_sets(SHARDABLE), "--coordinator", coordinator,
+                "--num_processes", "2", "--process_id", str(i)),
+        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out[-3000:]
+    np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(tmp_path / "one"), rtol=2e-5)
+    # Gradients summed across processes in another order: parameters agree to
+    # float32 rounding, except that Adafactor's sign-like updates (~3e-6 here)
+    # of parameters whose gradient is ~0 may flip.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4),
+                 _params(tmp_path / "two"), _params(tmp_path / "one"))
+
+
+def _wait_for_step(workdir, step, proc, timeout=300):
+    """Waits until metrics.jsonl shows training step `step` (or the process ends)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if any(r["step"] >= step for r in read_metrics(str(workdir)) if "train/loss" in r):
+                return
+        except (FileNotFoundError, ValueError):  # Not written yet, or a line half-written.
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"step {step} not reached; process exit code {proc.poll()}")
+
+
+def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path):
+    overrides = {"total_steps": 12, "checkpoint.every": 2, "evals.xm3600.every": 0,
+                 "data.reader": "files"}
+    train.train_and_evaluate(tiny_config(tiny_demo, **overrides), str(tmp_path / "straight"))
+    workdir = tmp_path / "interrupted"
+    cmd = _runner(tiny_demo, workdir, *_sets(overrides))
+    rng = random.Random(0)
+    # Three SIGKILLs at random steps: whatever was not checkpointed is redone.
+    for target in sorted(rng.sample(range(1, 10), 3)):
+        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        _wait_for_step(workdir, target, proc)
+        time.sleep(rng.uniform(0, 0.2))
+        proc.kill()
+        proc.wait()
+    # Then a SIGTERM (preemption): save the current step and exit cleanly.
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # Until this process has trained a step (its progress line).
+        lines.append(line)
+        if line.startswith("step "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(lines) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out[-3000:]
+    if "Stop requested (SIGTERM)" in out:  # Else it finished before the signal landed.
+        saved, _ = checkpointing.read_saved_state(str(workdir))
+        logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)
+        assert saved == logged
+    # Finally run to the end.
+    result = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    step, state = checkpointing.read_saved_state(str(workdir))
+    assert step == 12
+    straight = _params(tmp_path / "straight")
+    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+    assert steps == list(range(1, 13))

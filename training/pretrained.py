@@ -1,0 +1,52 @@
+"""Initializing a fresh run's parameters from pretrained weights (`config.init`).
+
+- `init.mt5`: a T5X mT5 checkpoint and `init.vit`: a big_vision ViT `.npz`
+  (model/checkpoints/), each merged into its tower, with a report of what was
+  missing, unexpected or resampled.
+- `init.checkpoint`: the parameters of another run of this repository (a
+  workdir, or one of its `checkpoints/<step>` folders), e.g. BB+CC's finetuning
+  on COCO-35L starting from its CC3M-35L pretraining. The optimizer starts afresh.
+"""
+
+import os
+
+import jax
+from absl import logging
+
+from model import checkpoints
+from training import checkpointing
+
+
+def _restore_other_run(path, abstract_state):
+    """Params of another run's checkpoint: `path` is a workdir or a `checkpoints/<step>` folder."""
+    path = os.path.abspath(path)
+    step = None
+    if os.path.basename(path).isdigit():  # .../checkpoints/<step>
+        step, path = int(os.path.basename(path)), os.path.dirname(os.path.dirname(path))
+    if not os.path.isdir(checkpointing.checkpoint_dir(path)):
+        raise FileNotFoundError(f"init.checkpoint: no checkpoints folder in {path}")
+    mngr = checkpointing.manager(path, read_only=True, asynchronous=False)
+    state = checkpointing.restore(mngr, abstract_state, step)
+    if state is None:
+        raise FileNotFoundError(f"init.checkpoint: {path} has no checkpoint")
+    logging.info("init.checkpoint: params of step %d of %s", int(state["step"]), path)
+    return state["params"]
+
+
+def initialize(params, init_config, abstract_state):
+    """Returns `params` with the pretrained weights `init_config` names, in their shardings.
+
+    Args:
+        params: freshly initialized (sharded) params.
+        init_config: `config.init` with fields mt5, vit, checkpoint ('' to skip).
+        abstract_state: the run's abstract state (shapes and shardings).
+    """
+    shardings = jax.tree.map(lambda x: x.sharding, abstract_state["params"])
+    if init_config.get("checkpoint"):
+        params = _restore_other_run(init_config.checkpoint, abstract_state)
+    if init_config.get("mt5") or init_config.get("vit"):
+        params, reports = checkpoints.load_pretrained(jax.device_get(params), init_config)
+        for report in reports:
+            logging.info("%s", report)
+        params = jax.device_put(params, shardings)
+    return params

@@ -1,0 +1,154 @@
+"""Builds what a run trains: mesh, model, optimizer, and the sharded training state.
+
+The training state is the pytree `{"params", "opt_state", "step"}`. Its
+shardings come from the model's logical axis names (model/partitioning.py)
+mapped onto a ('data', 'model') mesh; Adafactor's factored second moments get
+the sharding of their parameter with the factored-out axis dropped. The state
+is created directly with those shardings (inside `jit`), never as a full copy
+on one device. The evaluation tools use `restore_params` to read a run's
+checkpoint with the same code.
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from model import captioner, partitioning
+from training import checkpointing, schedules
+
+
+def make_mesh(mesh_config, devices=None):
+    """A ('data', 'model') mesh; -1 on one axis takes the devices the other leaves."""
+    devices = jax.devices() if devices is None else devices
+    n = len(devices)
+    data, model = mesh_config.data, mesh_config.model
+    if data == -1:
+        data = n // model
+    if model == -1:
+        model = n // data
+    if data < 1 or model < 1 or data * model != n:
+        raise ValueError(
+            f"config.mesh data={mesh_config.data} x model={mesh_config.model} does not "
+            f"cover the {n} devices")
+    return Mesh(np.asarray(devices).reshape(data, model), ("data", "model"))
+
+
+def axis_rules(config):
+    """The logical-to-mesh axis rules of the run (FSDP or not)."""
+    return partitioning.logical_axis_rules(fsdp=config.mesh.fsdp)
+
+
+def padded_vocab_size(vocab_size, multiple=128):
+    """The embedding size for a vocabulary: rounded up to a multiple of 128, as mT5's 250112.
+
+    Padding keeps the vocabulary axis divisible by any model-parallel degree
+    (and the matrix units' tiles); the extra rows are never targets.
+    """
+    return -(-vocab_size // multiple) * multiple
+
+
+def create_model(config, vocab_size):
+    """The Captioner of `config.model`; `t5.vocab_size`, when unset, is the padded vocabulary."""
+    model_config = ml_collections.ConfigDict(config.model.to_dict())
+    if model_config.t5.get("vocab_size") is None:
+        model_config.t5.vocab_size = padded_vocab_size(vocab_size)
+    return captioner.from_config(model_config)
+
+
+def create_optimizer(config):
+    """Adafactor with the paper's schedule; returns (optax transform, schedule)."""
+    if config.lr.schedule == "rsqrt":
+        schedule = schedules.rsqrt_after_constant(config.lr.base, config.lr.constant_steps)
+    elif config.lr.schedule == "constant":
+        schedule = schedules.constant(config.lr.base)
+    else:
+        raise ValueError(f"config.lr.schedule={config.lr.schedule!r}; known: rsqrt, constant")
+    tx = optax.adafactor(
+        learning_rate=schedule,
+        clipping_threshold=config.optimizer.clipping_threshold,
+        decay_rate=config.optimizer.decay_rate)
+    return tx, schedule
+
+
+def _init_state(model, tx, rng):
+    params = captioner.init_params(model, rng)
+    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+
+def _moment_spec(param_spec, param_shape, leaf_shape):
+    """Sharding of an optimizer leaf that mirrors a parameter (Adafactor's v, v_row, v_col)."""
+    spec = tuple(param_spec) + (None,) * (len(param_shape) - len(param_spec))
+    if tuple(leaf_shape) == tuple(param_shape):
+        return P(*spec)
+    if len(leaf_shape) == len(param_shape) - 1:  # A factored moment: one axis reduced away.
+        for axis in reversed(range(len(param_shape))):
+            if param_shape[:axis] + param_shape[axis + 1:] == tuple(leaf_shape):
+                return P(*(spec[:axis] + spec[axis + 1:]))
+    return P()
+
+
+def state_shardings(model, tx, mesh, rules):
+    """Returns (abstract state with shardings, tree of NamedSharding) for `model` and `tx`.
+
+    Args:
+        model: the Captioner.
+        tx: the optax transform.
+        mesh: the device mesh.
+        rules: logical axis rules (`axis_rules(config)`).
+    """
+    boxed = captioner.abstract_params(model, boxed=True)
+    param_specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), rules)
+    abstract = jax.eval_shape(lambda r: _init_state(model, tx, r), jax.random.key(0))
+    is_spec = lambda x: isinstance(x, P)  # noqa: E731
+    by_path = {
+        path: (spec, leaf.shape) for (path, spec), leaf in zip(
+            jax.tree_util.tree_flatten_with_path(param_specs, is_leaf=is_spec)[0],
+            jax.tree.leaves(abstract["params"]), strict=True)}
+
+    def opt_spec(path, leaf):
+        # Optimizer moments sit at <optimizer fields>/<parameter path>: match the suffix.
+        for start in range(len(path)):
+            if path[start:] in by_path:
+                spec, shape = by_path[path[start:]]
+                return _moment_spec(spec, shape, leaf.shape)
+        return P()  # Counters and other scalars.
+
+    opt_specs = jax.tree_util.tree_map_with_path(opt_spec, abstract["opt_state"])
+    specs = {"params": param_specs, "opt_state": opt_specs,
+             "step": P()}
+    shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=is_spec)
+    abstract = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
+    return abstract, shardings
+
+
+def init_state(model, tx, rng, shardings):
+    """A freshly initialized state, created directly with its shardings."""
+    return jax.jit(lambda r: _init_state(model, tx, r), out_shardings=shardings)(rng)
+
+
+def restore_params(config, workdir, vocab_size, step=None):
+    """Reads the params of a run's checkpoint (latest, or `step`) for evaluation.
+
+    Returns:
+        (model, params, step).
+
+    Raises:
+        FileNotFoundError: the workdir has no checkpoint, or not of `step`.
+    """
+    model = create_model(config, vocab_size)
+    tx, _ = create_optimizer(config)
+    mesh = make_mesh(config.mesh)
+    abstract, _ = state_shardings(model, tx, mesh, axis_rules(config))
+    mngr = checkpointing.manager(workdir, read_only=True, asynchronous=False)
+    state = checkpointing.restore(mngr, abstract, step)
+    if state is None:
+        raise FileNotFoundError(
+            f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train first, or "
+            f"pass the --workdir of a run")
+    return model, state["params"], int(state["step"])
