@@ -26,7 +26,6 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
 
 import train  # noqa: E402
 from training import flops  # noqa: E402
