@@ -1,0 +1,212 @@
+"""Speed of eval.cider against pycocoevalcap on an XM3600-sized synthetic corpus.
+
+Per language, the number of references per image and the words (or, for ja,
+th and zh, characters) per caption follow the paper's Table 1
+(/work/shared/reference/xm3600_paper/caption_stats.csv); words are drawn from a
+Zipf-like vocabulary in the language's script, capitalized and punctuated, and
+each prediction is a noisy copy of one of its image's references or a fresh
+caption. Times, in one process:
+
+  (a) pycocoevalcap `Cider` over all languages, on the already normalized,
+      space-joined strings (its own tokenizer needs Java and is not counted);
+  (b) eval.cider end to end from raw strings: normalization, tokenization,
+      document frequencies, scores, jit compilation included;
+  (c) the in-loop path: references prepared once, new predictions each call,
+      kernel already compiled (normalization of the predictions included).
+
+Each time is reported as wall-clock and as CPU time of this process (all
+threads); on a shared machine the CPU times are the steadier figures.
+
+Usage: python benchmarks/cider_speed.py [--langs N] [--images N] [--seed S]
+"""
+
+import argparse
+import csv
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from data import languages  # noqa: E402
+from eval import text  # noqa: E402
+
+STATS = "/work/shared/reference/xm3600_paper/caption_stats.csv"
+# First code point and size of an alphabet per script, for synthetic words.
+_SCRIPTS = {
+    "ar": (0x0628, 26), "fa": (0x0628, 26), "bn": (0x0995, 30), "el": (0x03B1, 24),
+    "he": (0x05D0, 27), "hi": (0x0915, 30), "ko": (0xAC00, 400), "ru": (0x0430, 32),
+    "uk": (0x0430, 32), "te": (0x0C15, 30), "th": (0x0E01, 46), "ja": (0x3041, 86),
+    "zh": (0x4E00, 3000),
+}
+_KANJI = (0x4E00, 2000)
+
+
+def read_stats(path=STATS):
+    """Returns {lang: row} from caption_stats.csv."""
+    with open(path, encoding="utf-8") as f:
+        return {row["lang"]: row for row in csv.DictReader(f)}
+
+
+def references_per_image(row, num_images):
+    """Reference counts per image matching the paper's mix of 1 / 2 / 3+ captions."""
+    n1, n2, n3 = (int(row[k]) for k in ("images_with_1", "images_with_2", "images_with_3plus"))
+    total = n1 + n2 + n3
+    counts = np.repeat([1, 2, 3], [n1, n2, n3])
+    extra = int(row["num_captions"]) - counts.sum()
+    if n3 and extra > 0:
+        counts[n1 + n2 + np.arange(extra) % n3] += 1
+    pick = np.linspace(0, total - 1, num_images).round().astype(int)
+    return counts[pick]
+
+
+class CaptionMaker:
+    """Random captions for one language, with a Zipf-like word distribution."""
+
+    def __init__(self, lang, row, rng, vocab_size=6000):
+        self.rng = rng
+        self.segmented = lang in text.SEGMENTED_LANGS
+        start, size = _SCRIPTS.get(lang, (ord("a"), 26))
+        avg_words, avg_chars = float(row["avg_words"]), float(row["avg_chars"])
+        if self.segmented:
+            self.length = avg_chars
+            inventory = size if lang != "ja" else size + _KANJI[1]
+            self.words = [chr(start + i) if i < size else chr(_KANJI[0] + i - size)
+                          for i in range(inventory)]
+        else:
+            self.length = avg_words
+            letters = [chr(start + i) for i in range(size)]
+            word_len = max(1.5, avg_chars / avg_words - 1)
+            seen, words = set(), []
+            while len(words) < vocab_size:
+                n = max(1, rng.poisson(word_len))
+                word = "".join(rng.choice(letters, n))
+                if word not in seen:
+                    seen.add(word)
+                    words.append(word)
+            self.words = words
+        self.words = np.array(self.words, dtype=object)
+        p = 1.0 / np.arange(1, len(self.words) + 1) ** 1.05
+        self.cdf = np.cumsum(p / p.sum())
+
+    def draw(self, n):
+        """`n` words from the Zipf-like distribution."""
+        return self.words[np.minimum(np.searchsorted(self.cdf, self.rng.random(n)),
+                                     len(self.words) - 1)]
+
+    def _join(self, words):
+        if self.segmented:
+            return "".join(words) + "。"
+        words = list(words)
+        if words:
+            words[0] = words[0].capitalize()
+            if len(words) > 4 and self.rng.random() < 0.3:
+                words[2] += ","
+        return " ".join(words) + "."
+
+    def caption(self):
+        n = max(1, self.rng.poisson(self.length))
+        return self._join(self.draw(n))
+
+    def prediction(self, refs):
+        """A noisy copy of a reference (70%) or a fresh caption."""
+        if self.rng.random() < 0.3:
+            return self.caption()
+        ref = refs[self.rng.integers(len(refs))].rstrip(".。").replace(",", "")
+        words = list(ref) if self.segmented else ref.lower().split()
+        keep = [w for w in words if self.rng.random() > 0.15]
+        replace = self.rng.random(len(keep)) < 0.2
+        for i, word in zip(np.flatnonzero(replace), self.draw(int(replace.sum())),
+                           strict=True):
+            keep[i] = word
+        return self._join(keep)
+
+
+def build_corpus(langs, num_images, seed):
+    """Returns {lang: (references per image, predictions A, predictions B)}."""
+    stats = read_stats()
+    rng = np.random.default_rng(seed)
+    corpus = {}
+    for lang in langs:
+        maker = CaptionMaker(lang, stats[lang], rng)
+        refs = [[maker.caption() for _ in range(k)]
+                for k in references_per_image(stats[lang], num_images)]
+        preds_a = [maker.prediction(r) for r in refs]
+        preds_b = [maker.prediction(r) for r in refs]
+        corpus[lang] = (refs, preds_a, preds_b)
+    return corpus
+
+
+class Timer:
+    """Wall-clock and process CPU seconds of a `with` block."""
+
+    def __enter__(self):
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self._wall
+        self.cpu = time.process_time() - self._cpu
+
+
+def run_pycocoevalcap(corpus):
+    """(a): returns (Timer, {lang: per-image scores}) on pre-normalized strings."""
+    from pycocoevalcap.cider.cider import Cider
+    inputs = {}
+    for lang, (refs, preds, _) in corpus.items():
+        gts = {i: [" ".join(text.normalize(r, lang)) for r in rs] for i, rs in enumerate(refs)}
+        res = {i: [" ".join(text.normalize(p, lang))] for i, p in enumerate(preds)}
+        inputs[lang] = (gts, res)
+    scores = {}
+    with Timer() as timer:
+        for lang, (gts, res) in inputs.items():
+            scores[lang] = Cider().compute_score(gts, res)[1]
+    return timer, scores
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--langs", type=int, default=len(languages.XM3600_LANGS),
+                        help="number of languages (first N of XM3600's order)")
+    parser.add_argument("--images", type=int, default=3600, help="images per language")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    langs = languages.XM3600_LANGS[:args.langs]
+    corpus = build_corpus(langs, args.images, args.seed)
+    num_refs = sum(len(r) for refs, _, _ in corpus.values() for r in refs)
+    print(f"{len(langs)} languages x {args.images} images: {num_refs} references, "
+          f"{len(langs) * args.images} predictions per pass")
+
+    from eval import cider
+    scorers, ours = {}, {}
+    with Timer() as time_b:
+        for lang, (refs, preds, _) in corpus.items():
+            scorers[lang] = cider.CiderScorer(refs, lang)
+            ours[lang] = scorers[lang].score(preds).per_image
+
+    time_a, reference = run_pycocoevalcap(corpus)
+
+    in_loop = {}
+    with Timer() as time_c:
+        for lang, (_, preds_a, preds_b) in corpus.items():
+            scorers[lang].score(preds_b)
+            in_loop[lang] = scorers[lang].score(preds_a).per_image
+    time_c.wall /= 2
+    time_c.cpu /= 2
+
+    diff_b = max(np.abs(ours[k] - reference[k]).max() for k in langs)
+    diff_c = max(np.abs(in_loop[k] - reference[k]).max() for k in langs)
+    corpus_diff = max(abs(ours[k].mean() - reference[k].mean()) for k in langs)
+    print(f"{'':36}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
+    for name, t in [("(a) pycocoevalcap Cider", time_a), ("(b) eval.cider end to end", time_b),
+                    ("(c) eval.cider in-loop, per pass", time_c)]:
+        print(f"{name:36}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
+              f"{t.cpu:9.3f}{time_a.cpu / t.cpu:7.1f}x")
+    print(f"largest per-image difference: (b) {diff_b:.2e}, (c) {diff_c:.2e}; "
+          f"largest corpus difference {corpus_diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()
