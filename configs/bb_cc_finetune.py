@@ -1,0 +1,44 @@
+"""BB+CC, stage 2: finetune the CC3M-35L-pretrained BB on COCO-35L (the paper's Table 3).
+
+    python train.py --config configs/bb_cc_finetune.py --workdir $RUNS/bb_cc_finetune \
+        --distributed --config.init.checkpoint=$RUNS/bb_cc_pretrain
+    python -m eval.xm3600 --config configs/bb_cc_finetune.py --workdir $RUNS/bb_cc_finetune
+    # CPU smoke test (after bb_cc_pretrain.py:smoke in runs/bb_cc_pretrain_smoke):
+    #   --config configs/bb_cc_finetune.py:smoke --workdir runs/bb_cc_finetune_smoke
+
+Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the
+35 training languages 0.293 (en 0.584, es 0.425, hi 0.197, zh 0.202; core-four
+average 0.352); COCO-dev 0.806.
+
+From the paper: the parameters of the CC3M-35L run (`init.checkpoint`: its
+workdir, whose latest checkpoint is used, or a `checkpoints/<step>` folder), a
+fresh Adafactor, a constant learning rate of 3e-5 for one epoch of COCO-35L.
+An epoch is one pass of the input pipeline over the (image, language) pairs,
+113,287 x 35 = 3,965,045 examples: 1,936 steps of 2048 (one random reference
+per pair; counting every reference as an example would be ~5x longer).
+"""
+
+from configs import common
+from data import languages
+from training import schedules
+
+EPOCHS = 1
+
+
+def get_config(arg=None):
+    """Returns the BB+CC finetuning config; "smoke" gives the CPU variant (locked)."""
+    variant = common.check_variant(arg)
+    epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, languages.TRAIN_35L_LANGS)
+    total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
+                                  examples_per_epoch=epoch, batch_size=common.BATCH_SIZE)
+    c = common.baseline(vit="B/16", t5="mt5-base", dataset="coco35l", lr=3e-5,
+                        constant_steps=total_steps, total_steps=total_steps,
+                        schedule="constant", eval_every=500)
+    c.lr.constant_steps = total_steps     # Unused by the "constant" schedule.
+    c.init.mt5, c.init.vit = "", ""       # Both towers come from the checkpoint.
+    c.init.checkpoint = "runs/bb_cc_pretrain"  # The stage-1 workdir (override per launch).
+    c.checkpoint.every = 500
+    if variant == "smoke":
+        common.smoke(c, image_size=32)
+        c.init.checkpoint = "runs/bb_cc_pretrain_smoke"
+    return c.lock()
