@@ -20,14 +20,13 @@ is the `caption_tokenized` source caption.
 """
 
 import collections
-import json
 import logging
 import os
 import tarfile
 
-from data import languages
-from data.coco35l import find_file, open_text
-from data.xm3600 import FormatError
+from data import jsonl, languages
+from data.coco35l import find_file
+from data.jsonl import FormatError
 
 SPLITS = ("train", "dev")
 KEY_FIELDS = ("image_id", "rec_num")
@@ -48,29 +47,19 @@ def read_translations(path, langs):
     """
     wanted = set(langs)
     captions = {lang: {} for lang in langs}
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") \
-                    from None
-            if not isinstance(row, dict) or not all(isinstance(row.get(k), str)
-                                                    for k in _TEXT_FIELDS):
-                raise FormatError(f"{where}: expected an object with string fields "
-                                  f"{', '.join(_TEXT_FIELDS)}")
-            raw_key = next((row[k] for k in KEY_FIELDS if k in row), None)
-            key = parse_key(raw_key) if raw_key is not None else None
-            if key is None:
-                raise FormatError(f"{where}: needs an integer record key in one of "
-                                  f"{', '.join(KEY_FIELDS)}, got {raw_key!r}")
-            if "en" in wanted:
-                captions["en"].setdefault(key, row["caption_tokenized"])
-            if row["trg_lang"] in wanted:
-                captions[row["trg_lang"]][key] = row["translation_tokenized"]
+    for where, row in jsonl.read_objects(path):
+        if not all(isinstance(row.get(k), str) for k in _TEXT_FIELDS):
+            raise FormatError(f"{where}: expected an object with string fields "
+                              f"{', '.join(_TEXT_FIELDS)}")
+        raw_key = next((row[k] for k in KEY_FIELDS if k in row), None)
+        key = parse_key(raw_key) if raw_key is not None else None
+        if key is None:
+            raise FormatError(f"{where}: needs an integer record key in one of "
+                              f"{', '.join(KEY_FIELDS)}, got {raw_key!r}")
+        if "en" in wanted:
+            captions["en"].setdefault(key, row["caption_tokenized"])
+        if row["trg_lang"] in wanted:
+            captions[row["trg_lang"]][key] = row["translation_tokenized"]
     return captions
 
 

@@ -21,17 +21,15 @@ Splits: "train" = Karpathy train + restval (113,287 images), "dev" = Karpathy
 val (5,000 images).
 """
 
-import bz2
 import collections
 import dataclasses
-import gzip
 import json
 import logging
 import os
 import re
 
-from data import languages
-from data.xm3600 import FormatError
+from data import jsonl, languages
+from data.jsonl import FormatError
 
 KARPATHY_FILE = "dataset_coco.json"
 SPLITS = {"train": ("train", "restval"), "dev": ("val",)}
@@ -78,15 +76,6 @@ class ReadStats:
             parts.append(f"{self.missing_image_file} (image, language) pairs have no image file")
         if parts:
             logging.warning("%s: skipped %s", where, "; ".join(parts))
-
-
-def open_text(path):
-    """Opens a `.jsonl`, `.jsonl.bz2` or `.jsonl.gz` file for reading text."""
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rt", encoding="utf-8")
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
 
 
 def find_file(manual_dir, name, what, source):
@@ -148,26 +137,16 @@ def read_translations(path, langs):
         FormatError: a malformed line; the message names the file and line.
     """
     langs = set(langs)
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") \
-                    from None
-            if not isinstance(row, dict) or not all(isinstance(row.get(k), str)
-                                                    for k in _MT_FIELDS):
-                raise FormatError(f"{where}: expected an object with string fields "
-                                  f"{', '.join(_MT_FIELDS)}")
-            match = _IMAGE_ID.match(row["image_id"])
-            if not match:
-                raise FormatError(f"{where}: image_id {row['image_id']!r} is not "
-                                  f"'<cocoid>_<caption index>'")
-            if row["trg_lang"] in langs:
-                yield int(match[1]), int(match[2]), row["trg_lang"], row["translation_tokenized"]
+    for where, row in jsonl.read_objects(path):
+        if not all(isinstance(row.get(k), str) for k in _MT_FIELDS):
+            raise FormatError(f"{where}: expected an object with string fields "
+                              f"{', '.join(_MT_FIELDS)}")
+        match = _IMAGE_ID.match(row["image_id"])
+        if not match:
+            raise FormatError(f"{where}: image_id {row['image_id']!r} is not "
+                              f"'<cocoid>_<caption index>'")
+        if row["trg_lang"] in langs:
+            yield int(match[1]), int(match[2]), row["trg_lang"], row["translation_tokenized"]
 
 
 def _image_root(manual_dir):

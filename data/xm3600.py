@@ -14,16 +14,12 @@ malformed file is reported the same way everywhere: file and line number.
 """
 
 import dataclasses
-import json
 import os
 
-from data import languages
+from data import jsonl, languages
+from data.jsonl import FormatError
 
 CAPTION_FIELDS = ("caption", "caption/tokenized", "caption/tokenized/lowercase")
-
-
-class FormatError(ValueError):
-    """A release file does not have the layout this reader expects."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,14 +38,7 @@ class Record:
     tokenized: dict
 
 
-def _parse_line(line, path, lineno):
-    where = f"{path}:{lineno}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(obj, dict):
-        raise FormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+def _parse_record(obj, where):
     for field in ("image/key", "image/locale"):
         if not isinstance(obj.get(field), str) or not obj[field]:
             raise FormatError(f"{where}: missing or empty string field {field!r}")
@@ -90,18 +79,14 @@ def read_captions(path):
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
-    records, first_line = [], {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            record = _parse_line(line, path, lineno)
-            if record.key in first_line:
-                raise FormatError(
-                    f"{path}:{lineno}: image key {record.key!r} repeats line "
-                    f"{first_line[record.key]}")
-            first_line[record.key] = lineno
-            records.append(record)
+    records, first_seen = [], {}
+    for where, obj in jsonl.read_objects(path):
+        record = _parse_record(obj, where)
+        if record.key in first_seen:
+            raise FormatError(
+                f"{where}: image key {record.key!r} repeats line {first_seen[record.key]}")
+        first_seen[record.key] = where.rsplit(":", 1)[1]
+        records.append(record)
     if not records:
         raise FormatError(f"{path}: no records (the file is empty)")
     return records

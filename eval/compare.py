@@ -27,7 +27,7 @@ matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
-from data import languages
+from data import jsonl, languages
 
 PER_IMAGE_FILE = "per_image.jsonl"
 _EXAMPLES = 3
@@ -54,28 +54,18 @@ def read_per_image(results_dir):
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {PER_IMAGE_FILE} (expected {path})")
     scores = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            key, lang, score = _parse_line(line, f"{path}:{lineno}")
-            by_key = scores.setdefault(lang, {})
-            if key in by_key:
-                raise ResultsError(
-                    f"{path}:{lineno}: image {key!r} in language {lang!r} appears twice")
-            by_key[key] = score
+    for where, obj in jsonl.read_objects(path, error=ResultsError):
+        key, lang, score = _parse_score(obj, where)
+        by_key = scores.setdefault(lang, {})
+        if key in by_key:
+            raise ResultsError(f"{where}: image {key!r} in language {lang!r} appears twice")
+        by_key[key] = score
     if not scores:
         raise ResultsError(f"{path}: no scores (the file is empty)")
     return scores
 
 
-def _parse_line(line, where):
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(obj, dict):
-        raise ResultsError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+def _parse_score(obj, where):
     for field in ("image/key", "lang"):
         if not isinstance(obj.get(field), str) or not obj[field]:
             raise ResultsError(f"{where}: missing or empty string field {field!r}")
