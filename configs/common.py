@@ -41,7 +41,7 @@ VIT_CHECKPOINTS = {
 # as it was pretrained ([cls] token for AugReg, MAP head for the g/14).
 VIT_POOL = {"B/16": "tok", "g/14": "map"}
 
-# Images of the training splits (data/coco35l.py, data/DATASETS.md). One
+# Images of the training splits (data/coco35l.py, the README's Datasets section). One
 # epoch of the input pipeline visits each (image, language) pair once, with
 # one of its references drawn at random (data/sampling.py).
 COCO35L_TRAIN_IMAGES = 113_287
@@ -148,7 +148,7 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
 
     c.evals = ml_collections.ConfigDict()
     c.evals.xm3600 = ml_collections.ConfigDict(dict(
-        data_dir=f"{DATA_ROOT}/xm3600",   # captions.jsonl + images/ (data/DATASETS.md).
+        data_dir=f"{DATA_ROOT}/xm3600",   # captions.jsonl + images/ (README: Datasets).
         langs=CORE_LANGS,                 # In the loop: the core four; all 36 at the end
                                           # with python -m eval.xm3600 (see README).
         every=eval_every,                 # Steps between evaluations (also at 0 and the end).

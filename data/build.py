@@ -4,7 +4,7 @@
         [--config all|core] [--corrupt_images stop|skip]
 
 Building is offline: every file comes from the manual directory (layouts in
-data/DATASETS.md). A dataset already built in `data_dir` is reused.
+the README's Datasets section). A dataset already built in `data_dir` is reused.
 """
 
 import argparse
@@ -63,7 +63,7 @@ def build(name, *, manual_dir, data_dir, config="all", corrupt_images="stop"):
         return builder
     if not os.path.isdir(manual_dir):
         raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
-                                f"(see data/DATASETS.md for what goes in it)")
+                                f"(see the README's Datasets section for what goes in it)")
     logging.info("Building %s/%s from %s into %s", name, config, manual_dir, data_dir)
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))

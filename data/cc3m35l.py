@@ -1,6 +1,6 @@
 """Reader of the CC3M-35L release: translation files and the user's CC3M images.
 
-Manual directory layout (data/DATASETS.md says where each file comes from):
+Manual directory layout (the README's Datasets section says where each file comes from):
 
     <manual_dir>/cc3m_mt_train.jsonl.bz2   translations of the CC3M training captions
     <manual_dir>/cc3m_mt_dev.jsonl.bz2     translations of the CC3M validation captions
@@ -70,7 +70,7 @@ def image_dir(manual_dir, split):
         raise FileNotFoundError(
             f"missing CC3M {split} images: expected the folder {folder} with img2dataset "
             f"shards (00000.tar, ...) or NNNNNNNNN.jpg files; download them from the URLs "
-            f"of the CC3M TSV (see data/DATASETS.md)")
+            f"of the CC3M TSV (see the README's Datasets section)")
     return folder
 
 

@@ -1,6 +1,6 @@
 """Reader of the COCO-35L release: Karpathy split, translation files and COCO images.
 
-Manual directory layout (data/DATASETS.md says where each file comes from):
+Manual directory layout (the README's Datasets section says where each file comes from):
 
     <manual_dir>/dataset_coco.json             Karpathy split (caption_datasets.zip)
     <manual_dir>/coco_mt_train.jsonl.bz2       translations of train + restval captions
@@ -93,7 +93,7 @@ def find_file(manual_dir, name, what, source):
             return path
     raise FileNotFoundError(
         f"missing {what}: expected {os.path.join(manual_dir, name)} (or .bz2/.gz); "
-        f"get it from {source} and put it there (see data/DATASETS.md)")
+        f"get it from {source} and put it there (see the README's Datasets section)")
 
 
 def read_karpathy(path):

@@ -54,7 +54,7 @@ class Xm3600(common.ManualBuilder):
         if not os.path.exists(captions_path):
             raise FileNotFoundError(
                 f"missing XM3600 captions: expected {captions_path}; get captions.jsonl from "
-                f"https://google.github.io/crossmodal-3600/ (see data/DATASETS.md)")
+                f"https://google.github.io/crossmodal-3600/ (see the README's Datasets section)")
         records = xm3600_reader.read_captions(captions_path)
         image_dir = self._image_dir(dl_manager, manual_dir)
         checker = common.ImageChecker(self._corrupt_images)
