@@ -159,6 +159,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
 
     # State: the latest checkpoint of this workdir, or a fresh initialization.
     mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
+    best_mngr = checkpointing.best_manager(workdir)
     state = checkpointing.restore(mngr, abstract_state)
     resumed = state is not None
     if not resumed:
@@ -201,7 +202,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 logger.log(step, measurements)
                 logger.progress(step, measurements)
             if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
-                logger.log(step, evaluator.run(state["params"]))
+                scores = evaluator.run(state["params"])
+                logger.log(step, scores)
+                checkpointing.save(best_mngr, step, state, metrics=scores)
                 timer.restart(step)
             stop = preemption.should_stop()
             if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
@@ -212,6 +215,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 break
     finally:
         mngr.wait_until_finished()
+        best_mngr.wait_until_finished()
         logger.close()
         if batches is not None:
             batches.close()

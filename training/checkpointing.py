@@ -32,9 +32,29 @@ def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
-def save(mngr, step, state):
-    """Starts saving `state` as checkpoint `step` (returns before it is written when async)."""
-    mngr.save(step, args=ocp.args.StandardSave(state), force=True)
+BEST_METRIC = "eval/cider_d/avg"
+
+
+def best_manager(workdir):
+    """A manager under `<workdir>/checkpoints_best` that keeps the state with the best
+    in-loop XM3600 average CIDEr-D (orbax compares the metrics saved with each step)."""
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=1, best_fn=lambda metrics: metrics[BEST_METRIC], best_mode="max",
+        keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True)
+    return ocp.CheckpointManager(
+        os.path.join(os.path.abspath(workdir), "checkpoints_best"), options=options)
+
+
+def save(mngr, step, state, metrics=None):
+    """Starts saving `state` as checkpoint `step` (returns before it is written when async).
+
+    Args:
+        mngr: from `manager()` or `best_manager()`.
+        step: the training step.
+        state: the training state pytree.
+        metrics: for `best_manager()`: the evaluation's scores (with BEST_METRIC).
+    """
+    mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
 
 
 def restore(mngr, abstract_state, step=None):
