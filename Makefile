@@ -23,8 +23,10 @@ $(DEMO_DATA)/.complete: $(VENV)/.stamp-runtime
 	$(PY) -m data.demo --out $(DEMO_DATA)
 	touch $@
 
+# Progress and evaluation lines are printed; library INFO logs are kept out of the console.
 demo: $(VENV)/.stamp-runtime $(DEMO_DATA)/.complete
-	$(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR) \
+		--verbosity=-1
 
 test: $(VENV)/.stamp-test
 	$(PY) -m pytest

@@ -10,6 +10,7 @@ Any field can be overridden, e.g. `--config.total_steps=300`.
 """
 
 import ml_collections
+from ml_collections import config_dict
 
 
 def get_config():
@@ -54,7 +55,8 @@ def get_config():
         vit=dict(variant="mu/16", pool="map", posemb="learn",
                  width=128, depth=2, mlp_dim=256, num_heads=4),
         t5=dict(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=256,
-                num_encoder_layers=2, num_decoder_layers=2, vocab_size=None),
+                num_encoder_layers=2, num_decoder_layers=2,
+                vocab_size=config_dict.placeholder(int)),  # None: the vocabulary's, padded.
     ))
     c.init = ml_collections.ConfigDict(dict(mt5="", vit="", checkpoint=""))
 
@@ -65,7 +67,7 @@ def get_config():
         every=250,                        # Steps between evaluations (also at step 0 and the end).
         batch_size=64,
         max_decode_len=24,
-        max_images=None,                  # None: every image of the split.
+        max_images=config_dict.placeholder(int),  # None: every image of the split.
     ))
     c.checkpoint = ml_collections.ConfigDict(dict(every=250, keep=2))
     c.mesh = ml_collections.ConfigDict(dict(

@@ -50,10 +50,15 @@ class MetricsLogger:
     def log(self, step, measurements):
         """Records scalar `measurements` (name -> number) of `step`."""
         measurements = {k: float(v) for k, v in measurements.items()}
-        if any(k.startswith("eval/") for k in measurements):
-            self._last_eval = {k: v for k, v in measurements.items() if k.endswith("/avg")}
+        evals = {k: v for k, v in measurements.items() if k.startswith("eval/")}
+        if evals:
+            self._last_eval = {k: v for k, v in evals.items() if k.endswith("/avg")}
         if not self.is_main:
             return
+        if evals:
+            print(f"step {step} evaluation: "
+                  + " | ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in evals.items()),
+                  flush=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"step": int(step), **measurements}) + "\n")
         self._writer.write_scalars(int(step), measurements)
