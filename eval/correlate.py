@@ -216,14 +216,14 @@ def format_table(result, columns):
              "(as given and flipped).")
     lines = [title,
              f"{'coefficient':<12} {'languages':<10} {'n':>5}  "
-             + "  ".join(f"{c:>{w}}" for c, w in zip(columns, widths))]
+             + "  ".join(f"{c:>{w}}" for c, w in zip(columns, widths, strict=True))]
     for set_name in SETS:
         counts = result[set_name]["n"]
         uniform = len(set(counts.values())) == 1
         n_text = str(next(iter(counts.values()))) if uniform else "-"
         for name in COEFFICIENTS:
             cells = []
-            for column, width in zip(columns, widths):
+            for column, width in zip(columns, widths, strict=True):
                 value = result[set_name][name][column]
                 text = "–" if value is None else f"{value:.2f}"
                 if not uniform:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycocoevalcap.cider.cider import Cider
 
-from eval import cider
+from eval import cider, cider_kernel, ngram_index
 
 # Words that normalization leaves as they are (lowercase ASCII letters).
 WORDS = [a + b for a in "abcdefgh" for b in "xyz"]
@@ -115,7 +115,7 @@ def test_independent_of_batch_size_and_padding(monkeypatch):
     np.testing.assert_allclose(part.per_image, full[subset], atol=1e-12)
     assert part.corpus == pytest.approx(full[subset].mean())
     # Larger padding (another compiled shape) changes nothing.
-    monkeypatch.setattr(cider, "_MIN_PAD", 1 << 15)
+    monkeypatch.setattr(cider_kernel, "MIN_PAD", 1 << 15)
     padded = cider.CiderScorer(refs, "en").score(preds).per_image
     np.testing.assert_allclose(padded, full, atol=1e-12)
 
@@ -281,7 +281,7 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
     vocab = list(dict.fromkeys(w for v in vocab for w in v.split()))
     if not vocab:
         return
-    table = cider._Vocabulary(vocab)
+    table = ngram_index.Vocabulary(vocab)
     rng = np.random.default_rng(seed)
     pool = vocab + [w for e in extra for w in e.split()]
     captions = [" ".join(rng.choice(pool, int(rng.integers(0, 6)))) for _ in range(8)]

@@ -234,3 +234,23 @@ def test_reference_field_tokenized(tmp_path, capsys):
                         "--reference-field", "caption/tokenized")
     assert json.loads(out)["scores"]["en"] > 0
     assert json.loads(out_tok)["scores"]["en"] == 0
+
+
+def test_python_dash_m_entry_point_and_reexports(files):
+    # `python -m eval.cider` runs eval/cider.py as __main__, which hands over to eval.cider_cli.
+    import subprocess
+    import sys
+
+    from eval import cider_cli
+    done = subprocess.run(
+        [sys.executable, "-m", "eval.cider", "--references", files[0], "--predictions", files[1],
+         "--json", "--langs", "es"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
+                                                                      abs=1e-6)
+    for name in ("main", "read_predictions", "score_languages", "Predictions", "LanguageScore",
+                 "REFERENCE_FIELDS"):
+        assert getattr(cider, name) is getattr(cider_cli, name)
+    from eval.cider import read_predictions  # noqa: F401 (a from-import works too)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        cider.no_such_name  # noqa: B018
