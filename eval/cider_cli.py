@@ -5,7 +5,7 @@
 `read_predictions` reads and validates a predictions JSONL file and
 `score_languages` scores it against XM3600 references, language by language;
 `main` prints the table (or JSON) and writes the optional outputs. See
-eval/CIDER.md.
+the README (section "Evaluation: CIDEr").
 """
 
 import argparse
