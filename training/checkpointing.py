@@ -40,7 +40,11 @@ def best_manager(workdir):
     in-loop XM3600 average CIDEr-D (orbax compares the metrics saved with each step)."""
     options = ocp.CheckpointManagerOptions(
         max_to_keep=1, best_fn=lambda metrics: metrics[BEST_METRIC], best_mode="max",
-        keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True)
+        keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
+        # Its own barrier names: saving the same step as the regular manager would
+        # otherwise make the processes' barriers collide and hang a multi-process run.
+        multiprocessing_options=ocp.options.MultiprocessingOptions(
+            barrier_sync_key_prefix="best"))
     return ocp.CheckpointManager(
         os.path.join(os.path.abspath(workdir), "checkpoints_best"), options=options)
 
