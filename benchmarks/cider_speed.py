@@ -14,8 +14,10 @@ caption. Times, in one process:
   (c) the in-loop path: references prepared once, new predictions each call,
       kernel already compiled (normalization of the predictions included).
 
-Each time is reported as wall-clock and as CPU time of this process (all
-threads); on a shared machine the CPU times are the steadier figures.
+(b) and (c) run the languages on one thread per core (`cider.map_languages`,
+as `python -m eval.cider` and the in-loop evaluator do); pycocoevalcap is
+single-threaded. Each time is reported as wall-clock and as CPU time of this
+process (all threads): the CPU ratio is what one core would give.
 
 Usage: python benchmarks/cider_speed.py [--langs N] [--images N] [--seed S]
 """
@@ -177,22 +179,25 @@ def main(argv=None):
     corpus = build_corpus(langs, args.images, args.seed)
     num_refs = sum(len(r) for refs, _, _ in corpus.values() for r in refs)
     print(f"{len(langs)} languages x {args.images} images: {num_refs} references, "
-          f"{len(langs) * args.images} predictions per pass")
+          f"{len(langs) * args.images} predictions per pass; "
+          f"{len(os.sched_getaffinity(0))} cores")
 
     from eval import cider
-    scorers, ours = {}, {}
+    def prepare_and_score(lang):
+        refs, preds, _ = corpus[lang]
+        scorer = cider.CiderScorer(refs, lang)
+        return scorer, scorer.score(preds).per_image
+
     with Timer() as time_b:
-        for lang, (refs, preds, _) in corpus.items():
-            scorers[lang] = cider.CiderScorer(refs, lang)
-            ours[lang] = scorers[lang].score(preds).per_image
+        scorers, ours = zip(*cider.map_languages(prepare_and_score, langs), strict=True)
+    scorers, ours = dict(zip(langs, scorers, strict=True)), dict(zip(langs, ours, strict=True))
 
     time_a, reference = run_pycocoevalcap(corpus)
 
-    in_loop = {}
     with Timer() as time_c:
-        for lang, (_, preds_a, preds_b) in corpus.items():
-            scorers[lang].score(preds_b)
-            in_loop[lang] = scorers[lang].score(preds_a).per_image
+        cider.map_languages(lambda lang: scorers[lang].score(corpus[lang][2]), langs)
+        in_loop = dict(zip(langs, cider.map_languages(
+            lambda lang: scorers[lang].score(corpus[lang][1]).per_image, langs), strict=True))
     time_c.wall /= 2
     time_c.cpu /= 2
 

@@ -13,39 +13,40 @@ no clipping, no penalty, on the same x10 scale as the authors' code.
 Layout. Tokens are integer ids and an n-gram is identified by the pair (id of
 its first n - 1 tokens, last token), packed into one int64, so n-gram ids are
 exact and come order by order (`eval.ngram_index`). References are prepared
-once: global n-gram ids (for document frequencies), per image its distinct
-reference n-grams ("union entries") and per reference its distinct n-grams
-with counts ("entries"), and a sparse matrix (entries x union entries) of
-tf_r idf^2. A call looks the prediction's n-grams up order by order in static
-numpy hash tables, one region per image (an n-gram is skipped when its prefix
-or suffix already missed), and counts them (a bincount over union entries; a
-sort of packed keys for the others). |h|^2 is a sum over positions of tf idf^2;
-the dot products are one sparse matrix-vector product with the prediction's
-union entries (taking min(tf_h, tf_r) = 1), plus a correction over the entries
-the prediction repeats. Document frequency files live in `eval.cider_df`, the
-command line in `eval.cider_cli`; this module re-exports both.
-The jit-compiled kernel (`eval.cider_kernel`) turns those per-(reference, n)
-sums and per-(image, n) norms into cosines, length penalties and per-image
-means, in float64. Its arrays are padded to powers of two of at least 2^14, so
-one compilation serves every XM3600 language.
+once, with numpy: global n-gram ids ("known" ids, for document frequencies),
+per image its distinct reference n-grams ("union" ids) and per reference its
+distinct n-grams with counts ("entries", grouped by union id), with hash
+tables from (prefix id, token) keys to known and union ids. A call tokenizes
+the predictions and runs one compiled loop over their positions
+(`eval.ngram_match`, numba): per order, a hash probe gives each n-gram its
+union id (or, failing that, its known id), counts within the prediction are
+exact, and the union's entries give the per-(reference, n) sums
+min(tf_h, tf_r) tf_r idf^2. Document frequency files live in
+`eval.cider_df`, the command line in `eval.cider_cli`; this module re-exports
+both. The jit-compiled JAX kernel (`eval.cider_kernel`) turns those sums and
+the per-(image, n) norms into cosines, length penalties and per-image means,
+in float64. Its arrays are padded to powers of two of at least 2^14, so one
+compilation serves every XM3600 language. `map_languages` runs languages on
+one thread per core: all of the above releases the GIL for most of its time.
 
-Why the n-gram matching is numpy and not XLA: it is hash lookups, sorts and
-bincounts over ragged data; on CPU, XLA's gathers are no faster than numpy's,
-its sort is ~7x slower, and per-call shapes would mean recompilations.
+Why the matching loop is numba and not XLA or numpy: it is one hash probe per
+position and order, with branches, over ragged data; XLA on CPU has no fast
+scalar loop (its gathers are no faster than numpy's and its sort ~7x slower),
+and as whole-array numpy passes (~70 per call) it was about 2x slower.
 """
 
+import concurrent.futures
 import dataclasses
 import math
+import os
 import sys
-import typing
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 
-from eval import cider_kernel, ngram_index, text
+from eval import cider_kernel, ngram_index, ngram_match, text
 from eval.cider_df import (  # noqa: F401 (API)
     MAX_N,
     DocumentFrequency,
@@ -69,10 +70,19 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _distinct(values):
-    """Sorted distinct values (np.unique, which is many times slower on int64 here)."""
-    values = np.sort(values)
-    return values[np.append(True, values[1:] != values[:-1])] if values.size else values
+def map_languages(fn, items):
+    """[fn(item) for item in items], on one thread per CPU core.
+
+    Preparing and scoring a language is mostly numpy, numba and XLA work, which
+    release the GIL, so languages run in parallel. Results come in order; the
+    first error is raised.
+    """
+    items = list(items)
+    workers = min(len(items), len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(fn, items))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,22 +95,6 @@ class CiderResult:
     """
     corpus: float
     per_image: np.ndarray
-
-
-class _OrderTables(typing.NamedTuple):
-    """What a call needs to know about the reference n-grams of one order n."""
-    known: ngram_index.KeyTable  # (known id of prefix, token) -> known id
-    idf2: np.ndarray          # [K + 1] idf^2 per known id; the last entry (id -1): (ln N)^2
-    union: ngram_index.KeyTable  # (union id of prefix, token), per image -> union id
-    union_known: np.ndarray   # [U] known id of each union entry
-    union_offset: int         # where this order's union entries start in `_dot_matrix`
-    # The entries (reference, n-gram) whose reference holds the n-gram at
-    # least twice, sorted by union id: where clipping can matter.
-    multi_start: np.ndarray   # [U] first such entry of each union entry
-    multi_count: np.ndarray   # [U] how many it has
-    multi_tf: np.ndarray      # [M] count in the reference
-    multi_weight: np.ndarray  # [M] that count times idf^2
-    multi_segment: np.ndarray  # [M] reference * 4 + (n - 1)
 
 
 class CiderScorer:
@@ -200,10 +194,13 @@ class CiderScorer:
         self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
         bits = self._token_bits
 
-        self._tables, self._known_first, self._doc_freq = [], [], []
-        ref_segments, dot_column_sizes, num_union = [], [], 0
-        # Positions where an n-gram starts, reference tokens first; the state of
-        # the (n-1)-grams there, starting with the empty 0-grams.
+        self._known_first, self._doc_freq = [], []
+        # Per order, collected for one table of each kind (see `eval.ngram_match`).
+        union_keys, union_image, union_known, known_keys, idf, entries = [], [], [], [], [], []
+        num_union = num_known = 0
+        # Positions where an n-gram starts, reference tokens first; the key
+        # prefix of the (n-1)-grams there, starting with the empty 0-grams:
+        # the image (union), 0 (known), the reference (entry).
         at, ref_end = np.arange(ids.size), num_ref_tokens
         known_ids = np.zeros(ids.size, dtype=np.int64)
         union_ids = self._ref_image[sequence[:num_ref_tokens]]
@@ -217,76 +214,73 @@ class CiderScorer:
                 prev_known = known_ids[keep]
                 prev_union, prev_entry = union_ids[ref_keep], entry_ids[ref_keep]
             token = ids[at + n - 1]
-            # Global ids of the n-grams of the references and of the df file.
-            known_keys = ngram_index.shift_key(prev_known, token, bits)
-            # Groups are numbered in key order; every vocabulary token occurs, so
-            # the id of a unigram is its token id - 1.
-            known = ngram_index.group_keys(known_keys)
+            # Global ids of the n-grams of the references and of the df file,
+            # numbered in key order; every vocabulary token occurs, so the id
+            # of a unigram is its token id - 1.
+            keys = ngram_index.shift_key(prev_known, token, bits)
+            known = ngram_index.group_keys(keys)
             if n == 1 and known.first.size != len(self._vocab):
                 raise AssertionError("unigram ids are not token ids")
-            known_table = ngram_index.KeyTable(known_keys[known.first])
-            num_known = known.first.size
+            known_keys.append(keys[known.first])
             self._known_first.append(at[known.first])
 
             # Per image, its distinct reference n-grams: the union entries.
             ref_at, ref_token = at[:ref_end], token[:ref_end]
-            union_keys = ngram_index.shift_key(prev_union, ref_token, bits)
-            union = ngram_index.group_keys(union_keys)
-            union_image = self._ref_image[sequence[ref_at[union.first]]]
-            union_table = ngram_index.KeyTable(union_keys[union.first], region=union_image,
-                                    num_regions=self.num_images)
-            union_known = known.group[:ref_end][union.first]
+            keys = ngram_index.shift_key(prev_union, ref_token, bits)
+            union = ngram_index.group_keys(keys)
+            union_keys.append(keys[union.first])
+            union_image.append(self._ref_image[sequence[ref_at[union.first]]])
+            order_union_known = known.group[:ref_end][union.first]
+            union_known.append(num_known + order_union_known)
 
             if df is None:
-                doc_freq = np.bincount(union_known, minlength=num_known)
+                doc_freq = np.bincount(order_union_known, minlength=known.first.size)
             else:
                 # Each df n-gram is a sequence of its own, whose n-gram of order
                 # len(sequence) starts at its first token.
-                doc_freq = np.zeros(num_known, dtype=np.int64)
+                doc_freq = np.zeros(known.first.size, dtype=np.int64)
                 whole = np.flatnonzero((sequence[at] >= num_refs)
                                        & (lengths[sequence[at]] == n))
                 counts = np.fromiter(df.counts.values(), np.int64, count=len(df.counts))
                 doc_freq[known.group[whole]] = counts[sequence[at[whole]] - num_refs]
             self._doc_freq.append(doc_freq)
-            idf = self._log_n - np.log(np.maximum(1.0, doc_freq))
+            idf.append(self._log_n - np.log(np.maximum(1.0, doc_freq)))
 
-            # Per reference, its distinct n-grams and their counts, by union entry.
+            # Per reference, its distinct n-grams and their counts ("entries"),
+            # sorted by union entry.
             entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
             entry_union = union.group[entry.first]
             by_union = ngram_index.sort_order(entry_union)
-            entry_ref = sequence[ref_at[entry.first]]
-            entry_tf = entry.count[by_union]
-            entry_segment = entry_ref[by_union] * MAX_N + (n - 1)
-            entry_idf = idf[union_known[entry_union[by_union]]]
-            entry_weight = entry_tf * entry_idf ** 2
-            ref_segments.append((entry_segment, (entry_tf * entry_idf) ** 2, entry_weight))
-            dot_column_sizes.append(np.bincount(entry_union, minlength=union.first.size))
-            multi = np.flatnonzero(entry_tf >= 2)
-            multi_count = np.bincount(entry_union[by_union][multi], minlength=union.first.size)
+            entry_idf = idf[-1][order_union_known[entry_union[by_union]]]
+            entries.append((sequence[ref_at[entry.first]][by_union] * MAX_N + (n - 1),
+                            entry.count[by_union], entry_idf,
+                            np.bincount(entry_union, minlength=union.first.size)))
 
-            known_ids, union_ids, entry_ids = known.group, union.group, entry.group
-            self._tables.append(_OrderTables(
-                known=known_table, idf2=np.append(idf, self._log_n) ** 2, union=union_table,
-                union_known=union_known, union_offset=num_union,
-                multi_start=np.cumsum(multi_count) - multi_count, multi_count=multi_count,
-                multi_tf=entry_tf[multi], multi_weight=entry_weight[multi],
-                multi_segment=entry_segment[multi]))
+            # Key prefixes of order n + 1: global ids, past the images for unions.
+            known_ids = 1 + num_known + known.group
+            union_ids = self.num_images + num_union + union.group
+            entry_ids = entry.group
+            num_known += known.first.size
             num_union += union.first.size
 
-        segments = np.concatenate([s for s, _, _ in ref_segments])
-        weights = np.concatenate([w for _, w, _ in ref_segments])
-        ref_norm = np.sqrt(np.bincount(segments, weights=weights, minlength=num_refs * MAX_N))
+        self._union = ngram_index.KeyTable(np.concatenate(union_keys),
+                                           region=np.concatenate(union_image),
+                                           num_regions=self.num_images)
+        self._known = ngram_index.KeyTable(np.concatenate(known_keys))
+        self._union_known = np.concatenate(union_known)
+        self._idf2 = np.append(np.concatenate(idf), self._log_n) ** 2
+        self._union_idf2 = self._idf2[self._union_known]
+        segments, entry_tf, entry_idf, column_sizes = (
+            np.concatenate(a) for a in zip(*entries, strict=True))
+        self._entry_segment, self._entry_tf = segments, entry_tf
+        self._entry_weight = entry_tf * entry_idf ** 2
+        self._column_start = np.concatenate([[0], np.cumsum(column_sizes)])
+        ref_norm = np.sqrt(np.bincount(segments, weights=(entry_tf * entry_idf) ** 2,
+                                       minlength=num_refs * MAX_N))
         ref_len = np.maximum(0, self._ref_lengths - 1).astype(np.float64)
         num_refs_pad = cider_kernel.size_class(num_refs)
         self._num_images_pad = num_images_pad = cider_kernel.size_class(self.num_images)
         self._num_refs_pad = num_refs_pad
-        # dot = _dot_matrix @ x, x over the union entries of all orders: with x
-        # the prediction's counts, sum_g tf_h tf_r idf^2 per (reference, n).
-        # The entries are already sorted by union entry: they are its columns.
-        self._dot_matrix = scipy.sparse.csc_matrix(
-            (np.concatenate([w for _, _, w in ref_segments]), segments,
-             np.concatenate([[0], np.cumsum(np.concatenate(dot_column_sizes))])),
-            shape=(num_refs_pad * MAX_N, num_union))
         arrays = cider_kernel.RefArrays(
             ref_norm=cider_kernel.pad(ref_norm.reshape(num_refs, MAX_N), num_refs_pad, 0.0),
             ref_len=cider_kernel.pad(ref_len, num_refs_pad, 0.0),
@@ -315,10 +309,7 @@ class CiderScorer:
         return DocumentFrequency(self.lang, self.num_images, counts, self.normalization)
 
     def _hyp_statistics(self, ids, max_id, lengths, image):
-        """The kernel's per-call inputs (see `cider_kernel.kernel`), order by order.
-
-        Arrays of order n are aligned with the positions where an n-gram
-        starts; those of order n + 1 are a subset, taken by compaction.
+        """The kernel's per-call inputs (see `cider_kernel.kernel`), by `eval.ngram_match`.
 
         Args:
             ids: int64 [num_tokens] token ids of the predictions.
@@ -329,112 +320,19 @@ class CiderScorer:
         Returns:
             (dot [C * 4], hyp_norm2 [I * 4], hyp_len [I]), padded.
         """
-        caption, remaining = ngram_index.positions(lengths)
-        vocab_size, bits, call_bits = len(self._vocab), self._token_bits, max_id.bit_length()
-        clipped = self.metric == "cider-d"
-        hyp_norm2 = np.zeros(self._num_images_pad * MAX_N)
         dot = np.zeros(self._num_refs_pad * MAX_N)
-        # The matrix's operand over the union entries of all orders: the
-        # prediction's count of each (CIDEr), or whether it has it (CIDEr-D).
-        union_x = np.zeros(self._dot_matrix.shape[1])
-        at = np.arange(ids.size)
-        at_image = image[caption]
-        # State of the (n-1)-grams at `at`, starting with the empty 0-grams, whose
-        # "union entry" is the image and whose identity is the caption.
-        union, known = at_image, np.zeros(ids.size, dtype=np.int64)
-        ident, count = caption, np.full(ids.size, 2)
-        # Numbers above every prefix id of the order, for the key packing.
-        union_bound, known_bound, ident_bound = self.num_images, vocab_size, lengths.size
-        for n, tables in enumerate(self._tables, start=1):
-            prev_union, prev_known, prev_ident, prev_count = union, known, ident, count
-            if n > 1:
-                # The n-gram at p is the (n-1)-grams at p and p + 1 overlapped;
-                # the one at p + 1 is the next entry of the previous order.
-                keep = np.flatnonzero(remaining[at] >= n)
-                at, at_image = at[keep], at_image[keep]
-                prev_union, prev_known = union[keep], known[keep]
-                suffix_union, suffix_known = union[keep + 1], known[keep + 1]
-                prev_ident, prev_count = ident[keep], count[keep]
-            token = ids[at + n - 1]
-
-            # Is it one of its image's reference n-grams (a union entry)? Not
-            # unless its prefix and suffix are.
-            union = np.full(at.size, -1, dtype=np.int64)
-            if n == 1:
-                look = np.flatnonzero(token <= vocab_size)
-            else:
-                look = np.flatnonzero((prev_union >= 0) & (suffix_union >= 0))
-            union[look] = tables.union.find(
-                ngram_index.shift_key(prev_union[look], token[look], bits, union_bound),
-                region=at_image[look])
-            inside = np.flatnonzero(union >= 0)
-            outside = np.flatnonzero(union < 0)
-            inside_union = union[inside]
-            # A union entry identifies (image, n-gram): counting is a bincount.
-            union_tf = np.bincount(inside_union, minlength=tables.union_known.size)
-            inside_tf = union_tf[inside_union]
-            if clipped:
-                union_x[tables.union_offset + inside_union] = 1.0
-                # `_dot_matrix` takes min(tf_h, tf_r) as 1; add the rest where
-                # both the prediction and a reference repeat the n-gram.
-                repeated = inside_union[inside_tf >= 2]
-                repeated = repeated[tables.multi_count[repeated] > 0]
-                if repeated.size:
-                    dot += self._repeated_dot(tables, union_tf, _distinct(repeated))
-            else:
-                union_x[tables.union_offset:tables.union_offset + union_tf.size] = union_tf
-
-            # The other n-grams: the df from their global id, if they have one,
-            # and their count, by grouping equal (identity of prefix, token) keys
-            # of one caption; only those whose prefix repeats can repeat.
-            if n == 1:
-                outside_known = np.where(token[outside] <= vocab_size, token[outside] - 1, -1)
-            else:
-                outside_known = np.full(outside.size, -1, dtype=np.int64)
-                look = np.flatnonzero((prev_known[outside] >= 0) & (suffix_known[outside] >= 0))
-                outside_known[look] = tables.known.find(ngram_index.shift_key(
-                    prev_known[outside[look]], token[outside[look]], bits, known_bound))
-            outside_tf = np.ones(outside.size, dtype=np.int64)
-            may_repeat = prev_count[outside] >= 2
-            repeats = outside[may_repeat]
-            groups = ngram_index.group_keys(
-                ngram_index.shift_key(prev_ident[repeats], token[repeats], call_bits,
-                                      ident_bound))
-            outside_tf[may_repeat] = groups.count[groups.group]
-
-            # State for order n + 1. Identities: union entries first, then groups.
-            count = np.empty(at.size, dtype=np.int64)
-            count[inside] = inside_tf
-            count[outside] = outside_tf
-            ident = np.full(at.size, -1, dtype=np.int64)
-            ident[inside] = inside_union
-            ident[repeats] = tables.union_known.size + groups.group
-            known = np.empty(at.size, dtype=np.int64)
-            known[inside] = tables.union_known[inside_union]
-            known[outside] = outside_known
-            union_bound, known_bound = tables.union_known.size, tables.idf2.size - 1
-            ident_bound = tables.union_known.size + repeats.size
-            # |h|^2 = sum over distinct n-grams of (tf idf)^2 = sum over positions of tf idf^2.
-            hyp_norm2 += np.bincount(at_image * MAX_N + (n - 1),
-                                     weights=count * tables.idf2[known], minlength=hyp_norm2.size)
-        dot += self._dot_matrix @ union_x
+        hyp_norm2 = np.zeros(self._num_images_pad * MAX_N)
+        union, known = self._union, self._known
+        ngram_match.prediction_statistics(
+            ids, np.concatenate([[0], np.cumsum(lengths)]), image, len(self._vocab),
+            self._token_bits, self.num_images, union.keys, union.ids, union.offset, union.size,
+            known.keys, known.ids, known.size[0], self._union_known, self._idf2,
+            self._union_idf2, self._column_start, self._entry_segment, self._entry_weight,
+            self._entry_tf, self.metric == "cider-d", np.zeros((5, ids.size), dtype=np.int64),
+            np.full(max_id + 1, -1, dtype=np.int64), dot, hyp_norm2)
         hyp_len = np.zeros(self._num_images_pad, dtype=np.int32)
         hyp_len[image] = np.maximum(0, lengths - 1)
         return dot, hyp_norm2, hyp_len
-
-    def _repeated_dot(self, tables, union_tf, repeated):
-        """(min(tf_h, tf_r) - 1) tf_r idf^2 per (reference, n), over the `repeated` entries.
-
-        Args:
-            tables: `_OrderTables` of the order.
-            union_tf: int64 [U] the prediction's count of each union entry.
-            repeated: int64 [R] distinct union entries it holds at least twice.
-        """
-        repeat = tables.multi_count[repeated]
-        entry = ngram_index.expand(tables.multi_start[repeated], repeat)
-        extra = np.minimum(np.repeat(union_tf[repeated], repeat), tables.multi_tf[entry]) - 1
-        return np.bincount(tables.multi_segment[entry], weights=extra * tables.multi_weight[entry],
-                           minlength=self._num_refs_pad * MAX_N)
 
     def score(self, predictions, indices=None):
         """Scores one predicted caption per image.

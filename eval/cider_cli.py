@@ -164,7 +164,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
             if key not in known_keys:
                 raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
                                  f"{key!r} ({lang!r}), which is not in the references")
-    results = {}
+    tasks = []
     for lang in langs:
         keys, refs = xm3600.references(records, lang, reference_field)
         by_key = predictions.get(lang, {})
@@ -191,13 +191,18 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                 raise InputError(f"no document frequencies for {lang!r} (they cover "
                                  f"{', '.join(df) or 'nothing'})")
             lang_df = df[lang]
+        tasks.append((lang, keys, refs, [by_key[keys[i]] for i in covered], covered,
+                      num_skipped, lang_df))
+
+    def score(task):
+        lang, keys, refs, captions, covered, num_skipped, lang_df = task
         scorer = cider.CiderScorer(refs, lang, metric, df=lang_df, segmenter=segmenter,
-                             options=options)
-        result = scorer.score([by_key[keys[i]] for i in covered],
-                              indices=covered if num_skipped else None)
-        results[lang] = LanguageScore(lang, result.corpus, [keys[i] for i in covered],
-                                      result.per_image, num_skipped, scorer)
-    return results
+                                   options=options)
+        result = scorer.score(captions, indices=covered if num_skipped else None)
+        return LanguageScore(lang, result.corpus, [keys[i] for i in covered],
+                             result.per_image, num_skipped, scorer)
+
+    return {result.lang: result for result in cider.map_languages(score, tasks)}
 
 
 def _format_table(results, metric):

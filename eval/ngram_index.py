@@ -13,6 +13,8 @@ import typing
 
 import numpy as np
 
+from eval import ngram_match
+
 KEY_BITS = 62
 # Odd 64-bit multiplier (as int64) for hashing keys.
 GOLDEN = np.int64(-0x61C8864680B583EB)
@@ -41,14 +43,20 @@ class KeyTable:
     full, so that lookups of keys sorted by region walk memory in order. It is
     built in one pass: with keys sorted by home slot, linear probing puts key i
     at max(home_i, slot_{i-1} + 1), a running maximum.
+
+    Attributes (read by the compiled lookups of `eval.ngram_match` too):
+        keys: int64 [S] stored keys, -1 in empty slots (the last is always empty).
+        ids: int32 [S + 1] id of each slot's key.
+        offset: int64 [R] first slot of each region.
+        size: uint64 [R] home slots of each region.
     """
 
     def __init__(self, keys, region=None, num_regions=1, load=0.5):
         capacity = (np.bincount(region, minlength=num_regions) if region is not None
                     else np.array([keys.size]))
         sizes = np.maximum(4, np.ceil(capacity / load).astype(np.int64))
-        self._offset = np.cumsum(sizes) - sizes
-        self._size = sizes.astype(np.uint64)
+        self.offset = np.cumsum(sizes) - sizes
+        self.size = sizes.astype(np.uint64)
         home = self._home(keys, region)
         order = sort_order(home)
         rank = np.arange(keys.size)
@@ -57,17 +65,17 @@ class KeyTable:
         self._max_probe = int((slot - home).max(initial=0))
         # Probes run past the last region instead of wrapping around.
         size = int(sizes.sum()) + self._max_probe + 1
-        self._keys = np.full(size, -1, dtype=np.int64)
-        self._keys[slot] = keys
+        self.keys = np.full(size, -1, dtype=np.int64)
+        self.keys[slot] = keys
         # One extra -1 at the end, so that slot -1 (absent) reads as id -1.
-        self._ids = np.full(size + 1, -1, dtype=np.int32)
-        self._ids[slot] = rank
+        self.ids = np.full(size + 1, -1, dtype=np.int32)
+        self.ids[slot] = rank
 
     def _home(self, keys, region):
         if region is None:
-            offset, size = self._offset[0], self._size[0]
+            offset, size = self.offset[0], self.size[0]
         else:
-            offset, size = self._offset[region], self._size[region]
+            offset, size = self.offset[region], self.size[region]
         h = (keys * GOLDEN).view(np.uint64)
         # The top 32 bits of the product, scaled to [0, size) ("fastrange").
         return offset + ((h >> np.uint64(32)) * size >> np.uint64(32)).view(np.int64)
@@ -75,7 +83,7 @@ class KeyTable:
     def find(self, keys, region=None):
         """Returns the id of each key (its index when the table was built), -1 if absent."""
         home = self._home(keys, region)
-        stored = self._keys[home]
+        stored = self.keys[home]
         hit = stored == keys
         found = np.where(hit, home, -1)
         pending = np.flatnonzero(~hit & (stored >= 0))
@@ -83,11 +91,11 @@ class KeyTable:
             if not pending.size:
                 break
             slot = home[pending] + probe
-            stored = self._keys[slot]
+            stored = self.keys[slot]
             hit = stored == keys[pending]
             found[pending[hit]] = slot[hit]
             pending = pending[~hit & (stored >= 0)]
-        return self._ids[found]
+        return self.ids[found]
 
 
 class Groups(typing.NamedTuple):
@@ -166,39 +174,22 @@ def span_hashes(code_points, starts, ends):
     return (h >> np.uint64(2)).view(np.int64)
 
 
-def short_keys(code_points, starts, lengths):
-    """Exact keys of tokens of at most 3 characters: (c + 1) per character, 21 bits each."""
-    padded = np.concatenate([code_points, np.zeros(2, dtype=code_points.dtype)])
-    key = padded[starts].astype(np.int64) + 1
-    for k in (1, 2):
-        key |= np.where(lengths > k, padded[starts + k].astype(np.int64) + 1, 0) << (21 * k)
-    return key
-
-
 class Vocabulary:
     """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`.
 
-    The fast path never builds a string for a known token: tokens of up to 3
-    characters are looked up by their code points packed into one int64;
-    longer ones by a hash of their characters, which are then compared with
-    the vocabulary's, so ids are exact either way.
+    The fast path never builds a string for a known token: it looks the
+    token's characters up in a hash table of the vocabulary's
+    (`eval.ngram_match.token_ids`), comparing them one by one, so ids are exact.
     """
 
     def __init__(self, tokens):
         self.index = {t: i for i, t in enumerate(tokens, start=1)}
         self._code_points = np.frombuffer(
-            "".join(tokens).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        lengths = np.array([len(t) for t in tokens], dtype=np.int64)
-        starts = np.cumsum(lengths) - lengths
-        short = lengths <= 3
-        self._short_ids = np.flatnonzero(short)
-        self._short = KeyTable(short_keys(self._code_points, starts[short], lengths[short]))
-        self._long_ids = np.flatnonzero(~short)
-        self._long_starts, self._long_lengths = starts[~short], lengths[~short]
-        hashes = span_hashes(self._code_points, self._long_starts,
-                              self._long_starts + self._long_lengths)
-        # Two tokens with one hash (odds ~V^2 / 2^63) would need the slow path.
-        self._long = KeyTable(hashes) if np.unique(hashes).size == hashes.size else None
+            "".join(tokens).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
+        self._ends = np.cumsum([len(t) for t in tokens], dtype=np.int64)
+        self._starts = self._ends - [len(t) for t in tokens]
+        self._slots = np.full(1 << max(1, (2 * len(tokens) - 1).bit_length()), -1, np.int64)
+        ngram_match.token_table(self._code_points, self._starts, self._ends, self._slots)
 
     def __len__(self):
         return len(self.index)
@@ -211,27 +202,9 @@ class Vocabulary:
 
     def span_ids(self, spans):
         """Like `ids`, for the tokens of `text.Spans`."""
-        if self._long is None:
-            return self.ids(spans.tokens())
-        length = spans.ends - spans.starts
-        ids = np.zeros(length.size, dtype=np.int64)
-        short = np.flatnonzero(length <= 3)
-        found = self._short.find(short_keys(spans.code_points, spans.starts[short],
-                                             length[short]))
-        ids[short[found >= 0]] = self._short_ids[found[found >= 0]] + 1
-        long = np.flatnonzero(length > 3)
-        found = self._long.find(span_hashes(spans.code_points, spans.starts[long],
-                                             spans.ends[long]))
-        check = long[found >= 0]
-        found = found[found >= 0]
-        same_length = length[check] == self._long_lengths[found]
-        check, found = check[same_length], found[same_length]
-        if check.size:
-            size = length[check]
-            same = (spans.code_points[expand(spans.starts[check], size)]
-                    == self._code_points[expand(self._long_starts[found], size)])
-            equal = np.logical_and.reduceat(same, np.cumsum(size) - size)
-            ids[check[equal]] = self._long_ids[found[equal]] + 1
+        ids = np.zeros(spans.starts.size, dtype=np.int64)
+        ngram_match.token_ids(self._slots, self._code_points, self._starts, self._ends,
+                              spans.code_points, spans.starts, spans.ends, ids)
         return self._number_unseen(
             ids, lambda i: spans.text[int(spans.starts[i]):int(spans.ends[i])])
 

@@ -285,8 +285,9 @@ class Evaluator:
         self.batch_size = batch_size
         self.vocab = vocab
         self.decoding = decoding or Decoding()
-        self.scorers = {lang: cider.CiderScorer(caption_set.references[lang], lang)
-                        for lang in self.langs}
+        self.scorers = dict(zip(self.langs, cider.map_languages(
+            lambda lang: cider.CiderScorer(caption_set.references[lang], lang), self.langs),
+            strict=True))
         self._decode = make_decoder(model, max_decode_len, self.decoding)
 
     @property
@@ -325,14 +326,18 @@ class Evaluator:
         return captions
 
     def evaluate(self, params, progress=None):
-        """Decodes and scores every language: {lang: LangResult}."""
-        results = {}
-        for lang in self.langs:
-            captions = self.predict(params, lang, progress)
-            scored = self.scorers[lang].score(captions)
-            results[lang] = LangResult(self.data.keys[lang], captions, scored.per_image,
-                                       scored.corpus)
-        return results
+        """Decodes and scores every language: {lang: LangResult}.
+
+        A language is scored on a CPU thread while the next one decodes.
+        """
+        captions, scored = {}, {}
+        with concurrent.futures.ThreadPoolExecutor(1) as scoring:
+            for lang in self.langs:
+                captions[lang] = self.predict(params, lang, progress)
+                scored[lang] = scoring.submit(self.scorers[lang].score, captions[lang])
+            return {lang: LangResult(self.data.keys[lang], captions[lang],
+                                     scored[lang].result().per_image, scored[lang].result().corpus)
+                    for lang in self.langs}
 
     def run(self, params):
         """Returns {"eval/cider_d/<lang>": score, ..., "eval/cider_d/avg": mean}."""

@@ -120,6 +120,21 @@ def test_independent_of_batch_size_and_padding(monkeypatch):
     np.testing.assert_allclose(padded, full, atol=1e-12)
 
 
+def test_languages_on_threads_equal_one_by_one():
+    rng = np.random.default_rng(6)
+    corpora = [random_corpus(rng, 20, 8 + i) for i in range(5)]
+
+    def score(corpus):
+        return cider.CiderScorer(corpus[0], "en").score(corpus[1]).per_image
+
+    threaded = cider.map_languages(score, corpora)
+    for corpus, per_image in zip(corpora, threaded, strict=True):
+        np.testing.assert_array_equal(per_image, score(corpus))
+    with pytest.raises(cider.InputError, match="got 0 predictions for 20 images"):
+        cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]),
+                            corpora)
+
+
 def test_repeated_calls_do_not_leak_state():
     rng = np.random.default_rng(5)
     refs, preds = random_corpus(rng, 25, 10)
