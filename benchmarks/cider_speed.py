@@ -14,6 +14,11 @@ caption. Times, in one process:
   (c) the in-loop path: references prepared once, new predictions each call,
       kernel already compiled (normalization of the predictions included).
 
+(b) counts XLA's compilation, which every process repeats; numba's (the
+compiled loops of eval.ngram_match) happens once per machine and is cached on
+disk, so it is measured apart, in a subprocess with an empty cache, and shown
+added to (b) as well.
+
 (b) and (c) run the languages on one thread per core (`cider.map_languages`,
 as `python -m eval.cider` and the in-loop evaluator do); pycocoevalcap is
 single-threaded. Each time is reported as wall-clock and as CPU time of this
@@ -25,7 +30,9 @@ Usage: python benchmarks/cider_speed.py [--langs N] [--images N] [--seed S]
 import argparse
 import csv
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -168,6 +175,31 @@ def run_pycocoevalcap(corpus):
     return timer, scores
 
 
+_FIRST_USE = """
+import time
+from eval import cider
+start = time.perf_counter()
+cider.CiderScorer([["a b c", "a b"], ["b c d"]], "en").score(["a b", "c d"])
+print(time.perf_counter() - start)
+"""
+
+
+def numba_compile_seconds():
+    """Seconds a machine's first use of eval.cider spends compiling its numba loops.
+
+    The same tiny scoring runs in two subprocesses, with numba's cache as it
+    is (after this process's own runs) and with an empty one.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    times = []
+    with tempfile.TemporaryDirectory() as empty_cache:
+        for extra in ({}, {"NUMBA_CACHE_DIR": empty_cache}):
+            out = subprocess.run([sys.executable, "-c", _FIRST_USE], cwd=root, check=True,
+                                 capture_output=True, text=True, env={**os.environ, **extra})
+            times.append(float(out.stdout.split()[-1]))
+    return times[1] - times[0]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--langs", type=int, default=len(languages.XM3600_LANGS),
@@ -201,6 +233,7 @@ def main(argv=None):
     time_c.wall /= 2
     time_c.cpu /= 2
 
+    compile_s = numba_compile_seconds()
     diff_b = max(np.abs(ours[k] - reference[k]).max() for k in langs)
     diff_c = max(np.abs(in_loop[k] - reference[k]).max() for k in langs)
     corpus_diff = max(abs(ours[k].mean() - reference[k].mean()) for k in langs)
@@ -209,6 +242,9 @@ def main(argv=None):
                     ("(c) eval.cider in-loop, per pass", time_c)]:
         print(f"{name:36}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
               f"{t.cpu:9.3f}{time_a.cpu / t.cpu:7.1f}x")
+    first = time_b.wall + compile_s
+    print(f"{'(b) + numba compilation, first run':36}{first:9.3f}{time_a.wall / first:7.1f}x"
+          f"   (compiled once per machine: {compile_s:.2f} s, then loaded from disk)")
     print(f"largest per-image difference: (b) {diff_b:.2e}, (c) {diff_c:.2e}; "
           f"largest corpus difference {corpus_diff:.2e}")
 

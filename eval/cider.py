@@ -147,11 +147,10 @@ class CiderScorer:
         flat = [caption for refs in references for caption in refs]
         try:
             # Tokens as spans of the normalized text, grouped without making a
-            # string per token; strings where that is not possible.
+            # string per token; strings where a word segmenter makes them.
             spans = text.normalize_spans(flat, lang, segmenter, options)
-            distinct = ngram_index.distinct_tokens(spans) if spans is not None else None
-            if distinct is not None:
-                (ref_vocab, ref_ids), ref_tokens = distinct, None
+            if spans is not None:
+                (ref_vocab, ref_ids), ref_tokens = ngram_index.distinct_tokens(spans), None
                 self._ref_lengths = spans.lengths
                 self._ref_token = lambda p: spans.text[int(spans.starts[p]):int(spans.ends[p])]
             else:

@@ -26,8 +26,9 @@ temporaries) it was about 2x slower, and XLA on CPU has no fast scalar loop.
 Compiled code is cached on disk (`cache=True`): the first use on a machine
 compiles it (~2 s), later processes load it.
 
-`token_table` and `token_ids` are the vocabulary's side (`ngram_index.Vocabulary`):
-token ids looked up from a prediction's characters, without a string per token.
+`intern_tokens` and `token_ids` are the vocabulary's side (`ngram_index`): tokens
+numbered, and looked up, by their characters, without a string per token;
+`insert_keys` builds the tables.
 """
 
 import numba
@@ -168,47 +169,136 @@ def _span_hash(code_points, start, end):
     return h
 
 
+@numba.njit(inline="always")
+def _same_span(code_points_a, start_a, end_a, code_points_b, start_b, end_b):
+    if end_a - start_a != end_b - start_b:
+        return False
+    for j in range(end_a - start_a):
+        if code_points_a[start_a + j] != code_points_b[start_b + j]:
+            return False
+    return True
+
+
+@numba.njit(inline="always")
+def _log2(size):
+    """log2 of a power of two, as uint64."""
+    bits = np.uint64(0)
+    while (1 << bits) < size:
+        bits += np.uint64(1)
+    return bits
+
+
+@numba.njit(inline="always")
+def _home_slot(code_points, start, end, bits):
+    return np.int64(_span_hash(code_points, start, end) >> (np.uint64(64) - bits))
+
+
 @numba.njit(cache=True, nogil=True)
-def token_table(code_points, starts, ends, slots):
-    """Fills `slots`: a hash table of the distinct tokens code_points[starts[i]:ends[i]].
+def intern_tokens(code_points, starts, ends, slots, ids, first):
+    """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence.
 
     Args:
-        slots: int64 [2^k >= 2 * num_tokens], -1s; out: a token's index, or -1
-            (open addressing, linear probing).
+        code_points, starts, ends: the tokens (`text.Spans`' arrays).
+        slots: int64 [2^bits >= 2 * num_tokens], -1s; out: a hash table of the
+            distinct tokens (open addressing, linear probing) holding each
+            one's number, for `token_ids`.
+        ids: int64 [num_tokens] out: the tokens' numbers + 1 (1..V).
+        first: int64 [num_tokens] out: index of each distinct token's first occurrence.
+
+    Returns:
+        V, the number of distinct tokens. Equal tokens are found by comparing
+        their characters, so numbers are exact.
     """
-    size, bits = slots.size, np.uint64(0)
-    while (1 << bits) < size:
-        bits += np.uint64(1)
+    bits = _log2(slots.size)
+    mask = slots.size - 1
+    num_distinct = 0
     for i in range(starts.size):
-        slot = np.int64(_span_hash(code_points, starts[i], ends[i]) >> (np.uint64(64) - bits))
+        slot = _home_slot(code_points, starts[i], ends[i], bits)
         while slots[slot] >= 0:
-            slot = (slot + 1) & (size - 1)
-        slots[slot] = i
+            t = slots[slot]
+            if _same_span(code_points, starts[first[t]], ends[first[t]],
+                          code_points, starts[i], ends[i]):
+                break
+            slot = (slot + 1) & mask
+        if slots[slot] < 0:
+            slots[slot] = num_distinct
+            first[num_distinct] = i
+            num_distinct += 1
+        ids[i] = slots[slot] + 1
+    return num_distinct
 
 
 @numba.njit(cache=True, nogil=True)
-def token_ids(slots, vocab_code_points, vocab_starts, vocab_ends, code_points, starts, ends,
+def token_ids(slots, table_code_points, table_starts, table_ends, code_points, starts, ends,
               ids):
-    """Sets ids[i] to 1 + the index in the table's tokens of code_points[starts[i]:ends[i]].
+    """Sets ids[i] to the number + 1 in an `intern_tokens` table of code_points[starts[i]:ends[i]].
 
-    Tokens are compared character by character, so ids are exact; `ids` of
-    tokens not in the table are left as they are.
+    Args:
+        slots: the table.
+        table_code_points, table_starts, table_ends: the first occurrences of
+            its tokens (the number t at table_starts[t]:table_ends[t]).
+        code_points, starts, ends: the tokens to look up.
+        ids: int64 out; left as they are for tokens not in the table.
     """
-    size, bits = slots.size, np.uint64(0)
-    while (1 << bits) < size:
-        bits += np.uint64(1)
+    bits = _log2(slots.size)
+    mask = slots.size - 1
     for i in range(starts.size):
-        start, length = starts[i], ends[i] - starts[i]
-        slot = np.int64(_span_hash(code_points, start, ends[i]) >> (np.uint64(64) - bits))
+        slot = _home_slot(code_points, starts[i], ends[i], bits)
         while slots[slot] >= 0:
             t = slots[slot]
-            if vocab_ends[t] - vocab_starts[t] == length:
-                same = True
-                for j in range(length):
-                    if vocab_code_points[vocab_starts[t] + j] != code_points[start + j]:
-                        same = False
-                        break
-                if same:
-                    ids[i] = t + 1
-                    break
-            slot = (slot + 1) & (size - 1)
+            if _same_span(table_code_points, table_starts[t], table_ends[t],
+                          code_points, starts[i], ends[i]):
+                ids[i] = t + 1
+                break
+            slot = (slot + 1) & mask
+
+
+@numba.njit(cache=True, nogil=True)
+def group_keys(keys, slots, group, first, count):
+    """Groups equal keys, numbered by first occurrence, in a hash table.
+
+    Args:
+        keys: int64 [n].
+        slots: int64 [2^bits >= 2n] scratch, -1s.
+        group, first, count: int64 [n] out: each key's group; per group, its
+            first key and how many keys it has.
+
+    Returns:
+        The number of groups.
+    """
+    bits = _log2(slots.size)
+    mask = slots.size - 1
+    num_groups = 0
+    for i in range(keys.size):
+        slot = np.int64((np.uint64(keys[i]) * _GOLDEN) >> (np.uint64(64) - bits))
+        while slots[slot] >= 0 and keys[first[slots[slot]]] != keys[i]:
+            slot = (slot + 1) & mask
+        if slots[slot] < 0:
+            slots[slot] = num_groups
+            first[num_groups] = i
+            count[num_groups] = 0
+            num_groups += 1
+        group[i] = slots[slot]
+        count[group[i]] += 1
+    return num_groups
+
+
+@numba.njit(cache=True, nogil=True)
+def insert_keys(keys, region, offset, size, table_keys, table_ids):
+    """Fills a `KeyTable`: key i (of region[i], or 0 if `region` is empty) gets id i.
+
+    Returns:
+        False if a probe reached the last slot (which must stay empty): retry
+        with a longer table.
+    """
+    for i in range(keys.size):
+        r = region[i] if region.size else 0
+        h = np.uint64(keys[i]) * _GOLDEN
+        slot = offset[r] + np.int64(((h >> _LOW32) * size[r]) >> _LOW32)
+        while table_keys[slot] >= 0:
+            slot += 1
+        if slot >= table_keys.size - 1:
+            return False
+        table_keys[slot] = keys[i]
+        table_ids[slot] = i
+    return True

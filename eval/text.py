@@ -244,7 +244,8 @@ def _spans(text, code_points, num_captions):
     space = (_char_flags(code_points) & _SPACE) != 0
     word = ~space
     edges = np.flatnonzero(np.diff(np.concatenate([[False], word, [False]]).view(np.int8)))
-    starts, ends = edges[0::2], edges[1::2]
+    # Contiguous copies: the compiled lookups take one array layout.
+    starts, ends = np.ascontiguousarray(edges[0::2]), np.ascontiguousarray(edges[1::2])
     caption = np.cumsum(code_points == ord(_SEPARATOR))
     lengths = np.bincount(caption[starts], minlength=num_captions).astype(np.int64)
     return Spans(text, code_points, starts, ends, lengths)
