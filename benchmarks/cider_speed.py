@@ -210,11 +210,11 @@ def main(argv=None):
     langs = languages.XM3600_LANGS[:args.langs]
     corpus = build_corpus(langs, args.images, args.seed)
     num_refs = sum(len(r) for refs, _, _ in corpus.values() for r in refs)
+    from eval import cider
     print(f"{len(langs)} languages x {args.images} images: {num_refs} references, "
           f"{len(langs) * args.images} predictions per pass; "
-          f"{len(os.sched_getaffinity(0))} cores")
+          f"{cider.num_cores()} cores")
 
-    from eval import cider
     def prepare_and_score(lang):
         refs, preds, _ = corpus[lang]
         scorer = cider.CiderScorer(refs, lang)

@@ -70,6 +70,13 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def num_cores():
+    """CPU cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def map_languages(fn, items):
     """[fn(item) for item in items], on one thread per CPU core.
 
@@ -78,7 +85,7 @@ def map_languages(fn, items):
     first error is raised.
     """
     items = list(items)
-    workers = min(len(items), len(os.sched_getaffinity(0)))
+    workers = min(len(items), num_cores())
     if workers <= 1:
         return [fn(item) for item in items]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
