@@ -1,12 +1,12 @@
-"""Exact integer ids for tokens and n-grams, with static numpy hash tables.
+"""Exact integer ids for tokens and n-grams, and the hash tables `eval.cider` builds.
 
 Used by `eval.cider`. Everything here works on whole arrays: a token is an
 id 1..V (from `Vocabulary`, which reads token spans of a normalized text
 without building a Python string per token), and an n-gram is the pair (id of
 its first n - 1 tokens, last token) packed into one int64 (`shift_key`), so
 n-gram ids are exact and come order by order. `KeyTable` maps such keys to
-dense ids; `group_keys` groups equal keys by one plain sort.
-"""
+dense ids; `group_keys` groups equal keys. The loops behind them are numba
+functions in `eval.ngram_match`."""
 
 import itertools
 import typing
