@@ -81,7 +81,7 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
         entry_segment, entry_weight, entry_tf: per entry (a reference holding
             the n-gram): reference * 4 + (n - 1), tf_r idf^2 and tf_r.
         clipped: CIDEr-D (take min(tf_h, tf_r)) rather than CIDEr (tf_h).
-        work: int64 [5, T] scratch, zeros.
+        work: int64 [7, T] scratch, zeros.
         first_of_token: int64 [max id + 1] scratch, -1s (left so).
         dot: float64 [C * 4] out: per (reference, n), sum over shared n-grams
             of min(tf_h, tf_r) tf_r idf^2 (or tf_h tf_r idf^2).
@@ -90,8 +90,10 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
     # (No array is allocated here: numpy calls would add ~1 s to the first,
     # uncached compilation.) Per token position p: union id, known id, the
     # n-gram's first position in its prediction (`group`) and its count there
-    # (`tf`), updated in place order by order; `count` is indexed by first positions.
-    union, known, group, tf, count = work[0], work[1], work[2], work[3], work[4]
+    # (`tf`), updated in place order by order; `count` is indexed by first
+    # positions; `later` links a position to the next with the same n-gram,
+    # `tail` is a scratch for building those links.
+    union, known, group, tf, count, later, tail = work
     last_idf2 = idf2[idf2.size - 1]
     for n in range(1, MAX_N + 1):
         # Lookups first, in a loop of their own: its iterations are independent,
@@ -120,8 +122,7 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
         for c in range(starts.size - 1):
             first, last = starts[c], starts[c + 1] - n + 1
             # Equal n-grams: equal tokens, or, for n > 1, equal (n-1)-grams
-            # (which must repeat) and equal last tokens. Descending p, so that
-            # group[q] for q > p is still that of the (n-1)-gram.
+            # (which must repeat) and equal last tokens.
             if n == 1:
                 for p in range(first, last):
                     if first_of_token[ids[p]] < 0:
@@ -130,15 +131,21 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
                 for p in range(first, last):
                     first_of_token[ids[p]] = -1
             else:
+                # Each (n-1)-gram's occurrences, linked in ascending order from
+                # its first (its group).
+                for p in range(first, last):
+                    tail[group[p]] = -1
                 for p in range(last - 1, first - 1, -1):
-                    # The first earlier position with the same n-gram, if any.
+                    later[p] = tail[group[p]]
+                    tail[group[p]] = p
+                # Descending p: group[q] for q < p is still the (n-1)-gram's.
+                for p in range(last - 1, first - 1, -1):
                     same = p
                     if tf[p] >= 2:
-                        for q in range(first, p):
-                            if (group[q] == group[p] and tf[q] >= 2
-                                    and ids[q + n - 1] == ids[p + n - 1]):
-                                same = q
-                                break
+                        q = group[p]
+                        while q < p and ids[q + n - 1] != ids[p + n - 1]:
+                            q = later[q]
+                        same = q
                     group[p] = same
             for p in range(first, last):
                 count[group[p]] += 1
