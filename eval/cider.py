@@ -221,12 +221,13 @@ class CiderScorer:
                 prev_union, prev_entry = union_ids[ref_keep], entry_ids[ref_keep]
             token = ids[at + n - 1]
             # Global ids of the n-grams of the references and of the df file,
-            # numbered in key order; every vocabulary token occurs, so the id
-            # of a unigram is its token id - 1.
+            # numbered by first occurrence. Token ids are too, so the id of a
+            # unigram is its token id - 1 (which `eval.ngram_match` relies on).
             keys = ngram_index.shift_key(prev_known, token, bits)
             known = ngram_index.group_keys(keys)
-            if n == 1 and known.first.size != len(self._vocab):
-                raise AssertionError("unigram ids are not token ids")
+            if n == 1 and not np.array_equal(keys[known.first],
+                                             np.arange(1, len(self._vocab) + 1)):
+                raise AssertionError("unigram ids are not token ids - 1")
             known_keys.append(keys[known.first])
             self._known_first.append(at[known.first])
 
