@@ -335,7 +335,7 @@ class CiderScorer:
             self._token_bits, self.num_images, union.keys, union.ids, union.offset, union.size,
             known.keys, known.ids, known.size[0], self._union_known, self._idf2,
             self._union_idf2, self._column_start, self._entry_segment, self._entry_weight,
-            self._entry_tf, self.metric == "cider-d", np.zeros((7, ids.size), dtype=np.int64),
+            self._entry_tf, self.metric == "cider-d", np.zeros((5, ids.size), dtype=np.int64),
             np.full(max_id + 1, -1, dtype=np.int64), dot, hyp_norm2)
         hyp_len = np.zeros(self._num_images_pad, dtype=np.int32)
         hyp_len[image] = np.maximum(0, lengths - 1)

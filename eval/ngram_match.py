@@ -81,7 +81,7 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
         entry_segment, entry_weight, entry_tf: per entry (a reference holding
             the n-gram): reference * 4 + (n - 1), tf_r idf^2 and tf_r.
         clipped: CIDEr-D (take min(tf_h, tf_r)) rather than CIDEr (tf_h).
-        work: int64 [7, T] scratch, zeros.
+        work: int64 [5, T] scratch, zeros.
         first_of_token: int64 [max id + 1] scratch, -1s (left so).
         dot: float64 [C * 4] out: per (reference, n), sum over shared n-grams
             of min(tf_h, tf_r) tf_r idf^2 (or tf_h tf_r idf^2).
@@ -91,9 +91,8 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
     # uncached compilation.) Per token position p: union id, known id, the
     # n-gram's first position in its prediction (`group`) and its count there
     # (`tf`), updated in place order by order; `count` is indexed by first
-    # positions; `later` links a position to the next with the same n-gram,
-    # `tail` is a scratch for building those links.
-    union, known, group, tf, count, later, tail = work
+    # positions.
+    union, known, group, tf, count = work
     last_idf2 = idf2[idf2.size - 1]
     for n in range(1, MAX_N + 1):
         # Lookups first, in a loop of their own: its iterations are independent,
@@ -131,21 +130,16 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
                 for p in range(first, last):
                     first_of_token[ids[p]] = -1
             else:
-                # Each (n-1)-gram's occurrences, linked in ascending order from
-                # its first (its group).
-                for p in range(first, last):
-                    tail[group[p]] = -1
-                for p in range(last - 1, first - 1, -1):
-                    later[p] = tail[group[p]]
-                    tail[group[p]] = p
-                # Descending p: group[q] for q < p is still the (n-1)-gram's.
+                # Descending p: group[q] for q < p is still the (n-1)-gram's,
+                # whose first occurrence it is.
                 for p in range(last - 1, first - 1, -1):
                     same = p
                     if tf[p] >= 2:
-                        q = group[p]
-                        while q < p and ids[q + n - 1] != ids[p + n - 1]:
-                            q = later[q]
-                        same = q
+                        prefix = group[p]
+                        for q in range(prefix, p):
+                            if group[q] == prefix and ids[q + n - 1] == ids[p + n - 1]:
+                                same = q
+                                break
                     group[p] = same
             for p in range(first, last):
                 count[group[p]] += 1
