@@ -200,6 +200,21 @@ def numba_compile_seconds():
     return times[1] - times[0]
 
 
+def per_call_times(scorers, corpus, langs=("en", "zh", "th")):
+    """Median ms of one `score()` call and of its normalization, per language, on one thread."""
+    def median_ms(fn, *args):
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn(*args)
+            times.append(time.perf_counter() - start)
+        return 1e3 * float(np.median(times))
+
+    return {lang: (median_ms(scorers[lang].score, corpus[lang][1]),
+                   median_ms(text.normalize_spans, corpus[lang][1], lang))
+            for lang in langs if lang in scorers}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--langs", type=int, default=len(languages.XM3600_LANGS),
@@ -245,6 +260,11 @@ def main(argv=None):
     first = time_b.wall + compile_s
     print(f"{'(b) + numba compilation, first run':36}{first:9.3f}{time_a.wall / first:7.1f}x"
           f"   (compiled once per machine: {compile_s:.2f} s, then loaded from disk)")
+    per_call = per_call_times(scorers, corpus)
+    if per_call:
+        print("one score() call, one thread: " + ", ".join(
+            f"{lang} {total:.1f} ms (normalizing {norm:.1f} ms)"
+            for lang, (total, norm) in per_call.items()))
     print(f"largest per-image difference: (b) {diff_b:.2e}, (c) {diff_c:.2e}; "
           f"largest corpus difference {corpus_diff:.2e}")
 
