@@ -14,14 +14,13 @@ class FormatError(ValueError):
     """A file does not have the layout its reader expects."""
 
 
-def open_text(path):
-    """Opens a `.jsonl`, `.jsonl.bz2` or `.jsonl.gz` file for reading text."""
+def _open_binary(path):
     path = str(path)
     if path.endswith(".bz2"):
-        return bz2.open(path, "rt", encoding="utf-8")
+        return bz2.open(path, "rb")
     if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def read_objects(path, error=FormatError):
@@ -32,13 +31,18 @@ def read_objects(path, error=FormatError):
         error: the exception class raised for a line that is not a JSON object.
 
     Raises:
-        error: a line is not valid JSON or not an object; names the file and line.
+        error: a line is not UTF-8, not valid JSON or not an object; names the
+            file and line.
     """
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
+    with _open_binary(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise error(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from data import languages, xm3600
+from data import jsonl, languages, xm3600
 from eval import cider, text
 from eval.cider_df import InputError, load_document_frequencies, save_document_frequencies
 
@@ -33,17 +33,10 @@ class Predictions(dict):
 
     def where(self, lang, key):
         """"file:line" of the prediction for (lang, key), or the file name."""
-        line = self.lines.get((lang, key))
-        return f"{self.path}:{line}" if line else str(self.path)
+        return self.lines.get((lang, key), str(self.path))
 
 
-def _parse_prediction(line, where):
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(obj, dict):
-        raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+def _check_prediction(obj, where):
     missing = [k for k in ("image/key", "lang", "caption") if k not in obj]
     if missing:
         raise InputError(f"{where}: missing field {', '.join(map(repr, missing))}")
@@ -78,21 +71,13 @@ def read_predictions(path):
     if not os.path.exists(path):
         raise InputError(f"predictions file not found: {path}")
     predictions = Predictions(path)
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
-            if not line.strip():
-                continue
-            key, lang, caption = _parse_prediction(line, where)
-            if (lang, key) in predictions.lines:
-                raise InputError(f"{where}: second prediction for image {key!r} in {lang!r} "
-                                 f"(the first is on line {predictions.lines[(lang, key)]})")
-            predictions.setdefault(lang, {})[key] = caption
-            predictions.lines[(lang, key)] = lineno
+    for where, obj in jsonl.read_objects(path, error=InputError):
+        key, lang, caption = _check_prediction(obj, where)
+        if (lang, key) in predictions.lines:
+            raise InputError(f"{where}: second prediction for image {key!r} in {lang!r} "
+                             f"(the first is at {predictions.lines[(lang, key)]})")
+        predictions.setdefault(lang, {})[key] = caption
+        predictions.lines[(lang, key)] = where
     if not predictions:
         raise InputError(f"{path}: no predictions (the file is empty)")
     return predictions
