@@ -6,8 +6,10 @@
 - `scan_to_layers` / `layers_to_scan`: convert parameters between the stacked
   tree that `nn.scan` builds ('layers', 'encoderblock', leading axis = layer)
   and the per-layer tree of the upstream checkpoints ('layers_0', ...).
+- `with_overrides`: a config dataclass's fields with overrides checked by name.
 """
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -230,3 +232,19 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
         return jnp.asarray(value, jnp.float32)
 
     return jax.tree_util.tree_map_with_path(fill, _unbox(abstract))
+
+
+def with_overrides(config_class, fields, overrides):
+    """`fields` updated with the non-None `overrides`, each checked to be a field of `config_class`.
+
+    Raises:
+        ValueError: an override names no field; the message lists the known ones.
+    """
+    known = {f.name for f in dataclasses.fields(config_class)}
+    for key, value in overrides.items():
+        if key not in known:
+            raise ValueError(f"unknown {config_class.__name__} field {key!r}; known: "
+                             f"{', '.join(sorted(known))}")
+        if value is not None:
+            fields = {**fields, key: value}
+    return fields

@@ -77,13 +77,7 @@ def t5_config(variant: str, **overrides) -> T5Config:
     if variant not in _VARIANTS:
         raise ValueError(f"unknown T5 variant {variant!r}; known: {', '.join(_VARIANTS)}")
     fields = {"vocab_size": MT5_VOCAB_SIZE, **_VARIANTS[variant]}
-    known = {f.name for f in dataclasses.fields(T5Config)}
-    for key, value in overrides.items():
-        if key not in known:
-            raise ValueError(f"unknown T5Config field {key!r}; known: {', '.join(sorted(known))}")
-        if value is not None:
-            fields[key] = value
-    return T5Config(**fields)
+    return T5Config(**layers.with_overrides(T5Config, fields, overrides))
 
 
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int,

@@ -80,12 +80,7 @@ def vit_config(variant: str, **overrides) -> ViTConfig:
         if not patch.isdigit() or int(patch) <= 0:
             raise ValueError(f"bad patch size {patch!r} in ViT variant {variant!r}")
         fields["patch_size"] = (int(patch), int(patch))
-    known = {f.name for f in dataclasses.fields(ViTConfig)}
-    for key, value in overrides.items():
-        if key not in known:
-            raise ValueError(f"unknown ViTConfig field {key!r}; known: {', '.join(sorted(known))}")
-        if value is not None:
-            fields[key] = value
+    fields = layers.with_overrides(ViTConfig, fields, overrides)
     if isinstance(fields.get("patch_size"), int):
         fields["patch_size"] = (fields["patch_size"],) * 2
     return ViTConfig(**fields)
