@@ -8,7 +8,8 @@
 gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000) and
 `config.init.vit` a big_vision `.npz` (ViT image encoder); each goes into its
 part of the captioner's tree {'img': ViT, 'img_proj': ..., 't5': mT5}. The
-modules: `t5x` and `big_vision` read the formats, `merge` matches the trees.
+modules: `t5x` and `big_vision` read the formats, `merge` matches the trees,
+`trees` converts between nested and flat (`a/b/c`) trees.
 """
 
 from collections.abc import Callable

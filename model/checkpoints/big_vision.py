@@ -28,6 +28,8 @@ import ml_dtypes
 import numpy as np
 import scipy.ndimage
 
+from model.checkpoints import trees
+
 _NUMBERED_MODULE = re.compile(r"(.*)_(\d+)$")
 _MAP_HEAD_PARTS = ("probe", "MlpBlock_0", "MultiHeadDotProductAttention_0", "LayerNorm_0")
 
@@ -82,21 +84,6 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
                 raise ValueError(f"{path}: array {key!r} has unknown dtype {value.dtype}")
             flat[key] = value.view(ml_dtypes.bfloat16)
     return flat
-
-
-def _unflatten(flat: dict[str, np.ndarray], path: str) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = tree
-        *parents, leaf = key.split("/")
-        for parent in parents:
-            node = node.setdefault(parent, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"{path}: key {key!r} nests under an array")
-        if leaf in node:
-            raise ValueError(f"{path}: key {key!r} is both an array and a parent")
-        node[leaf] = value
-    return tree
 
 
 def renumber_pre_linen(tree: Any) -> Any:
@@ -201,7 +188,10 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
         ValueError: not a readable npz, or the `:subkey` is absent.
     """
     file_path, subkey = _split_subkey(path)
-    tree = _unflatten(read_npz(file_path), file_path)
+    try:
+        tree = trees.unflatten_tree(read_npz(file_path))
+    except ValueError as e:
+        raise ValueError(f"{file_path}: {e}") from None
     if "params" in tree:
         tree = tree["params"]          # optax train state
     elif "opt" in tree and "target" in tree["opt"]:

@@ -34,58 +34,9 @@ import numpy as np
 
 from model import layers as model_layers
 from model.checkpoints import big_vision
-
-SEP = "/"
+from model.checkpoints.trees import SEP, flatten_tree, unflatten_tree
 
 AllowMissing = bool | Sequence[str]
-
-
-def flatten_tree(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Flattens nested dicts into {'a/b/c': leaf}.
-
-    Args:
-        tree: nested mappings with non-mapping leaves.
-        prefix: prepended (with '/') to every path.
-
-    Returns:
-        A flat dict from '/'-joined paths to leaves, in the tree's order.
-    """
-    flat = {}
-    for key, value in tree.items():
-        path = f"{prefix}{SEP}{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            flat.update(flatten_tree(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
-def unflatten_tree(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Inverse of `flatten_tree`: {'a/b': x} -> {'a': {'b': x}}.
-
-    Args:
-        flat: '/'-joined paths to leaves.
-
-    Returns:
-        Nested dicts.
-
-    Raises:
-        ValueError: a path is both a leaf and a prefix of another path.
-    """
-    tree: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split(SEP)
-        node = tree
-        for depth, key in enumerate(parents):
-            node = node.setdefault(key, {})
-            if not isinstance(node, dict):
-                raise ValueError(
-                    f"parameter {SEP.join(parents[:depth + 1])!r} is both an array and "
-                    f"the parent of {path!r}")
-        if isinstance(node.get(leaf), dict):
-            raise ValueError(f"parameter {path!r} is both an array and a parent of others")
-        node[leaf] = value
-    return tree
 
 
 @dataclasses.dataclass

@@ -36,6 +36,8 @@ import numpy as np
 import tensorstore as ts
 from flax import serialization
 
+from model.checkpoints import trees
+
 CHECKPOINT_FILE = "checkpoint"
 # Newer T5X layouts put the msgpack under <checkpoint_dir>/state/.
 _STATE_DIR = "state"
@@ -169,18 +171,6 @@ def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[s
     return spec
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': leaf}} -> {'a/b': leaf}; spec dicts count as leaves."""
-    flat = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else str(key)
-        if isinstance(value, dict) and not is_ts_spec(value):
-            flat.update(_flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
 def _open_error(checkpoint_file: str, name: str, spec: dict, error: Exception) -> Exception:
     where = spec["kvstore"].get("path")
     message = (f"{checkpoint_file}: cannot read parameter {name!r} from its zarr array "
@@ -213,17 +203,6 @@ def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
     return arrays
 
 
-def _unflatten(flat: dict[str, np.ndarray]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split("/")
-        node = tree
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return tree
-
-
 def _fix_dtype(array: np.ndarray, dtype: Any | None) -> np.ndarray:
     if array.dtype == np.uint16:
         # Version-2 checkpoints wrote bfloat16 bits as uint16 (zarr '<u2').
@@ -252,7 +231,7 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     checkpoint_file = find_checkpoint_file(path)
     target = target_of(read_contents(checkpoint_file), checkpoint_file)
     checkpoint_dir = posixpath.dirname(checkpoint_file) or "."
-    flat = _flatten(target)
+    flat = trees.flatten_tree(target, is_leaf=is_ts_spec)
     specs = {name: resolve_spec(value, checkpoint_dir, name)
              for name, value in flat.items() if is_ts_spec(value)}
     def convert(array):
@@ -260,5 +239,6 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
 
     from_zarr = _read_arrays(specs, checkpoint_file, convert)
     # Inline leaves are numpy arrays or scalars from flax's msgpack decoding.
-    return _unflatten({name: from_zarr[name] if name in specs else convert(np.asarray(value))
-                       for name, value in flat.items()})
+    return trees.unflatten_tree({
+        name: from_zarr[name] if name in specs else convert(np.asarray(value))
+        for name, value in flat.items()})

@@ -22,31 +22,11 @@ import numpy as np
 import tensorstore as ts
 from flax import serialization
 
+from model.checkpoints import trees
+
 BF16 = ml_dtypes.bfloat16
-
-
-def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': x}} -> {'a/b': x}."""
-    flat = {}
-    for key, value in tree.items():
-        path = f"{prefix}/{key}" if prefix else key
-        if isinstance(value, dict):
-            flat.update(flatten(value, path))
-        else:
-            flat[path] = value
-    return flat
-
-
-def unflatten(flat: dict[str, Any]) -> dict:
-    """{'a/b': x} -> {'a': {'b': x}}."""
-    tree: dict = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split("/")
-        node = tree
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return tree
+# The repository's own tree helpers: paths joined with '/' as both formats store them.
+flatten, unflatten = trees.flatten_tree, trees.unflatten_tree
 
 
 def random_tree(shapes: dict[str, tuple], seed: int = 0, dtype=np.float32) -> dict:
