@@ -1,8 +1,9 @@
 """The jit-compiled JAX kernel of `eval.cider`: cosines, length penalties, per-image means.
 
 Its inputs are per-(reference, n) dot products and per-(image, n) squared
-norms that `eval.cider` computes with numpy. Arrays are padded to powers of two
-of at least `MIN_PAD`, so one compilation serves every XM3600 language.
+norms that `eval.cider` computes (`eval.ngram_match`). Arrays are padded to
+powers of two of at least `MIN_PAD`, so one compilation serves every XM3600
+language.
 """
 
 import functools

@@ -38,10 +38,9 @@ class KeyTable:
     """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1.
 
     The table is split into regions (one per image, say), each at most `load`
-    full, so that lookups of keys of one region stay near each other; a key's
-    home slot is its region's offset plus the top bits of key * GOLDEN scaled
-    to the region's size. Filled by `eval.ngram_match.insert_keys`; probes run
-    past a region's end into the next instead of wrapping around.
+    full, so that lookups of keys of one region stay near each other (home
+    slots: `eval.ngram_match._home`). Filled by `eval.ngram_match.insert_keys`;
+    probes run past a region's end into the next instead of wrapping around.
 
     Attributes (read by the compiled lookups of `eval.ngram_match`):
         keys: int64 [S] stored keys, -1 in empty slots (the last is always empty).

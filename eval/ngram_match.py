@@ -34,17 +34,25 @@ numbered, and looked up, by their characters, without a string per token;
 import numba
 import numpy as np
 
-# `ngram_index.GOLDEN` as uint64: the same hash, so tables built there are read here.
+from eval.cider_df import MAX_N
+
+# Odd 64-bit multiplier (2^64 / golden ratio) for hashing keys.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _LOW32 = np.uint64(32)
-MAX_N = 4
+
+
+@numba.njit(inline="always")
+def _home(offset, size, key):
+    """A `KeyTable` key's home slot: its region's offset plus the top 32 bits of
+    key * _GOLDEN scaled to the region's `size` ("fastrange")."""
+    h = np.uint64(key) * _GOLDEN
+    return offset + np.int64(((h >> _LOW32) * np.uint64(size)) >> _LOW32)
 
 
 @numba.njit(inline="always")
 def _find(keys, ids, offset, size, key):
     """Id of `key` in a `KeyTable`'s arrays (region at `offset`, `size` slots), or -1."""
-    h = np.uint64(key) * _GOLDEN
-    slot = offset + np.int64(((h >> _LOW32) * np.uint64(size)) >> _LOW32)
+    slot = _home(offset, size, key)
     while True:
         stored = keys[slot]
         if stored == key:
@@ -294,8 +302,7 @@ def insert_keys(keys, region, offset, size, table_keys, table_ids):
     """
     for i in range(keys.size):
         r = region[i] if region.size else 0
-        h = np.uint64(keys[i]) * _GOLDEN
-        slot = offset[r] + np.int64(((h >> _LOW32) * size[r]) >> _LOW32)
+        slot = _home(offset[r], size[r], keys[i])
         while table_keys[slot] >= 0:
             slot += 1
         if slot >= table_keys.size - 1:
