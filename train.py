@@ -1,16 +1,15 @@
-"""Trains the ViT + mT5 captioner, evaluating XM3600 CIDEr-D in the loop.
+"""Trains the ViT + mT5 captioner, running the evaluators of `config.evals` in the loop.
 
     python train.py --config configs/demo.py --workdir runs/demo \
         [--config.total_steps=300]
 
 The phases of `train_and_evaluate` read top to bottom: config, mesh, data,
 model and optimizer, state (fresh, or restored from the latest checkpoint in
-the workdir), evaluator, loop. Restarting the same command resumes.
+the workdir), evaluators, loop. Restarting the same command resumes.
 """
 
 import json
 import os
-import time
 
 import flax.linen as nn
 import jax
@@ -24,10 +23,11 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 from data import pipeline, tokenizer
-from eval import xm3600
+from eval import evaluators as evaluators_lib
+from eval.evaluators import common as eval_common
 from training import checkpointing, flops, losses, preemption, pretrained, run_config, schedules
 from training import state as state_lib
-from training.metrics import MetricsLogger
+from training.metrics import MetricsLogger, StepTimer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
@@ -110,13 +110,31 @@ def check_finite(step, measurements):
             "the last good checkpoint is kept in the workdir")
 
 
+def build_evaluators(config, model, vocab):
+    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name.
+
+    Raises:
+        ValueError: a bad evaluator config, or a `config.checkpoint.best_metric`
+            that none of them logs (with no evaluator in the loop, no best
+            checkpoint is kept).
+    """
+    setup = eval_common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    in_loop = [name for name, c in config.evals.items() if c.every]
+    evaluators = evaluators_lib.build(config.evals, setup, names=in_loop)
+    logged = [m for e in evaluators.values() for m in e.metric_names]
+    best = config.checkpoint.best_metric
+    if evaluators and best not in logged:
+        raise ValueError(f"config.checkpoint.best_metric={best!r} is not logged by the in-loop "
+                         f"evaluators ({', '.join(in_loop) or 'none'}); they log "
+                         f"{', '.join(logged) or 'nothing'}")
+    return evaluators
+
+
 # ------------------------------------------------------------------ main ----
 def check_config_matches_workdir(config, workdir, allow_change=False):
     """Refuses to resume a checkpoint whose config differs in a field that matters."""
     saved = run_config.load(workdir)
-    has_checkpoint = os.path.isdir(checkpointing.checkpoint_dir(workdir)) and any(
-        name.isdigit() for name in os.listdir(checkpointing.checkpoint_dir(workdir)))
-    if saved is None or not has_checkpoint:
+    if saved is None or not checkpointing.has_checkpoint(workdir):
         return
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
@@ -159,7 +177,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
 
     # State: the latest checkpoint of this workdir, or a fresh initialization.
     mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
-    best_mngr = checkpointing.best_manager(workdir)
+    best_mngr = checkpointing.best_manager(workdir, config.checkpoint.best_metric)
     state = checkpointing.restore(mngr, abstract_state)
     resumed = state is not None
     if not resumed:
@@ -172,16 +190,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
-    evaluator = xm3600.Evaluator(config.evals.xm3600, config.data, model, vocab,
-                                 config.model.image_size)
+    evaluators = build_evaluators(config, model, vocab)
     logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
+
+    def evaluate(step):
+        """Runs the evaluators due at `step`; keeps the best checkpoint by its metric."""
+        for evaluator in evaluators.values():
+            if step == 0 or schedules.itstime(step, evaluator.every, config.total_steps):
+                scores = evaluator.run(state["params"])
+                logger.log(step, scores)
+                if step > 0 and config.checkpoint.best_metric in scores:
+                    checkpointing.save(best_mngr, step, state, metrics=scores)
 
     # Loop. Pending checkpoint writes finish even when training stops on an error.
     preemption.install()  # Here: libraries set up above may have taken SIGTERM.
     batches = None
     try:
         if start_step == 0:
-            logger.log(0, evaluator.run(state["params"]))
+            evaluate(0)
         batches = train_batches(start_step)
         compiled_step, timer = None, StepTimer(start_step)
         for step in range(start_step + 1, config.total_steps + 1):
@@ -201,10 +227,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                                                   measurements["train/tokens"]))
                 logger.log(step, measurements)
                 logger.progress(step, measurements)
-            if schedules.itstime(step, config.evals.xm3600.every, config.total_steps):
-                scores = evaluator.run(state["params"])
-                logger.log(step, scores)
-                checkpointing.save(best_mngr, step, state, metrics=scores)
+            if any(schedules.itstime(step, e.every, config.total_steps)
+                   for e in evaluators.values()):
+                evaluate(step)
                 timer.restart(step)
             stop = preemption.should_stop()
             if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
@@ -221,32 +246,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             batches.close()
     return state
 
-
-
-class StepTimer:
-    """Step time, examples/s, tokens/s and MFU since the last measurement, evaluations excluded."""
-
-    def __init__(self, step):
-        self._step, self._time = step, time.time()
-
-    def restart(self, step):
-        """Restarts the clock at `step` (after an evaluation, which is not training time)."""
-        self._step, self._time = step, time.time()
-
-    def measure(self, step, batch_size, step_flops, tokens):
-        now = time.time()
-        steps = step - self._step
-        seconds = (now - self._time) / max(steps, 1)
-        self._step, self._time = step, now
-        out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch_size / seconds,
-               "perf/tokens_per_s": tokens / seconds}
-        utilization = flops.mfu(step_flops, seconds)
-        if utilization is not None:
-            out["perf/mfu"] = utilization
-        stats = jax.local_devices()[0].memory_stats() or {}
-        if "peak_bytes_in_use" in stats:
-            out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30
-        return out
 
 
 def initialize_distributed():

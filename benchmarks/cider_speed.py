@@ -15,7 +15,7 @@ caption. Times, in one process:
       kernel already compiled (normalization of the predictions included).
 
 (b) counts XLA's compilation, which every process repeats; numba's (the
-compiled loops of eval.ngram_match) happens once per machine and is cached on
+compiled loops of eval.cider.ngram_match) happens once per machine and is cached on
 disk, so it is measured apart, in a subprocess with an empty cache, and shown
 added to (b) as well.
 
@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from data import languages  # noqa: E402
-from eval import text  # noqa: E402
+from eval.cider import text  # noqa: E402
 
 STATS = "/work/shared/reference/xm3600_paper/caption_stats.csv"
 # First code point and size of an alphabet per script, for synthetic words.

@@ -8,7 +8,7 @@ fusion, bf16 activations, and pretrained mT5 / ViT towers. `smoke(...)` turns a
 baseline into its `:smoke` variant: tiny towers on the demo data on a CPU,
 everything else (optimizer, schedule shape, fusion, init mechanics, mesh
 rules) kept. The field structure is that of configs/demo.py, which is what
-train.py reads, plus `evals.coco_dev` for `python -m eval.xm3600`.
+train.py reads.
 
 Paths. Real data lives under DATA_ROOT (a disk or NFS mount present on every
 host; `python -m data.build` writes the TFDS datasets there), the pretrained
@@ -41,7 +41,7 @@ VIT_CHECKPOINTS = {
 # as it was pretrained ([cls] token for AugReg, MAP head for the g/14).
 VIT_POOL = {"B/16": "tok", "g/14": "map"}
 
-# Images of the training splits (data/coco35l.py, the README's Datasets section). One
+# Images of the training splits (data/coco35l_release.py, the README's Datasets section). One
 # epoch of the input pipeline visits each (image, language) pair once, with
 # one of its references drawn at random (data/sampling.py).
 COCO35L_TRAIN_IMAGES = 113_287
@@ -147,21 +147,33 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
     ))
 
     c.evals = ml_collections.ConfigDict()
+    # Evaluators by name (eval/evaluators/): in the loop every `every` steps (and at step
+    # 0 and the end; 0 = only with python -m eval.evaluate), on the core four languages;
+    # all languages after training with `python -m eval.evaluate` (see README).
     c.evals.xm3600 = ml_collections.ConfigDict(dict(
+        type="xm3600_cider",              # CIDEr-D on XM3600's human references.
         data_dir=f"{DATA_ROOT}/xm3600",   # captions.jsonl + images/ (README: Datasets).
-        langs=CORE_LANGS,                 # In the loop: the core four; all 36 at the end
-                                          # with python -m eval.xm3600 (see README).
-        every=eval_every,                 # Steps between evaluations (also at 0 and the end).
+        langs=CORE_LANGS,                 # In the loop: the core four.
+        every=eval_every,                 # Steps between evaluations.
         batch_size=960,                   # Divides by 64 chips; 3600 images = 4 batches.
         max_decode_len=64,                # = data.max_target_len.
         max_images=None,                  # None: all 3600 images.
     ))
-    c.evals.coco_dev = ml_collections.ConfigDict(dict(  # Read by eval.xm3600 only.
+    c.evals.coco_dev = ml_collections.ConfigDict(dict(
+        type="coco_dev_cider",            # CIDEr-D on COCO-35L dev (the paper's 2nd column).
         manual_dir=f"{DATA_ROOT}/coco35l",  # COCO-35L release: Karpathy val, 5000 images,
-                                            # machine-translated references ('' to skip).
+                                            # machine-translated references.
+        langs=CORE_LANGS,                 # In the loop: the core four.
+        every=5 * eval_every,             # Less often than XM3600: 5000 images a language.
+        batch_size=960,                   # Divides by 64 chips; 5000 images = 6 batches.
+        max_decode_len=64,
         max_images=None,                  # None: all 5000 images.
     ))
-    c.checkpoint = ml_collections.ConfigDict(dict(every=1000, keep=3))  # Steps; how many kept.
+    c.checkpoint = ml_collections.ConfigDict(dict(
+        every=1000,                       # Steps between checkpoints.
+        keep=3,                           # How many recent ones are kept.
+        best_metric="eval/cider_d/avg",   # checkpoints_best/ keeps the highest of this.
+    ))
     c.mesh = ml_collections.ConfigDict(dict(
         data=-1,                          # All devices on the data axis: 64 on a v4-128.
         model=1,                          # No tensor parallelism: the towers fit a chip.
@@ -204,7 +216,8 @@ def smoke(c, *, image_size, total_steps=4, constant_steps=2):
     c.init.mt5, c.init.vit = "", ""
     c.evals.xm3600.update(dict(data_dir=f"{DEMO_DIR}/xm3600", every=2, batch_size=8,
                                max_decode_len=8))
-    c.evals.coco_dev.manual_dir = f"{DEMO_DIR}/coco35l"
+    c.evals.coco_dev.update(dict(manual_dir=f"{DEMO_DIR}/coco35l", every=4, batch_size=8,
+                                 max_decode_len=8, max_images=16))
     c.checkpoint.update(dict(every=2, keep=2))
     return c
 

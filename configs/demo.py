@@ -34,7 +34,7 @@ def get_config():
 
     c.vocab = ml_collections.ConfigDict(dict(path="demo_data/spm/demo.model"))
     c.data = ml_collections.ConfigDict(dict(
-        dataset="coco35l",                # COCO-35L release layout (data/coco35l.py).
+        dataset="coco35l",                # COCO-35L release layout (data/coco35l_release.py).
         manual_dir="demo_data/coco35l",   # The release files (TFDS manual_dir).
         reader="tfds",                    # "tfds": through the TFDS builder; "files": direct.
         tfds_data_dir="",                 # '': demo_data/tfds, next to manual_dir.
@@ -60,16 +60,30 @@ def get_config():
     ))
     c.init = ml_collections.ConfigDict(dict(mt5="", vit="", checkpoint=""))
 
+    # Evaluators by name (eval/evaluators/), run every `every` steps, at step 0 and at the end.
     c.evals = ml_collections.ConfigDict()
     c.evals.xm3600 = ml_collections.ConfigDict(dict(
+        type="xm3600_cider",              # CIDEr-D on the XM3600-layout held-out split.
         data_dir="demo_data/xm3600",
         langs=("en", "es", "hi", "zh"),
-        every=250,                        # Steps between evaluations (also at step 0 and the end).
+        every=250,                        # Steps between evaluations.
         batch_size=64,
         max_decode_len=24,
         max_images=config_dict.placeholder(int),  # None: every image of the split.
     ))
-    c.checkpoint = ml_collections.ConfigDict(dict(every=250, keep=2))
+    c.evals.coco_dev = ml_collections.ConfigDict(dict(
+        type="coco_dev_cider",            # CIDEr-D on the COCO-35L dev split (Karpathy val).
+        manual_dir="demo_data/coco35l",
+        langs=("en", "es", "hi", "zh"),
+        every=500,
+        batch_size=64,
+        max_decode_len=24,
+        max_images=config_dict.placeholder(int),  # None: every image of the split.
+    ))
+    c.checkpoint = ml_collections.ConfigDict(dict(
+        every=250, keep=2,
+        best_metric="eval/cider_d/avg",   # checkpoints_best/ keeps the highest of this.
+    ))
     c.mesh = ml_collections.ConfigDict(dict(
         data=-1,                          # Devices on the data axis; -1: what `model` leaves.
         model=1,                          # Devices on the model (tensor-parallel) axis.

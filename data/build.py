@@ -36,8 +36,9 @@ def get_builder(name, *, data_dir, config="all", corrupt_images="stop"):
 
     from data import builders
 
-    classes = {"xm3600": builders.xm3600.Xm3600, "coco35l": builders.coco35l.Coco35l,
-               "cc3m35l": builders.cc3m35l.Cc3m35l}
+    classes = {"xm3600": builders.xm3600_tfds.Xm3600,
+               "coco35l": builders.coco35l_tfds.Coco35l,
+               "cc3m35l": builders.cc3m35l_tfds.Cc3m35l}
     if name not in classes:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     names = [c.name for c in classes[name].BUILDER_CONFIGS]

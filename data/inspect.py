@@ -21,7 +21,7 @@ import dataclasses
 import os
 import sys
 
-from data import languages, xm3600
+from data import languages, xm3600_release
 
 DEFAULT_REFERENCE_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "reference",
@@ -39,7 +39,7 @@ class LangStats:
 
 
 def caption_stats(records):
-    """{lang: LangStats} of the XM3600 records (data/xm3600.read_captions)."""
+    """{lang: LangStats} of the XM3600 records (data/xm3600_release.read_captions)."""
     stats = {}
     for lang in languages.XM3600_LANGS:
         caps = [c for r in records for c in r.captions.get(lang, [])]
@@ -115,7 +115,7 @@ def main(argv=None):
                         help="relative tolerance of the per-caption averages")
     args = parser.parse_args(argv)
     try:
-        records = xm3600.read_captions(os.path.join(args.data_dir, "captions.jsonl"))
+        records = xm3600_release.read_captions(os.path.join(args.data_dir, "captions.jsonl"))
         paper = read_paper_stats(args.reference_dir)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

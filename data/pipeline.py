@@ -1,4 +1,4 @@
-"""Input pipeline: training batches from COCO-35L, evaluation sets from XM3600.
+"""Input pipeline: training batches from COCO-35L or CC3M-35L, and the LangId prompts.
 
 Training batches are numpy dicts of this process's share of a global batch:
 
@@ -18,7 +18,6 @@ images are decoded only for the steps actually produced.
 """
 
 import concurrent.futures
-import dataclasses
 import os
 import queue
 import threading
@@ -26,7 +25,7 @@ import threading
 import numpy as np
 
 from data import images as image_lib
-from data import languages, sampling, sources, tokenizer, xm3600
+from data import sampling, sources, tokenizer
 
 DEFAULT_PROMPT_TEMPLATE = "<2{lang}>"
 
@@ -192,58 +191,3 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
         }
 
     return _Prefetcher(make_batch, start_step, data_config.get("prefetch", 2), pool)
-
-
-@dataclasses.dataclass
-class EvalSet:
-    """XM3600 images of one language with their references.
-
-    Attributes:
-        lang: language code.
-        keys: [N] image keys.
-        images: float32 [N, H, W, 3] in [-1, 1].
-        prompt: int32 [N, Lp] LangId prompt ids (all rows equal).
-        references: [N] lists of raw reference captions.
-    """
-    lang: str
-    keys: list
-    images: np.ndarray
-    prompt: np.ndarray
-    references: list
-
-
-def xm3600_eval_set(data_dir, lang, vocab, *, image_size, prompt_template=DEFAULT_PROMPT_TEMPLATE,
-                    max_prompt_len, max_images=None, num_threads=None):
-    """Loads the XM3600 evaluation set of one language.
-
-    Args:
-        data_dir: folder with captions.jsonl and images/<image/key>.jpg.
-        lang: one of the 36 XM3600 language codes.
-        vocab: a seqio vocabulary.
-        image_size: side of the square model input in pixels.
-        prompt_template: as in `prompt_text`.
-        max_prompt_len: prompt length with EOS and padding.
-        max_images: keep only the first this many images (file order).
-        num_threads: decoding threads (default: CPU count).
-
-    Returns:
-        An `EvalSet`.
-
-    Raises:
-        FileNotFoundError: captions.jsonl or an image is missing (names the path).
-        ImageError: an image cannot be decoded (names the key).
-    """
-    lang = languages.check_langs([lang])[0]
-    records = xm3600.read_captions(os.path.join(data_dir, "captions.jsonl"))
-    keys, refs = xm3600.references(records, lang)
-    if not keys:
-        raise ValueError(f"{data_dir}/captions.jsonl has no captions in {lang!r}")
-    if max_images is not None:
-        keys, refs = keys[:max_images], refs[:max_images]
-    with concurrent.futures.ThreadPoolExecutor(num_threads or os.cpu_count() or 1) as pool:
-        pixels = list(pool.map(
-            lambda key: image_lib.read(xm3600.image_path(data_dir, key), image_size, name=key),
-            keys))
-    prompt = tokenize_prompt(vocab, lang, prompt_template, max_prompt_len)
-    return EvalSet(lang=lang, keys=list(keys), images=np.stack(pixels),
-                   prompt=np.tile(prompt[None], (len(keys), 1)), references=list(refs))

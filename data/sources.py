@@ -6,7 +6,7 @@ The pipeline asks a source for the examples at given indices and gets back
 - "tfds" (default): the TFDS builders of data/builders, built on first use
   from `manual_dir` into `tfds_data_dir` and read through ArrayRecord random
   access, so a batch touches only its own records.
-- "files": the COCO-35L release files read directly (data/coco35l.py); no build
+- "files": the COCO-35L release files read directly (data/coco35l_release.py); no build
   step, but the translation file is parsed at every start.
 
 The two readers order examples differently (TFDS shuffles records when
@@ -17,7 +17,7 @@ import dataclasses
 import os
 
 from data import build as build_lib
-from data import coco35l, languages
+from data import coco35l_release, languages
 
 READERS = ("tfds", "files")
 DATASETS = ("coco35l", "cc3m35l")
@@ -103,7 +103,7 @@ def open_sources(data_config, split="train", allow_build=True):
     if reader == "files":
         if dataset != "coco35l":
             raise ValueError(f"reader 'files' reads coco35l only; read {dataset} with 'tfds'")
-        examples, _ = coco35l.read_split(data_config.manual_dir, split, langs)
+        examples, _ = coco35l_release.read_split(data_config.manual_dir, split, langs)
         return langs, [FileSource(examples[lang]) for lang in langs]
     import tensorflow_datasets as tfds  # Deferred: TensorFlow is slow to import.
 

@@ -10,6 +10,7 @@ got: pad 0, EOS 1, UNK 2, and no BOS (the T5 decoder starts from the pad id).
 import io
 import os
 
+import numpy as np
 import sentencepiece as spm
 
 PAD_ID = 0
@@ -112,3 +113,26 @@ def get_vocabulary(path, extra_ids=0):
             f"{path}: special ids (pad, eos, unk) are {ids}, expected T5's "
             f"{(PAD_ID, EOS_ID, UNK_ID)}")
     return vocab
+
+
+def detokenize(vocab, tokens):
+    """Token ids [batch, length] -> strings, cut at the first EOS.
+
+    Padding and ids of the padded embedding rows beyond the vocabulary (see
+    training/state.padded_vocab_size) are dropped.
+
+    Args:
+        vocab: the seqio vocabulary the ids come from.
+        tokens: int array-like [batch, length], as the decoders return them.
+
+    Returns:
+        A list of `batch` strings.
+    """
+    texts = []
+    for row in np.asarray(tokens):
+        ids = row.tolist()
+        if EOS_ID in ids:
+            ids = ids[:ids.index(EOS_ID)]
+        texts.append(vocab.decode([i for i in ids if i not in (PAD_ID, EOS_ID)
+                                   and i < vocab.vocab_size]))
+    return texts

@@ -37,7 +37,7 @@ def test_trains_evaluates_and_checkpoints(tiny_demo, tmp_path):
             assert np.isfinite(r["train/loss"]) and r["learning_rate"] == pytest.approx(3e-3)
     assert sorted(checkpointing.manager(workdir).all_steps()) == [2, 4]
     # The best in-loop evaluation after training started (steps 2 and 4) is kept.
-    (kept,) = checkpointing.best_manager(workdir).all_steps()
+    (kept,) = checkpointing.best_manager(workdir, "eval/cider_d/avg").all_steps()
     score = {r["step"]: r["eval/cider_d/avg"] for r in evals}
     assert kept in (2, 4) and score[kept] == max(score[2], score[4])
     with open(os.path.join(workdir, "config.json")) as f:

@@ -30,6 +30,9 @@ def tiny_config(data_dir, **overrides):
         "evals.xm3600.langs": ("en", "zh"),
         "evals.xm3600.every": 2, "evals.xm3600.batch_size": 4,
         "evals.xm3600.max_decode_len": 8,
+        "evals.coco_dev.manual_dir": f"{data_dir}/coco35l",
+        "evals.coco_dev.every": 0,  # Off: tests that want it turn it on.
+        "evals.coco_dev.batch_size": 4, "evals.coco_dev.max_decode_len": 8,
         "checkpoint.every": 2,
         **overrides,
     })

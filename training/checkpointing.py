@@ -16,6 +16,12 @@ def checkpoint_dir(workdir):
     return os.path.join(os.path.abspath(workdir), "checkpoints")
 
 
+def has_checkpoint(workdir):
+    """Whether `workdir/checkpoints` holds at least one step folder."""
+    folder = checkpoint_dir(workdir)
+    return os.path.isdir(folder) and any(name.isdigit() for name in os.listdir(folder))
+
+
 def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
     """Returns an orbax CheckpointManager for the run in `workdir`.
 
@@ -32,14 +38,12 @@ def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
-BEST_METRIC = "eval/cider_d/avg"
-
-
-def best_manager(workdir):
-    """A manager under `<workdir>/checkpoints_best` that keeps the state with the best
-    in-loop XM3600 average CIDEr-D (orbax compares the metrics saved with each step)."""
+def best_manager(workdir, metric):
+    """A manager under `<workdir>/checkpoints_best` that keeps the state with the highest
+    `metric` (`config.checkpoint.best_metric`; orbax compares the metrics saved with each
+    step, so save to it only with evaluations that measured `metric`)."""
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=1, best_fn=lambda metrics: metrics[BEST_METRIC], best_mode="max",
+        max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
         keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
         # Its own barrier names: saving the same step as the regular manager would
         # otherwise make the processes' barriers collide and hang a multi-process run.
@@ -56,7 +60,7 @@ def save(mngr, step, state, metrics=None):
         mngr: from `manager()` or `best_manager()`.
         step: the training step.
         state: the training state pytree.
-        metrics: for `best_manager()`: the evaluation's scores (with BEST_METRIC).
+        metrics: for `best_manager()`: the evaluation's scores (with its metric).
     """
     mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
 

@@ -1,5 +1,9 @@
 """Where the numbers of a run go: `metrics.jsonl`, TensorBoard, and the console.
 
+Also the clocks behind them: `StepTimer` (step time, throughput, MFU of the
+training steps), `Progress` (images decoded, rate and ETA of an evaluation)
+and `format_duration`, which both print with.
+
 `metrics.jsonl` has one JSON object per logged step (`step`, `train/loss`,
 `learning_rate`, ..., and after each evaluation `eval/cider_d/<lang>`,
 `eval/cider_d/avg`). It is appended to, so a resumed run continues the same
@@ -10,13 +14,17 @@ are dropped on resume so that the file never holds two values for a step.
 import json
 import math
 import os
+import sys
 import time
 
 import jax
 from clu import metric_writers
 
+from training import flops
 
-def _format_duration(seconds):
+
+def format_duration(seconds):
+    """"42s", "3m07s" or "2h05m"."""
     seconds = int(seconds)
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
@@ -81,7 +89,7 @@ class MetricsLogger:
             if name in measurements:
                 parts.append(f"{name.split('/')[-1]} {measurements[name]:.4g}")
         if not math.isnan(eta):
-            parts.append(f"ETA {_format_duration(eta)}")
+            parts.append(f"ETA {format_duration(eta)}")
         parts += [f"{k} {v:.3f}" for k, v in self._last_eval.items()]
         print(" | ".join(parts), flush=True)
 
@@ -107,3 +115,68 @@ def read_metrics(workdir):
     """Returns the list of records of `workdir/metrics.jsonl` (for tests and reports)."""
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+class StepTimer:
+    """Step time, examples/s, tokens/s and MFU since the last measurement, evaluations excluded."""
+
+    def __init__(self, step):
+        self._step, self._time = step, time.time()
+
+    def restart(self, step):
+        """Restarts the clock at `step` (after an evaluation, which is not training time)."""
+        self._step, self._time = step, time.time()
+
+    def measure(self, step, batch_size, step_flops, tokens):
+        """The `perf/*` measurements of the steps since the last call (or restart)."""
+        now = time.time()
+        steps = step - self._step
+        seconds = (now - self._time) / max(steps, 1)
+        self._step, self._time = step, now
+        out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch_size / seconds,
+               "perf/tokens_per_s": tokens / seconds}
+        utilization = flops.mfu(step_flops, seconds)
+        if utilization is not None:
+            out["perf/mfu"] = utilization
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30
+        return out
+
+
+class Progress:
+    """Prints evaluation progress (images decoded) with an ETA, at most every `interval` s.
+
+    Call it as `progress(lang, images done, images of lang)` after each batch.
+    The rate is measured from the end of the first batch on, so that
+    compilation does not inflate the ETA.
+    """
+
+    def __init__(self, total_images, num_langs, what, stream=None, interval=10.0):
+        self.total, self.num_langs, self.what = total_images, num_langs, what
+        self.interval = interval
+        self.stream = stream or sys.stdout
+        self._done_before = 0   # images of finished languages
+        self._langs_done = 0
+        self._start = time.time()
+        self._rate_start = None  # (time, images) after the first batch
+        self._last_print = 0.0
+
+    def __call__(self, lang, done, count):
+        now = time.time()
+        total_done = self._done_before + done
+        if self._rate_start is None:
+            self._rate_start = (now, total_done)
+        finished = done == count
+        if finished or now - self._last_print >= self.interval:
+            t0, n0 = self._rate_start
+            rate = (total_done - n0) / (now - t0) if now > t0 and total_done > n0 else None
+            eta = format_duration((self.total - total_done) / rate) if rate else "?"
+            speed = f"{rate:.1f} images/s" if rate else "first batch"
+            print(f"{self.what} [{lang} {self._langs_done + 1}/{self.num_langs}] {done}/{count} "
+                  f"images | {speed} | elapsed {format_duration(now - self._start)} | ETA {eta}",
+                  file=self.stream, flush=True)
+            self._last_print = now
+        if finished:
+            self._done_before += count
+            self._langs_done += 1

@@ -12,7 +12,7 @@ import pytest
 import train
 from configs import common, demo
 from data import languages
-from eval import report
+from eval.analysis import report
 from model import captioner, summary
 from training import state as state_lib
 from training.metrics import read_metrics
@@ -50,8 +50,7 @@ def test_config_loads_locked_with_the_demo_fields(name, variant):
     assert isinstance(config, ml_collections.ConfigDict) and config.is_locked
     with pytest.raises(AttributeError):
         config.no_such_field = 1
-    extra = {"evals.coco_dev.manual_dir", "evals.coco_dev.max_images"}
-    assert _flat_keys(config.to_dict()) == _flat_keys(demo.get_config().to_dict()) | extra
+    assert _flat_keys(config.to_dict()) == _flat_keys(demo.get_config().to_dict())
 
 
 def test_unknown_variant_names_the_known_ones():
@@ -100,6 +99,7 @@ def test_mesh_fits_a_64_chip_slice(name):
     assert data_axis * model_axis == CHIPS
     assert config.batch_size % (data_axis * config.grad_accum_steps) == 0
     assert config.evals.xm3600.batch_size % data_axis == 0
+    assert config.evals.coco_dev.batch_size % data_axis == 0
     if config.mesh.fsdp:  # The embed axis of both towers is split over the data axis.
         widths = summary.captioner.captioner_config(config.model)
         assert widths.vit.width % data_axis == 0 and widths.t5.emb_dim % data_axis == 0
@@ -195,6 +195,11 @@ def _check_smoke_run(workdir, config):
     assert sorted(evals) == [0, 2, 4]
     assert {k for k in evals[4] if k.startswith("eval/")} == {
         f"eval/cider_d/{lang}" for lang in ("en", "es", "hi", "zh", "avg")}
+    # COCO-dev runs in the loop too, less often (every 4 steps: at 0 and at the end).
+    dev = {r["step"]: r for r in records if "eval/coco_dev/cider_d/avg" in r}
+    assert sorted(dev) == [0, 4]
+    assert {k for k in dev[4] if k.startswith("eval/")} == {
+        f"eval/coco_dev/cider_d/{lang}" for lang in ("en", "es", "hi", "zh", "avg")}
     return evals
 
 

@@ -9,7 +9,7 @@ import re
 import numpy as np
 from PIL import Image
 
-from data import demo, demo_captions, xm3600
+from data import demo, demo_captions, xm3600_release
 
 DEVANAGARI = re.compile(r"^[\u0900-\u097F ]+$")
 HAN = re.compile(r"^[\u4E00-\u9FFF]+$")
@@ -59,14 +59,14 @@ def test_translation_files_cover_train_restval_and_val(demo_dir):
 
 
 def test_xm3600_split_reads_and_is_disjoint_from_training(demo_dir):
-    records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
+    records = xm3600_release.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     assert len(records) == 16
     for r in records:
         assert set(r.captions) == set(demo_captions.DEMO_LANGS)
         assert all(len(c) == 2 and c[0] != c[1] for c in r.captions.values())
-        assert os.path.exists(xm3600.image_path(str(demo_dir / "xm3600"), r.key))
+        assert os.path.exists(xm3600_release.image_path(str(demo_dir / "xm3600"), r.key))
     training = {Image.open(p).tobytes() for p in (demo_dir / "coco35l").glob("*/*.jpg")}
-    held_out = {Image.open(xm3600.image_path(str(demo_dir / "xm3600"), r.key)).tobytes()
+    held_out = {Image.open(xm3600_release.image_path(str(demo_dir / "xm3600"), r.key)).tobytes()
                 for r in records}
     assert not training & held_out
 

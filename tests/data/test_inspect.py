@@ -6,7 +6,7 @@ import json
 import pytest
 
 from data import inspect as inspect_lib
-from data import languages, xm3600
+from data import languages, xm3600_release
 
 
 def _write_copy(folder, drop_last_zh=False):
@@ -35,7 +35,7 @@ def _write_reference(folder, rows):
 
 
 def test_statistics_count_whitespace_words_and_characters(tmp_path):
-    stats = inspect_lib.caption_stats(xm3600.read_captions(
+    stats = inspect_lib.caption_stats(xm3600_release.read_captions(
         str(_write_copy(tmp_path / "copy") / "captions.jsonl")))
     assert stats["en"] == inspect_lib.LangStats(2, 3, (3 + 6 + 2) / 3, (9 + 21 + 8) / 3)
     # Unspaced Chinese: one whitespace word per caption, as in Table 1.

@@ -1,13 +1,11 @@
-"""Tests of data/pipeline.py on the demo data: batches, resumption, sharding, eval sets."""
+"""Tests of data/pipeline.py on the demo data: batches, resumption, sharding, prompts."""
 
-import shutil
 
 import ml_collections
 import numpy as np
 import pytest
 
 from data import demo_captions, pipeline, tokenizer
-from data import images as image_lib
 
 
 def _config(demo_dir, **overrides):
@@ -106,27 +104,3 @@ def test_prompt_template_is_configurable_and_checked(vocab):
 def test_unknown_language_lists_known_ones(demo_dir, vocab):
     with pytest.raises(ValueError, match=r"unknown training language 'xx'.*known: ar, bn"):
         _take(_config(demo_dir, langs=("en", "xx")), vocab, 1)
-
-
-def test_eval_set_matches_captions_file(demo_dir, vocab):
-    eval_set = pipeline.xm3600_eval_set(str(demo_dir / "xm3600"), "hi", vocab, image_size=32,
-                                        max_prompt_len=4, max_images=10)
-    assert len(eval_set.keys) == 10 and eval_set.images.shape == (10, 32, 32, 3)
-    assert eval_set.prompt.shape == (10, 4)
-    assert vocab.decode([int(t) for t in eval_set.prompt[0] if t > 1]) == "<2hi>"
-    assert all(len(refs) == 2 for refs in eval_set.references)
-    with open(demo_dir / "xm3600" / "captions.jsonl", encoding="utf-8") as f:
-        first = f.readline()
-    assert eval_set.keys[0] in first and eval_set.references[0][0] in first
-
-
-def test_eval_set_names_missing_and_corrupt_images(demo_dir, vocab, tmp_path):
-    copy = tmp_path / "xm3600"
-    shutil.copytree(demo_dir / "xm3600", copy)
-    keys = sorted(p.stem for p in (copy / "images").iterdir())
-    (copy / "images" / f"{keys[0]}.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
-    with pytest.raises(image_lib.ImageError, match=keys[0]):
-        pipeline.xm3600_eval_set(str(copy), "en", vocab, image_size=32, max_prompt_len=4)
-    (copy / "images" / f"{keys[0]}.jpg").unlink()
-    with pytest.raises(FileNotFoundError, match=f"images/{keys[0]}.jpg"):
-        pipeline.xm3600_eval_set(str(copy), "en", vocab, image_size=32, max_prompt_len=4)

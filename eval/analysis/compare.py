@@ -1,8 +1,9 @@
 """Compares two evaluated checkpoints per language, with paired bootstrap confidence intervals.
 
-    python -m eval.compare RESULTS_A RESULTS_B [--samples 1000] [--seed 0] [--out DIR] [--json]
+    python -m eval.analysis.compare RESULTS_A RESULTS_B [--samples 1000] [--seed 0] \
+        [--out DIR] [--json]
 
-reads `per_image.jsonl` of both results folders (written by `python -m eval.xm3600`), and
+reads `per_image.jsonl` of both results folders (written by `python -m eval.evaluate`), and
 prints, per language, the delta CIDEr-D (B - A) with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
 2.5 and 97.5 percentiles of the resampled deltas. A delta whose interval excludes 0 is

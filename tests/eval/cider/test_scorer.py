@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycocoevalcap.cider.cider import Cider
 
-from eval import cider, cider_kernel, ngram_index
+from eval import cider
+from eval.cider import kernel as cider_kernel
+from eval.cider import ngram_index
 
 # Words that normalization leaves as they are (lowercase ASCII letters).
 WORDS = [a + b for a in "abcdefgh" for b in "xyz"]
@@ -314,7 +316,7 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
 
 
 def test_non_latin_scripts_agree_with_pycocoevalcap():
-    from eval import text
+    from eval.cider import text
     refs = [["Два кота спят на диване.", "Кошки спят"], ["Собака бежит по пляжу!"],
             ["Красная машина на улице.", "Машина"]]
     preds = ["кошки спят на диване", "собака на пляже", "красная машина"]
@@ -335,7 +337,7 @@ def test_word_segmenter_path(monkeypatch):
     import sys
     import types
 
-    from eval import text
+    from eval.cider import text
     fake = types.ModuleType("jieba")
     fake.lcut = lambda s: [s[i:i + 2] for i in range(0, len(s), 2)]  # pairs of characters
     monkeypatch.setitem(sys.modules, "jieba", fake)

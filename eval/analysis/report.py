@@ -10,7 +10,7 @@ The baselines come from the paper's per-language CIDEr, found in
 the folder named by the `XM3600_PAPER_DIR` environment variable or the `paper_dir` argument.
 Without that file the report still gets written, with a note and without baseline columns.
 
-Run `python -m eval.report RESULTS_DIR` to redraw table.md and bars.png from an existing
+Run `python -m eval.analysis.report RESULTS_DIR` to redraw table.md and bars.png from an existing
 scores.json (for instance after the paper's file became available).
 """
 
@@ -35,7 +35,7 @@ BASELINES = ("BB+CC", "BB", "Bg", "Lg")
 PAPER_DIR_ENV = "XM3600_PAPER_DIR"
 PAPER_SCORES_FILE = "cider_per_language.csv"
 PAPER_COLUMNS = {"xm3600": "cider_xm3600", "coco_dev": "cider_coco_dev"}
-_REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def paper_reference_dir(override=None):
@@ -304,8 +304,13 @@ def load_baselines(paper_dir=None):
     return read_paper_scores(path), ""
 
 
+# The fields of scores.json that write_report itself writes.
+_WRITTEN_FIELDS = ("metric", "scores", "average", "num_images", "step", "config",
+                   "coco_dev_scores")
+
+
 def write_report(results_dir, scores, num_images, *, per_image=None, coco_dev_scores=None,
-                 name="this model", step=None, config=None, paper_dir=None):
+                 name="this model", step=None, config=None, paper_dir=None, extra=None):
     """Writes scores.json, scores.csv, table.md, bars.png (and per_image.jsonl) to results_dir.
 
     Args:
@@ -319,6 +324,7 @@ def write_report(results_dir, scores, num_images, *, per_image=None, coco_dev_sc
         step: optional checkpoint step, recorded in scores.json and table.md.
         config: optional config name or text, recorded in scores.json.
         paper_dir: override of the folder with the paper's tables.
+        extra: optional further fields of scores.json (JSON-serializable).
 
     Returns:
         {file kind: path written}.
@@ -344,6 +350,7 @@ def write_report(results_dir, scores, num_images, *, per_image=None, coco_dev_sc
         summary["config"] = str(config)
     if coco_dev_scores:
         summary["coco_dev_scores"] = coco_dev_scores
+    summary.update(extra or {})
     paths["json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
     if per_image_rows is not None:
@@ -412,7 +419,8 @@ def main(argv=None):
             results_dir, summary["scores"], summary["num_images"],
             coco_dev_scores=summary.get("coco_dev_scores"),
             name=args.name or results_dir.resolve().name, step=summary.get("step"),
-            config=summary.get("config"), paper_dir=args.paper_dir)
+            config=summary.get("config"), paper_dir=args.paper_dir,
+            extra={k: v for k, v in summary.items() if k not in _WRITTEN_FIELDS})
     except (TypeError, ValueError) as e:
         sys.exit(f"error: {e}")
     for path in paths.values():

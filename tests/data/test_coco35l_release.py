@@ -1,4 +1,4 @@
-"""Tests of data/coco35l.py on fixture files written in the release layout."""
+"""Tests of data/coco35l_release.py on fixture files written in the release layout."""
 
 import bz2
 import gzip
@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from data import coco35l
-from data.xm3600 import FormatError
+from data import coco35l_release
+from data.xm3600_release import FormatError
 
 
 def _karpathy_image(cocoid, split, captions):
@@ -52,7 +52,7 @@ def release(tmp_path):
 
 
 def test_train_split_groups_captions_in_order(release):
-    examples, stats = coco35l.read_split(str(release), "train", ["de", "hi", "en"])
+    examples, stats = coco35l_release.read_split(str(release), "train", ["de", "hi", "en"])
     de = {e.cocoid: e.captions for e in examples["de"]}
     assert de == {11: ("ein Hund", "ein brauner Hund"), 12: ("eine Katze",)}
     assert [e.captions for e in examples["hi"]] == [("एक कुत्ता",)]
@@ -65,14 +65,14 @@ def test_train_split_groups_captions_in_order(release):
 
 
 def test_dev_split_reads_gzip_and_val_images(release):
-    examples, _ = coco35l.read_split(str(release), "dev", ["de", "en"])
+    examples, _ = coco35l_release.read_split(str(release), "dev", ["de", "en"])
     assert [(e.cocoid, e.captions) for e in examples["de"]] == [(21, ("ein Auto",))]
     assert [(e.cocoid, e.captions) for e in examples["en"]] == [(21, ("a car",))]
 
 
 def test_dropped_records_are_reported_once(release, caplog):
     with caplog.at_level(logging.WARNING):
-        coco35l.read_split(str(release), "train", ["de"])
+        coco35l_release.read_split(str(release), "train", ["de"])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "1 caption records name an image that is not in dataset_coco.json" in \
@@ -84,23 +84,23 @@ def test_malformed_line_names_file_and_line(release):
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write(_mt(21, 0, "de", "ok") + "\n" + '{"image_id": "21_1", oops\n')
     with pytest.raises(FormatError, match=r"coco_mt_dev.jsonl.gz:2: not valid JSON"):
-        coco35l.read_split(str(release), "dev", ["de"])
+        coco35l_release.read_split(str(release), "dev", ["de"])
 
 
 def test_bad_image_id_names_file_and_line(release):
     (release / "coco_mt_dev.jsonl.gz").unlink()
     (release / "coco_mt_dev.jsonl").write_text(_mt(21, 0, "de", "ok").replace("21_0", "21-0"))
     with pytest.raises(FormatError, match=r"coco_mt_dev.jsonl:1: image_id '21-0'"):
-        coco35l.read_split(str(release), "dev", ["de"])
+        coco35l_release.read_split(str(release), "dev", ["de"])
 
 
 def test_missing_files_say_what_and_where(release):
     (release / "coco_mt_dev.jsonl.gz").unlink()
     with pytest.raises(FileNotFoundError, match=r"coco_mt_dev.jsonl .*crossmodal-3600"):
-        coco35l.read_split(str(release), "dev", ["de"])
+        coco35l_release.read_split(str(release), "dev", ["de"])
     (release / "dataset_coco.json").unlink()
     with pytest.raises(FileNotFoundError, match=r"Karpathy split file: expected .*dataset_coco"):
-        coco35l.read_split(str(release), "train", ["de"])
+        coco35l_release.read_split(str(release), "train", ["de"])
 
 
 def test_missing_image_folders_say_where_they_go(release):
@@ -109,9 +109,9 @@ def test_missing_image_folders_say_where_they_go(release):
             f.unlink()
         (release / folder).rmdir()
     with pytest.raises(FileNotFoundError, match=r"train2014.zip"):
-        coco35l.read_split(str(release), "train", ["de"])
+        coco35l_release.read_split(str(release), "train", ["de"])
 
 
 def test_unknown_language_lists_known_ones(release):
     with pytest.raises(ValueError, match=r"unknown COCO-35L language 'quz'.*known: ar, bn"):
-        coco35l.read_split(str(release), "train", ["quz"])
+        coco35l_release.read_split(str(release), "train", ["quz"])

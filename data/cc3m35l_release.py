@@ -25,7 +25,7 @@ import os
 import tarfile
 
 from data import jsonl, languages
-from data.coco35l import find_file
+from data.coco35l_release import find_file
 from data.jsonl import FormatError
 
 SPLITS = ("train", "dev")

@@ -4,7 +4,7 @@ One compiled loop (numba, cached on disk) over the predictions' token
 positions, order by order. The n-gram at position p of order n is identified
 by the id of the (n-1)-gram at p and its last token, so each order costs one
 hash probe per position in tables built once from the references
-(`eval.ngram_index.KeyTable`, read here through its arrays):
+(`eval.cider.ngram_index.KeyTable`, read here through its arrays):
 
   - union ids: per image, its distinct reference n-grams (all orders in one
     table, one region per image). Key (prefix, token) where the prefix is the
@@ -18,7 +18,7 @@ since it cannot be known otherwise. Counts within a prediction are exact:
 equal tokens by a scratch table over token ids, equal n-grams (n > 1) by
 comparing (first position of the (n-1)-gram, last token), which only
 (n-1)-grams that repeat need. The loop writes the sums that
-`eval.cider_kernel` turns into scores.
+`eval.cider.kernel` turns into scores.
 
 Why numba and not numpy or XLA: the work is one hash probe per position and
 order, with branches; as whole-array numpy passes (~70 per call, with their
@@ -34,7 +34,7 @@ numbered, and looked up, by their characters, without a string per token;
 import numba
 import numpy as np
 
-from eval.cider_df import MAX_N
+from eval.cider.df import MAX_N
 
 # Odd 64-bit multiplier (2^64 / golden ratio) for hashing keys.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -1,6 +1,6 @@
 """TFDS builder of COCO-35L from its release files and the COCO 2014 images.
 
-Manual directory layout: see data/coco35l.py (dataset_coco.json,
+Manual directory layout: see data/coco35l_release.py (dataset_coco.json,
 coco_mt_{train,dev}.jsonl.bz2, train2014/, val2014/). Splits `train_<lang>`
 (Karpathy train + restval) and `dev_<lang>` (Karpathy val) for the 35
 languages of the "all" config (no quz), or en/es/hi/zh with "core". English
@@ -11,8 +11,7 @@ comes from the Karpathy captions. Features: image, image/id
 import numpy as np
 import tensorflow_datasets as tfds
 
-from data import coco35l as coco35l_reader
-from data import languages
+from data import coco35l_release, languages
 from data.builders import common
 
 _INSTRUCTIONS = """\
@@ -51,7 +50,7 @@ class Coco35l(common.ManualBuilder):
         checker = common.ImageChecker(self._corrupt_images)
         splits = {}
         for split in ("train", "dev"):
-            examples, _ = coco35l_reader.read_split(manual_dir, split, self.builder_config.langs)
+            examples, _ = coco35l_release.read_split(manual_dir, split, self.builder_config.langs)
             for lang, items in examples.items():
                 if not items:
                     raise ValueError(

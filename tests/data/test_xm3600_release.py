@@ -1,10 +1,10 @@
-"""Tests of data/xm3600.py: the captions.jsonl reader and its error messages."""
+"""Tests of data/xm3600_release.py: the captions.jsonl reader and its error messages."""
 
 import json
 
 import pytest
 
-from data import xm3600
+from data import xm3600_release
 
 
 def _line(key="k1", **langs):
@@ -24,11 +24,11 @@ def _write(tmp_path, lines):
 
 def test_reads_records_and_references(tmp_path):
     path = _write(tmp_path, [_line("k1", en=["A dog"], zh=["一只狗"]), "", _line("k2")])
-    records = xm3600.read_captions(path)
+    records = xm3600_release.read_captions(path)
     assert [r.key for r in records] == ["k1", "k2"]
     assert records[0].captions == {"en": ["A dog"], "zh": ["一只狗"]}
-    assert xm3600.references(records, "zh") == (["k1"], [["一只狗"]])
-    assert xm3600.image_path("/x", "k1") == "/x/images/k1.jpg"
+    assert xm3600_release.references(records, "zh") == (["k1"], [["一只狗"]])
+    assert xm3600_release.image_path("/x", "k1") == "/x/images/k1.jpg"
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -42,12 +42,12 @@ def test_reads_records_and_references(tmp_path):
 ])
 def test_malformed_lines_name_file_and_line(tmp_path, bad, message):
     path = _write(tmp_path, [_line("k1"), bad])
-    with pytest.raises(xm3600.FormatError, match=message):
-        xm3600.read_captions(path)
+    with pytest.raises(xm3600_release.FormatError, match=message):
+        xm3600_release.read_captions(path)
 
 
 def test_empty_and_missing_files(tmp_path):
-    with pytest.raises(xm3600.FormatError, match="no records"):
-        xm3600.read_captions(_write(tmp_path, [""]))
+    with pytest.raises(xm3600_release.FormatError, match="no records"):
+        xm3600_release.read_captions(_write(tmp_path, [""]))
     with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
-        xm3600.read_captions(str(tmp_path / "nothing.jsonl"))
+        xm3600_release.read_captions(str(tmp_path / "nothing.jsonl"))

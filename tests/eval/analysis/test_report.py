@@ -1,4 +1,4 @@
-"""Tests of eval.report: averages, the result files, the paper's baselines, bad input."""
+"""Tests of eval.analysis.report: averages, the result files, the paper's baselines, bad input."""
 
 import csv
 import json
@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from data import languages
-from eval import compare, report
+from eval.analysis import compare, report
 
-REAL_PAPER_DIR = (pathlib.Path(__file__).resolve().parents[2].parent
+REAL_PAPER_DIR = (pathlib.Path(__file__).resolve().parents[3].parent
                   / "shared/reference/xm3600_paper")
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval import text
+from eval.cider import text
 
 
 def slow_normalize(caption, lang, remove_symbols=False):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from eval import ngram_index, ngram_match, text
+from eval.cider import ngram_index, ngram_match, text
 
 
 def find(table, key, region=0):

@@ -1,6 +1,6 @@
 """TFDS builder of CC3M-35L from its translation files and the user's CC3M images.
 
-Manual directory layout: see data/cc3m35l.py (cc3m_mt_{train,dev}.jsonl.bz2,
+Manual directory layout: see data/cc3m35l_release.py (cc3m_mt_{train,dev}.jsonl.bz2,
 train/ and dev/ holding img2dataset tar shards or image files). Splits
 `train_<lang>` and `dev_<lang>` for the 35 languages of the "all" config, or
 en/es/hi/zh with "core"; one caption per image and language. Records whose
@@ -11,8 +11,7 @@ Features: image, key, language, captions.
 import numpy as np
 import tensorflow_datasets as tfds
 
-from data import cc3m35l as cc3m35l_reader
-from data import languages
+from data import cc3m35l_release, languages
 from data.builders import common
 
 _INSTRUCTIONS = """\
@@ -49,9 +48,9 @@ class Cc3m35l(common.ManualBuilder):
         checker = common.ImageChecker(self._corrupt_images)
         splits = {}
         for split in ("train", "dev"):
-            captions, path = cc3m35l_reader.read_split(manual_dir, split,
+            captions, path = cc3m35l_release.read_split(manual_dir, split,
                                                        self.builder_config.langs)
-            folder = cc3m35l_reader.image_dir(manual_dir, split)
+            folder = cc3m35l_release.image_dir(manual_dir, split)
             for lang, by_key in captions.items():
                 if not by_key:
                     raise ValueError(f"{path} has no captions in {lang!r}, which config "
@@ -62,7 +61,7 @@ class Cc3m35l(common.ManualBuilder):
 
     def _generate_examples(self, folder, lang, captions, checker, split):
         found = set()
-        for key, data in cc3m35l_reader.iter_images(folder):
+        for key, data in cc3m35l_release.iter_images(folder):
             found.add(key)
             if key not in captions[lang] or not checker.ok(data, f"key {key} in {folder}"):
                 continue
@@ -70,5 +69,5 @@ class Cc3m35l(common.ManualBuilder):
                         "captions": [captions[lang][key]]}
         # Report once per split, after its first language has seen every image.
         if lang == next(iter(captions)):
-            cc3m35l_reader.report_missing(captions, found, f"CC3M-35L {split} ({folder})")
+            cc3m35l_release.report_missing(captions, found, f"CC3M-35L {split} ({folder})")
             checker.report(f"CC3M-35L {split}")

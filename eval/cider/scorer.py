@@ -12,18 +12,19 @@ no clipping, no penalty, on the same x10 scale as the authors' code.
 
 Layout. Tokens are integer ids and an n-gram is identified by the pair (id of
 its first n - 1 tokens, last token), packed into one int64, so n-gram ids are
-exact and come order by order (`eval.ngram_index`). References are prepared
+exact and come order by order (`eval.cider.ngram_index`). References are prepared
 once, with numpy: global n-gram ids ("known" ids, for document frequencies),
 per image its distinct reference n-grams ("union" ids) and per reference its
 distinct n-grams with counts ("entries", grouped by union id), with hash
 tables from (prefix id, token) keys to known and union ids. A call tokenizes
 the predictions and runs one compiled loop over their positions
-(`eval.ngram_match`, numba): per order, a hash probe gives each n-gram its
+(`eval.cider.ngram_match`, numba): per order, a hash probe gives each n-gram its
 union id (or, failing that, its known id), counts within the prediction are
 exact, and the union's entries give the per-(reference, n) sums
 min(tf_h, tf_r) tf_r idf^2. Document frequency files live in
-`eval.cider_df`, the command line in `eval.cider_cli`; this module re-exports
-both. The jit-compiled JAX kernel (`eval.cider_kernel`) turns those sums and
+`eval.cider.df`, reading and scoring prediction files in `eval.cider.corpus`,
+the command line in `eval.cider.__main__`. The jit-compiled JAX kernel
+(`eval.cider.kernel`) turns those sums and
 the per-(image, n) norms into cosines, length penalties and per-image means,
 in float64. Its arrays are padded to powers of two of at least 2^14, so one
 compilation serves every XM3600 language. `map_languages` runs languages on
@@ -39,37 +40,17 @@ import concurrent.futures
 import dataclasses
 import math
 import os
-import sys
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eval import cider_kernel, ngram_index, ngram_match, text
-from eval.cider_df import (  # noqa: F401 (API)
-    MAX_N,
-    DocumentFrequency,
-    InputError,
-    load_document_frequencies,
-    save_document_frequencies,
-)
+from eval.cider import kernel, ngram_index, ngram_match, text
+from eval.cider.df import MAX_N, DocumentFrequency, InputError
 
 METRICS = ("cider-d", "cider")
-SIGMA = cider_kernel.SIGMA
-# The command line's names, importable from here too (loaded on first use,
-# since eval.cider_cli itself imports this module).
-_CLI_NAMES = ("LanguageScore", "Predictions", "REFERENCE_FIELDS", "main", "read_predictions",
-              "score_languages")
-
-
-def __getattr__(name):
-    if name in _CLI_NAMES:
-        from eval import cider_cli
-        return getattr(cider_cli, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+SIGMA = kernel.SIGMA
 def num_cores():
     """CPU cores this process may use."""
     if hasattr(os, "sched_getaffinity"):  # Linux
@@ -117,7 +98,7 @@ class CiderScorer:
         metric: "cider-d" (default) or "cider".
         df: `DocumentFrequency` to use instead of counting over `references`
             (N is then `df.num_images`).
-        segmenter: "char" or "word" (see `eval.text`).
+        segmenter: "char" or "word" (see `eval.cider.text`).
         options: other normalization settings (`text.Options`).
     """
 
@@ -201,7 +182,7 @@ class CiderScorer:
         bits = self._token_bits
 
         self._known_first, self._doc_freq = [], []
-        # Per order, collected for one table of each kind (see `eval.ngram_match`).
+        # Per order, collected for one table of each kind (see `eval.cider.ngram_match`).
         union_keys, union_image, union_known, known_keys, idf, entries = [], [], [], [], [], []
         num_union = num_known = 0
         # Positions where an n-gram starts, reference tokens first; the key
@@ -222,7 +203,7 @@ class CiderScorer:
             token = ids[at + n - 1]
             # Global ids of the n-grams of the references and of the df file,
             # numbered by first occurrence. Token ids are too, so the id of a
-            # unigram is its token id - 1 (which `eval.ngram_match` relies on).
+            # unigram is its token id - 1 (which `eval.cider.ngram_match` relies on).
             keys = ngram_index.shift_key(prev_known, token, bits)
             known = ngram_index.group_keys(keys)
             if n == 1 and not np.array_equal(keys[known.first],
@@ -285,16 +266,16 @@ class CiderScorer:
         ref_norm = np.sqrt(np.bincount(segments, weights=(entry_tf * entry_idf) ** 2,
                                        minlength=num_refs * MAX_N))
         ref_len = np.maximum(0, self._ref_lengths - 1).astype(np.float64)
-        num_refs_pad = cider_kernel.size_class(num_refs)
-        self._num_images_pad = num_images_pad = cider_kernel.size_class(self.num_images)
+        num_refs_pad = kernel.size_class(num_refs)
+        self._num_images_pad = num_images_pad = kernel.size_class(self.num_images)
         self._num_refs_pad = num_refs_pad
-        arrays = cider_kernel.RefArrays(
-            ref_norm=cider_kernel.pad(ref_norm.reshape(num_refs, MAX_N), num_refs_pad, 0.0),
-            ref_len=cider_kernel.pad(ref_len, num_refs_pad, 0.0),
+        arrays = kernel.RefArrays(
+            ref_norm=kernel.pad(ref_norm.reshape(num_refs, MAX_N), num_refs_pad, 0.0),
+            ref_len=kernel.pad(ref_len, num_refs_pad, 0.0),
             # Padding references score 0; the last image can absorb them.
-            ref_image=cider_kernel.pad(self._ref_image, num_refs_pad,
+            ref_image=kernel.pad(self._ref_image, num_refs_pad,
                                        num_images_pad - 1).astype(np.int32),
-            ref_count=cider_kernel.pad(np.bincount(self._ref_image).astype(np.float64),
+            ref_count=kernel.pad(np.bincount(self._ref_image).astype(np.float64),
                                        num_images_pad, 1.0))
         # float64 in the kernel: float32 sums of idf^2 terms (up to ~70 each)
         # lose about 1e-6 relative, which is the agreement promised.
@@ -316,7 +297,7 @@ class CiderScorer:
         return DocumentFrequency(self.lang, self.num_images, counts, self.normalization)
 
     def _hyp_statistics(self, ids, max_id, lengths, image):
-        """The kernel's per-call inputs (see `cider_kernel.kernel`), by `eval.ngram_match`.
+        """The kernel's per-call inputs (see `kernel.kernel`), by `eval.cider.ngram_match`.
 
         Args:
             ids: int64 [num_tokens] token ids of the predictions.
@@ -376,13 +357,8 @@ class CiderScorer:
             lengths = batch.lengths
         inputs = self._hyp_statistics(ids, max_id, lengths, image)
         with jax.enable_x64(True):
-            per_image = np.asarray(cider_kernel.kernel(self._refs, *inputs,
+            per_image = np.asarray(kernel.kernel(self._refs, *inputs,
                                            clipped=self.metric == "cider-d"))
         per_image = per_image[image]
         return CiderResult(float(per_image.mean()), per_image)
 
-
-
-if __name__ == "__main__":
-    from eval import cider_cli
-    sys.exit(cider_cli.main())

@@ -6,14 +6,14 @@ without building a Python string per token), and an n-gram is the pair (id of
 its first n - 1 tokens, last token) packed into one int64 (`shift_key`), so
 n-gram ids are exact and come order by order. `KeyTable` maps such keys to
 dense ids; `group_keys` groups equal keys. The loops behind them are numba
-functions in `eval.ngram_match`."""
+functions in `eval.cider.ngram_match`."""
 
 import itertools
 import typing
 
 import numpy as np
 
-from eval import ngram_match
+from eval.cider import ngram_match
 
 KEY_BITS = 62
 
@@ -39,10 +39,10 @@ class KeyTable:
 
     The table is split into regions (one per image, say), each at most `load`
     full, so that lookups of keys of one region stay near each other (home
-    slots: `eval.ngram_match._home`). Filled by `eval.ngram_match.insert_keys`;
+    slots: `eval.cider.ngram_match._home`). Filled by `eval.cider.ngram_match.insert_keys`;
     probes run past a region's end into the next instead of wrapping around.
 
-    Attributes (read by the compiled lookups of `eval.ngram_match`):
+    Attributes (read by the compiled lookups of `eval.cider.ngram_match`):
         keys: int64 [S] stored keys, -1 in empty slots (the last is always empty).
         ids: int32 [S] id of each slot's key.
         offset: int64 [R] first slot of each region.
@@ -95,7 +95,7 @@ class Vocabulary:
 
     The fast path never builds a string for a known token: it looks the
     token's characters up in a hash table of the vocabulary's
-    (`eval.ngram_match.token_ids`), comparing them one by one, so ids are exact.
+    (`eval.cider.ngram_match.token_ids`), comparing them one by one, so ids are exact.
     """
 
     def __init__(self, tokens):

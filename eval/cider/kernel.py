@@ -1,7 +1,7 @@
 """The jit-compiled JAX kernel of `eval.cider`: cosines, length penalties, per-image means.
 
 Its inputs are per-(reference, n) dot products and per-(image, n) squared
-norms that `eval.cider` computes (`eval.ngram_match`). Arrays are padded to
+norms that `eval.cider` computes (`eval.cider.ngram_match`). Arrays are padded to
 powers of two of at least `MIN_PAD`, so one compilation serves every XM3600
 language.
 """
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from eval.cider_df import MAX_N
+from eval.cider.df import MAX_N
 
 SIGMA = 6.0
 # Smallest padded size of the kernel's arrays: one compilation serves every

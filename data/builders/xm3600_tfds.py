@@ -2,7 +2,7 @@
 
 Manual directory (https://google.github.io/crossmodal-3600/):
 
-    captions.jsonl                   one JSON object per image (data/xm3600.py)
+    captions.jsonl                   one JSON object per image (data/xm3600_release.py)
     images/<image/key>.jpg           the 3600 images, or instead:
     images.tgz                       the image archive as downloaded
 
@@ -15,8 +15,7 @@ import os
 
 import tensorflow_datasets as tfds
 
-from data import languages
-from data import xm3600 as xm3600_reader
+from data import languages, xm3600_release
 from data.builders import common
 
 _INSTRUCTIONS = """\
@@ -55,7 +54,7 @@ class Xm3600(common.ManualBuilder):
             raise FileNotFoundError(
                 f"missing XM3600 captions: expected {captions_path}; get captions.jsonl from "
                 f"https://google.github.io/crossmodal-3600/ (see the README's Datasets section)")
-        records = xm3600_reader.read_captions(captions_path)
+        records = xm3600_release.read_captions(captions_path)
         image_dir = self._image_dir(dl_manager, manual_dir)
         checker = common.ImageChecker(self._corrupt_images)
         splits = {}

@@ -1,4 +1,4 @@
-"""Tests of eval.compare: reading results, pairing, the paired bootstrap, the command line."""
+"""Tests of eval.analysis.compare: reading results, pairing, paired bootstrap, command line."""
 
 import json
 import time
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from eval import compare
+from eval.analysis import compare
 
 
 def _write_results(folder, scores):

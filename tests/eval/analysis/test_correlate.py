@@ -1,4 +1,4 @@
-"""Tests of eval.correlate: the paper's Table 6, the coefficients, pairwise deletion, errors."""
+"""Tests of eval.analysis.correlate: Table 6, the coefficients, pairwise deletion, errors."""
 
 import csv
 import itertools
@@ -9,9 +9,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from eval import correlate
+from eval.analysis import correlate
 
-PAPER_DIR = pathlib.Path(__file__).resolve().parents[2].parent / "shared/reference/xm3600_paper"
+PAPER_DIR = pathlib.Path(__file__).resolve().parents[3].parent / "shared/reference/xm3600_paper"
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
 ROWS = [
     "A,B,en,core,-10.0,-0.10,-0.12,0.01",

@@ -1,4 +1,4 @@
-"""Tests of the XM3600 evaluator and the checkpoint-evaluation tool (python -m eval.xm3600).
+"""Tests of the checkpoint-evaluation tool (python -m eval.evaluate) and the in-loop evaluators.
 
 The acceptance test trains a tiny run, then checks that the tool's CIDEr-D of
 each checkpoint equals what the in-loop callback logged at that step, and
@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 import train
-from data import coco35l, pipeline, tokenizer
-from eval import cider
-from eval import xm3600 as xm3600_eval
+from data import coco35l_release, pipeline, tokenizer, xm3600_release
+from data import images as image_lib
+from eval import cider, evaluate
 from model import decode
 from tests.tiny import tiny_config
 from training import state as state_lib
-from training.metrics import read_metrics
+from training.metrics import Progress, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -31,11 +31,8 @@ from tests import tiny
 
 
 def get_config():
-    c = tiny.tiny_config({data!r}, **{{"total_steps": 2, "evals.xm3600.every": 1,
-                                      "checkpoint.every": 1}})
-    c.unlock()
-    c.evals.coco_dev = dict(manual_dir={data!r} + "/coco35l", max_images=None)
-    return c.lock()
+    return tiny.tiny_config({data!r}, **{{"total_steps": 2, "evals.xm3600.every": 1,
+                                         "checkpoint.every": 1}})
 """
 
 
@@ -53,7 +50,18 @@ def tiny_run(tiny_demo, tmp_path_factory):
 
 
 def _main(*args):
-    return xm3600_eval.main(["eval.xm3600", *args])
+    return evaluate.main(["eval.evaluate", *args])
+
+
+def _independent_set(data_dir, lang, vocab, config):
+    """(keys, references, images, prompts) of one XM3600 language, read here image by image."""
+    folder = str(data_dir / "xm3600")
+    records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
+    keys, refs = xm3600_release.references(records, lang)
+    size = config.model.image_size
+    images = np.stack([image_lib.read(xm3600_release.image_path(folder, k), size) for k in keys])
+    prompt = pipeline.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
+    return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
 
 
 def _read_jsonl(path):
@@ -68,7 +76,7 @@ def _logged_eval(workdir, step):
 def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_path, capsys):
     config_path, workdir, _ = tiny_run
     _main("--config", config_path, "--workdir", workdir, "--langs", "config")
-    out = os.path.join(workdir, "xm3600_step2")  # The default folder, latest step.
+    out = os.path.join(workdir, "eval_step2")  # The default folder, latest step.
     explicit = str(tmp_path / "step1")
     _main("--config", config_path, "--workdir", workdir, "--step", "1", "--langs", "en,zh",
           "--out", explicit)
@@ -93,7 +101,7 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_pat
 
 def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
     config_path, workdir, config = tiny_run
-    out = os.path.join(workdir, "xm3600_step2")
+    out = os.path.join(workdir, "eval_step2")
     if not os.path.isdir(out):
         _main("--config", config_path, "--workdir", workdir, "--langs", "config")
     vocab = tokenizer.get_vocabulary(config.vocab.path)
@@ -102,29 +110,27 @@ def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         scores = json.load(f)["scores"]
     for lang in ("en", "zh"):
-        # The in-loop data path (one set per language), all images in one batch.
-        eval_set = pipeline.xm3600_eval_set(
-            str(tiny_demo / "xm3600"), lang, vocab, image_size=config.model.image_size,
-            max_prompt_len=config.data.max_prompt_len)
-        tokens = decode.greedy(model, params, eval_set.images, eval_set.prompt,
+        # Images read one language at a time, all of them in one batch.
+        keys, refs, images, prompts = _independent_set(tiny_demo, lang, vocab, config)
+        tokens = decode.greedy(model, params, images, prompts,
                                max_len=config.evals.xm3600.max_decode_len)
-        expected = xm3600_eval.detokenize(vocab, tokens)
+        expected = tokenizer.detokenize(vocab, tokens)
         rows = _read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
-        assert [r["image/key"] for r in rows] == eval_set.keys
+        assert [r["image/key"] for r in rows] == keys
         assert {r["lang"] for r in rows} == {lang}
         assert [r["caption"] for r in rows] == expected
-        rescored = cider.CiderScorer(eval_set.references, lang).score(expected).corpus
+        rescored = cider.CiderScorer(refs, lang).score(expected).corpus
         assert scores[lang] == pytest.approx(rescored, rel=1e-9, abs=1e-12)
 
 
 def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_demo):
     config_path, workdir, _ = tiny_run
-    out = os.path.join(workdir, "xm3600_step2")
+    out = os.path.join(workdir, "eval_step2")
     if not os.path.isdir(out):
         _main("--config", config_path, "--workdir", workdir, "--langs", "config")
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         summary = json.load(f)
-    examples, _ = coco35l.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
+    examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
     for lang in ("en", "zh"):
         rows = _read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
         assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
@@ -142,38 +148,24 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
           "--beam_size", "2", "--out", out)
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
-    eval_set = pipeline.xm3600_eval_set(
-        str(tiny_demo / "xm3600"), "en", vocab, image_size=config.model.image_size,
-        max_prompt_len=config.data.max_prompt_len)
-    tokens, _ = decode.beam_search(model, params, eval_set.images, eval_set.prompt,
+    _, _, images, prompts = _independent_set(tiny_demo, "en", vocab, config)
+    tokens, _ = decode.beam_search(model, params, images, prompts,
                                    max_len=config.evals.xm3600.max_decode_len, beam_size=2,
                                    alpha=0.6)
     rows = _read_jsonl(os.path.join(out, "predictions_en.jsonl"))
-    assert [r["caption"] for r in rows] == xm3600_eval.detokenize(vocab, tokens)
+    assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
-
-
-def test_shared_images_equal_the_per_language_eval_sets(tiny_demo):
-    config = tiny_config(str(tiny_demo))
-    vocab = tokenizer.get_vocabulary(config.vocab.path)
-    shared = xm3600_eval.load_xm3600(
-        str(tiny_demo / "xm3600"), ["en", "zh", "es"], vocab, image_size=32,
-        prompt_template="<2{lang}>", max_prompt_len=8, max_images=5)
-    assert len(shared.images) == len(set(k for keys in shared.keys.values() for k in keys))
-    for lang in ("en", "zh", "es"):
-        expected = pipeline.xm3600_eval_set(str(tiny_demo / "xm3600"), lang, vocab,
-                                            image_size=32, max_prompt_len=8, max_images=5)
-        assert shared.keys[lang] == expected.keys
-        assert shared.references[lang] == expected.references
-        np.testing.assert_array_equal(shared.images[shared.rows[lang]], expected.images)
-        np.testing.assert_array_equal(shared.prompts[lang], expected.prompt[0])
 
 
 @pytest.mark.parametrize("args,message", [
     (["--step", "7"], r"no checkpoint of step 7 in .*; available steps: \[1, 2\]"),
     (["--langs", "en,xx"], r"unknown language 'xx'; known: ar, bn, "),
-    (["--langs", "all"], r"has no captions in ar, bn, .*; it has en, es, hi, zh"),
+    (["--evals", "xm3600", "--langs", "all"],
+     r"has no captions in ar, bn, .*; it has en, es, hi, zh"),
+    (["--langs", "all"], r"COCO-35L dev in .* has no examples in 'ar'"),
+    (["--evals", "xm3600,vifidel"], r"--evals: no evaluator 'vifidel' in config.evals; it has "
+                                    r"coco_dev, xm3600"),
     (["--decode", "sample"], r"--decode"),
 ])
 def test_bad_input_is_a_clear_error(tiny_run, capsys, args, message):
@@ -191,7 +183,7 @@ def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path
     empty = tmp_path / "empty"
     empty.mkdir()
     result = subprocess.run(
-        [sys.executable, "-m", "eval.xm3600", "--config", config_path, "--workdir", str(empty)],
+        [sys.executable, "-m", "eval.evaluate", "--config", config_path, "--workdir", str(empty)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert result.returncode == 2
@@ -209,7 +201,7 @@ def test_progress_reports_eta_after_the_first_batch():
         def flush(self):
             pass
 
-    progress = xm3600_eval.Progress(total_images=40, num_langs=2, what="XM3600",
+    progress = Progress(total_images=40, num_langs=2, what="XM3600",
                                     stream=Stream(), interval=0.0)
     progress("en", 10, 20)
     progress("en", 20, 20)

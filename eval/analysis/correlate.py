@@ -1,6 +1,6 @@
 """Correlation of human side-by-side judgements with delta CIDEr (Table 6 of the XM3600 paper).
 
-    python -m eval.correlate --side-by-side FILE [--json]
+    python -m eval.analysis.correlate --side-by-side FILE [--json]
 
 FILE is a CSV laid out like the paper's side_by_side.csv: one row per side-by-side human
 evaluation of model m2 against model m1 in one language, with columns

@@ -1,24 +1,21 @@
-"""Command line of `eval.cider`, and the functions behind it.
+"""CIDEr of prediction files against XM3600 references, language by language.
 
-    python -m eval.cider --references captions.jsonl --predictions preds.jsonl
-
-`read_predictions` reads and validates a predictions JSONL file and
-`score_languages` scores it against XM3600 references, language by language;
-`main` prints the table (or JSON) and writes the optional outputs. See
-the README (section "Evaluation: CIDEr").
+`read_predictions` reads and validates a predictions JSONL file (lines
+{"image/key", "lang", "caption"}, as the checkpoint tool writes them) and
+`score_languages` scores it against the references of an XM3600 release
+`captions.jsonl`, one language per thread (`scorer.map_languages`). The
+command line (`python -m eval.cider`) is these two plus printing.
 """
 
-import argparse
 import dataclasses
-import json
 import os
-import sys
 
 import numpy as np
 
-from data import jsonl, languages, xm3600
-from eval import cider, text
-from eval.cider_df import InputError, load_document_frequencies, save_document_frequencies
+from data import jsonl, languages, xm3600_release
+from eval.cider import scorer as scorer_lib
+from eval.cider import text
+from eval.cider.df import InputError
 
 REFERENCE_FIELDS = ("caption", "caption/tokenized")
 
@@ -100,7 +97,7 @@ class LanguageScore:
     keys: list
     per_image: np.ndarray
     num_skipped: int
-    scorer: cider.CiderScorer
+    scorer: scorer_lib.CiderScorer
 
 
 def _where(predictions, lang, key):
@@ -115,13 +112,13 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
     """Scores predictions against XM3600 references, language by language.
 
     Args:
-        records: `data.xm3600.read_captions` output.
+        records: `data.xm3600_release.read_captions` output.
         predictions: lang -> {image key -> caption} (e.g. `read_predictions`).
         langs: languages to score; default: every language with predictions.
         metric: "cider-d" or "cider".
         df: optional {lang: DocumentFrequency} to use instead of counting over
             each language's references.
-        segmenter: "char" or "word" (see `eval.text`).
+        segmenter: "char" or "word" (see `eval.cider.text`).
         reference_field: "caption" or "caption/tokenized".
         allow_missing: score only the images that have a prediction, instead of
             raising when some have none.
@@ -151,7 +148,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                                  f"{key!r} ({lang!r}), which is not in the references")
     tasks = []
     for lang in langs:
-        keys, refs = xm3600.references(records, lang, reference_field)
+        keys, refs = xm3600_release.references(records, lang, reference_field)
         by_key = predictions.get(lang, {})
         if not keys:
             raise InputError(f"no {lang!r} references (field {reference_field!r})")
@@ -181,86 +178,10 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
 
     def score(task):
         lang, keys, refs, captions, covered, num_skipped, lang_df = task
-        scorer = cider.CiderScorer(refs, lang, metric, df=lang_df, segmenter=segmenter,
+        scorer = scorer_lib.CiderScorer(refs, lang, metric, df=lang_df, segmenter=segmenter,
                                    options=options)
         result = scorer.score(captions, indices=covered if num_skipped else None)
         return LanguageScore(lang, result.corpus, [keys[i] for i in covered],
                              result.per_image, num_skipped, scorer)
 
-    return {result.lang: result for result in cider.map_languages(score, tasks)}
-
-
-def _format_table(results, metric):
-    name = {"cider-d": "CIDEr-D", "cider": "CIDEr"}[metric]
-    lines = [f"{'lang':<6}{'images':>8}{name:>10}"]
-    for r in results.values():
-        lines.append(f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}")
-    average = float(np.mean([r.score for r in results.values()]))
-    lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({len(results)} languages; "
-                 f"pycocoevalcap scale, x100 in PaLI papers)")
-    return "\n".join(lines)
-
-
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m eval.cider",
-        description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
-    parser.add_argument("--references", required=True,
-                        help="XM3600 captions.jsonl (release layout)")
-    parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per line')
-    parser.add_argument("--langs", help="comma-separated languages (default: all predicted)")
-    parser.add_argument("--metric", choices=cider.METRICS, default="cider-d")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--per-image", metavar="OUT.jsonl",
-                        help='write {"image/key", "lang", "score"} lines')
-    parser.add_argument("--df", metavar="FILE", help="document frequencies to use")
-    parser.add_argument("--save-df", metavar="FILE",
-                        help="write the document frequencies used (one file, all languages)")
-    parser.add_argument("--allow-missing", action="store_true",
-                        help="score only images that have a prediction")
-    parser.add_argument("--segmenter", choices=text.SEGMENTERS, default="char",
-                        help="ja/th/zh: characters (default) or words (needs jieba, "
-                             "fugashi+unidic-lite, pythainlp)")
-    parser.add_argument("--reference-field", choices=REFERENCE_FIELDS, default="caption")
-    return parser
-
-
-def main(argv=None):
-    """Runs the CLI; returns the exit status (2 for bad input)."""
-    args = _parser().parse_args(argv)
-    try:
-        records = xm3600.read_captions(args.references)
-        predictions = read_predictions(args.predictions)
-        df = load_document_frequencies(args.df) if args.df else None
-        results = score_languages(
-            records, predictions, langs=args.langs, metric=args.metric, df=df,
-            segmenter=args.segmenter, reference_field=args.reference_field,
-            allow_missing=args.allow_missing)
-        for r in results.values():
-            if r.num_skipped:
-                print(f"{r.lang}: scored {len(r.keys)} of {len(r.keys) + r.num_skipped} "
-                      f"images; skipped {r.num_skipped} without a prediction", file=sys.stderr)
-        if args.per_image:
-            with open(args.per_image, "w", encoding="utf-8") as f:
-                for r in results.values():
-                    for key, score in zip(r.keys, r.per_image.tolist(), strict=True):
-                        f.write(json.dumps({"image/key": key, "lang": r.lang, "score": score},
-                                           ensure_ascii=False) + "\n")
-        if args.save_df:
-            save_document_frequencies(args.save_df,
-                                      [r.scorer.document_frequency for r in results.values()])
-    except (InputError, xm3600.FormatError, text.NormalizationError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps({
-            "metric": args.metric,
-            "scores": {r.lang: r.score for r in results.values()},
-            "average": float(np.mean([r.score for r in results.values()])),
-            "num_images": {r.lang: len(r.keys) for r in results.values()},
-        }, ensure_ascii=False))
-    else:
-        print(_format_table(results, args.metric))
-    return 0
-
+    return {result.lang: result for result in scorer_lib.map_languages(score, tasks)}

@@ -1,0 +1,130 @@
+"""Evaluation sets: images decoded once, shared by the languages that caption them.
+
+`load_xm3600` reads an XM3600 release folder (captions.jsonl + images/) and
+`load_coco_dev` COCO-35L's dev split (Karpathy val with its machine-translated
+references). Both return a `CaptionSet`: every image once, as model input,
+and per language the rows of the images it scores, their keys, raw reference
+captions and the LangId prompt. The evaluators (eval/evaluators/) decode and
+score them.
+"""
+
+import concurrent.futures
+import dataclasses
+import os
+
+import numpy as np
+
+from data import coco35l_release, languages, pipeline, xm3600_release
+from data import images as image_lib
+
+
+@dataclasses.dataclass
+class CaptionSet:
+    """Evaluation images shared by several languages, with each language's references.
+
+    Attributes:
+        name: what the set is ("xm3600", "coco_dev"), for messages.
+        images: float32 [num_images, H, W, 3] in [-1, 1], each image once.
+        rows: {lang: int array [n_lang]} rows of `images` that language scores.
+        keys: {lang: [n_lang] image keys}.
+        references: {lang: [n_lang] lists of raw reference captions}.
+        prompts: {lang: int32 [Lp]} the LangId prompt ids.
+    """
+    name: str
+    images: np.ndarray
+    rows: dict
+    keys: dict
+    references: dict
+    prompts: dict
+
+    @property
+    def langs(self):
+        return tuple(self.keys)
+
+
+def _read_images(paths, image_size, names, num_threads=None):
+    """Decodes each path once: float32 [len(paths), size, size, 3]."""
+    with concurrent.futures.ThreadPoolExecutor(num_threads or os.cpu_count() or 1) as pool:
+        pixels = list(pool.map(lambda p, n: image_lib.read(p, image_size, name=n), paths, names))
+    return np.stack(pixels)
+
+
+def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
+    """Builds a CaptionSet from {lang: (keys, refs, image ids)} and {image id: path}."""
+    order = {image_id: row for row, image_id in enumerate(paths)}
+    images = _read_images(list(paths.values()), image_size, [str(i) for i in paths])
+    return CaptionSet(
+        name=name, images=images,
+        rows={lang: np.array([order[i] for i in ids], np.int64)
+              for lang, (_, _, ids) in per_lang.items()},
+        keys={lang: list(keys) for lang, (keys, _, _) in per_lang.items()},
+        references={lang: list(refs) for lang, (_, refs, _) in per_lang.items()},
+        prompts={lang: pipeline.tokenize_prompt(vocab, lang, prompt_template, max_prompt_len)
+                 for lang in per_lang})
+
+
+def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
+                max_images=None):
+    """Loads the XM3600 split of `data_dir` for `langs`, decoding each image once.
+
+    Args:
+        data_dir: folder with captions.jsonl and images/<image/key>.jpg.
+        langs: XM3600 language codes.
+        vocab: the seqio vocabulary (for the prompts).
+        image_size: side of the square model input.
+        prompt_template: as in data/pipeline.prompt_text.
+        max_prompt_len: prompt length with EOS and padding.
+        max_images: per language, keep only the first this many images (file order).
+
+    Returns:
+        A `CaptionSet`; per language the same keys, references and pixels as
+        data/pipeline.xm3600_eval_set.
+
+    Raises:
+        ValueError: a language without captions in the file (all such are named).
+    """
+    langs = languages.check_langs(langs)
+    path = os.path.join(data_dir, "captions.jsonl")
+    records = xm3600_release.read_captions(path)
+    per_lang, paths, missing = {}, {}, []
+    for lang in langs:
+        keys, refs = xm3600_release.references(records, lang)
+        if not keys:
+            missing.append(lang)
+            continue
+        keys, refs = keys[:max_images], refs[:max_images]
+        per_lang[lang] = (keys, refs, keys)
+        for key in keys:
+            paths.setdefault(key, xm3600_release.image_path(data_dir, key))
+    if missing:
+        present = sorted({lang for r in records for lang in r.captions})
+        raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
+                         f"{', '.join(present)}")
+    return _caption_set("xm3600", per_lang, paths, vocab, image_size=image_size,
+                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)
+
+
+def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
+                  max_images=None):
+    """Loads COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
+
+    Args:
+        manual_dir: the COCO-35L release folder (data/coco35l_release.py).
+        langs: codes of the 35 training languages.
+        vocab, image_size, prompt_template, max_prompt_len, max_images: as `load_xm3600`.
+
+    Returns:
+        A `CaptionSet` whose keys are COCO image ids (as strings).
+    """
+    examples, _ = coco35l_release.read_split(manual_dir, "dev", langs)
+    per_lang, paths = {}, {}
+    for lang in langs:
+        chosen = examples[lang][:max_images]
+        if not chosen:
+            raise ValueError(f"COCO-35L dev in {manual_dir} has no examples in {lang!r}")
+        ids = [e.cocoid for e in chosen]
+        per_lang[lang] = ([str(i) for i in ids], [list(e.captions) for e in chosen], ids)
+        for e in chosen:
+            paths.setdefault(e.cocoid, e.image_path)
+    return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
+                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)

@@ -1,0 +1,233 @@
+"""What every in-loop evaluator shares: the contract, decoding, and the caption loop.
+
+An evaluator is built from one entry of `config.evals` (a name and a
+ConfigDict with `type`, `every`, languages, decoding, ...) and a `Setup`
+(what the trainer or the checkpoint tool hands it: vocabulary, prompt
+settings, image size, and `make_predict_fn`, which compiles the decoder).
+`run(params)` returns `{metric name: value}`. `CaptionEvaluator` does the
+caption part for every metric: it decodes each language of a `CaptionSet`
+(data/eval_sets.py) batch by batch, over the params' mesh when there is one,
+and scores each language on a CPU thread while the next one decodes; a
+subclass says which set, which scorer and which metric names.
+"""
+
+import concurrent.futures
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from absl import logging
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from data import pipeline, tokenizer
+from model import decode
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """How captions are decoded: "greedy", or "beam" with T5X's length penalty alpha."""
+    method: str = "greedy"
+    beam_size: int = 4
+    alpha: float = 0.6
+
+    def __post_init__(self):
+        if self.method not in ("greedy", "beam"):
+            raise ValueError(f"unknown decoding {self.method!r}; known: greedy, beam")
+        if self.beam_size < 1:
+            raise ValueError(f"beam size must be >= 1, got {self.beam_size}")
+
+    @classmethod
+    def from_config(cls, eval_config):
+        """The `decode`, `beam_size` and `alpha` fields of an evaluator config (all optional)."""
+        return cls(eval_config.get("decode", cls.method), eval_config.get("beam_size", 4),
+                   eval_config.get("alpha", 0.6))
+
+
+@functools.lru_cache(maxsize=8)
+def make_decoder(model, max_len, decoding):
+    """Returns a jit-compiled fn(params, images, prompt) -> tokens [batch, max_len].
+
+    Cached, so that evaluators of the same model (XM3600 and COCO-dev, or the
+    in-loop ones and then the tool in the same process) share compilations.
+    """
+    if decoding.method == "greedy":
+        def fn(params, images, prompt):
+            return decode.greedy(model, params, images, prompt, max_len=max_len)
+    else:
+        def fn(params, images, prompt):
+            tokens, _ = decode.beam_search(model, params, images, prompt, max_len=max_len,
+                                           beam_size=decoding.beam_size, alpha=decoding.alpha)
+            return tokens
+    return jax.jit(fn)
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the trainer (or the checkpoint tool) gives every evaluator.
+
+    Attributes:
+        vocab: the seqio vocabulary of the targets (prompts, detokenization).
+        data_config: `config.data` (prompt template and length).
+        image_size: the model's input resolution.
+        make_predict_fn: (max_len, Decoding) -> jit-compiled
+            fn(params, images [b, H, W, 3], prompts [b, Lp]) -> tokens [b, max_len].
+    """
+    vocab: Any
+    data_config: Any
+    image_size: int
+    make_predict_fn: Callable
+
+    @classmethod
+    def for_model(cls, model, vocab, data_config, image_size):
+        """The setup of a Captioner: its cached greedy / beam decoders."""
+        return cls(vocab, data_config, image_size, functools.partial(make_decoder, model))
+
+    @property
+    def prompt_template(self):
+        return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
+
+
+def batch_sharding(params, batch_size):
+    """NamedSharding splitting a batch over the 'data' axis of the params' mesh, or None.
+
+    None (inputs replicated, as numpy) when the params are not on a mesh with
+    a 'data' axis or `batch_size` does not divide by its size.
+    """
+    leaves = jax.tree.leaves(params)
+    sharding = getattr(leaves[0], "sharding", None) if leaves else None
+    if not isinstance(sharding, NamedSharding) or "data" not in sharding.mesh.axis_names:
+        return None
+    if batch_size % sharding.mesh.shape["data"]:
+        logging.log_first_n(logging.WARNING, "eval batch %d does not divide by the %d data "
+                            "devices: every device decodes the whole batch", 1, batch_size,
+                            sharding.mesh.shape["data"])
+        return None
+    return NamedSharding(sharding.mesh, P("data"))
+
+
+def _to_host(tokens):
+    """A (possibly multi-process) global array as numpy on every process."""
+    if getattr(tokens, "is_fully_addressable", True):
+        return np.asarray(tokens)
+    return np.asarray(multihost_utils.process_allgather(tokens, tiled=True))
+
+
+@dataclasses.dataclass
+class LangResult:
+    """Captions and scores of one language (per_image follows keys)."""
+    keys: list
+    captions: list
+    per_image: np.ndarray
+    corpus: float
+
+
+class CaptionEvaluator:
+    """Decodes every language of a CaptionSet and scores it; subclasses choose set and metric.
+
+    Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and
+    `<prefix>avg`) and `predictions_prefix` (files `<prefix><lang>.jsonl` of
+    the checkpoint tool), and implement `make_scorer(lang)`.
+
+    Args:
+        name: the evaluator's key in `config.evals`.
+        eval_config: its ConfigDict (`every`, `batch_size`, `max_decode_len`,
+            optional `decode`, `beam_size`, `alpha`).
+        caption_set: the images and references (data/eval_sets.py).
+        setup: a `Setup`.
+        decoding: a `Decoding` instead of the config's.
+    """
+    metric_prefix = ""
+    predictions_prefix = ""
+
+    def __init__(self, name, eval_config, caption_set, setup, decoding=None):
+        if eval_config.batch_size < 1:
+            raise ValueError(f"config.evals.{name}.batch_size must be >= 1, got "
+                             f"{eval_config.batch_size}")
+        self.name = name
+        self.every = eval_config.every
+        self.data = caption_set
+        self.langs = caption_set.langs
+        self.batch_size = eval_config.batch_size
+        self.vocab = setup.vocab
+        self.decoding = decoding or Decoding.from_config(eval_config)
+        self._predict = setup.make_predict_fn(eval_config.max_decode_len, self.decoding)
+        self.scorers = dict(zip(self.langs, self.make_scorers(self.langs), strict=True))
+
+    def make_scorers(self, langs):
+        """[scorer(captions) -> (corpus, per_image) for lang in langs]."""
+        raise NotImplementedError
+
+    @property
+    def metric_names(self):
+        """The names `run` returns."""
+        return [f"{self.metric_prefix}{lang}" for lang in self.langs] + [
+            f"{self.metric_prefix}avg"]
+
+    @property
+    def num_images(self):
+        """{lang: number of images scored}."""
+        return {lang: len(self.data.keys[lang]) for lang in self.langs}
+
+    def predict(self, params, lang, progress=None):
+        """Captions (strings) for every image of `lang`, in the set's order.
+
+        Args:
+            params: the model parameters (sharded or not).
+            lang: one of `self.langs`.
+            progress: optional callback(lang, images done, images of lang) after each batch.
+        """
+        rows = self.data.rows[lang]
+        prompt = self.data.prompts[lang]
+        n, bs = len(rows), self.batch_size
+        sharding = batch_sharding(params, bs)
+        captions = []
+        for start in range(0, n, bs):
+            batch_rows = rows[start:start + bs]
+            valid = len(batch_rows)
+            # Pad the last batch (repeating its last image) so one compiled shape serves all.
+            batch_rows = np.concatenate([batch_rows, np.repeat(batch_rows[-1:], bs - valid)])
+            images = self.data.images[batch_rows]  # [bs, H, W, 3]
+            prompts = np.tile(prompt[None], (bs, 1))  # [bs, Lp]
+            if sharding is not None:
+                images, prompts = (
+                    jax.make_array_from_callback(x.shape, sharding, lambda i, x=x: x[i])
+                    for x in (images, prompts))
+            tokens = _to_host(self._predict(params, images, prompts))  # [bs, max_len]
+            captions += tokenizer.detokenize(self.vocab, tokens)[:valid]
+            if progress is not None:
+                progress(lang, len(captions), n)
+        return captions
+
+    def evaluate(self, params, progress=None):
+        """Decodes and scores every language: {lang: LangResult}.
+
+        A language is scored on a CPU thread while the next one decodes.
+        """
+        captions, scored = {}, {}
+        with concurrent.futures.ThreadPoolExecutor(1) as scoring:
+            for lang in self.langs:
+                captions[lang] = self.predict(params, lang, progress)
+                scored[lang] = scoring.submit(self.scorers[lang], captions[lang])
+            results = {}
+            for lang in self.langs:
+                corpus, per_image = scored[lang].result()
+                results[lang] = LangResult(self.data.keys[lang], captions[lang], per_image,
+                                           corpus)
+            return results
+
+    def metrics(self, results):
+        """{"<prefix><lang>": corpus score, ..., "<prefix>avg": mean over languages}."""
+        scores = {f"{self.metric_prefix}{lang}": r.corpus for lang, r in results.items()}
+        scores[f"{self.metric_prefix}avg"] = float(np.mean(list(scores.values())))
+        return scores
+
+    def run(self, params):
+        """Decodes and scores every language: {metric name: value}."""
+        scores = self.metrics(self.evaluate(params))
+        logging.info("%s: %s", self.name, scores)
+        return scores

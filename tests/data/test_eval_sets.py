@@ -1,0 +1,61 @@
+"""Tests of data/eval_sets.py: XM3600 and COCO-dev sets, each image decoded once."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from data import coco35l_release, eval_sets, tokenizer, xm3600_release
+from data import images as image_lib
+
+
+@pytest.fixture(scope="module")
+def vocab(demo_dir):
+    return tokenizer.get_vocabulary(str(demo_dir / "spm" / "demo.model"))
+
+
+def _load(folder, langs, vocab, **kwargs):
+    return eval_sets.load_xm3600(str(folder), langs, vocab, image_size=32,
+                                 prompt_template="<2{lang}>", max_prompt_len=4, **kwargs)
+
+
+def test_xm3600_set_matches_the_captions_file_and_images(demo_dir, vocab):
+    folder = demo_dir / "xm3600"
+    shared = _load(folder, ["en", "zh", "hi"], vocab, max_images=10)
+    records = xm3600_release.read_captions(str(folder / "captions.jsonl"))
+    assert len(shared.images) == len({k for keys in shared.keys.values() for k in keys})
+    for lang in ("en", "zh", "hi"):
+        keys, refs = xm3600_release.references(records, lang)
+        assert shared.keys[lang] == keys[:10] and shared.references[lang] == refs[:10]
+        # Each language's rows are its images, decoded independently here.
+        expected = np.stack([image_lib.read(xm3600_release.image_path(str(folder), key), 32)
+                             for key in keys[:10]])
+        np.testing.assert_array_equal(shared.images[shared.rows[lang]], expected)
+        assert vocab.decode([int(t) for t in shared.prompts[lang] if t > 1]) == f"<2{lang}>"
+        assert shared.prompts[lang].shape == (4,)
+
+
+def test_xm3600_set_names_missing_languages_and_images(demo_dir, vocab, tmp_path):
+    with pytest.raises(ValueError, match=r"has no captions in ar, bn; it has en, es, hi, zh"):
+        _load(demo_dir / "xm3600", ["en", "ar", "bn"], vocab)
+    copy = tmp_path / "xm3600"
+    shutil.copytree(demo_dir / "xm3600", copy)
+    keys = sorted(p.stem for p in (copy / "images").iterdir())
+    (copy / "images" / f"{keys[0]}.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    with pytest.raises(image_lib.ImageError, match=keys[0]):
+        _load(copy, ["en"], vocab)
+    (copy / "images" / f"{keys[0]}.jpg").unlink()
+    with pytest.raises(FileNotFoundError, match=f"images/{keys[0]}.jpg"):
+        _load(copy, ["en"], vocab)
+
+
+def test_coco_dev_set_has_the_translated_dev_references(demo_dir, vocab):
+    manual = str(demo_dir / "coco35l")
+    dev = eval_sets.load_coco_dev(manual, ["en", "zh"], vocab, image_size=32,
+                                  prompt_template="<2{lang}>", max_prompt_len=4)
+    examples, _ = coco35l_release.read_split(manual, "dev", ["en", "zh"])
+    for lang in ("en", "zh"):
+        assert dev.keys[lang] == [str(e.cocoid) for e in examples[lang]]
+        assert dev.references[lang] == [list(e.captions) for e in examples[lang]]
+        expected = np.stack([image_lib.read(e.image_path, 32) for e in examples[lang]])
+        np.testing.assert_array_equal(dev.images[dev.rows[lang]], expected)
