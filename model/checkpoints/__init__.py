@@ -8,10 +8,11 @@
 gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000) and
 `config.init.vit` a big_vision `.npz` (ViT image encoder); each goes into its
 part of the captioner's tree {'img': ViT, 'img_proj': ..., 't5': mT5}. The
-modules: `t5x` and `big_vision` read the formats, `merge` matches the trees,
-`trees` converts between nested and flat (`a/b/c`) trees, `files` reads local
-or gs:// paths and says what a path holds when a loader refuses it. Every
-refusal is one line naming the path.
+modules: `t5x` (msgpack + zarr), `t5x_orbax` (t5x's Orbax manager) and
+`t5x_layout` (scanned scalable_t5 stacks) read T5X checkpoints, `big_vision`
+the npz files, `merge` matches the trees, `trees` converts between nested and
+flat (`a/b/c`) trees, `files` reads local or gs:// paths and says what a path
+holds when a loader refuses it. Every refusal is one line naming the path.
 """
 
 from collections.abc import Callable
@@ -47,10 +48,10 @@ def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
         params: the captioner's initialized parameter tree ('img', 'img_proj',
             't5'), or the variables dict holding it under 'params'.
         init_config: ConfigDict (or dict) with optional string fields `mt5`
-            (a T5X `checkpoint_<step>` directory or its `checkpoint` file)
-            and `vit` (big_vision `.npz` or a step copy `file.npz-<step>`,
-            optionally with a `:subtree` suffix); None or '' skips that part.
-            Other fields are ignored.
+            (a T5X `checkpoint_<step>` directory, msgpack or Orbax, see
+            `t5x.load`) and `vit` (big_vision `.npz` or a step copy
+            `file.npz-<step>`, optionally with a `:subtree` suffix); None or ''
+            skips that part. Other fields are ignored.
 
     Returns:
         (params, reports): the new tree and one `Report` per loaded checkpoint.
