@@ -8,8 +8,11 @@
 gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000) and
 `config.init.vit` a big_vision `.npz` (ViT image encoder); each goes into its
 part of the captioner's tree {'img': ViT, 'img_proj': ..., 't5': mT5}. The
-modules: `t5x` and `big_vision` read the formats, `merge` matches the trees,
-`trees` converts between nested and flat (`a/b/c`) trees.
+modules: `t5x` (msgpack + zarr), `t5x_orbax` (t5x's Orbax manager) and
+`t5x_layout` (scanned scalable_t5 stacks) read T5X checkpoints, `big_vision`
+the npz files, `merge` matches the trees, `trees` converts between nested and
+flat (`a/b/c`) trees, `files` reads local or gs:// paths and says what a path
+holds when a loader refuses it. Every refusal is one line naming the path.
 """
 
 from collections.abc import Callable
@@ -24,10 +27,10 @@ __all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "
 # and MAP-head ViTs no `cls`: whichever the captioner uses keeps its init.
 VIT_ALLOW_MISSING = (r"MAPHead_0/.*", "cls")
 
-# config field -> (loader, prefix in the captioner's tree, allow_missing, what it is)
-_SOURCES: dict[str, tuple[Callable[[str], dict], str, Any, str]] = {
-    "mt5": (t5x.load, "t5", False, "T5X checkpoint"),
-    "vit": (big_vision.load, "img", VIT_ALLOW_MISSING, "big_vision .npz checkpoint"),
+# config field -> (loader, prefix in the captioner's tree, allow_missing)
+_SOURCES: dict[str, tuple[Callable[[str], dict], str, Any]] = {
+    "mt5": (t5x.load, "t5", False),
+    "vit": (big_vision.load, "img", VIT_ALLOW_MISSING),
 }
 
 
@@ -45,27 +48,31 @@ def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
         params: the captioner's initialized parameter tree ('img', 'img_proj',
             't5'), or the variables dict holding it under 'params'.
         init_config: ConfigDict (or dict) with optional string fields `mt5`
-            (T5X checkpoint directory or its `checkpoint` file) and `vit`
-            (big_vision `.npz`, optionally `file.npz:subtree`); None or ''
+            (a T5X `checkpoint_<step>` directory, msgpack or Orbax, see
+            `t5x.load`) and `vit` (big_vision `.npz` or a step copy
+            `file.npz-<step>`, optionally with a `:subtree` suffix); None or ''
             skips that part. Other fields are ignored.
 
     Returns:
         (params, reports): the new tree and one `Report` per loaded checkpoint.
 
     Raises:
-        FileNotFoundError: "init.<field>: no <format> at <path>".
-        ValueError: an unreadable checkpoint, or one that does not fit the model
-            (message starts with "init.<field>:").
+        FileNotFoundError: "init.<field>: no <format> at <path>: ...", or a
+            folder that holds no checkpoint of the format (the message says
+            what it holds).
+        ValueError: an unreadable checkpoint, or one that does not fit the model.
+        Every message starts with "init.<field>:" and names the path.
     """
     reports = []
-    for field, (loader, prefix, allow_missing, what) in _SOURCES.items():
+    for field, (loader, prefix, allow_missing) in _SOURCES.items():
         path = init_config.get(field) if init_config is not None else None
         if not path:
             continue
         try:
             loaded = loader(path)
         except FileNotFoundError as e:
-            raise FileNotFoundError(f"init.{field}: no {what} at {path} ({e})") from e
+            # The loaders' messages name the path and what is (not) there.
+            raise FileNotFoundError(f"init.{field}: {e}") from e
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e
         try:

@@ -5,8 +5,16 @@ zip whose keys are the flattened parameter paths joined with '/', e.g.
 `Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel`. bfloat16 arrays come
 back from numpy as 2-byte void (`V2`) and are viewed as bfloat16. A file may
 hold the whole train state (`params/...` or the Flax optimizer's
-`opt/target/...`); a `path.npz:img` suffix selects a sub-tree (the image
+`opt/target/...`). `save_checkpoint(..., step_copy=s)` also keeps
+`<file>-<s:09d>` (e.g. `checkpoint.npz-000050000`), the same format. As in
+big_vision's `load_params`, a trailing `:<key>[/<key>...]` selects a sub-tree
+of any of these (`siglip.npz:img`, `checkpoint.npz-000050000:img`: the image
 tower of a SigLIP / LiT checkpoint).
+
+big_vision's newer tensorstore checkpoints (`save_checkpoint_ts`: folders of
+`~`-named arrays with a `-LAST` pointer) are not read; they, folders, and files
+of other formats (PyTorch, safetensors, .npy, ...) are refused with one line
+naming the path and what it is.
 
 Older checkpoints (the original ViT release, gs://vit_models/...) use pre-Linen
 module numbering (`MultiHeadDotProductAttention_1`, `LayerNorm_2`,
@@ -19,8 +27,8 @@ the model uses and leaves the class-token row in the posemb; `fit_posemb`
 
 import io
 import math
-import os
 import re
+import zipfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,32 +36,57 @@ import ml_dtypes
 import numpy as np
 import scipy.ndimage
 
-from model.checkpoints import trees
+from model.checkpoints import files, trees
 
 _NUMBERED_MODULE = re.compile(r"(.*)_(\d+)$")
 _MAP_HEAD_PARTS = ("probe", "MlpBlock_0", "MultiHeadDotProductAttention_0", "LayerNorm_0")
 
 
-def _split_subkey(path: str) -> tuple[str, str | None]:
-    """'dir/x.npz:img/sub' -> ('dir/x.npz', 'img/sub')."""
-    match = re.fullmatch(r"(.*?\.npz)(?::([\w/]+))?", path, re.DOTALL)
+def split_subkey(path: str) -> tuple[str, str | None]:
+    """'dir/x.npz:img/sub' -> ('dir/x.npz', 'img/sub'); no suffix -> (path, None).
+
+    As big_vision's `load_params`, a trailing `:<key>[/<key>...]` selects a
+    sub-tree whatever the file is called (`x.npz`, a step copy
+    `x.npz-000000010`); the `gs:` of a URL is no such suffix.
+    """
+    match = re.fullmatch(r"(.+):(\w[\w/]*)", path, re.DOTALL)
     if match is None:
         return path, None
-    return match.group(1), match.group(2)
+    return match.group(1), match.group(2).rstrip("/")
 
 
-def _read_bytes(path: str) -> bytes:
-    if path.startswith("gs://"):
-        # Only remote reads pay for importing TensorFlow.
-        from tensorflow.io import gfile  # pylint: disable=import-outside-toplevel
-        if not gfile.exists(path):
-            raise FileNotFoundError(f"no big_vision checkpoint at {path}")
-        with gfile.GFile(path, "rb") as f:
-            return f.read()
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no big_vision checkpoint at {path}")
-    with open(path, "rb") as f:
-        return f.read()
+def _read_file(path: str) -> bytes:
+    """The file's bytes; a refusal naming what is there if it is no file."""
+    if files.isdir(path):
+        raise ValueError(f"{path} is not a big_vision .npz: it is a folder, "
+                         f"{files.describe_dir(path, files.listdir(path))}")
+    if not files.isfile(path):
+        hint = ""
+        if files.isfile(f"{path}-LAST"):
+            hint = (f" ({path}-LAST names the steps of a big_vision tensorstore checkpoint, "
+                    "which this loader does not read: export its params to .npz)")
+        raise FileNotFoundError(f"no big_vision .npz at {path}: no such file{hint}")
+    return files.read_bytes(path)
+
+
+def _zip_members(data: bytes, path: str) -> list[str]:
+    """The member names of an npz's zip, refusing other files and zips."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.namelist()
+    except zipfile.BadZipFile as e:
+        what = files.describe_file_head(data[:64]) or "a file of unknown format"
+        if what == "a zip archive":
+            what = f"a damaged zip archive ({files.one_line(e)})"
+        raise ValueError(f"{path} is not a big_vision .npz: it is {what}") from e
+    others = [name for name in members if not name.endswith(".npy")]
+    if others:
+        pytorch = " (a PyTorch checkpoint)" if any(
+            name.endswith("data.pkl") for name in others) else ""
+        raise ValueError(f"{path} is not a big_vision .npz: it is a zip archive of "
+                         f"{', '.join(others[:3])}{', ...' if len(others) > 3 else ''}"
+                         f"{pytorch}, not of .npy arrays")
+    return members
 
 
 def read_npz(path: str) -> dict[str, np.ndarray]:
@@ -64,19 +97,21 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
 
     Returns:
         The file's arrays by key.
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: not an np.savez archive (the message says what it is),
+            an unreadable array, or no arrays at all.
     """
-    data = _read_bytes(path)
+    data = _read_file(path)
+    if not _zip_members(data, path):
+        raise ValueError(f"{path} is an empty .npz: it holds no arrays")
     try:
         # np.load needs seekable input; BytesIO serves local and remote alike.
-        npz = np.load(io.BytesIO(data), allow_pickle=False)
-        if isinstance(npz, np.ndarray):
-            raise ValueError("a single np.save array, not an np.savez archive")
-        with npz:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             flat = {key: npz[key] for key in npz.files}
     except Exception as e:  # zipfile / format errors of every kind
-        raise ValueError(f"{path}: not a readable .npz checkpoint ({e})") from e
-    if not flat:
-        raise ValueError(f"{path}: the .npz holds no arrays")
+        raise ValueError(f"{path} is a damaged .npz: {files.one_line(e)}") from e
     for key, value in flat.items():
         if value.dtype.kind == "V":
             # np.savez writes bfloat16 as raw 2-byte records.
@@ -174,8 +209,9 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     """Loads a big_vision / ViT `.npz` checkpoint as the model's ViT tree.
 
     Args:
-        path: local or gs:// `.npz` path, optionally with a `:subkey` suffix
-            (e.g. `siglip.npz:img`) selecting a sub-tree.
+        path: local or gs:// `.npz` path (or a step copy `x.npz-000000010`),
+            optionally with a `:subkey` suffix (e.g. `siglip.npz:img`)
+            selecting a sub-tree.
         dtype: dtype of the returned arrays; None keeps the stored ones.
 
     Returns:
@@ -185,12 +221,14 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no file at `path`.
-        ValueError: not a readable npz, or the `:subkey` is absent.
+        ValueError: not a readable npz (the message says what it is), or the
+            `:subkey` is absent.
     """
-    file_path, subkey = _split_subkey(path)
+    file_path, subkey = split_subkey(path)
+    flat = read_npz(file_path)
     try:
-        tree = trees.unflatten_tree(read_npz(file_path))
-    except ValueError as e:
+        tree = trees.unflatten_tree(flat)
+    except ValueError as e:  # a key both an array and a folder
         raise ValueError(f"{file_path}: {e}") from None
     if "params" in tree:
         tree = tree["params"]          # optax train state

@@ -37,6 +37,8 @@ from model.checkpoints import big_vision
 from model.checkpoints.trees import SEP, flatten_tree, unflatten_tree
 
 AllowMissing = bool | Sequence[str]
+# Unexpected parameters named in a "lacks ..." error; the Report has them all.
+_SHOWN_UNEXPECTED = 8
 
 
 @dataclasses.dataclass
@@ -183,7 +185,8 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
 
     Raises:
         ValueError: shape mismatches (all listed, each with its path and both
-            shapes), disallowed missing parameters, or a bad `prefix`.
+            shapes), disallowed missing parameters, or a bad `prefix`; the
+            message is one line.
     """
     init_flat = flatten_tree(_get_subtree(init_params, prefix))
     loaded_flat = flatten_tree(loaded)
@@ -221,11 +224,20 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
     report.unexpected = [path for path in loaded_flat if path not in init_flat]
     where = f" ({source})" if source else ""
     if mismatches:
+        # One line (the command line prints it as one `error:`), every parameter named.
         raise ValueError(
-            f"checkpoint for {prefix!r}{where} does not fit the model; shape mismatches:\n  "
-            + "\n  ".join(mismatches))
+            f"checkpoint for {prefix!r}{where} does not fit the model; {len(mismatches)} shape "
+            f"mismatches: " + "; ".join(mismatches))
     if not_allowed:
+        # What the checkpoint has instead usually shows the layout difference
+        # (e.g. a relative position bias per layer instead of one per stack).
+        instead = ""
+        if report.unexpected:
+            shown = report.unexpected[:_SHOWN_UNEXPECTED]
+            more = len(report.unexpected) - len(shown)
+            instead = (f"; it has {len(report.unexpected)} parameters the model lacks: "
+                       + ", ".join(shown) + (f", ... ({more} more)" if more else ""))
         raise ValueError(
             f"checkpoint for {prefix!r}{where} lacks {len(not_allowed)} model parameters "
-            f"(pass allow_missing to keep their init): " + ", ".join(not_allowed))
+            f"(pass allow_missing to keep their init): " + ", ".join(not_allowed) + instead)
     return _replace_subtree(init_params, prefix, unflatten_tree(out_flat)), report

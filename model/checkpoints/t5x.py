@@ -1,27 +1,35 @@
 """Loader of T5X checkpoints (the published mT5 ones, gs://t5-data/.../t5x/).
 
-Format (t5x/checkpoints.py, `Checkpointer.save`): a directory
-`checkpoint_<step>/` holding
+Three on-disk formats, told apart by `locate`:
 
-  * `checkpoint`: a msgpack file (flax.serialization) of
-    {'version': 3, 'optimizer': {'target': <params>, 'state': <Adafactor>}}.
-    Small arrays are stored inline (flax's ndarray ext type); each large one
-    is replaced by the JSON of a tensorstore spec, e.g.
-    {'driver': 'zarr', 'dtype': 'bfloat16',
-     'kvstore': {'driver': 'file', 'path': 'target.encoder.layers_0.mlp.wi_0.kernel'},
-     'metadata': {'chunks': [...], 'compressor': {'id': 'gzip'}, 'shape': [...]}};
-  * one zarr directory per such array, named after its '/'-path with '.'.
+1. t5x's `Checkpointer.save` (t5x/checkpoints.py; all published checkpoints):
+   a directory `checkpoint_<step>/` holding
+     * `checkpoint`: a msgpack file (flax.serialization) of
+       {'version': 3, 'optimizer': {'target': <params>, 'state': <Adafactor>}}.
+       Small arrays are stored inline (flax's ndarray ext type); each large one
+       is replaced by the JSON of a tensorstore spec, e.g.
+       {'driver': 'zarr', 'dtype': 'bfloat16',
+        'kvstore': {'driver': 'file', 'path': 'target.encoder.layers_0.mlp.wi_0.kernel'},
+        'metadata': {'chunks': [...], 'compressor': {'id': 'gzip'}, 'shape': [...]}};
+     * one zarr directory per such array, named after its '/'-path with '.'.
+   Spec paths are relative to the checkpoint directory (absolute ones are used
+   as they are); the kvstore driver is rewritten to `gcs` (bucket from the
+   path) for gs:// checkpoints and to `file` otherwise, as T5X does, since
+   checkpoints written on GCS carry a dummy bucket and internal ones a `gfile`
+   driver. Old tensorstore specs put the path at the top level instead of in
+   `kvstore`. Checkpoints of version 2 (before 2021-06-10) store bfloat16 as
+   zarr `<u2` (spec dtype 'uint16'); those bits are viewed back as bfloat16.
+2. t5x's Orbax checkpoint manager (current t5x): `checkpoint_<step>/state/`
+   with `_METADATA`, `manifest.ocdbt`, `d/`, `ocdbt.process_<i>/`; the tree
+   is {'target': <params>, 'state': ...}. Read by `t5x_orbax`.
+3. Orbax before `_METADATA` existed (t5x mid-2023): `checkpoint_<step>/state/`
+   with a msgpack `checkpoint` of {'target', 'state'} whose arrays are strings
+   'PLACEHOLDER://<name>' standing for the zarr folder `<name>` beside it.
 
-Spec paths are relative to the checkpoint directory (absolute ones are used as
-they are); the kvstore driver is rewritten to `gcs` (bucket from the path) for
-gs:// checkpoints and to `file` otherwise, as T5X does, since checkpoints
-written on GCS carry a dummy bucket and internal ones a `gfile` driver.
-Old tensorstore specs put the path at the top level instead of in `kvstore`.
-Checkpoints of version 2 (before 2021-06-10) store bfloat16 as zarr `<u2`
-(spec dtype 'uint16'); those bits are viewed back as bfloat16.
-
-Only `optimizer/target` is read; the optimizer state's zarr arrays are never
-opened.
+Only the parameters (`optimizer/target`, `target`) are read; the optimizer
+state's arrays are never opened. Scanned layers (t5x's scalable_t5) and its
+3-D attention kernels are converted to the per-layer layout by `t5x_layout`.
+Anything else is refused with one line naming the path and what it looks like.
 """
 
 import copy
@@ -36,41 +44,74 @@ import numpy as np
 import tensorstore as ts
 from flax import serialization
 
-from model.checkpoints import trees
+from model.checkpoints import files, t5x_layout, t5x_orbax, trees
 
 CHECKPOINT_FILE = "checkpoint"
-# Newer T5X layouts put the msgpack under <checkpoint_dir>/state/.
-_STATE_DIR = "state"
+# Orbax-era T5X layouts put the train state under <checkpoint_dir>/state/.
+_STATE_DIR = t5x_orbax.STATE_ITEM
+# Kinds of checkpoint `locate` finds.
+MSGPACK, ORBAX = "msgpack", "orbax"
+_ORBAX_PLACEHOLDER = "PLACEHOLDER://"
 _KVSTORE_DRIVERS = ("file", "gfile", "gcs")
 _TS_CONTEXT = ts.Context({"file_io_concurrency": {"limit": 64}})
 
 
-def _is_gcs(path: str) -> bool:
-    return path.startswith("gs://")
+def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
+    """The refusal for a folder holding no T5X checkpoint of any format."""
+    steps = files.step_folders(path, names)
+    if steps:
+        return FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
+                                 f"one of its step folders: {', '.join(steps)}")
+    return FileNotFoundError(
+        f"{path} is not a T5X checkpoint: no `{CHECKPOINT_FILE}` file and no Orbax "
+        f"`{files.ORBAX_TREE_METADATA}` in it or in its `{_STATE_DIR}/`; it looks like "
+        f"{files.describe_dir(path, names)}")
 
 
-def _gfile():
-    # Only gs:// paths pay for importing TensorFlow.
-    from tensorflow.io import gfile  # pylint: disable=import-outside-toplevel
-    return gfile
+def locate(path: str) -> tuple[str, str]:
+    """Finds which T5X format `path` holds, and where.
 
+    Args:
+        path: a `checkpoint_<step>` directory, its `state/` folder, its
+            msgpack `checkpoint` file or Orbax `_METADATA` file; local or gs://.
 
-def _isdir(path: str) -> bool:
-    return _gfile().isdir(path) if _is_gcs(path) else os.path.isdir(path)
+    Returns:
+        (MSGPACK, the msgpack file) or (ORBAX, the Orbax item folder).
 
-
-def _isfile(path: str) -> bool:
-    if _is_gcs(path):
-        return _gfile().exists(path) and not _gfile().isdir(path)
-    return os.path.isfile(path)
-
-
-def _read_bytes(path: str) -> bytes:
-    if _is_gcs(path):
-        with _gfile().GFile(path, "rb") as f:
-            return f.read()
-    with open(path, "rb") as f:
-        return f.read()
+    Raises:
+        FileNotFoundError: nothing at `path`, or a folder without any T5X
+            checkpoint (the message says what it looks like and, for a model
+            directory, lists its `checkpoint_<step>` folders).
+    """
+    path = files.strip_slash(path)
+    if files.isfile(path):
+        parent = posixpath.dirname(path) or "."
+        # As t5x's detect_checkpoint_type: a `_METADATA` beside it makes it Orbax.
+        if (posixpath.basename(path) == files.ORBAX_TREE_METADATA
+                or t5x_orbax.is_item_dir(parent)):
+            return ORBAX, parent
+        return MSGPACK, path
+    if not files.isdir(path):
+        raise FileNotFoundError(f"no T5X checkpoint at {path}: no such file or folder")
+    if files.ORBAX_TMP_MARK in posixpath.basename(path):
+        # Its arrays may be incomplete even where `_METADATA` is already written.
+        raise FileNotFoundError(f"{path} is {files.describe_dir(path, [])}")
+    state_dir = files.join(path, _STATE_DIR)
+    # _METADATA first: orbax may also keep an aggregate `checkpoint` file.
+    for item_dir in (path, state_dir):
+        if t5x_orbax.is_item_dir(item_dir):
+            return ORBAX, item_dir
+    for candidate in (files.join(path, CHECKPOINT_FILE), files.join(state_dir, CHECKPOINT_FILE)):
+        if files.isfile(candidate):
+            return MSGPACK, candidate
+    names = files.listdir(path)
+    if _STATE_DIR in names and files.isdir(state_dir):
+        # The step folder is fine; say what is wrong inside `state/`.
+        raise FileNotFoundError(
+            f"{path} is an Orbax T5X checkpoint whose `{_STATE_DIR}/` has no "
+            f"`{files.ORBAX_TREE_METADATA}`: it holds "
+            f"{files.describe_dir(state_dir, files.listdir(state_dir))}")
+    raise _not_a_checkpoint(path, names)
 
 
 def find_checkpoint_file(path: str) -> str:
@@ -83,22 +124,12 @@ def find_checkpoint_file(path: str) -> str:
     Raises:
         FileNotFoundError: neither exists; for a model directory holding
             several `checkpoint_<step>` folders the message lists them.
+        ValueError: it is an Orbax checkpoint (read those with `load`).
     """
-    path = path.rstrip("/") if len(path) > 1 else path
-    if _isdir(path):
-        for candidate in (posixpath.join(path, CHECKPOINT_FILE),
-                          posixpath.join(path, _STATE_DIR, CHECKPOINT_FILE)):
-            if _isfile(candidate):
-                return candidate
-        listing = _gfile().listdir(path) if _is_gcs(path) else os.listdir(path)
-        steps = sorted(name.rstrip("/") for name in listing
-                       if re.fullmatch(r"checkpoint_\d+/?", name))
-        hint = f"; pick one of its step folders: {', '.join(steps)}" if steps else ""
-        raise FileNotFoundError(
-            f"no T5X checkpoint at {path}: no `{CHECKPOINT_FILE}` file in it{hint}")
-    if _isfile(path):
-        return path
-    raise FileNotFoundError(f"no T5X checkpoint at {path}")
+    kind, where = locate(path)
+    if kind != MSGPACK:
+        raise ValueError(f"{path} is an Orbax checkpoint ({where}), not a msgpack one")
+    return where
 
 
 def read_contents(checkpoint_file: str) -> dict[str, Any]:
@@ -109,26 +140,50 @@ def read_contents(checkpoint_file: str) -> dict[str, Any]:
 
     Returns:
         The decoded dict; tensorstore-backed arrays are spec dicts.
+
+    Raises:
+        ValueError: not a msgpack map (the message says what it looks like).
     """
-    data = _read_bytes(checkpoint_file)
+    data = files.read_bytes(checkpoint_file)
+    what = files.describe_file_head(data[:64])
+    if what is not None and not what.startswith("a msgpack"):
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: it is {what}")
     try:
         contents = serialization.msgpack_restore(data)
     except Exception as e:  # msgpack raises several unrelated types
-        raise ValueError(f"{checkpoint_file}: not a T5X msgpack checkpoint ({e})") from e
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: not a msgpack file "
+                         f"({files.one_line(e)})") from e
     if not isinstance(contents, dict):
-        raise ValueError(f"{checkpoint_file}: not a T5X checkpoint (top level is "
-                         f"{type(contents).__name__}, not a dict)")
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: its msgpack holds a "
+                         f"{type(contents).__name__}, not a dict")
     return contents
 
 
 def target_of(contents: dict[str, Any], checkpoint_file: str) -> dict[str, Any]:
-    """The parameter tree `optimizer/target` (plain Flax files: `target`)."""
+    """The parameter tree `optimizer/target` (plain Flax and Orbax-era files: `target`)."""
     # Version 0 files are plain Flax optimizer state dicts without the wrapper.
     optimizer = contents.get("optimizer", contents)
     if not isinstance(optimizer, dict) or not isinstance(optimizer.get("target"), dict):
-        raise ValueError(f"{checkpoint_file}: no `optimizer/target` parameter tree "
-                         f"(top-level keys: {sorted(contents)})")
+        raise ValueError(f"{checkpoint_file} is a msgpack file but not a T5X checkpoint: no "
+                         f"`optimizer/target` parameter tree (top-level keys: "
+                         f"{sorted(contents)})")
     return optimizer["target"]
+
+
+def _is_placeholder(node: Any) -> bool:
+    """Whether a leaf is an early Orbax aggregate file's reference to a zarr folder."""
+    return isinstance(node, str) and node.startswith(_ORBAX_PLACEHOLDER)
+
+
+def _placeholder_spec(node: str, checkpoint_dir: str, name: str) -> dict[str, Any]:
+    if files.isfile(files.join(checkpoint_dir, files.ORBAX_OCDBT_MANIFEST)):
+        raise ValueError(
+            f"{checkpoint_dir} is an Orbax OCDBT checkpoint without `"
+            f"{files.ORBAX_TREE_METADATA}` (parameter {name!r} is in `"
+            f"{files.ORBAX_OCDBT_MANIFEST}`, which needs it): an unfinished or partly "
+            "copied save")
+    folder = node[len(_ORBAX_PLACEHOLDER):]
+    return {"driver": "zarr", "kvstore": {"driver": "file", "path": folder}}
 
 
 def is_ts_spec(node: Any) -> bool:
@@ -174,7 +229,7 @@ def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[s
 def _open_error(checkpoint_file: str, name: str, spec: dict, error: Exception) -> Exception:
     where = spec["kvstore"].get("path")
     message = (f"{checkpoint_file}: cannot read parameter {name!r} from its zarr array "
-               f"{where}: {error}")
+               f"{where}: {files.one_line(error)}")
     return FileNotFoundError(message) if "NOT_FOUND" in str(error) else ValueError(message)
 
 
@@ -207,38 +262,76 @@ def _fix_dtype(array: np.ndarray, dtype: Any | None) -> np.ndarray:
     if array.dtype == np.uint16:
         # Version-2 checkpoints wrote bfloat16 bits as uint16 (zarr '<u2').
         array = array.view(ml_dtypes.bfloat16)
+    return _cast(array, dtype)
+
+
+def _cast(array: np.ndarray, dtype: Any | None) -> np.ndarray:
     return array if dtype is None else array.astype(dtype, copy=False)
 
 
-def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
-    """Loads the parameters of a T5X checkpoint.
+def _inline_array(value: Any, name: str, checkpoint_file: str) -> np.ndarray:
+    """An inline msgpack leaf as an array, refusing what is not numeric."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf" and array.dtype != ml_dtypes.bfloat16:
+        raise ValueError(f"{checkpoint_file}: parameter {name!r} is not an array but "
+                         f"{type(value).__name__} {str(value)[:60]!r}")
+    return array
 
-    Args:
-        path: the `checkpoint_<step>` directory or its `checkpoint` file, local
-            or gs:// (e.g. gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000).
-        dtype: dtype of the returned arrays; None keeps the stored one
-            (bfloat16 for legacy uint16 arrays).
 
-    Returns:
-        The `optimizer/target` tree as nested dicts of numpy arrays with T5X
-        names (`token_embedder/embedding`, `encoder/layers_0/...`, ...).
-
-    Raises:
-        FileNotFoundError: no checkpoint at `path`, or a zarr array it points to
-            is absent.
-        ValueError: the file is not a T5X checkpoint or an array is unreadable.
-    """
-    checkpoint_file = find_checkpoint_file(path)
+def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, np.ndarray]:
+    """The flat target tree of a msgpack checkpoint (formats 1 and 3)."""
     target = target_of(read_contents(checkpoint_file), checkpoint_file)
     checkpoint_dir = posixpath.dirname(checkpoint_file) or "."
     flat = trees.flatten_tree(target, is_leaf=is_ts_spec)
-    specs = {name: resolve_spec(value, checkpoint_dir, name)
-             for name, value in flat.items() if is_ts_spec(value)}
+    specs = {}
+    for name, value in flat.items():
+        if _is_placeholder(value):
+            value = _placeholder_spec(value, checkpoint_dir, name)
+        if is_ts_spec(value):
+            specs[name] = resolve_spec(value, checkpoint_dir, name)
+
     def convert(array):
         return _fix_dtype(array, dtype)
 
     from_zarr = _read_arrays(specs, checkpoint_file, convert)
     # Inline leaves are numpy arrays or scalars from flax's msgpack decoding.
-    return trees.unflatten_tree({
-        name: from_zarr[name] if name in specs else convert(np.asarray(value))
-        for name, value in flat.items()})
+    return {name: from_zarr[name] if name in specs
+            else convert(_inline_array(value, name, checkpoint_file))
+            for name, value in flat.items()}
+
+
+def load(path: str, *, dtype: Any | None = np.float32,
+         param_scan_axis: int | None = None) -> dict[str, Any]:
+    """Loads the parameters of a T5X checkpoint of any of the formats above.
+
+    Args:
+        path: the `checkpoint_<step>` directory (or, as well, its msgpack
+            `checkpoint` file, its Orbax `state/` folder or `state/_METADATA`),
+            local or gs:// (e.g.
+            gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000).
+        dtype: dtype of the returned arrays; None keeps the stored one
+            (bfloat16 for legacy uint16 arrays).
+        param_scan_axis: layer axis of scanned (scalable_t5) stacks; None
+            takes t5x's default 1, or 0 where only that fits the shapes.
+
+    Returns:
+        The parameter tree as nested dicts of numpy arrays with T5X names
+        (`token_embedder/embedding`, `encoder/layers_0/...`, ...), scanned
+        stacks split into `layers_<i>` and attention kernels 2-D.
+
+    Raises:
+        FileNotFoundError: no checkpoint at `path` (the message says what is
+            there instead), or a zarr array it points to is absent.
+        ValueError: the file is not a T5X checkpoint or an array is unreadable.
+    """
+    kind, where = locate(path)
+    if kind == ORBAX:
+        # Orbax stores bfloat16 natively: no uint16 reinterpretation here.
+        flat = {name: _cast(np.asarray(value), dtype) for name, value
+                in trees.flatten_tree(t5x_orbax.read_target(where)).items()}
+    else:
+        flat = _read_msgpack_target(where, dtype)
+    try:
+        return t5x_layout.to_per_layer(trees.unflatten_tree(flat), param_scan_axis)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e

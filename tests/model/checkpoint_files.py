@@ -9,22 +9,37 @@ real writers' on-disk output rather than the loaders' assumptions:
     msgpack `checkpoint` file {'version': 3, 'optimizer': {'target', 'state'}}
     written by flax.serialization; small arrays inline. Version-2 files
     stored bfloat16 bits as uint16.
+  * T5X with Orbax (t5x/checkpoints.py `OrbaxCheckpointManagerInterface`):
+    orbax's own CheckpointManager, configured as t5x configures it, saves
+    the train state dict of jax arrays in the `state` item (OCDBT) and an
+    empty `dataset` item; `write_t5x_orbax_aggregate` writes the layout of
+    orbax before `_METADATA` (msgpack `checkpoint` of PLACEHOLDER:// strings
+    beside one zstd zarr folder per array, as t5x/testdata/tiny_orbax).
+  * T5X scanned layers (t5x/examples/scalable_t5): `scan_t5x` stacks a
+    per-layer tree as `scan_with_axes` lays it out.
   * big_vision (`utils.save_checkpoint`): `np.savez` of the tree flattened
     with '/'-joined keys.
 """
 
+import dataclasses
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import ml_dtypes
 import numpy as np
+import orbax.checkpoint as ocp
 import tensorstore as ts
 from flax import serialization
 
 from model.checkpoints import trees
 
 BF16 = ml_dtypes.bfloat16
+# Test files need not survive a power cut: skipping fsync makes writing
+# hundreds of small zarr arrays fast and changes nothing in what is written.
+_NO_FSYNC = ts.Context({"file_io_sync": False})
 # The repository's own tree helpers: paths joined with '/' as both formats store them.
 flatten, unflatten = trees.flatten_tree, trees.unflatten_tree
 
@@ -37,15 +52,21 @@ def random_tree(shapes: dict[str, tuple], seed: int = 0, dtype=np.float32) -> di
 
 
 def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
-                    buckets=32) -> dict[str, tuple]:
-    """Parameter shapes of a T5.1.1 / mT5 model with T5X names."""
+                    buckets=32, relpos_per_layer=False) -> dict[str, tuple]:
+    """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
+
+    `relpos_per_layer`: each layer has its own `relpos_bias` (scalable_t5,
+    umT5) instead of one per stack.
+    """
     inner = heads * head_dim
     shapes = {"token_embedder/embedding": (vocab, emb),
-              "encoder/relpos_bias/rel_embedding": (heads, buckets),
               "encoder/encoder_norm/scale": (emb,),
-              "decoder/relpos_bias/rel_embedding": (heads, buckets),
               "decoder/decoder_norm/scale": (emb,),
               "decoder/logits_dense/kernel": (emb, vocab)}
+    for stack in ("encoder", "decoder"):
+        for i in range(layers) if relpos_per_layer else (None,):
+            where = stack if i is None else f"{stack}/layers_{i}"
+            shapes[f"{where}/relpos_bias/rel_embedding"] = (heads, buckets)
     attention = {"query": (emb, inner), "key": (emb, inner), "value": (emb, inner),
                  "out": (inner, emb)}
     mlp_shapes = {"wi_0": (emb, mlp), "wi_1": (emb, mlp), "wo": (mlp, emb)}
@@ -100,7 +121,7 @@ def _write_zarr(spec: dict, array: np.ndarray, ckpt_dir: str) -> None:
     if np.dtype(spec["dtype"]) != array.dtype:
         # T5X casts to the save dtype with tensorstore's cast driver.
         absolute = {"base": absolute, "driver": "cast", "dtype": array.dtype.name}
-    store = ts.open(absolute, create=True, open=True).result()
+    store = ts.open(absolute, create=True, open=True, context=_NO_FSYNC).result()
     store.write(array).result()
 
 
@@ -210,3 +231,114 @@ def write_npz(path: str, tree: dict, *, compressed: bool = False) -> str:
     with open(path, "wb") as f:
         (np.savez_compressed if compressed else np.savez)(f, **flat)
     return path
+
+
+@dataclasses.dataclass
+class _NoDatasetArgs(ocp.args.CheckpointArgs):
+    item: Any = None
+
+
+class _NoDatasetHandler(ocp.CheckpointHandler):
+    """t5x's DatasetCheckpointHandler when the run has no iterator to save."""
+
+    def save(self, directory, args):
+        del directory, args
+
+    def restore(self, directory, args=None):
+        del directory, args
+
+
+ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(
+    _NoDatasetArgs)
+
+
+def write_t5x_orbax(model_dir: str, step: int, target: dict, *, state: dict | None = None,
+                    use_ocdbt: bool = True) -> str:
+    """Saves a T5X train state as t5x's Orbax manager does; returns `checkpoint_<step>`.
+
+    Args:
+        model_dir: the T5X model directory (created if absent).
+        step: the step; the folder is `checkpoint_<step>`.
+        target: the parameter tree.
+        state: the optimizer state (Adafactor's `param_states`); {'step'} if None.
+        use_ocdbt: t5x's setting (True); False gives orbax's earlier layout
+            of one zarr folder per array.
+    """
+    def as_jax(tree):  # t5x's train state holds jax arrays
+        return jax.tree.map(jax.numpy.asarray, tree)
+
+    state_dict = {"target": as_jax(target),
+                  "state": as_jax({"step": np.asarray(step, np.int32), **(state or {})})}
+    options = ocp.CheckpointManagerOptions(
+        step_prefix="checkpoint", cleanup_tmp_directories=True,
+        async_options=ocp.AsyncOptions(timeout_secs=600))
+    manager = ocp.CheckpointManager(os.path.abspath(model_dir), options=options, item_handlers={
+        "state": ocp.PyTreeCheckpointHandler(use_ocdbt=use_ocdbt),
+        "dataset": _NoDatasetHandler()})
+    # t5x's _construct_save_args ends up with dtype=None for every leaf.
+    save_args = jax.tree.map(lambda _: ocp.SaveArgs(), state_dict)
+    manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.PyTreeSave(state_dict, save_args=save_args),
+        dataset=_NoDatasetArgs(None)), force=True)
+    manager.wait_until_finished()
+    manager.close()
+    return os.path.join(model_dir, f"checkpoint_{step}")
+
+
+def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None = None) -> str:
+    """Writes orbax's pre-`_METADATA` layout of a T5X state in `<ckpt_dir>/state`; returns ckpt_dir.
+
+    Every array goes to a zstd zarr folder named by its '.'-joined path and
+    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'.
+    """
+    state_dir = os.path.join(ckpt_dir, "state")
+    os.makedirs(state_dir)
+    tree = {"target": target, "state": state or {"step": np.asarray(1, np.int32)}}
+    placeholders, opening = {}, []
+    for path, array in flatten(tree).items():
+        array = np.asarray(array)
+        name = path.replace("/", ".")
+        opening.append((ts.open(
+            {"driver": "zarr", "dtype": array.dtype.name,
+             "kvstore": {"driver": "file", "path": os.path.join(state_dir, name)},
+             "metadata": {"compressor": {"id": "zstd", "level": 1},
+                          "shape": list(array.shape), "chunks": _chunks(array.shape)}},
+            create=True, open=True, context=_NO_FSYNC), array))
+        placeholders[path] = f"PLACEHOLDER://{name}"
+    # All writes in flight together: a few hundred small arrays take a while one by one.
+    for write in [store.result().write(array) for store, array in opening]:
+        write.result()
+    with open(os.path.join(state_dir, "checkpoint"), "wb") as f:
+        f.write(serialization.msgpack_serialize(unflatten(placeholders)))
+    return ckpt_dir
+
+
+def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
+    """A per-layer T5X tree in scalable_t5's scanned layout.
+
+    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis`
+    (its `param_scan_axis`), likewise the decoder; with `attention_3d` the
+    2-D attention kernels take scalable_t5's [embed, heads, kv] /
+    [heads, kv, embed] shapes.
+    """
+    flat = flatten(per_layer)
+    if attention_3d:
+        for path, value in flat.items():
+            parts = path.split("/")
+            if parts[-1] != "kernel" or not parts[-3].endswith("attention"):
+                continue
+            if parts[-2] == "out":
+                flat[path] = value.reshape(num_heads, -1, value.shape[-1])
+            else:
+                flat[path] = value.reshape(value.shape[0], num_heads, -1)
+    out, stacks = {}, {}
+    for path, value in flat.items():
+        match = re.fullmatch(r"(encoder|decoder)/layers_(\d+)/(.*)", path)
+        if match is None:
+            out[path] = value
+        else:
+            stack, layer, rest = match.groups()
+            stacks.setdefault(f"{stack}/{stack}/{rest}", {})[int(layer)] = value
+    for path, layers in stacks.items():
+        out[path] = np.stack([layers[i] for i in range(len(layers))], axis=axis)
+    return unflatten(out)

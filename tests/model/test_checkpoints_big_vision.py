@@ -1,5 +1,8 @@
 """Tests of model/checkpoints/big_vision.py on npz files in big_vision's format."""
 
+import shutil
+import zipfile
+
 import numpy as np
 import pytest
 
@@ -118,6 +121,26 @@ def test_subtree_suffix(tmp_path, vit_params):
         big_vision.load(path + ":image")
 
 
+def test_step_copy_with_subtree_suffix(tmp_path, vit_params):
+    # big_vision's save_checkpoint(step_copy=10) keeps `<file>-000000010` beside the file.
+    path = cf.write_npz(str(tmp_path / "checkpoint.npz"), {"params": {"img": vit_params}})
+    step_copy = str(tmp_path / "checkpoint.npz-000000010")
+    shutil.copy(path, step_copy)
+    assert_trees_bitwise_equal(big_vision.load(step_copy + ":img"), vit_params)
+    assert_trees_bitwise_equal(big_vision.load(step_copy)["img"], vit_params)
+
+
+@pytest.mark.parametrize("path,split", [
+    ("gs://b/x.npz:img/sub", ("gs://b/x.npz", "img/sub")),
+    ("gs://b/x.npz", ("gs://b/x.npz", None)),
+    ("d/x.npz-000000010:img", ("d/x.npz-000000010", "img")),
+    ("d/model:img/", ("d/model", "img")),
+    ("d/x.npz:", ("d/x.npz:", None)),
+])
+def test_split_subkey(path, split):
+    assert big_vision.split_subkey(path) == split
+
+
 def test_renumber_pre_linen():
     tree = {"LayerNorm_0": 1, "MultiHeadDotProductAttention_1": 2, "LayerNorm_2": 3,
             "MlpBlock_3": {"Dense_0": 4, "Dense_1": 5}, "cls": 6}
@@ -129,20 +152,58 @@ def test_renumber_pre_linen():
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no big_vision checkpoint at .*none.npz"):
+    with pytest.raises(FileNotFoundError, match="no big_vision .npz at .*none.npz: no such file$"):
         big_vision.load(str(tmp_path / "none.npz"))
 
 
-def test_not_an_npz(tmp_path):
+def test_tensorstore_checkpoint_is_named(tmp_path):
+    # big_vision's save_checkpoint_ts: `<path>-<step:09d>` folders and a `<path>-LAST` pointer.
+    step = tmp_path / "checkpoint.bv-000000010"
+    step.mkdir()
+    (step / "params~img~embedding~kernel").mkdir()
+    (tmp_path / "checkpoint.bv-LAST").write_text("000000010")
+    with pytest.raises(FileNotFoundError, match="checkpoint.bv-LAST names the steps of a "
+                                                "big_vision tensorstore checkpoint"):
+        big_vision.load(str(tmp_path / "checkpoint.bv"))
+    with pytest.raises(ValueError, match=r"checkpoint.bv-000000010 is not a big_vision .npz: it "
+                                         r"is a folder, a big_vision tensorstore checkpoint"):
+        big_vision.load(str(step) + ":img")
+
+
+@pytest.mark.parametrize("content,what", [
+    (b"not a zip", "it is a file of unknown format"),
+    (b"PK\x03\x04 truncated", "it is a damaged zip archive"),
+    (b"\x93NUMPY\x01\x00", r"it is a single NumPy array \(np.save\)"),
+    (b"\x80\x02}q\x00", "it is a Python pickle"),
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00{\"w\": {}}", "it is a safetensors file"),
+    (b"", "it is an empty file"),
+])
+def test_not_an_npz_says_what_it_is(tmp_path, content, what):
     bad = tmp_path / "bad.npz"
-    bad.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="bad.npz: not a readable .npz"):
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match=f"bad.npz is not a big_vision .npz: {what}"):
+        big_vision.load(str(bad) + ":img")
+
+
+def test_pytorch_zip_is_named(tmp_path):
+    bad = tmp_path / "vit.npz"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("archive/data/0", b"\0" * 16)
+    with pytest.raises(ValueError, match=r"vit.npz is not a big_vision .npz: it is a zip archive "
+                                         r"of archive/data.pkl, archive/data/0 \(a PyTorch "):
         big_vision.load(str(bad))
-    single = tmp_path / "single.npz"
-    with open(single, "wb") as f:
-        np.save(f, np.zeros(3))
-    with pytest.raises(ValueError, match="single.npz: not a readable .npz"):
-        big_vision.load(str(single))
+
+
+def test_empty_and_damaged_npz(tmp_path):
+    empty = cf.write_npz(str(tmp_path / "empty.npz"), {})
+    with pytest.raises(ValueError, match="empty.npz is an empty .npz: it holds no arrays"):
+        big_vision.load(empty)
+    damaged = tmp_path / "damaged.npz"
+    with zipfile.ZipFile(damaged, "w") as archive:
+        archive.writestr("w.npy", b"\x93NUMPY garbage")
+    with pytest.raises(ValueError, match="damaged.npz is a damaged .npz: "):
+        big_vision.load(str(damaged))
 
 
 def _bilinear_align_corners(grid, new_h, new_w):

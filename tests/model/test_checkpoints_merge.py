@@ -50,6 +50,20 @@ def test_missing_is_an_error_unless_allowed():
         merge_params(init, loaded, prefix="img", allow_missing=[r"MAPHead"])  # full match
 
 
+def test_missing_error_shows_what_the_checkpoint_has_instead():
+    init = {"t5": {"encoder": {"relpos_bias": {"rel_embedding": np.zeros((2, 4))}}}}
+    loaded = {"encoder": {f"layers_{i}": {"relpos_bias": {"rel_embedding": np.ones((2, 4))}}
+                          for i in range(10)}}
+    with pytest.raises(ValueError) as error:
+        merge_params(init, loaded, prefix="t5")
+    message = str(error.value)
+    assert "lacks 1 model parameters (pass allow_missing to keep their init): " \
+           "encoder/relpos_bias/rel_embedding; it has 10 parameters the model lacks: " \
+           "encoder/layers_0/relpos_bias/rel_embedding, " in message
+    assert message.endswith("encoder/layers_7/relpos_bias/rel_embedding, ... (2 more)")
+    assert "\n" not in message
+
+
 def test_unexpected_parameters_are_reported_and_ignored():
     init = _init_tree()
     loaded = {"embedding": {"kernel": np.ones((2, 3))}, "pos_embedding": np.ones((1, 9, 3)),
@@ -69,6 +83,7 @@ def test_shape_mismatch_names_every_parameter_and_both_shapes():
     message = str(error.value)
     assert "embedding/kernel: checkpoint (3, 3) vs model (2, 3)" in message
     assert "MAPHead_0/probe: checkpoint (1, 2, 3) vs model (1, 1, 3)" in message
+    assert "2 shape mismatches" in message and "\n" not in message
 
 
 def test_posemb_resampled_and_class_row_folded_into_cls():
@@ -124,7 +139,7 @@ def test_load_pretrained_skips_empty_fields_and_names_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="init.mt5: no T5X checkpoint at .*mt5_base"):
         load_pretrained(init, config)
     config.mt5, config.vit = "", str(tmp_path / "ViT-B_16.npz")
-    with pytest.raises(FileNotFoundError, match="init.vit: no big_vision .npz checkpoint at"):
+    with pytest.raises(FileNotFoundError, match="init.vit: no big_vision .npz at .*ViT-B_16"):
         load_pretrained(init, config)
 
 

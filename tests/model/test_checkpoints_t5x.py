@@ -171,7 +171,8 @@ def test_not_a_msgpack_file(tmp_path):
     bad = tmp_path / "checkpoint_9"
     bad.mkdir()
     (bad / "checkpoint").write_bytes(b"\xc1 definitely not msgpack")
-    with pytest.raises(ValueError, match="checkpoint_9/checkpoint: not a T5X"):
+    with pytest.raises(ValueError, match="checkpoint_9/checkpoint is not a T5X checkpoint: not a "
+                                         "msgpack file"):
         t5x.load(str(bad))
 
 

@@ -1,0 +1,159 @@
+"""Local-or-gs:// file access for the loaders, and naming what a path holds.
+
+The loaders refuse what they cannot read with one line naming the path and,
+through `describe`, what it looks like instead ("an Orbax checkpoint without a
+`state` item", "a PyTorch checkpoint", ...), so that a wrong `config.init`
+path is recognizable at a glance. `describe` only peeks: it lists a folder or
+reads a file's first bytes.
+"""
+
+import os
+import posixpath
+import re
+
+# Magic numbers of the formats people confuse with the ones we read.
+_ZIP = b"PK\x03\x04"
+_NPY = b"\x93NUMPY"
+_HDF5 = b"\x89HDF\r\n\x1a\n"
+_GZIP = b"\x1f\x8b"
+_TF_CHECKPOINT_INDEX = b"model_checkpoint_path"
+_HEAD_BYTES = 64
+
+# Orbax names (orbax/checkpoint/_src: step and PyTree handler metadata, OCDBT).
+ORBAX_TREE_METADATA = "_METADATA"
+ORBAX_STEP_METADATA = "_CHECKPOINT_METADATA"
+ORBAX_OCDBT_MANIFEST = "manifest.ocdbt"
+ORBAX_TMP_MARK = ".orbax-checkpoint-tmp"
+
+
+def is_gcs(path: str) -> bool:
+    return path.startswith("gs://")
+
+
+def _gfile():
+    # Only gs:// paths pay for importing TensorFlow.
+    from tensorflow.io import gfile  # pylint: disable=import-outside-toplevel
+    return gfile
+
+
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_gcs(path) else os.path.isdir(path)
+
+
+def isfile(path: str) -> bool:
+    if is_gcs(path):
+        return _gfile().exists(path) and not _gfile().isdir(path)
+    return os.path.isfile(path)
+
+
+def listdir(path: str) -> list[str]:
+    """Names in a folder, without the trailing '/' that GCS puts on folders."""
+    names = _gfile().listdir(path) if is_gcs(path) else os.listdir(path)
+    return sorted(name.rstrip("/") for name in names)
+
+
+def read_bytes(path: str, size: int = -1) -> bytes:
+    """The file's bytes (its first `size` bytes if size >= 0)."""
+    if is_gcs(path):
+        with _gfile().GFile(path, "rb") as f:
+            return f.read(size) if size >= 0 else f.read()
+    with open(path, "rb") as f:
+        return f.read(size)
+
+
+def join(*parts: str) -> str:
+    return posixpath.join(*parts) if is_gcs(parts[0]) else os.path.join(*parts)
+
+
+def strip_slash(path: str) -> str:
+    return path.rstrip("/") if len(path) > 1 else path
+
+
+def one_line(error: BaseException | str) -> str:
+    """An exception's message on one line (tensorstore's may span several).
+
+    An exception without a message gives its class name instead.
+    """
+    text = re.sub(r"\s*\n\s*", " ", str(error)).strip()
+    if not text and isinstance(error, BaseException):
+        text = type(error).__name__
+    return text
+
+
+def step_folders(path: str, names: list[str] | None = None) -> list[str]:
+    """The `checkpoint_<step>` folders (T5X's step naming) in a model directory."""
+    names = listdir(path) if names is None else names
+    steps = [n for n in names if re.fullmatch(r"checkpoint_\d+", n)]
+    return sorted(steps, key=lambda n: int(n.rpartition("_")[2]))
+
+
+def describe_file_head(head: bytes) -> str | None:
+    """What a file starting with `head` is, if recognizable."""
+    if not head:
+        return "an empty file"
+    if head.startswith(_NPY):
+        return "a single NumPy array (np.save), not an np.savez archive"
+    if head.startswith(_ZIP):
+        return "a zip archive"
+    if head.startswith(_HDF5):
+        return "an HDF5 file (Keras .h5?)"
+    if head.startswith(_GZIP):
+        return "a gzip file"
+    if head.startswith(_TF_CHECKPOINT_INDEX):
+        return ("a TensorFlow `checkpoint` index file (Mesh TensorFlow T5; t5x converts "
+                "those with t5x/scripts/convert_tf_checkpoint.py)")
+    if head.startswith(b"\x80") and len(head) > 1 and head[1] <= 5:
+        return "a Python pickle (PyTorch .bin / .pt?)"
+    if len(head) > 9 and head[8:10] == b'{"':
+        return "a safetensors file"
+    if 0x80 <= head[0] <= 0x8F or head[0] in (0xDE, 0xDF):  # msgpack fixmap, map16/32
+        return "a msgpack map (a T5X / Flax `checkpoint` file?)"
+    return None
+
+
+def describe_dir(path: str, names: list[str]) -> str:
+    """What a folder holding `names` is, as far as its listing tells."""
+    base = posixpath.basename(strip_slash(path))
+    if ORBAX_TMP_MARK in base:
+        return ("an unfinished Orbax save (orbax renames `*.orbax-checkpoint-tmp*` "
+                "folders when a save completes)")
+    if ORBAX_TREE_METADATA in names:
+        return "an Orbax PyTree checkpoint item"
+    if ORBAX_OCDBT_MANIFEST in names or any(n.startswith("ocdbt.process_") for n in names):
+        return ("Orbax OCDBT data without the `_METADATA` that orbax writes last "
+                "(an unfinished or partly copied save)")
+    if ORBAX_STEP_METADATA in names:
+        items = [n for n in names if isdir(join(path, n))]
+        return f"an Orbax checkpoint step with the items {items or 'none'}"
+    steps = step_folders(path, names)
+    if steps:
+        return f"a T5X model directory with the step folders {', '.join(steps)}"
+    if any("~" in n for n in names):
+        return ("a big_vision tensorstore checkpoint (save_checkpoint_ts: one `~`-named "
+                "array per folder)")
+    if not names:
+        return "an empty folder"
+    if any(n.endswith(".npz") for n in names):
+        return "a folder of .npz files"
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    return f"a folder holding {shown}"
+
+
+def describe(path: str) -> str:
+    """A short phrase saying what `path` looks like, for refusals.
+
+    Args:
+        path: a local or gs:// file or folder.
+
+    Returns:
+        e.g. "a zip archive", "an Orbax checkpoint step with the items
+        ['default']", "nothing (no such file or folder)".
+    """
+    try:
+        if isdir(path):
+            return describe_dir(path, listdir(path))
+        if not isfile(path):
+            return "nothing (no such file or folder)"
+        return describe_file_head(read_bytes(path, _HEAD_BYTES)) or "a file of unknown format"
+    except OSError as e:
+        return f"unreadable ({one_line(e)})"
