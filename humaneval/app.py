@@ -145,8 +145,9 @@ def create_app(session_folder):
         path = xm3600_data.image_path(session.data["release"], item.image)
         if not os.path.isfile(path):
             flask.abort(404, "the image of this item is missing from the release folder")
-        # No ETag or Last-Modified: nothing derived from the file reaches the browser.
-        return flask.send_file(path, mimetype="image/jpeg", etag=False, last_modified=None,
-                               max_age=0, conditional=False)
+        # The bytes only: no file name, ETag or modification time reaches the browser.
+        with open(path, "rb") as f:
+            return flask.Response(f.read(), mimetype="image/jpeg",
+                                  headers={"Cache-Control": "private, max-age=3600"})
 
     return app

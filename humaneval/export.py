@@ -10,8 +10,10 @@
   of the raters, analysis.delta_sxs), delta_cider_xm600 (on the rated subset, from
   per_image.jsonl), delta_cider_xm3600 (scores.json) and delta_cider_coco_dev (when both
   results folders have it); the input of eval/correlate.py.
-- thumb: `thumb.jsonl` in the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P,
-  R, Fl, Inc, Con, human_score), one line per rating of a test item.
+- thumb: the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P, R, Fl, Inc, Con,
+  human_score; one line per caption): `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl`
+  with each caption's k-th rating (`thumb_files`). The rubric's ranges are checked by
+  scales.check_thumb.
 """
 
 import csv
@@ -92,7 +94,8 @@ def write_side_by_side(path, rows):
 
 
 def thumb_rows(session, ratings):
-    """Ratings of test items in the THUMB 1.0 release layout (dicts of THUMB_COLUMNS)."""
+    """Ratings of test items in the THUMB 1.0 release layout (dicts of THUMB_COLUMNS), in the
+    order stored."""
     index = dict(zip(session.data["subset"]["keys"], session.data["subset"]["release_index"],
                      strict=True))
     rows = []
@@ -100,13 +103,34 @@ def thumb_rows(session, ratings):
         if r.item.is_gold:
             continue
         answer = scales.check_thumb(**r.answer)
+        source = r.item.sources[0]
+        # The release's own captions: one "system" per reference, as THUMB has one "Human".
+        system = _system_name(session, source) + (f"#{source['ref'] + 1}" if "ref" in source
+                                                  else "")
         rows.append({
-            "SYS": _system_name(session, r.item.sources[0]), "seg_id": r.item.image,
+            "SYS": system, "seg_id": r.item.image,
             "set_id": index[r.item.image], "hyp": r.item.texts[0],
             "image": f"{r.item.image}.jpg", "P": float(answer["P"]), "R": float(answer["R"]),
             "Fl": answer["Fl"], "Inc": answer["Inc"], "Con": answer["Con"],
             "human_score": scales.thumb_total(answer)})
     return rows
+
+
+def thumb_files(session, ratings):
+    """The THUMB release-layout files: {file name: rows}.
+
+    The release has one rating per caption (model, image). At replication 1 that is
+    `thumb.jsonl`; at replication r, `thumb_1.jsonl` .. `thumb_<r>.jsonl` hold each caption's
+    first, second, ... rating, so that each file is a release-layout file on its own.
+    """
+    rows = thumb_rows(session, ratings)
+    if session.replication == 1:
+        return {"thumb.jsonl": rows}
+    files, seen = {}, {}
+    for row in rows:
+        k = seen[(row["SYS"], row["seg_id"])] = seen.get((row["SYS"], row["seg_id"]), 0) + 1
+        files.setdefault(f"thumb_{k}.jsonl", []).append(row)
+    return files
 
 
 def export(session, out):
@@ -131,8 +155,8 @@ def export(session, out):
         paths["side_by_side"] = os.path.join(out, "side_by_side.csv")
         write_side_by_side(paths["side_by_side"], side_by_side_rows(session, ratings))
     if session.type == "thumb":
-        paths["thumb"] = os.path.join(out, "thumb.jsonl")
-        with open(paths["thumb"], "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n"
-                         for row in thumb_rows(session, ratings))
+        for name, rows in thumb_files(session, ratings).items():
+            paths[name.removesuffix(".jsonl")] = os.path.join(out, name)
+            with open(paths[name.removesuffix(".jsonl")], "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return paths

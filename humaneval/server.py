@@ -8,6 +8,7 @@ line printed says which (`serving http://HOST:PORT`), which the tests read.
 import sys
 
 import waitress
+from waitress import wasyncore
 
 from humaneval import app as app_lib
 
@@ -36,6 +37,16 @@ def make_server(session_folder, host="127.0.0.1", port=8000, threads=4):
     server = waitress.create_server(app, host=host, port=port, threads=threads,
                                     clear_untrusted_proxy_headers=True)
     return server, app.config["HUMANEVAL_SESSION"]
+
+
+def stop(server):
+    """Stops a server that runs in another thread, so that its `run()` returns.
+
+    Closing the listening socket alone is not enough: the browsers' keep-alive connections
+    would keep the event loop going, so every connection is closed with it.
+    """
+    server.task_dispatcher.shutdown()
+    wasyncore.close_all(server._map)
 
 
 def serve(session_folder, host="127.0.0.1", port=8000, stream=None):
