@@ -98,9 +98,6 @@ class Session:
         """The rater's items, in the order they are shown."""
         return [self.items[i] for i in self.assignments[rater_name]]
 
-    def gold(self):
-        return self.data["gold"]
-
 
 def digest(data):
     """sha256 of the session's content without its "digest" field (canonical JSON)."""

@@ -18,14 +18,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from humaneval import server, store
-
-# Headless chromium as root on a machine without outside network: no sandbox, no GPU, a
-# fresh profile, and no background connections (they are refused here and slow it down).
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-quic",
-                  "--window-size=1100,900")
+from humaneval import screenshot, server, store
+from humaneval.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,8 @@ def browser():
     profile = tempfile.mkdtemp(prefix="humaneval-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+    flags = (*screenshot.CHROMIUM_FLAGS, "--window-size=1100,900", f"--user-data-dir={profile}")
+    for flag in flags:
         options.add_argument(flag)
     # An explicit driver path: selenium never tries to download one.
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
@@ -127,3 +122,12 @@ def test_arabic_captions_run_right_to_left(browser, served):
         assert element.get_attribute("lang") == "ar"
         assert browser.execute_script("return getComputedStyle(arguments[0]).direction",
                                       element) == "rtl"
+
+
+def test_screenshot_of_a_raters_page(served, tmp_path):
+    session, _ = served
+    out = screenshot.take(session.folder, "ann", str(tmp_path / "page.png"), size=(800, 600))
+    with open(out, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(InputError, match="no rater 'nobody'"):
+        screenshot.take(session.folder, "nobody", str(tmp_path / "x.png"))
