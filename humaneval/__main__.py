@@ -57,11 +57,11 @@ def _create(args):
         gold_max_failure_rate=args.gold_max_failure_rate, seed=args.seed,
         name=args.name or os.path.basename(os.path.normpath(args.out)))
     session = create.create(spec, args.out)
-    counts = {lang: sum(1 for i in session.items.values() if i.lang == lang)
-              for lang in session.langs}
+    gold = sum(i.is_gold for i in session.items.values())
     print(f"wrote {session.folder}/session.json: {session.type}, "
-          f"{session.data['subset']['size']} images, items per language "
-          f"{counts}, {len(session.raters)} raters, replication {session.replication}")
+          f"{session.data['subset']['size']} images x {len(session.langs)} language(s), "
+          f"{len(session.items) - gold} items to rate + {gold} gold, "
+          f"{len(session.raters)} raters, replication {session.replication}")
     print(f"serve it: python -m humaneval serve --session {args.out}")
 
 

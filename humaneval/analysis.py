@@ -45,8 +45,7 @@ def load_ratings(session):
     for row in rows:
         where = f"{session.db_path}: ratings row id {row['id']}"
         item = session.items.get(row["item"])
-        if row["rater"] not in session.by_name or item is None \
-                or row["item"] not in session.assignments[row["rater"]]:
+        if item is None or row["item"] not in session.positions.get(row["rater"], {}):
             raise InputError(f"{where}: rater {row['rater']!r} has no item {row['item']!r}")
         try:
             answer = scales.check_answer(session.type, row["answer"])

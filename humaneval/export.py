@@ -41,7 +41,7 @@ def rating_row(session, rating):
     names = [_system_name(session, s) + ("" if s["image"] == item.image else "@other-image")
              for s in item.sources]
     row = {"rater": rating.rater, "lang": item.lang,
-           "position": session.assignments[rating.rater].index(item.id) + 1,
+           "position": session.positions[rating.rater][item.id],
            "item": item.id, "image": item.image, "kind": item.kind,
            "left": names[0] if len(names) == 2 else "",
            "right": names[1] if len(names) == 2 else "",

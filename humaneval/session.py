@@ -89,6 +89,9 @@ class Session:
         self.by_token = {r.token: r for r in self.raters}
         self.by_name = {r.name: r for r in self.raters}
         self.assignments = {name: tuple(ids) for name, ids in data["assignments"].items()}
+        # {rater: {item id: 1-based place in the rater's order}}
+        self.positions = {name: {item_id: n for n, item_id in enumerate(ids, start=1)}
+                          for name, ids in self.assignments.items()}
 
     @property
     def db_path(self):
