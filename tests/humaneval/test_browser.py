@@ -16,6 +16,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from humaneval import screenshot, server, store
@@ -43,18 +44,30 @@ def browser():
 
 
 @pytest.fixture
-def served(make_session, results_pair):
-    """A session (en: 3 raters at replication 2, ar: 2) served by waitress in a thread."""
+def serve():
+    """fn(session) -> base URL of the session served by waitress in a thread (until teardown)."""
+    running = []
+
+    def start(session):
+        httpd, _ = server.make_server(session.folder, port=0)
+        thread = threading.Thread(target=httpd.run, daemon=True)
+        thread.start()
+        running.append((httpd, thread))
+        return f"http://127.0.0.1:{httpd.effective_port}"
+    yield start
+    for httpd, thread in running:
+        server.stop(httpd)
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def served(make_session, results_pair, serve):
+    """An sxs session (en: 3 raters at replication 2, ar: 2) and its base URL."""
     session = make_session(langs=("en", "ar"), replication=2,
                            raters=("en=ann,bob,cyd", "ar=dina,emad"),
                            systems=(("alpha", results_pair[0]), ("beta", results_pair[1])))
-    httpd, _ = server.make_server(session.folder, port=0)
-    thread = threading.Thread(target=httpd.run, daemon=True)
-    thread.start()
-    yield session, f"http://127.0.0.1:{httpd.effective_port}"
-    server.stop(httpd)
-    thread.join(timeout=10)
-    assert not thread.is_alive()
+    return session, serve(session)
 
 
 def _wait_for_url(driver, ending):
@@ -122,6 +135,27 @@ def test_arabic_captions_run_right_to_left(browser, served):
         assert element.get_attribute("lang") == "ar"
         assert browser.execute_script("return getComputedStyle(arguments[0]).direction",
                                       element) == "rtl"
+
+
+def test_keyboard_scales_of_quality_and_thumb(browser, make_session, serve):
+    quality = make_session(type="quality", systems=(), references=True, langs=("en",),
+                           replication=1, gold_share=0.0)
+    browser.get(f"{serve(quality)}/r/{quality.raters[0].token}")
+    _wait_for_url(browser, "/item/1")
+    ActionChains(browser).send_keys("2").perform()  # Good
+    _wait_for_url(browser, "/item/2")
+
+    thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
+                         replication=1, gold_share=0.0)
+    browser.get(f"{serve(thumb)}/r/{thumb.raters[0].token}")
+    _wait_for_url(browser, "/item/1")
+    # Precision 4, recall 3, fluency two steps down, conciseness penalty, then submit.
+    ActionChains(browser).send_keys("4", "3", "f", "f", "c", Keys.ENTER).perform()
+    _wait_for_url(browser, "/item/2")
+    for session, expected in ((quality, {"quality": "Good"}),
+                              (thumb, {"P": 4, "R": 3, "Fl": -0.2, "Con": -0.5, "Inc": 0.0})):
+        with store.Store(session.db_path) as db:
+            assert [r["answer"] for r in db.ratings()] == [expected]
 
 
 def test_screenshot_of_a_raters_page(served, tmp_path):
