@@ -1,5 +1,6 @@
 # `make demo`: synthetic data -> train the demo captioner -> in-loop XM3600 CIDEr.
-# `make test`: the test suite. Each sets up .venv by itself (Python 3.11).
+# `make test`: the test suite. Each sets up .venv by itself (Python 3.11); `make test` also
+# installs Debian's chromium + chromedriver when missing (the rating-page browser test).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,6 +20,22 @@ $(VENV)/.stamp-test: requirements-test.txt $(VENV)/.stamp-runtime
 	$(PY) -m pip install -q -r requirements-test.txt
 	touch $@
 
+# The human-evaluation browser test drives Debian's chromium through chromedriver; it fails
+# (never skips) without them, so the test target installs them when either is missing.
+# Missing binaries make the stamp phony, so a machine that lost them installs them again.
+BROWSER_OK := $(shell command -v chromium >/dev/null 2>&1 && \
+	command -v chromedriver >/dev/null 2>&1 && echo yes)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ifneq ($(BROWSER_OK),yes)
+.PHONY: $(VENV)/.stamp-browser
+endif
+$(VENV)/.stamp-browser: $(VENV)/.stamp-runtime
+	command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+			chromium-driver; }
+	touch $@
+
 $(DEMO_DATA)/.complete: $(VENV)/.stamp-runtime
 	$(PY) -m data.demo --out $(DEMO_DATA)
 	touch $@
@@ -28,7 +45,7 @@ demo: $(VENV)/.stamp-runtime $(DEMO_DATA)/.complete
 	TF_CPP_MIN_LOG_LEVEL=2 $(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR) \
 		--verbosity=-1
 
-test: $(VENV)/.stamp-test
+test: $(VENV)/.stamp-test $(VENV)/.stamp-browser
 	$(PY) -m pytest
 
 lint: $(VENV)/.stamp-test

@@ -1,0 +1,191 @@
+"""Command line of the human evaluation: create, serve, status, simulate, export, analyze.
+
+    python -m humaneval create --type sxs --release XM3600 --langs en,es,hi,zh \
+        --m1 results/base --m2 results/test [--subset-size 100 --subset-seed 0] \
+        [--replication 3] [--raters 3] [--gold-share 0.1] --out sessions/base_vs_test
+    python -m humaneval serve --session sessions/base_vs_test [--host 127.0.0.1 --port 8000]
+    python -m humaneval status --session sessions/base_vs_test
+    python -m humaneval export --session sessions/base_vs_test --out exports/base_vs_test
+    python -m humaneval analyze --session S1 [--session S2 ...] --out reports/study
+
+Bad input exits with status 2 after one line `error: ...`; nothing already written (a session,
+its ratings) is changed by a failing command.
+"""
+
+import argparse
+import os
+import sys
+
+from humaneval.errors import InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one `error: ...` line and exit status 2."""
+
+    def error(self, message):
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _results_flag(value):
+    """--results [NAME=]FOLDER -> (name, folder); the name defaults to the folder's."""
+    name, sep, path = value.partition("=")
+    if not sep:
+        name, path = os.path.basename(os.path.normpath(value)), value
+    return name, path
+
+
+def _create(args):
+    from humaneval import create
+    if args.type == "sxs":
+        if not (args.m1 and args.m2) or args.results:
+            raise InputError("--type sxs needs --m1 BASE_RESULTS and --m2 TEST_RESULTS "
+                             "(and no --results)")
+        systems = ((args.m1_name or _results_flag(args.m1)[0], args.m1),
+                   (args.m2_name or _results_flag(args.m2)[0], args.m2))
+    else:
+        if args.m1 or args.m2:
+            raise InputError(f"--m1/--m2 are for sxs sessions; a {args.type} session takes "
+                             f"--results [NAME=]FOLDER (repeatable) and/or --references")
+        systems = tuple(_results_flag(v) for v in args.results or ())
+    langs = tuple(v.strip() for v in args.langs.split(",") if v.strip())
+    spec = create.Spec(
+        type=args.type, release=args.release, langs=langs, systems=systems,
+        references=args.references, subset_size=args.subset_size,
+        subset_seed=args.subset_seed, replication=args.replication,
+        raters=tuple(args.raters or ()), gold_share=args.gold_share,
+        gold_max_failure_rate=args.gold_max_failure_rate, seed=args.seed,
+        name=args.name or os.path.basename(os.path.normpath(args.out)))
+    session = create.create(spec, args.out)
+    gold = sum(i.is_gold for i in session.items.values())
+    print(f"wrote {session.folder}/session.json: {session.type}, "
+          f"{session.data['subset']['size']} images x {len(session.langs)} language(s), "
+          f"{len(session.items) - gold} items to rate + {gold} gold, "
+          f"{len(session.raters)} raters, replication {session.replication}")
+    print(f"serve it: python -m humaneval serve --session {args.out}")
+
+
+def _serve(args):
+    from humaneval import server
+    server.serve(args.session, host=args.host, port=args.port)
+
+
+def _status(args):
+    from humaneval import session as session_lib
+    from humaneval import store
+    session = session_lib.load(args.session)
+    store.init(session.db_path, session.digest)
+    with store.Store(session.db_path) as db:
+        for rater in session.raters:
+            rated = len(db.rated_items(rater.name))
+            total = len(session.assignments[rater.name])
+            print(f"{rater.name:<16} {rater.lang:<4} {rated:>6} / {total:<6} "
+                  f"{db.rater_seconds(rater.name) / 60:7.1f} min")
+
+
+def _simulate(args):
+    from humaneval import session as session_lib
+    from humaneval import simulate
+    session = session_lib.load(args.session)
+    biases = {}
+    for value in args.bias or ():
+        name, _, number = value.partition("=")
+        try:
+            biases[name] = float(number)
+        except ValueError:
+            raise InputError(f"--bias {value!r}: expected RATER=NUMBER") from None
+        if name not in session.by_name:
+            raise InputError(f"--bias {value!r}: no rater {name!r} in the session")
+    count = simulate.simulate(session, biases=biases, noise=args.noise, seed=args.seed)
+    print(f"stored {count} SIMULATED ratings in {session.db_path}")
+
+
+def _export(args):
+    from humaneval import export
+    from humaneval import session as session_lib
+    for kind, path in export.export(session_lib.load(args.session), args.out).items():
+        print(f"{kind}: {path}")
+
+
+def _analyze(args):
+    from humaneval import report
+    from humaneval import session as session_lib
+    sessions = [session_lib.load(s) for s in args.session]
+    paths = report.write_report(sessions, args.out, resamples=args.resamples, seed=args.seed,
+                                paper_dir=args.paper_dir)
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+
+
+def _parser():
+    parser = _Parser(prog="python -m humaneval", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("create", help="a session from results folders")
+    p.add_argument("--type", required=True, choices=("sxs", "quality", "thumb"))
+    p.add_argument("--release", required=True, help="XM3600 release folder (captions.jsonl, "
+                   "images/)")
+    p.add_argument("--langs", required=True, help="comma-separated language codes")
+    p.add_argument("--m1", help="sxs: results folder of the base model")
+    p.add_argument("--m2", help="sxs: results folder of the test model")
+    p.add_argument("--m1-name", help="the base model's name (default: its folder's)")
+    p.add_argument("--m2-name", help="the test model's name (default: its folder's)")
+    p.add_argument("--results", action="append", metavar="[NAME=]FOLDER",
+                   help="quality/thumb: a results folder to rate (repeatable)")
+    p.add_argument("--references", action="store_true",
+                   help="quality/thumb: also rate the release's own captions")
+    p.add_argument("--subset-size", type=int, default=None,
+                   help="images to rate (default: XM600, the 600 images of seed 600)")
+    p.add_argument("--subset-seed", type=int, default=0, help="seed of --subset-size")
+    p.add_argument("--replication", type=int, default=3, help="raters per item")
+    p.add_argument("--raters", action="append", metavar="N | LANG=NAME,NAME,...",
+                   help="raters per language (default: as many as --replication)")
+    p.add_argument("--gold-share", type=float, default=0.1,
+                   help="attention-check items, as a share of the test items")
+    p.add_argument("--gold-max-failure-rate", type=float, default=0.0,
+                   help="a rater failing a larger share of gold items is flagged")
+    p.add_argument("--seed", type=int, default=0, help="seeds every random choice")
+    p.add_argument("--name", help="the session's name (default: the --out folder's)")
+    p.add_argument("--out", required=True, help="the new session folder")
+    p.set_defaults(run=_create)
+    p = sub.add_parser("serve", help="the rating web app")
+    p.add_argument("--session", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0: any free port")
+    p.set_defaults(run=_serve)
+    p = sub.add_parser("status", help="each rater's progress")
+    p.add_argument("--session", required=True)
+    p.set_defaults(run=_status)
+    p = sub.add_parser("simulate", help="fill the session with SIMULATED ratings")
+    p.add_argument("--session", required=True)
+    p.add_argument("--noise", type=float, default=0.7)
+    p.add_argument("--bias", action="append", metavar="RATER=NUMBER")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_simulate)
+    p = sub.add_parser("export", help="ratings as CSV / JSONL and the paper's layouts")
+    p.add_argument("--session", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=_export)
+    p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
+    p.add_argument("--session", required=True, action="append", help="repeatable")
+    p.add_argument("--out", required=True, help="report folder")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--paper-dir", default=None, help="the paper's tables (default as "
+                   "eval/report.py's paper_reference_dir)")
+    p.set_defaults(run=_analyze)
+    return parser
+
+
+def main(argv=None):
+    """Runs one command; bad input exits with status 2 and one `error: ...` line."""
+    args = _parser().parse_args(argv)
+    try:
+        args.run(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

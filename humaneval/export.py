@@ -1,0 +1,162 @@
+"""Exports a session's ratings: every rating as CSV and JSONL, plus each type's own layout.
+
+    python -m humaneval export --session S --out DIR
+
+- `ratings.csv`, `ratings.jsonl`: one row per rating (gold items included, marked by `kind`),
+  with the models un-blinded (`left` / `right`, or `system`), the paper's value (`score`: sxs
+  from m2's side, quality Excellent 4 .. Bad 1, thumb the total) and the seconds it took.
+- sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7): one
+  row per language, m2, m1, lang, set (core = en, es, hi, zh; else ext), delta_sxs (majority
+  of the raters, analysis.delta_sxs), delta_cider_xm600 (on the rated subset, from
+  per_image.jsonl), delta_cider_xm3600 (scores.json) and delta_cider_coco_dev (when both
+  results folders have it); the input of eval/correlate.py.
+- thumb: the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P, R, Fl, Inc, Con,
+  human_score; one line per caption): `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl`
+  with each caption's k-th rating (`thumb_files`). The rubric's ranges are checked by
+  scales.check_thumb.
+"""
+
+import csv
+import json
+import os
+
+from data import languages
+from humaneval import analysis, scales
+
+RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
+                  "system", "answer", "score", "label", "seconds", "source")
+SIDE_BY_SIDE_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",
+                        "delta_cider_xm3600", "delta_cider_coco_dev")
+THUMB_COLUMNS = ("SYS", "seg_id", "set_id", "hyp", "image", "P", "R", "Fl", "Inc", "Con",
+                 "human_score")
+
+
+def _system_name(session, source):
+    return session.systems[source["system"]]["name"]
+
+
+def rating_row(session, rating):
+    """One rating as a flat dict of RATING_COLUMNS (plus the caption texts)."""
+    item = rating.item
+    names = [_system_name(session, s) + ("" if s["image"] == item.image else "@other-image")
+             for s in item.sources]
+    row = {"rater": rating.rater, "lang": item.lang,
+           "position": session.positions[rating.rater][item.id],
+           "item": item.id, "image": item.image, "kind": item.kind,
+           "left": names[0] if len(names) == 2 else "",
+           "right": names[1] if len(names) == 2 else "",
+           "system": names[0] if len(names) == 1 else "",
+           "answer": rating.answer, "seconds": rating.seconds, "source": rating.source,
+           "texts": list(item.texts)}
+    if session.type == "sxs":
+        row["score"] = analysis.m2_score(rating) if not item.is_gold else ""
+        row["label"] = scales.SXS_LABELS[row["score"]] if not item.is_gold else ""
+    elif session.type == "quality":
+        row["score"] = scales.QUALITY_VALUES[rating.answer["quality"]]
+        row["label"] = rating.answer["quality"]
+    else:
+        row["score"] = scales.thumb_total(rating.answer)
+        row["label"] = ""
+    return row
+
+
+def _cell(value, digits):
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def side_by_side_rows(session, ratings):
+    """The session's rows of side_by_side.csv (one per language), as dicts of strings."""
+    deltas = analysis.delta_sxs(session, ratings, resamples=0)
+    m1, m2 = session.systems["m1"], session.systems["m2"]
+
+    def diff(field, lang):  # CIDEr(m2) - CIDEr(m1), None when either lacks the language
+        a, b = m2.get(field) or {}, m1.get(field) or {}
+        return a[lang] - b[lang] if lang in a and lang in b else None
+
+    rows = []
+    for lang in session.langs:
+        rows.append({
+            "m2": m2["name"], "m1": m1["name"], "lang": lang,
+            "set": "core" if lang in languages.CORE_LANGS else "ext",
+            "delta_sxs": _cell(deltas[lang]["delta"], 2),
+            "delta_cider_xm600": _cell(diff("cider_subset", lang), 4),
+            "delta_cider_xm3600": _cell(diff("cider_xm3600", lang), 4),
+            "delta_cider_coco_dev": _cell(diff("cider_coco_dev", lang), 4)})
+    return rows
+
+
+def write_side_by_side(path, rows):
+    """Writes side_by_side.csv rows (SIDE_BY_SIDE_COLUMNS) to `path`."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, SIDE_BY_SIDE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def thumb_rows(session, ratings):
+    """Ratings of test items in the THUMB 1.0 release layout (dicts of THUMB_COLUMNS), in the
+    order stored."""
+    index = dict(zip(session.data["subset"]["keys"], session.data["subset"]["release_index"],
+                     strict=True))
+    rows = []
+    for r in ratings:
+        if r.item.is_gold:
+            continue
+        answer = scales.check_thumb(**r.answer)
+        source = r.item.sources[0]
+        # The release's own captions: one "system" per reference, as THUMB has one "Human".
+        system = _system_name(session, source) + (f"#{source['ref'] + 1}" if "ref" in source
+                                                  else "")
+        rows.append({
+            "SYS": system, "seg_id": r.item.image,
+            "set_id": index[r.item.image], "hyp": r.item.texts[0],
+            "image": f"{r.item.image}.jpg", "P": float(answer["P"]), "R": float(answer["R"]),
+            "Fl": answer["Fl"], "Inc": answer["Inc"], "Con": answer["Con"],
+            "human_score": scales.thumb_total(answer)})
+    return rows
+
+
+def thumb_files(session, ratings):
+    """The THUMB release-layout files: {file name: rows}.
+
+    The release has one rating per caption (model, image). At replication 1 that is
+    `thumb.jsonl`; at replication r, `thumb_1.jsonl` .. `thumb_<r>.jsonl` hold each caption's
+    first, second, ... rating, so that each file is a release-layout file on its own.
+    """
+    rows = thumb_rows(session, ratings)
+    if session.replication == 1:
+        return {"thumb.jsonl": rows}
+    files, seen = {}, {}
+    for row in rows:
+        k = seen[(row["SYS"], row["seg_id"])] = seen.get((row["SYS"], row["seg_id"]), 0) + 1
+        files.setdefault(f"thumb_{k}.jsonl", []).append(row)
+    return files
+
+
+def export(session, out):
+    """Writes the export files of `session` into the folder `out`.
+
+    Returns:
+        {kind: path written}.
+    """
+    ratings = analysis.load_ratings(session)
+    os.makedirs(out, exist_ok=True)
+    rows = [rating_row(session, r) for r in ratings]
+    paths = {"csv": os.path.join(out, "ratings.csv"),
+             "jsonl": os.path.join(out, "ratings.jsonl")}
+    with open(paths["csv"], "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, RATING_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(dict(row, answer=json.dumps(row["answer"], sort_keys=True))
+                         for row in rows)
+    with open(paths["jsonl"], "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if session.type == "sxs":
+        paths["side_by_side"] = os.path.join(out, "side_by_side.csv")
+        write_side_by_side(paths["side_by_side"], side_by_side_rows(session, ratings))
+    if session.type == "thumb":
+        for name, rows in thumb_files(session, ratings).items():
+            paths[name.removesuffix(".jsonl")] = os.path.join(out, name)
+            with open(paths[name.removesuffix(".jsonl")], "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    return paths

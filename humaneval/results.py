@@ -1,0 +1,208 @@
+"""Reading what a session is built from: results folders and the XM3600 release folder.
+
+A results folder is what the checkpoint evaluation tool writes (eval/xm3600.py):
+`predictions_<lang>.jsonl` (lines {"image/key", "lang", "caption"}), `scores.json` (corpus
+CIDEr-D per language under "scores", optionally "coco_dev_scores") and `per_image.jsonl`
+(lines {"image/key", "lang", "score"}). Every check here names the file and line at fault, and
+the checks against the release catch a results folder of other images or other languages.
+"""
+
+import dataclasses
+import math
+import os
+
+from data import jsonl
+from data import xm3600 as xm3600_data
+from eval import report as eval_report
+from humaneval.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class Results:
+    """One results folder, read for some languages.
+
+    Attributes:
+        path: the folder (absolute).
+        captions: {lang: {image key: caption}}.
+        scores: {lang: corpus CIDEr-D on XM3600} (scores.json "scores").
+        coco_dev: {lang: CIDEr-D on COCO-dev} for the languages scores.json has.
+        per_image: {lang: {image key: CIDEr-D}}, or None without per_image.jsonl.
+        step: the checkpoint step in scores.json, or None.
+    """
+    path: str
+    captions: dict
+    scores: dict
+    coco_dev: dict
+    per_image: dict | None
+    step: int | None
+
+
+def read_release(release_dir):
+    """The release's records (data/xm3600.Record), in file order.
+
+    Raises:
+        InputError: captions.jsonl is missing or malformed (file:line in the message).
+    """
+    try:
+        return xm3600_data.read_captions(os.path.join(release_dir, "captions.jsonl"))
+    except FileNotFoundError as e:
+        raise InputError(f"{e} (--release must be an XM3600 release folder)") from None
+    except jsonl.FormatError as e:
+        raise InputError(str(e)) from None
+
+
+def _read_predictions(path, lang):
+    if not os.path.isfile(path):
+        raise InputError(f"{path} not found: the results folder has no predictions in "
+                         f"{lang!r} (a results folder of other languages?)")
+    captions = {}
+    try:
+        for where, obj in jsonl.read_objects(path, error=InputError):
+            key, caption = obj.get("image/key"), obj.get("caption")
+            if not isinstance(key, str) or not key or not isinstance(caption, str):
+                raise InputError(f"{where}: expected string fields 'image/key' and 'caption'")
+            if obj.get("lang") != lang:
+                raise InputError(f"{where}: field 'lang' is {obj.get('lang')!r}, expected "
+                                 f"{lang!r} (the file's name says {lang})")
+            if key in captions:
+                raise InputError(f"{where}: image {key!r} has a second caption")
+            captions[key] = caption
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 ({e.reason})") from None
+    if not captions:
+        raise InputError(f"{path}: no predictions (the file is empty)")
+    return captions
+
+
+def _read_per_image(path, langs):
+    if not os.path.isfile(path):
+        return None
+    per_image = {lang: {} for lang in langs}
+    for where, obj in jsonl.read_objects(path, error=InputError):
+        key, lang, score = obj.get("image/key"), obj.get("lang"), obj.get("score")
+        if not isinstance(key, str) or not isinstance(lang, str):
+            raise InputError(f"{where}: expected string fields 'image/key' and 'lang'")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) \
+                or not math.isfinite(score):
+            raise InputError(f"{where}: field 'score' is not a finite number: {score!r}")
+        if lang in per_image:
+            per_image[lang][key] = float(score)
+    return per_image
+
+
+def _language_scores(summary, field, langs, path, required):
+    values = summary.get(field) or {}
+    if not isinstance(values, dict):
+        raise InputError(f"{path}: field {field!r} is not a {{lang: score}} object")
+    out = {}
+    for lang in langs:
+        value = values.get(lang)
+        if value is None:
+            if required:
+                raise InputError(
+                    f"{path}: no {field!r} for {lang!r} (it has "
+                    f"{', '.join(values) or 'none'}): a results folder of other languages?")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise InputError(f"{path}: {field}[{lang!r}] is not a finite number: {value!r}")
+        out[lang] = float(value)
+    return out
+
+
+def read_results(path, langs):
+    """Reads a results folder for `langs`.
+
+    Args:
+        path: the folder.
+        langs: XM3600 language codes.
+
+    Returns:
+        A `Results`.
+
+    Raises:
+        InputError: the folder, a predictions file or scores.json is missing or malformed,
+            or a language is absent from them.
+    """
+    if not os.path.isdir(path):
+        raise InputError(f"results folder not found: {path}")
+    scores_path = os.path.join(path, "scores.json")
+    if not os.path.isfile(scores_path):
+        raise InputError(f"{scores_path} not found: not a results folder of the evaluation "
+                         f"tool (python -m eval.xm3600)")
+    try:
+        summary = eval_report.read_scores_json(scores_path)
+    except UnicodeDecodeError as e:
+        raise InputError(f"{scores_path}: not UTF-8 ({e.reason})") from None
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    step = summary.get("step")
+    return Results(
+        path=os.path.abspath(path),
+        captions={lang: _read_predictions(os.path.join(path, f"predictions_{lang}.jsonl"), lang)
+                  for lang in langs},
+        scores=_language_scores(summary, "scores", langs, scores_path, required=True),
+        coco_dev=_language_scores(summary, "coco_dev_scores", langs, scores_path,
+                                  required=False),
+        per_image=_read_per_image(os.path.join(path, "per_image.jsonl"), langs),
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None)
+
+
+def check_against_release(results, release_keys, wanted_keys):
+    """Checks that `results` captions exactly the release's images, at least `wanted_keys`.
+
+    Args:
+        results: a `Results`.
+        release_keys: the release's image keys (a set).
+        wanted_keys: the session's images (each must have a caption in every language).
+
+    Raises:
+        InputError: an image of the predictions is not in the release (a results folder of
+            other images), or a wanted image has no caption; names file and examples.
+    """
+    for lang, captions in results.captions.items():
+        where = os.path.join(results.path, f"predictions_{lang}.jsonl")
+        foreign = [k for k in captions if k not in release_keys]
+        if foreign:
+            raise InputError(
+                f"{where}: {len(foreign)} of its {len(captions)} images are not in the XM3600 "
+                f"release (e.g. {', '.join(map(repr, foreign[:3]))}): a results folder of "
+                f"other images?")
+        missing = [k for k in wanted_keys if k not in captions]
+        if missing:
+            raise InputError(
+                f"{where}: no caption for {len(missing)} of the session's {len(wanted_keys)} "
+                f"images (e.g. {', '.join(map(repr, missing[:3]))}); evaluate every image "
+                f"(no max_images) or choose a subset it covers")
+
+
+def describe(results, name):
+    """The session file's record of a results folder: name, path, step and the CIDEr-D it
+    reports, so that analysis needs the folder no more.
+
+    Args:
+        results: a `Results`.
+        name: the model's name in reports (m1 / m2 column of side_by_side.csv).
+    """
+    return {"name": name, "results": results.path, "step": results.step,
+            "cider_xm3600": results.scores, "cider_coco_dev": results.coco_dev}
+
+
+def subset_cider(results, keys):
+    """The per-image CIDEr-D of `keys` and its mean, per language ({} without per_image.jsonl).
+
+    The per-image scores share the corpus's document frequencies, so the mean is the corpus
+    score restricted to the subset (the paper's XM600 column, up to those frequencies).
+
+    Returns:
+        ({lang: mean over keys}, {lang: {key: score}}); a language lacking a key's score is
+        left out of both.
+    """
+    if results.per_image is None:
+        return {}, {}
+    means, per_image = {}, {}
+    for lang, scores in results.per_image.items():
+        if keys and all(k in scores for k in keys):
+            per_image[lang] = {k: scores[k] for k in keys}
+            means[lang] = sum(per_image[lang].values()) / len(keys)
+    return means, per_image

@@ -1,0 +1,167 @@
+"""The rating scales of the three session types, and the checks of one answer against them.
+
+- `sxs`: side by side (Sec. 3.3 of the XM3600 paper). The rater sees two captions, left and
+  right, and picks one of seven points. The stored answer is positional, {"choice": c} with c in
+  -3..3 (negative: the left caption is better), so nothing the rater's browser sends names a
+  model; `sxs_score` turns it into the paper's scale from m2's side, +3 Much-Better ... -3
+  Much-Worse, with the item's recorded left/right order.
+- `quality`: the paper's 5-level scale for single captions (Sec. 2.3, Table 2): Excellent,
+  Good, Medium, Bad, Not-Enough-Info; stored as {"quality": label}.
+- `thumb`: the THUMB 1.0 rubric (Kasai et al., NAACL 2022): precision P and recall R (integers
+  1-5), fluency Fl (0 to -0.5 in steps of 0.1), conciseness Con and inclusive language Inc
+  (each 0 or -0.5); total = (P + R) / 2 + Fl + Con + Inc. Stored as {"P", "R", "Fl", "Con",
+  "Inc"}.
+"""
+
+import math
+
+from humaneval.errors import InputError
+
+SESSION_TYPES = ("sxs", "quality", "thumb")
+
+# (positional choice, button label, keyboard key), left to right on the page.
+SXS_CHOICES = (
+    (-3, "Left much better", "1"), (-2, "Left better", "2"), (-1, "Left slightly better", "3"),
+    (0, "Similar", "4"),
+    (1, "Right slightly better", "5"), (2, "Right better", "6"), (3, "Right much better", "7"),
+)
+# The paper's names of the seven points, from the test model m2's side.
+SXS_LABELS = {3: "Much-Better", 2: "Better", 1: "Slightly-Better", 0: "Similar",
+              -1: "Slightly-Worse", -2: "Worse", -3: "Much-Worse"}
+
+# (label, ordinal value or None, keyboard key); Not-Enough-Info has no place on the order.
+QUALITY_CHOICES = (
+    ("Excellent", 4, "1"), ("Good", 3, "2"), ("Medium", 2, "3"), ("Bad", 1, "4"),
+    ("Not-Enough-Info", None, "5"),
+)
+QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
+
+THUMB_FIELDS = ("P", "R", "Fl", "Con", "Inc")
+THUMB_PR_RANGE = (1, 5)
+# Fluency penalties offered, in tenths; conciseness and inclusive language are all or nothing.
+THUMB_FLUENCY = (0.0, -0.1, -0.2, -0.3, -0.4, -0.5)
+THUMB_BINARY = (0.0, -0.5)
+
+# Scripts written right to left among the XM3600 languages (Arabic, Persian, Hebrew).
+RTL_LANGS = frozenset({"ar", "fa", "he"})
+
+
+def text_direction(lang):
+    """"rtl" for the right-to-left languages, else "ltr" (the `dir` attribute of a caption)."""
+    return "rtl" if lang in RTL_LANGS else "ltr"
+
+
+def _integer(value, field):
+    if isinstance(value, bool):
+        raise InputError(f"field {field!r}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise InputError(f"field {field!r}: expected an integer, got {value!r}")
+
+
+def _number(value, field):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"field {field!r}: expected a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InputError(f"field {field!r}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise InputError(f"field {field!r}: expected a finite number, got {value!r}")
+    return number
+
+
+def _one_of(number, allowed, field):
+    for choice in allowed:
+        if abs(number - choice) < 1e-9:
+            return choice
+    raise InputError(f"field {field!r}: {number!r} is not one of "
+                     f"{', '.join(f'{a:g}' for a in allowed)}")
+
+
+def check_thumb(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
+    """Checks one THUMB rating against the rubric's ranges.
+
+    Args:
+        P, R: precision and recall (integers 1-5; strings and integral floats accepted).
+        Fl: fluency penalty, one of 0, -0.1, ..., -0.5.
+        Con, Inc: conciseness and inclusive-language penalties, 0 or -0.5.
+
+    Returns:
+        {"P": int, "R": int, "Fl": float, "Con": float, "Inc": float}.
+
+    Raises:
+        InputError: a value is malformed or out of range (the field is named).
+    """
+    out = {}
+    for field, value in (("P", P), ("R", R)):
+        number = _integer(value, field)
+        low, high = THUMB_PR_RANGE
+        if not low <= number <= high:
+            raise InputError(f"field {field!r}: {number} is outside {low}-{high}")
+        out[field] = number
+    out["Fl"] = _one_of(_number(Fl, "Fl"), THUMB_FLUENCY, "Fl")
+    out["Con"] = _one_of(_number(Con, "Con"), THUMB_BINARY, "Con")
+    out["Inc"] = _one_of(_number(Inc, "Inc"), THUMB_BINARY, "Inc")
+    return out
+
+
+def thumb_total(answer):
+    """The THUMB score of one checked rating: (P + R) / 2 + Fl + Con + Inc."""
+    return (answer["P"] + answer["R"]) / 2 + answer["Fl"] + answer["Con"] + answer["Inc"]
+
+
+def check_answer(session_type, fields):
+    """Checks one answer (form fields or a stored answer) against its session type's scale.
+
+    Args:
+        session_type: one of SESSION_TYPES.
+        fields: a mapping of field name -> value (strings from a form, or numbers).
+
+    Returns:
+        The answer as stored: {"choice": int} (sxs), {"quality": label} (quality) or the
+        dict of `check_thumb` (thumb).
+
+    Raises:
+        InputError: a field is missing, unknown or out of range (named in the message).
+    """
+    expected = {"sxs": ("choice",), "quality": ("quality",), "thumb": THUMB_FIELDS}
+    if session_type not in expected:
+        raise InputError(f"unknown session type {session_type!r}; known: "
+                         f"{', '.join(SESSION_TYPES)}")
+    names = expected[session_type]
+    missing = [n for n in names if n not in fields]
+    extra = [n for n in fields if n not in names]
+    if missing or extra:
+        raise InputError(f"a {session_type} answer has the fields {', '.join(names)}; "
+                         f"missing: {', '.join(missing) or 'none'}; unknown: "
+                         f"{', '.join(map(str, extra)) or 'none'}")
+    if session_type == "sxs":
+        choice = _integer(fields["choice"], "choice")
+        if choice not in SXS_LABELS:
+            raise InputError(f"field 'choice': {choice} is outside -3..3")
+        return {"choice": choice}
+    if session_type == "quality":
+        label = fields["quality"]
+        if label not in QUALITY_VALUES:
+            raise InputError(f"field 'quality': unknown label {label!r}; known: "
+                             f"{', '.join(QUALITY_VALUES)}")
+        return {"quality": label}
+    return check_thumb(*(fields[name] for name in THUMB_FIELDS))
+
+
+def sxs_score(choice, m2_side):
+    """The paper's 7-point value from m2's side (+3 Much-Better ... -3 Much-Worse).
+
+    Args:
+        choice: the positional answer, -3..3, negative when the left caption is better.
+        m2_side: 0 when m2's caption was on the left, 1 when on the right.
+    """
+    return choice if m2_side == 1 else -choice

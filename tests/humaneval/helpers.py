@@ -1,0 +1,81 @@
+"""Inputs of the human-evaluation tests: a tiny release and results folders written here.
+
+The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
+a right-to-left script is covered. A results folder is written by the evaluation tool's own
+writers (eval/xm3600.write_predictions, eval/report.write_report): each image's caption is its
+first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
+(high for its own reference, low otherwise); no model is trained.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from eval import report
+from eval import xm3600 as xm3600_eval
+
+ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
+
+
+def write_release(demo_xm3600, out):
+    """Copies the demo's XM3600 split to `out`, adding two Arabic captions per image."""
+    os.makedirs(out, exist_ok=True)
+    shutil.copytree(os.path.join(demo_xm3600, "images"), os.path.join(out, "images"))
+    with open(os.path.join(demo_xm3600, "captions.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    with open(os.path.join(out, "captions.jsonl"), "w", encoding="utf-8") as f:
+        for n, record in enumerate(records):
+            refs = [f"{ARABIC[n % 3]} {n}", f"{ARABIC[(n + 1) % 3]} رقم {n}"]
+            record["ar"] = {"caption": refs, "caption/tokenized": refs}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return out
+
+
+def release_records(release):
+    """[(key, {lang: [references]})] of a release folder, in file order."""
+    with open(os.path.join(release, "captions.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["image/key"], {k: v["caption"] for k, v in r.items() if isinstance(v, dict)})
+            for r in rows]
+
+
+def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None,
+                  coco_dev=True):
+    """Writes a results folder for `langs` (the evaluation tool's files).
+
+    Args:
+        out: the folder.
+        release: the release folder.
+        langs: languages to write predictions for.
+        good: probability that an image's caption is its own first reference.
+        seed: of that choice.
+        keys: the images to caption (default: all of the release's).
+        lang_field: a wrong "lang" to write into the predictions (a malformed folder).
+        coco_dev: also write COCO-dev scores.
+
+    Returns:
+        {lang: {key: caption}}.
+    """
+    rng = np.random.default_rng(seed)
+    records = release_records(release)
+    keys = keys or [k for k, _ in records]
+    refs = dict(records)
+    captions, per_image = {}, {}
+    for lang in langs:
+        captions[lang], per_image[lang] = {}, {}
+        for n, key in enumerate(keys):
+            own = rng.random() < good
+            source = key if own else keys[(n + 1) % len(keys)]
+            captions[lang][key] = refs[source][lang][0]
+            per_image[lang][key] = (1.0 if own else 0.1) + 0.01 * n
+        os.makedirs(out, exist_ok=True)
+        xm3600_eval.write_predictions(os.path.join(out, f"predictions_{lang}.jsonl"),
+                                      list(captions[lang]), lang_field or lang,
+                                      list(captions[lang].values()))
+    scores = {lang: float(np.mean(list(v.values()))) for lang, v in per_image.items()}
+    report.write_report(out, scores, {lang: len(keys) for lang in langs}, per_image=per_image,
+                        coco_dev_scores={lang: s / 2 for lang, s in scores.items()}
+                        if coco_dev else None, name=os.path.basename(out), step=1)
+    return captions

@@ -1,0 +1,147 @@
+"""Tests of the rating web app through Flask's test client (humaneval/app.py)."""
+
+import re
+
+import pytest
+
+from humaneval import app as app_lib
+from humaneval import store
+
+FIELD = r'<(?:input|button|select|textarea)\b[^>]*\bname="([^"]+)"'
+
+@pytest.fixture
+def blind_session(make_session, results_pair):
+    """An sxs session whose model names are easy to look for in pages."""
+    return make_session(systems=(("modelAlpha", results_pair[0]), ("modelBeta", results_pair[1])),
+                        langs=("en", "ar"), replication=2, raters=("en=ann,bob,cyd", "2"))
+
+
+def _client(session):
+    return app_lib.create_app(session.folder).test_client()
+
+
+def _ratings(session):
+    with store.Store(session.db_path) as db:
+        return db.ratings()
+
+
+def test_rate_resume_and_finish(blind_session):
+    client, rater = _client(blind_session), blind_session.by_name["ann"]
+    items = blind_session.assignments["ann"]
+    response = client.get(f"/r/{rater.token}")
+    assert response.status_code == 303 and response.location.endswith("/item/1")
+    page = client.get(response.location).get_data(as_text=True)
+    assert f"Item 1 of {len(items)}" in page
+    response = client.post(f"/r/{rater.token}/item/1", data={"choice": "-2"})
+    assert response.status_code == 303 and response.location.endswith(f"/r/{rater.token}")
+    # Resuming goes to the first item not rated; a rated item is not shown again.
+    assert client.get(f"/r/{rater.token}").location.endswith("/item/2")
+    assert client.get(f"/r/{rater.token}/item/1").status_code == 303
+    for n in range(2, len(items) + 1):
+        assert client.post(f"/r/{rater.token}/item/{n}", data={"choice": "0"}).status_code == 303
+    done = client.get(f"/r/{rater.token}")
+    assert done.status_code == 200 and f"all {len(items)} items" in done.get_data(as_text=True)
+    rows = _ratings(blind_session)
+    assert [r["item"] for r in rows] == list(items)
+    assert rows[0]["answer"] == {"choice": -2} and rows[0]["seconds"] is not None
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"choice": "9"}, "outside -3..3"),
+    ({"choice": "left"}, "expected an integer"),
+    ({}, "missing: choice"),
+    ({"choice": "1", "system": "m2"}, "unknown: system"),
+    ({"choice": ["1", "2"]}, "sent more than once"),
+])
+def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
+    client, token = _client(blind_session), blind_session.by_name["bob"].token
+    response = client.post(f"/r/{token}/item/1", data=data)
+    assert response.status_code == 400
+    assert message in response.get_data(as_text=True)
+    assert _ratings(blind_session) == []
+
+
+def test_unknown_tokens_places_and_duplicates(blind_session):
+    client, token = _client(blind_session), blind_session.by_name["cyd"].token
+    count = len(blind_session.assignments["cyd"])
+    for url in ("/r/0123456789abcdef", f"/r/{token}/item/0", f"/r/{token}/item/{count + 1}",
+                f"/r/{token}/item/{count + 1}/image", "/r/nobody/item/1/image"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+    assert "unknown rater token" in client.get("/r/nobody").get_data(as_text=True)
+    assert client.post("/r/nobody/item/1", data={"choice": "1"}).status_code == 404
+    assert client.post(f"/r/{token}/item/1", data={"choice": "1"}).status_code == 303
+    again = client.post(f"/r/{token}/item/1", data={"choice": "-3"})
+    assert again.status_code == 409 and "first rating is kept" in again.get_data(as_text=True)
+    assert [r["answer"] for r in _ratings(blind_session)] == [{"choice": 1}]
+
+
+def test_nothing_tells_which_model_wrote_a_caption(blind_session):
+    client = _client(blind_session)
+    secrets = ["modelAlpha", "modelBeta", "m1", "m2", "base", "test", "gold",
+               *(s["results"] for s in blind_session.data["systems"])]
+    for rater in blind_session.raters:
+        for n, item_id in enumerate(blind_session.assignments[rater.name], start=1):
+            item = blind_session.items[item_id]
+            response = client.get(f"/r/{rater.token}/item/{n}")
+            page = response.get_data(as_text=True)
+            for secret in [*secrets, item.image, item.id]:
+                assert secret not in page, (secret, n)
+            # The form sends positional choices only, under the rater's own URL.
+            assert set(re.findall(FIELD, page)) == {"choice"}
+            assert set(re.findall(r'(?:src|action|href)="([^"]+)"', page)) == {
+                f"/r/{rater.token}/item/{n}/image", f"/r/{rater.token}/item/{n}",
+                "/static/style.css", "/static/rate.js"}
+            image = client.get(f"/r/{rater.token}/item/{n}/image")
+            assert image.status_code == 200 and image.mimetype == "image/jpeg"
+            headers = str(image.headers)
+            assert item.image not in headers and "ETag" not in headers
+
+
+def test_a_token_reaches_only_its_raters_items(blind_session):
+    client = _client(blind_session)
+    ann, bob = blind_session.by_name["ann"], blind_session.by_name["bob"]
+    assert set(blind_session.assignments["ann"]) - set(blind_session.assignments["bob"])
+    # Every place under bob's token is one of bob's items (so none of ann's alone).
+    for n, item_id in enumerate(blind_session.assignments["bob"], start=1):
+        page = client.get(f"/r/{bob.token}/item/{n}").get_data(as_text=True)
+        shown = tuple(re.findall(r'<p class="caption"[^>]*>([^<]*)</p>', page))
+        assert shown == blind_session.items[item_id].texts
+    client.post(f"/r/{ann.token}/item/1", data={"choice": "3"})
+    client.post(f"/r/{bob.token}/item/1", data={"choice": "-3"})
+    rows = {r["rater"]: r for r in _ratings(blind_session)}
+    assert rows["ann"]["item"] == blind_session.assignments["ann"][0]
+    assert rows["ann"]["answer"] == {"choice": 3}
+    assert rows["bob"]["item"] == blind_session.assignments["bob"][0]
+
+
+def test_right_to_left_captions(blind_session):
+    client = _client(blind_session)
+    arabic = next(r for r in blind_session.raters if r.lang == "ar")
+    page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
+    assert page.count('lang="ar" dir="rtl"') == 2
+    english = blind_session.by_name["ann"]
+    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(
+        as_text=True)
+
+
+def test_quality_and_thumb_pages(make_session):
+    quality = make_session(type="quality", systems=(), references=True, langs=("en",),
+                           replication=1, gold_share=0.0)
+    client, token = _client(quality), quality.raters[0].token
+    page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
+    assert "Not-Enough-Info" in page and 'name="quality"' in page
+    assert client.post(f"/r/{token}/item/1", data={"quality": "Good"}).status_code == 303
+    assert client.post(f"/r/{token}/item/2", data={"quality": "Great"}).status_code == 400
+
+    thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
+                         replication=1, gold_share=0.0)
+    client, token = _client(thumb), thumb.raters[0].token
+    page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
+    assert set(re.findall(FIELD, page)) == {"P", "R", "Fl", "Con", "Inc"}
+    answer = {"P": "5", "R": "4", "Fl": "-0.1", "Con": "0.0", "Inc": "-0.5"}
+    assert client.post(f"/r/{token}/item/1", data=answer).status_code == 303
+    bad = client.post(f"/r/{token}/item/2", data=dict(answer, P="7"))
+    assert bad.status_code == 400 and "outside 1-5" in bad.get_data(as_text=True)
+    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0,
+                                            "Inc": -0.5}

@@ -1,0 +1,159 @@
+"""Tests of session creation from results folders (humaneval/create.py)."""
+
+import collections
+import json
+import os
+import shutil
+
+import pytest
+
+from humaneval import create, subsets
+from humaneval import session as session_lib
+from humaneval.errors import InputError
+from tests.humaneval import helpers
+from tests.humaneval.conftest import LANGS
+
+
+def _release_keys(release):
+    return [k for k, _ in helpers.release_records(release)]
+
+
+def test_sxs_session_layout(make_session, results_pair, release):
+    session = make_session()
+    keys = subsets.select(_release_keys(release), 6, 0)
+    assert session.data["subset"]["keys"] == keys
+    base = {lang: dict(_predictions(results_pair[0], lang)) for lang in LANGS}
+    test = {lang: dict(_predictions(results_pair[1], lang)) for lang in LANGS}
+    for lang in LANGS:
+        items = [i for i in session.items.values() if i.lang == lang]
+        tests = [i for i in items if not i.is_gold]
+        assert sorted(i.image for i in tests) == sorted(keys)
+        assert len(items) - len(tests) == round(0.34 * 6)
+        for item in tests:
+            # The recorded order says which model wrote which side.
+            m1, m2 = item.side_of("m1"), item.side_of("m2")
+            assert {m1, m2} == {0, 1}
+            assert item.texts[m1] == base[lang][item.image]
+            assert item.texts[m2] == test[lang][item.image]
+        for item in items:
+            if item.kind == "gold-identical":
+                assert item.texts[0] == item.texts[1]
+            if item.kind == "gold-other-image":
+                images = [s["image"] for s in item.sources]
+                assert item.image in images and len(set(images)) == 2
+    # Each item has exactly `replication` distinct raters of its language.
+    raters_of = collections.defaultdict(list)
+    for name, ids in session.assignments.items():
+        for item_id in ids:
+            raters_of[item_id].append(name)
+            assert session.by_name[name].lang == session.items[item_id].lang
+    assert all(len(set(v)) == len(v) == 3 for v in raters_of.values())
+    assert set(raters_of) == set(session.items)
+    # The system records carry the CIDEr-D the analysis needs.
+    m1 = session.systems["m1"]
+    assert m1["name"] == "base" and set(m1["cider_xm3600"]) == set(LANGS)
+    assert set(m1["cider_per_image"]["en"]) == set(keys)
+
+
+def _predictions(folder, lang):
+    with open(os.path.join(folder, f"predictions_{lang}.jsonl"), encoding="utf-8") as f:
+        return [(r["image/key"], r["caption"]) for r in map(json.loads, f)]
+
+
+def test_randomization_is_seeded_and_tokens_are_not(make_session):
+    a, b, c = make_session(seed=3), make_session(seed=3), make_session(seed=4)
+    assert a.data["items"] == b.data["items"]
+    assert a.data["assignments"] == b.data["assignments"]
+    assert [r.token for r in a.raters] != [r.token for r in b.raters]
+    assert a.data["items"] != c.data["items"]
+    sides = [i.side_of("m2") for i in a.items.values() if not i.is_gold]
+    assert set(sides) == {0, 1}  # both orders occur
+
+
+def test_more_raters_than_replication_share_the_load(make_session):
+    session = make_session(langs=("en",), replication=2, raters=("en=ann,bob,cyd,dan",))
+    loads = [len(ids) for ids in session.assignments.values()]
+    assert sorted(session.assignments) == ["ann", "bob", "cyd", "dan"]
+    assert max(loads) - min(loads) <= 1 and sum(loads) == 2 * len(session.items)
+
+
+def test_quality_session_of_the_references(make_session):
+    session = make_session(type="quality", systems=(), references=True, langs=("ar",),
+                           gold_share=0.1)
+    tests = [i for i in session.items.values() if not i.is_gold]
+    assert len(tests) == 6 * 2  # two references per image
+    assert all(len(i.texts) == 1 and i.sources[0]["system"] == "references" for i in tests)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(langs=("en", "xx")), "unknown language 'xx'"),
+    (dict(langs=("en", "es")), "no predictions in 'es'"),
+    (dict(replication=4, raters=("3",)), "fewer than the replication"),
+    (dict(raters=("fr=a,b,c",)), "one of the session's languages"),
+    (dict(subset_size=None), "XM600 needs 600 images"),
+    (dict(subset_size=9), "outside 1..8"),
+    (dict(gold_share=1.5), "--gold-share"),
+])
+def test_bad_specs(make_session, change, message):
+    with pytest.raises(InputError, match=message):
+        make_session(**change)
+
+
+def test_the_same_folder_twice(make_session, results_pair):
+    with pytest.raises(InputError, match="given twice"):
+        make_session(systems=(("a", results_pair[0]), ("b", results_pair[0] + "/")))
+
+
+def test_results_of_other_images(make_session, release, results_pair, tmp_path):
+    keys = _release_keys(release)
+    folder = str(tmp_path / "foreign")
+    helpers.write_results(folder, release, LANGS, good=1.0, seed=0, keys=keys[:7])
+    # A prediction for an image the release does not have.
+    with open(os.path.join(folder, "predictions_zh.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"image/key": "0000notanimage00", "lang": "zh", "caption": "x"})
+                + "\n")
+    systems = (("a", folder), ("b", results_pair[1]))
+    with pytest.raises(InputError, match="predictions_en.jsonl: no caption for 1 of the "
+                                         "session's 8 images"):
+        make_session(systems=systems, subset_size=8)
+    with pytest.raises(InputError, match="predictions_zh.jsonl: 1 of its 8 images are not in "
+                                         "the XM3600 release"):
+        make_session(systems=systems, subset_size=2, subset_seed=_seed_within(keys[:7], keys))
+
+
+def _seed_within(keys, every):
+    """A seed whose 2-image subset of `every` lies within `keys`."""
+    return next(s for s in range(1000) if all(
+        k in keys for k in sorted(every, key=lambda k: subsets.rank(s, k))[:2]))
+
+
+def test_results_with_a_wrong_language_field(make_session, release, results_pair, tmp_path):
+    folder = str(tmp_path / "mislabelled")
+    helpers.write_results(folder, release, LANGS, good=1.0, seed=0, lang_field="de")
+    with pytest.raises(InputError, match=r"predictions_en.jsonl:1: field 'lang' is 'de'"):
+        make_session(systems=(("a", folder), ("b", results_pair[1])))
+
+
+def test_scores_of_other_languages(make_session, results_pair, tmp_path):
+    folder = str(tmp_path / "fewer_scores")
+    shutil.copytree(results_pair[0], folder)
+    path = os.path.join(folder, "scores.json")
+    with open(path, encoding="utf-8") as f:
+        summary = json.load(f)
+    del summary["scores"]["ar"]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    with pytest.raises(InputError, match="scores.json: no 'scores' for 'ar'"):
+        make_session(systems=(("a", folder), ("b", results_pair[1])))
+
+
+def test_an_existing_session_is_never_overwritten(make_session, tmp_path):
+    session = make_session()
+    before = open(os.path.join(session.folder, "session.json"), encoding="utf-8").read()
+    spec = create.Spec(type="sxs", release=session.data["release"], langs=("en",),
+                       systems=tuple((s["name"], s["results"])
+                                     for s in session.data["systems"]), subset_size=6)
+    with pytest.raises(InputError, match="exists"):
+        create.create(spec, session.folder)
+    assert open(os.path.join(session.folder, "session.json"), encoding="utf-8").read() == before
+    assert session_lib.load(session.folder).digest == session.digest
