@@ -11,6 +11,6 @@ folders and the release), `subsets` (XM600 and seeded image subsets), `create` (
 session), `session` (the session file and its checks), `store` (the SQLite ratings database),
 `app` + `server` (the web app, served by waitress), `export`, `agreement` (Krippendorff's
 alpha), `analysis` (delta S x S, rater and gold statistics), `report` + `plots` (Markdown, CSV
-and PNG; Table 6 through eval/correlate), `simulate` (simulated raters, for tests and trying
-the pipeline), `screenshot` (a rater's page in headless chromium).
+and PNG; Table 6 through eval/analysis/correlate), `simulate` (simulated raters, for tests
+and trying the pipeline), `screenshot` (a rater's page in headless chromium).
 """

@@ -16,7 +16,7 @@ import time
 import flask
 import werkzeug.exceptions
 
-from data import xm3600 as xm3600_data
+from data import xm3600_release
 from humaneval import scales, store
 from humaneval import session as session_lib
 from humaneval.errors import InputError
@@ -142,7 +142,7 @@ def create_app(session_folder):
     @app.get("/r/<token>/item/<int:n>/image")
     def image(token, n):
         item = item_at(rater_of(token), n)
-        path = xm3600_data.image_path(session.data["release"], item.image)
+        path = xm3600_release.image_path(session.data["release"], item.image)
         if not os.path.isfile(path):
             flask.abort(404, "the image of this item is missing from the release folder")
         # The bytes only: no file name, ETag or modification time reaches the browser.

@@ -19,8 +19,7 @@ import secrets
 
 import numpy as np
 
-from data import languages
-from data import xm3600 as xm3600_data
+from data import languages, xm3600_release
 from humaneval import results as results_lib
 from humaneval import session as session_lib
 from humaneval import subsets
@@ -141,7 +140,7 @@ def _choose_images(spec, records):
     chosen = (subsets.xm600(keys) if spec.subset_size is None
               else subsets.select(keys, spec.subset_size, spec.subset_seed))
     for key in chosen:
-        path = xm3600_data.image_path(spec.release, key)
+        path = xm3600_release.image_path(spec.release, key)
         if not os.path.isfile(path):
             raise InputError(f"{path} not found: the release folder lacks the image of {key!r}")
     position = {k: i for i, k in enumerate(keys)}

@@ -9,7 +9,7 @@
   row per language, m2, m1, lang, set (core = en, es, hi, zh; else ext), delta_sxs (majority
   of the raters, analysis.delta_sxs), delta_cider_xm600 (on the rated subset, from
   per_image.jsonl), delta_cider_xm3600 (scores.json) and delta_cider_coco_dev (when both
-  results folders have it); the input of eval/correlate.py.
+  results folders have it); the input of eval/analysis/correlate.py.
 - thumb: the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P, R, Fl, Inc, Con,
   human_score; one line per caption): `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl`
   with each caption's k-th rating (`thumb_files`). The rubric's ranges are checked by

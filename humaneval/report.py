@@ -1,4 +1,4 @@
-"""The report of one or more sessions: Markdown + CSV + PNG, Table 6 through eval/correlate.
+"""The report of one or more sessions: Markdown + CSV + PNG, Table 6 by eval/analysis/correlate.
 
     python -m humaneval analyze --session S1 [--session S2 ...] --out DIR
 
@@ -10,7 +10,7 @@ writes to DIR:
   Losses, delta S x S and its bootstrap interval (humaneval/analysis.delta_sxs).
 - `side_by_side.csv`: the paper's side_by_side.csv layout, one row per sxs session and
   language (humaneval/export.side_by_side_rows); `correlations.csv`: Table 6 computed from it
-  by eval/correlate.py (`read_side_by_side`, `table6`), laid out like the paper's
+  by eval/analysis/correlate.py (`read_side_by_side`, `table6`), laid out like the paper's
   correlations.csv. Each evaluation counts twice (as given and flipped), as in the paper, so
   correlations need at least two evaluations.
 - `agreement.csv`: Krippendorff's alpha per session, language and field.
@@ -26,8 +26,8 @@ import os
 
 import numpy as np
 
-from eval import correlate
-from eval import report as eval_report
+from eval.analysis import correlate
+from eval.analysis import report as eval_report
 from humaneval import analysis, export, plots, scales
 
 TABLE6_COLUMNS = ("delta_cider_xm600", "delta_cider_xm3600", "delta_cider_coco_dev")
@@ -57,7 +57,7 @@ def read_paper_correlations(paper_dir=None):
 
 
 def table6_rows(result):
-    """Table 6 (eval/correlate.table6's result) as rows of the paper's correlations.csv."""
+    """Table 6 (eval/analysis/correlate.table6's result) as rows of the paper's correlations.csv."""
     rows = []
     for coefficient in correlate.COEFFICIENTS:
         for set_name in correlate.SETS:

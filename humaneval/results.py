@@ -11,9 +11,8 @@ import dataclasses
 import math
 import os
 
-from data import jsonl
-from data import xm3600 as xm3600_data
-from eval import report as eval_report
+from data import jsonl, xm3600_release
+from eval.analysis import report as eval_report
 from humaneval.errors import InputError
 
 
@@ -44,7 +43,7 @@ def read_release(release_dir):
         InputError: captions.jsonl is missing or malformed (file:line in the message).
     """
     try:
-        return xm3600_data.read_captions(os.path.join(release_dir, "captions.jsonl"))
+        return xm3600_release.read_captions(os.path.join(release_dir, "captions.jsonl"))
     except FileNotFoundError as e:
         raise InputError(f"{e} (--release must be an XM3600 release folder)") from None
     except jsonl.FormatError as e:
@@ -129,7 +128,7 @@ def read_results(path, langs):
     scores_path = os.path.join(path, "scores.json")
     if not os.path.isfile(scores_path):
         raise InputError(f"{scores_path} not found: not a results folder of the evaluation "
-                         f"tool (python -m eval.xm3600)")
+                         f"tool (python -m eval.evaluate)")
     try:
         summary = eval_report.read_scores_json(scores_path)
     except UnicodeDecodeError as e:

@@ -13,8 +13,8 @@ import shutil
 
 import numpy as np
 
-from eval import report
-from eval import xm3600 as xm3600_eval
+from eval import evaluate
+from eval.analysis import report
 
 ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
 
@@ -71,7 +71,7 @@ def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None
             captions[lang][key] = refs[source][lang][0]
             per_image[lang][key] = (1.0 if own else 0.1) + 0.01 * n
         os.makedirs(out, exist_ok=True)
-        xm3600_eval.write_predictions(os.path.join(out, f"predictions_{lang}.jsonl"),
+        evaluate.write_predictions(os.path.join(out, f"predictions_{lang}.jsonl"),
                                       list(captions[lang]), lang_field or lang,
                                       list(captions[lang].values()))
     scores = {lang: float(np.mean(list(v.values()))) for lang, v in per_image.items()}

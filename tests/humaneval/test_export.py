@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from eval import correlate
+from eval.analysis import correlate
 from humaneval import analysis, export, simulate
 from tests.humaneval import helpers
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from eval import correlate
+from eval.analysis import correlate
 from humaneval import report, simulate
 from tests.humaneval import helpers
 
