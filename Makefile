@@ -40,10 +40,9 @@ $(DEMO_DATA)/.complete: $(VENV)/.stamp-runtime
 	$(PY) -m data.demo --out $(DEMO_DATA)
 	touch $@
 
-# Progress and evaluation lines are printed; library INFO logs are kept out of the console.
+# The console shows progress and evaluation lines (train.py keeps library logs out of it).
 demo: $(VENV)/.stamp-runtime $(DEMO_DATA)/.complete
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR) \
-		--verbosity=-1
+	$(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR)
 
 test: $(VENV)/.stamp-test $(VENV)/.stamp-browser
 	$(PY) -m pytest

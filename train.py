@@ -5,11 +5,19 @@
 
 The phases of `train_and_evaluate` read top to bottom: config, mesh, data,
 model and optimizer, state (fresh, or restored from the latest checkpoint in
-the workdir), evaluators, loop. Restarting the same command resumes.
+the workdir), evaluators, loop. Restarting the same command resumes. The
+console shows progress, evaluations and warnings that need the user
+(`--verbosity=0` brings back the libraries' INFO logs); bad input is one
+`error: ...` line and exit status 2, and nothing in the workdir is changed
+before the run has really started.
 """
 
 import json
 import os
+import sys
+
+# TensorFlow (behind seqio and TFDS) logs CUDA probing at import; users need none of it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import flax.linen as nn
 import jax
@@ -22,12 +30,13 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
+from data import images as image_lib
 from data import pipeline, tokenizer
 from eval import evaluators as evaluators_lib
 from eval.evaluators import common as eval_common
 from training import checkpointing, flops, losses, preemption, pretrained, run_config, schedules
 from training import state as state_lib
-from training.metrics import MetricsLogger, StepTimer
+from training.metrics import MetricsFileError, MetricsLogger, StepTimer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
@@ -110,58 +119,124 @@ def check_finite(step, measurements):
             "the last good checkpoint is kept in the workdir")
 
 
-def build_evaluators(config, model, vocab):
-    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name.
+def check_config(config):
+    """Checks every field of `config` that can be checked without loading anything.
 
     Raises:
-        ValueError: a bad evaluator config, or a `config.checkpoint.best_metric`
-            that none of them logs (with no evaluator in the loop, no best
-            checkpoint is kept).
+        run_config.ConfigError: naming the field at fault.
     """
+    run_config.check(config)
+    try:
+        evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
+    except ValueError as e:
+        raise run_config.ConfigError(str(e)) from None
+
+
+def build_evaluators(config, model, vocab):
+    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name."""
     setup = eval_common.Setup.for_model(model, vocab, config.data, config.model.image_size)
     in_loop = [name for name, c in config.evals.items() if c.every]
-    evaluators = evaluators_lib.build(config.evals, setup, names=in_loop)
-    logged = [m for e in evaluators.values() for m in e.metric_names]
-    best = config.checkpoint.best_metric
-    if evaluators and best not in logged:
-        raise ValueError(f"config.checkpoint.best_metric={best!r} is not logged by the in-loop "
-                         f"evaluators ({', '.join(in_loop) or 'none'}); they log "
-                         f"{', '.join(logged) or 'nothing'}")
-    return evaluators
+    try:
+        return evaluators_lib.build(config.evals, setup, names=in_loop)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(str(e)) from None
 
 
 # ------------------------------------------------------------------ main ----
 def check_config_matches_workdir(config, workdir, allow_change=False):
-    """Refuses to resume a checkpoint whose config differs in a field that matters."""
+    """Refuses to resume a checkpoint whose config differs in a field that matters.
+
+    Returns:
+        The changed fields (allowed), for messages.
+    """
     saved = run_config.load(workdir)
     if saved is None or not checkpointing.has_checkpoint(workdir):
-        return
+        return []
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
         raise TrainingError(
-            f"{workdir} holds checkpoints of a run with another config; changed fields:\n  "
-            + "\n  ".join(changes)
-            + "\nUse another --workdir, or pass --allow_config_change to resume anyway.")
+            f"{workdir} holds checkpoints of a run with another config; changed fields: "
+            + "; ".join(changes)
+            + ". Use another --workdir, or pass --allow_config_change to resume anyway.")
     for change in changes:
         logging.warning("Config changed since the checkpoint (allowed): %s", change)
+    return changes
+
+
+def prepare_workdir(workdir):
+    """Creates `workdir` and checks that files can be written in it."""
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        probe = os.path.join(workdir, f".write_test_{jax.process_index()}")
+        with open(probe, "w", encoding="utf-8"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise TrainingError(f"--workdir {workdir}: cannot write there ({e.strerror})") from None
+
+
+def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings, rng, changes):
+    """The latest readable checkpoint of `workdir`, or a fresh (pretrained) initialization.
+
+    Returns:
+        (state, resumed).
+    """
+    try:
+        state, _ = checkpointing.restore_latest(workdir, abstract_state)
+    except checkpointing.IncompatibleCheckpoint as e:
+        hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
+        raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
+    except checkpointing.CheckpointError as e:
+        raise TrainingError(str(e)) from None
+    if state is not None:
+        return state, True
+    state = state_lib.init_state(model, tx, rng, shardings)
+    try:
+        state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(str(e)) from None
+    return state, False
+
+
+def _batches_or_error(make_batches, start_step):
+    """The training iterator and its first batch; bad data files as a TrainingError."""
+    batches = None
+    try:
+        batches = make_batches(start_step)
+        return batches, next(batches)
+    except image_lib.ImageError as e:
+        error = TrainingError(f"config.data: {e}; to drop such images, pass "
+                              f"--config.data.corrupt_images=skip")
+    except (FileNotFoundError, ValueError) as e:
+        error = TrainingError(f"config.data: {e}")
+    if batches is not None:
+        batches.close()
+    raise error
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False):
-    """Trains (or resumes) the run in `workdir`; returns the final state."""
-    os.makedirs(workdir, exist_ok=True)
-    check_config_matches_workdir(config, workdir, allow_change)
-    if jax.process_index() == 0:
-        run_config.save(workdir, config)
+    """Trains (or resumes) the run in `workdir`; returns the final state.
+
+    Raises:
+        run_config.ConfigError: a config field is wrong (nothing was written).
+        TrainingError: the run cannot start or go on (the message says why).
+    """
+    check_config(config)
+    prepare_workdir(workdir)
+    changes = check_config_matches_workdir(config, workdir, allow_change)
     mesh = state_lib.make_mesh(config.mesh)
     rules = state_lib.axis_rules(config)
     batch_sharding = NamedSharding(mesh, P("data"))
     if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
-        raise ValueError(
+        raise run_config.ConfigError(
             f"config.batch_size={config.batch_size} must divide by data devices "
             f"({mesh.shape['data']}) x grad_accum_steps ({config.grad_accum_steps})")
 
     # Data.
-    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    try:
+        vocab = tokenizer.get_vocabulary(config.vocab.path)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(f"config.vocab.path: {e}") from None
 
     def train_batches(start_step):
         return pipeline.train_iterator(
@@ -176,22 +251,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     abstract_state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
 
     # State: the latest checkpoint of this workdir, or a fresh initialization.
-    mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
-    best_mngr = checkpointing.best_manager(workdir, config.checkpoint.best_metric)
-    state = checkpointing.restore(mngr, abstract_state)
-    resumed = state is not None
-    if not resumed:
-        state = state_lib.init_state(model, tx, init_rng, shardings)
-        state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
+    state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
+                                           shardings, init_rng, changes)
     start_step = int(state["step"])
-    logging.info("%s at step %d; %d parameters", "Resumed" if resumed else "Starting",
-                 start_step, sum(x.size for x in jax.tree.leaves(state["params"])))
+    if jax.process_index() == 0:
+        num_params = sum(x.size for x in jax.tree.leaves(state["params"]))
+        print(f"{'Resuming' if resumed else 'Starting'} {workdir} at step {start_step} of "
+              f"{config.total_steps} ({num_params / 1e6:.1f}M parameters)", flush=True)
 
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
     evaluators = build_evaluators(config, model, vocab)
-    logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
+    # Bad data shows before the first evaluation, not after it.
+    batches, first_batch = _batches_or_error(train_batches, start_step)
+    try:
+        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
+    except MetricsFileError as e:
+        batches.close()
+        raise TrainingError(str(e)) from None
+    # Everything the user gave has been read: from here on the workdir is this run's.
+    if jax.process_index() == 0:
+        run_config.save(workdir, config)
+    mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
+    best_mngr = checkpointing.best_manager(workdir, config.checkpoint.best_metric)
 
     def evaluate(step):
         """Runs the evaluators due at `step`; keeps the best checkpoint by its metric."""
@@ -202,17 +285,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 if step > 0 and config.checkpoint.best_metric in scores:
                     checkpointing.save(best_mngr, step, state, metrics=scores)
 
+    def next_batch(step):
+        try:
+            local = next(batches)
+        except image_lib.ImageError as e:
+            raise TrainingError(f"step {step}: {e}; to drop such images, pass "
+                                f"--config.data.corrupt_images=skip") from None
+        return {k: jax.make_array_from_process_local_data(batch_sharding, v)
+                for k, v in local.items()}
+
     # Loop. Pending checkpoint writes finish even when training stops on an error.
-    preemption.install()  # Here: libraries set up above may have taken SIGTERM.
-    batches = None
+    preemption.install()  # Here: libraries set up above may have taken the signals.
     try:
         if start_step == 0:
             evaluate(0)
-        batches = train_batches(start_step)
         compiled_step, timer = None, StepTimer(start_step)
         for step in range(start_step + 1, config.total_steps + 1):
-            batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
-                     for k, v in next(batches).items()}
+            if first_batch is not None:
+                batch, first_batch = {k: jax.make_array_from_process_local_data(
+                    batch_sharding, v) for k, v in first_batch.items()}, None
+            else:
+                batch = next_batch(step)
             if compiled_step is None:
                 # Compiled once (also to read its FLOPs), inside the mesh and axis
                 # rules so that the model's logical activation constraints apply.
@@ -236,14 +329,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 check_finite(step, jax.device_get(measurements))
                 checkpointing.save(mngr, step, state)
             if stop:
-                logging.warning("Stop requested (SIGTERM): saved step %d, exiting.", step)
+                mngr.wait_until_finished()
+                if jax.process_index() == 0:
+                    print(f"Stopped by {preemption.reason()}: saved step {step} in "
+                          f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
+                          f"resume.", flush=True)
                 break
     finally:
         mngr.wait_until_finished()
         best_mngr.wait_until_finished()
         logger.close()
-        if batches is not None:
-            batches.close()
+        batches.close()
+        preemption.uninstall()
     return state
 
 
@@ -257,16 +354,31 @@ def initialize_distributed():
         jax.distributed.initialize()
 
 
+def _parse_flags(argv):
+    """absl's flag parsing, with a bad flag or config override as one `error:` line."""
+    try:
+        return run_config.parse_flags(flags.FLAGS, argv)
+    except run_config.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if _WORKDIR.value is None:
         raise app.UsageError("--workdir is required")
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
-    initialize_distributed()
-    train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value)
+    try:
+        initialize_distributed()
+        train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value)
+    except (run_config.ConfigError, TrainingError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("config")
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)

@@ -114,6 +114,7 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
         max_prompt_len=16,                # "<2xx>" is a few mT5 pieces + EOS; room to spare.
         max_target_len=64,                # mT5 pieces of a caption + EOS (T5X-sized).
         augment=False,                    # No crops: the paper mentions no augmentation.
+        corrupt_images="stop",            # A JPEG that does not decode: "stop" or "skip" it.
     ))
     c.model = ml_collections.ConfigDict(dict(
         image_size=224,                   # ViT input (Sec. 3.2 towers at their 224 px).

@@ -44,6 +44,7 @@ def get_config():
         max_prompt_len=8,
         max_target_len=16,
         augment=False,
+        corrupt_images="stop",            # A JPEG that does not decode: "stop" or "skip" it.
     ))
     c.model = ml_collections.ConfigDict(dict(
         image_size=64,

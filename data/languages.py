@@ -20,13 +20,14 @@ def check_langs(langs, known=XM3600_LANGS, what="language"):
     """Returns `langs` as a tuple, or raises ValueError naming the unknown ones.
 
     Args:
-        langs: iterable of language codes, or a comma-separated string.
+        langs: iterable of language codes, or a comma-separated string (also as an
+            element: `--config.x.langs=en,es` gives the tuple ("en,es",)).
         known: the codes that are allowed.
         what: how to call the codes in the error message.
     """
     if isinstance(langs, str):
-        langs = [l.strip() for l in langs.split(",") if l.strip()]
-    langs = tuple(langs)
+        langs = [langs]
+    langs = tuple(l.strip() for item in langs for l in item.split(",") if l.strip())
     unknown = [l for l in langs if l not in known]
     if unknown:
         raise ValueError(

@@ -1,4 +1,4 @@
-"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
+r"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
 
     python -m eval.evaluate --config configs/bb.py --workdir runs/bb [--step N] \
         [--evals xm3600,coco_dev] [--langs all|config|en,es,...] \
@@ -31,14 +31,18 @@ import json
 import os
 import sys
 
+# TensorFlow (behind seqio) logs CUDA probing at import; users need none of it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 import numpy as np
-from absl import flags
+from absl import flags, logging
 from ml_collections import config_flags
 
 from data import tokenizer
 from eval import evaluators as evaluators_lib
 from eval.analysis import report
 from eval.evaluators import coco_dev_cider, common, xm3600_cider
+from model import captioner
 from training import checkpointing, run_config
 from training import state as state_lib
 from training.metrics import Progress
@@ -98,11 +102,24 @@ def _restore(config, workdir, vocab, step):
         return state_lib.restore_params(config, workdir, vocab.vocab_size, step)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    except (ValueError, TypeError) as e:
+    except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (fields that differ from {workdir}/config.json: {'; '.join(changed)})" \
             if changed else ""
-        raise UsageError(f"the checkpoint in {checkpointing.checkpoint_dir(workdir)} does not "
-                         f"fit the model of --config{hint}: {e}") from None
+        raise UsageError(f"{e}{hint}") from None
+    except checkpointing.CheckpointError as e:
+        raise UsageError(f"{e}; pass --step with another of {checkpointing.steps(workdir)}") \
+            from None
+
+
+def check_config(config):
+    """The checks of the model and evaluator fields that need no data (run_config.ConfigError)."""
+    if config is None:
+        return
+    try:
+        captioner.captioner_config(config.model)
+        evaluators_lib.check_configs(config.evals)
+    except ValueError as e:
+        raise run_config.ConfigError(str(e)) from None
 
 
 def write_predictions(path, keys, lang, captions):
@@ -226,8 +243,15 @@ def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
     flag_values = flags.FlagValues()
     config_flag = _define_flags(flag_values)
+    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        print(__doc__ + "\nFlags:\n" + flag_values.get_help())
+        return 0
+    if not any(arg in ("-v", "--verbosity") or arg.startswith("--verbosity=")
+               for arg in argv[1:]):
+        logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     try:
-        flag_values(argv)
+        run_config.parse_flags(flag_values, argv)
+        check_config(config_flag.value)
         if flag_values.config is None:
             raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
@@ -244,7 +268,7 @@ def main(argv=None):
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
-    except (UsageError, flags.Error) as e:
+    except (UsageError, run_config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     _print_summary(out, scores, dev_scores)

@@ -2,14 +2,20 @@
 
 A checkpoint is the pytree `{"params", "opt_state", "step"}` saved with orbax's
 CheckpointManager under `<workdir>/checkpoints/<step>`. Orbax writes each save
-into a temporary folder and renames it when complete, so `latest_step()` never
-names a half-written checkpoint; that is what makes resuming after a crash safe.
+into a temporary folder and renames it when complete, so `steps()` never
+lists a half-written checkpoint; that is what makes resuming after a crash safe.
+Restoring reads the checkpoint's own metadata first: parameters of other
+shapes are reported by name (a config change), unreadable files as damage,
+and `restore_latest` sets a damaged newest checkpoint aside and resumes from
+the one before it.
 """
 
 import os
+import time
 
 import jax
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 
 def checkpoint_dir(workdir):
@@ -17,9 +23,8 @@ def checkpoint_dir(workdir):
 
 
 def has_checkpoint(workdir):
-    """Whether `workdir/checkpoints` holds at least one step folder."""
-    folder = checkpoint_dir(workdir)
-    return os.path.isdir(folder) and any(name.isdigit() for name in os.listdir(folder))
+    """Whether `workdir/checkpoints` holds at least one complete checkpoint."""
+    return bool(steps(workdir))
 
 
 def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
@@ -65,32 +70,146 @@ def save(mngr, step, state, metrics=None):
     mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
 
 
-def restore(mngr, abstract_state, step=None):
-    """Restores a checkpoint into the structure, shapes and shardings of `abstract_state`.
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be restored: unreadable, or not of this model (names path and step)."""
 
-    Args:
-        mngr: from `manager()`.
-        abstract_state: a pytree of jax.ShapeDtypeStruct (with shardings) or arrays.
-        step: which checkpoint; None for the latest.
 
-    Returns:
-        The restored state, or None when the workdir has no checkpoint.
+class IncompatibleCheckpoint(CheckpointError):
+    """The checkpoint is readable but its parameters do not fit the model."""
+
+
+def steps(workdir):
+    """The complete checkpoints of the run, ascending (orbax renames a save's folder to its
+    step number only when the save is complete)."""
+    folder = checkpoint_dir(workdir)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+
+
+def _step_path(workdir, step):
+    return os.path.join(checkpoint_dir(workdir), str(step))
+
+
+def _checkpointer():
+    """Reads a step folder as the managers write it: the state is its item "default"."""
+    return ocp.Checkpointer(ocp.CompositeCheckpointHandler(default=ocp.StandardCheckpointHandler()))
+
+
+def _saved_tree(path):
+    """The saved tree's metadata (shapes and dtypes), or CheckpointError when unreadable."""
+    if not os.path.isfile(os.path.join(path, "default", "_METADATA")):
+        raise CheckpointError("cannot read its metadata (no default/_METADATA)")
+    try:
+        item = _checkpointer().metadata(path).item_metadata["default"]
+        tree = None if item is None else item.tree
+    except Exception as e:  # noqa: BLE001  Any failure to read it means the files are damaged.
+        raise CheckpointError(f"cannot read its metadata ({_first_line(e)})") from None
+    if tree is None:
+        raise CheckpointError("cannot read its metadata (no default/_METADATA)")
+    return tree
+
+
+def _restore(path, target):
+    args = ocp.args.Composite(default=ocp.args.StandardRestore(target))
+    return _checkpointer().restore(path, args=args)["default"]
+
+
+def _first_line(error):
+    """The gist of a library's error: its first line, without TensorStore's spec dump."""
+    text = str(error).strip().splitlines()
+    text = text[0].split(" See full TensorStore details")[0] if text else type(error).__name__
+    return text[:300]
+
+
+def _shape_mismatches(saved_params, params):
+    """["path: saved shape -> model shape", ...] between the saved and the model's params."""
+    def flat(tree):
+        return {jax.tree_util.keystr(path, simple=True, separator="/"): tuple(leaf.shape)
+                for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    saved, model = flat(saved_params), flat(params)
+    out = [f"{k}: {saved.get(k, 'missing')} -> {model.get(k, 'missing')}"
+           for k in sorted(set(saved) | set(model)) if saved.get(k) != model.get(k)]
+    return out
+
+
+def restore_step(workdir, step, abstract_state):
+    """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
 
     Raises:
-        FileNotFoundError: `step` was asked for and does not exist (the message
-            lists the steps that do).
+        FileNotFoundError: no checkpoint of that step (the message lists those there are).
+        CheckpointError: its files are unreadable, or its parameters do not have the
+            model's shapes (every differing one named); the message names the folder.
     """
-    available = mngr.all_steps()
-    if step is None:
-        step = mngr.latest_step()
-        if step is None:
-            return None
-    elif step not in available:
-        raise FileNotFoundError(
-            f"no checkpoint of step {step} in {mngr.directory}; available steps: "
-            f"{sorted(available) or 'none'}")
-    abstract_state = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
-    return mngr.restore(step, args=ocp.args.StandardRestore(abstract_state))
+    if step not in steps(workdir):
+        raise FileNotFoundError(f"no checkpoint of step {step} in {checkpoint_dir(workdir)}; "
+                                f"available steps: {steps(workdir) or 'none'}")
+    path = _step_path(workdir, step)
+    where = f"checkpoint {path} (step {step})"
+    try:
+        saved = _saved_tree(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{where} is damaged: {e}") from None
+    if isinstance(saved, dict) and "params" in saved:
+        mismatches = _shape_mismatches(saved["params"], abstract_state["params"])
+        if mismatches:
+            raise IncompatibleCheckpoint(
+                f"{where} does not fit the model of the config: {'; '.join(mismatches[:10])}"
+                + (f"; and {len(mismatches) - 10} more" if len(mismatches) > 10 else ""))
+    target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
+    try:
+        return _restore(path, target)
+    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
+        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+
+
+def restore_latest(workdir, abstract_state):
+    """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
+
+    A damaged checkpoint (a crash or a full disk while writing, a file truncated
+    later) newer than a readable one is moved to `<workdir>/checkpoints_damaged/`
+    with a warning naming it, and the readable one is used: nothing is deleted.
+    When none can be read, nothing is moved and the error names each folder.
+
+    Returns:
+        (state, step), or (None, None) when the run has no checkpoint.
+
+    Raises:
+        IncompatibleCheckpoint: the newest readable checkpoint is of another model.
+        CheckpointError: no checkpoint could be read.
+    """
+    damaged = []
+    for step in reversed(steps(workdir)):
+        try:
+            state = restore_step(workdir, step, abstract_state)
+        except IncompatibleCheckpoint:
+            raise
+        except CheckpointError as e:
+            damaged.append((step, e))
+            continue
+        for bad_step, error in damaged:
+            _set_aside(workdir, bad_step, error, step)
+        return state, step
+    if damaged:
+        raise CheckpointError(
+            "no checkpoint of the run can be read: " + "; ".join(str(e) for _, e in damaged)
+            + ". Move those folders away to start afresh, or use another --workdir")
+    return None, None
+
+
+def _set_aside(workdir, step, error, resume_step):
+    """Moves a damaged checkpoint out of checkpoints/ (process 0; all processes wait)."""
+    source = _step_path(workdir, step)
+    target = os.path.join(os.path.abspath(workdir), "checkpoints_damaged", str(step))
+    if os.path.exists(target):
+        target = f"{target}.{int(time.time())}"
+    if jax.process_index() == 0:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(source, target)
+        print(f"warning: {error}; moved it to {target} and resuming from step {resume_step}",
+              flush=True)
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(f"set_aside_{step}")
 
 
 def read_saved_state(workdir, step=None):
@@ -99,15 +218,12 @@ def read_saved_state(workdir, step=None):
     Returns:
         (step, state) of checkpoint `step`, or of the latest one.
     """
-    mngr = manager(workdir, read_only=True, asynchronous=False)
-    step = mngr.latest_step() if step is None else step
+    step = (steps(workdir) or [None])[-1] if step is None else step
     if step is None:
         raise FileNotFoundError(f"no checkpoint in {checkpoint_dir(workdir)}")
-    path = os.path.join(checkpoint_dir(workdir), str(step), "default")
-    checkpointer = ocp.StandardCheckpointer()
+    path = _step_path(workdir, step)
     # Onto this process's first device, whatever topology wrote the checkpoint.
     device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    target = jax.tree.map(
-        lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-        checkpointer.metadata(path).item_metadata.tree)
-    return step, checkpointer.restore(path, target)
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                          _saved_tree(path))
+    return step, _restore(path, target)

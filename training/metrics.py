@@ -17,10 +17,35 @@ import os
 import sys
 import time
 
-import jax
-from clu import metric_writers
 
-from training import flops
+def _import_tensorflow_quietly():
+    """Imports TensorFlow (summaries, tf.data) with the accelerators hidden from it, quietly.
+
+    TensorFlow must never take GPU memory that JAX needs (by default it claims
+    all of it), as in big_vision. Loading and hiding the devices, its C++ code
+    prints CUDA-probing lines to stderr ("Could not find cuda drivers ...",
+    "failed call to cuInit") before any log-level setting of this process
+    applies; a user can do nothing about them, so stderr is closed meanwhile.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow as tf  # noqa: PLC0415
+        tf.config.set_visible_devices([], "GPU")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+_import_tensorflow_quietly()
+
+import jax  # noqa: E402
+from clu import metric_writers  # noqa: E402
+
+from training import flops  # noqa: E402
 
 
 def format_duration(seconds):
@@ -97,14 +122,44 @@ class MetricsLogger:
         self._writer.close()
 
 
+def _parse_lines(path):
+    """[(line, record or None)] of a metrics file; a cut-short last line (a crash while
+    writing it) gives None, any other line that is not a JSON object is an error."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    parsed = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("not an object with an integer 'step'")
+        except ValueError as e:
+            if number == len(lines) and not line.endswith("\n"):
+                parsed.append((line, None))
+                continue
+            raise MetricsFileError(f"{path}:{number}: not a metrics record ({e}); fix or "
+                                   f"delete that line") from None
+        parsed.append((line, record))
+    return parsed
+
+
+class MetricsFileError(ValueError):
+    """metrics.jsonl has a malformed line that is not a cut-short last one."""
+
+
 def _truncate_after(path, step):
-    """Drops lines of steps > `step` (left by a run that died after its last checkpoint)."""
+    """Drops lines of steps > `step` (left by a run that died after its last checkpoint)
+    and a cut-short last line (left by a crash while writing it)."""
     if not os.path.exists(path):
         return
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    kept = [l for l in lines if l.strip() and json.loads(l)["step"] <= step]
-    if len(kept) != len(lines):
+    parsed = _parse_lines(path)
+    kept = [line for line, record in parsed if record is not None and record["step"] <= step]
+    if any(record is None for _, record in parsed):
+        print(f"warning: {path}: dropped a cut-short last line (written when the run "
+              f"stopped)", flush=True)
+    if len(kept) != len(parsed):
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(kept)
@@ -112,9 +167,12 @@ def _truncate_after(path, step):
 
 
 def read_metrics(workdir):
-    """Returns the list of records of `workdir/metrics.jsonl` (for tests and reports)."""
-    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Returns the list of records of `workdir/metrics.jsonl` (for tests and reports).
+
+    A cut-short last line is left out.
+    """
+    path = os.path.join(workdir, "metrics.jsonl")
+    return [record for _, record in _parse_lines(path) if record is not None]
 
 
 class StepTimer:

@@ -23,12 +23,13 @@ def _restore_other_run(path, abstract_state):
     step = None
     if os.path.basename(path).isdigit():  # .../checkpoints/<step>
         step, path = int(os.path.basename(path)), os.path.dirname(os.path.dirname(path))
-    if not os.path.isdir(checkpointing.checkpoint_dir(path)):
-        raise FileNotFoundError(f"init.checkpoint: no checkpoints folder in {path}")
-    mngr = checkpointing.manager(path, read_only=True, asynchronous=False)
-    state = checkpointing.restore(mngr, abstract_state, step)
-    if state is None:
-        raise FileNotFoundError(f"init.checkpoint: {path} has no checkpoint")
+    if not checkpointing.has_checkpoint(path):
+        raise FileNotFoundError(f"init.checkpoint: no checkpoint in {path}/checkpoints")
+    step = checkpointing.steps(path)[-1] if step is None else step
+    try:
+        state = checkpointing.restore_step(path, step, abstract_state)
+    except (FileNotFoundError, checkpointing.CheckpointError) as e:
+        raise ValueError(f"init.checkpoint: {e}") from None
     logging.info("init.checkpoint: params of step %d of %s", int(state["step"]), path)
     return state["params"]
 

@@ -1,13 +1,22 @@
-"""The resolved config saved with a run, and the check that a resumed run still matches it.
+"""A run's config: checked before any work, saved with the run, compared on resume.
 
-Resuming a checkpoint with another model, optimizer, data or seed would either
-fail deep inside orbax (shapes) or, worse, silently train something else. So
-the fields below must equal those of the saved `config.json`, unless the user
-passes `--allow_config_change`.
+`check` looks at every training field that can be wrong without loading
+anything (the model's, the data's, the optimizer's, the loop's), so a typo
+costs a one-line error naming the key rather than minutes of start-up and a
+traceback. Resuming a checkpoint with another model, optimizer, data or seed
+would either fail deep inside orbax (shapes) or, worse, silently train
+something else. So the fields below must equal those of the saved
+`config.json`, unless the user passes `--allow_config_change`.
 """
 
 import json
 import os
+import re
+
+from absl import flags
+
+from data import languages, sources
+from model import captioner
 
 # Dotted prefixes of fields that change the state's shapes, the data order or the maths.
 INCOMPATIBLE = ("model", "optimizer", "vocab", "data", "seed", "batch_size", "lr", "z_loss",
@@ -29,12 +38,17 @@ def _normalize(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+# Fields under those prefixes that change neither shapes nor maths (how to react to a bad
+# image, how many threads decode them).
+MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.prefetch")
+
+
 def incompatible_changes(saved, current):
     """Returns ["field: saved -> current", ...] for fields of INCOMPATIBLE that differ."""
     saved, current = _flatten(saved), _flatten(current)
     changes = []
     for name in sorted(set(saved) | set(current)):
-        if name.split(".")[0] not in INCOMPATIBLE:
+        if name.split(".")[0] not in INCOMPATIBLE or name in MAY_CHANGE:
             continue
         old, new = _normalize(saved.get(name)), _normalize(current.get(name))
         if old != new:
@@ -60,3 +74,97 @@ def save(workdir, config):
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(config.to_json(indent=2))
     os.replace(tmp, path(workdir))
+
+
+class ConfigError(ValueError):
+    """A config field is wrong; the message names it (`config.<key>`)."""
+
+
+CORRUPT_IMAGE_POLICIES = ("stop", "skip")
+SCHEDULES = ("rsqrt", "constant")
+
+
+def _check_int(config, key, low):
+    value = config
+    for part in key.split("."):
+        value = value.get(part, None) if hasattr(value, "get") else None
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigError(f"config.{key}={value!r}; expected an integer >= {low}")
+
+
+def _check_choice(value, key, known):
+    if value not in known:
+        raise ConfigError(f"config.{key}={value!r}; known: {', '.join(known)}")
+
+
+def check(config):
+    """Checks the training fields of `config` (not `evals`: eval/evaluators checks those).
+
+    Raises:
+        ConfigError: naming the first field at fault and what it may be.
+    """
+    for key, low in (("total_steps", 0), ("batch_size", 1), ("grad_accum_steps", 1),
+                     ("log_every", 0), ("checkpoint.every", 0), ("checkpoint.keep", 1),
+                     ("data.max_prompt_len", 1), ("data.max_target_len", 1)):
+        _check_int(config, key, low)
+    _check_choice(config.lr.schedule, "lr.schedule", SCHEDULES)
+    if not config.lr.base > 0:
+        raise ConfigError(f"config.lr.base={config.lr.base!r}; expected a number > 0")
+    data = config.data
+    _check_choice(data.dataset, "data.dataset", sources.DATASETS)
+    _check_choice(data.get("reader", None) or "tfds", "data.reader", sources.READERS)
+    _check_choice(data.get("corrupt_images", None) or "stop", "data.corrupt_images",
+                  CORRUPT_IMAGE_POLICIES)
+    try:
+        languages.check_langs(data.langs, known=languages.TRAIN_35L_LANGS,
+                              what="training language")
+    except ValueError as e:
+        raise ConfigError(f"config.data.langs: {e}") from None
+    try:
+        captioner.captioner_config(config.model)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def parse_flags(flag_values, argv, config_flag="config"):
+    """Parses `argv` into `flag_values` and loads the config, as one ConfigError on bad input.
+
+    ml_collections reports a misspelled `--config.<field>` or a config file that
+    does not load with a traceback from deep inside it; this names the flag.
+
+    Returns:
+        What `flag_values(argv)` returns (the arguments left over).
+
+    Raises:
+        ConfigError: the flag or config file at fault, and why.
+    """
+    try:
+        rest = flag_values(argv)
+    except flags.Error as e:
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        raise ConfigError(lines[0] if len(lines) < 3 else f"{lines[0]} {lines[-1].strip()}") \
+            from None
+    except (AttributeError, KeyError) as e:
+        raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
+    except Exception as e:  # noqa: BLE001  A config file that fails to import, for one.
+        raise ConfigError(f"--{config_flag}: cannot load it: {type(e).__name__}: {e}") from None
+    if flag_values[config_flag].value is not None:
+        try:
+            flag_values[config_flag].value.to_dict()
+        except Exception as e:  # noqa: BLE001  ml_collections defers a missing file's error.
+            raise ConfigError(f"--{config_flag}={flag_values[config_flag].serialize()}: cannot "
+                              f"load it: {e}") from None
+    return rest
+
+
+def _unknown_field_message(error, argv, config_flag):
+    """'--config.total_step=20: no such field (did you mean total_steps?)' from ml_collections'."""
+    text = str(error).replace("\\n", "\n").replace("\\'", "'")
+    fields = re.findall(r"'([A-Za-z_][\w]*)'", text)
+    suggestion = re.search(r'Did you mean "([^"]+)"', text)
+    culprit = next((arg for arg in argv if arg.startswith(f"--{config_flag}.") and fields
+                    and fields[0] in arg.split("=")[0].split(".")), None)
+    where = culprit or f"a --{config_flag}.<field> flag"
+    hint = f" (did you mean {suggestion.group(1)}?)" if suggestion else ""
+    name = fields[0] if fields else text
+    return f"{where}: the config has no field {name!r}{hint}"

@@ -140,15 +140,17 @@ def restore_params(config, workdir, vocab_size, step=None):
 
     Raises:
         FileNotFoundError: the workdir has no checkpoint, or not of `step`.
+        checkpointing.CheckpointError: the checkpoint is damaged or of another model.
     """
     model = create_model(config, vocab_size)
     tx, _ = create_optimizer(config)
     mesh = make_mesh(config.mesh)
     abstract, _ = state_shardings(model, tx, mesh, axis_rules(config))
-    mngr = checkpointing.manager(workdir, read_only=True, asynchronous=False)
-    state = checkpointing.restore(mngr, abstract, step)
-    if state is None:
-        raise FileNotFoundError(
-            f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train first, or "
-            f"pass the --workdir of a run")
+    if step is None:
+        if not checkpointing.has_checkpoint(workdir):
+            raise FileNotFoundError(
+                f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train first, or "
+                f"pass the --workdir of a run")
+        step = checkpointing.steps(workdir)[-1]
+    state = checkpointing.restore_step(workdir, step, abstract)
     return model, state["params"], int(state["step"])

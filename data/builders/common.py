@@ -83,8 +83,9 @@ class ImageChecker:
             except Exception as e:  # PIL raises many types for broken files.
                 if self.policy == "stop":
                     raise CorruptImageError(
-                        f"corrupt image {name}: {e} (build with corrupt_images='skip' to "
-                        f"skip and count such images)") from None
+                        f"corrupt image {name}: {e} (to skip and count such images, build "
+                        f"with --corrupt_images skip, or train with "
+                        f"--config.data.corrupt_images=skip)") from None
                 good = False
                 self.skipped.append(name)
             self._seen[name] = good

@@ -24,6 +24,38 @@ def evaluator_class(name, eval_config):
     return EVALUATORS[kind]
 
 
+def check_configs(evals_config, best_metric=None):
+    """Checks `config.evals` without loading anything: types, `every`, batch sizes, languages.
+
+    Args:
+        evals_config: `config.evals`.
+        best_metric: `config.checkpoint.best_metric`, which an in-loop evaluator must log
+            (when there is one).
+
+    Returns:
+        The metric names the in-loop evaluators (`every` > 0) log.
+
+    Raises:
+        ValueError: naming the `config.evals.<name>.<field>` at fault.
+    """
+    logged = []
+    for name, eval_config in evals_config.items():
+        cls = evaluator_class(name, eval_config)
+        for field in ("every", "batch_size", "max_decode_len"):
+            value = eval_config.get(field, None)
+            low = 0 if field == "every" else 1
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"config.evals.{name}.{field}={value!r}; expected an integer "
+                                 f">= {low}")
+        langs = cls.config_langs(name, eval_config.langs)
+        if eval_config.every:
+            logged += cls.metric_names_for(langs)
+    if logged and best_metric is not None and best_metric not in logged:
+        raise ValueError(f"config.checkpoint.best_metric={best_metric!r} is not logged by the "
+                         f"in-loop evaluators; they log {', '.join(logged)}")
+    return logged
+
+
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """Builds the evaluators of `config.evals`.
 

@@ -25,12 +25,7 @@ class CocoDevCider(cider_d.CiderDEvaluator):
     all_langs = tuple(languages.TRAIN_35L_LANGS)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
-        langs = languages.check_langs(eval_config.langs if langs is None else langs)
-        outside = [lang for lang in langs if lang not in languages.TRAIN_35L_LANGS]
-        if outside:
-            raise ValueError(f"config.evals.{name}.langs: COCO-35L has no {', '.join(outside)} "
-                             f"(it has the 35 training languages: "
-                             f"{', '.join(languages.TRAIN_35L_LANGS)})")
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         caption_set = eval_sets.load_coco_dev(
             eval_config.manual_dir, langs, setup.vocab, image_size=setup.image_size,
             prompt_template=setup.prompt_template,

@@ -24,7 +24,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from data import pipeline, tokenizer
+from data import languages, pipeline, tokenizer
 from model import decode
 
 
@@ -130,8 +130,9 @@ class CaptionEvaluator:
     """Decodes every language of a CaptionSet and scores it; subclasses choose set and metric.
 
     Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and
-    `<prefix>avg`) and `predictions_prefix` (files `<prefix><lang>.jsonl` of
-    the checkpoint tool), and implement `make_scorer(lang)`.
+    `<prefix>avg`), `predictions_prefix` (files `<prefix><lang>.jsonl` of the
+    checkpoint tool) and `all_langs` (what `langs` may hold), and implement
+    `make_scorers(langs)`.
 
     Args:
         name: the evaluator's key in `config.evals`.
@@ -143,6 +144,20 @@ class CaptionEvaluator:
     """
     metric_prefix = ""
     predictions_prefix = ""
+    all_langs = ()
+
+    @classmethod
+    def config_langs(cls, name, langs):
+        """`langs` checked against `all_langs`, or a ValueError naming config.evals.<name>.langs."""
+        try:
+            return languages.check_langs(langs, known=cls.all_langs)
+        except ValueError as e:
+            raise ValueError(f"config.evals.{name}.langs: {e}") from None
+
+    @classmethod
+    def metric_names_for(cls, langs):
+        """The names `run` returns for `langs`."""
+        return [f"{cls.metric_prefix}{lang}" for lang in langs] + [f"{cls.metric_prefix}avg"]
 
     def __init__(self, name, eval_config, caption_set, setup, decoding=None):
         if eval_config.batch_size < 1:
@@ -165,8 +180,7 @@ class CaptionEvaluator:
     @property
     def metric_names(self):
         """The names `run` returns."""
-        return [f"{self.metric_prefix}{lang}" for lang in self.langs] + [
-            f"{self.metric_prefix}avg"]
+        return self.metric_names_for(self.langs)
 
     @property
     def num_images(self):

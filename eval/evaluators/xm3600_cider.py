@@ -26,7 +26,7 @@ class Xm3600Cider(cider_d.CiderDEvaluator):
     all_langs = tuple(languages.XM3600_LANGS)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
-        langs = languages.check_langs(eval_config.langs if langs is None else langs)
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         caption_set = eval_sets.load_xm3600(
             eval_config.data_dir, langs, setup.vocab, image_size=setup.image_size,
             prompt_template=setup.prompt_template,

@@ -210,3 +210,29 @@ def test_progress_reports_eta_after_the_first_batch():
     assert "XM3600 [en 1/2] 10/20 images | first batch" in text
     assert "XM3600 [zh 2/2] 10/20 images" in text
     assert "ETA ?" in text.splitlines()[0] and "ETA" in text.splitlines()[-1]
+
+
+def test_help_prints_the_usage_and_flags(capsys):
+    assert evaluate.main(["eval.evaluate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "python -m eval.evaluate --config" in out and "--workdir" in out and "--evals" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config.total_step=3"],
+     r"--config.total_step=3: the config has no field 'total_step' \(did you mean "
+     r"total_steps\?\)"),
+    (["--config.model.dtype=float17"], r"config.model.dtype='float17'; known: float32"),
+])
+def test_bad_config_override_is_one_error_line(tiny_run, tmp_path, args, message):
+    config_path, workdir, _ = tiny_run
+    result = subprocess.run(
+        [sys.executable, "-m", "eval.evaluate", "--config", config_path, "--workdir", workdir,
+         "--out", str(tmp_path / "out"), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(message, lines[0]), result.stderr
+    assert not (tmp_path / "out").exists()

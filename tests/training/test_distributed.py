@@ -146,7 +146,7 @@ def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path)
     proc.send_signal(signal.SIGTERM)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
-    if "Stop requested (SIGTERM)" in out:  # Else it finished before the signal landed.
+    if "Stopped by SIGTERM" in out:  # Else it finished before the signal landed.
         saved, _ = checkpointing.read_saved_state(str(workdir))
         logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)
         assert saved == logged

@@ -110,7 +110,8 @@ def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
 
 def test_coco_dev_languages_outside_coco35l_are_refused(tiny_demo):
     config = tiny_config(str(tiny_demo), **{"evals.coco_dev.langs": ("en", "quz")})
-    with pytest.raises(ValueError, match=r"config.evals.coco_dev.langs: COCO-35L has no quz"):
+    with pytest.raises(ValueError, match=r"config.evals.coco_dev.langs: unknown language 'quz'; "
+                                         r"known: ar, bn, cs"):
         evaluators_lib.build(config.evals, _setup(config), names=["coco_dev"])
 
 
@@ -128,7 +129,6 @@ def test_best_checkpoint_follows_the_configured_metric(tiny_demo, tmp_path):
 def test_a_best_metric_no_evaluator_logs_is_refused(tiny_demo, tmp_path):
     config = tiny_config(str(tiny_demo), **{"checkpoint.best_metric": "eval/bleu/avg"})
     with pytest.raises(ValueError, match=r"best_metric='eval/bleu/avg' is not logged by the "
-                                         r"in-loop evaluators \(xm3600\); they log "
-                                         r"eval/cider_d/en"):
+                                         r"in-loop evaluators; they log eval/cider_d/en"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
     assert not checkpointing.has_checkpoint(str(tmp_path / "run"))

@@ -1,0 +1,273 @@
+"""Faults and bad input in train.py: nothing already written is lost, every error is one line.
+
+In-process tests call `train.train_and_evaluate`; the command-line ones run
+`python train.py` (or the tiny runner) as a user would, with a config file
+that wraps the tiny test config.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import train
+from tests.tiny import tiny_config
+from training import checkpointing, run_config
+from training.metrics import read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r})
+"""
+
+
+def _files_config(data_dir, **overrides):
+    return tiny_config(str(data_dir), **{"data.reader": "files", **overrides})
+
+
+def _env():
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def config_file(tiny_demo, tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
+    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    return str(path)
+
+
+def _train_cli(config_file, workdir, *args):
+    return subprocess.run(
+        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
+
+
+def _one_error_line(result):
+    """The process failed with exit status 2 and exactly one `error:` line, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr[-2000:]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_demo, tmp_path_factory):
+    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it."""
+    workdir = tmp_path_factory.mktemp("trained") / "run"
+    train.train_and_evaluate(_files_config(tiny_demo, **{"evals.xm3600.every": 0}),
+                             str(workdir))
+    return workdir
+
+
+def _copy(trained, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(trained, workdir)
+    return workdir
+
+
+# ------------------------------------------------------- nothing is lost ----
+def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(trained, tiny_demo,
+                                                                       tmp_path):
+    workdir = _copy(trained, tmp_path)
+    before = (workdir / "config.json").read_bytes()
+    wider = _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6,
+                                        "model.vit.width": 64})
+    with pytest.raises(train.TrainingError, match=r"checkpoints/4 \(step 4\) does not fit the "
+                                                  r"model of the config: img/.*\(32,\) -> \(64,\)"
+                                                  r".*changed config fields: model.vit.width"):
+        train.train_and_evaluate(wider, str(workdir), allow_change=True)
+    assert (workdir / "config.json").read_bytes() == before
+    assert checkpointing.steps(str(workdir)) == [2, 4]
+    # The original config still resumes.
+    state = train.train_and_evaluate(
+        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6}), str(workdir))
+    assert int(state["step"]) == 6
+
+
+def _truncate_largest_data_file(step_dir):
+    data = [p for p in (step_dir / "default").rglob("*") if p.is_file() and p.parent.name == "d"]
+    largest = max(data, key=lambda p: p.stat().st_size)
+    with open(largest, "r+b") as f:
+        f.truncate(largest.stat().st_size // 3)
+
+
+@pytest.mark.parametrize("damage", ["truncated data file", "deleted _METADATA"])
+def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(trained, tiny_demo,
+                                                                        tmp_path, capsys,
+                                                                        damage):
+    workdir = _copy(trained, tmp_path)
+    if damage == "truncated data file":
+        _truncate_largest_data_file(workdir / "checkpoints" / "4")
+    else:
+        (workdir / "checkpoints" / "4" / "default" / "_METADATA").unlink()
+    state = train.train_and_evaluate(
+        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
+    out = capsys.readouterr().out
+    assert re.search(r"warning: checkpoint .*/checkpoints/4 \(step 4\) is damaged: .*; moved "
+                     r"it to .*/checkpoints_damaged/4 and resuming from step 2", out), out
+    assert "Resuming" in out and "at step 2 of 5" in out
+    assert int(state["step"]) == 5
+    assert (workdir / "checkpoints_damaged" / "4" / "default").is_dir()  # Nothing deleted.
+    steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def test_no_readable_checkpoint_is_an_error_that_moves_nothing(trained, tiny_demo, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    for step in (2, 4):
+        (workdir / "checkpoints" / str(step) / "default" / "_METADATA").unlink()
+    with pytest.raises(train.TrainingError, match=r"no checkpoint of the run can be read: "
+                                                  r"checkpoint .*/4 \(step 4\) is damaged.*"
+                                                  r"/2 \(step 2\) is damaged"):
+        train.train_and_evaluate(
+            _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6}),
+            str(workdir))
+    assert checkpointing.steps(str(workdir)) == [2, 4]
+    assert not (workdir / "checkpoints_damaged").exists()
+
+
+def test_cut_short_last_metrics_line_is_dropped_on_resume(trained, tiny_demo, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"step": 5, "train/lo')  # A crash while writing.
+    assert [r["step"] for r in read_metrics(str(workdir))][-1] == 4
+    train.train_and_evaluate(
+        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
+    steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def test_malformed_metrics_line_in_the_middle_is_a_clear_error(trained, tiny_demo, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    lines = (workdir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    lines.insert(1, "not json\n")
+    (workdir / "metrics.jsonl").write_text("".join(lines))
+    with pytest.raises(train.TrainingError, match=r"metrics.jsonl:2: not a metrics record"):
+        train.train_and_evaluate(
+            _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}),
+            str(workdir))
+    assert (workdir / "metrics.jsonl").read_text() == "".join(lines)
+
+
+def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tmp_path):
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(tiny_demo),
+           "--workdir", str(workdir), "--set", "total_steps=400", "--set",
+           "evals.xm3600.every=0", "--set", "checkpoint.every=1000", "--set", "log_every=1"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # Until a training step has been logged.
+        lines.append(line)
+        if line.startswith("step "):
+            break
+    proc.send_signal(signal.SIGINT)
+    out = "".join(lines) + proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out[-3000:]
+    assert "Exception ignored" not in out and "Traceback" not in out
+    match = re.search(r"Stopped by Ctrl-C: saved step (\d+)", out)
+    assert match, out[-2000:]
+    assert checkpointing.steps(str(workdir)) == [int(match.group(1))]
+    # Two Ctrl-Cs: the second exits at once with 130, without a traceback.
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if line.startswith("step "):
+            break
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode in (0, 130), out[-2000:]  # 0 if the save won the race.
+    assert "Traceback" not in out
+
+
+# ------------------------------------------------------ one-line errors ----
+@pytest.mark.parametrize("args,message", [
+    (["--config.total_step=20"],
+     r"--config.total_step=20: the config has no field 'total_step' \(did you mean "
+     r"total_steps\?\)"),
+    (["--config.total_steps=abc"], r"--config.total_steps=abc: invalid literal for int"),
+    (["--config.model.dtype=float17"], r"config.model.dtype='float17'; known: float32, bfloat16"),
+    (["--config.evals.xm3600.langs=en,xx"],
+     r"config.evals.xm3600.langs: unknown language 'xx'; known: ar, bn"),
+    (["--config.data.corrupt_images=ignore"],
+     r"config.data.corrupt_images='ignore'; known: stop, skip"),
+    (["--config.checkpoint.best_metric=eval/bleu"],
+     r"config.checkpoint.best_metric='eval/bleu' is not logged by the in-loop evaluators"),
+])
+def test_bad_config_is_one_error_line_before_any_work(config_file, tmp_path, args, message):
+    workdir = tmp_path / "run"
+    start = time.time()
+    line = _one_error_line(_train_cli(config_file, workdir, *args))
+    assert re.search(message, line), line
+    assert not workdir.exists()  # Nothing written.
+    assert time.time() - start < 120
+
+
+def test_unwritable_workdir_is_one_error_line(config_file, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    line = _one_error_line(_train_cli(config_file, blocker / "run"))
+    assert f"--workdir {blocker}/run: cannot write there" in line
+
+
+def test_changed_batch_size_on_resume_is_one_error_line(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    line = _one_error_line(_train_cli(config_file, workdir, "--config.batch_size=4"))
+    assert re.search(r"holds checkpoints of a run with another config; changed fields: "
+                     r"batch_size: 8 -> 4\. .*--allow_config_change", line), line
+
+
+def test_corrupt_training_image_is_found_before_the_first_evaluation(tiny_demo, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_demo, data)
+    jpeg = sorted((data / "coco35l" / "train2014").iterdir())[0]
+    jpeg.write_bytes(b"\xff\xd8 not a jpeg")
+    config = tiny_config(str(data), **{"data.reader": "tfds"})
+    workdir = tmp_path / "run"
+    with pytest.raises(train.TrainingError, match=rf"corrupt image .*{jpeg.stem[-6:]}.*"
+                                                  r"--config.data.corrupt_images=skip"):
+        train.train_and_evaluate(config, str(workdir))
+    assert not (workdir / "metrics.jsonl").exists()  # No evaluation ran first.
+    skipping = tiny_config(str(data), **{"data.reader": "tfds",
+                                         "data.corrupt_images": "skip", "total_steps": 2})
+    train.train_and_evaluate(skipping, str(tmp_path / "skipping"))
+    assert checkpointing.steps(str(tmp_path / "skipping")) == [2]
+
+
+# --------------------------------------------------------------- console ----
+def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp_path):
+    workdir = tmp_path / "run"
+    first = _train_cli(config_file, workdir, "--config.total_steps=2")
+    assert first.returncode == 0, first.stderr[-2000:]
+    second = _train_cli(config_file, workdir, "--config.total_steps=4")
+    assert second.returncode == 0, second.stderr[-2000:]
+    for result, opening in ((first, "Starting"), (second, "Resuming")):
+        lines = (result.stdout + result.stderr).splitlines()
+        assert lines[0].startswith(f"{opening} {workdir} at step"), lines
+        for line in lines[1:]:  # Progress and evaluation lines, nothing from the libraries.
+            assert re.match(r"step \d+(/\d+ \||  ?evaluation:)", line), line
+    config = json.loads((workdir / "config.json").read_text())
+    assert config["total_steps"] == 4
+    assert run_config.load(str(workdir))["total_steps"] == 4
+
+
+def test_verbosity_brings_the_library_logs_back(config_file, tmp_path):
+    result = _train_cli(config_file, tmp_path / "run", "--config.total_steps=1",
+                        "--verbosity=0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Config:" in result.stderr
+
