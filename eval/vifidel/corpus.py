@@ -117,15 +117,25 @@ def build_scorers(keys, references, settings, *, map_fn=None):
 def ranking_control(scorer, captions):
     """How often an image's own caption scores above another image's caption.
 
-    The other caption of image i is the caption of image i + 1 (the last image takes the
-    first's): a fixed pairing, so runs are comparable.
+    The other caption of image i is the caption of the next image (cyclically) whose caption
+    differs from image i's: a fixed pairing, so runs are comparable, and never the same text
+    (two images showing the same thing may share a caption, which is then right for both).
 
     Returns:
-        (share of the labelled images where own > other, number of such images).
+        (share of the compared images where own > other, number compared: images with a known
+        label and some different caption).
     """
+    captions = list(captions)
+    n = len(captions)
+    partner = []
+    for i, caption in enumerate(captions):
+        step = next((d for d in range(1, n) if captions[(i + d) % n] != caption), None)
+        partner.append(i if step is None else (i + step) % n)
     own = scorer.score(captions).per_image
-    other = scorer.score(captions[1:] + captions[:1]).per_image
-    valid = ~np.isnan(own)
+    other = scorer.score([captions[j] for j in partner]).per_image
+    valid = ~np.isnan(own) & (np.array(partner) != np.arange(n))
+    if not valid.any():
+        return float("nan"), 0
     return float(np.mean(own[valid] > other[valid])), int(valid.sum())
 
 
