@@ -346,11 +346,11 @@ def plot(path, scores, confidence=CONFIDENCE):
         ax.bar(np.arange(len(systems)) + (k - 1) * width, means, width, yerr=errors,
                capsize=3, label=name)
     ax.set_xticks(np.arange(len(systems)), systems, rotation=20, ha="right")
-    ax.set_ylim(1, 5.2)
+    ax.set_ylim(1, 5.6)
     ax.set_ylabel("mean rating")
     ax.set_title(f"THUMB 1.0: P, R and total per system ({int(confidence * 100)}% bootstrap "
                  f"intervals)")
-    ax.legend(ncols=3, loc="lower right")
+    ax.legend(ncols=3, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
