@@ -14,6 +14,9 @@ real releases so that the same readers, builders and pipeline serve both:
     DIR/coco35l/coco_mt_dev.jsonl.bz2        es/hi/zh translations (val)
     DIR/xm3600/captions.jsonl                held-out images, XM3600 layout
     DIR/xm3600/images/<image/key>.jpg
+    DIR/xm3600/oidv7-class-descriptions.csv  Open Images-style labels of those images
+    DIR/xm3600/oidv7-demo-annotations-human-imagelabels.csv
+    DIR/vectors/wiki.<lang>.align.vec        aligned word vectors (fastText .vec), en/es/hi/zh
     DIR/spm/demo.model                       SentencePiece model (T5 ids)
     DIR/tfds/{coco35l,xm3600}/core/1.0.0/    the TFDS builds the pipeline reads
 
@@ -147,15 +150,18 @@ def _write_coco35l(root, rng, num_train, num_restval, num_val, num_test, image_s
 
 
 def _write_xm3600(root, rng, num_images, image_size):
+    """Writes the held-out split; returns [(image key, scene)] in file order."""
     os.makedirs(os.path.join(root, "images"), exist_ok=True)
     scenes = _random_scenes(rng, num_images)
     keys = set()
+    written = []
     with open(os.path.join(root, "captions.jsonl"), "w", encoding="utf-8") as f:
         for i, scene in enumerate(scenes):
             key = "".join(f"{b:02x}" for b in rng.integers(0, 256, size=8))
             while key in keys:
                 key = "".join(f"{b:02x}" for b in rng.integers(0, 256, size=8))
             keys.add(key)
+            written.append((key, scene))
             _save_jpeg(render(scene, rng, image_size), os.path.join(root, "images", f"{key}.jpg"))
             row = {"image/key": key,
                    "image/locale": demo_captions.DEMO_LANGS[i % len(demo_captions.DEMO_LANGS)]}
@@ -166,10 +172,95 @@ def _write_xm3600(root, rng, num_images, image_size):
                 row[lang] = {"caption": raws, "caption/tokenized": tokenized,
                              "caption/tokenized/lowercase": [t.lower() for t in tokenized]}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return written
+
+
+# --- VIFIDEL inputs: Open Images-style labels and aligned word vectors -----------------------
+
+# Synthetic MIDs (Open Images' are /m/ + a Freebase id) and the display names of the labels.
+_LABELS = {name: f"/m/demo_{name}" for name in (*demo_captions.COLOURS,
+                                                 *demo_captions.SHAPES)}
+# The words of each scene attribute in each language's captions: their vectors share one
+# direction up to small noise, as aligned vectors of translations do. Every other word of the
+# captions gets a direction of its own.
+_LEXICON = {
+    "red": {"en": ("red",), "es": ("rojo", "roja"), "hi": ("लाल",), "zh": ("红色",)},
+    "green": {"en": ("green",), "es": ("verde",), "hi": ("हरा", "हरी", "हरे"),
+              "zh": ("绿色",)},
+    "blue": {"en": ("blue",), "es": ("azul",), "hi": ("नीला", "नीली", "नीले"),
+             "zh": ("蓝色",)},
+    "yellow": {"en": ("yellow",), "es": ("amarillo", "amarilla"),
+               "hi": ("पीला", "पीली", "पीले"), "zh": ("黄色",)},
+    "circle": {"en": ("circle",), "es": ("círculo",), "hi": ("गोला",), "zh": ("圆形",)},
+    "square": {"en": ("square",), "es": ("cuadrado",), "hi": ("वर्ग",), "zh": ("正方形",)},
+    "triangle": {"en": ("triangle",), "es": ("triángulo",), "hi": ("त्रिभुज",),
+                 "zh": ("三角形",)},
+    "star": {"en": ("star",), "es": ("estrella",), "hi": ("तारा",), "zh": ("星星",)},
+    "big": {"en": ("big", "large"), "es": ("grande", "gran"), "hi": ("बड़ा", "बड़ी"),
+            "zh": ("大",)},
+    "small": {"en": ("small", "tiny"), "es": ("pequeño", "pequeña"), "hi": ("छोटा", "छोटी"),
+              "zh": ("小",)},
+    "left": {"en": ("left",), "es": ("izquierda", "izquierdo"), "hi": ("बाईं",),
+             "zh": ("左边", "左侧")},
+    "center": {"en": ("middle", "center"), "es": ("centro",), "hi": ("बीच",),
+               "zh": ("中间", "中央")},
+    "right": {"en": ("right",), "es": ("derecha", "derecho"), "hi": ("दाईं",),
+              "zh": ("右边", "右侧")},
+}
+VECTOR_DIM = 32
+# Per-component noise between translations: cosines of about 0.97.
+_VECTOR_NOISE = 0.03
+
+
+def _write_labels(root, written):
+    """Open Images-style class descriptions and image-level labels of the held-out images.
+
+    Each image has its colour and its shape as verified positives (Confidence 1) and the next
+    shape as a verified negative (Confidence 0), which readers must leave out.
+    """
+    with open(os.path.join(root, "oidv7-class-descriptions.csv"), "w", encoding="utf-8") as f:
+        f.write("LabelName,DisplayName\n")
+        f.writelines(f"{mid},{name.capitalize()}\n" for name, mid in _LABELS.items())
+    shapes = demo_captions.SHAPES
+    with open(os.path.join(root, "oidv7-demo-annotations-human-imagelabels.csv"), "w",
+              encoding="utf-8") as f:
+        f.write("ImageID,Source,LabelName,Confidence\n")
+        for key, scene in sorted(written):
+            absent = shapes[(shapes.index(scene.shape) + 1) % len(shapes)]
+            f.write(f"{key},verification,{_LABELS[scene.colour]},1\n"
+                    f"{key},verification,{_LABELS[scene.shape]},1\n"
+                    f"{key},verification,{_LABELS[absent]},0\n")
+
+
+def _write_vectors(folder, seed):
+    """Tiny aligned word vectors, fastText .vec format: `folder/wiki.<lang>.align.vec`.
+
+    Drawn from their own generator so that the other demo files do not change.
+    """
+    rng = np.random.default_rng([seed, 3600])
+    os.makedirs(folder, exist_ok=True)
+    concepts = {c: v / np.linalg.norm(v)
+                for c, v in zip(_LEXICON, rng.normal(size=(len(_LEXICON), VECTOR_DIM)),
+                                strict=True)}
+    paths = {}
+    for lang in demo_captions.DEMO_LANGS:
+        concept_of = {w: c for c, by_lang in _LEXICON.items() for w in by_lang[lang]}
+        words = sorted({w for scene in demo_captions.all_scenes()
+                        for _, tokenized in demo_captions.captions(scene, lang)
+                        for w in tokenized.lower().split()} | set(concept_of))
+        paths[lang] = os.path.join(folder, f"wiki.{lang}.align.vec")
+        with open(paths[lang], "w", encoding="utf-8") as f:
+            f.write(f"{len(words)} {VECTOR_DIM}\n")
+            for word in words:
+                noise = rng.normal(size=VECTOR_DIM)
+                vector = (concepts[concept_of[word]] + _VECTOR_NOISE * noise
+                          if word in concept_of else noise / np.linalg.norm(noise))
+                f.write(word + " " + " ".join(f"{v:.5f}" for v in vector) + " \n")
+    return paths
 
 
 def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, num_test=100,
-             num_xm3600=100, image_size=64, vocab_size=1000, build_tfds=True):
+             num_xm3600=100, image_size=64, vocab_size=1000, build_tfds=True, vifidel=True):
     """Writes the demo COCO-35L, XM3600 and vocabulary under `out_dir`.
 
     Args:
@@ -182,17 +273,19 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         vocab_size: SentencePiece vocabulary size (a soft limit).
         build_tfds: also build the TFDS datasets coco35l/core and xm3600/core
             under DIR/tfds (the training pipeline's default reader).
+        vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
+            images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
 
     Returns:
         A dict of the written paths: coco35l, xm3600 (folders), vocab (file),
-        and tfds (folder) if built.
+        tfds (folder) if built, and vectors (folder) with vifidel.
     """
     rng = np.random.default_rng(seed)
     coco_root = os.path.join(out_dir, "coco35l")
     xm_root = os.path.join(out_dir, "xm3600")
     texts = _write_coco35l(coco_root, rng, num_train, num_restval, num_val, num_test,
                            image_size)
-    _write_xm3600(xm_root, rng, num_xm3600, image_size)
+    written = _write_xm3600(xm_root, rng, num_xm3600, image_size)
     # BPE, not mT5's unigram: on a corpus of ~100 distinct words repeated
     # thousands of times, unigram EM stalls at near-character pieces, while BPE
     # merges up to whole words. zh words are delimited for training so that
@@ -203,6 +296,10 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         texts, os.path.join(out_dir, "spm", "demo"), vocab_size, user_defined_symbols=prompts,
         model_type="bpe", pretokenization_delimiter=_WORD_DELIMITER)
     paths = {"coco35l": coco_root, "xm3600": xm_root, "vocab": vocab}
+    if vifidel:
+        _write_labels(xm_root, written)
+        paths["vectors"] = os.path.join(out_dir, "vectors")
+        _write_vectors(paths["vectors"], seed)
     if build_tfds:
         paths["tfds"] = os.path.join(out_dir, "tfds")
         for name, root in (("coco35l", coco_root), ("xm3600", xm_root)):

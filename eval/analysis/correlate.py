@@ -16,6 +16,10 @@ tau-b's denominator) between delta_sxs and each delta CIDEr column, over all, ex
 evaluations. An empty or NA cell is a missing value; it drops that evaluation from the
 columns it touches only (pairwise deletion), and the number of points n is reported.
 
+The file and its reading are eval/analysis/side_by_side.py; the numbers come from its `table`,
+the side-by-side path of the meta-evaluation tool (`python -m eval.analysis.meta --side-by-side
+FILE` adds tau-c and bootstrap intervals). Bad input is one `error:` line, exit status 2.
+
 On the paper's side_by_side.csv this reproduces every value of its correlations.csv within
 0.01; four cells round to another second decimal (off by at most 0.007: Kendall all/xm600,
 ext/xm3600, core/coco_dev; Spearman core/xm3600). That residue comes from the paper's
@@ -24,134 +28,26 @@ rounding moves those cells over ranges that include the paper's values.
 """
 
 import argparse
-import csv
-import dataclasses
 import json
-import math
 import sys
-import warnings
 
-import numpy as np
-from scipy import stats
+from eval.analysis import coefficients as coefficients_lib
+from eval.analysis import side_by_side
+from eval.analysis.side_by_side import (  # noqa: F401 (the names callers import from here)
+    DELTA_PREFIX,
+    KNOWN_SETS,
+    MISSING_VALUES,
+    REQUIRED_COLUMNS,
+    SETS,
+    Evaluation,
+    SideBySideError,
+    flipped_points,
+    read_side_by_side,
+)
 
-from data import languages
-
-SETS = ("all", "ext", "core")
 COEFFICIENTS = ("pearson", "spearman", "kendall")
-REQUIRED_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs")
-DELTA_PREFIX = "delta_cider_"
-KNOWN_SETS = ("core", "ext")
-MISSING_VALUES = ("", "na", "n/a", "nan")
-# Fewer points than this leave a correlation undefined (one evaluation gives two points
-# that lie on a line through the origin by construction).
-MIN_POINTS = 3
-
-
-class SideBySideError(ValueError):
-    """The side-by-side file is malformed; the message names file, line and column."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Evaluation:
-    """One side-by-side evaluation of m2 against m1.
-
-    Attributes:
-        m2, m1: the two models (delta = m2 - m1).
-        lang: language code.
-        set: "core" or "ext".
-        delta_sxs: wins minus losses of m2, in percent, or None when missing.
-        deltas: {delta CIDEr column: value or None when missing}.
-        line: line number in the file, for messages.
-    """
-    m2: str
-    m1: str
-    lang: str
-    set: str
-    delta_sxs: float
-    deltas: dict
-    line: int
-
-
-def _number(text, where, column):
-    if text is None or text.strip().lower() in MISSING_VALUES:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise SideBySideError(f"{where}: column {column}: not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise SideBySideError(f"{where}: column {column}: not a finite number: {text!r}")
-    return value
-
-
-def read_side_by_side(path):
-    """Reads and checks a side-by-side CSV.
-
-    Args:
-        path: the CSV file.
-
-    Returns:
-        (list of `Evaluation` in file order, tuple of the delta CIDEr column names).
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        SideBySideError: a column is missing (named), a value is not a number, a set or
-            language is unknown (file:line and column).
-    """
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = [name.strip() for name in (reader.fieldnames or [])]
-        reader.fieldnames = header
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        columns = tuple(c for c in header if c.startswith(DELTA_PREFIX))
-        if not columns:
-            missing.append(f"{DELTA_PREFIX}* (e.g. {DELTA_PREFIX}xm3600)")
-        if missing:
-            raise SideBySideError(
-                f"{path}: missing column(s) {', '.join(missing)}; found: "
-                f"{', '.join(header) or 'no header'}")
-        evaluations = [_parse_row(row, columns, f"{path}:{lineno}", lineno)
-                       for lineno, row in enumerate(reader, start=2)
-                       if any((v or "").strip() for v in row.values() if isinstance(v, str))]
-    if not evaluations:
-        raise SideBySideError(f"{path}: no evaluations (only a header)")
-    return evaluations, columns
-
-
-def _parse_row(row, columns, where, lineno):
-    if None in row:
-        raise SideBySideError(f"{where}: more cells than columns in the header")
-    if any(row[c] is None for c in REQUIRED_COLUMNS + columns):
-        raise SideBySideError(f"{where}: fewer cells than columns in the header")
-    set_name = row["set"].strip()
-    if set_name not in KNOWN_SETS:
-        raise SideBySideError(
-            f"{where}: column set: unknown value {row['set']!r}; expected one of "
-            f"{', '.join(KNOWN_SETS)}")
-    lang = row["lang"].strip()
-    if lang not in languages.XM3600_LANGS:
-        raise SideBySideError(f"{where}: column lang: unknown language {row['lang']!r}")
-    return Evaluation(
-        m2=row["m2"].strip(), m1=row["m1"].strip(), lang=lang, set=set_name,
-        delta_sxs=_number(row["delta_sxs"], where, "delta_sxs"),
-        deltas={c: _number(row[c], where, c) for c in columns}, line=lineno)
-
-
-def flipped_points(evaluations, column):
-    """The points of one column: each evaluation as given and flipped.
-
-    Args:
-        evaluations: `Evaluation`s.
-        column: a delta CIDEr column.
-
-    Returns:
-        (delta_sxs, delta_cider), float arrays [2 * evaluations with both values].
-    """
-    pairs = [(e.delta_sxs, e.deltas[column]) for e in evaluations
-             if e.delta_sxs is not None and e.deltas[column] is not None]
-    sxs = np.array([p[0] for p in pairs], dtype=float)  # [evaluations]
-    cider = np.array([p[1] for p in pairs], dtype=float)  # [evaluations]
-    return np.concatenate([sxs, -sxs]), np.concatenate([cider, -cider])
+# The paper's Kendall is tau-b (scipy's default); meta's names for the three.
+_META_NAMES = {"pearson": "pearson", "spearman": "spearman", "kendall": "kendall_b"}
 
 
 def correlations(x, y):
@@ -162,23 +58,16 @@ def correlations(x, y):
 
     Returns:
         {"pearson", "spearman", "kendall"} -> float, or None where undefined (fewer than
-        MIN_POINTS points, or a constant sample).
+        three points, or a constant sample).
     """
-    if len(x) < MIN_POINTS:
-        return {name: None for name in COEFFICIENTS}
-    with warnings.catch_warnings():
-        # A constant sample makes scipy warn and return nan; None says it below.
-        warnings.simplefilter("ignore")
-        values = {
-            "pearson": stats.pearsonr(x, y)[0],
-            "spearman": stats.spearmanr(x, y)[0],
-            "kendall": stats.kendalltau(x, y, variant="b")[0],
-        }
-    return {name: (float(v) if np.isfinite(v) else None) for name, v in values.items()}
+    values = coefficients_lib.coefficients(x, y, tuple(_META_NAMES.values()))
+    return {name: values[meta] for name, meta in _META_NAMES.items()}
 
 
 def table6(evaluations, columns):
     """Correlations over all / ext / core evaluations, in the layout of the paper's Table 6.
+
+    Computed by `side_by_side.table`, the meta-evaluation tool's side-by-side path.
 
     Args:
         evaluations: `Evaluation`s.
@@ -187,18 +76,26 @@ def table6(evaluations, columns):
     Returns:
         {set: {coefficient: {column: value or None}, "n": {column: number of points}}}.
     """
-    result = {}
-    for set_name in SETS:
-        chosen = [e for e in evaluations if set_name == "all" or e.set == set_name]
-        rows = {name: {} for name in COEFFICIENTS}
-        rows["n"] = {}
-        for column in columns:
-            x, y = flipped_points(chosen, column)
-            rows["n"][column] = len(x)
-            for name, value in correlations(x, y).items():
-                rows[name][column] = value
-        result[set_name] = rows
-    return result
+    result = side_by_side.table(evaluations, columns, names=tuple(_META_NAMES.values()))
+    return {set_name: {**{name: rows[meta] for name, meta in _META_NAMES.items()},
+                       "n": rows["n"]}
+            for set_name, rows in result.items()}
+
+
+class _Exit(SystemExit):
+    """Exit status 2 after an `error:` line; str() is the message (what tests match)."""
+
+    def __init__(self, message):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+def _fail(message):
+    print(f"error: {message}", file=sys.stderr)
+    raise _Exit(message)
 
 
 def format_table(result, columns):
@@ -245,9 +142,9 @@ def main(argv=None):
     try:
         evaluations, columns = read_side_by_side(args.side_by_side)
     except FileNotFoundError:
-        sys.exit(f"error: side-by-side file not found: {args.side_by_side}")
+        _fail(f"side-by-side file not found: {args.side_by_side}")
     except SideBySideError as e:
-        sys.exit(f"error: {e}")
+        _fail(str(e))
     result = table6(evaluations, columns)
     if args.json:
         print(json.dumps(result, indent=2))

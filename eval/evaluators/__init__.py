@@ -8,11 +8,12 @@ decoder); each `run(params)` returns `{metric name: value}`. Adding an
 evaluator is a module with its class and one entry in the table.
 """
 
-from eval.evaluators import coco_dev_cider, xm3600_cider
+from eval.evaluators import coco_dev_cider, vifidel, xm3600_cider
 
 EVALUATORS = {
     "xm3600_cider": xm3600_cider.Xm3600Cider,
     "coco_dev_cider": coco_dev_cider.CocoDevCider,
+    "vifidel": vifidel.Xm3600Vifidel,
 }
 
 

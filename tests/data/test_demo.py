@@ -126,3 +126,71 @@ def test_rendered_colour_size_and_position_match_the_scene():
             assert abs(np.nonzero(blue)[1].mean() - centre) < 5
             areas[size] = blue.sum()
         assert areas["big"] > 2.5 * areas["small"] > 0
+
+
+def test_labels_name_each_held_out_images_colour_and_shape(demo_dir):
+    records = xm3600_release.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
+    descriptions = demo_dir / "xm3600" / "oidv7-class-descriptions.csv"
+    names = dict(line.split(",") for line in descriptions.read_text().splitlines()[1:])
+    with open(demo_dir / "xm3600" / "oidv7-demo-annotations-human-imagelabels.csv",
+              encoding="utf-8") as f:
+        rows = [line.split(",") for line in f.read().splitlines()]
+    assert rows[0] == ["ImageID", "Source", "LabelName", "Confidence"]
+    positives, negatives = {}, {}
+    for key, _, mid, confidence in rows[1:]:
+        (positives if confidence == "1" else negatives).setdefault(key, set()).add(
+            names[mid].lower())
+    assert set(positives) == set(negatives) == {r.key for r in records}
+    for r in records:
+        english = r.captions["en"][0].lower().split()
+        # The colour and the shape, both in the caption; the verified negative is not.
+        assert len(positives[r.key]) == 2 and positives[r.key] <= set(english)
+        assert not negatives[r.key] & set(english)
+
+
+def _vectors(path):
+    with open(path, encoding="utf-8") as f:
+        count, dim = map(int, f.readline().split())
+        table = {}
+        for line in f:
+            word, *values = line.split()
+            table[word] = np.array(values, dtype=float)
+    assert len(table) == count and {v.size for v in table.values()} == {dim}
+    return {w: v / np.linalg.norm(v) for w, v in table.items()}
+
+
+def test_vectors_align_translations_and_cover_every_caption_word(demo_dir):
+    vectors = {lang: _vectors(demo_dir / "vectors" / f"wiki.{lang}.align.vec")
+               for lang in demo_captions.DEMO_LANGS}
+    pairs = {("en", "red"): [("es", "roja"), ("hi", "लाल"), ("zh", "红色")],
+             ("en", "star"): [("es", "estrella"), ("hi", "तारा"), ("zh", "星星")],
+             ("en", "large"): [("en", "big"), ("es", "gran"), ("zh", "大")]}
+    for (lang, word), translations in pairs.items():
+        for other_lang, other in translations:
+            assert vectors[lang][word] @ vectors[other_lang][other] > 0.9
+    assert abs(vectors["en"]["red"] @ vectors["en"]["star"]) < 0.9
+    for lang in demo_captions.DEMO_LANGS:
+        for scene in demo_captions.all_scenes():
+            for _, tokenized in demo_captions.captions(scene, lang):
+                assert set(tokenized.lower().split()) <= set(vectors[lang])
+
+
+def test_vifidel_files_are_deterministic_and_leave_the_other_files_alone(tmp_path):
+    kwargs = dict(num_train=8, num_restval=2, num_val=2, num_test=0, num_xm3600=4,
+                  image_size=16, build_tfds=False)
+    demo.generate(str(tmp_path / "a"), seed=3, **kwargs)
+    demo.generate(str(tmp_path / "b"), seed=3, vifidel=False, **kwargs)
+    demo.generate(str(tmp_path / "c"), seed=3, **kwargs)
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")
+                   if p.is_file())
+    without = {p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")
+               if p.is_file()}
+    assert {str(p) for p in set(files) - without} == {
+        "xm3600/oidv7-class-descriptions.csv",
+        "xm3600/oidv7-demo-annotations-human-imagelabels.csv",
+        *(f"vectors/wiki.{lang}.align.vec" for lang in demo_captions.DEMO_LANGS)}
+    for name in files:
+        content = (tmp_path / "a" / name).read_bytes()
+        assert content == (tmp_path / "c" / name).read_bytes(), name
+        if name in without:
+            assert content == (tmp_path / "b" / name).read_bytes(), name
