@@ -16,6 +16,7 @@ import statistics
 
 import numpy as np
 
+from eval.analysis import thumb
 from humaneval import agreement, scales
 from humaneval import store as store_lib
 from humaneval.errors import InputError
@@ -66,7 +67,7 @@ def ordinal_value(session_type, answer, field=None):
     if session_type == "quality":
         return scales.QUALITY_VALUES[answer["quality"]]
     if session_type == "thumb":
-        return answer[field] if field else scales.thumb_total(answer)
+        return answer[field] if field else thumb.total(answer)
     return answer["choice"]
 
 

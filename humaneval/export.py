@@ -21,6 +21,7 @@ import json
 import os
 
 from data import languages
+from eval.analysis import thumb
 from humaneval import analysis, scales
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
@@ -55,7 +56,7 @@ def rating_row(session, rating):
         row["score"] = scales.QUALITY_VALUES[rating.answer["quality"]]
         row["label"] = rating.answer["quality"]
     else:
-        row["score"] = scales.thumb_total(rating.answer)
+        row["score"] = thumb.total(rating.answer)
         row["label"] = ""
     return row
 
@@ -112,7 +113,7 @@ def thumb_rows(session, ratings):
             "set_id": index[r.item.image], "hyp": r.item.texts[0],
             "image": f"{r.item.image}.jpg", "P": float(answer["P"]), "R": float(answer["R"]),
             "Fl": answer["Fl"], "Inc": answer["Inc"], "Con": answer["Con"],
-            "human_score": scales.thumb_total(answer)})
+            "human_score": thumb.total(answer)})
     return rows
 
 

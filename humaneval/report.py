@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from eval.analysis import correlate
+from eval.analysis import correlate, thumb
 from eval.analysis import report as eval_report
 from humaneval import analysis, export, plots, scales
 
@@ -124,7 +124,7 @@ def _thumb_rows(session, ratings):
     for r in ratings:
         if not r.item.is_gold:
             values[(r.item.lang, r.item.sources[0]["system"])].append(
-                dict(r.answer, total=scales.thumb_total(r.answer)))
+                dict(r.answer, total=thumb.total(r.answer)))
     rows = []
     for (lang, system), answers in sorted(values.items()):
         row = {"session": session.data["name"], "lang": lang,

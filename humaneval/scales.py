@@ -13,8 +13,7 @@
   "Inc"}.
 """
 
-import math
-
+from eval.analysis import thumb
 from humaneval.errors import InputError
 
 SESSION_TYPES = ("sxs", "quality", "thumb")
@@ -36,11 +35,10 @@ QUALITY_CHOICES = (
 )
 QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
 
-THUMB_FIELDS = ("P", "R", "Fl", "Con", "Inc")
-THUMB_PR_RANGE = (1, 5)
-# Fluency penalties offered, in tenths; conciseness and inclusive language are all or nothing.
-THUMB_FLUENCY = (0.0, -0.1, -0.2, -0.3, -0.4, -0.5)
-THUMB_BINARY = (0.0, -0.5)
+# The rubric is eval/analysis/thumb.py's, shared with the analysis of THUMB ratings.
+THUMB_FIELDS = thumb.FIELDS
+THUMB_FLUENCY = thumb.FLUENCY  # Penalties offered, in tenths.
+THUMB_BINARY = thumb.BINARY  # Conciseness and inclusive language: all or nothing.
 
 # Scripts written right to left among the XM3600 languages (Arabic, Persian, Hebrew).
 RTL_LANGS = frozenset({"ar", "fa", "he"})
@@ -66,56 +64,12 @@ def _integer(value, field):
     raise InputError(f"field {field!r}: expected an integer, got {value!r}")
 
 
-def _number(value, field):
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InputError(f"field {field!r}: expected a number, got {value!r}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise InputError(f"field {field!r}: expected a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise InputError(f"field {field!r}: expected a finite number, got {value!r}")
-    return number
-
-
-def _one_of(number, allowed, field):
-    for choice in allowed:
-        if abs(number - choice) < 1e-9:
-            return choice
-    raise InputError(f"field {field!r}: {number!r} is not one of "
-                     f"{', '.join(f'{a:g}' for a in allowed)}")
-
-
 def check_thumb(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
-    """Checks one THUMB rating against the rubric's ranges.
-
-    Args:
-        P, R: precision and recall (integers 1-5; strings and integral floats accepted).
-        Fl: fluency penalty, one of 0, -0.1, ..., -0.5.
-        Con, Inc: conciseness and inclusive-language penalties, 0 or -0.5.
-
-    Returns:
-        {"P": int, "R": int, "Fl": float, "Con": float, "Inc": float}.
-
-    Raises:
-        InputError: a value is malformed or out of range (the field is named).
-    """
-    out = {}
-    for field, value in (("P", P), ("R", R)):
-        number = _integer(value, field)
-        low, high = THUMB_PR_RANGE
-        if not low <= number <= high:
-            raise InputError(f"field {field!r}: {number} is outside {low}-{high}")
-        out[field] = number
-    out["Fl"] = _one_of(_number(Fl, "Fl"), THUMB_FLUENCY, "Fl")
-    out["Con"] = _one_of(_number(Con, "Con"), THUMB_BINARY, "Con")
-    out["Inc"] = _one_of(_number(Inc, "Inc"), THUMB_BINARY, "Inc")
-    return out
-
-
-def thumb_total(answer):
-    """The THUMB score of one checked rating: (P + R) / 2 + Fl + Con + Inc."""
-    return (answer["P"] + answer["R"]) / 2 + answer["Fl"] + answer["Con"] + answer["Inc"]
+    """eval.analysis.thumb.check_rating, with a rubric violation as this kit's InputError."""
+    try:
+        return thumb.check_rating(P, R, Fl, Con, Inc)
+    except thumb.ThumbError as e:
+        raise InputError(str(e)) from None
 
 
 def check_answer(session_type, fields):

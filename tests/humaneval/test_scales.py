@@ -2,6 +2,7 @@
 
 import pytest
 
+from eval.analysis import thumb
 from humaneval import scales
 from humaneval.errors import InputError
 
@@ -39,7 +40,7 @@ def test_thumb_rubric_ranges_and_total():
     answer = scales.check_answer("thumb", {"P": "4", "R": "5", "Fl": "-0.3", "Con": "0",
                                            "Inc": "-0.5"})
     assert answer == {"P": 4, "R": 5, "Fl": -0.3, "Con": 0.0, "Inc": -0.5}
-    assert scales.thumb_total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
+    assert thumb.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
     for field, value, message in (("P", "0", "outside 1-5"), ("R", "6", "outside 1-5"),
                                   ("Fl", "-0.6", "not one of"), ("Con", "-0.2", "not one of"),
                                   ("Inc", "nan", "finite")):
