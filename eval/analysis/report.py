@@ -22,6 +22,7 @@ import numbers
 import os
 import pathlib
 import sys
+import textwrap
 
 import matplotlib
 
@@ -259,8 +260,9 @@ def plot_bars(path, scores, baselines, name):
     # Two rows for all 36 languages, so that the labels stay legible at page width.
     rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
     per_row = math.ceil(len(groups) / rows)
+    fig_width = max(6.0, 0.6 * per_row + 1.5)
     fig, axes = plt.subplots(rows, 1, squeeze=False, sharey=True,
-                             figsize=(max(6.0, 0.6 * per_row + 1.5), 3.2 * rows + 0.8))
+                             figsize=(fig_width, 3.2 * rows + 0.8))
     top = max(v for _, values in series for v in values if v is not None)
     width = 0.8 / len(series)
     for r, ax in enumerate(axes[:, 0]):
@@ -279,11 +281,17 @@ def plot_bars(path, scores, baselines, name):
         ax.set_ylabel("CIDEr-D")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    axes[0, 0].set_title(f"CIDEr-D on XM3600 per language: {name} vs the paper's baselines")
+    # Wrapped to the figure's width (about 8 characters an inch at this size): a narrow
+    # chart of a few languages would cut a one-line title off.
+    title = f"CIDEr-D on XM3600 per language: {name} vs the paper's baselines"
+    axes[0, 0].set_title(textwrap.fill(title, width=int(fig_width * 8)), fontsize=11)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, ncol=len(series), loc="lower center", frameon=False,
-               fontsize=10)
-    fig.tight_layout(rect=(0, 0.07 / rows, 1, 1))
+    # As many legend entries a row as the width holds (about 12 characters an inch).
+    entry = max(len(label) for label in labels) + 4
+    ncol = max(1, min(len(series), int(fig_width * 12) // entry))
+    legend_rows = math.ceil(len(series) / ncol)
+    fig.legend(handles, labels, ncol=ncol, loc="lower center", frameon=False, fontsize=10)
+    fig.tight_layout(rect=(0, 0.07 * legend_rows / rows, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
