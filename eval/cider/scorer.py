@@ -73,6 +73,17 @@ def map_languages(fn, items):
         return list(pool.map(fn, items))
 
 
+def warm_up(metric="cider-d"):
+    """Loads the compiled loops and compiles the kernel for its smallest padded size.
+
+    A process's first scorer pays both (about a second: numba's cached code
+    is loaded, XLA compiles). The command line calls this on a thread of its
+    own while it reads its files; any scorer after it finds both ready. The
+    smallest size serves every XM3600 language (`kernel.MIN_PAD`).
+    """
+    CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
+
+
 @dataclasses.dataclass(frozen=True)
 class CiderResult:
     """Scores of one call.
