@@ -12,6 +12,7 @@ that fails there is read again line by line, to name the first bad line.
 """
 
 import dataclasses
+import itertools
 import os
 import typing
 
@@ -249,4 +250,10 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                              list(keys) if covered is None else [keys[i] for i in covered],
                              result.per_image, num_skipped, scorer if keep_scorers else None)
 
-    return {result.lang: result for result in scorer_lib.map_languages(score, tasks)}
+    # The work grows with the characters, and more so where every character
+    # is a token.
+    costs = [(sum(map(len, itertools.chain.from_iterable(task[2]))) + sum(map(len, task[3])))
+             * (4 if task[0] in text.SEGMENTED_LANGS and segmenter == "char" else 1)
+             for task in tasks]
+    return {result.lang: result
+            for result in scorer_lib.map_languages(score, tasks, costs=costs)}

@@ -58,19 +58,30 @@ def num_cores():
     return os.cpu_count() or 1
 
 
-def map_languages(fn, items):
+def map_languages(fn, items, costs=None):
     """[fn(item) for item in items], on one thread per CPU core.
 
     Preparing and scoring a language is mostly numpy, numba and XLA work, which
     release the GIL, so languages run in parallel. Results come in order; the
-    first error is raised.
+    error of the first failing item (in item order) is raised.
+
+    Args:
+        fn: the function.
+        items: its arguments.
+        costs: optional estimates of each item's time: the costliest start
+            first, so that no long item (Thai takes ten times English) is
+            left running alone at the end.
     """
     items = list(items)
     workers = min(len(items), num_cores())
     if workers <= 1:
         return [fn(item) for item in items]
+    order = range(len(items))
+    if costs is not None:
+        order = sorted(order, key=lambda i: -costs[i])
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(fn, items))
+        futures = {i: pool.submit(fn, items[i]) for i in order}
+        return [futures[i].result() for i in range(len(items))]
 
 
 def warm_up(metric="cider-d"):
