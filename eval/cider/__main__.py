@@ -69,7 +69,7 @@ def _keep_freed_memory():
     faults in and zeroes again, a quarter of the CPU time of scoring all of
     XM3600. One arena (no per-thread heaps of 64 MB), arrays up to 32 MB (the
     most glibc allows) from the heap, and no trimming make them reuse the
-    same pages. Only this process is affected; elsewhere than glibc, nothing.
+    same pages. Elsewhere than glibc, nothing.
     """
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
@@ -84,13 +84,39 @@ def _keep_freed_memory():
         mallopt(option, value)
 
 
-def _start_warm_up(metric):
+def _skip_blas_probe():
+    """Keeps numba from importing scipy.linalg (0.3 s) when it loads, in this process.
+
+    On first use numba imports its numpy support, whose module probes for
+    BLAS by importing scipy.linalg.cython_blas, and so all of scipy.linalg.
+    Our loops call no BLAS. A None in sys.modules makes that one import fail
+    at once (numba then leaves BLAS-backed np.dot and np.linalg uncompilable
+    here); the entry is removed once numba has loaded.
+    """
+    if "numba.np.arraymath" in sys.modules:
+        return lambda: None
+    sys.modules.setdefault(_BLAS_MODULE, None)
+
+    def restore():
+        if sys.modules.get(_BLAS_MODULE, 0) is None:
+            del sys.modules[_BLAS_MODULE]
+    return restore
+
+
+_BLAS_MODULE = "scipy.linalg.cython_blas"
+
+
+def _start_warm_up(metric, own_process):
     """`scorer.warm_up` on a thread of its own; errors are left to the real scoring."""
+    restore = _skip_blas_probe() if own_process else lambda: None
+
     def run():
         try:
             scorer.warm_up(metric)
         except Exception:  # noqa: BLE001 - the same error comes back where it is reported
             pass
+        finally:
+            restore()
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -125,15 +151,23 @@ def _score(args):
     return results
 
 
-def main(argv=None):
-    """Runs the CLI; returns the exit status (2 for bad input)."""
+def main(argv=None, own_process=False):
+    """Runs the CLI; returns the exit status (2 for bad input).
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        own_process: the process runs nothing else (`python -m eval.cider`),
+            so the allocator may be tuned and numba's BLAS probe skipped for
+            it (`_keep_freed_memory`, `_skip_blas_probe`).
+    """
     args = _parser().parse_args(argv)
-    _keep_freed_memory()
+    if own_process:
+        _keep_freed_memory()
     # The modules imported so far stay: the collector need not walk them
     # each time reading the files allocates.
     gc.freeze()
     # Loading the compiled code overlaps with reading the files.
-    warm_up = _start_warm_up(args.metric)
+    warm_up = _start_warm_up(args.metric, own_process)
     try:
         results = _score(args)
     except (InputError, xm3600_release.FormatError, text.NormalizationError, OSError) as e:
@@ -156,4 +190,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(own_process=True))

@@ -280,3 +280,23 @@ def test_score_languages_from_references_table(files):
         assert result.scorer is None and from_records[lang].scorer is not None
     with pytest.raises(cider.InputError, match="field 'caption', not 'caption/tokenized'"):
         cider.score_languages(table, predictions, reference_field="caption/tokenized")
+
+
+def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
+    # In a fresh process, as `python -m eval.cider` runs: numba loads without
+    # importing scipy.linalg, and the import works again afterwards.
+    import subprocess
+    import sys
+
+    script = (
+        "import io, contextlib, sys\n"
+        "from eval.cider import __main__ as m\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = m.main(['--references', {files[0]!r}, '--predictions', {files[1]!r}],\n"
+        "                    own_process=True)\n"
+        "print(status, 'scipy.linalg' in sys.modules)\n"
+        "import scipy.linalg.cython_blas\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "False"]
