@@ -215,14 +215,14 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
             raise InputError(f"no {lang!r} references (field {reference_field!r})")
         if not by_key:
             raise InputError(f"no predictions for {lang!r}")
-        index = {key: i for i, key in enumerate(keys)}
-        if not by_key.keys() <= index.keys():
+        with_references = set(keys)
+        if not by_key.keys() <= with_references:
             for key in by_key:
-                if key not in index:
+                if key not in with_references:
                     raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
                                      f"{key!r} in {lang!r}, which has no {lang!r} references")
         if len(by_key) == len(keys):  # every image (the keys are distinct and all known)
-            covered, captions = None, [by_key[key] for key in keys]
+            covered, captions = None, list(map(by_key.__getitem__, keys))
         else:
             covered = [i for i, key in enumerate(keys) if key in by_key]
             captions = [by_key[keys[i]] for i in covered]
