@@ -81,16 +81,6 @@ def group_keys(keys):
     return Groups(group, first[:num_groups], count[:num_groups])
 
 
-def sort_order(values):
-    """np.argsort(values, kind="stable") for non-negative int64, by a plain sort if it can."""
-    index_bits = max(1, (values.size - 1).bit_length())
-    if not values.size or int(values.max()).bit_length() + index_bits > 63:
-        return np.argsort(values, kind="stable")
-    packed = (values << index_bits) | np.arange(values.size)
-    packed.sort()
-    return packed & ((1 << index_bits) - 1)
-
-
 class Vocabulary:
     """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`.
 

@@ -257,10 +257,12 @@ class CiderScorer:
             idf.append(self._log_n - np.log(np.maximum(1.0, doc_freq)))
 
             # Per reference, its distinct n-grams and their counts ("entries"),
-            # sorted by union entry.
+            # sorted by union entry. They come image by image, and so do the
+            # union ids, in runs a stable sort (timsort) merges 3x faster than
+            # an unstable sort of (id, position) packed into one int64.
             entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
             entry_union = union.group[entry.first]
-            by_union = ngram_index.sort_order(entry_union)
+            by_union = np.argsort(entry_union, kind="stable")
             entry_idf = idf[-1][order_union_known[entry_union[by_union]]]
             entries.append((sequence[ref_at[entry.first]][by_union] * MAX_N + (n - 1),
                             entry.count[by_union], entry_idf,
