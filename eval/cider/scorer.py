@@ -68,7 +68,7 @@ def map_languages(fn, items, costs=None):
         fn: the function.
         items: its arguments.
         costs: optional estimates of each item's time: the costliest start
-            first, so that no long item (Thai takes ten times English) is
+            first, so that no long item (Thai takes nine times English) is
             left running alone at the end.
     """
     items = list(items)
