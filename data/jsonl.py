@@ -15,6 +15,7 @@ import bz2
 import gzip
 import json
 import mmap
+import os
 
 import msgspec
 
@@ -100,8 +101,11 @@ def decode_lines(path, decoder):
 
     Returns:
         `Lines` (the decoded objects, in file order), or None when a line is
-        not UTF-8, not valid JSON or not of the decoder's type.
+        not UTF-8, not valid JSON or not of the decoder's type, or when the
+        path is not a regular file (a pipe could not be read a second time).
     """
+    if not os.path.isfile(path):
+        return None
     data = _whole_file(path)
     objects, linenos = [], []
     decode, find, size = decoder.decode, data.find, len(data)

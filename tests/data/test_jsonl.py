@@ -2,6 +2,7 @@
 
 import bz2
 import gzip
+import os
 
 import msgspec
 import pytest
@@ -66,3 +67,10 @@ def test_decode_lines_gives_up_where_the_slow_path_must_decide(tmp_path, content
     path = tmp_path / "d.jsonl"
     path.write_bytes(content)
     assert jsonl.decode_lines(path, msgspec.json.Decoder(_Pair)) is None
+
+
+def test_decode_lines_leaves_pipes_to_the_slow_path(tmp_path):
+    # A pipe can be read once: the line-by-line reader must be the one to read it.
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None
