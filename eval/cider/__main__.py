@@ -122,12 +122,13 @@ def _start_warm_up(metric, own_process):
     return thread
 
 
-def _score(args):
+def _score(args, own_process):
     """Reads the files, scores and writes --per-image and --save-df; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
     predictions = corpus.read_predictions(args.predictions)
-    # Nor what was read, which lives until the end (undone by `main`).
-    gc.freeze()
+    if own_process:
+        # Nor what was read, which lives until the end.
+        gc.freeze()
     df = load_document_frequencies(args.df) if args.df else None
     # Without --save-df no scorer is kept: each language's tables are
     # freed once it is scored, and the next reuses their memory.
@@ -157,26 +158,26 @@ def main(argv=None, own_process=False):
     Args:
         argv: the arguments (default: sys.argv[1:]).
         own_process: the process runs nothing else (`python -m eval.cider`),
-            so the allocator may be tuned and numba's BLAS probe skipped for
-            it (`_keep_freed_memory`, `_skip_blas_probe`).
+            so process-wide settings may change: the allocator is tuned
+            (`_keep_freed_memory`), numba's BLAS probe skipped
+            (`_skip_blas_probe`) and the garbage collector told to leave alone
+            the objects that live to the end.
     """
     args = _parser().parse_args(argv)
     if own_process:
         _keep_freed_memory()
-    # The modules imported so far stay: the collector need not walk them
-    # each time reading the files allocates.
-    gc.freeze()
+        # The modules imported so far stay: the collector need not walk them
+        # each time reading the files allocates.
+        gc.freeze()
     # Loading the compiled code overlaps with reading the files.
     warm_up = _start_warm_up(args.metric, own_process)
     try:
-        results = _score(args)
+        results = _score(args, own_process)
     except (InputError, xm3600_release.FormatError, text.NormalizationError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
-        # Not left compiling at exit, and nothing left frozen for a caller.
-        warm_up.join()
-        gc.unfreeze()
+        warm_up.join()  # not left compiling at exit
     if args.json:
         print(json.dumps({
             "metric": args.metric,
