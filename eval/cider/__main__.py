@@ -84,6 +84,9 @@ def _keep_freed_memory():
         mallopt(option, value)
 
 
+_BLAS_MODULE = "scipy.linalg.cython_blas"
+
+
 def _skip_blas_probe():
     """Keeps numba from importing scipy.linalg (0.3 s) when it loads, in this process.
 
@@ -101,9 +104,6 @@ def _skip_blas_probe():
         if sys.modules.get(_BLAS_MODULE, 0) is None:
             del sys.modules[_BLAS_MODULE]
     return restore
-
-
-_BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _start_warm_up(metric, own_process):
