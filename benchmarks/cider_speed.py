@@ -12,7 +12,13 @@ caption. Times, in one process:
   (b) eval.cider end to end from raw strings: normalization, tokenization,
       document frequencies, scores, jit compilation included;
   (c) the in-loop path: references prepared once, new predictions each call,
-      kernel already compiled (normalization of the predictions included).
+      kernel already compiled (normalization of the predictions included);
+  (d) the command line as a user runs it, `python -m eval.cider --json` in a
+      subprocess, on the same corpus written as files (an XM3600-layout
+      captions.jsonl and a predictions JSONL): process start, imports, file
+      reading and validation, scoring and printing, wall clock of the whole
+      process (median of --cli-runs runs); its per-language scores must equal
+      the means of (b)'s.
 
 (b) counts XLA's compilation, which every process repeats; numba's (the
 compiled loops of eval.cider.ngram_match) happens once per machine and is cached on
@@ -22,18 +28,22 @@ added to (b) as well.
 (b) and (c) run the languages on one thread per core (`cider.map_languages`,
 as `python -m eval.cider` and the in-loop evaluator do); pycocoevalcap is
 single-threaded. Each time is reported as wall-clock and as CPU time of this
-process (all threads): the CPU ratio is what one core would give.
+process (all threads): the CPU ratio is what one core would give; for (d),
+the CPU time of the subprocess.
 
-Usage: python benchmarks/cider_speed.py [--langs N] [--images N] [--seed S]
+Usage: python benchmarks/cider_speed.py [--langs N] [--images N] [--seed S] [--cli-runs N]
 """
 
 import argparse
 import csv
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+import typing
 
 import numpy as np
 
@@ -148,6 +158,48 @@ def build_corpus(langs, num_images, seed):
     return corpus
 
 
+def image_keys(num_images):
+    """16 hex digits per image, like XM3600's `image/key`s."""
+    return [f"{(i * 0x9E3779B97F4A7C15) % (1 << 64):016x}" for i in range(num_images)]
+
+
+def write_files(corpus, folder):
+    """Writes the corpus as the command line reads it; returns (references, predictions) paths.
+
+    References: an XM3600-layout captions.jsonl, one line per image with
+    "image/key", "image/locale" and, per language, "caption",
+    "caption/tokenized" (the normalized tokens, case kept) and
+    "caption/tokenized/lowercase". Predictions: one JSONL of
+    {"image/key", "lang", "caption"} lines (the first predictions of each
+    language), as `eval/evaluate.py` writes them.
+    """
+    langs = list(corpus)
+    keys = image_keys(len(corpus[langs[0]][0]))
+    cased = text.Options(lowercase=False)
+    tokenized = {}
+    for lang, (refs, _, _) in corpus.items():
+        flat = [caption for captions in refs for caption in captions]
+        per_caption = text.normalize_batch(flat, lang, options=cased).split()
+        tokens = iter(" ".join(t) for t in per_caption)
+        tokenized[lang] = [[next(tokens) for _ in captions] for captions in refs]
+    references = os.path.join(folder, "captions.jsonl")
+    with open(references, "w", encoding="utf-8") as f:
+        for i, key in enumerate(keys):
+            line = {"image/key": key, "image/locale": langs[i % len(langs)]}
+            for lang, (refs, _, _) in corpus.items():
+                line[lang] = {"caption": refs[i], "caption/tokenized": tokenized[lang][i],
+                              "caption/tokenized/lowercase": [t.lower()
+                                                              for t in tokenized[lang][i]]}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    predictions = os.path.join(folder, "predictions.jsonl")
+    with open(predictions, "w", encoding="utf-8") as f:
+        for lang, (_, preds, _) in corpus.items():
+            for key, caption in zip(keys, preds, strict=True):
+                f.write(json.dumps({"image/key": key, "lang": lang, "caption": caption},
+                                   ensure_ascii=False) + "\n")
+    return references, predictions
+
+
 class Timer:
     """Wall-clock and process CPU seconds of a `with` block."""
 
@@ -182,6 +234,30 @@ start = time.perf_counter()
 cider.CiderScorer([["a b c", "a b"], ["b c d"]], "en").score(["a b", "c d"])
 print(time.perf_counter() - start)
 """
+
+
+class CliTime(typing.NamedTuple):
+    """Median wall-clock and CPU seconds of the command line's runs, and its last scores."""
+    wall: float
+    cpu: float
+    scores: dict
+
+
+def run_cli(references, predictions, runs):
+    """(d): times `python -m eval.cider --json` as a user runs it, whole process."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "eval.cider", "--references", references,
+                              "--predictions", predictions, "--json"],
+                             cwd=root, check=True, capture_output=True, text=True)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return CliTime(float(np.median(walls)), float(np.median(cpus)),
+                   json.loads(out.stdout)["scores"])
 
 
 def numba_compile_seconds():
@@ -221,6 +297,8 @@ def main(argv=None):
                         help="number of languages (first N of XM3600's order)")
     parser.add_argument("--images", type=int, default=3600, help="images per language")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cli-runs", type=int, default=3,
+                        help="runs of the command line (d); the median is reported")
     args = parser.parse_args(argv)
     langs = languages.XM3600_LANGS[:args.langs]
     corpus = build_corpus(langs, args.images, args.seed)
@@ -248,17 +326,23 @@ def main(argv=None):
     time_c.wall /= 2
     time_c.cpu /= 2
 
+    with tempfile.TemporaryDirectory() as folder:
+        time_d = run_cli(*write_files(corpus, folder), args.cli_runs)
+    # The command line's corpus score is the mean of the same per-image scores.
+    cli_mismatch = [lang for lang in langs if time_d.scores[lang] != float(ours[lang].mean())]
+
     compile_s = numba_compile_seconds()
     diff_b = max(np.abs(ours[k] - reference[k]).max() for k in langs)
     diff_c = max(np.abs(in_loop[k] - reference[k]).max() for k in langs)
     corpus_diff = max(abs(ours[k].mean() - reference[k].mean()) for k in langs)
-    print(f"{'':36}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
+    print(f"{'':40}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
     for name, t in [("(a) pycocoevalcap Cider", time_a), ("(b) eval.cider end to end", time_b),
-                    ("(c) eval.cider in-loop, per pass", time_c)]:
-        print(f"{name:36}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
+                    ("(c) eval.cider in-loop, per pass", time_c),
+                    ("(d) python -m eval.cider, whole process", time_d)]:
+        print(f"{name:40}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
               f"{t.cpu:9.3f}{time_a.cpu / t.cpu:7.1f}x")
     first = time_b.wall + compile_s
-    print(f"{'(b) + numba compilation, first run':36}{first:9.3f}{time_a.wall / first:7.1f}x"
+    print(f"{'(b) + numba compilation, first run':40}{first:9.3f}{time_a.wall / first:7.1f}x"
           f"   (compiled once per machine: {compile_s:.2f} s, then loaded from disk)")
     per_call = per_call_times(scorers, corpus)
     if per_call:
@@ -267,6 +351,11 @@ def main(argv=None):
             for lang, (total, norm) in per_call.items()))
     print(f"largest per-image difference: (b) {diff_b:.2e}, (c) {diff_c:.2e}; "
           f"largest corpus difference {corpus_diff:.2e}")
+    print(f"(d) per-language scores equal to (b)'s: "
+          f"{'yes' if not cli_mismatch else 'NO: ' + ', '.join(cli_mismatch)}; "
+          f"(d) is the median of {args.cli_runs} runs")
+    if cli_mismatch:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

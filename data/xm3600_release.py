@@ -11,10 +11,19 @@ The release is `captions.jsonl` (one JSON object per image) and a folder
 This module parses and validates those lines; everything that reads XM3600
 (the CIDEr tool, the evaluators, the TFDS builder) goes through it so that a
 malformed file is reported the same way everywhere: file and line number.
+`read_captions` gives one `Record` per image; `read_references` gives the
+references of every language at once (`References`), reading the file in
+bulk (`data.jsonl.decode_lines`) and line by line only when that fails, for
+the message.
 """
 
 import dataclasses
+import functools
+import operator
 import os
+import typing
+
+import msgspec
 
 from data import jsonl, languages
 from data.jsonl import FormatError
@@ -90,6 +99,108 @@ def read_captions(path):
     if not records:
         raise FormatError(f"{path}: no records (the file is empty)")
     return records
+
+
+@dataclasses.dataclass(frozen=True)
+class References:
+    """The references of a captions.jsonl file, language by language.
+
+    Attributes:
+        field: the caption field they come from ("caption" or "caption/tokenized").
+        keys: every image key, in file order.
+        by_lang: language -> (keys, refs) of the images that have captions in
+            it, in file order, as `references` returns them.
+    """
+    field: str
+    keys: list
+    by_lang: dict
+
+    def get(self, lang):
+        """(keys, refs) of `lang`; two empty lists if no image has captions in it."""
+        return self.by_lang.get(lang, ([], []))
+
+
+def references_by_language(records, field="caption"):
+    """`References` of `read_captions` records."""
+    by_lang = {}
+    for lang in languages.XM3600_LANGS:
+        keys, refs = references(records, lang, field)
+        if keys:
+            by_lang[lang] = (keys, refs)
+    return References(field, [r.key for r in records], by_lang)
+
+
+class _Captions(msgspec.Struct, gc=False, rename={"tokenized": "caption/tokenized"}):
+    """A language's captions as `_parse_record` accepts them (other fields ignored)."""
+    caption: list[str]
+    tokenized: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
+class _CaptionsOnly(msgspec.Struct, gc=False):
+    """`_Captions` when the tokenized field is not wanted: it is skipped, never built."""
+    caption: list[str]
+
+
+@functools.cache
+def _line_decoder(field):
+    """A decoder of the lines that `_parse_record` accepts, keeping what `field` needs."""
+    captions = _CaptionsOnly if field == "caption" else _Captions
+    non_empty = typing.Annotated[str, msgspec.Meta(min_length=1)]
+    line = msgspec.defstruct(
+        "_Line", [("key", non_empty), ("locale", non_empty)] + [
+            (lang, captions | msgspec.UnsetType, msgspec.UNSET)
+            for lang in languages.XM3600_LANGS],
+        rename={"key": "image/key", "locale": "image/locale"}, forbid_unknown_fields=True,
+        gc=False)
+    return msgspec.json.Decoder(line)
+
+
+def _references_in_bulk(path, field):
+    """`read_references` for a well-formed file, or None (then the slow path names the error)."""
+    lines = jsonl.decode_lines(path, _line_decoder(field))
+    if not lines:
+        return None
+    keys = [line.key for line in lines]
+    if len(set(keys)) != len(keys):
+        return None
+    by_lang = {}
+    for lang in languages.XM3600_LANGS:
+        values = list(map(operator.attrgetter(lang), lines))
+        have = [value is not msgspec.UNSET for value in values]
+        if not any(have):
+            continue
+        if field == "caption":
+            refs = [value.caption for value in values if value is not msgspec.UNSET]
+        else:
+            # As `_parse_record`: the captions stand in for a missing tokenized field.
+            refs = [value.caption if value.tokenized is msgspec.UNSET else value.tokenized
+                    for value in values if value is not msgspec.UNSET]
+        by_lang[lang] = ([key for key, h in zip(keys, have, strict=True) if h], refs)
+    return References(field, keys, by_lang)
+
+
+def read_references(path, field="caption"):
+    """Reads and validates a `captions.jsonl` file into the references of every language.
+
+    Accepts and rejects exactly the files `read_captions` does, with the same
+    messages, and gives what `references` would give for each language.
+
+    Args:
+        path: path of the file.
+        field: "caption" (the human captions) or "caption/tokenized".
+
+    Returns:
+        `References`.
+
+    Raises:
+        FileNotFoundError, FormatError: as `read_captions`.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"XM3600 captions file not found: {path}")
+    table = _references_in_bulk(path, field)
+    if table is None:
+        table = references_by_language(read_captions(path), field)
+    return table
 
 
 def image_path(root, key):

@@ -76,18 +76,9 @@ class Groups(typing.NamedTuple):
 def group_keys(keys):
     """Groups equal int64 keys (exactly), numbering the groups by first occurrence."""
     group, first, count = (np.empty(keys.size, dtype=np.int64) for _ in range(3))
-    num_groups = ngram_match.group_keys(keys, _empty_table(keys.size), group, first, count)
+    slots = np.full(2 * _empty_table_size(keys.size), -1, dtype=np.int64)
+    num_groups = ngram_match.group_keys(keys, slots, group, first, count)
     return Groups(group, first[:num_groups], count[:num_groups])
-
-
-def sort_order(values):
-    """np.argsort(values, kind="stable") for non-negative int64, by a plain sort if it can."""
-    index_bits = max(1, (values.size - 1).bit_length())
-    if not values.size or int(values.max()).bit_length() + index_bits > 63:
-        return np.argsort(values, kind="stable")
-    packed = (values << index_bits) | np.arange(values.size)
-    packed.sort()
-    return packed & ((1 << index_bits) - 1)
 
 
 class Vocabulary:
@@ -132,9 +123,14 @@ class Vocabulary:
         return ids, len(self.index) + len(unseen)
 
 
+def _empty_table_size(num_keys):
+    """Slots of a hash table of `num_keys` keys: a power of two, at least twice as many."""
+    return 1 << max(1, (2 * num_keys - 1).bit_length())
+
+
 def _empty_table(num_tokens):
-    """-1s for an `intern_tokens` table: a power of two, at least twice the tokens."""
-    return np.full(1 << max(1, (2 * num_tokens - 1).bit_length()), -1, dtype=np.int64)
+    """-1s for an `intern_tokens` table (`_empty_table_size`)."""
+    return np.full(_empty_table_size(num_tokens), -1, dtype=np.int64)
 
 
 def distinct_tokens(spans):

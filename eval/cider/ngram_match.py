@@ -268,26 +268,30 @@ def group_keys(keys, slots, group, first, count):
 
     Args:
         keys: int64 [n].
-        slots: int64 [2^bits >= 2n] scratch, -1s.
+        slots: int64 [2 * 2^bits], 2^bits >= 2n, scratch, -1s: pairs (key,
+            group) side by side, so that a probe reads one cache line (not the
+            slot, then the group's first key elsewhere).
         group, first, count: int64 [n] out: each key's group; per group, its
             first key and how many keys it has.
 
     Returns:
         The number of groups.
     """
-    bits = _log2(slots.size)
-    mask = slots.size - 1
+    bits = _log2(slots.size // 2)
+    mask = slots.size // 2 - 1
     num_groups = 0
     for i in range(keys.size):
-        slot = np.int64((np.uint64(keys[i]) * _GOLDEN) >> (np.uint64(64) - bits))
-        while slots[slot] >= 0 and keys[first[slots[slot]]] != keys[i]:
+        key = keys[i]
+        slot = np.int64((np.uint64(key) * _GOLDEN) >> (np.uint64(64) - bits))
+        while slots[2 * slot + 1] >= 0 and slots[2 * slot] != key:
             slot = (slot + 1) & mask
-        if slots[slot] < 0:
-            slots[slot] = num_groups
+        if slots[2 * slot + 1] < 0:
+            slots[2 * slot] = key
+            slots[2 * slot + 1] = num_groups
             first[num_groups] = i
             count[num_groups] = 0
             num_groups += 1
-        group[i] = slots[slot]
+        group[i] = slots[2 * slot + 1]
         count[group[i]] += 1
     return num_groups
 

@@ -246,8 +246,13 @@ def _spans(text, code_points, num_captions):
     edges = np.flatnonzero(np.diff(np.concatenate([[False], word, [False]]).view(np.int8)))
     # Contiguous copies: the compiled lookups take one array layout.
     starts, ends = np.ascontiguousarray(edges[0::2]), np.ascontiguousarray(edges[1::2])
-    caption = np.cumsum(code_points == ord(_SEPARATOR))
-    lengths = np.bincount(caption[starts], minlength=num_captions).astype(np.int64)
+    # Tokens per caption: where each separator falls among the sorted token
+    # starts (a binary search per caption, not a pass over every character).
+    separators = np.flatnonzero(code_points == ord(_SEPARATOR))
+    if separators.size != num_captions - 1:
+        raise AssertionError("a caption holds a separator")
+    bounds = np.concatenate([[0], np.searchsorted(starts, separators), [starts.size]])
+    lengths = np.diff(bounds).astype(np.int64)
     return Spans(text, code_points, starts, ends, lengths)
 
 

@@ -2,7 +2,9 @@
 
 import bz2
 import gzip
+import os
 
+import msgspec
 import pytest
 
 from data import jsonl
@@ -29,3 +31,46 @@ def test_not_json_and_not_an_object(tmp_path):
     path.write_text('{"a": \n')
     with pytest.raises(jsonl.FormatError, match=r"b.jsonl:1: not valid JSON"):
         list(jsonl.read_objects(path))
+
+
+class _Pair(msgspec.Struct):
+    a: int
+    b: str
+
+
+def test_decode_lines_types_every_line_and_numbers_them(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"a": 1, "b": "x"}\n\n  \r\n{"b": "\xc3\xa9", "a": 2, "extra": [1]}\r\n')
+    lines = jsonl.decode_lines(path, msgspec.json.Decoder(_Pair))
+    assert list(lines) == [_Pair(1, "x"), _Pair(2, "é")]
+    assert lines.linenos == [1, 4]
+    gz = tmp_path / "c.jsonl.gz"
+    with gzip.open(gz, "wb") as f:
+        f.write(path.read_bytes())
+    assert list(jsonl.decode_lines(gz, msgspec.json.Decoder(_Pair))) == list(lines)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert list(jsonl.decode_lines(empty, msgspec.json.Decoder(_Pair))) == []
+
+
+@pytest.mark.parametrize("content", [
+    b'{"a": 1, "b": "x"} {"a": 2, "b": "y"}\n',    # two objects on a line
+    b'{"a": 1,\n "b": "x"}\n',                      # one object over two lines
+    b'{"a": 1, "b": "\xff"}\n',                     # not UTF-8
+    b'{"a": 1, "b": 2}\n',                          # of another type
+    b'{"a": 1}\n',                                  # a field missing
+    b'{"a": 1, "b": "x", "c": NaN}\n',              # JSON only `json` reads
+    b'{"a": 1, "b": "\\ud800"}\n',                  # a lone surrogate, ditto
+    b'\xe3\x80\x80\n',                              # Unicode whitespace only
+])
+def test_decode_lines_gives_up_where_the_slow_path_must_decide(tmp_path, content):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(content)
+    assert jsonl.decode_lines(path, msgspec.json.Decoder(_Pair)) is None
+
+
+def test_decode_lines_leaves_pipes_to_the_slow_path(tmp_path):
+    # A pipe can be read once: the line-by-line reader must be the one to read it.
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None

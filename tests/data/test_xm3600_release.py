@@ -40,10 +40,47 @@ def test_reads_records_and_references(tmp_path):
                             r"known: ar, bn"),
     (_line("k1"), r"captions.jsonl:2: image key 'k1' repeats line 1"),
 ])
-def test_malformed_lines_name_file_and_line(tmp_path, bad, message):
+@pytest.mark.parametrize("read", [xm3600_release.read_captions,
+                                  xm3600_release.read_references])
+def test_malformed_lines_name_file_and_line(tmp_path, bad, message, read):
     path = _write(tmp_path, [_line("k1"), bad])
     with pytest.raises(xm3600_release.FormatError, match=message):
-        xm3600_release.read_captions(path)
+        read(path)
+
+
+def _tokenized_line(key, lang, captions, tokenized):
+    return json.dumps({"image/key": key, "image/locale": lang,
+                       lang: {"caption": captions, "caption/tokenized": tokenized}})
+
+
+@pytest.mark.parametrize("field", ["caption", "caption/tokenized"])
+@pytest.mark.parametrize("odd_line", [
+    None,
+    # JSON that only the slow path reads (NaN, a lone surrogate): same result.
+    '{"image/key": "k4", "image/locale": "en", "en": {"caption": ["x"], "n": NaN}}',
+    '{"image/key": "k4", "image/locale": "en", "en": {"caption": ["\\udc80 x"]}}',
+])
+def test_read_references_is_references_of_read_captions(tmp_path, field, odd_line):
+    lines = [_line("k1", en=["A dog", "Dogs"], zh=["一只狗"]), "",
+             _tokenized_line("k2", "en", ["A cat."], ["A cat ."]),
+             json.dumps({"image/key": "k3", "image/locale": "sw",
+                         "sw": {"caption": ["Paka"]}})]
+    path = _write(tmp_path, lines + ([odd_line] if odd_line else []))
+    table = xm3600_release.read_references(path, field)
+    records = xm3600_release.read_captions(path)
+    assert table.field == field
+    assert table.keys == [r.key for r in records]
+    assert set(table.by_lang) == {"en", "zh", "sw"}
+    for lang in ("en", "zh", "sw", "fr"):
+        assert table.get(lang) == xm3600_release.references(records, lang, field)
+    assert table == xm3600_release.references_by_language(records, field)
+
+
+def test_read_references_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
+        xm3600_release.read_references(str(tmp_path / "nothing.jsonl"))
+    with pytest.raises(xm3600_release.FormatError, match="no records"):
+        xm3600_release.read_references(_write(tmp_path, [""]))
 
 
 def test_empty_and_missing_files(tmp_path):

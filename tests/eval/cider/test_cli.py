@@ -249,3 +249,54 @@ def test_python_dash_m_entry_point(files):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
                                                                       abs=1e-6)
+
+
+def test_read_predictions_fast_and_line_by_line_agree(tmp_path):
+    lines = [PREDS[0], "", PREDS[1], "   ", PREDS[2]]
+    path = write_lines(tmp_path / "p.jsonl", lines)
+    fast = cider.read_predictions(path)
+    assert fast == {"en": {p["image/key"]: p["caption"] for p in PREDS[:3]}}
+    assert [fast.where("en", k) for k in ("img0", "img1", "img2")] == [
+        f"{path}:1", f"{path}:3", f"{path}:5"]
+    # NaN in an extra field: only `json` reads the line, so the file is read line by line.
+    slow_path = write_lines(tmp_path / "q.jsonl", lines + [
+        '{"image/key": "img0", "lang": "es", "caption": "x", "p": NaN}'])
+    slow = cider.read_predictions(slow_path)
+    assert slow == {**fast, "es": {"img0": "x"}}
+    assert slow.where("en", "img2") == f"{slow_path}:5"
+    assert slow.where("es", "img0") == f"{slow_path}:6"
+
+
+def test_score_languages_from_references_table(files):
+    from data import xm3600_release
+    predictions = cider.read_predictions(files[1])
+    from_records = cider.score_languages(xm3600_release.read_captions(files[0]), predictions)
+    table = xm3600_release.read_references(files[0])
+    from_table = cider.score_languages(table, predictions, keep_scorers=False)
+    assert list(from_table) == list(from_records) == ["en", "es"]
+    for lang, result in from_table.items():
+        assert result.score == from_records[lang].score
+        assert result.keys == from_records[lang].keys
+        assert result.scorer is None and from_records[lang].scorer is not None
+    with pytest.raises(cider.InputError, match="field 'caption', not 'caption/tokenized'"):
+        cider.score_languages(table, predictions, reference_field="caption/tokenized")
+
+
+def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
+    # In a fresh process, as `python -m eval.cider` runs: numba loads without
+    # importing scipy.linalg, and the import works again afterwards.
+    import subprocess
+    import sys
+
+    script = (
+        "import io, contextlib, sys\n"
+        "from eval.cider import __main__ as m\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = m.main(['--references', {files[0]!r}, '--predictions', {files[1]!r}],\n"
+        "                    own_process=True)\n"
+        "print(status, 'scipy.linalg' in sys.modules)\n"
+        "import scipy.linalg.cython_blas\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "False"]

@@ -1,6 +1,7 @@
 """Agreement of eval.cider with pycocoevalcap and with the paper's CIDEr, and its properties."""
 
 import math
+import threading
 import warnings
 from collections import Counter
 
@@ -135,6 +136,26 @@ def test_languages_on_threads_equal_one_by_one():
     with pytest.raises(cider.InputError, match="got 0 predictions for 20 images"):
         cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]),
                             corpora)
+
+
+def test_map_languages_starts_the_costliest_and_keeps_item_order(monkeypatch):
+    from eval.cider import scorer as scorer_lib
+    monkeypatch.setattr(scorer_lib, "num_cores", lambda: 2)
+    started, release = [], threading.Event()
+
+    def work(item):
+        started.append(item)
+        release.wait(timeout=10)
+        if item in (1, 3):
+            raise ValueError(f"item {item}")
+        return item * 10
+
+    costs = [1.0, 5.0, 2.0, 9.0, 3.0]
+    threading.Timer(0.2, release.set).start()
+    with pytest.raises(ValueError, match="item 1"):  # the first failure in item order
+        cider.map_languages(work, range(5), costs=costs)
+    assert set(started[:2]) == {3, 1}  # the two costliest start first
+    assert cider.map_languages(lambda i: i * 10, range(5), costs=costs) == [0, 10, 20, 30, 40]
 
 
 def test_repeated_calls_do_not_leak_state():
