@@ -56,7 +56,7 @@ def read_objects(path, error=FormatError):
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise error(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+                raise error(f"{where}: not valid JSON ({json_problem(e)})") from None
             if not isinstance(obj, dict):
                 raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
             yield where, obj
@@ -129,3 +129,8 @@ def decode_lines(path, decoder):
         if isinstance(data, mmap.mmap):
             data.close()
     return Lines(objects, linenos)
+
+
+def json_problem(error):
+    """A json.JSONDecodeError as "<what>, column <n>" (its own message may end in "at")."""
+    return f"{error.msg.removesuffix(' at')}, column {error.colno}"

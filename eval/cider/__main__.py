@@ -31,7 +31,8 @@ def _format_table(results, metric):
     for r in results.values():
         lines.append(f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}")
     average = float(np.mean([r.score for r in results.values()]))
-    lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({len(results)} languages; "
+    count = f"{len(results)} language{'s' if len(results) != 1 else ''}"
+    lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({count}; "
                  f"pycocoevalcap scale, x100 in PaLI papers)")
     return "\n".join(lines)
 

@@ -212,9 +212,13 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
         keys, refs = references.get(lang)
         by_key = predictions.get(lang, {})
         if not keys:
-            raise InputError(f"no {lang!r} references (field {reference_field!r})")
+            where = (f"{_where(predictions, lang, next(iter(by_key)))}: prediction for image "
+                     f"{next(iter(by_key))!r} in {lang!r}, but the" if by_key else "the")
+            raise InputError(f"{where} references have no {lang!r} captions (field "
+                             f"{reference_field!r}); they have "
+                             f"{', '.join(references.by_lang) or 'none'}")
         if not by_key:
-            raise InputError(f"no predictions for {lang!r}")
+            raise InputError(f"no predictions for {lang!r} (--langs asks for it)")
         with_references = set(keys)
         if not by_key.keys() <= with_references:
             for key in by_key:

@@ -8,6 +8,8 @@ import dataclasses
 import json
 import os
 
+from data import jsonl
+
 MAX_N = 4
 _DF_FORMAT = "cider-document-frequency"
 
@@ -96,7 +98,8 @@ def load_document_frequencies(path):
         try:
             payload = json.load(f)
         except json.JSONDecodeError as e:
-            raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+            raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+                from None
     if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
         raise InputError(f"{path}: not a document frequency file (no \"format\": "
                          f"\"{_DF_FORMAT}\")")

@@ -153,7 +153,11 @@ def test_allow_missing_scores_covered_images_with_full_df(files, capsys, tmp_pat
      "preds.jsonl:6: prediction for image 'nope' ('en'), which is not in the references"),
     (PREDS + [{"image/key": "img2", "lang": "es", "caption": "a"}],
      "preds.jsonl:6: prediction for image 'img2' in 'es', which has no 'es' references"),
-    (PREDS + [{"image/key": "img2", "lang": "fr", "caption": "a"}], "no 'fr' references"),
+    (PREDS + [{"image/key": "img2", "lang": "fr", "caption": "a"}],
+     "preds.jsonl:6: prediction for image 'img2' in 'fr', but the references have no 'fr' "
+     "captions (field 'caption'); they have en, es"),
+    (['{"image/key": "img0", "lang": "en", "caption": "a'],
+     "preds.jsonl:1: not valid JSON (Invalid control character, column 50)"),
 ])
 def test_bad_predictions(tmp_path, capsys, lines, message):
     refs = write_references(tmp_path / "captions.jsonl")
@@ -180,7 +184,7 @@ def test_bad_files_and_arguments(files, capsys, tmp_path):
     assert status == 2 and "unknown language 'zz'" in err
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--langs", "fr")
-    assert status == 2 and "no 'fr' references" in err
+    assert status == 2 and "the references have no 'fr' captions" in err
     bad_df = write_lines(tmp_path / "df.json", ['{"format": "something else"}'])
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--df", bad_df)
