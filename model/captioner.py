@@ -104,6 +104,16 @@ class Captioner(nn.Module):
         return self.t5.decode(encoded, encoder_mask, decoder_input_tokens, decode=decode,
                               train=train)
 
+    def hidden(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
+        """Teacher-forced last decoder states [batch, target_len, emb], before the logits layer.
+
+        `logits_kernel(params)` maps them to the logits; training/losses.py does
+        that a few positions at a time. Args as `__call__`.
+        """
+        encoded, encoder_mask = self.encode(images, prompt_tokens, train=train)
+        return self.t5.decoder(encoded, encoder_mask, decoder_input_tokens, train=train,
+                               hidden_only=True)
+
     def __call__(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
         """Teacher-forced logits [batch, target_len, vocab] float32.
 
@@ -182,6 +192,11 @@ def captioner_config(model_config) -> CaptionerConfig:
 def from_config(model_config) -> Captioner:
     """Returns the Captioner described by the `config.model` ConfigDict."""
     return Captioner(captioner_config(model_config))
+
+
+def logits_kernel(params):
+    """The output layer's kernel [emb, vocab]: logits = `Captioner.hidden(...)` @ it."""
+    return params["t5"]["decoder"]["logits_dense"]["kernel"]
 
 
 def dummy_inputs(config: CaptionerConfig, batch_size: int = 1, prompt_len: int = 4,
