@@ -128,5 +128,5 @@ def watch():
     finally:
         report.seconds = time.perf_counter() - start
         delta = {k: _counts[k] - before[k] for k in _counts}
-        if delta["requests"]:
+        if delta["requests"] and report.cache_dir:  # jax asks even with no folder set.
             report.hit = delta["hits"] == delta["requests"]

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
 from training import compilation_cache
 
@@ -16,7 +17,9 @@ def fresh_cache(tmp_path):
     previous = compilation_cache.current_dir()
     previous_min = jax.config.jax_persistent_cache_min_compile_time_secs
     yield compilation_cache.enable(str(tmp_path / "cache"), min_compile_secs=0)
-    compilation_cache.enable(previous, min_compile_secs=previous_min)
+    jax_cache.reset_cache()
+    jax.config.update("jax_compilation_cache_dir", previous)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", previous_min)
 
 
 def test_default_dir_prefers_the_env_then_the_workdir(monkeypatch, tmp_path):
@@ -50,3 +53,15 @@ def test_a_block_without_compiles_reports_no_cache_use(fresh_cache):
     with compilation_cache.watch() as report:
         pass
     assert report.hit is None and "not used" in str(report) and report.seconds >= 0
+
+
+def test_without_a_folder_the_cache_is_reported_unused():
+    previous = compilation_cache.current_dir()
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        with compilation_cache.watch() as report:
+            jax.jit(lambda x: x * 3.0 + float(np.random.default_rng().uniform())).lower(
+                jnp.ones(3)).compile()
+        assert report.hit is None and "not used" in str(report)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
