@@ -26,7 +26,7 @@ def get_config(arg=None):
     """Returns the Bg config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
     variant = common.check_variant(arg)
     c = common.baseline(vit="g/14", t5="mt5-base", dataset="coco35l", lr=1e-4,
-                        constant_steps=10_000, total_steps=20_000, scan=True, fsdp=True)
+                        constant_steps=10_000, total_steps=20_000, remat=True, fsdp=True)
     if variant == "smoke":
         common.smoke(c, image_size=28)
     return c.lock()
