@@ -17,6 +17,9 @@ big_vision-format g/14 .npz (with a MAP head, whose output is the pooled
 vector). 64 v4 chips, data parallel with the parameters' embed axis sharded
 over the chips too (FSDP) and layers scanned and rematerialized: ~1.6B
 parameters with their gradients would otherwise crowd a 32 GiB chip.
+On one 80 GB GPU (an estimate from XLA's memory analysis on a CPU, to
+be confirmed): --config.mesh.fsdp=False --config.grad_accum_steps=8 (256
+examples per micro-batch, ~49 GiB); without remat even 32 examples need ~100 GiB.
 """
 
 from configs import common
@@ -26,7 +29,7 @@ def get_config(arg=None):
     """Returns the Bg config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
     variant = common.check_variant(arg)
     c = common.baseline(vit="g/14", t5="mt5-base", dataset="coco35l", lr=1e-4,
-                        constant_steps=10_000, total_steps=20_000, scan=True, fsdp=True)
+                        constant_steps=10_000, total_steps=20_000, remat=True, fsdp=True)
     if variant == "smoke":
         common.smoke(c, image_size=28)
     return c.lock()

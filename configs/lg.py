@@ -17,6 +17,9 @@ big_vision-format g/14 .npz (with a MAP head). 64 v4 chips, data parallel
 with FSDP (the parameters' embed axis sharded over the chips) and layers
 scanned and rematerialized: ~2.2B float32 parameters plus gradients are
 18 GiB unsharded, too much next to the activations on a 32 GiB chip.
+On one 80 GB GPU (an estimate from XLA's memory analysis on a CPU, to
+be confirmed): --config.mesh.fsdp=False --config.grad_accum_steps=8 (256
+examples per micro-batch, ~54 GiB); without remat Bg already needs ~100 GiB at 32.
 """
 
 from configs import common
@@ -26,7 +29,7 @@ def get_config(arg=None):
     """Returns the Lg config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
     variant = common.check_variant(arg)
     c = common.baseline(vit="g/14", t5="mt5-large", dataset="coco35l", lr=1e-4,
-                        constant_steps=10_000, total_steps=20_000, scan=True, fsdp=True)
+                        constant_steps=10_000, total_steps=20_000, remat=True, fsdp=True)
     if variant == "smoke":
         common.smoke(c, image_size=28)
     return c.lock()

@@ -8,13 +8,11 @@ writes the caption. Parameters: {'img': ViT, 'img_proj': Dense, 't5': T5X}.
 """
 
 import dataclasses
-from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from model import layers
 from model import partitioning as part
 from model import t5 as t5_lib
 from model import vit as vit_lib
@@ -22,17 +20,13 @@ from model import vit as vit_lib
 FUSIONS = ("pooled", "patches")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
-# Re-exported so that callers find the layout converters next to the model.
-scan_to_layers = layers.scan_to_layers
-layers_to_scan = layers.layers_to_scan
-
-# Defaults of `from_config` for fields missing from the model config.
-DEFAULTS = dict(vit_variant="B/16", vit_pool="gap", vit_posemb="learn", vit_dropout=0.0,
-                t5_variant="mt5-base", fusion="pooled", image_size=224, dtype="float32",
-                dropout=0.0, scan=False, remat=False)
-_VIT_OVERRIDES = ("width", "depth", "mlp_dim", "num_heads")
-_T5_OVERRIDES = ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
-                 "num_decoder_layers", "vocab_size")
+# Keys of `config.model` and of its towers. A key that is missing or None takes the
+# default of the dataclass field it sets (ViTConfig, T5Config, CaptionerConfig): the
+# one place where defaults live.
+_MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", "remat")
+_VIT_KEYS = ("variant", "pool", "posemb", "dropout", "width", "depth", "mlp_dim", "num_heads")
+_T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
+            "num_decoder_layers", "vocab_size")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +62,6 @@ class Captioner(nn.Module):
         if self.config.fusion == "pooled":
             return 1
         return vit_lib.num_patches(self.config.vit, self.config.image_size)
-
-    @classmethod
-    def from_config(cls, model_config) -> "Captioner":
-        """Same as the module-level `from_config`."""
-        return from_config(model_config)
 
     def encode(self, images, prompt_tokens, train: bool = False):
         """Encodes images and LangId prompts.
@@ -115,6 +104,16 @@ class Captioner(nn.Module):
         return self.t5.decode(encoded, encoder_mask, decoder_input_tokens, decode=decode,
                               train=train)
 
+    def hidden(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
+        """Teacher-forced last decoder states [batch, target_len, emb], before the logits layer.
+
+        `logits_kernel(params)` maps them to the logits; training/losses.py does
+        that a few positions at a time. Args as `__call__`.
+        """
+        encoded, encoder_mask = self.encode(images, prompt_tokens, train=train)
+        return self.t5.decoder(encoded, encoder_mask, decoder_input_tokens, train=train,
+                               hidden_only=True)
+
     def __call__(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
         """Teacher-forced logits [batch, target_len, vocab] float32.
 
@@ -128,72 +127,64 @@ class Captioner(nn.Module):
         return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)
 
 
-def _get(config, key: str, default: Any) -> Any:
-    """config[key], or `default` when the key is missing or None."""
+def _fields(config, known, where: str) -> dict:
+    """The set (non-None) entries of a ConfigDict or dict; unknown keys are an error."""
     if config is None:
-        return default
-    value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
-    return default if value is None else value
-
-
-def _check_keys(config, known, where: str):
-    if config is None or not hasattr(config, "keys"):
-        return
-    unknown = sorted(set(config.keys()) - set(known))
+        return {}
+    config = dict(config.items())
+    unknown = sorted(set(config) - set(known))
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)} in {where}; "
                          f"known: {', '.join(sorted(known))}")
+    return {k: v for k, v in config.items() if v is not None}
 
 
 def captioner_config(model_config) -> CaptionerConfig:
     """Builds a CaptionerConfig from the `config.model` ConfigDict.
 
-    Fields (all optional; defaults in `DEFAULTS`): vit.variant, vit.width,
-    vit.depth, vit.mlp_dim, vit.num_heads, vit.pool, vit.posemb, vit.dropout;
-    t5.variant, t5.emb_dim, t5.num_heads, t5.head_dim, t5.mlp_dim,
-    t5.num_encoder_layers, t5.num_decoder_layers, t5.vocab_size; fusion;
-    image_size; dtype ("float32" | "bfloat16", activations only); dropout
-    (the mT5 dropout rate); scan; remat.
+    Keys: vit.variant and t5.variant (required: "B/16", "mt5-base", ...);
+    optional vit.{width, depth, mlp_dim, num_heads, pool, posemb, dropout},
+    t5.{emb_dim, num_heads, head_dim, mlp_dim, num_encoder_layers,
+    num_decoder_layers, vocab_size}, fusion, image_size, dtype ("float32" |
+    "bfloat16", activations only), dropout (the mT5 dropout rate), scan and
+    remat (both towers). A missing or None key keeps the default of the
+    ViTConfig / T5Config / CaptionerConfig field it sets.
 
     Args:
         model_config: an ml_collections.ConfigDict (or dict).
 
     Returns:
         A CaptionerConfig.
-    """
-    _check_keys(model_config, ("vit", "t5", "fusion", "image_size", "dtype", "dropout",
-                               "scan", "remat"), "config.model")
-    vit_cfg, t5_cfg = _get(model_config, "vit", None), _get(model_config, "t5", None)
-    _check_keys(vit_cfg, ("variant", "pool", "posemb", "dropout") + _VIT_OVERRIDES,
-                "config.model.vit")
-    _check_keys(t5_cfg, ("variant",) + _T5_OVERRIDES, "config.model.t5")
 
-    dtype_name = _get(model_config, "dtype", DEFAULTS["dtype"])
-    if dtype_name not in DTYPES:
-        raise ValueError(f"config.model.dtype={dtype_name!r}; known: {', '.join(DTYPES)}")
-    common = dict(dtype=DTYPES[dtype_name], scan=bool(_get(model_config, "scan", False)),
-                  remat=bool(_get(model_config, "remat", False)))
+    Raises:
+        ValueError: naming the key at fault (unknown key, bad value, missing variant).
+    """
+    model = _fields(model_config, _MODEL_KEYS, "config.model")
+    vit_fields = _fields(model.pop("vit", None), _VIT_KEYS, "config.model.vit")
+    t5_fields = _fields(model.pop("t5", None), _T5_KEYS, "config.model.t5")
+    common = {k: bool(model.pop(k)) for k in ("scan", "remat") if k in model}
+    if "dtype" in model:
+        dtype = model.pop("dtype")
+        if dtype not in DTYPES:
+            raise ValueError(f"config.model.dtype={dtype!r}; known: {', '.join(DTYPES)}")
+        common["dtype"] = DTYPES[dtype]
+    if "dropout" in vit_fields:
+        vit_fields["dropout_rate"] = float(vit_fields.pop("dropout"))
+    if "dropout" in model:
+        t5_fields["dropout_rate"] = float(model.pop("dropout"))
+    towers = {}
+    for name, build, fields in (("vit", vit_lib.vit_config, vit_fields),
+                                ("t5", t5_lib.t5_config, t5_fields)):
+        if "variant" not in fields:
+            raise ValueError(f"config.model.{name}.variant is required")
+        try:
+            towers[name] = build(fields.pop("variant"), **fields, **common)
+        except ValueError as e:
+            raise ValueError(f"config.model.{name}: {e}") from e
+    if "image_size" in model:
+        model["image_size"] = int(model["image_size"])
     try:
-        vit = vit_lib.vit_config(
-            _get(vit_cfg, "variant", DEFAULTS["vit_variant"]),
-            pool=_get(vit_cfg, "pool", DEFAULTS["vit_pool"]),
-            posemb=_get(vit_cfg, "posemb", DEFAULTS["vit_posemb"]),
-            dropout_rate=float(_get(vit_cfg, "dropout", DEFAULTS["vit_dropout"])),
-            **{k: _get(vit_cfg, k, None) for k in _VIT_OVERRIDES}, **common)
-    except ValueError as e:
-        raise ValueError(f"config.model.vit: {e}") from e
-    try:
-        t5 = t5_lib.t5_config(
-            _get(t5_cfg, "variant", DEFAULTS["t5_variant"]),
-            dropout_rate=float(_get(model_config, "dropout", DEFAULTS["dropout"])),
-            **{k: _get(t5_cfg, k, None) for k in _T5_OVERRIDES}, **common)
-    except ValueError as e:
-        raise ValueError(f"config.model.t5: {e}") from e
-    try:
-        return CaptionerConfig(vit=vit, t5=t5,
-                               fusion=_get(model_config, "fusion", DEFAULTS["fusion"]),
-                               image_size=int(_get(model_config, "image_size",
-                                                   DEFAULTS["image_size"])))
+        return CaptionerConfig(**towers, **model)
     except ValueError as e:
         raise ValueError(f"config.model: {e}") from e
 
@@ -201,6 +192,11 @@ def captioner_config(model_config) -> CaptionerConfig:
 def from_config(model_config) -> Captioner:
     """Returns the Captioner described by the `config.model` ConfigDict."""
     return Captioner(captioner_config(model_config))
+
+
+def logits_kernel(params):
+    """The output layer's kernel [emb, vocab]: logits = `Captioner.hidden(...)` @ it."""
+    return params["t5"]["decoder"]["logits_dense"]["kernel"]
 
 
 def dummy_inputs(config: CaptionerConfig, batch_size: int = 1, prompt_len: int = 4,

@@ -2,7 +2,8 @@
 
 - `RMSNorm`, `DenseGeneral`: T5X's LayerNorm and DenseGeneral (2-D stored
   kernels, no bias) with the same parameter names and shapes.
-- `dot_product_attention`, `mask_to_bias`: attention core, float32 softmax.
+- `dot_product_attention`, `mask_to_bias`: attention core (jax.nn's, float32
+  scores and softmax; cuDNN flash attention on GPUs where shapes allow).
 - `scan_to_layers` / `layers_to_scan`: convert parameters between the stacked
   tree that `nn.scan` builds ('layers', 'encoderblock', leading axis = layer)
   and the per-layer tree of the upstream checkpoints ('layers_0', ...).
@@ -92,19 +93,40 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
     return jnp.where(mask, 0.0, NEG_INF).astype(dtype)
 
 
+def attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias):
+    """Which `jax.nn.dot_product_attention` backend suits these shapes: "cudnn" or "xla".
+
+    cuDNN's fused (flash) attention runs on NVIDIA GPUs in bf16/fp16 with a
+    head dimension that is a multiple of 8 up to 128, and, with a bias that
+    needs a gradient (T5's relative positions), even sequence lengths. XLA's
+    einsum-softmax-einsum everywhere else (CPU, TPU, odd lengths).
+    """
+    if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
+        return "xla"
+    if head_dim % 8 or head_dim > 128:
+        return "xla"
+    if has_bias and (q_len % 2 or kv_len % 2):
+        return "xla"
+    return "cudnn"
+
+
 def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
                           dropout_rate=0.0, deterministic=True, dtype=jnp.float32):
     """Attention weights softmax(q.k + bias) applied to the values.
 
     No 1/sqrt(depth) scaling here: T5 folds it into the query initializer and
-    the ViT scales its queries before calling this.
+    the ViT scales its queries before calling this. Without dropout this is
+    `jax.nn.dot_product_attention` (cuDNN flash attention on GPUs where
+    `attention_implementation` allows, XLA elsewhere; scores accumulated and
+    softmaxed in float32); with dropout (T5X drops whole query rows of the
+    weights, which jax's does not offer) the same maths spelled out.
 
     Args:
         query: [batch, q_len, heads, depth].
         key: [batch, kv_len, heads, depth].
         value: [batch, kv_len, heads, depth].
         bias: broadcastable to [batch, heads, q_len, kv_len] (masks, positions).
-        dropout_rng: rng for attention dropout (T5X drops whole query rows).
+        dropout_rng: rng for attention dropout.
         dropout_rate: attention dropout rate.
         deterministic: disables dropout.
         dtype: dtype of the result.
@@ -112,19 +134,27 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     Returns:
         [batch, q_len, heads, depth].
     """
-    # [batch, heads, q_len, kv_len]
-    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)
+    query, key, value = (x.astype(dtype) for x in (query, key, value))
+    if deterministic or dropout_rate == 0.0:
+        if bias is not None:
+            bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
+        implementation = attention_implementation(
+            jax.default_backend(), dtype, query.shape[-1], query.shape[1], key.shape[1],
+            bias is not None)
+        return jax.nn.dot_product_attention(
+            query, key, value, bias=bias, scale=1.0,
+            implementation=None if implementation == "xla" else implementation)
+    # [batch, heads, q_len, kv_len], accumulated in float32 as jax's.
+    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key, preferred_element_type=jnp.float32)
     if bias is not None:
-        logits = logits + bias.astype(logits.dtype)
-    # Softmax in float32 so that bf16 activations stay stable.
-    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(dtype)
-    if not deterministic and dropout_rate > 0.0:
-        keep_prob = 1.0 - dropout_rate
-        shape = list(weights.shape)
-        shape[-2] = 1
-        keep = jax.random.bernoulli(dropout_rng, keep_prob, shape)
-        weights = weights * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype))
-    return jnp.einsum("bhqk,bkhd->bqhd", weights, value.astype(dtype))
+        logits = logits + bias.astype(jnp.float32)
+    weights = jax.nn.softmax(logits, axis=-1).astype(dtype)
+    keep_prob = 1.0 - dropout_rate
+    shape = list(weights.shape)
+    shape[-2] = 1
+    keep = jax.random.bernoulli(dropout_rng, keep_prob, shape)
+    weights = weights * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype))
+    return jnp.einsum("bhqk,bkhd->bqhd", weights, value)
 
 
 def _unbox(tree):

@@ -67,10 +67,10 @@ def count_params(config) -> dict:
     }
 
 
-def _variant(model_config, tower: str, default: str) -> str:
-    sub = model_config.get(tower, None) if hasattr(model_config, "get") else None
-    value = sub.get("variant", None) if sub is not None else None
-    return value or default
+def _variant(model_config, tower: str) -> str:
+    """The variant name of a tower ("B/16", "mt5-base"), or "" when unset."""
+    sub = model_config.get(tower, None)
+    return (sub.get("variant", None) if sub is not None else None) or ""
 
 
 def _explain(counts: dict, vit_variant: str, t5_variant: str, overridden: bool) -> list:
@@ -162,8 +162,7 @@ def main(argv: list | None = None) -> None:
             counts = count_params(config)
         except ValueError as e:
             raise SystemExit(f"{flags.FLAGS['config'].config_filename}: {e}") from e
-        vit_variant = _variant(model_config, "vit", captioner.DEFAULTS["vit_variant"])
-        t5_variant = _variant(model_config, "t5", captioner.DEFAULTS["t5_variant"])
+        vit_variant, t5_variant = _variant(model_config, "vit"), _variant(model_config, "t5")
         print(format_summary(counts, vit_variant, t5_variant, _overridden(model_config)))
 
     app.run(run, argv=argv or sys.argv)

@@ -376,7 +376,7 @@ class Decoder(nn.Module):
 
     @nn.compact
     def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
-                 train: bool = False):
+                 train: bool = False, hidden_only: bool = False):
         """Returns logits [batch, length, vocab] (float32).
 
         Args:
@@ -387,6 +387,9 @@ class Decoder(nn.Module):
                 position [batch, 1].
             decode: use and update the 'cache' collection.
             train: enables dropout.
+            hidden_only: return the last hidden states [batch, length, emb]
+                that enter the logits layer ('logits_dense') instead, for a
+                loss that makes the logits itself (training/losses.py).
         """
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
@@ -424,6 +427,8 @@ class Decoder(nn.Module):
                          decode=decode)(y, encoded, self_bias, cross_bias, cache_index)
         y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
         y = _dropout(cfg, y, det)
+        if hidden_only:
+            return y
         # Logits in float32 for a stable softmax, as T5X.
         logits = layers.DenseGeneral(cfg.vocab_size, kernel_axes=(part.EMBED, part.VOCAB),
                                      dtype=jnp.float32, name="logits_dense")(y)

@@ -1,12 +1,69 @@
-"""Token-level losses of the captioner (T5X's cross entropy with z-loss and label smoothing)."""
+"""Token-level losses of the captioner (T5X's cross entropy with z-loss and label smoothing).
+
+Two ways to the same numbers:
+- `cross_entropy(logits, ...)` on logits the model has already made;
+- `fused_cross_entropy(hidden, kernel, ...)` from the decoder's last hidden
+  states and the output layer's kernel, a few target positions at a time, so
+  that float32 logits [batch, length, 250112] never exist whole (16 GiB at
+  batch 256 x 64 positions, plus as much again for their gradient). It also
+  computes the gradients in the same pass (3 matmuls, as autodiff, and no
+  recomputation). `captioner_loss` runs the model and it: the train step's loss.
+
+Neither builds a one-hot [batch, length, vocab]: the target logit is gathered,
+and label smoothing uses the sum of the logits.
+"""
+
+import functools
 
 import jax
 import jax.numpy as jnp
+
+from model import captioner as captioner_lib
+
+# Target positions per chunk of `fused_cross_entropy`: float32 logits of
+# batch x 8 x vocab at a time (256 MiB for 32 examples and mT5's 250k entries).
+CHUNK_LEN = 8
 
 
 def shift_right(targets):
     """Decoder inputs: the targets shifted right by one, starting from token 0 (T5)."""
     return jnp.pad(targets, ((0, 0), (1, 0)))[:, :-1]  # [batch, length]
+
+
+def _smoothing(label_smoothing, vocab):
+    """(weight of the target, weight of every entry, entropy of the smoothed targets)."""
+    confidence = 1.0 - label_smoothing
+    low = label_smoothing / (vocab - 1)
+    # Entropy of the smoothed target distribution; 0 without smoothing (T5X's normalizer).
+    normalizer = -(confidence * jnp.log(confidence) + (vocab - 1) * low * jnp.log(low + 1e-20))
+    return confidence, low, normalizer
+
+
+def _token_losses(logits, targets, label_smoothing):
+    """Per-token smoothed cross entropy and log-normalizer of float32 logits [..., vocab].
+
+    -sum_v soft_v * log p_v with soft = low + (confidence - low) * onehot(target)
+    is -(confidence - low) * log p_target - low * sum_v log p_v.
+    """
+    vocab = logits.shape[-1]
+    confidence, low, normalizer = _smoothing(label_smoothing, vocab)
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    token_loss = -(confidence - low) * (target_logit - log_z) - normalizer
+    if label_smoothing:
+        token_loss = token_loss - low * (jnp.sum(logits, axis=-1) - vocab * log_z)
+    return token_loss, log_z
+
+
+def _sums(token_loss, log_z, targets, z_loss):
+    weights = (targets > 0).astype(jnp.float32)
+    return (jnp.sum(token_loss * weights), jnp.sum(z_loss * jnp.square(log_z) * weights),
+            jnp.sum(weights))
+
+
+def _result(loss_sum, z_loss_sum, weight):
+    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
+    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
 
 
 def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
@@ -27,20 +84,131 @@ def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
         sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging across
         micro-batches and devices.
     """
-    logits = logits.astype(jnp.float32)
-    vocab = logits.shape[-1]
-    confidence = 1.0 - label_smoothing
-    low = label_smoothing / (vocab - 1)
-    # Entropy of the smoothed target distribution; 0 without smoothing.
-    normalizer = -(confidence * jnp.log(confidence) + (vocab - 1) * low * jnp.log(low + 1e-20))
-    soft_targets = jax.nn.one_hot(targets, vocab) * (confidence - low) + low
-    log_z = jax.nn.logsumexp(logits, axis=-1)                     # [batch, length]
-    log_probs = logits - log_z[..., None]
-    token_loss = -jnp.sum(soft_targets * log_probs, axis=-1) - normalizer
-    token_z_loss = z_loss * jnp.square(log_z)
-    weights = (targets > 0).astype(jnp.float32)
-    weight = jnp.sum(weights)
-    loss_sum = jnp.sum(token_loss * weights)
-    z_loss_sum = jnp.sum(token_z_loss * weights)
-    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
-    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
+    token_loss, log_z = _token_losses(logits.astype(jnp.float32), targets, label_smoothing)
+    return _result(*_sums(token_loss, log_z, targets, z_loss))
+
+
+def _chunked(x, chunk_len):
+    """[batch, length, ...] -> [chunks, batch, chunk_len, ...], length padded with zeros."""
+    pad = -x.shape[1] % chunk_len
+    x = jnp.pad(x, [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
+    x = x.reshape(x.shape[0], -1, chunk_len, *x.shape[2:])
+    return jnp.moveaxis(x, 1, 0)
+
+
+def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads):
+    """Loss sums over chunks of positions; with their gradients when `with_grads`."""
+    length = hidden.shape[1]
+    compute_kernel = kernel.astype(hidden.dtype)
+    confidence, low, _ = _smoothing(label_smoothing, kernel.shape[-1])
+
+    def body(carry, chunk):
+        h, t = chunk  # [batch, chunk_len, emb], [batch, chunk_len]
+        # [batch, chunk_len, vocab] float32 (accumulated in float32 from bf16 inputs).
+        logits = jnp.einsum("bce,ev->bcv", h, compute_kernel,
+                            preferred_element_type=jnp.float32)
+        token_loss, log_z = _token_losses(logits, t, label_smoothing)
+        sums = _sums(token_loss, log_z, t, z_loss)
+        carry = {**carry, "sums": tuple(a + b for a, b in zip(carry["sums"], sums, strict=True))}
+        if not with_grads:
+            return carry, None
+        # d(loss + z-loss)/d logits, per token: p * (1 + 2 z log Z) - soft targets.
+        weights = (t > 0).astype(jnp.float32)[..., None]
+        probs = jnp.exp(logits - log_z[..., None])
+        is_target = jnp.arange(logits.shape[-1]) == t[..., None]
+        dlogits = weights * (probs * (1.0 + 2.0 * z_loss * log_z)[..., None]
+                             - jnp.where(is_target, confidence, low))
+        dlogits = dlogits.astype(hidden.dtype)
+        dh = jnp.einsum("bcv,ev->bce", dlogits, compute_kernel,
+                        preferred_element_type=jnp.float32).astype(hidden.dtype)
+        carry["dkernel"] = carry["dkernel"] + jnp.einsum(
+            "bce,bcv->ev", h, dlogits, preferred_element_type=jnp.float32)
+        return carry, dh
+
+    zero = jnp.zeros((), jnp.float32)
+    carry = {"sums": (zero, zero, zero)}
+    if with_grads:
+        carry["dkernel"] = jnp.zeros(kernel.shape, jnp.float32)
+    carry, dh = jax.lax.scan(body, carry, (_chunked(hidden, chunk_len),
+                                           _chunked(targets, chunk_len)))
+    if not with_grads:
+        return carry["sums"], None
+    # [chunks, batch, chunk_len, emb] -> [batch, length, emb]
+    dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])[:, :length]
+    return carry["sums"], (dh, carry["dkernel"].astype(kernel.dtype))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _fused_sums(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
+    """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight); only the first is differentiable."""
+    (loss_sum, z_loss_sum, weight), _ = _chunk_scan(
+        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=False)
+    return loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight
+
+
+def _fused_sums_fwd(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
+    (loss_sum, z_loss_sum, weight), grads = _chunk_scan(
+        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=True)
+    return (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight), grads
+
+
+def _fused_sums_bwd(label_smoothing, z_loss, chunk_len, grads, cotangents):
+    del label_smoothing, z_loss, chunk_len
+    # The other outputs leave `fused_cross_entropy` through stop_gradient: their
+    # cotangents are zero.
+    scale = cotangents[0]
+    dh, dkernel = grads
+    return (dh * scale.astype(dh.dtype), dkernel * scale, None)
+
+
+_fused_sums.defvjp(_fused_sums_fwd, _fused_sums_bwd)
+
+
+def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=0.0,
+                        chunk_len=CHUNK_LEN):
+    """`cross_entropy` of the logits `hidden @ kernel`, made `chunk_len` positions at a time.
+
+    The logits are float32, accumulated from `hidden`'s dtype (the kernel is
+    cast to it, as every other layer of a bfloat16 model), and exist only one
+    chunk at a time; the gradients with respect to `hidden` and `kernel` are
+    computed in the same pass.
+
+    Args:
+        hidden: [batch, length, emb] the decoder's output before the logits layer.
+        kernel: [emb, vocab] the logits layer's kernel (float32 parameter).
+        targets: [batch, length] int, 0 = padding (not counted).
+        label_smoothing: mass spread uniformly over the vocabulary.
+        z_loss: coefficient of the log(Z)^2 term.
+        chunk_len: target positions per chunk (the length is padded to a multiple).
+
+    Returns:
+        (loss, aux) as `cross_entropy`; only `loss` carries gradients.
+    """
+    total, loss_sum, z_loss_sum, weight = _fused_sums(
+        hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
+    weight = jax.lax.stop_gradient(weight)
+    loss = total / jnp.maximum(weight, 1.0)
+    return loss, {"loss_sum": jax.lax.stop_gradient(loss_sum),
+                  "z_loss_sum": jax.lax.stop_gradient(z_loss_sum), "weight": weight}
+
+
+def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
+                   chunk_len=CHUNK_LEN):
+    """The train step's loss: teacher-forced captioner, then `fused_cross_entropy`.
+
+    Args:
+        model: the Captioner.
+        params: its parameters.
+        batch: {"image": [B, H, W, 3], "prompt": [B, P], "targets": [B, L]}.
+        rng: PRNG key for dropout.
+        label_smoothing, z_loss, chunk_len: as `fused_cross_entropy`.
+
+    Returns:
+        (loss, aux) as `cross_entropy`.
+    """
+    decoder_inputs = shift_right(batch["targets"])
+    hidden = model.apply({"params": params}, batch["image"], batch["prompt"], decoder_inputs,
+                         train=True, rngs={"dropout": rng}, method="hidden")
+    return fused_cross_entropy(hidden, captioner_lib.logits_kernel(params), batch["targets"],
+                               label_smoothing=label_smoothing, z_loss=z_loss,
+                               chunk_len=chunk_len)

@@ -75,8 +75,21 @@ def create_optimizer(config):
     return tx, schedule
 
 
+def init_key(rng):
+    """The key the initializers draw from: an 'rbg' key derived from `rng`.
+
+    With 'rbg', keys are still split and folded with threefry, but the bits of
+    each parameter come from XLA's RngBitGenerator instead of a threefry hash
+    unrolled into the program, which makes the initializer compile ~1.5x
+    faster (BB on a CPU: 13 s -> 9 s). The values are a function of `rng`,
+    the backend and the jax version (not of the mesh on CPU; on other
+    backends possibly of the sharding too); training keys stay threefry.
+    """
+    return jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
+
+
 def _init_state(model, tx, rng):
-    params = captioner.init_params(model, rng)
+    params = captioner.init_params(model, init_key(rng))
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
 
@@ -127,9 +140,14 @@ def state_shardings(model, tx, mesh, rules):
     return abstract, shardings
 
 
+def init_state_fn(model, tx, shardings):
+    """The jitted initializer: rng -> a fresh state, created directly with its shardings."""
+    return jax.jit(lambda r: _init_state(model, tx, r), out_shardings=shardings)
+
+
 def init_state(model, tx, rng, shardings):
     """A freshly initialized state, created directly with its shardings."""
-    return jax.jit(lambda r: _init_state(model, tx, r), out_shardings=shardings)(rng)
+    return init_state_fn(model, tx, shardings)(rng)
 
 
 def restore_params(config, workdir, vocab_size, step=None):

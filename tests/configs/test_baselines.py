@@ -69,6 +69,8 @@ def test_full_config_follows_the_paper(name):
     assert len(config.data.langs) == 35
     assert config.model.image_size == 224 and config.model.fusion == "pooled"
     assert config.model.dtype == "bfloat16"
+    # Layers under nn.scan (compile time); the g/14 towers also rematerialize (memory).
+    assert config.model.scan and config.model.remat == (vit == "g/14")
     assert tuple(config.evals.xm3600.langs) == ("en", "es", "hi", "zh")
     if constant_steps is not None:
         assert config.lr.schedule == "rsqrt" and config.lr.constant_steps == constant_steps

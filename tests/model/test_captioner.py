@@ -1,5 +1,7 @@
 """Tests of the captioner: parameter tree, fusion, encoder mask, from_config."""
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -9,6 +11,8 @@ import pytest
 
 from model import captioner, layers
 from model import partitioning as part
+from model import t5 as t5_lib
+from model import vit as vit_lib
 
 IMAGE_SIZE = 32  # 4x4 patches of 8 pixels for ViT "mu/8"
 
@@ -92,16 +96,30 @@ def test_logits_ignore_prompt_padding_and_depend_on_image(pooled):
     assert not np.allclose(other[0], logits[0], atol=1e-3)
 
 
-def test_from_config_defaults_and_overrides():
-    config = captioner.captioner_config(ml_collections.ConfigDict())
-    assert (config.vit.width, config.vit.patch_size, config.vit.pool) == (768, (16, 16), "gap")
-    assert (config.t5.emb_dim, config.t5.num_encoder_layers) == (768, 12)
-    assert (config.fusion, config.image_size, config.t5.dtype) == ("pooled", 224, jnp.float32)
+def test_from_config_defaults_come_from_the_dataclasses():
     config = captioner.captioner_config(ml_collections.ConfigDict(dict(
-        vit=dict(variant="g/14", depth=2, width=None, pool="map"),
+        vit=dict(variant="B/16", pool=None), t5=dict(variant="mt5-base", emb_dim=None))))
+    # Missing and None keys keep the dataclass defaults, the one place they live.
+    vit_default = {f.name: f.default for f in dataclasses.fields(vit_lib.ViTConfig)}
+    t5_default = {f.name: f.default for f in dataclasses.fields(t5_lib.T5Config)}
+    default = {f.name: f.default for f in dataclasses.fields(captioner.CaptionerConfig)}
+    assert (config.vit.pool, config.vit.posemb, config.vit.dropout_rate) == (
+        vit_default["pool"], vit_default["posemb"], vit_default["dropout_rate"])
+    assert (config.t5.dropout_rate, config.t5.scan, config.t5.dtype) == (
+        t5_default["dropout_rate"], t5_default["scan"], t5_default["dtype"])
+    assert (config.fusion, config.image_size) == (default["fusion"], default["image_size"])
+    # The variants' sizes.
+    assert (config.vit.width, config.vit.patch_size) == (768, (16, 16))
+    assert (config.t5.emb_dim, config.t5.num_encoder_layers) == (768, 12)
+
+
+def test_from_config_overrides():
+    config = captioner.captioner_config(ml_collections.ConfigDict(dict(
+        vit=dict(variant="g/14", depth=2, width=None, pool="map", dropout=0.2),
         t5=dict(variant="mt5-large", num_decoder_layers=3), dtype="bfloat16",
         dropout=0.1, scan=True, image_size=28)))
     assert (config.vit.width, config.vit.depth, config.vit.pool) == (1408, 2, "map")
+    assert config.vit.dropout_rate == 0.2 and config.image_size == 28
     assert (config.t5.emb_dim, config.t5.num_decoder_layers, config.t5.dropout_rate) == (
         1024, 3, 0.1)
     assert config.t5.dtype == jnp.bfloat16 and config.vit.scan and config.t5.scan
@@ -114,10 +132,13 @@ def test_from_config_defaults_and_overrides():
     (dict(fusion="concat"), "concat"),
     (dict(dtype="float16"), "float16"),
     (dict(image_size=100), "image_size 100"),
-    (dict(vit=dict(pool="cls")), "cls"),
+    (dict(vit=dict(variant="B/16", pool="cls")), "cls"),
     (dict(learning_rate=1.0), "learning_rate"),
+    (dict(vit=dict(pool="map")), "config.model.vit.variant is required"),
+    (dict(vit=dict(variant="B/16"), t5=dict()), "config.model.t5.variant is required"),
 ])
 def test_from_config_errors_name_the_culprit(fields, message):
+    fields = {"vit": {"variant": "B/16"}, "t5": {"variant": "mt5-base"}, **fields}
     with pytest.raises(ValueError, match=message):
         captioner.captioner_config(ml_collections.ConfigDict(fields))
 

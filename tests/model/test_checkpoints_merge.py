@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from model import captioner
+from model import captioner, layers
 from model.checkpoints import big_vision, load_pretrained, merge_params
 from tests.model import checkpoint_files as cf
 
@@ -244,7 +244,7 @@ def test_scanned_captioner_gets_the_same_weights(pretrained):
         stacked[1], pretrained["mt5"]["encoder"]["layers_1"]["mlp"]["wi_0"]["kernel"]
         .astype(np.float32))
     # Same weights once unstacked (MAPHead_0 is each model's own random init).
-    unstacked = captioner.scan_to_layers(loaded[True])
+    unstacked = layers.scan_to_layers(loaded[True])
     for part in ("t5", "img"):
         want = cf.flatten(loaded[False][part])
         got = {k: np.asarray(v) for k, v in cf.flatten(unstacked[part]).items()}

@@ -2,9 +2,12 @@
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
+import pytest
 
+from model import captioner, layers
 from training import losses
 
 
@@ -51,3 +54,120 @@ def test_label_smoothing_is_zero_at_the_smoothed_optimum():
     loss, _ = losses.cross_entropy(jnp.log(jnp.asarray(soft)), targets,
                                    label_smoothing=smoothing)
     np.testing.assert_allclose(loss, 0.0, atol=1e-6)
+
+
+def _one_hot_cross_entropy(logits, targets, label_smoothing, z_loss):
+    """T5X's formula with an explicit one-hot (this module's code before the fused loss)."""
+    vocab = logits.shape[-1]
+    confidence = 1.0 - label_smoothing
+    low = label_smoothing / (vocab - 1)
+    normalizer = -(confidence * np.log(confidence) + (vocab - 1) * low * np.log(low + 1e-20))
+    soft = jax.nn.one_hot(targets, vocab) * (confidence - low) + low
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    token = -jnp.sum(soft * (logits - log_z[..., None]), axis=-1) - normalizer
+    weights = (targets > 0).astype(jnp.float32)
+    total = jnp.sum(token * weights) + jnp.sum(z_loss * log_z**2 * weights)
+    return total / jnp.sum(weights)
+
+
+SETTINGS = [(0.0, 0.0), (0.1, 1e-4), (0.2, 0.05)]
+
+
+@pytest.mark.parametrize("label_smoothing, z_loss", SETTINGS)
+def test_cross_entropy_equals_the_one_hot_formula(label_smoothing, z_loss):
+    logits, targets = _batch(2)
+    loss, _ = losses.cross_entropy(logits, targets, label_smoothing=label_smoothing,
+                                   z_loss=z_loss)
+    want = _one_hot_cross_entropy(logits, targets, label_smoothing, z_loss)
+    np.testing.assert_allclose(loss, want, rtol=1e-6)
+
+
+def _hidden_problem(seed=0, batch=3, length=11, emb=16, vocab=37):
+    rng = np.random.default_rng(seed)
+    hidden = jnp.asarray(rng.normal(size=(batch, length, emb)), jnp.float32)
+    kernel = jnp.asarray(rng.normal(size=(emb, vocab)) / 4, jnp.float32)
+    targets = rng.integers(1, vocab, size=(batch, length))
+    targets[0, 5:] = 0
+    targets[2, 1:] = 0
+    return hidden, kernel, jnp.asarray(targets, jnp.int32)
+
+
+@pytest.mark.parametrize("label_smoothing, z_loss", SETTINGS)
+@pytest.mark.parametrize("chunk_len", [1, 4, 11, 16])
+def test_fused_loss_and_gradients_equal_the_logits_path(label_smoothing, z_loss, chunk_len):
+    hidden, kernel, targets = _hidden_problem()
+    options = dict(label_smoothing=label_smoothing, z_loss=z_loss)
+
+    def reference(h, k):
+        return _one_hot_cross_entropy(h @ k, targets, label_smoothing, z_loss)
+
+    def fused(h, k):
+        return losses.fused_cross_entropy(h, k, targets, chunk_len=chunk_len, **options)
+
+    want, want_grads = jax.value_and_grad(reference, argnums=(0, 1))(hidden, kernel)
+    (got, aux), got_grads = jax.jit(jax.value_and_grad(fused, argnums=(0, 1), has_aux=True))(
+        hidden, kernel)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    _, want_aux = losses.cross_entropy(hidden @ kernel, targets, **options)
+    for key in want_aux:
+        np.testing.assert_allclose(aux[key], want_aux[key], rtol=1e-5)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-7)
+
+
+def test_fused_loss_without_gradients_runs_the_forward_only():
+    hidden, kernel, targets = _hidden_problem(1)
+    loss, _ = jax.jit(lambda h, k: losses.fused_cross_entropy(h, k, targets))(hidden, kernel)
+    want, _ = losses.cross_entropy(hidden @ kernel, targets)
+    np.testing.assert_allclose(loss, want, rtol=1e-6)
+
+
+def _temp_bytes(fn, *args):
+    return jax.jit(fn).lower(*args).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_fused_loss_never_holds_the_whole_logits():
+    batch, length, emb, vocab = 8, 64, 32, 32768
+    hidden = jnp.zeros((batch, length, emb))
+    kernel = jnp.zeros((emb, vocab))
+    targets = jnp.ones((batch, length), jnp.int32)
+    logits_bytes = batch * length * vocab * 4
+
+    def full(h, k):
+        return losses.cross_entropy(h @ k, targets)[0]
+
+    def fused(h, k):
+        return losses.fused_cross_entropy(h, k, targets, chunk_len=8)[0]
+
+    full_bytes = _temp_bytes(jax.grad(full, argnums=(0, 1)), hidden, kernel)
+    fused_bytes = _temp_bytes(jax.grad(fused, argnums=(0, 1)), hidden, kernel)
+    assert full_bytes >= logits_bytes
+    # One chunk's logits (1/8 of them) and their gradient, plus the kernel's gradient.
+    assert fused_bytes <= logits_bytes / 2
+
+
+def test_captioner_loss_equals_the_loss_of_the_models_logits():
+    model = captioner.from_config(ml_collections.ConfigDict(dict(
+        vit=dict(variant="mu/8"), t5=dict(variant="t5-tiny"), image_size=32, dropout=0.0)))
+    params = layers.random_params(captioner.abstract_params(model))
+    rng = np.random.default_rng(0)
+    targets = rng.integers(2, 128, (2, 6)).astype(np.int32)
+    targets[1, 4:] = 0
+    batch = {"image": jnp.asarray(rng.uniform(-1, 1, (2, 32, 32, 3)), jnp.float32),
+             "prompt": jnp.array([[5, 6, 0], [7, 0, 0]], jnp.int32),
+             "targets": jnp.asarray(targets)}
+    options = dict(label_smoothing=0.1, z_loss=1e-4)
+
+    def reference(p):
+        logits = model.apply({"params": p}, batch["image"], batch["prompt"],
+                             losses.shift_right(batch["targets"]))
+        return losses.cross_entropy(logits, batch["targets"], **options)[0]
+
+    def fused(p):
+        return losses.captioner_loss(model, p, batch, jax.random.key(0), **options)[0]
+
+    want, want_grads = jax.value_and_grad(reference)(params)
+    got, got_grads = jax.jit(jax.value_and_grad(fused))(params)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for g, w in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want_grads), strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-6, rtol=1e-4)

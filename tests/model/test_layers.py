@@ -1,0 +1,71 @@
+"""Tests of model/layers.py's attention core: backend choice and the maths of both paths."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from model import layers
+
+
+def _reference(query, key, value, bias):
+    """softmax(q.k + bias) v in float64 numpy."""
+    q, k, v = (np.asarray(x, np.float64) for x in (query, key, value))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k)
+    if bias is not None:
+        logits = logits + np.asarray(bias, np.float64)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", weights, v)
+
+
+def _inputs(q_len=5, kv_len=7, heads=2, depth=8):
+    keys = jax.random.split(jax.random.key(0), 4)
+    query = jax.random.normal(keys[0], (2, q_len, heads, depth))
+    key = jax.random.normal(keys[1], (2, kv_len, heads, depth))
+    value = jax.random.normal(keys[2], (2, kv_len, heads, depth))
+    # Relative-position-like bias per head plus a padding mask on example 1.
+    positions = jax.random.normal(keys[3], (1, heads, q_len, kv_len))
+    mask = jnp.ones((2, kv_len), bool).at[1, -2:].set(False)
+    bias = positions + layers.mask_to_bias(mask[:, None, None, :], jnp.float32)
+    return query, key, value, bias
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_attention_equals_the_formula(with_bias):
+    query, key, value, bias = _inputs()
+    bias = bias if with_bias else None
+    got = layers.dot_product_attention(query, key, value, bias)
+    np.testing.assert_allclose(got, _reference(query, key, value, bias), atol=1e-5)
+
+
+def test_dropout_path_equals_the_fused_path_when_nothing_is_dropped():
+    query, key, value, bias = _inputs()
+    fused = layers.dot_product_attention(query, key, value, bias)
+    spelled_out = layers.dot_product_attention(
+        query, key, value, bias, dropout_rng=jax.random.key(1), dropout_rate=1e-12,
+        deterministic=False)
+    np.testing.assert_allclose(spelled_out, fused, atol=1e-6)
+
+
+def test_attention_in_bfloat16_stays_close_to_float32():
+    query, key, value, bias = _inputs()
+    want = _reference(query, key, value, bias)
+    got = layers.dot_product_attention(query, key, value, bias, dtype=jnp.bfloat16)
+    assert got.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(got, np.float32), want, atol=0.05)
+
+
+@pytest.mark.parametrize("platform, dtype, head_dim, q_len, kv_len, has_bias, want", [
+    ("cpu", jnp.bfloat16, 64, 197, 197, False, "xla"),
+    ("tpu", jnp.bfloat16, 64, 64, 64, True, "xla"),
+    ("gpu", jnp.float32, 64, 197, 197, False, "xla"),      # cuDNN: bf16/fp16 only
+    ("gpu", jnp.bfloat16, 64, 197, 197, False, "cudnn"),   # ViT-B/16 blocks
+    ("gpu", jnp.bfloat16, 64, 64, 64, True, "cudnn"),      # mT5 decoder self-attention
+    ("gpu", jnp.bfloat16, 64, 17, 17, True, "xla"),        # odd length with a bias
+    ("gpu", jnp.bfloat16, 88, 257, 257, False, "cudnn"),   # ViT-g/14 (1408 / 16 heads)
+    ("gpu", jnp.bfloat16, 100, 64, 64, False, "xla"),      # head_dim not a multiple of 8
+])
+def test_attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias, want):
+    assert layers.attention_implementation(platform, dtype, head_dim, q_len, kv_len,
+                                           has_bias) == want

@@ -1,0 +1,101 @@
+"""Tests of the analytic FLOP count (training/flops.py) against XLA's cost analysis.
+
+On the CPU backend XLA's cost analysis counts every dot and convolution at
+2 FLOPs per multiply-add, plus 1 FLOP per element of elementwise ops (norms,
+softmax, GELU, residual adds, the loss), which the model-FLOPs count leaves
+out. The configs below are wide enough (width 128, MLP 512) for that
+elementwise work to stay under ~3% of the total, hence the tolerances. Layers
+are unrolled (scan=False): XLA counts the body of a while loop only once.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from model import captioner, layers
+from training import flops
+
+BATCH, PROMPT_LEN, TARGET_LEN = 2, 6, 10
+
+
+def _model(pool="gap", fusion="pooled", remat=False):
+    return captioner.from_config(ml_collections.ConfigDict(dict(
+        vit=dict(variant="mu/8", width=128, depth=2, mlp_dim=512, num_heads=4, pool=pool),
+        t5=dict(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=512,
+                num_encoder_layers=2, num_decoder_layers=2, vocab_size=512),
+        image_size=32, fusion=fusion, remat=remat)))
+
+
+def _inputs(model):
+    size = model.config.image_size
+    return (jnp.zeros((BATCH, size, size, 3)), jnp.ones((BATCH, PROMPT_LEN), jnp.int32),
+            jnp.ones((BATCH, TARGET_LEN), jnp.int32))
+
+
+def _xla_flops(fn, *args):
+    return flops.compiled_flops(jax.jit(fn).lower(*args).compile())
+
+
+CONFIGS = [dict(pool="gap", fusion="pooled"), dict(pool="map", fusion="pooled"),
+           dict(pool="tok", fusion="patches")]
+
+
+@pytest.mark.parametrize("kwargs", CONFIGS, ids=lambda k: "-".join(k.values()))
+def test_forward_count_matches_xla_cost_analysis(kwargs):
+    model = _model(**kwargs)
+    params = layers.random_params(captioner.abstract_params(model))
+    counted = BATCH * sum(flops.forward_flops(model.config, PROMPT_LEN, TARGET_LEN).values())
+    xla = _xla_flops(lambda p, *x: model.apply({"params": p}, *x), params, *_inputs(model))
+    # XLA's surplus is the elementwise work, never missing matmuls.
+    assert counted <= xla <= 1.03 * counted
+
+
+@pytest.mark.parametrize("kwargs", CONFIGS, ids=lambda k: "-".join(k.values()))
+def test_training_count_matches_xla_cost_analysis_of_the_gradient(kwargs):
+    model = _model(**kwargs)
+    params = layers.random_params(captioner.abstract_params(model))
+    images, prompt, targets = _inputs(model)
+    weights = jax.random.normal(jax.random.key(0), (BATCH, TARGET_LEN, 512))
+
+    def forward_and_backward(p):
+        # Any scalar of the logits: its gradient runs the full backward pass.
+        logits = model.apply({"params": p}, images, prompt, targets)
+        return jnp.sum(logits * weights)
+
+    counted = BATCH * flops.train_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN)
+    xla = _xla_flops(jax.grad(forward_and_backward), params)
+    assert counted <= xla <= 1.05 * counted
+
+
+def test_remat_adds_at_most_one_forward_of_the_layers():
+    plain, remat = _model(), _model(remat=True)
+    assert flops.remat_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN) == 0
+    parts = flops.forward_flops(remat.config, PROMPT_LEN, TARGET_LEN)
+    extra = flops.remat_flops_per_example(remat.config, PROMPT_LEN, TARGET_LEN)
+    assert 0.5 * (parts["vit_blocks"] + parts["t5_encoder"] + parts["t5_decoder"]) < extra
+    assert extra < parts["vit_blocks"] + parts["t5_encoder"] + parts["t5_decoder"]
+    # Remat is not model FLOPs: the training count does not change.
+    assert (flops.train_flops_per_example(remat.config, PROMPT_LEN, TARGET_LEN)
+            == flops.train_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN))
+
+
+def test_xla_counts_the_recomputed_layers_of_remat():
+    model = _model(remat=True)
+    params = layers.random_params(captioner.abstract_params(model))
+    images, prompt, targets = _inputs(model)
+    loss = lambda p: jnp.sum(model.apply({"params": p}, images, prompt, targets))  # noqa: E731
+    counted = BATCH * (flops.train_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN)
+                       + flops.remat_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN))
+    xla = _xla_flops(jax.grad(loss), params)
+    assert counted <= xla <= 1.05 * counted
+
+
+def test_step_flops_and_mfu():
+    config = _model().config
+    per_example = flops.train_flops_per_example(config, PROMPT_LEN, TARGET_LEN)
+    step = flops.train_step_flops(config, 8, PROMPT_LEN, TARGET_LEN)
+    assert step == 8 * per_example
+    np.testing.assert_allclose(flops.mfu(step, 2.0, num_devices=1, peak=step), 0.5)
+    assert flops.mfu(step, 1.0, peak=None) is None or jax.default_backend() != "cpu"

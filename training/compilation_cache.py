@@ -1,0 +1,132 @@
+"""JAX's persistent compilation cache: where it lives, and whether a compile hit it.
+
+A second launch of the same program (a resumed run, the evaluation tool on
+the same model, a benchmark run again) loads the executables from disk
+instead of compiling them again; on GPUs XLA's autotuning results are kept
+there too. The key covers the program, the devices and the jax / XLA
+versions, so a changed model or another machine type simply misses.
+
+Several hosts: JAX writes entries from process 0 only and every process
+reads, so a directory that all hosts see (the run's workdir on a shared disk
+or gs://) serves the whole job; a host-local directory serves process 0.
+The cache is trusted code: never point it at a directory others can write.
+
+    compilation_cache.enable(compilation_cache.default_cache_dir(workdir))
+    with compilation_cache.watch() as report:
+        compiled = jax.jit(f).lower(x).compile()
+    print(report)  # "compiled in 3.1 s (persistent cache: miss, written to ...)"
+"""
+
+import contextlib
+import dataclasses
+import os
+import time
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache as jax_cache
+
+ENV_DIR = "JAX_COMPILATION_CACHE_DIR"  # jax's own variable; wins when set
+_EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
+           "/jax/compilation_cache/cache_hits": "hits",
+           "/jax/compilation_cache/cache_misses": "misses"}
+_counts = dict.fromkeys(_EVENTS.values(), 0)
+_listening = False
+
+
+def default_cache_dir(workdir=None):
+    """Where the cache goes unless told: $JAX_COMPILATION_CACHE_DIR, else under the workdir
+    (seen by every host of a run), else the user's cache (~/.cache/xm3600/jax, per machine).
+
+    Args:
+        workdir: the run's folder, or None (benchmarks, tools without one).
+    """
+    if os.environ.get(ENV_DIR):
+        return os.environ[ENV_DIR]
+    if workdir:
+        return os.path.join(workdir, "compilation_cache")
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(user_cache, "xm3600", "jax")
+
+
+def _count(event, **kwargs):
+    del kwargs
+    if event in _EVENTS:
+        _counts[_EVENTS[event]] += 1
+
+
+def _listen():
+    """Counts the cache's monitoring events from now on (once per process)."""
+    global _listening
+    if not _listening:
+        jax.monitoring.register_event_listener(_count)
+        _listening = True
+
+
+def current_dir():
+    """The cache directory jax uses now, or None."""
+    return jax.config.jax_compilation_cache_dir
+
+
+def enable(cache_dir=None, min_compile_secs=1.0):
+    """Turns the persistent compilation cache on; call before the first compile.
+
+    Args:
+        cache_dir: a local path or gs:// URL (default: `default_cache_dir()`).
+        min_compile_secs: programs that compile faster are not written (the
+            many tiny jits of a run would only fill the folder).
+
+    Returns:
+        The cache directory.
+    """
+    cache_dir = cache_dir or default_cache_dir()
+    if current_dir() not in (None, cache_dir):
+        jax_cache.reset_cache()  # Another folder was in use: open the new one.
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_secs))
+    _listen()
+    return cache_dir
+
+
+@dataclasses.dataclass
+class CompileReport:
+    """What `watch` saw: wall seconds, and whether the cache answered.
+
+    Attributes:
+        seconds: wall time of the watched block.
+        hit: True when every compile in the block was loaded from the cache,
+            False when at least one was compiled, None when the cache was not
+            consulted (disabled, or nothing compiled).
+    """
+    seconds: float = 0.0
+    hit: bool | None = None
+    cache_dir: str | None = None
+
+    def __str__(self):
+        if self.hit is None:
+            where = "persistent cache: not used"
+        elif self.hit:
+            where = f"persistent cache: hit, loaded from {self.cache_dir}"
+        else:
+            where = f"persistent cache: miss, written to {self.cache_dir}"
+        return f"{self.seconds:.1f} s ({where})"
+
+
+@contextlib.contextmanager
+def watch():
+    """Times a block that compiles, and says whether the persistent cache served it.
+
+    Yields:
+        A CompileReport, filled in when the block ends.
+    """
+    _listen()  # Also when the cache was turned on elsewhere (e.g. $JAX_COMPILATION_CACHE_DIR).
+    before = dict(_counts)
+    report = CompileReport(cache_dir=current_dir())
+    start = time.perf_counter()
+    try:
+        yield report
+    finally:
+        report.seconds = time.perf_counter() - start
+        delta = {k: _counts[k] - before[k] for k in _counts}
+        if delta["requests"] and report.cache_dir:  # jax asks even with no folder set.
+            report.hit = delta["hits"] == delta["requests"]
