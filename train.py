@@ -34,7 +34,16 @@ from data import images as image_lib
 from data import pipeline, tokenizer
 from eval import evaluators as evaluators_lib
 from eval.evaluators import common as eval_common
-from training import checkpointing, flops, losses, preemption, pretrained, run_config, schedules
+from training import (
+    checkpointing,
+    compilation_cache,
+    flops,
+    losses,
+    preemption,
+    pretrained,
+    run_config,
+    schedules,
+)
 from training import state as state_lib
 from training.metrics import MetricsFileError, MetricsLogger, StepTimer
 
@@ -51,6 +60,10 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the j
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
+_COMPILATION_CACHE = flags.DEFINE_string(
+    "compilation_cache", None,
+    "JAX's persistent compilation cache (a folder every host sees); default: "
+    "$JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache. 'none' turns it off.")
 
 
 class TrainingError(RuntimeError):
@@ -62,12 +75,10 @@ def make_train_step(model, tx, schedule, config):
     """Returns train_step(state, batch, rng) -> (state, measurements)."""
 
     def loss_fn(params, batch, rng):
-        decoder_inputs = losses.shift_right(batch["targets"])
-        logits = model.apply({"params": params}, batch["image"], batch["prompt"],
-                             decoder_inputs, train=True, rngs={"dropout": rng})
-        return losses.cross_entropy(logits, batch["targets"],
-                                    label_smoothing=config.label_smoothing,
-                                    z_loss=config.z_loss)
+        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
+        return losses.captioner_loss(model, params, batch, rng,
+                                     label_smoothing=config.label_smoothing,
+                                     z_loss=config.z_loss)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
@@ -188,9 +199,17 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings,
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
     except checkpointing.CheckpointError as e:
         raise TrainingError(str(e)) from None
+    num_params = sum(x.size for x in jax.tree.leaves(abstract_state["params"]))
+    say = print if jax.process_index() == 0 else (lambda *a, **k: None)
     if state is not None:
+        say(f"Resuming {workdir} at step {int(state['step'])} of {config.total_steps} "
+            f"({num_params / 1e6:.1f}M parameters)", flush=True)
         return state, True
-    state = state_lib.init_state(model, tx, rng, shardings)
+    say(f"Starting {workdir} at step 0 of {config.total_steps} ({num_params / 1e6:.1f}M "
+        f"parameters)", flush=True)
+    with compilation_cache.watch() as compiled:
+        state = state_lib.init_state(model, tx, rng, shardings)
+    say(f"Initialized the parameters in {compiled}", flush=True)
     try:
         state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
     except (FileNotFoundError, ValueError) as e:
@@ -214,8 +233,16 @@ def _batches_or_error(make_batches, start_step):
     raise error
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False):
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
+                       compilation_cache_dir=None):
     """Trains (or resumes) the run in `workdir`; returns the final state.
+
+    Args:
+        config: the run's config.
+        workdir: the run's folder.
+        allow_change: resume although fields that matter differ from config.json.
+        compilation_cache_dir: JAX's persistent compilation cache (default:
+            `compilation_cache.default_cache_dir(workdir)`; "none": off).
 
     Raises:
         run_config.ConfigError: a config field is wrong (nothing was written).
@@ -223,6 +250,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     """
     check_config(config)
     prepare_workdir(workdir)
+    if compilation_cache_dir != "none":
+        compilation_cache.enable(compilation_cache_dir or
+                                 compilation_cache.default_cache_dir(workdir))
     changes = check_config_matches_workdir(config, workdir, allow_change)
     mesh = state_lib.make_mesh(config.mesh)
     rules = state_lib.axis_rules(config)
@@ -244,8 +274,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
             process_index=jax.process_index(), process_count=jax.process_count())
 
-    # Model, optimizer and the shardings of their state.
+    # Model, optimizer and the shardings of their state. MFU counts the model's FLOPs
+    # (training/flops.py), not what remat or XLA adds.
     model = state_lib.create_model(config, vocab.vocab_size)
+    step_flops = flops.train_step_flops(model.config, config.batch_size,
+                                        config.data.max_prompt_len, config.data.max_target_len)
     tx, schedule = state_lib.create_optimizer(config)
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     abstract_state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
@@ -254,10 +287,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                            shardings, init_rng, changes)
     start_step = int(state["step"])
-    if jax.process_index() == 0:
-        num_params = sum(x.size for x in jax.tree.leaves(state["params"]))
-        print(f"{'Resuming' if resumed else 'Starting'} {workdir} at step {start_step} of "
-              f"{config.total_steps} ({num_params / 1e6:.1f}M parameters)", flush=True)
 
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
@@ -307,11 +336,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             else:
                 batch = next_batch(step)
             if compiled_step is None:
-                # Compiled once (also to read its FLOPs), inside the mesh and axis
-                # rules so that the model's logical activation constraints apply.
-                with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+                # Compiled ahead of the first step inside the mesh and axis rules, so
+                # that the model's logical activation constraints apply.
+                with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
+                        nn.logical_axis_rules(rules):
                     compiled_step = train_step.lower(state, batch, train_rng).compile()
-                step_flops = flops.compiled_flops(compiled_step)
+                if jax.process_index() == 0:
+                    print(f"Compiled the train step in {compiled}", flush=True)
+                logger.log(step, {"perf/compile_s": compiled.seconds})
+                timer.restart(step - 1)
             state, measurements = compiled_step(state, batch, jax.random.fold_in(train_rng, step))
             if schedules.itstime(step, config.log_every, config.total_steps):
                 measurements = jax.device_get(measurements)
@@ -354,7 +387,7 @@ def initialize_distributed():
         jax.distributed.initialize()
 
 
-def _parse_flags(argv):
+def parse_flags(argv):
     """absl's flag parsing, with a bad flag or config override as one `error:` line."""
     try:
         return run_config.parse_flags(flags.FLAGS, argv)
@@ -373,7 +406,8 @@ def main(argv):
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     try:
         initialize_distributed()
-        train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value)
+        train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value,
+                           _COMPILATION_CACHE.value)
     except (run_config.ConfigError, TrainingError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -381,4 +415,4 @@ def main(argv):
 
 if __name__ == "__main__":
     flags.mark_flag_as_required("config")
-    app.run(main, flags_parser=_parse_flags)
+    app.run(main, flags_parser=parse_flags)

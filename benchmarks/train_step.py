@@ -251,4 +251,4 @@ def main(argv):
 if __name__ == "__main__":
     flags.mark_flag_as_required("config")
     # train.py's parser: a misspelled --config.<field> is one `error:` line, status 2.
-    app.run(main, flags_parser=train._parse_flags)  # noqa: SLF001
+    app.run(main, flags_parser=train.parse_flags)

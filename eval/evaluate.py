@@ -43,7 +43,7 @@ from eval import evaluators as evaluators_lib
 from eval.analysis import report
 from eval.evaluators import coco_dev_cider, common, xm3600_cider
 from model import captioner
-from training import checkpointing, run_config
+from training import checkpointing, compilation_cache, run_config
 from training import state as state_lib
 from training.metrics import Progress
 
@@ -74,6 +74,9 @@ def _define_flags(flag_values):
                         flag_values=flag_values)
     flags.DEFINE_string("name", None, "This model's column in table.md (default: the "
                         "workdir's name).", flag_values=flag_values)
+    flags.DEFINE_string("compilation_cache", None, "JAX's persistent compilation cache "
+                        "(default: $JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache, "
+                        "which train.py fills); 'none' turns it off.", flag_values=flag_values)
     return config
 
 
@@ -264,6 +267,9 @@ def main(argv=None):
             except ValueError as e:
                 raise UsageError(str(e)) from None
         names = flag_values.evals.split(",") if flag_values.evals else None
+        if flag_values.compilation_cache != "none":
+            compilation_cache.enable(flag_values.compilation_cache
+                                     or compilation_cache.default_cache_dir(flag_values.workdir))
         out, scores, dev_scores = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,

@@ -271,7 +271,9 @@ def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp
         lines = (result.stdout + result.stderr).splitlines()
         assert lines[0].startswith(f"{opening} {workdir} at step"), lines
         for line in lines[1:]:  # Progress and evaluation lines, nothing from the libraries.
-            assert re.match(r"step \d+(/\d+ \||  ?evaluation:)", line), line
+            assert re.match(r"step \d+(/\d+ \||  ?evaluation:)|(Initialized the parameters|"
+                            r"Compiled the train step) in [\d.]+ s \(persistent cache: ",
+                            line), line
     assert json.loads((workdir / "config.json").read_text())["total_steps"] == 4
     # --verbosity brings the libraries' logs (and the config) back.
     verbose = _train_cli(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
