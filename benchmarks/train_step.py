@@ -49,9 +49,6 @@ _VOCAB_SIZE = flags.DEFINE_integer(
 _CAPTION_LEN = flags.DEFINE_integer(
     "caption_len", 16, "Mean caption length in tokens (EOS included); lengths are drawn "
     "uniformly from [caption_len / 2, 3 * caption_len / 2], capped at max_target_len.")
-_CACHE = flags.DEFINE_string(
-    "compilation_cache", None, "Persistent compilation cache folder ('' to disable; default: "
-    "training/compilation_cache.default_cache_dir()).")
 _MEMORY_ONLY = flags.DEFINE_bool(
     "memory_only", False, "Compile for abstract inputs and print the memory analysis; "
     "allocate and run nothing.")
@@ -183,8 +180,9 @@ def main(argv):
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    if _CACHE.value != "":
-        compilation_cache.enable(_CACHE.value or compilation_cache.default_cache_dir())
+    cache = train._COMPILATION_CACHE.value  # noqa: SLF001  (the trainer's flag, 'none': off)
+    if cache != "none":
+        compilation_cache.enable(cache or compilation_cache.default_cache_dir())
     abstract, shardings = state_lib.state_shardings(model, tx, mesh, rules)
     batch_sharding = NamedSharding(mesh, P("data"))
     device = jax.devices()[0]
