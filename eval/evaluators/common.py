@@ -24,7 +24,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from data import languages, pipeline, tokenizer
+from data import eval_sets, languages, pipeline, tokenizer
 from model import decode
 
 
@@ -90,6 +90,14 @@ class Setup:
     @property
     def prompt_template(self):
         return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
+
+
+def load_xm3600_set(eval_config, setup, langs):
+    """The XM3600 CaptionSet of an evaluator config (`data_dir`, `max_images`) in `langs`."""
+    return eval_sets.load_xm3600(
+        eval_config.data_dir, langs, setup.vocab, image_size=setup.image_size,
+        prompt_template=setup.prompt_template, max_prompt_len=setup.data_config.max_prompt_len,
+        max_images=eval_config.get("max_images", None))
 
 
 def batch_sharding(params, batch_size):

@@ -17,7 +17,7 @@ checkpoint tool writes `predictions_vifidel_<lang>.jsonl`.
 
 import os
 
-from data import eval_sets, languages
+from data import languages
 from eval import cider
 from eval import vifidel as vifidel_lib
 from eval.evaluators import common
@@ -69,13 +69,9 @@ class Xm3600Vifidel(common.CaptionEvaluator):
     all_langs = tuple(languages.XM3600_LANGS)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
-        langs = languages.check_langs(eval_config.langs if langs is None else langs)
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         self.settings = settings_from_config(name, eval_config)
-        caption_set = eval_sets.load_xm3600(
-            eval_config.data_dir, langs, setup.vocab, image_size=setup.image_size,
-            prompt_template=setup.prompt_template,
-            max_prompt_len=setup.data_config.max_prompt_len,
-            max_images=eval_config.get("max_images", None))
+        caption_set = common.load_xm3600_set(eval_config, setup, langs)
         try:
             super().__init__(name, eval_config, caption_set, setup, decoding)
         except vifidel_lib.InputError as e:

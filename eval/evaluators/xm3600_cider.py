@@ -7,8 +7,8 @@ images/), `langs`, `every`, `batch_size`, `max_decode_len`, `max_images`
 logged). The checkpoint tool writes `predictions_<lang>.jsonl`.
 """
 
-from data import eval_sets, languages
-from eval.evaluators import cider_d
+from data import languages
+from eval.evaluators import cider_d, common
 
 
 class Xm3600Cider(cider_d.CiderDEvaluator):
@@ -27,9 +27,5 @@ class Xm3600Cider(cider_d.CiderDEvaluator):
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
         langs = self.config_langs(name, eval_config.langs if langs is None else langs)
-        caption_set = eval_sets.load_xm3600(
-            eval_config.data_dir, langs, setup.vocab, image_size=setup.image_size,
-            prompt_template=setup.prompt_template,
-            max_prompt_len=setup.data_config.max_prompt_len,
-            max_images=eval_config.get("max_images", None))
+        caption_set = common.load_xm3600_set(eval_config, setup, langs)
         super().__init__(name, eval_config, caption_set, setup, decoding)
