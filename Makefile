@@ -44,8 +44,11 @@ $(DEMO_DATA)/.complete: $(VENV)/.stamp-runtime
 demo: $(VENV)/.stamp-runtime $(DEMO_DATA)/.complete
 	$(PY) train.py --config configs/demo.py --workdir $(DEMO_WORKDIR)
 
+# Two pytest workers (pytest-xdist): most tests compile on one core, so two halve the suite's
+# time on a 2-core machine. `make test TEST_WORKERS=0` runs them in one process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.stamp-test $(VENV)/.stamp-browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
