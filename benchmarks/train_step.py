@@ -138,7 +138,8 @@ def flop_lines(model_config, config, lengths, step_seconds, peaks):
                     for n in lengths])
     lines.append(f"padding:       at the real caption lengths it would be {real / 1e9:.4g} "
                  f"GFLOP: {1 - real / per_example:.0%} of the model FLOPs are spent on "
-                 f"padding positions (data.max_target_len={max_len})")
+                 f"padding positions (data.max_target_len={max_len}; python -m "
+                 f"training.target_length fits it to the data)")
     remat = flops.remat_flops_per_example(model_config, prompt_len, max_len)
     if remat:
         lines.append(f"remat:         recomputes {remat / 1e9:.4g} GFLOP per example in the "

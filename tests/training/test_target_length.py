@@ -1,0 +1,89 @@
+"""The target-length tool: lengths as the pipeline sees them, the suggestion, the FLOPs."""
+
+import re
+
+import numpy as np
+import pytest
+
+from data import coco35l_release, pipeline, tokenizer
+from tests.tiny import tiny_config
+from training import flops, target_length
+from training import state as state_lib
+
+
+def test_smallest_length_is_the_multiple_of_8_holding_the_coverage():
+    lengths = np.array([5] * 998 + [17, 40])  # 99.9% of 1000 is 999 captions: up to 17.
+    assert target_length.smallest_length(lengths) == 24
+    assert target_length.smallest_length(np.array([8] * 10)) == 8
+    assert target_length.smallest_length(np.array([9] * 10)) == 16
+    assert target_length.cut_share(lengths, 24) == pytest.approx(0.001)
+    assert target_length.cut_share(lengths, 40) == 0.0
+    assert target_length.length_holding(np.array([3, 1, 2, 4]), 50) == 2
+    assert target_length.length_holding(np.array([3, 1, 2, 4]), 50.1) == 3
+
+
+def test_piece_lengths_are_what_the_pipeline_keeps_of_untruncated_captions(tiny_demo):
+    vocab = tokenizer.get_vocabulary(f"{tiny_demo}/spm/demo.model")
+    captions = ["a red circle", "un cuadrado azul grande a la izquierda", "x"]
+    lengths = target_length.piece_lengths(vocab, captions)
+    targets = pipeline.tokenize_targets(vocab, captions, 64)
+    np.testing.assert_array_equal(lengths, (targets != 0).sum(axis=1))
+    # A caption longer than max_target_len is cut to it (EOS kept): the tool's "cut" share.
+    short = pipeline.tokenize_targets(vocab, captions, 3)
+    assert ((short != 0).sum(axis=1) == np.minimum(lengths, 3)).all()
+
+
+def test_tool_reports_every_language_and_the_flops_of_its_suggestion(tiny_demo, capsys):
+    config = tiny_config(tiny_demo, **{"data.max_target_len": 32})
+    argv = ["target_length", "--config", "configs/demo.py", "--captions_per_lang", "40",
+            f"--config.vocab.path={config.vocab.path}",
+            f"--config.data.manual_dir={config.data.manual_dir}",
+            "--config.data.max_target_len=32"]
+    assert target_length.main(argv) == 0
+    out = capsys.readouterr().out
+
+    # Recount from the release files: each language's sample, then the pooled row.
+    examples, _ = coco35l_release.read_split(config.data.manual_dir, "train",
+                                             ("en", "es", "hi", "zh"), check_images=False)
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    pooled = []
+    for lang in ("en", "es", "hi", "zh"):
+        caps = target_length.sample([c for e in examples[lang] for c in e.captions], 40)
+        lengths = target_length.piece_lengths(vocab, caps)
+        pooled.append(lengths)
+        row = re.search(rf"^{lang}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", out, re.M)
+        assert row, out
+        assert int(row[1]) == 40
+        assert int(row[2]) == np.sort(lengths)[19]  # 50% of 40 captions fit in the 20th.
+        assert int(row[6]) == lengths.max()
+    pooled = np.concatenate(pooled)
+    suggested = target_length.smallest_length(pooled)
+    assert suggested < 32  # The demo's captions are shorter than 32 pieces.
+    assert f"--config.data.max_target_len={suggested}" in out
+    demo = _demo_config(config)
+    model = state_lib.create_model(demo, vocab.vocab_size)
+    at = {n: flops.train_flops_per_example(model.config, demo.data.max_prompt_len, n)
+          for n in (32, suggested)}
+    want = (f"{at[32] / 1e9:.4g} GFLOP at 32 target positions, "
+            f"{at[suggested] / 1e9:.4g} GFLOP at {suggested}")
+    assert want in out, out
+
+
+def _demo_config(config):
+    """configs/demo.py with the tiny run's data fields (the model the tool sizes)."""
+    from configs import demo
+    c = demo.get_config()
+    c.unlock()
+    c.vocab.path = config.vocab.path
+    c.data.manual_dir = config.data.manual_dir
+    return c.lock()
+
+
+def test_missing_release_file_is_one_error_line(tmp_path, tiny_demo, capsys):
+    argv = ["target_length", "--config", "configs/demo.py",
+            f"--config.vocab.path={tiny_demo}/spm/demo.model",
+            f"--config.data.manual_dir={tmp_path}"]
+    assert target_length.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    assert str(tmp_path / "dataset_coco.json") in err
