@@ -17,7 +17,6 @@ longer ones and keeps their EOS), then the smallest multiple of 8 that holds
 `max_decode_len`.
 """
 
-import argparse
 import sys
 
 import numpy as np
@@ -114,32 +113,31 @@ def summary(config, vocab_size, lengths, max_len):
     ]
 
 
-def _config_flag(flag_values, argv):
+def _define_flags(flag_values, argv):
+    """The tool's flags; returns (config flag, captions-per-language flag)."""
     # sys_argv: ml_collections finds the --config.x overrides in it (default sys.argv).
-    return config_flags.DEFINE_config_file(
+    config = config_flags.DEFINE_config_file(
         "config", None, "The experiment's config file (its data and vocab fields are used).",
         flag_values=flag_values, sys_argv=argv)
+    per_lang = flags.DEFINE_integer("captions_per_lang", 5000, "Captions sampled per language.",
+                                    lower_bound=1, flag_values=flag_values)
+    return config, per_lang
 
 
 def main(argv=None):
     """The command-line tool; returns 0, or 2 with one `error: ...` line on bad input."""
     argv = list(sys.argv if argv is None else argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--captions_per_lang", type=int, default=5000,
-                        help="captions sampled per language (default 5000)")
-    known, rest = parser.parse_known_args(argv[1:])
-    logging.set_verbosity(logging.WARNING)
     flag_values = flags.FlagValues()
-    flag_argv = [argv[0], *rest]
-    config_flag = _config_flag(flag_values, flag_argv)
+    config_flag, per_lang_flag = _define_flags(flag_values, argv)
+    if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        print(__doc__ + "\nFlags:\n" + flag_values.get_help())
+        return 0
+    logging.set_verbosity(logging.WARNING)
     try:
-        run_config.parse_flags(flag_values, flag_argv)
+        run_config.parse_flags(flag_values, argv)
         config = config_flag.value
         if config is None:
             raise run_config.ConfigError("--config is required (e.g. --config configs/bb.py)")
-        if known.captions_per_lang < 1:
-            raise run_config.ConfigError(
-                f"--captions_per_lang={known.captions_per_lang} must be at least 1")
         try:
             vocab = tokenizer.get_vocabulary(config.vocab.path)
         except (OSError, ValueError) as e:
@@ -148,11 +146,12 @@ def main(argv=None):
     except (run_config.ConfigError, OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    per_lang = per_lang_flag.value
     max_len = config.data.max_target_len
-    lengths = {lang: piece_lengths(vocab, sample(caps, known.captions_per_lang))
+    lengths = {lang: piece_lengths(vocab, sample(caps, per_lang))
                for lang, caps in captions.items()}
     print(f"Caption lengths in pieces of {config.vocab.path} + EOS: {config.data.dataset} "
-          f"train, up to {known.captions_per_lang} captions per language")
+          f"train, up to {per_lang} captions per language")
     print("\n".join(format_table(lengths, max_len)))
     pooled = np.concatenate(list(lengths.values()))
     if not len(pooled):

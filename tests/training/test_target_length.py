@@ -79,11 +79,22 @@ def _demo_config(config):
     return c.lock()
 
 
-def test_missing_release_file_is_one_error_line(tmp_path, tiny_demo, capsys):
+@pytest.mark.parametrize("args,message", [
+    ([], "{tmp}/dataset_coco.json"),  # The manual_dir holds no release files.
+    (["--captions_per_lang=0"], "--captions_per_lang=0"),
+    (["--config.data.max_target_lenn=8"], "max_target_lenn"),
+])
+def test_bad_input_is_one_error_line(tmp_path, tiny_demo, capsys, args, message):
     argv = ["target_length", "--config", "configs/demo.py",
             f"--config.vocab.path={tiny_demo}/spm/demo.model",
-            f"--config.data.manual_dir={tmp_path}"]
+            f"--config.data.manual_dir={tmp_path}", *args]
     assert target_length.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
-    assert str(tmp_path / "dataset_coco.json") in err
+    assert message.format(tmp=tmp_path) in err, err
+
+
+def test_help_lists_the_flags(capsys):
+    assert target_length.main(["target_length", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "python -m training.target_length" in out and "--captions_per_lang" in out
