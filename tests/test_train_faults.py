@@ -18,6 +18,7 @@ import time
 import pytest
 
 import train
+from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing, run_config
 from training.metrics import read_metrics
@@ -166,13 +167,7 @@ def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tm
     cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(tiny_demo),
            "--workdir", str(workdir), "--set", "total_steps=400", "--set",
            "evals.xm3600.every=0", "--set", "checkpoint.every=1000", "--set", "log_every=1"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:  # Until a training step has been logged.
-        lines.append(line)
-        if line.startswith("step "):
-            break
+    proc, lines = tiny.start_until_first_step(cmd, REPO, _env())
     proc.send_signal(signal.SIGINT)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
@@ -181,11 +176,7 @@ def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tm
     assert match, out[-2000:]
     assert checkpointing.steps(str(workdir)) == [int(match.group(1))]
     # Two Ctrl-Cs: the second exits at once with 130, without a traceback.
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        if line.startswith("step "):
-            break
+    proc, _ = tiny.start_until_first_step(cmd, REPO, _env())
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     proc.send_signal(signal.SIGINT)

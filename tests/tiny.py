@@ -1,5 +1,7 @@
 """Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses)."""
 
+import subprocess
+
 from configs import demo as demo_config
 from data import demo
 
@@ -37,3 +39,19 @@ def tiny_config(data_dir, **overrides):
         **overrides,
     })
     return c.lock()
+
+
+def start_until_first_step(cmd, cwd, env):
+    """Starts a training command and reads its output until its first progress line.
+
+    Returns (process, the output lines read so far); the caller sends its signal
+    once the process has trained a step, and reads the rest with communicate().
+    """
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("step "):
+            break
+    return proc, lines

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 import train
+from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing
 from training.metrics import read_metrics
@@ -55,7 +56,8 @@ def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_pa
         import os
         os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
         import train
-        from tests.tiny import tiny_config
+        from tests import tiny
+from tests.tiny import tiny_config
         for name, mesh in {MESHES!r}.items():
             config = tiny_config({str(tiny_demo)!r}, **{SHARDABLE!r}, **mesh)
             train.train_and_evaluate(config, os.path.join({str(tmp_path)!r}, name))
@@ -136,13 +138,7 @@ def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path)
         proc.kill()
         proc.wait()
     # Then a SIGTERM (preemption): save the current step and exit cleanly.
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:  # Until this process has trained a step (its progress line).
-        lines.append(line)
-        if line.startswith("step "):
-            break
+    proc, lines = tiny.start_until_first_step(cmd, REPO, _env())
     proc.send_signal(signal.SIGTERM)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
