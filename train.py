@@ -250,9 +250,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     """
     check_config(config)
     prepare_workdir(workdir)
-    if compilation_cache_dir != "none":
-        compilation_cache.enable(compilation_cache_dir or
-                                 compilation_cache.default_cache_dir(workdir))
+    compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
     changes = check_config_matches_workdir(config, workdir, allow_change)
     mesh = state_lib.make_mesh(config.mesh)
     rules = state_lib.axis_rules(config)

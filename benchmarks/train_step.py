@@ -181,9 +181,7 @@ def main(argv):
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    cache = train._COMPILATION_CACHE.value  # noqa: SLF001  (the trainer's flag, 'none': off)
-    if cache != "none":
-        compilation_cache.enable(cache or compilation_cache.default_cache_dir())
+    compilation_cache.enable_from_flag(train._COMPILATION_CACHE.value)  # noqa: SLF001  The trainer's flag.
     abstract, shardings = state_lib.state_shardings(model, tx, mesh, rules)
     batch_sharding = NamedSharding(mesh, P("data"))
     device = jax.devices()[0]

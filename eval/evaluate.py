@@ -267,9 +267,7 @@ def main(argv=None):
             except ValueError as e:
                 raise UsageError(str(e)) from None
         names = flag_values.evals.split(",") if flag_values.evals else None
-        if flag_values.compilation_cache != "none":
-            compilation_cache.enable(flag_values.compilation_cache
-                                     or compilation_cache.default_cache_dir(flag_values.workdir))
+        compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, dev_scores = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,

@@ -112,6 +112,22 @@ class CompileReport:
         return f"{self.seconds:.1f} s ({where})"
 
 
+def enable_from_flag(value, workdir=None):
+    """Applies a `--compilation_cache` flag of train.py, eval.evaluate or a benchmark.
+
+    Args:
+        value: "none" (the cache stays off), empty or None (`default_cache_dir(workdir)`),
+            or the cache directory.
+        workdir: the run's folder, or None.
+
+    Returns:
+        The cache directory, or None when off.
+    """
+    if value == "none":
+        return None
+    return enable(value or default_cache_dir(workdir))
+
+
 @contextlib.contextmanager
 def watch():
     """Times a block that compiles, and says whether the persistent cache served it.

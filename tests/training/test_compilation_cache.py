@@ -32,6 +32,17 @@ def test_default_dir_prefers_the_env_then_the_workdir(monkeypatch, tmp_path):
     assert compilation_cache.default_cache_dir("runs/a") == "/shared/jax"
 
 
+def test_flag_none_leaves_the_cache_as_it_was_and_empty_uses_the_workdir(
+        fresh_cache, monkeypatch, tmp_path):
+    assert compilation_cache.enable_from_flag("none", str(tmp_path)) is None
+    assert compilation_cache.current_dir() == fresh_cache
+    monkeypatch.delenv(compilation_cache.ENV_DIR, raising=False)
+    assert compilation_cache.enable_from_flag("", str(tmp_path / "run")) == str(
+        tmp_path / "run" / "compilation_cache")
+    assert compilation_cache.enable_from_flag(str(tmp_path / "mine")) == str(tmp_path / "mine")
+    assert compilation_cache.current_dir() == str(tmp_path / "mine")
+
+
 def test_second_compile_of_a_program_is_a_cache_hit(fresh_cache):
     # A program no other test compiles: a constant drawn for this run.
     constant = float(np.random.default_rng().uniform())
