@@ -56,8 +56,7 @@ def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_pa
         import os
         os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
         import train
-        from tests import tiny
-from tests.tiny import tiny_config
+        from tests.tiny import tiny_config
         for name, mesh in {MESHES!r}.items():
             config = tiny_config({str(tiny_demo)!r}, **{SHARDABLE!r}, **mesh)
             train.train_and_evaluate(config, os.path.join({str(tmp_path)!r}, name))
