@@ -32,8 +32,8 @@ from ml_collections import config_flags
 
 from data import images as image_lib
 from data import pipeline, tokenizer
-from eval import evaluators as evaluators_lib
-from eval.evaluators import common as eval_common
+from evaluation import evaluators as evaluators_lib
+from evaluation.evaluators import common as eval_common
 from training import (
     checkpointing,
     compilation_cache,

@@ -1,19 +1,20 @@
-"""Speed of eval.cider against pycocoevalcap on an XM3600-sized synthetic corpus.
+"""Speed of evaluation.cider against pycocoevalcap on an XM3600-sized synthetic corpus.
 
 Per language, the number of references per image and the words (or, for ja,
 th and zh, characters) per caption follow the paper's Table 1
-(/work/shared/reference/xm3600_paper/caption_stats.csv); words are drawn from a
+(caption_stats.csv among the paper's tables, found as in
+evaluation/analysis/report.paper_reference_dir); words are drawn from a
 Zipf-like vocabulary in the language's script, capitalized and punctuated, and
 each prediction is a noisy copy of one of its image's references or a fresh
 caption. Times, in one process:
 
   (a) pycocoevalcap `Cider` over all languages, on the already normalized,
       space-joined strings (its own tokenizer needs Java and is not counted);
-  (b) eval.cider end to end from raw strings: normalization, tokenization,
+  (b) evaluation.cider end to end from raw strings: normalization, tokenization,
       document frequencies, scores, jit compilation included;
   (c) the in-loop path: references prepared once, new predictions each call,
       kernel already compiled (normalization of the predictions included);
-  (d) the command line as a user runs it, `python -m eval.cider --json` in a
+  (d) the command line as a user runs it, `python -m evaluation.cider --json` in a
       subprocess, on the same corpus written as files (an XM3600-layout
       captions.jsonl and a predictions JSONL): process start, imports, file
       reading and validation, scoring and printing, wall clock of the whole
@@ -21,12 +22,12 @@ caption. Times, in one process:
       the means of (b)'s.
 
 (b) counts XLA's compilation, which every process repeats; numba's (the
-compiled loops of eval.cider.ngram_match) happens once per machine and is cached on
+compiled loops of evaluation.cider.ngram_match) happens once per machine and is cached on
 disk, so it is measured apart, in a subprocess with an empty cache, and shown
 added to (b) as well.
 
 (b) and (c) run the languages on one thread per core (`cider.map_languages`,
-as `python -m eval.cider` and the in-loop evaluator do); pycocoevalcap is
+as `python -m evaluation.cider` and the in-loop evaluator do); pycocoevalcap is
 single-threaded. Each time is reported as wall-clock and as CPU time of this
 process (all threads): the CPU ratio is what one core would give; for (d),
 the CPU time of the subprocess.
@@ -50,9 +51,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from data import languages  # noqa: E402
-from eval.cider import text  # noqa: E402
+from evaluation.analysis import report  # noqa: E402
+from evaluation.cider import text  # noqa: E402
 
-STATS = "/work/shared/reference/xm3600_paper/caption_stats.csv"
+STATS = report.paper_reference_dir() / "caption_stats.csv"
 # First code point and size of an alphabet per script, for synthetic words.
 _SCRIPTS = {
     "ar": (0x0628, 26), "fa": (0x0628, 26), "bn": (0x0995, 30), "el": (0x03B1, 24),
@@ -171,7 +173,7 @@ def write_files(corpus, folder):
     "caption/tokenized" (the normalized tokens, case kept) and
     "caption/tokenized/lowercase". Predictions: one JSONL of
     {"image/key", "lang", "caption"} lines (the first predictions of each
-    language), as `eval/evaluate.py` writes them.
+    language), as `evaluation/evaluate.py` writes them.
     """
     langs = list(corpus)
     keys = image_keys(len(corpus[langs[0]][0]))
@@ -229,7 +231,7 @@ def run_pycocoevalcap(corpus):
 
 _FIRST_USE = """
 import time
-from eval import cider
+from evaluation import cider
 start = time.perf_counter()
 cider.CiderScorer([["a b c", "a b"], ["b c d"]], "en").score(["a b", "c d"])
 print(time.perf_counter() - start)
@@ -244,13 +246,13 @@ class CliTime(typing.NamedTuple):
 
 
 def run_cli(references, predictions, runs):
-    """(d): times `python -m eval.cider --json` as a user runs it, whole process."""
+    """(d): times `python -m evaluation.cider --json` as a user runs it, whole process."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     walls, cpus = [], []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "eval.cider", "--references", references,
+        out = subprocess.run([sys.executable, "-m", "evaluation.cider", "--references", references,
                               "--predictions", predictions, "--json"],
                              cwd=root, check=True, capture_output=True, text=True)
         walls.append(time.perf_counter() - start)
@@ -261,7 +263,7 @@ def run_cli(references, predictions, runs):
 
 
 def numba_compile_seconds():
-    """Seconds a machine's first use of eval.cider spends compiling its numba loops.
+    """Seconds a machine's first use of evaluation.cider spends compiling its numba loops.
 
     The same tiny scoring runs in two subprocesses, with numba's cache as it
     is (after this process's own runs) and with an empty one.
@@ -303,7 +305,7 @@ def main(argv=None):
     langs = languages.XM3600_LANGS[:args.langs]
     corpus = build_corpus(langs, args.images, args.seed)
     num_refs = sum(len(r) for refs, _, _ in corpus.values() for r in refs)
-    from eval import cider
+    from evaluation import cider
     print(f"{len(langs)} languages x {args.images} images: {num_refs} references, "
           f"{len(langs) * args.images} predictions per pass; "
           f"{cider.num_cores()} cores")
@@ -336,9 +338,10 @@ def main(argv=None):
     diff_c = max(np.abs(in_loop[k] - reference[k]).max() for k in langs)
     corpus_diff = max(abs(ours[k].mean() - reference[k].mean()) for k in langs)
     print(f"{'':40}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
-    for name, t in [("(a) pycocoevalcap Cider", time_a), ("(b) eval.cider end to end", time_b),
-                    ("(c) eval.cider in-loop, per pass", time_c),
-                    ("(d) python -m eval.cider, whole process", time_d)]:
+    for name, t in [("(a) pycocoevalcap Cider", time_a),
+                    ("(b) evaluation.cider end to end", time_b),
+                    ("(c) evaluation.cider in-loop, per pass", time_c),
+                    ("(d) python -m evaluation.cider, whole process", time_d)]:
         print(f"{name:40}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
               f"{t.cpu:9.3f}{time_a.cpu / t.cpu:7.1f}x")
     first = time_b.wall + compile_s

@@ -1,7 +1,7 @@
 """BB: mT5-base + ViT-B/16 trained on COCO-35L (the paper's Table 3, Sec. 3.2).
 
     python train.py --config configs/bb.py --workdir $RUNS/bb --distributed
-    python -m eval.evaluate --config configs/bb.py --workdir $RUNS/bb   # all 36 languages
+    python -m evaluation.evaluate --config configs/bb.py --workdir $RUNS/bb   # all 36 languages
     # CPU smoke test on the demo data: --config configs/bb.py:smoke --workdir runs/bb_smoke
 
 Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the

@@ -2,7 +2,7 @@
 
     python train.py --config configs/bb_cc_finetune.py --workdir $RUNS/bb_cc_finetune \
         --distributed --config.init.checkpoint=$RUNS/bb_cc_pretrain
-    python -m eval.evaluate --config configs/bb_cc_finetune.py --workdir $RUNS/bb_cc_finetune
+    python -m evaluation.evaluate --config configs/bb_cc_finetune.py --workdir $RUNS/bb_cc_finetune
     # CPU smoke test (after bb_cc_pretrain.py:smoke in runs/bb_cc_pretrain_smoke):
     #   --config configs/bb_cc_finetune.py:smoke --workdir runs/bb_cc_finetune_smoke
 

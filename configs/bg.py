@@ -2,7 +2,7 @@
 
     python train.py --config configs/bg.py --workdir $RUNS/bg --distributed \
         --config.init.vit=/path/to/vit_g14.npz
-    python -m eval.evaluate --config configs/bg.py --workdir $RUNS/bg   # all 36 languages
+    python -m evaluation.evaluate --config configs/bg.py --workdir $RUNS/bg   # all 36 languages
     # CPU smoke test on the demo data: --config configs/bg.py:smoke --workdir runs/bg_smoke
 
 Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the

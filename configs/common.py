@@ -152,9 +152,9 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
     ))
 
     c.evals = ml_collections.ConfigDict()
-    # Evaluators by name (eval/evaluators/): in the loop every `every` steps (and at step
-    # 0 and the end; 0 = only with python -m eval.evaluate), on the core four languages;
-    # all languages after training with `python -m eval.evaluate` (see README).
+    # Evaluators by name (evaluation/evaluators/): in the loop every `every` steps (and at step
+    # 0 and the end; 0 = only with python -m evaluation.evaluate), on the core four languages;
+    # all languages after training with `python -m evaluation.evaluate` (see README).
     c.evals.xm3600 = ml_collections.ConfigDict(dict(
         type="xm3600_cider",              # CIDEr-D on XM3600's human references.
         data_dir=f"{DATA_ROOT}/xm3600",   # captions.jsonl + images/ (README: Datasets).

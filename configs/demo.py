@@ -61,7 +61,8 @@ def get_config():
     ))
     c.init = ml_collections.ConfigDict(dict(mt5="", vit="", checkpoint=""))
 
-    # Evaluators by name (eval/evaluators/), run every `every` steps, at step 0 and at the end.
+    # Evaluators by name (evaluation/evaluators/), run every `every` steps, at step 0 and at
+    # the end.
     c.evals = ml_collections.ConfigDict()
     c.evals.xm3600 = ml_collections.ConfigDict(dict(
         type="xm3600_cider",              # CIDEr-D on the XM3600-layout held-out split.

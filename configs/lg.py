@@ -2,7 +2,7 @@
 
     python train.py --config configs/lg.py --workdir $RUNS/lg --distributed \
         --config.init.vit=/path/to/vit_g14.npz
-    python -m eval.evaluate --config configs/lg.py --workdir $RUNS/lg   # all 36 languages
+    python -m evaluation.evaluate --config configs/lg.py --workdir $RUNS/lg   # all 36 languages
     # CPU smoke test on the demo data: --config configs/lg.py:smoke --workdir runs/lg_smoke
 
 Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the

@@ -4,7 +4,7 @@
 `load_coco_dev` COCO-35L's dev split (Karpathy val with its machine-translated
 references). Both return a `CaptionSet`: every image once, as model input,
 and per language the rows of the images it scores, their keys, raw reference
-captions and the LangId prompt. The evaluators (eval/evaluators/) decode and
+captions and the LangId prompt. The evaluators (evaluation/evaluators/) decode and
 score them.
 """
 

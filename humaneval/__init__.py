@@ -10,7 +10,8 @@ Modules: `scales` (the three rating scales and the answer checks), `results` (re
 folders and the release), `subsets` (XM600 and seeded image subsets), `create` (building a
 session), `session` (the session file and its checks), `store` (the SQLite ratings database),
 `app` + `server` (the web app, served by waitress), `export`, `agreement` (Krippendorff's
-alpha), `analysis` (delta S x S, rater and gold statistics), `report` + `plots` (Markdown, CSV
-and PNG; Table 6 through eval/analysis/correlate), `simulate` (simulated raters, for tests
+alpha), `rating_stats` (delta S x S, rater and gold statistics), `study_report` + `plots`
+(Markdown, CSV
+and PNG; Table 6 through evaluation/analysis/correlate), `simulate` (simulated raters, for tests
 and trying the pipeline), `screenshot` (a rater's page in headless chromium).
 """

@@ -108,10 +108,10 @@ def _export(args):
 
 
 def _analyze(args):
-    from humaneval import report
     from humaneval import session as session_lib
+    from humaneval import study_report
     sessions = [session_lib.load(s) for s in args.session]
-    paths = report.write_report(sessions, args.out, resamples=args.resamples, seed=args.seed,
+    paths = study_report.write_report(sessions, args.out, resamples=args.resamples, seed=args.seed,
                                 paper_dir=args.paper_dir)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
@@ -171,7 +171,7 @@ def _parser():
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--paper-dir", default=None, help="the paper's tables (default as "
-                   "eval/report.py's paper_reference_dir)")
+                   "evaluation/analysis/report.py's paper_reference_dir)")
     p.set_defaults(run=_analyze)
     return parser
 

@@ -7,9 +7,9 @@
   from m2's side, quality Excellent 4 .. Bad 1, thumb the total) and the seconds it took.
 - sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7): one
   row per language, m2, m1, lang, set (core = en, es, hi, zh; else ext), delta_sxs (majority
-  of the raters, analysis.delta_sxs), delta_cider_xm600 (on the rated subset, from
+  of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on the rated subset, from
   per_image.jsonl), delta_cider_xm3600 (scores.json) and delta_cider_coco_dev (when both
-  results folders have it); the input of eval/analysis/correlate.py.
+  results folders have it); the input of evaluation/analysis/correlate.py.
 - thumb: the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P, R, Fl, Inc, Con,
   human_score; one line per caption): `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl`
   with each caption's k-th rating (`thumb_files`). The rubric's ranges are checked by
@@ -21,8 +21,8 @@ import json
 import os
 
 from data import languages
-from eval.analysis import thumb
-from humaneval import analysis, scales
+from evaluation.analysis import thumb
+from humaneval import rating_stats, scales
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
                   "system", "answer", "score", "label", "seconds", "source")
@@ -50,7 +50,7 @@ def rating_row(session, rating):
            "answer": rating.answer, "seconds": rating.seconds, "source": rating.source,
            "texts": list(item.texts)}
     if session.type == "sxs":
-        row["score"] = analysis.m2_score(rating) if not item.is_gold else ""
+        row["score"] = rating_stats.m2_score(rating) if not item.is_gold else ""
         row["label"] = scales.SXS_LABELS[row["score"]] if not item.is_gold else ""
     elif session.type == "quality":
         row["score"] = scales.QUALITY_VALUES[rating.answer["quality"]]
@@ -67,7 +67,7 @@ def _cell(value, digits):
 
 def side_by_side_rows(session, ratings):
     """The session's rows of side_by_side.csv (one per language), as dicts of strings."""
-    deltas = analysis.delta_sxs(session, ratings, resamples=0)
+    deltas = rating_stats.delta_sxs(session, ratings, resamples=0)
     m1, m2 = session.systems["m1"], session.systems["m2"]
 
     def diff(field, lang):  # CIDEr(m2) - CIDEr(m1), None when either lacks the language
@@ -140,7 +140,7 @@ def export(session, out):
     Returns:
         {kind: path written}.
     """
-    ratings = analysis.load_ratings(session)
+    ratings = rating_stats.load_ratings(session)
     os.makedirs(out, exist_ok=True)
     rows = [rating_row(session, r) for r in ratings]
     paths = {"csv": os.path.join(out, "ratings.csv"),

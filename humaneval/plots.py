@@ -6,7 +6,7 @@ matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
-from eval.analysis import correlate
+from evaluation.analysis import correlate
 
 _CORE_COLOR, _EXT_COLOR, _PAPER_COLOR = "#2171b5", "#e6550d", "#bdbdbd"
 
@@ -51,7 +51,7 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
 
     Args:
         path: the PNG file.
-        evaluations: eval/analysis/correlate `Evaluation`s (this study).
+        evaluations: evaluation/analysis/correlate `Evaluation`s (this study).
         paper_file: the paper's side_by_side.csv, drawn in grey behind when it exists.
         column: the delta CIDEr column on the x axis.
 

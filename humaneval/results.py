@@ -1,6 +1,6 @@
 """Reading what a session is built from: results folders and the XM3600 release folder.
 
-A results folder is what the checkpoint evaluation tool writes (eval/xm3600.py):
+A results folder is what the checkpoint evaluation tool writes (evaluation/evaluate.py):
 `predictions_<lang>.jsonl` (lines {"image/key", "lang", "caption"}), `scores.json` (corpus
 CIDEr-D per language under "scores", optionally "coco_dev_scores") and `per_image.jsonl`
 (lines {"image/key", "lang", "score"}). Every check here names the file and line at fault, and
@@ -12,7 +12,7 @@ import math
 import os
 
 from data import jsonl, xm3600_release
-from eval.analysis import report as eval_report
+from evaluation.analysis import report as eval_report
 from humaneval.errors import InputError
 
 
@@ -128,7 +128,7 @@ def read_results(path, langs):
     scores_path = os.path.join(path, "scores.json")
     if not os.path.isfile(scores_path):
         raise InputError(f"{scores_path} not found: not a results folder of the evaluation "
-                         f"tool (python -m eval.evaluate)")
+                         f"tool (python -m evaluation.evaluate)")
     try:
         summary = eval_report.read_scores_json(scores_path)
     except UnicodeDecodeError as e:

@@ -13,7 +13,7 @@
   "Inc"}.
 """
 
-from eval.analysis import thumb
+from evaluation.analysis import thumb
 from humaneval.errors import InputError
 
 SESSION_TYPES = ("sxs", "quality", "thumb")
@@ -35,7 +35,7 @@ QUALITY_CHOICES = (
 )
 QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
 
-# The rubric is eval/analysis/thumb.py's, shared with the analysis of THUMB ratings.
+# The rubric is evaluation/analysis/thumb.py's, shared with the analysis of THUMB ratings.
 THUMB_FIELDS = thumb.FIELDS
 THUMB_FLUENCY = thumb.FLUENCY  # Penalties offered, in tenths.
 THUMB_BINARY = thumb.BINARY  # Conciseness and inclusive language: all or nothing.
@@ -65,7 +65,7 @@ def _integer(value, field):
 
 
 def check_thumb(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
-    """eval.analysis.thumb.check_rating, with a rubric violation as this kit's InputError."""
+    """evaluation.analysis.thumb.check_rating, with a rubric violation as this kit's InputError."""
     try:
         return thumb.check_rating(P, R, Fl, Con, Inc)
     except thumb.ThumbError as e:

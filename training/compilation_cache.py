@@ -113,7 +113,7 @@ class CompileReport:
 
 
 def enable_from_flag(value, workdir=None):
-    """Applies a `--compilation_cache` flag of train.py, eval.evaluate or a benchmark.
+    """Applies a `--compilation_cache` flag of train.py, evaluation.evaluate or a benchmark.
 
     Args:
         value: "none" (the cache stays off), empty or None (`default_cache_dir(workdir)`),

@@ -1,7 +1,7 @@
 """Initializing a fresh run's parameters from pretrained weights (`config.init`).
 
 - `init.mt5`: a T5X mT5 checkpoint and `init.vit`: a big_vision ViT `.npz`
-  (model/checkpoints/), each merged into its tower, with a report of what was
+  (model/upstream/), each merged into its tower, with a report of what was
   missing, unexpected or resampled.
 - `init.checkpoint`: the parameters of another run of this repository (a
   workdir, or one of its `checkpoints/<step>` folders), e.g. BB+CC's finetuning
@@ -13,7 +13,7 @@ import os
 import jax
 from absl import logging
 
-from model import checkpoints
+from model import upstream
 from training import checkpointing
 
 
@@ -46,7 +46,7 @@ def initialize(params, init_config, abstract_state):
     if init_config.get("checkpoint"):
         params = _restore_other_run(init_config.checkpoint, abstract_state)
     if init_config.get("mt5") or init_config.get("vit"):
-        params, reports = checkpoints.load_pretrained(jax.device_get(params), init_config)
+        params, reports = upstream.load_pretrained(jax.device_get(params), init_config)
         for report in reports:
             logging.info("%s", report)
         params = jax.device_put(params, shardings)

@@ -98,7 +98,7 @@ def _check_choice(value, key, known):
 
 
 def check(config):
-    """Checks the training fields of `config` (not `evals`: eval/evaluators checks those).
+    """Checks the training fields of `config` (not `evals`: evaluation/evaluators checks those).
 
     Raises:
         ConfigError: naming the first field at fault and what it may be.

@@ -2,7 +2,8 @@
 
 The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
 a right-to-left script is covered. A results folder is written by the evaluation tool's own
-writers (eval/xm3600.write_predictions, eval/report.write_report): each image's caption is its
+writers (evaluation/evaluators' predictions files, evaluation/analysis/report.write_report):
+each image's caption is its
 first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
 (high for its own reference, low otherwise); no model is trained.
 """
@@ -13,8 +14,8 @@ import shutil
 
 import numpy as np
 
-from eval import evaluate
-from eval.analysis import report
+from evaluation import evaluate
+from evaluation.analysis import report
 
 ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
 

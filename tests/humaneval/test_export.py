@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from eval.analysis import correlate
-from humaneval import analysis, export, simulate
+from evaluation.analysis import correlate
+from humaneval import export, rating_stats, simulate
 from tests.humaneval import helpers
 
 PAPER_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",
@@ -23,7 +23,7 @@ def test_sxs_export(make_session, tmp_path):
     session = make_session(langs=("en", "ar"))
     simulate.simulate(session, noise=0.5, seed=1)
     paths = export.export(session, str(tmp_path / "out"))
-    ratings = analysis.load_ratings(session)
+    ratings = rating_stats.load_ratings(session)
     rows = _read_csv(paths["csv"])
     assert len(rows) == len(ratings) == sum(map(len, session.assignments.values()))
     first = rows[0]
@@ -38,7 +38,7 @@ def test_sxs_export(make_session, tmp_path):
     with open(paths["side_by_side"], newline="", encoding="utf-8") as f:
         assert tuple(next(csv.reader(f))) == PAPER_COLUMNS
     side = _read_csv(paths["side_by_side"])
-    deltas = analysis.delta_sxs(session, ratings, resamples=0)
+    deltas = rating_stats.delta_sxs(session, ratings, resamples=0)
     m1, m2 = session.systems["m1"], session.systems["m2"]
     for row in side:
         lang = row["lang"]
@@ -62,7 +62,7 @@ def test_missing_cider_is_an_empty_cell(make_session, release, tmp_path):
         helpers.write_results(folder, release, ("en",), good=0.5, seed=seed, coco_dev=False)
     session = make_session(langs=("en",), systems=(("a", folders[0]), ("b", folders[1])))
     simulate.simulate(session, seed=0)
-    row = export.side_by_side_rows(session, analysis.load_ratings(session))[0]
+    row = export.side_by_side_rows(session, rating_stats.load_ratings(session))[0]
     assert row["delta_cider_coco_dev"] == "" and row["delta_cider_xm3600"] != ""
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eval.analysis import thumb
+from evaluation.analysis import thumb
 from humaneval import scales
 from humaneval.errors import InputError
 

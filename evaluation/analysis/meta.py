@@ -1,0 +1,381 @@
+"""Meta-evaluation of caption metrics: how well they agree with human judgements.
+
+    python -m evaluation.analysis.meta --thumb RATINGS.jsonl [MORE_ROUNDS.jsonl ...] \
+        [--references REFS] [--metric cider-d|cider|vifidel ...] [--scores NAME=FILE ...] \
+        [--system-scores NAME=FILE ...] [--without SYSTEM ...] [--lang en]
+    python -m evaluation.analysis.meta --side-by-side side_by_side.csv
+    python -m evaluation.analysis.meta --pairwise PREFS.jsonl --references REFS --metric cider-d \
+        [--num-refs K] [--draws D]
+    common: [--samples 1000] [--seed 0] [--confidence 0.95] [--out DIR] [--json]
+    VIFIDEL: --labels FILES --class-descriptions CSV --vectors 'wiki.{lang}.align.vec'
+
+Human judgements, three kinds:
+
+- THUMB 1.0 ratings (evaluation/analysis/thumb.py): per caption P, R and total. Instance level:
+  every rated caption is a point (human rating, metric score); system level: per-system means.
+  `--without Human` repeats everything without that system, as the THUMB paper does.
+  Pairwise accuracy over the pairs of systems whose captions of one image people rated
+  differently.
+- Side by side (the XM3600 paper's side_by_side.csv, evaluation/analysis/side_by_side.py): delta
+  S x S against each delta CIDEr column, each evaluation counted as given and flipped (Table 6,
+  which `evaluation.analysis.correlate` prints from this same code).
+- Pairwise preferences, JSONL {"image/key", "a": caption, "b": caption, "preference": "a" |
+  "b" | "tie", "lang" (optional)}: the CIDEr paper's triplet protocol: the share of pairs where
+  the metric prefers the caption people preferred, a metric tie broken at random, each image's
+  references sub-sampled to --num-refs and the accuracy averaged over --draws draws.
+
+Metric scores: computed by the tool from captions and references (--metric: CIDEr-D, CIDEr,
+VIFIDEL; references from an XM3600 captions.jsonl or THUMB's references file), or read per
+caption (--scores, JSONL {"system", "image/key", "score"}) or per system (--system-scores, CSV
+system,score). Reported: Pearson, Spearman, Kendall tau-b and tau-c with cluster bootstrap
+intervals (resampling images, or side-by-side evaluations), and accuracies. With --out: meta.md,
+meta.csv and meta.png. Bad input (a file whose systems or images do not match the others', a
+rating outside the rubric) is one `error:` line naming the file, line and value; exit status 2.
+"""
+
+import argparse
+import dataclasses
+import itertools
+import json
+import sys
+
+import numpy as np
+
+from evaluation import vifidel as vifidel_lib
+from evaluation.analysis import coefficients as coefficients_lib
+from evaluation.analysis import meta_report, meta_scores, side_by_side, thumb
+from evaluation.analysis.meta_scores import MetaError
+
+TARGETS = ("P", "R", "total")
+NAMES = coefficients_lib.COEFFICIENTS
+
+
+def _row(analysis, subset, level, target, metric, x, y, clusters, samples, seed, confidence):
+    row = {"analysis": analysis, "subset": subset, "level": level, "target": target,
+           "metric": metric, "n": int(len(x)), **coefficients_lib.coefficients(x, y)}
+    if samples:
+        row["ci"] = coefficients_lib.bootstrap_intervals(x, y, clusters, samples, seed,
+                                                         confidence)
+    return row
+
+
+def _system_row(subset, target, metric_name, human, metric, samples, seed, confidence):
+    """System level: per-system means of the ratings against the metric's.
+
+    Args:
+        human: float [systems, images] ratings (NaN: not rated).
+        metric: float [systems, images] per-caption scores, resampled with the images, or
+            float [systems] fixed per-system scores.
+    """
+    def means(grid, draw=None):
+        if grid.ndim == 1:
+            return grid
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(grid if draw is None else grid[:, draw], axis=1)
+
+    row = {"analysis": "thumb", "subset": subset, "level": "system", "target": target,
+           "metric": metric_name, "n": int(human.shape[0]),
+           **coefficients_lib.coefficients(means(human), means(metric))}
+    if samples:
+        rng = np.random.default_rng(seed)
+        values = {name: [] for name in NAMES}
+        for draw in rng.integers(0, human.shape[1], size=(samples, human.shape[1])):
+            for name, value in coefficients_lib.coefficients(means(human, draw),
+                                                             means(metric, draw)).items():
+                values[name].append(value)
+        row["ci"] = {name: coefficients_lib.interval(v, confidence)
+                     for name, v in values.items()}
+    return row
+
+
+def _thumb_accuracy(human, metric, draws, seed):
+    """Pairwise accuracy over pairs of systems on one image that people rated differently."""
+    pairs = [(a, b) for a, b in itertools.combinations(range(human.shape[0]), 2)]
+    h, m_a, m_b = [], [], []
+    for a, b in pairs:
+        valid = ~np.isnan(human[a]) & ~np.isnan(human[b]) & (human[a] != human[b])
+        h.append(np.sign(human[a] - human[b])[valid])
+        m_a.append(metric[a][valid])
+        m_b.append(metric[b][valid])
+    h, m_a, m_b = (np.concatenate(v) if v else np.zeros(0) for v in (h, m_a, m_b))
+    rng = np.random.default_rng(seed)
+    results = [coefficients_lib.pairwise_accuracy(h, m_a, m_b, rng) for _ in range(draws)]
+    return {"pairs": int(h.size), "accuracy": float(np.mean([r[0] for r in results])),
+            "metric_ties": results[0][1]}
+
+
+def thumb_rows(tab, caption_metrics, system_metrics, *, without=(), samples=1000, seed=0,
+               confidence=coefficients_lib.CONFIDENCE, draws=10):
+    """Correlations of metrics with THUMB ratings.
+
+    Args:
+        tab: a `thumb.Table`.
+        caption_metrics: {metric: float [systems, images]} (NaN: not scored).
+        system_metrics: {metric: {system: score}}.
+        without: systems to leave out in a second pass each (e.g. "Human").
+        samples, seed, confidence: the bootstrap over images.
+        draws: tie-breaking draws of the pairwise accuracy.
+
+    Returns:
+        A list of row dicts (see `meta_report`).
+    """
+    rows = []
+    for subset in ("all systems", *(f"without {s}" for s in without)):
+        keep = [i for i, s in enumerate(tab.systems) if subset != f"without {s}"]
+        images = np.broadcast_to(np.arange(len(tab.images)), (len(keep), len(tab.images)))
+        for target in TARGETS:
+            human = tab.scores[target][keep]  # [systems, images]
+            for name, grid in caption_metrics.items():
+                metric = grid[keep]
+                valid = ~np.isnan(human) & ~np.isnan(metric)
+                row = _row("thumb", subset, "instance", target, name, human[valid],
+                           metric[valid], images[valid], samples, seed, confidence)
+                rows.append({**row, **_thumb_accuracy(human, metric, draws, seed)})
+                rows.append(_system_row(subset, target, name, human, metric, samples, seed,
+                                        confidence))
+            for name, scores in system_metrics.items():
+                means = np.array([scores[tab.systems[i]] for i in keep])
+                rows.append(_system_row(subset, target, name, human, means, samples, seed,
+                                        confidence))
+    return rows
+
+
+def side_by_side_rows(evaluations, columns, *, samples=1000, seed=0,
+                      confidence=coefficients_lib.CONFIDENCE):
+    """Correlations of delta S x S with each delta column (Table 6 with tau-c and intervals)."""
+    result = side_by_side.table(evaluations, columns, samples=samples, seed=seed,
+                                confidence=confidence)
+    rows = []
+    for set_name, by in result.items():
+        for column in columns:
+            row = {"analysis": "side_by_side", "subset": set_name, "level": "system pair",
+                   "target": "delta_sxs", "metric": column, "n": by["n"][column],
+                   **{name: by[name][column] for name in NAMES}}
+            if samples:
+                row["ci"] = {name: by["ci"][name][column] for name in NAMES}
+            rows.append(row)
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One human preference between two captions of an image."""
+    image: str
+    lang: str
+    a: str
+    b: str
+    human: int  # +1: a preferred, -1: b preferred
+    where: str
+
+
+def read_pairs(path, lang):
+    """Reads pairwise preferences: ([Pair], number of human ties left out)."""
+    pairs, ties = [], 0
+    try:
+        for where, obj in meta_scores.jsonl.read_objects(path, error=MetaError):
+            image, a, b, pref = (obj.get(k) for k in ("image/key", "a", "b", "preference"))
+            if not isinstance(image, (str, int)) or not isinstance(a, str) or not isinstance(
+                    b, str):
+                raise MetaError(f"{where}: expected {{\"image/key\", \"a\", \"b\", "
+                                f"\"preference\"}} with caption strings")
+            if pref not in ("a", "b", "tie"):
+                raise MetaError(f"{where}: field 'preference': {pref!r} is not a, b or tie")
+            if pref == "tie":
+                ties += 1
+                continue
+            pairs.append(Pair(str(image), obj.get("lang", lang), a, b,
+                              1 if pref == "a" else -1, where))
+    except FileNotFoundError:
+        raise MetaError(f"pairwise preferences not found: {path}") from None
+    if not pairs:
+        raise MetaError(f"{path}: no preferences other than ties")
+    return pairs, ties
+
+
+def pairwise_rows(pairs, references, metrics, *, num_refs=None, draws=5, seed=0,
+                  samples=1000, confidence=coefficients_lib.CONFIDENCE, vifidel_settings=None,
+                  where="references"):
+    """Pairwise accuracy of each metric, references sub-sampled, averaged over draws."""
+    rows = []
+    for metric in metrics:
+        rng = np.random.default_rng(seed)
+        agree = np.zeros((draws, len(pairs)))
+        ties = 0
+        for d in range(draws):
+            for lang in sorted({p.lang for p in pairs}):
+                chosen = [i for i, p in enumerate(pairs) if p.lang == lang]
+                items = ([(pairs[i].image, pairs[i].a) for i in chosen]
+                         + [(pairs[i].image, pairs[i].b) for i in chosen])
+                scores = meta_scores.compute(metric, lang, items, references, num_refs=num_refs,
+                                             rng=rng, vifidel_settings=vifidel_settings,
+                                             where=where)
+                diff = scores[:len(chosen)] - scores[len(chosen):]
+                ties += int((diff == 0).sum())
+                choice = np.where(diff == 0, rng.choice([-1, 1], size=diff.size),
+                                  np.sign(diff))
+                agree[d, chosen] = choice == np.array([pairs[i].human for i in chosen])
+        per_draw = agree.mean(axis=1)
+        row = {"analysis": "pairwise", "subset": f"{num_refs or 'all'} refs", "level": "pair",
+               "target": "preference", "metric": metric, "n": len(pairs),
+               "accuracy": float(per_draw.mean()), "draws": draws,
+               "accuracy_min": float(per_draw.min()), "accuracy_max": float(per_draw.max()),
+               "metric_ties": ties / draws}
+        if samples:
+            per_pair = agree.mean(axis=0)
+            index = rng.integers(0, len(pairs), size=(samples, len(pairs)))
+            row["accuracy_ci"] = coefficients_lib.interval(per_pair[index].mean(axis=1),
+                                                           confidence)
+        rows.append(row)
+    return rows
+
+
+def _named(entries, flag):
+    out = {}
+    for entry in entries or ():
+        name, sep, path = entry.partition("=")
+        if not sep or not name or not path:
+            raise MetaError(f"{flag} {entry!r}: expected NAME=FILE")
+        out[name] = path
+    return out
+
+
+def _caption_grid(tab, scores, lines, path, rounds_where):
+    systems, images = set(tab.systems), set(tab.images)
+    for (system, image), where in lines.items():
+        if system not in systems:
+            raise MetaError(f"{where}: system {system!r} is not in the ratings (they have "
+                            f"{', '.join(tab.systems)})")
+        if image not in images:
+            raise MetaError(f"{where}: image {image!r} is not in the ratings")
+    grid = np.full((len(tab.systems), len(tab.images)), np.nan)
+    for s, system in enumerate(tab.systems):
+        for i, image in enumerate(tab.images):
+            if (system, image) in tab.hyps:
+                if (system, image) not in scores:
+                    raise MetaError(f"{path}: no score for system {system!r} on image "
+                                    f"{image!r}, rated at {rounds_where[(system, image)]}")
+                grid[s, i] = scores[(system, image)]
+    return grid
+
+
+def _thumb_inputs(args, tab, rounds, vifidel_settings):
+    rounds_where = {(r.system, r.image): r.where for ratings in rounds for r in ratings}
+    caption_metrics, system_metrics = {}, {}
+    if args.metric:
+        if not args.references:
+            raise MetaError("--metric needs --references (THUMB's references file or an "
+                            "XM3600 captions.jsonl)")
+        refs = meta_scores.read_references(args.references, args.lang)
+        pairs = list(tab.hyps)
+        index = {s: i for i, s in enumerate(tab.systems)}, {m: i for i, m in
+                                                             enumerate(tab.images)}
+        for metric in args.metric:
+            scores = meta_scores.compute(metric, args.lang, [(img, tab.hyps[(s, img)])
+                                                             for s, img in pairs], refs,
+                                         vifidel_settings=vifidel_settings,
+                                         where=args.references)
+            grid = np.full((len(tab.systems), len(tab.images)), np.nan)
+            for (s, img), value in zip(pairs, scores, strict=True):
+                grid[index[0][s], index[1][img]] = value
+            caption_metrics[metric] = grid
+    for name, path in _named(args.scores, "--scores").items():
+        scores, lines = meta_scores.read_caption_scores(path)
+        caption_metrics[name] = _caption_grid(tab, scores, lines, path, rounds_where)
+    for name, path in _named(args.system_scores, "--system-scores").items():
+        scores, lines = meta_scores.read_system_scores(path)
+        for system, where in lines.items():
+            if system not in tab.systems:
+                raise MetaError(f"{where}: system {system!r} is not in the ratings (they have "
+                                f"{', '.join(tab.systems)})")
+        absent = [s for s in tab.systems if s not in scores]
+        if absent:
+            raise MetaError(f"{path}: no score for the rated system(s) {', '.join(absent)}")
+        system_metrics[name] = scores
+    for system in args.without or ():
+        if system not in tab.systems:
+            raise MetaError(f"--without {system!r}: no such system in the ratings (they have "
+                            f"{', '.join(tab.systems)})")
+    if not caption_metrics and not system_metrics:
+        raise MetaError("no metric: give --metric, --scores or --system-scores")
+    return caption_metrics, system_metrics
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m evaluation.analysis.meta",
+                                     description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--thumb", nargs="+", metavar="RATINGS", help="THUMB 1.0 file(s)")
+    source.add_argument("--side-by-side", metavar="CSV", help="XM3600-paper side-by-side CSV")
+    source.add_argument("--pairwise", metavar="JSONL", help="pairwise preferences")
+    parser.add_argument("--references", help="XM3600 captions.jsonl or THUMB references")
+    parser.add_argument("--metric", action="append", choices=meta_scores.METRICS)
+    parser.add_argument("--scores", action="append", metavar="NAME=FILE")
+    parser.add_argument("--system-scores", action="append", metavar="NAME=FILE")
+    parser.add_argument("--without", action="append", metavar="SYSTEM")
+    parser.add_argument("--lang", default="en", help="language of the captions (default en)")
+    parser.add_argument("--num-refs", type=int, help="pairwise: references per image")
+    parser.add_argument("--draws", type=int, default=5, help="pairwise: reference draws")
+    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (0: none)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--confidence", type=float, default=coefficients_lib.CONFIDENCE)
+    parser.add_argument("--labels", action="append", help="VIFIDEL: label files")
+    parser.add_argument("--class-descriptions", help="VIFIDEL: Open Images class descriptions")
+    parser.add_argument("--vectors", action="append", help="VIFIDEL: word vectors")
+    parser.add_argument("--out", help="folder for meta.md, meta.csv and meta.png")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return parser
+
+
+def run(args):
+    """Runs one analysis of parsed arguments: (rows, description of the inputs)."""
+    if args.samples < 0 or args.draws < 1 or not 0 < args.confidence < 1:
+        raise MetaError("--samples must be >= 0, --draws >= 1 and --confidence in (0, 1)")
+    vifidel_settings = None
+    if "vifidel" in (args.metric or ()):
+        if not args.labels or not args.vectors:
+            raise MetaError("--metric vifidel needs --labels and --vectors")
+        vifidel_settings = vifidel_lib.Settings(vectors=tuple(args.vectors),
+                                                labels=tuple(args.labels),
+                                                class_descriptions=args.class_descriptions)
+    if args.thumb:
+        rounds = [thumb.read_ratings(path) for path in args.thumb]
+        tab = thumb.table(rounds)
+        caption_metrics, system_metrics = _thumb_inputs(args, tab, rounds, vifidel_settings)
+        return thumb_rows(tab, caption_metrics, system_metrics, without=args.without or (),
+                          samples=args.samples, seed=args.seed,
+                          confidence=args.confidence), ", ".join(args.thumb)
+    if args.side_by_side:
+        evaluations, columns = side_by_side.read_side_by_side(args.side_by_side)
+        return side_by_side_rows(evaluations, columns, samples=args.samples, seed=args.seed,
+                                 confidence=args.confidence), args.side_by_side
+    if not args.metric or not args.references:
+        raise MetaError("--pairwise needs --metric and --references")
+    pairs, ties = read_pairs(args.pairwise, args.lang)
+    refs = meta_scores.read_references(args.references, args.lang)
+    return pairwise_rows(pairs, refs, args.metric, num_refs=args.num_refs, draws=args.draws,
+                         seed=args.seed, samples=args.samples, confidence=args.confidence,
+                         vifidel_settings=vifidel_settings, where=args.references), (
+        f"{args.pairwise} ({ties} human ties left out)")
+
+
+def main(argv=None):
+    """Command line: see the module docstring. Returns the exit status (2 for bad input)."""
+    args = _parser().parse_args(argv)
+    try:
+        rows, source = run(args)
+    except (MetaError, thumb.ThumbError, side_by_side.SideBySideError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        paths = meta_report.write(args.out, rows, source, args.confidence)
+    if args.json:
+        print(json.dumps({"source": source, "rows": rows}, indent=2))
+    else:
+        print(meta_report.text(rows))
+        if args.out:
+            print(f"report: {', '.join(paths.values())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

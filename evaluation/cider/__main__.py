@@ -1,0 +1,195 @@
+"""Command line of the CIDEr engine: scores a predictions file against XM3600 references.
+
+    python -m evaluation.cider --references captions.jsonl --predictions preds.jsonl \
+        [--langs en,es] [--metric cider-d|cider] [--json] [--per-image OUT.jsonl] \
+        [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
+        [--reference-field caption|caption/tokenized]
+
+Prints a table (or one JSON object) of per-language scores and their average;
+bad input is one `error: ...` line naming the file, line and key, and exit
+status 2. See the README (section "Evaluation: CIDEr").
+"""
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+
+from data import xm3600_release
+from evaluation.cider import corpus, scorer, text
+from evaluation.cider.df import InputError, load_document_frequencies, save_document_frequencies
+
+
+def _format_table(results, metric):
+    name = {"cider-d": "CIDEr-D", "cider": "CIDEr"}[metric]
+    lines = [f"{'lang':<6}{'images':>8}{name:>10}"]
+    for r in results.values():
+        lines.append(f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}")
+    average = float(np.mean([r.score for r in results.values()]))
+    count = f"{len(results)} language{'s' if len(results) != 1 else ''}"
+    lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({count}; "
+                 f"pycocoevalcap scale, x100 in PaLI papers)")
+    return "\n".join(lines)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.cider",
+        description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
+    parser.add_argument("--references", required=True,
+                        help="XM3600 captions.jsonl (release layout)")
+    parser.add_argument("--predictions", required=True,
+                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per line')
+    parser.add_argument("--langs", help="comma-separated languages (default: all predicted)")
+    parser.add_argument("--metric", choices=scorer.METRICS, default="cider-d")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--per-image", metavar="OUT.jsonl",
+                        help='write {"image/key", "lang", "score"} lines')
+    parser.add_argument("--df", metavar="FILE", help="document frequencies to use")
+    parser.add_argument("--save-df", metavar="FILE",
+                        help="write the document frequencies used (one file, all languages)")
+    parser.add_argument("--allow-missing", action="store_true",
+                        help="score only images that have a prediction")
+    parser.add_argument("--segmenter", choices=text.SEGMENTERS, default="char",
+                        help="ja/th/zh: characters (default) or words (needs jieba, "
+                             "fugashi+unidic-lite, pythainlp)")
+    parser.add_argument("--reference-field", choices=corpus.REFERENCE_FIELDS, default="caption")
+    return parser
+
+
+def _keep_freed_memory():
+    """Has glibc's malloc keep freed memory for reuse instead of giving it back.
+
+    Preparing a language's references allocates and frees arrays of tens of
+    MB; by default each comes from a fresh mmap whose pages the kernel
+    faults in and zeroes again, a quarter of the CPU time of scoring all of
+    XM3600. One arena (no per-thread heaps of 64 MB), arrays up to 32 MB (the
+    most glibc allows) from the heap, and no trimming make them reuse the
+    same pages. Elsewhere than glibc, nothing.
+    """
+    if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_top_pad, m_mmap_threshold, m_arena_max = -1, -2, -3, -8
+    for option, value in ((m_arena_max, 1), (m_mmap_threshold, 32 << 20),
+                          (m_trim_threshold, 1 << 30), (m_top_pad, 64 << 20)):
+        mallopt(option, value)
+
+
+_BLAS_MODULE = "scipy.linalg.cython_blas"
+
+
+def _skip_blas_probe():
+    """Keeps numba from importing scipy.linalg (0.3 s) when it loads, in this process.
+
+    On first use numba imports its numpy support, whose module probes for
+    BLAS by importing scipy.linalg.cython_blas, and so all of scipy.linalg.
+    Our loops call no BLAS. A None in sys.modules makes that one import fail
+    at once (numba then leaves BLAS-backed np.dot and np.linalg uncompilable
+    here); the entry is removed once numba has loaded.
+    """
+    if "numba.np.arraymath" in sys.modules:
+        return lambda: None
+    sys.modules.setdefault(_BLAS_MODULE, None)
+
+    def restore():
+        if sys.modules.get(_BLAS_MODULE, 0) is None:
+            del sys.modules[_BLAS_MODULE]
+    return restore
+
+
+def _start_warm_up(metric, own_process):
+    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring."""
+    restore = _skip_blas_probe() if own_process else lambda: None
+
+    def run():
+        try:
+            scorer.warm_up(metric)
+        except Exception:  # noqa: BLE001 - the same error comes back where it is reported
+            pass
+        finally:
+            restore()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _score(args, own_process):
+    """Reads the files, scores and writes --per-image and --save-df; returns the results."""
+    references = xm3600_release.read_references(args.references, args.reference_field)
+    predictions = corpus.read_predictions(args.predictions)
+    if own_process:
+        # Nor what was read, which lives until the end.
+        gc.freeze()
+    df = load_document_frequencies(args.df) if args.df else None
+    # Without --save-df no scorer is kept: each language's tables are
+    # freed once it is scored, and the next reuses their memory.
+    results = corpus.score_languages(
+        references, predictions, langs=args.langs, metric=args.metric, df=df,
+        segmenter=args.segmenter, reference_field=args.reference_field,
+        allow_missing=args.allow_missing, keep_scorers=bool(args.save_df))
+    for r in results.values():
+        if r.num_skipped:
+            print(f"{r.lang}: scored {len(r.keys)} of {len(r.keys) + r.num_skipped} "
+                  f"images; skipped {r.num_skipped} without a prediction", file=sys.stderr)
+    if args.per_image:
+        with open(args.per_image, "w", encoding="utf-8") as f:
+            for r in results.values():
+                for key, score in zip(r.keys, r.per_image.tolist(), strict=True):
+                    f.write(json.dumps({"image/key": key, "lang": r.lang, "score": score},
+                                       ensure_ascii=False) + "\n")
+    if args.save_df:
+        save_document_frequencies(args.save_df,
+                                  [r.scorer.document_frequency for r in results.values()])
+    return results
+
+
+def main(argv=None, own_process=False):
+    """Runs the CLI; returns the exit status (2 for bad input).
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+        own_process: the process runs nothing else (`python -m evaluation.cider`),
+            so process-wide settings may change: the allocator is tuned
+            (`_keep_freed_memory`), numba's BLAS probe skipped
+            (`_skip_blas_probe`) and the garbage collector told to leave alone
+            the objects that live to the end.
+    """
+    args = _parser().parse_args(argv)
+    if own_process:
+        _keep_freed_memory()
+        # The modules imported so far stay: the collector need not walk them
+        # each time reading the files allocates.
+        gc.freeze()
+    # Loading the compiled code overlaps with reading the files.
+    warm_up = _start_warm_up(args.metric, own_process)
+    try:
+        results = _score(args, own_process)
+    except (InputError, xm3600_release.FormatError, text.NormalizationError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        warm_up.join()  # not left compiling at exit
+    if args.json:
+        print(json.dumps({
+            "metric": args.metric,
+            "scores": {r.lang: r.score for r in results.values()},
+            "average": float(np.mean([r.score for r in results.values()])),
+            "num_images": {r.lang: len(r.keys) for r in results.values()},
+        }, ensure_ascii=False))
+    else:
+        print(_format_table(results, args.metric))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(own_process=True))

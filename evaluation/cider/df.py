@@ -1,0 +1,110 @@
+"""Document frequencies of CIDEr n-grams: the `DocumentFrequency` record and its JSON file.
+
+Also home of `InputError`, the error every part of `evaluation.cider` raises for bad
+input, with a message naming the file, line or key at fault.
+"""
+
+import dataclasses
+import json
+import os
+
+from data import jsonl
+
+MAX_N = 4
+_DF_FORMAT = "cider-document-frequency"
+
+
+class InputError(ValueError):
+    """Bad input to the scorer or the CLI; the message names the file, line or key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentFrequency:
+    """Document frequencies of one language's reference n-grams.
+
+    Attributes:
+        lang: language code.
+        num_images: N, the number of images they were counted over.
+        counts: n-gram (its tokens joined by one space) -> number of images
+            whose references contain it, in 1..num_images.
+        normalization: `text.Options.describe(segmenter)` of the tokens.
+    """
+    lang: str
+    num_images: int
+    counts: dict
+    normalization: str
+
+    def save(self, path):
+        """Writes a JSON file holding this language (see `save_document_frequencies`)."""
+        save_document_frequencies(path, [self])
+
+    @classmethod
+    def load(cls, path, lang=None):
+        """Reads one language from a file written by `save` or `save_document_frequencies`.
+
+        Args:
+            path: the JSON file.
+            lang: which language; may be left out when the file holds one.
+        """
+        dfs = load_document_frequencies(path)
+        if lang is None:
+            if len(dfs) != 1:
+                raise InputError(f"{path}: holds {', '.join(dfs)}; say which language to load")
+            return next(iter(dfs.values()))
+        if lang not in dfs:
+            raise InputError(f"{path}: no document frequencies for {lang!r} (it has "
+                             f"{', '.join(dfs)})")
+        return dfs[lang]
+
+
+def save_document_frequencies(path, dfs):
+    """Writes document frequencies of several languages to one JSON file.
+
+    The file is {"format": "cider-document-frequency", "version": 1,
+    "languages": {lang: {"num_images": N, "normalization": ..., "df": {n-gram: count}}}}.
+    """
+    payload = {"format": _DF_FORMAT, "version": 1, "languages": {
+        df.lang: {"num_images": df.num_images, "normalization": df.normalization,
+                  "df": df.counts} for df in dfs}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(payload, f, ensure_ascii=False)
+
+
+def _parse_df_entry(path, lang, entry):
+    where = f"{path}: language {lang!r}"
+    if not isinstance(entry, dict) or set(entry) != {"num_images", "normalization", "df"}:
+        raise InputError(f"{where}: expected keys num_images, normalization, df")
+    num_images = entry["num_images"]
+    if not isinstance(num_images, int) or isinstance(num_images, bool) or num_images < 1:
+        raise InputError(f"{where}: num_images must be a positive integer, got {num_images!r}")
+    if not isinstance(entry["df"], dict) or not isinstance(entry["normalization"], str):
+        raise InputError(f"{where}: df must be an object and normalization a string")
+    for ngram, count in entry["df"].items():
+        tokens = ngram.split(" ")
+        if not 1 <= len(tokens) <= MAX_N or not all(tokens) or ngram != " ".join(ngram.split()):
+            raise InputError(f"{where}: n-gram {ngram!r} is not 1-{MAX_N} tokens joined by "
+                             f"single spaces")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= num_images:
+            raise InputError(f"{where}: n-gram {ngram!r} has count {count!r}, expected an "
+                             f"integer in 1..{num_images}")
+    return DocumentFrequency(lang, num_images, entry["df"], entry["normalization"])
+
+
+def load_document_frequencies(path):
+    """Reads a file written by `save_document_frequencies`; returns {lang: DocumentFrequency}."""
+    if not os.path.exists(path):
+        raise InputError(f"document frequency file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            payload = json.load(f)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+                from None
+    if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
+        raise InputError(f"{path}: not a document frequency file (no \"format\": "
+                         f"\"{_DF_FORMAT}\")")
+    if payload.get("version") != 1 or not isinstance(payload.get("languages"), dict):
+        raise InputError(f"{path}: unsupported version {payload.get('version')!r} or no "
+                         f"\"languages\" object")
+    return {lang: _parse_df_entry(path, lang, entry)
+            for lang, entry in payload["languages"].items()}

@@ -1,0 +1,159 @@
+"""Exact integer ids for tokens and n-grams, and the hash tables `evaluation.cider` builds.
+
+Used by `evaluation.cider`. Everything here works on whole arrays: a token is an
+id 1..V (from `Vocabulary`, which reads token spans of a normalized text
+without building a Python string per token), and an n-gram is the pair (id of
+its first n - 1 tokens, last token) packed into one int64 (`shift_key`), so
+n-gram ids are exact and come order by order. `KeyTable` maps such keys to
+dense ids; `group_keys` groups equal keys. The loops behind them are numba
+functions in `evaluation.cider.ngram_match`."""
+
+import itertools
+import typing
+
+import numpy as np
+
+from evaluation.cider import ngram_match
+
+KEY_BITS = 62
+
+
+def shift_key(prefix, token, token_bits, bound=None):
+    """Exact int64 key of (prefix, token), or OverflowError if it does not fit.
+
+    Args:
+        prefix: int64 [k] non-negative prefix ids.
+        token: int64 [k] token ids below 2^token_bits.
+        token_bits: bits of the token part.
+        bound: optional number above every prefix, checked instead of the
+            prefixes themselves (saving a pass over them).
+    """
+    largest = bound - 1 if bound is not None else int(prefix.max()) if prefix.size else 0
+    if int(largest).bit_length() + token_bits > KEY_BITS:
+        raise OverflowError("n-gram keys do not fit in 62 bits; too many tokens or images")
+    return (prefix << token_bits) | token
+
+
+class KeyTable:
+    """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1.
+
+    The table is split into regions (one per image, say), each at most `load`
+    full, so that lookups of keys of one region stay near each other (home
+    slots: `evaluation.cider.ngram_match._home`). Filled by
+    `evaluation.cider.ngram_match.insert_keys`;
+    probes run past a region's end into the next instead of wrapping around.
+
+    Attributes (read by the compiled lookups of `evaluation.cider.ngram_match`):
+        keys: int64 [S] stored keys, -1 in empty slots (the last is always empty).
+        ids: int32 [S] id of each slot's key.
+        offset: int64 [R] first slot of each region.
+        size: uint64 [R] home slots of each region.
+    """
+
+    def __init__(self, keys, region=None, num_regions=1, load=0.5):
+        capacity = (np.bincount(region, minlength=num_regions) if region is not None
+                    else np.array([keys.size]))
+        sizes = np.maximum(4, np.ceil(capacity / load).astype(np.int64))
+        self.offset = np.cumsum(sizes) - sizes
+        self.size = sizes.astype(np.uint64)
+        region = region if region is not None else np.zeros(0, dtype=np.int64)
+        slack = 64
+        while True:
+            self.keys = np.full(int(sizes.sum()) + slack, -1, dtype=np.int64)
+            self.ids = np.full(self.keys.size, -1, dtype=np.int32)
+            if ngram_match.insert_keys(keys, region, self.offset, self.size, self.keys,
+                                       self.ids):
+                break
+            slack *= 8
+
+
+class Groups(typing.NamedTuple):
+    """Equal keys grouped: `group` per element, `first` element and `count` per group."""
+    group: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+
+
+def group_keys(keys):
+    """Groups equal int64 keys (exactly), numbering the groups by first occurrence."""
+    group, first, count = (np.empty(keys.size, dtype=np.int64) for _ in range(3))
+    slots = np.full(2 * _empty_table_size(keys.size), -1, dtype=np.int64)
+    num_groups = ngram_match.group_keys(keys, slots, group, first, count)
+    return Groups(group, first[:num_groups], count[:num_groups])
+
+
+class Vocabulary:
+    """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`.
+
+    The fast path never builds a string for a known token: it looks the
+    token's characters up in a hash table of the vocabulary's
+    (`evaluation.cider.ngram_match.token_ids`), comparing them one by one, so ids are exact.
+    """
+
+    def __init__(self, tokens):
+        self.index = {t: i for i, t in enumerate(tokens, start=1)}
+        self._code_points = np.frombuffer(
+            "".join(tokens).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
+        self._ends = np.cumsum([len(t) for t in tokens], dtype=np.int64)
+        self._starts = self._ends - [len(t) for t in tokens]
+        self._slots = _empty_table(len(tokens))
+        ngram_match.intern_tokens(self._code_points, self._starts, self._ends, self._slots,
+                                  np.empty(len(tokens), np.int64), np.empty(len(tokens), np.int64))
+
+    def __len__(self):
+        return len(self.index)
+
+    def ids(self, tokens):
+        """Ids of token strings; unseen tokens get ids above V, equal tokens equal ids."""
+        ids = np.fromiter(map(self.index.get, tokens, itertools.repeat(0)), np.int64,
+                          count=len(tokens))
+        return self._number_unseen(ids, tokens.__getitem__)
+
+    def span_ids(self, spans):
+        """Like `ids`, for the tokens of `text.Spans`."""
+        ids = np.zeros(spans.starts.size, dtype=np.int64)
+        ngram_match.token_ids(self._slots, self._code_points, self._starts, self._ends,
+                              spans.code_points, spans.starts, spans.ends, ids)
+        return self._number_unseen(
+            ids, lambda i: spans.text[int(spans.starts[i]):int(spans.ends[i])])
+
+    def _number_unseen(self, ids, token):
+        unseen = {}
+        for i in np.flatnonzero(ids == 0).tolist():
+            ids[i] = unseen.setdefault(token(i), len(self.index) + 1 + len(unseen))
+        return ids, len(self.index) + len(unseen)
+
+
+def _empty_table_size(num_keys):
+    """Slots of a hash table of `num_keys` keys: a power of two, at least twice as many."""
+    return 1 << max(1, (2 * num_keys - 1).bit_length())
+
+
+def _empty_table(num_tokens):
+    """-1s for an `intern_tokens` table (`_empty_table_size`)."""
+    return np.full(_empty_table_size(num_tokens), -1, dtype=np.int64)
+
+
+def distinct_tokens(spans):
+    """Distinct tokens of `text.Spans`, in order of first occurrence, and each token's id.
+
+    Tokens are compared by their characters (`ngram_match.intern_tokens`):
+    only the distinct ones become Python strings.
+
+    Returns:
+        (list of distinct token strings, int64 [num_tokens] ids 1..V).
+    """
+    num_tokens = spans.starts.size
+    ids, first = np.empty(num_tokens, np.int64), np.empty(num_tokens, np.int64)
+    num_distinct = ngram_match.intern_tokens(spans.code_points, spans.starts, spans.ends,
+                                             _empty_table(num_tokens), ids, first)
+    starts = spans.starts[first[:num_distinct]].tolist()
+    ends = spans.ends[first[:num_distinct]].tolist()
+    return [spans.text[s:e] for s, e in zip(starts, ends, strict=True)], ids
+
+
+def positions(lengths):
+    """Sequence of each token, and tokens left in its sequence from it on (itself included)."""
+    sequence = np.repeat(np.arange(lengths.size), lengths)
+    remaining = np.cumsum(lengths)[sequence] - np.arange(sequence.size)
+    return sequence, remaining

@@ -1,0 +1,389 @@
+"""CIDEr-D and CIDEr for multilingual captioning, with a jit-compiled JAX kernel.
+
+CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's
+`CiderD`): for n = 1..4, tf-idf vectors of the n-grams of a caption, with
+idf(g) = ln(N) - ln(max(1, df(g))), N the number of images and df(g) the number
+of images whose references contain g; per reference, the clipped cosine
+sum_g min(h_g, r_g) r_g / (|h| |r|) times a Gaussian length penalty
+exp(-(l_h - l_r)^2 / 72), where the reference code's "length" is the number of
+bigrams (max(0, words - 1)), a quirk kept here; the mean over n, the mean over
+references, times 10. CIDEr (`metric="cider"`) is Vedantam et al.'s formula:
+no clipping, no penalty, on the same x10 scale as the authors' code.
+
+Layout. Tokens are integer ids and an n-gram is identified by the pair (id of
+its first n - 1 tokens, last token), packed into one int64, so n-gram ids are
+exact and come order by order (`evaluation.cider.ngram_index`). References are prepared
+once, with numpy: global n-gram ids ("known" ids, for document frequencies),
+per image its distinct reference n-grams ("union" ids) and per reference its
+distinct n-grams with counts ("entries", grouped by union id), with hash
+tables from (prefix id, token) keys to known and union ids. A call tokenizes
+the predictions and runs one compiled loop over their positions
+(`evaluation.cider.ngram_match`, numba): per order, a hash probe gives each n-gram its
+union id (or, failing that, its known id), counts within the prediction are
+exact, and the union's entries give the per-(reference, n) sums
+min(tf_h, tf_r) tf_r idf^2. Document frequency files live in
+`evaluation.cider.df`, reading and scoring prediction files in `evaluation.cider.corpus`,
+the command line in `evaluation.cider.__main__`. The jit-compiled JAX kernel
+(`evaluation.cider.kernel`) turns those sums and
+the per-(image, n) norms into cosines, length penalties and per-image means,
+in float64. Its arrays are padded to powers of two of at least 2^14, so one
+compilation serves every XM3600 language. `map_languages` runs languages on
+one thread per core: all of the above releases the GIL for most of its time.
+
+Why the matching loop is numba and not XLA or numpy: it is one hash probe per
+position and order, with branches, over ragged data; XLA on CPU has no fast
+scalar loop (its gathers are no faster than numpy's and its sort ~7x slower),
+and as whole-array numpy passes (~70 per call) it was about 2x slower.
+"""
+
+import concurrent.futures
+import dataclasses
+import math
+import os
+import warnings
+
+import jax
+import numpy as np
+
+from evaluation.cider import kernel, ngram_index, ngram_match, text
+from evaluation.cider.df import MAX_N, DocumentFrequency, InputError
+
+METRICS = ("cider-d", "cider")
+SIGMA = kernel.SIGMA
+def num_cores():
+    """CPU cores this process may use."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def map_languages(fn, items, costs=None):
+    """[fn(item) for item in items], on one thread per CPU core.
+
+    Preparing and scoring a language is mostly numpy, numba and XLA work, which
+    release the GIL, so languages run in parallel. Results come in order; the
+    error of the first failing item (in item order) is raised.
+
+    Args:
+        fn: the function.
+        items: its arguments.
+        costs: optional estimates of each item's time: the costliest start
+            first, so that no long item (Thai takes nine times English) is
+            left running alone at the end.
+    """
+    items = list(items)
+    workers = min(len(items), num_cores())
+    if workers <= 1:
+        return [fn(item) for item in items]
+    order = range(len(items))
+    if costs is not None:
+        order = sorted(order, key=lambda i: -costs[i])
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futures = {i: pool.submit(fn, items[i]) for i in order}
+        return [futures[i].result() for i in range(len(items))]
+
+
+def warm_up(metric="cider-d"):
+    """Loads the compiled loops and compiles the kernel for its smallest padded size.
+
+    A process's first scorer pays both (about a second: numba's cached code
+    is loaded, XLA compiles). The command line calls this on a thread of its
+    own while it reads its files; any scorer after it finds both ready. The
+    smallest size serves every XM3600 language (`kernel.MIN_PAD`).
+    """
+    CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
+
+
+@dataclasses.dataclass(frozen=True)
+class CiderResult:
+    """Scores of one call.
+
+    Attributes:
+        corpus: mean of the per-image scores.
+        per_image: float64 [num_images] (or [len(indices)]) scores.
+    """
+    corpus: float
+    per_image: np.ndarray
+
+
+class CiderScorer:
+    """Scores predictions against fixed references of one language.
+
+    The references are normalized, their n-grams indexed and their tf-idf
+    norms computed once, here; `score` then only tokenizes the predictions,
+    looks their n-grams up and runs the compiled kernel.
+
+    Args:
+        references: per image, its raw reference strings (at least one).
+        lang: language code.
+        metric: "cider-d" (default) or "cider".
+        df: `DocumentFrequency` to use instead of counting over `references`
+            (N is then `df.num_images`).
+        segmenter: "char" or "word" (see `evaluation.cider.text`).
+        options: other normalization settings (`text.Options`).
+    """
+
+    def __init__(self, references, lang, metric="cider-d", df=None, segmenter="char",
+                 options=text.DEFAULT_OPTIONS):
+        if metric not in METRICS:
+            raise InputError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+        self.lang, self.metric, self.segmenter, self.options = lang, metric, segmenter, options
+        self.normalization = options.describe(segmenter)
+        if isinstance(references, str):
+            raise InputError("references must be a list (per image) of lists of strings")
+        references = [refs if isinstance(refs, str) else list(refs) for refs in references]
+        for i, refs in enumerate(references):
+            if isinstance(refs, str) or not refs:
+                raise InputError(f"image {i}: expected a non-empty list of reference strings, "
+                                 f"got {refs!r}")
+        if not references:
+            raise InputError("no images to score: the reference list is empty")
+        self.num_images = len(references)
+        if df is not None:
+            if df.lang != lang:
+                raise InputError(f"document frequencies are for {df.lang!r}, not {lang!r}")
+            if df.normalization != self.normalization:
+                raise InputError(f"document frequencies were computed with normalization "
+                                 f"{df.normalization!r}, this scorer uses {self.normalization!r}")
+        elif self.num_images == 1:
+            warnings.warn(
+                "CIDEr over a single image with document frequencies from its own references "
+                "is 0 for any caption: every idf is ln(1) - ln(1) = 0. Pass document "
+                "frequencies of the full set (df=..., --df FILE).", stacklevel=2)
+        self._given_df = df
+        self._ref_image = np.repeat(np.arange(self.num_images),
+                                    [len(refs) for refs in references])
+        flat = [caption for refs in references for caption in refs]
+        try:
+            # Tokens as spans of the normalized text, grouped without making a
+            # string per token; strings where a word segmenter makes them.
+            spans = text.normalize_spans(flat, lang, segmenter, options)
+            if spans is not None:
+                (ref_vocab, ref_ids), ref_tokens = ngram_index.distinct_tokens(spans), None
+                self._ref_lengths = spans.lengths
+                self._ref_token = lambda p: spans.text[int(spans.starts[p]):int(spans.ends[p])]
+            else:
+                batch = text.normalize_batch(flat, lang, segmenter, options)
+                ref_tokens, ref_ids = batch.tokens, None
+                ref_vocab = list(dict.fromkeys(ref_tokens))
+                self._ref_lengths, self._ref_token = batch.lengths, batch.tokens.__getitem__
+        except text.NormalizationError:
+            for i, refs in enumerate(references):
+                if not all(isinstance(r, str) for r in refs):
+                    raise InputError(f"image {i}: references must be strings, got "
+                                     f"{refs!r}") from None
+            raise
+        self._prepare(df, ref_vocab, ref_ids, ref_tokens)
+
+    def _prepare(self, df, ref_vocab, ref_ids, ref_tokens):
+        """Indexes the reference n-grams, order by order.
+
+        Args:
+            df: the given `DocumentFrequency`, or None.
+            ref_vocab: distinct reference tokens, in order of first occurrence.
+            ref_ids: int64 [num_ref_tokens] their ids (1-based), or None to
+                look `ref_tokens` up.
+            ref_tokens: the reference tokens as strings, when ref_ids is None.
+        """
+        df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
+        df_tokens = [t for ngram in df_ngrams for t in ngram]
+        self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
+        self._token_bits = len(self._vocab).bit_length()
+        if ref_ids is None:
+            ref_ids = np.fromiter(map(self._vocab.index.__getitem__, ref_tokens), np.int64,
+                                  count=len(ref_tokens))
+        ids = np.concatenate([ref_ids, np.fromiter(map(self._vocab.index.__getitem__, df_tokens),
+                                                   np.int64, count=len(df_tokens))])
+        num_refs = self._ref_lengths.size
+        lengths = np.concatenate([self._ref_lengths,
+                                  np.array([len(g) for g in df_ngrams], dtype=np.int64)])
+        sequence, remaining = ngram_index.positions(lengths)
+        num_ref_tokens = int(self._ref_lengths.sum())
+        self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
+        bits = self._token_bits
+
+        self._known_first, self._doc_freq = [], []
+        # Per order, collected for one table of each kind (see `evaluation.cider.ngram_match`).
+        union_keys, union_image, union_known, known_keys, idf, entries = [], [], [], [], [], []
+        num_union = num_known = 0
+        # Positions where an n-gram starts, reference tokens first; the key
+        # prefix of the (n-1)-grams there, starting with the empty 0-grams:
+        # the image (union), 0 (known), the reference (entry).
+        at, ref_end = np.arange(ids.size), num_ref_tokens
+        known_ids = np.zeros(ids.size, dtype=np.int64)
+        union_ids = self._ref_image[sequence[:num_ref_tokens]]
+        entry_ids = sequence[:num_ref_tokens]
+        for n in range(1, MAX_N + 1):
+            prev_known, prev_union, prev_entry = known_ids, union_ids, entry_ids
+            if n > 1:
+                keep = np.flatnonzero(remaining[at] >= n)
+                ref_keep = keep[:np.searchsorted(keep, ref_end)]
+                at, ref_end = at[keep], ref_keep.size
+                prev_known = known_ids[keep]
+                prev_union, prev_entry = union_ids[ref_keep], entry_ids[ref_keep]
+            token = ids[at + n - 1]
+            # Global ids of the n-grams of the references and of the df file,
+            # numbered by first occurrence. Token ids are too, so the id of a
+            # unigram is its token id - 1 (which `evaluation.cider.ngram_match` relies on).
+            keys = ngram_index.shift_key(prev_known, token, bits)
+            known = ngram_index.group_keys(keys)
+            if n == 1 and not np.array_equal(keys[known.first],
+                                             np.arange(1, len(self._vocab) + 1)):
+                raise AssertionError("unigram ids are not token ids - 1")
+            known_keys.append(keys[known.first])
+            self._known_first.append(at[known.first])
+
+            # Per image, its distinct reference n-grams: the union entries.
+            ref_at, ref_token = at[:ref_end], token[:ref_end]
+            keys = ngram_index.shift_key(prev_union, ref_token, bits)
+            union = ngram_index.group_keys(keys)
+            union_keys.append(keys[union.first])
+            union_image.append(self._ref_image[sequence[ref_at[union.first]]])
+            order_union_known = known.group[:ref_end][union.first]
+            union_known.append(num_known + order_union_known)
+
+            if df is None:
+                doc_freq = np.bincount(order_union_known, minlength=known.first.size)
+            else:
+                # Each df n-gram is a sequence of its own, whose n-gram of order
+                # len(sequence) starts at its first token.
+                doc_freq = np.zeros(known.first.size, dtype=np.int64)
+                whole = np.flatnonzero((sequence[at] >= num_refs)
+                                       & (lengths[sequence[at]] == n))
+                counts = np.fromiter(df.counts.values(), np.int64, count=len(df.counts))
+                doc_freq[known.group[whole]] = counts[sequence[at[whole]] - num_refs]
+            self._doc_freq.append(doc_freq)
+            idf.append(self._log_n - np.log(np.maximum(1.0, doc_freq)))
+
+            # Per reference, its distinct n-grams and their counts ("entries"),
+            # sorted by union entry. They come image by image, and so do the
+            # union ids, in runs a stable sort (timsort) merges 3x faster than
+            # an unstable sort of (id, position) packed into one int64.
+            entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
+            entry_union = union.group[entry.first]
+            by_union = np.argsort(entry_union, kind="stable")
+            entry_idf = idf[-1][order_union_known[entry_union[by_union]]]
+            entries.append((sequence[ref_at[entry.first]][by_union] * MAX_N + (n - 1),
+                            entry.count[by_union], entry_idf,
+                            np.bincount(entry_union, minlength=union.first.size)))
+
+            # Key prefixes of order n + 1: global ids, past the images for unions.
+            known_ids = 1 + num_known + known.group
+            union_ids = self.num_images + num_union + union.group
+            entry_ids = entry.group
+            num_known += known.first.size
+            num_union += union.first.size
+
+        self._union = ngram_index.KeyTable(np.concatenate(union_keys),
+                                           region=np.concatenate(union_image),
+                                           num_regions=self.num_images)
+        self._known = ngram_index.KeyTable(np.concatenate(known_keys))
+        self._union_known = np.concatenate(union_known)
+        self._idf2 = np.append(np.concatenate(idf), self._log_n) ** 2
+        self._union_idf2 = self._idf2[self._union_known]
+        segments, entry_tf, entry_idf, column_sizes = (
+            np.concatenate(a) for a in zip(*entries, strict=True))
+        self._entry_segment, self._entry_tf = segments, entry_tf
+        self._entry_weight = entry_tf * entry_idf ** 2
+        self._column_start = np.concatenate([[0], np.cumsum(column_sizes)])
+        ref_norm = np.sqrt(np.bincount(segments, weights=(entry_tf * entry_idf) ** 2,
+                                       minlength=num_refs * MAX_N))
+        ref_len = np.maximum(0, self._ref_lengths - 1).astype(np.float64)
+        num_refs_pad = kernel.size_class(num_refs)
+        self._num_images_pad = num_images_pad = kernel.size_class(self.num_images)
+        self._num_refs_pad = num_refs_pad
+        arrays = kernel.RefArrays(
+            ref_norm=kernel.pad(ref_norm.reshape(num_refs, MAX_N), num_refs_pad, 0.0),
+            ref_len=kernel.pad(ref_len, num_refs_pad, 0.0),
+            # Padding references score 0; the last image can absorb them.
+            ref_image=kernel.pad(self._ref_image, num_refs_pad,
+                                       num_images_pad - 1).astype(np.int32),
+            ref_count=kernel.pad(np.bincount(self._ref_image).astype(np.float64),
+                                       num_images_pad, 1.0))
+        # float64 in the kernel: float32 sums of idf^2 terms (up to ~70 each)
+        # lose about 1e-6 relative, which is the agreement promised.
+        # device_put copies the arrays as they are; jnp.asarray would compile
+        # a conversion per shape (0.1 s in a process's first scorer).
+        with jax.enable_x64(True):
+            self._refs = jax.device_put(arrays)
+
+    @property
+    def document_frequency(self):
+        """The `DocumentFrequency` in use (counted over the references unless given)."""
+        if self._given_df is not None:
+            return self._given_df
+        counts = {}
+        for n, (first, doc_freq) in enumerate(
+                zip(self._known_first, self._doc_freq, strict=True), 1):
+            for k in np.flatnonzero(doc_freq).tolist():
+                start = int(first[k])
+                ngram = " ".join(self._ref_token(p) for p in range(start, start + n))
+                counts[ngram] = int(doc_freq[k])
+        return DocumentFrequency(self.lang, self.num_images, counts, self.normalization)
+
+    def _hyp_statistics(self, ids, max_id, lengths, image):
+        """The kernel's per-call inputs (see `kernel.kernel`), by `evaluation.cider.ngram_match`.
+
+        Args:
+            ids: int64 [num_tokens] token ids of the predictions.
+            max_id: the largest id there can be.
+            lengths: int64 [num_predictions] tokens per prediction.
+            image: int64 [num_predictions] image of each prediction.
+
+        Returns:
+            (dot [C * 4], hyp_norm2 [I * 4], hyp_len [I]), padded.
+        """
+        dot = np.zeros(self._num_refs_pad * MAX_N)
+        hyp_norm2 = np.zeros(self._num_images_pad * MAX_N)
+        union, known = self._union, self._known
+        ngram_match.prediction_statistics(
+            ids, np.concatenate([[0], np.cumsum(lengths)]), image, len(self._vocab),
+            self._token_bits, self.num_images, union.keys, union.ids, union.offset, union.size,
+            known.keys, known.ids, known.size[0], self._union_known, self._idf2,
+            self._union_idf2, self._column_start, self._entry_segment, self._entry_weight,
+            self._entry_tf, self.metric == "cider-d", np.zeros((5, ids.size), dtype=np.int64),
+            np.full(max_id + 1, -1, dtype=np.int64), dot, hyp_norm2)
+        hyp_len = np.zeros(self._num_images_pad, dtype=np.int32)
+        hyp_len[image] = np.maximum(0, lengths - 1)
+        return dot, hyp_norm2, hyp_len
+
+    def score(self, predictions, indices=None):
+        """Scores one predicted caption per image.
+
+        Args:
+            predictions: raw caption strings, one per image (or per `indices`).
+            indices: optional distinct image indices the predictions are for;
+                the other images are left out. Document frequencies stay those
+                of all references.
+
+        Returns:
+            A `CiderResult`; per_image follows `predictions`.
+        """
+        predictions = list(predictions)
+        if indices is None:
+            image = np.arange(self.num_images)
+        else:
+            image = np.asarray(indices, dtype=np.int64).reshape(-1)
+            if image.size and (image.min() < 0 or image.max() >= self.num_images):
+                raise InputError(f"indices must be in 0..{self.num_images - 1}")
+            if np.unique(image).size != image.size:
+                raise InputError("indices must be distinct")
+        if len(predictions) != image.size:
+            raise InputError(f"got {len(predictions)} predictions for {image.size} images")
+        if not predictions:
+            raise InputError("no predictions to score")
+        spans = text.normalize_spans(predictions, self.lang, self.segmenter, self.options)
+        if spans is not None:
+            ids, max_id = self._vocab.span_ids(spans)
+            lengths = spans.lengths
+        else:
+            batch = text.normalize_batch(predictions, self.lang, self.segmenter, self.options)
+            ids, max_id = self._vocab.ids(batch.tokens)
+            lengths = batch.lengths
+        inputs = self._hyp_statistics(ids, max_id, lengths, image)
+        with jax.enable_x64(True):
+            per_image = np.asarray(kernel.kernel(self._refs, *inputs,
+                                           clipped=self.metric == "cider-d"))
+        per_image = per_image[image]
+        return CiderResult(float(per_image.mean()), per_image)
+

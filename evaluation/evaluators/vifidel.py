@@ -1,0 +1,92 @@
+"""The VIFIDEL evaluator (type `vifidel`): visual fidelity of XM3600 captions to object labels.
+
+Decodes the XM3600 images in each language (as `xm3600_cider` does) and scores the captions
+with VIFIDEL (evaluation/vifidel/): exp(-WMD) between each image's object labels (Open Images
+labels,
+XM3600's images being Open Images images) and the caption's words, in one aligned word-vector
+space, with the references' importance penalty unless `use_references` is False.
+
+Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `langs`, `every`,
+`batch_size`, `max_decode_len`, `max_images`, `labels` (label files or glob patterns; default
+`<data_dir>/*-annotations-human-imagelabels*.csv`), `class_descriptions` (default
+`<data_dir>/oidv7-class-descriptions.csv`), `vectors` (a pattern with {lang}, or a tuple of
+patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
+`stopwords` (a folder of <lang>.txt), `multiword` ("mean"), `allow_missing_labels` (False),
+`decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>` and `eval/vifidel/avg`. The
+checkpoint tool writes `predictions_vifidel_<lang>.jsonl`.
+"""
+
+import os
+
+from data import languages
+from evaluation import cider
+from evaluation import vifidel as vifidel_lib
+from evaluation.evaluators import common
+
+DEFAULT_LABELS = "*-annotations-human-imagelabels*.csv"
+DEFAULT_CLASS_DESCRIPTIONS = "oidv7-class-descriptions.csv"
+
+
+def settings_from_config(name, eval_config):
+    """The `evaluation.vifidel.Settings` of `config.evals.<name>`.
+
+    Raises:
+        ValueError: `vectors` is missing (the field is named).
+    """
+    data_dir = eval_config.data_dir
+    vectors = eval_config.get("vectors", None)
+    if not vectors:
+        raise ValueError(f"config.evals.{name}.vectors is required: a path pattern with "
+                         f"{{lang}} (e.g. vectors/wiki.{{lang}}.align.vec) or LANG=PATH entries")
+    labels = eval_config.get("labels", None) or os.path.join(data_dir, DEFAULT_LABELS)
+    return vifidel_lib.Settings(
+        vectors=(vectors,) if isinstance(vectors, str) else tuple(vectors),
+        labels=(labels,) if isinstance(labels, str) else tuple(labels),
+        class_descriptions=eval_config.get("class_descriptions", None) or os.path.join(
+            data_dir, DEFAULT_CLASS_DESCRIPTIONS),
+        label_lang=eval_config.get("label_lang", "en"),
+        use_references=eval_config.get("use_references", True),
+        stopwords=eval_config.get("stopwords", None) or None,
+        multiword=eval_config.get("multiword", "mean"),
+        allow_missing_labels=eval_config.get("allow_missing_labels", False))
+
+
+class Xm3600Vifidel(common.CaptionEvaluator):
+    """Decodes the XM3600 images in each language and scores them with VIFIDEL.
+
+    Args:
+        name: the key in `config.evals`.
+        eval_config: its ConfigDict (see the module docstring).
+        setup: an `evaluation.evaluators.common.Setup`.
+        langs: languages instead of `eval_config.langs`.
+        decoding: a `Decoding` instead of the config's.
+
+    Raises:
+        ValueError: a bad field, or bad label / vector files (the message names the field,
+            file, line or value).
+    """
+    metric_prefix = "eval/vifidel/"
+    predictions_prefix = "predictions_vifidel_"
+    all_langs = tuple(languages.XM3600_LANGS)
+
+    def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
+        self.settings = settings_from_config(name, eval_config)
+        caption_set = common.load_xm3600_set(eval_config, setup, langs)
+        try:
+            super().__init__(name, eval_config, caption_set, setup, decoding)
+        except vifidel_lib.InputError as e:
+            raise ValueError(f"config.evals.{name}: {e}") from None
+
+    def make_scorers(self, langs):
+        scorers = vifidel_lib.build_scorers({lang: self.data.keys[lang] for lang in langs},
+                                        {lang: self.data.references[lang] for lang in langs},
+                                        self.settings, map_fn=cider.map_languages)
+
+        def scorer_fn(scorer):
+            def score(captions):
+                result = scorer.score(captions)
+                return result.corpus, result.per_image
+            return score
+
+        return [scorer_fn(scorers[lang]) for lang in langs]

@@ -1,0 +1,37 @@
+"""VIFIDEL (Madhyastha, Wang and Specia, ACL 2019), multilingual: the visual fidelity of a
+caption as exp(-WMD) between the image's object labels and the caption's words.
+
+Parts, in the order the data flows:
+
+| module | what it does |
+| --- | --- |
+| `labels` | Open Images label CSVs (image-level, boxes), class descriptions, JSONL labels |
+| `vectors` | word2vec text / binary and fastText `.vec` files, read once, cached, memory-mapped |
+| `bags` | captions and labels as bags of vector keys (ja/th/zh word matching, stop words, OOV) |
+| `wmd` | the earth mover's distance (POT), the importance penalty, the score |
+| `scorer` | `VifidelScorer`: labels and references prepared once, `score(captions)` per call |
+| `corpus` | `Settings`, per-language scorers, prediction files, the own-vs-other control |
+| `__main__` | the command line, `python -m evaluation.vifidel` |
+
+English labels meet captions in any language because the vectors of all languages share one
+space (aligned vectors such as fastText's `wiki.<lang>.align.vec`).
+"""
+
+from evaluation.vifidel.bags import MULTIWORD, OovCounts
+from evaluation.vifidel.corpus import (
+    LanguageVifidel,
+    Settings,
+    build_scorers,
+    ranking_control,
+    score_languages,
+)
+from evaluation.vifidel.errors import InputError
+from evaluation.vifidel.labels import read_class_descriptions, read_labels
+from evaluation.vifidel.scorer import VifidelResult, VifidelScorer
+from evaluation.vifidel.vectors import WordVectors, load_languages, load_vectors
+
+__all__ = [
+    "MULTIWORD", "InputError", "LanguageVifidel", "OovCounts", "Settings", "VifidelResult",
+    "VifidelScorer", "WordVectors", "build_scorers", "load_languages", "load_vectors",
+    "ranking_control", "read_class_descriptions", "read_labels", "score_languages",
+]

@@ -1,0 +1,246 @@
+"""The report of one or more sessions: Markdown + CSV + PNG, Table 6 by analysis/correlate.
+
+    python -m humaneval analyze --session S1 [--session S2 ...] --out DIR
+
+writes to DIR:
+
+- `report.md`: everything below in tables, with the paper's values beside ours where it has
+  them; its first line says when any rating is SIMULATED.
+- `sxs.csv`: per sxs session and language (and "all"): images, incomplete items, Wins,
+  Losses, delta S x S and its bootstrap interval (humaneval/rating_stats.delta_sxs).
+- `side_by_side.csv`: the paper's side_by_side.csv layout, one row per sxs session and
+  language (humaneval/export.side_by_side_rows); `correlations.csv`: Table 6 computed from it
+  by evaluation/analysis/correlate.py (`read_side_by_side`, `table6`), laid out like the paper's
+  correlations.csv. Each evaluation counts twice (as given and flipped), as in the paper, so
+  correlations need at least two evaluations.
+- `agreement.csv`: Krippendorff's alpha per session, language and field.
+- `raters.csv`: per-rater statistics and gold-check failure rates (flagged raters).
+- `quality.csv` / `thumb.csv`: label shares / rubric means per language and model.
+- `sxs.png` (delta S x S per language with intervals) and `correlation.png` (delta S x S
+  against delta CIDEr on XM3600, over the paper's 65 evaluations).
+"""
+
+import collections
+import csv
+import os
+
+import numpy as np
+
+from evaluation.analysis import correlate, thumb
+from evaluation.analysis import report as eval_report
+from humaneval import export, plots, rating_stats, scales
+
+TABLE6_COLUMNS = ("delta_cider_xm600", "delta_cider_xm3600", "delta_cider_coco_dev")
+
+
+def _write_csv(path, columns, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
+    return path
+
+
+def _fmt(value, digits=1):
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def read_paper_correlations(paper_dir=None):
+    """{(coefficient, languages): {column: value}} of the paper's correlations.csv, or {}."""
+    path = eval_report.paper_reference_dir(paper_dir) / "correlations.csv"
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {(row["coefficient"], row["languages"]): {c: float(row[c]) for c in TABLE6_COLUMNS}
+                for row in csv.DictReader(f)}
+
+
+def table6_rows(result):
+    """Table 6 (evaluation/analysis/correlate.table6) as rows of the paper's correlations.csv."""
+    rows = []
+    for coefficient in correlate.COEFFICIENTS:
+        for set_name in correlate.SETS:
+            counts = result[set_name]["n"]
+            row = {"coefficient": coefficient, "languages": set_name,
+                   "n_points": counts.get("delta_cider_xm3600", max(counts.values()))}
+            for column in TABLE6_COLUMNS:
+                value = result[set_name][coefficient].get(column)
+                row[column] = None if value is None else round(value, 4)
+            rows.append(row)
+    return rows
+
+
+def _table6_markdown(result, paper):
+    lines = ["| coefficient | languages | n | " + " | ".join(
+        c.replace("delta_cider_", "ΔCIDEr ") for c in TABLE6_COLUMNS) + " |",
+        "| --- | --- | ---: |" + " ---: |" * len(TABLE6_COLUMNS)]
+    for row in table6_rows(result):
+        cells = []
+        for column in TABLE6_COLUMNS:
+            ours = _fmt(row[column], 2)
+            theirs = paper.get((row["coefficient"], row["languages"]), {}).get(column)
+            cells.append(ours + ("" if theirs is None else f" ({theirs:.2f})"))
+        lines.append(f"| {row['coefficient']} | {row['languages']} | {row['n_points']} | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
+def _sxs_section(session, ratings, resamples, seed, sxs_rows):
+    deltas = rating_stats.delta_sxs(session, ratings, resamples=resamples, seed=seed)
+    m1, m2 = session.systems["m1"]["name"], session.systems["m2"]["name"]
+    lines = [f"Side by side, m2 = {m2} against m1 = {m1} (majority of "
+             f"{session.replication} raters; 95% bootstrap intervals over images):", "",
+             "| lang | images | incomplete | Wins % | Losses % | ΔS×S | interval |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for lang, row in deltas.items():
+        sxs_rows.append(dict(row, session=session.data["name"], m2=m2, m1=m1, lang=lang,
+                             delta_sxs=row["delta"]))
+        interval = "–" if row["low"] is None else f"[{row['low']:.1f}, {row['high']:.1f}]"
+        lines.append(f"| {lang if lang != 'all' else '**mean of languages**'} | "
+                     f"{row['images']} | {row['incomplete']} | {_fmt(row['wins'])} | "
+                     f"{_fmt(row['losses'])} | {_fmt(row['delta'])} | {interval} |")
+    return lines + [""]
+
+
+def _quality_rows(session, ratings):
+    counts = collections.defaultdict(collections.Counter)
+    for r in ratings:
+        if not r.item.is_gold:
+            counts[(r.item.lang, r.item.sources[0]["system"])][r.answer["quality"]] += 1
+    rows = []
+    for (lang, system), counter in sorted(counts.items()):
+        total = sum(counter.values())
+        row = {"session": session.data["name"], "lang": lang,
+               "system": session.systems[system]["name"], "ratings": total}
+        row.update({label: round(100 * counter[label] / total, 1)
+                    for label, _, _ in scales.QUALITY_CHOICES})
+        rows.append(row)
+    return rows
+
+
+def _thumb_rows(session, ratings):
+    values = collections.defaultdict(list)
+    for r in ratings:
+        if not r.item.is_gold:
+            values[(r.item.lang, r.item.sources[0]["system"])].append(
+                dict(r.answer, total=thumb.total(r.answer)))
+    rows = []
+    for (lang, system), answers in sorted(values.items()):
+        row = {"session": session.data["name"], "lang": lang,
+               "system": session.systems[system]["name"], "ratings": len(answers)}
+        row.update({f: round(float(np.mean([a[f] for a in answers])), 3)
+                    for f in (*scales.THUMB_FIELDS, "total")})
+        rows.append(row)
+    return rows
+
+
+def _summary_lines(columns, rows):
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join("–" if row.get(c) is None else str(row[c]) for c in columns)
+              + " |" for row in rows]
+    return lines + [""]
+
+
+def _rater_lines(session, raters, rater_rows):
+    columns = ("rater", "lang", "rated", "median_seconds", "mean_score", "majority_agreement",
+               "gold", "gold_failed", "flagged")
+    rows = []
+    for name, row in raters.items():
+        row = dict(row, session=session.data["name"], rater=name)
+        rater_rows.append(row)
+        rows.append({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()})
+        rows[-1]["rated"] = f"{row['rated']} / {row['assigned']}"
+        rows[-1]["flagged"] = "**FLAGGED**" if row["flagged"] else ""
+    return _summary_lines(columns, rows)
+
+
+def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None):
+    """Analyzes `sessions` together and writes the report files into `out`.
+
+    Args:
+        sessions: `Session`s (any types; sxs ones feed Table 6).
+        out: the report folder (created).
+        resamples: bootstrap resamples.
+        seed: bootstrap seed.
+        paper_dir: the paper's tables (evaluation/analysis/report.paper_reference_dir).
+
+    Returns:
+        {kind: path written}.
+    """
+    os.makedirs(out, exist_ok=True)
+    paths, lines = {}, []
+    sxs_rows, side_rows, agree_rows, rater_rows = [], [], [], []
+    quality_rows, thumb_rows = [], []
+    simulated = False
+    for session in sessions:
+        ratings = rating_stats.load_ratings(session)
+        simulated |= any(r.source == "simulated" for r in ratings)
+        lines += [f"## Session {session.data['name']} ({session.type}, "
+                  f"{', '.join(session.langs)}; {len(ratings)} ratings)", ""]
+        if session.type == "sxs":
+            lines += _sxs_section(session, ratings, resamples, seed, sxs_rows)
+            side_rows += export.side_by_side_rows(session, ratings)
+        elif session.type == "quality":
+            rows = _quality_rows(session, ratings)
+            quality_rows += rows
+            lines += _summary_lines(("lang", "system", "ratings", *scales.QUALITY_VALUES), rows)
+        else:
+            rows = _thumb_rows(session, ratings)
+            thumb_rows += rows
+            lines += _summary_lines(("lang", "system", "ratings", *scales.THUMB_FIELDS, "total"),
+                                    rows)
+        agreement = rating_stats.agreement_table(session, ratings)
+        lines += ["Agreement (Krippendorff's alpha over test items):", "",
+                  "| lang | field | level | alpha | items | ratings |",
+                  "| --- | --- | --- | ---: | ---: | ---: |"]
+        for (lang, field), row in agreement.items():
+            agree_rows.append(dict(row, session=session.data["name"], lang=lang, field=field))
+            lines.append(f"| {lang} | {field} | {row['level']} | {_fmt(row['alpha'], 3)} | "
+                         f"{row['units']} | {row['values']} |")
+        lines += ["", "Raters (gold: attention checks; a rater who failed more than "
+                  f"{session.data['gold']['max_failure_rate']:.0%} of theirs is flagged):", ""]
+        lines += _rater_lines(session, rating_stats.rater_table(session, ratings), rater_rows)
+
+    if side_rows:
+        paths["side_by_side"] = os.path.join(out, "side_by_side.csv")
+        export.write_side_by_side(paths["side_by_side"], side_rows)
+        evaluations, columns = correlate.read_side_by_side(paths["side_by_side"])
+        result = correlate.table6(evaluations, columns)
+        paths["correlations"] = _write_csv(
+            os.path.join(out, "correlations.csv"),
+            ("coefficient", "languages", "n_points", *TABLE6_COLUMNS), table6_rows(result))
+        paper = read_paper_correlations(paper_dir)
+        lines += ["## Correlation with delta CIDEr (the paper's Table 6)", "",
+                  f"{len(evaluations)} side-by-side evaluation(s), each counted twice (as "
+                  f"given and flipped). ΔCIDEr xm600 is on the rated images (per-image "
+                  f"CIDEr-D), xm3600 on all images (scores.json)."
+                  + (" The paper's values in parentheses." if paper else ""), ""]
+        lines += _table6_markdown(result, paper) + [""]
+        paths["sxs"] = _write_csv(os.path.join(out, "sxs.csv"), (
+            "session", "m2", "m1", "lang", "images", "incomplete", "wins", "losses",
+            "delta_sxs", "low", "high"), sxs_rows)
+        paths["sxs_png"] = plots.sxs_bars(os.path.join(out, "sxs.png"), sxs_rows)
+        paths["correlation_png"] = plots.correlation_scatter(
+            os.path.join(out, "correlation.png"), evaluations,
+            eval_report.paper_reference_dir(paper_dir) / "side_by_side.csv")
+    paths["agreement"] = _write_csv(os.path.join(out, "agreement.csv"), (
+        "session", "lang", "field", "level", "alpha", "units", "values"), agree_rows)
+    paths["raters"] = _write_csv(os.path.join(out, "raters.csv"), (
+        "session", "rater", "lang", "assigned", "rated", "median_seconds", "mean_score",
+        "majority_agreement", "gold", "gold_failed", "gold_failure_rate", "flagged"),
+        rater_rows)
+    if quality_rows:
+        paths["quality"] = _write_csv(os.path.join(out, "quality.csv"), (
+            "session", "lang", "system", "ratings", *scales.QUALITY_VALUES), quality_rows)
+    if thumb_rows:
+        paths["thumb"] = _write_csv(os.path.join(out, "thumb.csv"), (
+            "session", "lang", "system", "ratings", *scales.THUMB_FIELDS, "total"), thumb_rows)
+    head = ["# Human evaluation report", ""]
+    if simulated:
+        head += ["**SIMULATED ratings** (python -m humaneval simulate): this report shows the "
+                 "pipeline, not what people think of the captions.", ""]
+    paths["markdown"] = os.path.join(out, "report.md")
+    with open(paths["markdown"], "w", encoding="utf-8") as f:
+        f.write("\n".join(head + lines) + "\n")
+    return paths

@@ -1,0 +1,337 @@
+"""Loader of T5X checkpoints (the published mT5 ones, gs://t5-data/.../t5x/).
+
+Three on-disk formats, told apart by `locate`:
+
+1. t5x's `Checkpointer.save` (t5x/checkpoints.py; all published checkpoints):
+   a directory `checkpoint_<step>/` holding
+     * `checkpoint`: a msgpack file (flax.serialization) of
+       {'version': 3, 'optimizer': {'target': <params>, 'state': <Adafactor>}}.
+       Small arrays are stored inline (flax's ndarray ext type); each large one
+       is replaced by the JSON of a tensorstore spec, e.g.
+       {'driver': 'zarr', 'dtype': 'bfloat16',
+        'kvstore': {'driver': 'file', 'path': 'target.encoder.layers_0.mlp.wi_0.kernel'},
+        'metadata': {'chunks': [...], 'compressor': {'id': 'gzip'}, 'shape': [...]}};
+     * one zarr directory per such array, named after its '/'-path with '.'.
+   Spec paths are relative to the checkpoint directory (absolute ones are used
+   as they are); the kvstore driver is rewritten to `gcs` (bucket from the
+   path) for gs:// checkpoints and to `file` otherwise, as T5X does, since
+   checkpoints written on GCS carry a dummy bucket and internal ones a `gfile`
+   driver. Old tensorstore specs put the path at the top level instead of in
+   `kvstore`. Checkpoints of version 2 (before 2021-06-10) store bfloat16 as
+   zarr `<u2` (spec dtype 'uint16'); those bits are viewed back as bfloat16.
+2. t5x's Orbax checkpoint manager (current t5x): `checkpoint_<step>/state/`
+   with `_METADATA`, `manifest.ocdbt`, `d/`, `ocdbt.process_<i>/`; the tree
+   is {'target': <params>, 'state': ...}. Read by `t5x_orbax`.
+3. Orbax before `_METADATA` existed (t5x mid-2023): `checkpoint_<step>/state/`
+   with a msgpack `checkpoint` of {'target', 'state'} whose arrays are strings
+   'PLACEHOLDER://<name>' standing for the zarr folder `<name>` beside it.
+
+Only the parameters (`optimizer/target`, `target`) are read; the optimizer
+state's arrays are never opened. Scanned layers (t5x's scalable_t5) and its
+3-D attention kernels are converted to the per-layer layout by `t5x_layout`.
+Anything else is refused with one line naming the path and what it looks like.
+"""
+
+import copy
+import os
+import posixpath
+import re
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import tensorstore as ts
+from flax import serialization
+
+from model.upstream import files, t5x_layout, t5x_orbax, trees
+
+CHECKPOINT_FILE = "checkpoint"
+# Orbax-era T5X layouts put the train state under <checkpoint_dir>/state/.
+_STATE_DIR = t5x_orbax.STATE_ITEM
+# Kinds of checkpoint `locate` finds.
+MSGPACK, ORBAX = "msgpack", "orbax"
+_ORBAX_PLACEHOLDER = "PLACEHOLDER://"
+_KVSTORE_DRIVERS = ("file", "gfile", "gcs")
+_TS_CONTEXT = ts.Context({"file_io_concurrency": {"limit": 64}})
+
+
+def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
+    """The refusal for a folder holding no T5X checkpoint of any format."""
+    steps = files.step_folders(path, names)
+    if steps:
+        return FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
+                                 f"one of its step folders: {', '.join(steps)}")
+    return FileNotFoundError(
+        f"{path} is not a T5X checkpoint: no `{CHECKPOINT_FILE}` file and no Orbax "
+        f"`{files.ORBAX_TREE_METADATA}` in it or in its `{_STATE_DIR}/`; it looks like "
+        f"{files.describe_dir(path, names)}")
+
+
+def locate(path: str) -> tuple[str, str]:
+    """Finds which T5X format `path` holds, and where.
+
+    Args:
+        path: a `checkpoint_<step>` directory, its `state/` folder, its
+            msgpack `checkpoint` file or Orbax `_METADATA` file; local or gs://.
+
+    Returns:
+        (MSGPACK, the msgpack file) or (ORBAX, the Orbax item folder).
+
+    Raises:
+        FileNotFoundError: nothing at `path`, or a folder without any T5X
+            checkpoint (the message says what it looks like and, for a model
+            directory, lists its `checkpoint_<step>` folders).
+    """
+    path = files.strip_slash(path)
+    if files.isfile(path):
+        parent = posixpath.dirname(path) or "."
+        # As t5x's detect_checkpoint_type: a `_METADATA` beside it makes it Orbax.
+        if (posixpath.basename(path) == files.ORBAX_TREE_METADATA
+                or t5x_orbax.is_item_dir(parent)):
+            return ORBAX, parent
+        return MSGPACK, path
+    if not files.isdir(path):
+        raise FileNotFoundError(f"no T5X checkpoint at {path}: no such file or folder")
+    if files.ORBAX_TMP_MARK in posixpath.basename(path):
+        # Its arrays may be incomplete even where `_METADATA` is already written.
+        raise FileNotFoundError(f"{path} is {files.describe_dir(path, [])}")
+    state_dir = files.join(path, _STATE_DIR)
+    # _METADATA first: orbax may also keep an aggregate `checkpoint` file.
+    for item_dir in (path, state_dir):
+        if t5x_orbax.is_item_dir(item_dir):
+            return ORBAX, item_dir
+    for candidate in (files.join(path, CHECKPOINT_FILE), files.join(state_dir, CHECKPOINT_FILE)):
+        if files.isfile(candidate):
+            return MSGPACK, candidate
+    names = files.listdir(path)
+    if _STATE_DIR in names and files.isdir(state_dir):
+        # The step folder is fine; say what is wrong inside `state/`.
+        raise FileNotFoundError(
+            f"{path} is an Orbax T5X checkpoint whose `{_STATE_DIR}/` has no "
+            f"`{files.ORBAX_TREE_METADATA}`: it holds "
+            f"{files.describe_dir(state_dir, files.listdir(state_dir))}")
+    raise _not_a_checkpoint(path, names)
+
+
+def find_checkpoint_file(path: str) -> str:
+    """Returns the msgpack `checkpoint` file of a T5X checkpoint.
+
+    Args:
+        path: the `checkpoint_<step>` directory or its `checkpoint` file,
+            local or gs://.
+
+    Raises:
+        FileNotFoundError: neither exists; for a model directory holding
+            several `checkpoint_<step>` folders the message lists them.
+        ValueError: it is an Orbax checkpoint (read those with `load`).
+    """
+    kind, where = locate(path)
+    if kind != MSGPACK:
+        raise ValueError(f"{path} is an Orbax checkpoint ({where}), not a msgpack one")
+    return where
+
+
+def read_contents(checkpoint_file: str) -> dict[str, Any]:
+    """Parses the msgpack file (inline arrays become numpy arrays).
+
+    Args:
+        checkpoint_file: path of the `checkpoint` msgpack file.
+
+    Returns:
+        The decoded dict; tensorstore-backed arrays are spec dicts.
+
+    Raises:
+        ValueError: not a msgpack map (the message says what it looks like).
+    """
+    data = files.read_bytes(checkpoint_file)
+    what = files.describe_file_head(data[:64])
+    if what is not None and not what.startswith("a msgpack"):
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: it is {what}")
+    try:
+        contents = serialization.msgpack_restore(data)
+    except Exception as e:  # msgpack raises several unrelated types
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: not a msgpack file "
+                         f"({files.one_line(e)})") from e
+    if not isinstance(contents, dict):
+        raise ValueError(f"{checkpoint_file} is not a T5X checkpoint: its msgpack holds a "
+                         f"{type(contents).__name__}, not a dict")
+    return contents
+
+
+def target_of(contents: dict[str, Any], checkpoint_file: str) -> dict[str, Any]:
+    """The parameter tree `optimizer/target` (plain Flax and Orbax-era files: `target`)."""
+    # Version 0 files are plain Flax optimizer state dicts without the wrapper.
+    optimizer = contents.get("optimizer", contents)
+    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("target"), dict):
+        raise ValueError(f"{checkpoint_file} is a msgpack file but not a T5X checkpoint: no "
+                         f"`optimizer/target` parameter tree (top-level keys: "
+                         f"{sorted(contents)})")
+    return optimizer["target"]
+
+
+def _is_placeholder(node: Any) -> bool:
+    """Whether a leaf is an early Orbax aggregate file's reference to a zarr folder."""
+    return isinstance(node, str) and node.startswith(_ORBAX_PLACEHOLDER)
+
+
+def _placeholder_spec(node: str, checkpoint_dir: str, name: str) -> dict[str, Any]:
+    if files.isfile(files.join(checkpoint_dir, files.ORBAX_OCDBT_MANIFEST)):
+        raise ValueError(
+            f"{checkpoint_dir} is an Orbax OCDBT checkpoint without `"
+            f"{files.ORBAX_TREE_METADATA}` (parameter {name!r} is in `"
+            f"{files.ORBAX_OCDBT_MANIFEST}`, which needs it): an unfinished or partly "
+            "copied save")
+    folder = node[len(_ORBAX_PLACEHOLDER):]
+    return {"driver": "zarr", "kvstore": {"driver": "file", "path": folder}}
+
+
+def is_ts_spec(node: Any) -> bool:
+    """Whether a msgpack node is a tensorstore spec standing for an array."""
+    return isinstance(node, dict) and isinstance(node.get("driver"), str) and "kvstore" in node
+
+
+def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[str, Any]:
+    """Makes a stored spec openable from where the checkpoint is now.
+
+    Args:
+        spec: the spec dict from the msgpack file.
+        checkpoint_dir: the directory holding the msgpack file (local or gs://).
+        name: the parameter's '/'-path, for error messages.
+
+    Returns:
+        A spec with an absolute `file` or `gcs` kvstore and without the
+        write-time `chunks` / `compressor` (read from the zarr's own metadata).
+    """
+    spec = copy.deepcopy(spec)
+    kvstore = spec.pop("kvstore")
+    if not isinstance(kvstore, dict) or kvstore.get("driver") not in _KVSTORE_DRIVERS:
+        raise ValueError(f"parameter {name!r}: unsupported tensorstore kvstore {kvstore!r}")
+    # tensorstore < 0.1.14 specs keep the path at the top level.
+    relative = posixpath.join(kvstore.get("path", ""), spec.pop("path", ""))
+    if not relative:
+        raise ValueError(f"parameter {name!r}: tensorstore spec without a path: {spec!r}")
+    match = re.fullmatch(r"gs://([^/]+)/?(.*)", checkpoint_dir, re.DOTALL)
+    if match:
+        bucket, base = match.groups()
+        spec["kvstore"] = {"driver": "gcs", "bucket": bucket,
+                           "path": posixpath.join(base, relative)}
+    else:
+        spec["kvstore"] = {"driver": "file",
+                           "path": os.path.join(os.path.abspath(checkpoint_dir), relative)}
+    metadata = dict(spec.get("metadata", {}))
+    metadata.pop("chunks", None)
+    metadata.pop("compressor", None)
+    spec["metadata"] = metadata
+    return spec
+
+
+def _open_error(checkpoint_file: str, name: str, spec: dict, error: Exception) -> Exception:
+    where = spec["kvstore"].get("path")
+    message = (f"{checkpoint_file}: cannot read parameter {name!r} from its zarr array "
+               f"{where}: {files.one_line(error)}")
+    return FileNotFoundError(message) if "NOT_FOUND" in str(error) else ValueError(message)
+
+
+def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
+                 convert: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """Reads tensorstore arrays, all requests in flight together.
+
+    `convert` runs on each array as it arrives so that the stored copies
+    (bfloat16) need not all be held next to the converted ones.
+    """
+    opening = {name: ts.open(spec, open=True, read=True, context=_TS_CONTEXT)
+               for name, spec in specs.items()}
+    reading = {}
+    for name, future in opening.items():
+        try:
+            reading[name] = future.result().read()
+        except Exception as e:  # tensorstore reports everything as ValueError
+            raise _open_error(checkpoint_file, name, specs[name], e) from e
+    arrays = {}
+    for name, future in reading.items():
+        try:
+            array = future.result()
+        except Exception as e:
+            raise _open_error(checkpoint_file, name, specs[name], e) from e
+        arrays[name] = convert(array)
+    return arrays
+
+
+def _fix_dtype(array: np.ndarray, dtype: Any | None) -> np.ndarray:
+    if array.dtype == np.uint16:
+        # Version-2 checkpoints wrote bfloat16 bits as uint16 (zarr '<u2').
+        array = array.view(ml_dtypes.bfloat16)
+    return _cast(array, dtype)
+
+
+def _cast(array: np.ndarray, dtype: Any | None) -> np.ndarray:
+    return array if dtype is None else array.astype(dtype, copy=False)
+
+
+def _inline_array(value: Any, name: str, checkpoint_file: str) -> np.ndarray:
+    """An inline msgpack leaf as an array, refusing what is not numeric."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf" and array.dtype != ml_dtypes.bfloat16:
+        raise ValueError(f"{checkpoint_file}: parameter {name!r} is not an array but "
+                         f"{type(value).__name__} {str(value)[:60]!r}")
+    return array
+
+
+def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, np.ndarray]:
+    """The flat target tree of a msgpack checkpoint (formats 1 and 3)."""
+    target = target_of(read_contents(checkpoint_file), checkpoint_file)
+    checkpoint_dir = posixpath.dirname(checkpoint_file) or "."
+    flat = trees.flatten_tree(target, is_leaf=is_ts_spec)
+    specs = {}
+    for name, value in flat.items():
+        if _is_placeholder(value):
+            value = _placeholder_spec(value, checkpoint_dir, name)
+        if is_ts_spec(value):
+            specs[name] = resolve_spec(value, checkpoint_dir, name)
+
+    def convert(array):
+        return _fix_dtype(array, dtype)
+
+    from_zarr = _read_arrays(specs, checkpoint_file, convert)
+    # Inline leaves are numpy arrays or scalars from flax's msgpack decoding.
+    return {name: from_zarr[name] if name in specs
+            else convert(_inline_array(value, name, checkpoint_file))
+            for name, value in flat.items()}
+
+
+def load(path: str, *, dtype: Any | None = np.float32,
+         param_scan_axis: int | None = None) -> dict[str, Any]:
+    """Loads the parameters of a T5X checkpoint of any of the formats above.
+
+    Args:
+        path: the `checkpoint_<step>` directory (or, as well, its msgpack
+            `checkpoint` file, its Orbax `state/` folder or `state/_METADATA`),
+            local or gs:// (e.g.
+            gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000).
+        dtype: dtype of the returned arrays; None keeps the stored one
+            (bfloat16 for legacy uint16 arrays).
+        param_scan_axis: layer axis of scanned (scalable_t5) stacks; None
+            takes t5x's default 1, or 0 where only that fits the shapes.
+
+    Returns:
+        The parameter tree as nested dicts of numpy arrays with T5X names
+        (`token_embedder/embedding`, `encoder/layers_0/...`, ...), scanned
+        stacks split into `layers_<i>` and attention kernels 2-D.
+
+    Raises:
+        FileNotFoundError: no checkpoint at `path` (the message says what is
+            there instead), or a zarr array it points to is absent.
+        ValueError: the file is not a T5X checkpoint or an array is unreadable.
+    """
+    kind, where = locate(path)
+    if kind == ORBAX:
+        # Orbax stores bfloat16 natively: no uint16 reinterpretation here.
+        flat = {name: _cast(np.asarray(value), dtype) for name, value
+                in trees.flatten_tree(t5x_orbax.read_target(where)).items()}
+    else:
+        flat = _read_msgpack_target(where, dtype)
+    try:
+        return t5x_layout.to_per_layer(trees.unflatten_tree(flat), param_scan_axis)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e

@@ -1,0 +1,149 @@
+"""Caption normalization: rules, segmentation, batching, errors."""
+
+import sys
+import types
+import unicodedata
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evaluation.cider import text
+
+
+def slow_normalize(caption, lang, remove_symbols=False):
+    """The documented rules, character by character (no lookup tables, no batching)."""
+    s = unicodedata.normalize("NFKC", caption).replace("\u0e4d\u0e32", "\u0e33")
+    s = s.replace("\u0ecd\u0eb2", "\u0eb3")
+    if lang == "tr":
+        s = s.replace("I", "ı").replace("İ", "i")
+    s = s.lower()
+    removed = ("P", "S") if remove_symbols else ("P",)
+    s = "".join(" " if unicodedata.category(c)[0] in removed else c for c in s)
+    if lang not in text.SEGMENTED_LANGS:
+        return s.split()
+    out = []
+    for word in s.split():
+        current, in_script = "", False
+        for c in word:
+            script = any(lo <= ord(c) <= hi for lo, hi in text._SCRIPT_RANGES)
+            mark = unicodedata.category(c)[0] == "M"
+            if mark:
+                current += c
+                continue
+            if script or in_script:
+                if current:
+                    out.append(current)
+                current = c
+            else:
+                current += c
+            in_script = script
+        if current:
+            out.append(current)
+    return out
+
+
+def test_lowercase_and_unicode_punctuation():
+    assert text.normalize("A Dog, running! On the “beach”…", "en") == [
+        "a", "dog", "running", "on", "the", "beach"]
+    assert text.normalize("¿Un perro? ¡Sí! «Hola»", "es") == ["un", "perro", "sí", "hola"]
+    assert text.normalize("कुत्ता। दौड़ रहा है", "hi") == ["कुत्ता", "दौड़", "रहा", "है"]
+    # Punctuation separates words: elision and hyphens split.
+    assert text.normalize("l'homme black-and-white", "fr") == [
+        "l", "homme", "black", "and", "white"]
+
+
+def test_symbols_kept_unless_asked():
+    assert text.normalize("5$ at 3°C 🙂", "en") == ["5$", "at", "3°c", "🙂"]
+    options = text.Options(remove_symbols=True)
+    assert text.normalize("5$ at 3°C 🙂", "en", options=options) == ["5", "at", "3", "c"]
+
+
+def test_nfkc_folds_compatibility_forms():
+    assert text.normalize("ＴＶ ﬁne ①", "en") == ["tv", "fine", "1"]
+    assert text.normalize("ＴＶ", "en", options=text.Options(unicode_form="NFC")) == ["ｔｖ"]
+    assert text.normalize("Ｔ", "en", options=text.Options(unicode_form=None, lowercase=False)) \
+        == ["Ｔ"]
+
+
+def test_turkish_and_greek_case():
+    assert text.normalize("Işık İstanbul", "tr") == ["ışık", "istanbul"]
+    assert text.normalize("Işık", "de") == ["işık"]
+    word = text.normalize("ΣΚΥΛΟΣ", "el")[0]
+    assert word == "σκυλος" and word[-1] == "\u03c2"  # final sigma
+
+
+def test_character_segmentation():
+    assert text.normalize("一只猫在iPhone 12旁边。", "zh") == [
+        "一", "只", "猫", "在", "iphone", "12", "旁", "边"]
+    assert text.normalize("ＴＶの前に猫がいる", "ja") == [
+        "tv", "の", "前", "に", "猫", "が", "い", "る"]
+    # Thai marks stay on their consonant; SARA AM stays one character after NFKC.
+    assert text.normalize("แมวกำลังนอน", "th") == ["แ", "ม", "ว", "ก", "ำ", "ลั", "ง", "น", "อ", "น"]
+    # Languages with spaces keep runs of Han characters as they are.
+    assert text.normalize("Tokyo 東京", "en") == ["tokyo", "東京"]
+
+
+def test_batch_equals_single_captions():
+    captions = ["Hello, world", "", "a\nb  c", "...", "Ünïcödé\tTAB", "猫がいる", "ΣΟΦΙΑ"]
+    for lang in ("en", "ja", "el"):
+        batch = text.normalize_batch(captions, lang)
+        assert batch.lengths.dtype == np.int64
+        assert batch.split() == [text.normalize(c, lang) for c in captions]
+        assert sum(batch.lengths) == len(batch.tokens)
+    assert text.normalize_batch([], "en").tokens == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(captions=st.lists(st.text(max_size=40), min_size=1, max_size=6),
+       lang=st.sampled_from(["en", "tr", "el", "ar", "hi", "ja", "zh", "th"]),
+       remove_symbols=st.booleans())
+def test_matches_slow_reference(captions, lang, remove_symbols):
+    options = text.Options(remove_symbols=remove_symbols)
+    batch = text.normalize_batch(captions, lang, options=options)
+    assert batch.split() == [slow_normalize(c, lang, remove_symbols) for c in captions]
+
+
+@settings(max_examples=50, deadline=None)
+@given(captions=st.lists(st.text(alphabet=st.sampled_from(
+    list("กขคงจฉชซญดตถทนบปผพฟมยรลวสหอฮะาำิีึืุูเแโใไ่้๊๋็์ ")), max_size=30), max_size=5))
+def test_thai_matches_slow_reference(captions):
+    assert text.normalize_batch(captions, "th").split() == [
+        slow_normalize(c, "th") for c in captions]
+
+
+def test_word_segmenter_needs_its_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jieba", None)  # import fails
+    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    with pytest.raises(text.NormalizationError, match="needs the Python package 'jieba'"):
+        text.normalize("一只猫", "zh", segmenter="word")
+    monkeypatch.setitem(sys.modules, "pythainlp", None)
+    with pytest.raises(text.NormalizationError, match="'pythainlp'"):
+        text.normalize("แมว", "th", segmenter="word")
+    monkeypatch.setitem(sys.modules, "fugashi", None)
+    with pytest.raises(text.NormalizationError, match="'fugashi'"):
+        text.normalize("猫", "ja", segmenter="word")
+    # Other languages ignore the segmenter.
+    assert text.normalize("A dog", "en", segmenter="word") == ["a", "dog"]
+
+
+def test_word_segmenter_is_used_when_installed(monkeypatch):
+    fake = types.ModuleType("jieba")
+    fake.lcut = lambda s: ["一只", "猫", " ", "在", "iphone 12"]
+    monkeypatch.setitem(sys.modules, "jieba", fake)
+    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    # Normalized text reaches the segmenter; whitespace pieces are dropped and split.
+    assert text.normalize("一只猫，在iPhone 12", "zh", segmenter="word") == [
+        "一只", "猫", "在", "iphone", "12"]
+
+
+def test_bad_settings():
+    with pytest.raises(text.NormalizationError, match="unknown language 'xx'"):
+        text.normalize("a", "xx")
+    with pytest.raises(text.NormalizationError, match="unknown segmenter 'bpe'"):
+        text.normalize("a", "en", segmenter="bpe")
+    with pytest.raises(text.NormalizationError, match="unicode_form"):
+        text.normalize("a", "en", options=text.Options(unicode_form="NFD"))
+    with pytest.raises(text.NormalizationError, match="caption 1 is int"):
+        text.normalize_batch(["a", 3], "en")

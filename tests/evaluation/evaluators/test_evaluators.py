@@ -1,0 +1,137 @@
+"""The evaluator contract: the name table, in-loop XM3600 and COCO-dev runs, the best metric.
+
+`test_demo_model_in_loop_scores_are_pinned` trains the demo config's model on
+the tiny demo data for 60 steps and checks the in-loop XM3600 CIDEr-D at
+steps 0, 30 and 60 against pinned values. When eval/ (now evaluation/) was split into engine,
+evaluators and analysis, these were the values of the code before the split
+(commit 8a90e14 held both); the accelerator work that followed (parameters
+drawn from an "rbg" key, the fused loss, jax.nn.dot_product_attention)
+changed the training numerics, and the values were measured again then.
+XLA's CPU numerics are deterministic on this repository's machines.
+"""
+
+import json
+
+import ml_collections
+import pytest
+
+import train
+from configs import demo as demo_config
+from data import tokenizer
+from evaluation import evaluate
+from evaluation import evaluators as evaluators_lib
+from evaluation.evaluators import common
+from tests.tiny import tiny_config
+from training import checkpointing
+from training import state as state_lib
+from training.metrics import read_metrics
+
+# eval/cider_d/<lang> at steps 0, 30, 60 of `_pinned_config` (see the module docstring).
+PINNED = {
+    0: {"en": 0.0, "es": 0.0, "hi": 0.05051478834410204, "zh": 0.05083231587752469,
+        "avg": 0.025336776055406685},
+    30: {"en": 0.005714811743564889, "es": 0.8265305404908743, "hi": 0.33676673114621536,
+         "zh": 0.03426574848134607, "avg": 0.30081945796550014},
+    60: {"en": 1.3643818728054409, "es": 0.6891167926650696, "hi": 0.8117559254824239,
+         "zh": 0.4539593661211953, "avg": 0.8298034892685324},
+}
+
+
+def _pinned_config(data_dir):
+    """configs/demo.py's model and evaluators, on the tiny demo data, 60 steps."""
+    c = demo_config.get_config()
+    c.unlock()
+    c.update_from_flattened_dict({
+        "total_steps": 60, "batch_size": 16, "log_every": 30, "lr.constant_steps": 1000,
+        "vocab.path": f"{data_dir}/spm/demo.model", "data.manual_dir": f"{data_dir}/coco35l",
+        "data.reader": "files", "model.image_size": 32, "checkpoint.every": 30,
+        "evals.xm3600.data_dir": f"{data_dir}/xm3600", "evals.xm3600.every": 30,
+        "evals.xm3600.batch_size": 8,
+        "evals.coco_dev.manual_dir": f"{data_dir}/coco35l", "evals.coco_dev.every": 60,
+        "evals.coco_dev.batch_size": 8})
+    return c.lock()
+
+
+@pytest.fixture(scope="module")
+def pinned_run(tiny_demo, tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("pinned") / "run")
+    config = _pinned_config(tiny_demo)
+    train.train_and_evaluate(config, workdir)
+    return workdir, config
+
+
+def test_demo_model_in_loop_scores_are_pinned(pinned_run):
+    workdir, _ = pinned_run
+    logged = {r["step"]: r for r in read_metrics(workdir) if "eval/cider_d/avg" in r}
+    assert sorted(logged) == sorted(PINNED)
+    for step, scores in PINNED.items():
+        for lang, value in scores.items():
+            assert logged[step][f"eval/cider_d/{lang}"] == pytest.approx(value, rel=1e-9,
+                                                                         abs=1e-12), (step, lang)
+
+
+def test_coco_dev_runs_in_the_loop_and_equals_the_tool(pinned_run, tmp_path):
+    workdir, config = pinned_run
+    dev = {r["step"]: r for r in read_metrics(workdir) if "eval/coco_dev/cider_d/avg" in r}
+    assert sorted(dev) == [0, 60]  # Every 60 steps: at step 0 and at the end.
+    out = str(tmp_path / "tool")
+    evaluate.evaluate_checkpoint(config, workdir, step=60, names=["coco_dev"], langs="config",
+                                 out=out)
+    with open(f"{out}/metrics.json", encoding="utf-8") as f:
+        tool = json.load(f)
+    for lang in ("en", "es", "hi", "zh", "avg"):
+        key = f"eval/coco_dev/cider_d/{lang}"
+        assert tool[key] == pytest.approx(dev[60][key], rel=1e-9, abs=1e-12)
+    # No XM3600 evaluator ran: no XM3600 report, only predictions and metrics.
+    assert not (tmp_path / "tool" / "table.md").exists()
+    assert (tmp_path / "tool" / "predictions_coco_dev_hi.jsonl").exists()
+
+
+def _setup(config):
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    model = state_lib.create_model(config, vocab.vocab_size)
+    return common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+
+
+def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
+    config = tiny_config(str(tiny_demo))
+    setup = _setup(config)
+    evals = ml_collections.ConfigDict(config.evals.to_dict())
+    evals.xm3600.type = "xm3600_bleu"
+    with pytest.raises(ValueError, match=r"config.evals.xm3600.type='xm3600_bleu'; known: "
+                                         r"xm3600_cider, coco_dev_cider"):
+        evaluators_lib.build(evals, setup)
+    with pytest.raises(ValueError, match=r"no evaluator 'xm' in config.evals; it has "
+                                         r"coco_dev, xm3600"):
+        evaluators_lib.build(config.evals, setup, names=["xm"])
+    evals = ml_collections.ConfigDict(config.evals.to_dict())
+    evals.again = config.evals.xm3600.to_dict()
+    with pytest.raises(ValueError, match=r"config.evals.xm3600 and config.evals.again both log "
+                                         r"eval/cider_d/en"):
+        evaluators_lib.build(evals, setup)
+
+
+def test_coco_dev_languages_outside_coco35l_are_refused(tiny_demo):
+    config = tiny_config(str(tiny_demo), **{"evals.coco_dev.langs": ("en", "quz")})
+    with pytest.raises(ValueError, match=r"config.evals.coco_dev.langs: unknown language 'quz'; "
+                                         r"known: ar, bn, cs"):
+        evaluators_lib.build(config.evals, _setup(config), names=["coco_dev"])
+
+
+def test_best_checkpoint_follows_the_configured_metric(tiny_demo, tmp_path):
+    metric = "eval/coco_dev/cider_d/avg"
+    config = tiny_config(str(tiny_demo), **{"evals.coco_dev.every": 2,
+                                            "checkpoint.best_metric": metric})
+    workdir = str(tmp_path / "run")
+    train.train_and_evaluate(config, workdir)
+    dev = {r["step"]: r[metric] for r in read_metrics(workdir) if metric in r}
+    (kept,) = checkpointing.best_manager(workdir, metric).all_steps()
+    assert kept in (2, 4) and dev[kept] == max(dev[2], dev[4])
+
+
+def test_a_best_metric_no_evaluator_logs_is_refused(tiny_demo, tmp_path):
+    config = tiny_config(str(tiny_demo), **{"checkpoint.best_metric": "eval/bleu/avg"})
+    with pytest.raises(ValueError, match=r"best_metric='eval/bleu/avg' is not logged by the "
+                                         r"in-loop evaluators; they log eval/cider_d/en"):
+        train.train_and_evaluate(config, str(tmp_path / "run"))
+    assert not checkpointing.has_checkpoint(str(tmp_path / "run"))

@@ -1,0 +1,66 @@
+"""The `vifidel` evaluator: in the training loop on the tiny demo data, and its config errors."""
+
+import ml_collections
+import pytest
+
+import train
+from data import tokenizer
+from evaluation import evaluators as evaluators_lib
+from evaluation.evaluators import common
+from tests.tiny import tiny_config
+from training import state as state_lib
+from training.metrics import read_metrics
+
+
+@pytest.fixture(autouse=True)
+def vector_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VIFIDEL_CACHE_DIR", str(tmp_path / "vector_cache"))
+
+
+def _vifidel(data_dir, **fields):
+    return ml_collections.ConfigDict({
+        "type": "vifidel", "every": 2, "data_dir": f"{data_dir}/xm3600", "langs": ("en", "zh"),
+        "batch_size": 4, "max_decode_len": 8,
+        "vectors": f"{data_dir}/vectors/wiki.{{lang}}.align.vec", **fields})
+
+
+def _config(data_dir, **fields):
+    # Two steps, VIFIDEL at steps 0 and 2, the XM3600 CIDEr-D evaluator off (fast), the best
+    # checkpoint by VIFIDEL.
+    config = tiny_config(str(data_dir), **{"total_steps": 2, "evals.xm3600.every": 0,
+                                           "checkpoint.best_metric": "eval/vifidel/avg"})
+    config.unlock()
+    config.evals.vifidel = _vifidel(data_dir, **fields)
+    return config.lock()
+
+
+def test_vifidel_runs_in_the_loop(tiny_demo, tmp_path):
+    workdir = str(tmp_path / "run")
+    train.train_and_evaluate(_config(tiny_demo), workdir)
+    logged = {r["step"]: r for r in read_metrics(workdir) if "eval/vifidel/avg" in r}
+    assert sorted(logged) == [0, 2]
+    for record in logged.values():
+        scores = [record[f"eval/vifidel/{lang}"] for lang in ("en", "zh")]
+        assert all(0 <= s <= 1 for s in scores)
+        assert record["eval/vifidel/avg"] == pytest.approx(sum(scores) / 2)
+
+
+def _setup(config):
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    model = state_lib.create_model(config, vocab.vocab_size)
+    return common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"vectors": ""}, r"config.evals.vifidel.vectors is required"),
+    ({"vectors": ("en={data}/vectors/wiki.en.align.vec",)},
+     r"config.evals.vifidel: no word vectors for 'zh'"),
+    ({"labels": "{data}/coco35l/dataset_coco.json"},
+     r"config.evals.vifidel: .*dataset_coco.json: missing column\(s\) ImageID"),
+])
+def test_bad_vifidel_configs_name_the_field(tiny_demo, fields, message):
+    fields = {k: v.format(data=tiny_demo) if isinstance(v, str) else
+              tuple(x.format(data=tiny_demo) for x in v) for k, v in fields.items()}
+    config = _config(tiny_demo, **fields)
+    with pytest.raises(ValueError, match=message):
+        evaluators_lib.build(config.evals, _setup(config), names=["vifidel"])

@@ -1,0 +1,239 @@
+"""Tests of the checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators.
+
+The acceptance test trains a tiny run, then checks that the tool's CIDEr-D of
+each checkpoint equals what the in-loop callback logged at that step, and
+that its captions equal an independent full-batch decode of the checkpoint.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import train
+from data import coco35l_release, pipeline, tokenizer, xm3600_release
+from data import images as image_lib
+from evaluation import cider, evaluate
+from model import decode
+from tests.tiny import tiny_config
+from training import state as state_lib
+from training.metrics import Progress, read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{{"total_steps": 2, "evals.xm3600.every": 1,
+                                         "checkpoint.every": 1}})
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_demo, tmp_path_factory):
+    """A 2-step tiny run with checkpoints and in-loop evaluations at steps 1 and 2."""
+    root = tmp_path_factory.mktemp("eval_tool")
+    config_path = root / "tiny_config.py"
+    config_path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    workdir = str(root / "run")
+    config = tiny_config(str(tiny_demo), **{"total_steps": 2, "evals.xm3600.every": 1,
+                                            "checkpoint.every": 1})
+    train.train_and_evaluate(config, workdir)
+    return str(config_path), workdir, config
+
+
+def _main(*args):
+    return evaluate.main(["evaluation.evaluate", *args])
+
+
+def _independent_set(data_dir, lang, vocab, config):
+    """(keys, references, images, prompts) of one XM3600 language, read here image by image."""
+    folder = str(data_dir / "xm3600")
+    records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
+    keys, refs = xm3600_release.references(records, lang)
+    size = config.model.image_size
+    images = np.stack([image_lib.read(xm3600_release.image_path(folder, k), size) for k in keys])
+    prompt = pipeline.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
+    return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
+
+
+def _read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _logged_eval(workdir, step):
+    return next(r for r in read_metrics(workdir) if r["step"] == step and "eval/cider_d/avg" in r)
+
+
+def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_path, capsys):
+    config_path, workdir, _ = tiny_run
+    _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+    out = os.path.join(workdir, "eval_step2")  # The default folder, latest step.
+    explicit = str(tmp_path / "step1")
+    _main("--config", config_path, "--workdir", workdir, "--step", "1", "--langs", "en,zh",
+          "--out", explicit)
+    assert "ETA" in capsys.readouterr().out
+    for folder, step in ((out, 2), (explicit, 1)):
+        with open(os.path.join(folder, "scores.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+        logged = _logged_eval(workdir, step)
+        assert summary["step"] == step
+        assert sorted(summary["scores"]) == ["en", "zh"]
+        for lang, score in summary["scores"].items():
+            # Equal up to float64 summation order in the CIDEr kernel.
+            assert score == pytest.approx(logged[f"eval/cider_d/{lang}"], rel=1e-9, abs=1e-12)
+        assert summary["num_images"] == {"en": 8, "zh": 8}
+        per_image = _read_jsonl(os.path.join(folder, "per_image.jsonl"))
+        for lang in ("en", "zh"):
+            values = [r["score"] for r in per_image if r["lang"] == lang]
+            assert np.mean(values) == pytest.approx(summary["scores"][lang])
+        for name in ("scores.csv", "table.md", "bars.png"):
+            assert os.path.getsize(os.path.join(folder, name)) > 0
+
+
+def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
+    config_path, workdir, config = tiny_run
+    out = os.path.join(workdir, "eval_step2")
+    if not os.path.isdir(out):
+        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    model, params, step = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    assert step == 2
+    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
+        scores = json.load(f)["scores"]
+    for lang in ("en", "zh"):
+        # Images read one language at a time, all of them in one batch.
+        keys, refs, images, prompts = _independent_set(tiny_demo, lang, vocab, config)
+        tokens = decode.greedy(model, params, images, prompts,
+                               max_len=config.evals.xm3600.max_decode_len)
+        expected = tokenizer.detokenize(vocab, tokens)
+        rows = _read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
+        assert [r["image/key"] for r in rows] == keys
+        assert {r["lang"] for r in rows} == {lang}
+        assert [r["caption"] for r in rows] == expected
+        rescored = cider.CiderScorer(refs, lang).score(expected).corpus
+        assert scores[lang] == pytest.approx(rescored, rel=1e-9, abs=1e-12)
+
+
+def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_demo):
+    config_path, workdir, _ = tiny_run
+    out = os.path.join(workdir, "eval_step2")
+    if not os.path.isdir(out):
+        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
+    for lang in ("en", "zh"):
+        rows = _read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
+        assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
+        refs = [list(e.captions) for e in examples[lang]]
+        expected = cider.CiderScorer(refs, lang).score([r["caption"] for r in rows]).corpus
+        assert summary["coco_dev_scores"][lang] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
+        assert "COCO-dev" in f.read()
+
+
+def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
+    config_path, workdir, config = tiny_run
+    out = str(tmp_path / "beam")
+    _main("--config", config_path, "--workdir", workdir, "--langs", "en", "--decode", "beam",
+          "--beam_size", "2", "--out", out)
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    _, _, images, prompts = _independent_set(tiny_demo, "en", vocab, config)
+    tokens, _ = decode.beam_search(model, params, images, prompts,
+                                   max_len=config.evals.xm3600.max_decode_len, beam_size=2,
+                                   alpha=0.6)
+    rows = _read_jsonl(os.path.join(out, "predictions_en.jsonl"))
+    assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
+    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
+        assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--step", "7"], r"no checkpoint of step 7 in .*; available steps: \[1, 2\]"),
+    (["--langs", "en,xx"], r"unknown language 'xx'; known: ar, bn, "),
+    (["--evals", "xm3600", "--langs", "all"],
+     r"has no captions in ar, bn, .*; it has en, es, hi, zh"),
+    (["--langs", "all"], r"COCO-35L dev in .* has no examples in 'ar'"),
+    (["--evals", "xm3600,vifidel"], r"--evals: no evaluator 'vifidel' in config.evals; it has "
+                                    r"coco_dev, xm3600"),
+    (["--decode", "sample"], r"--decode"),
+])
+def test_bad_input_is_a_clear_error(tiny_run, capsys, args, message):
+    config_path, workdir, _ = tiny_run
+    with pytest.raises(SystemExit) as exit_info:
+        _main("--config", config_path, "--workdir", workdir, *args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ")
+    assert re.search(message, err[-1]), err[-1]
+
+
+def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path):
+    config_path, _, _ = tiny_run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "evaluation.evaluate", "--config", config_path,
+         "--workdir", str(empty)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"error: no checkpoint in {empty}/checkpoints" in result.stderr
+
+
+def test_progress_reports_eta_after_the_first_batch():
+    lines = []
+
+    class Stream:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    progress = Progress(total_images=40, num_langs=2, what="XM3600",
+                                    stream=Stream(), interval=0.0)
+    progress("en", 10, 20)
+    progress("en", 20, 20)
+    progress("zh", 10, 20)
+    text = "".join(lines)
+    assert "XM3600 [en 1/2] 10/20 images | first batch" in text
+    assert "XM3600 [zh 2/2] 10/20 images" in text
+    assert "ETA ?" in text.splitlines()[0] and "ETA" in text.splitlines()[-1]
+
+
+def test_help_prints_the_usage_and_flags(capsys):
+    assert evaluate.main(["evaluation.evaluate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "python -m evaluation.evaluate --config" in out
+    assert "--workdir" in out and "--evals" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config.total_step=3"],
+     r"--config.total_step=3: the config has no field 'total_step' \(did you mean "
+     r"total_steps\?\)"),
+])
+def test_bad_config_override_is_one_error_line(tiny_run, tmp_path, args, message):
+    config_path, workdir, _ = tiny_run
+    result = subprocess.run(
+        [sys.executable, "-m", "evaluation.evaluate", "--config", config_path, "--workdir", workdir,
+         "--out", str(tmp_path / "out"), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.search(message, lines[0]), result.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,27 @@
+"""Flat '/'-path dicts <-> nested trees, shared by the checkpoint loaders."""
+
+import numpy as np
+import pytest
+
+from model.upstream import big_vision, trees
+
+
+def test_round_trip_and_leaf_mappings():
+    tree = {"a": {"b": 1, "c": {"d": 2}}, "e": {"spec": True}}
+    flat = trees.flatten_tree(tree, is_leaf=lambda node: "spec" in node)
+    assert flat == {"a/b": 1, "a/c/d": 2, "e": {"spec": True}}
+    assert trees.unflatten_tree(flat) == tree
+    assert trees.flatten_tree({"x": 1}, prefix="p") == {"p/x": 1}
+
+
+@pytest.mark.parametrize("flat", [{"a/b": 1, "a/b/c": 2}, {"a/b/c": 2, "a/b": 1}])
+def test_a_path_both_leaf_and_parent_is_an_error(flat):
+    with pytest.raises(ValueError, match="both an array and"):
+        trees.unflatten_tree(flat)
+
+
+def test_big_vision_names_the_file(tmp_path):
+    path = str(tmp_path / "bad.npz")
+    np.savez(path, **{"a/b": np.zeros(2), "a/b/c": np.zeros(2)})
+    with pytest.raises(ValueError, match=r"bad\.npz: parameter 'a/b' is both an array"):
+        big_vision.load(path)

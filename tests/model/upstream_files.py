@@ -1,0 +1,344 @@
+"""Writers of small checkpoints in the published T5X and big_vision formats.
+
+The loaders are tested on files these functions write, so they follow the
+real writers' on-disk output rather than the loaders' assumptions:
+
+  * T5X (t5x/checkpoints.py `Checkpointer.save`): per large array a zarr
+    array written by tensorstore (gzip, chunked), whose spec JSON, with a
+    path relative to the checkpoint directory, replaces the array in the
+    msgpack `checkpoint` file {'version': 3, 'optimizer': {'target', 'state'}}
+    written by flax.serialization; small arrays inline. Version-2 files
+    stored bfloat16 bits as uint16.
+  * T5X with Orbax (t5x/checkpoints.py `OrbaxCheckpointManagerInterface`):
+    orbax's own CheckpointManager, configured as t5x configures it, saves
+    the train state dict of jax arrays in the `state` item (OCDBT) and an
+    empty `dataset` item; `write_t5x_orbax_aggregate` writes the layout of
+    orbax before `_METADATA` (msgpack `checkpoint` of PLACEHOLDER:// strings
+    beside one zstd zarr folder per array, as t5x/testdata/tiny_orbax).
+  * T5X scanned layers (t5x/examples/scalable_t5): `scan_t5x` stacks a
+    per-layer tree as `scan_with_axes` lays it out.
+  * big_vision (`utils.save_checkpoint`): `np.savez` of the tree flattened
+    with '/'-joined keys.
+"""
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+import orbax.checkpoint as ocp
+import tensorstore as ts
+from flax import serialization
+
+from model.upstream import trees
+
+BF16 = ml_dtypes.bfloat16
+# Test files need not survive a power cut: skipping fsync makes writing
+# hundreds of small zarr arrays fast and changes nothing in what is written.
+_NO_FSYNC = ts.Context({"file_io_sync": False})
+# The repository's own tree helpers: paths joined with '/' as both formats store them.
+flatten, unflatten = trees.flatten_tree, trees.unflatten_tree
+
+
+def random_tree(shapes: dict[str, tuple], seed: int = 0, dtype=np.float32) -> dict:
+    """Random normal arrays of the given '/'-path -> shape, as a nested tree."""
+    rng = np.random.default_rng(seed)
+    return unflatten({path: rng.standard_normal(shape).astype(dtype)
+                      for path, shape in shapes.items()})
+
+
+def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
+                    buckets=32, relpos_per_layer=False) -> dict[str, tuple]:
+    """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
+
+    `relpos_per_layer`: each layer has its own `relpos_bias` (scalable_t5,
+    umT5) instead of one per stack.
+    """
+    inner = heads * head_dim
+    shapes = {"token_embedder/embedding": (vocab, emb),
+              "encoder/encoder_norm/scale": (emb,),
+              "decoder/decoder_norm/scale": (emb,),
+              "decoder/logits_dense/kernel": (emb, vocab)}
+    for stack in ("encoder", "decoder"):
+        for i in range(layers) if relpos_per_layer else (None,):
+            where = stack if i is None else f"{stack}/layers_{i}"
+            shapes[f"{where}/relpos_bias/rel_embedding"] = (heads, buckets)
+    attention = {"query": (emb, inner), "key": (emb, inner), "value": (emb, inner),
+                 "out": (inner, emb)}
+    mlp_shapes = {"wi_0": (emb, mlp), "wi_1": (emb, mlp), "wo": (mlp, emb)}
+    for i in range(layers):
+        enc, dec = f"encoder/layers_{i}", f"decoder/layers_{i}"
+        shapes[f"{enc}/pre_attention_layer_norm/scale"] = (emb,)
+        shapes[f"{enc}/pre_mlp_layer_norm/scale"] = (emb,)
+        for name in ("pre_self_attention_layer_norm", "pre_cross_attention_layer_norm",
+                     "pre_mlp_layer_norm"):
+            shapes[f"{dec}/{name}/scale"] = (emb,)
+        for name, shape in attention.items():
+            shapes[f"{enc}/attention/{name}/kernel"] = shape
+            shapes[f"{dec}/self_attention/{name}/kernel"] = shape
+            shapes[f"{dec}/encoder_decoder_attention/{name}/kernel"] = shape
+        for name, shape in mlp_shapes.items():
+            shapes[f"{enc}/mlp/{name}/kernel"] = shape
+            shapes[f"{dec}/mlp/{name}/kernel"] = shape
+    return shapes
+
+
+def adafactor_state(target: dict) -> dict:
+    """An Adafactor state tree like T5X's (factored v_row / v_col for 2-D)."""
+    param_states = {}
+    for path, value in flatten(target).items():
+        if value.ndim == 2:
+            state = {"m": np.zeros((1,), np.float32),
+                     "v": np.zeros((1,), np.float32),
+                     "v_row": np.ones(value.shape[:1], np.float32),
+                     "v_col": np.ones(value.shape[1:], np.float32)}
+        else:
+            state = {"m": np.zeros((1,), np.float32), "v": np.ones(value.shape, np.float32),
+                     "v_row": np.zeros((1,), np.float32), "v_col": np.zeros((1,), np.float32)}
+        param_states[path] = state
+    return {"param_states": unflatten(param_states), "step": np.asarray(1000, np.int32)}
+
+
+def _chunks(shape: tuple) -> list[int]:
+    # Split the largest axis in two where possible so reads span several chunks.
+    chunks = list(shape)
+    if chunks:
+        axis = int(np.argmax(chunks))
+        if chunks[axis] % 2 == 0 and chunks[axis] > 1:
+            chunks[axis] //= 2
+    return chunks
+
+
+def _write_zarr(spec: dict, array: np.ndarray, ckpt_dir: str) -> None:
+    """Writes `array` where the relative `spec` points, like T5X's save."""
+    absolute = {**spec, "kvstore": {**spec["kvstore"]}}
+    absolute["kvstore"]["path"] = os.path.join(ckpt_dir, spec["kvstore"]["path"])
+    absolute["kvstore"]["driver"] = "file"
+    if np.dtype(spec["dtype"]) != array.dtype:
+        # T5X casts to the save dtype with tensorstore's cast driver.
+        absolute = {"base": absolute, "driver": "cast", "dtype": array.dtype.name}
+    store = ts.open(absolute, create=True, open=True, context=_NO_FSYNC).result()
+    store.write(array).result()
+
+
+def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
+              save_dtype: Any | None = None, legacy_uint16: bool = False,
+              inline: Callable[[str, np.ndarray], bool] = lambda name, a: False,
+              absolute_paths: bool = False, kvstore_driver: str = "file",
+              path_at_top: bool = False) -> str:
+    """Writes a T5X checkpoint directory; returns it.
+
+    Args:
+        ckpt_dir: the `checkpoint_<step>` directory to create.
+        target: the parameter tree (optimizer/target).
+        state: optimizer state tree (stored in zarr arrays like T5X does).
+        save_dtype: dtype the target is stored in (T5X's `save_dtype`); None
+            keeps each array's dtype.
+        legacy_uint16: write like version-2 T5X: bfloat16 as uint16 bits.
+        inline: (name, array) -> True to store that target array in the msgpack.
+        absolute_paths: put absolute kvstore paths in the specs.
+        kvstore_driver: the driver name recorded in the specs ('file',
+            'gfile' as written by Google-internal T5X, 'gcs' as written to GCS).
+        path_at_top: old tensorstore spec form, the path beside `kvstore`
+            instead of in it.
+    """
+    os.makedirs(ckpt_dir)
+    written: dict[str, Any] = {}
+    items = [("target/" + k, v, True) for k, v in flatten(target).items()]
+    items += [("state/" + k, v, False) for k, v in flatten(state or {}).items()]
+    for name, array, is_target in items:
+        array = np.asarray(array)
+        stored_dtype = np.dtype(save_dtype if is_target and save_dtype else array.dtype)
+        if is_target and inline(name, array):
+            written[name] = array.astype(stored_dtype)
+            continue
+        if legacy_uint16 and stored_dtype == BF16:
+            array, stored_dtype = array.astype(BF16).view(np.uint16), np.dtype(np.uint16)
+        relative = name.replace("/", ".")
+        spec = ts.Spec({
+            "driver": "zarr", "dtype": stored_dtype.name,
+            "kvstore": {"driver": "file", "path": relative},
+            "metadata": {"compressor": {"id": "gzip"}, "shape": list(array.shape),
+                         "chunks": _chunks(array.shape)},
+        }).to_json()
+        _write_zarr(spec, array, ckpt_dir)
+        if absolute_paths:
+            spec["kvstore"]["path"] = os.path.join(os.path.abspath(ckpt_dir),
+                                                   spec["kvstore"]["path"])
+        spec["kvstore"]["driver"] = kvstore_driver
+        if kvstore_driver == "gcs":
+            spec["kvstore"]["bucket"] = "t5x-dummy-bucket"
+        if path_at_top:
+            spec["path"] = spec["kvstore"].pop("path")
+        written[name] = spec
+    tree = unflatten(written)
+    contents = {"version": 2 if legacy_uint16 else 3,
+                "optimizer": {"target": tree["target"], "state": tree.get("state", {})}}
+    # T5X calls serialization.to_bytes on a tree with ts.Spec leaves, which
+    # its registered handler turns into exactly these JSON dicts; serializing
+    # the dicts directly gives the same bytes (to_bytes would turn the JSON's
+    # lists into {'0': ...} dicts).
+    with open(os.path.join(ckpt_dir, "checkpoint"), "wb") as f:
+        f.write(serialization.msgpack_serialize(contents))
+    return ckpt_dir
+
+
+def tiny_vit_shapes(width=8, depth=2, mlp=16, heads=2, patch=4, grid=3, cls=False,
+                    map_head=True, classifier=0) -> dict[str, tuple]:
+    """Parameter shapes of a modern big_vision ViT (3-D attention kernels)."""
+    head_dim = width // heads
+    shapes = {"embedding/kernel": (patch, patch, 3, width), "embedding/bias": (width,),
+              "pos_embedding": (1, grid * grid, width),
+              "Transformer/encoder_norm/scale": (width,),
+              "Transformer/encoder_norm/bias": (width,)}
+    if cls:
+        shapes["cls"] = (1, 1, width)
+    if classifier:
+        shapes["head/kernel"] = (width, classifier)
+        shapes["head/bias"] = (classifier,)
+
+    def attention_mlp_ln(prefix, attention, mlp_block, norms):
+        for name in ("query", "key", "value"):
+            shapes[f"{prefix}/{attention}/{name}/kernel"] = (width, heads, head_dim)
+            shapes[f"{prefix}/{attention}/{name}/bias"] = (heads, head_dim)
+        shapes[f"{prefix}/{attention}/out/kernel"] = (heads, head_dim, width)
+        shapes[f"{prefix}/{attention}/out/bias"] = (width,)
+        shapes[f"{prefix}/{mlp_block}/Dense_0/kernel"] = (width, mlp)
+        shapes[f"{prefix}/{mlp_block}/Dense_0/bias"] = (mlp,)
+        shapes[f"{prefix}/{mlp_block}/Dense_1/kernel"] = (mlp, width)
+        shapes[f"{prefix}/{mlp_block}/Dense_1/bias"] = (width,)
+        for norm in norms:
+            shapes[f"{prefix}/{norm}/scale"] = (width,)
+            shapes[f"{prefix}/{norm}/bias"] = (width,)
+
+    for i in range(depth):
+        attention_mlp_ln(f"Transformer/encoderblock_{i}", "MultiHeadDotProductAttention_0",
+                         "MlpBlock_0", ("LayerNorm_0", "LayerNorm_1"))
+    if map_head:
+        shapes["MAPHead_0/probe"] = (1, 1, width)
+        attention_mlp_ln("MAPHead_0", "MultiHeadDotProductAttention_0", "MlpBlock_0",
+                         ("LayerNorm_0",))
+    return shapes
+
+
+def write_npz(path: str, tree: dict, *, compressed: bool = False) -> str:
+    """Writes a big_vision npz checkpoint ('/'-joined keys); returns `path`."""
+    flat = flatten(tree)
+    with open(path, "wb") as f:
+        (np.savez_compressed if compressed else np.savez)(f, **flat)
+    return path
+
+
+@dataclasses.dataclass
+class _NoDatasetArgs(ocp.args.CheckpointArgs):
+    item: Any = None
+
+
+class _NoDatasetHandler(ocp.CheckpointHandler):
+    """t5x's DatasetCheckpointHandler when the run has no iterator to save."""
+
+    def save(self, directory, args):
+        del directory, args
+
+    def restore(self, directory, args=None):
+        del directory, args
+
+
+ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(
+    _NoDatasetArgs)
+
+
+def write_t5x_orbax(model_dir: str, step: int, target: dict, *, state: dict | None = None,
+                    use_ocdbt: bool = True) -> str:
+    """Saves a T5X train state as t5x's Orbax manager does; returns `checkpoint_<step>`.
+
+    Args:
+        model_dir: the T5X model directory (created if absent).
+        step: the step; the folder is `checkpoint_<step>`.
+        target: the parameter tree.
+        state: the optimizer state (Adafactor's `param_states`); {'step'} if None.
+        use_ocdbt: t5x's setting (True); False gives orbax's earlier layout
+            of one zarr folder per array.
+    """
+    def as_jax(tree):  # t5x's train state holds jax arrays
+        return jax.tree.map(jax.numpy.asarray, tree)
+
+    state_dict = {"target": as_jax(target),
+                  "state": as_jax({"step": np.asarray(step, np.int32), **(state or {})})}
+    options = ocp.CheckpointManagerOptions(
+        step_prefix="checkpoint", cleanup_tmp_directories=True,
+        async_options=ocp.AsyncOptions(timeout_secs=600))
+    manager = ocp.CheckpointManager(os.path.abspath(model_dir), options=options, item_handlers={
+        "state": ocp.PyTreeCheckpointHandler(use_ocdbt=use_ocdbt),
+        "dataset": _NoDatasetHandler()})
+    # t5x's _construct_save_args ends up with dtype=None for every leaf.
+    save_args = jax.tree.map(lambda _: ocp.SaveArgs(), state_dict)
+    manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.PyTreeSave(state_dict, save_args=save_args),
+        dataset=_NoDatasetArgs(None)), force=True)
+    manager.wait_until_finished()
+    manager.close()
+    return os.path.join(model_dir, f"checkpoint_{step}")
+
+
+def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None = None) -> str:
+    """Writes orbax's pre-`_METADATA` layout of a T5X state in `<ckpt_dir>/state`; returns ckpt_dir.
+
+    Every array goes to a zstd zarr folder named by its '.'-joined path and
+    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'.
+    """
+    state_dir = os.path.join(ckpt_dir, "state")
+    os.makedirs(state_dir)
+    tree = {"target": target, "state": state or {"step": np.asarray(1, np.int32)}}
+    placeholders, opening = {}, []
+    for path, array in flatten(tree).items():
+        array = np.asarray(array)
+        name = path.replace("/", ".")
+        opening.append((ts.open(
+            {"driver": "zarr", "dtype": array.dtype.name,
+             "kvstore": {"driver": "file", "path": os.path.join(state_dir, name)},
+             "metadata": {"compressor": {"id": "zstd", "level": 1},
+                          "shape": list(array.shape), "chunks": _chunks(array.shape)}},
+            create=True, open=True, context=_NO_FSYNC), array))
+        placeholders[path] = f"PLACEHOLDER://{name}"
+    # All writes in flight together: a few hundred small arrays take a while one by one.
+    for write in [store.result().write(array) for store, array in opening]:
+        write.result()
+    with open(os.path.join(state_dir, "checkpoint"), "wb") as f:
+        f.write(serialization.msgpack_serialize(unflatten(placeholders)))
+    return ckpt_dir
+
+
+def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
+    """A per-layer T5X tree in scalable_t5's scanned layout.
+
+    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis`
+    (its `param_scan_axis`), likewise the decoder; with `attention_3d` the
+    2-D attention kernels take scalable_t5's [embed, heads, kv] /
+    [heads, kv, embed] shapes.
+    """
+    flat = flatten(per_layer)
+    if attention_3d:
+        for path, value in flat.items():
+            parts = path.split("/")
+            if parts[-1] != "kernel" or not parts[-3].endswith("attention"):
+                continue
+            if parts[-2] == "out":
+                flat[path] = value.reshape(num_heads, -1, value.shape[-1])
+            else:
+                flat[path] = value.reshape(value.shape[0], num_heads, -1)
+    out, stacks = {}, {}
+    for path, value in flat.items():
+        match = re.fullmatch(r"(encoder|decoder)/layers_(\d+)/(.*)", path)
+        if match is None:
+            out[path] = value
+        else:
+            stack, layer, rest = match.groups()
+            stacks.setdefault(f"{stack}/{stack}/{rest}", {})[int(layer)] = value
+    for path, layers in stacks.items():
+        out[path] = np.stack([layers[i] for i in range(len(layers))], axis=axis)
+    return unflatten(out)
