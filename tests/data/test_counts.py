@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from data import inspect as inspect_lib
-from data import languages, xm3600_release
+from data import counts, languages, xm3600_release
 
 
 def _write_copy(folder, drop_last_zh=False):
@@ -35,11 +34,11 @@ def _write_reference(folder, rows):
 
 
 def test_statistics_count_whitespace_words_and_characters(tmp_path):
-    stats = inspect_lib.caption_stats(xm3600_release.read_captions(
+    stats = counts.caption_stats(xm3600_release.read_captions(
         str(_write_copy(tmp_path / "copy") / "captions.jsonl")))
-    assert stats["en"] == inspect_lib.LangStats(2, 3, (3 + 6 + 2) / 3, (9 + 21 + 8) / 3)
+    assert stats["en"] == counts.LangStats(2, 3, (3 + 6 + 2) / 3, (9 + 21 + 8) / 3)
     # Unspaced Chinese: one whitespace word per caption, as in Table 1.
-    assert stats["zh"] == inspect_lib.LangStats(2, 3, 1.0, (7 + 4 + 3) / 3)
+    assert stats["zh"] == counts.LangStats(2, 3, 1.0, (7 + 4 + 3) / 3)
 
 
 def test_matching_copy_passes_and_incomplete_copy_is_flagged(tmp_path, capsys):
@@ -48,26 +47,26 @@ def test_matching_copy_passes_and_incomplete_copy_is_flagged(tmp_path, capsys):
     copy = _write_copy(tmp_path / "copy")
     args = ["xm3600", "--data_dir", str(copy), "--reference_dir", str(ref_dir)]
     # Every other language is absent from both the copy and the reference.
-    assert inspect_lib.main(args) == 1
+    assert counts.main(args) == 1
     out = capsys.readouterr().out
     assert out.count("DIFFERS") == 34 and "\nen " in out and "ok" in out
     # A copy that is not the full release says that its differences are expected.
     assert "Note: the release has 3600 images and this copy 2: a partial copy, or the demo" in out
     incomplete = _write_copy(tmp_path / "incomplete", drop_last_zh=True)
-    inspect_lib.main(["xm3600", "--data_dir", str(incomplete), "--reference_dir", str(ref_dir)])
+    counts.main(["xm3600", "--data_dir", str(incomplete), "--reference_dir", str(ref_dir)])
     zh_line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("zh "))
     assert "captions 2 != 3" in zh_line and "images 1 != 2" in zh_line
 
 
 def test_paper_table_is_read_completely():
-    paper = inspect_lib.read_paper_stats(inspect_lib.DEFAULT_REFERENCE_DIR)
+    paper = counts.read_paper_stats(counts.DEFAULT_REFERENCE_DIR)
     assert set(paper) == set(languages.XM3600_LANGS)
     assert sum(s.captions for s in paper.values()) == 261_375
     assert all(s.images == 3600 for s in paper.values())
 
 
 def test_missing_files_are_clear_errors(tmp_path, capsys):
-    assert inspect_lib.main(["xm3600", "--data_dir", str(tmp_path)]) == 2
+    assert counts.main(["xm3600", "--data_dir", str(tmp_path)]) == 2
     assert "captions.jsonl" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="--reference_dir"):
-        inspect_lib.read_paper_stats(str(tmp_path))
+        counts.read_paper_stats(str(tmp_path))
