@@ -30,6 +30,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
+import errors
 from data import images as image_lib
 from data import pipeline, tokenizer
 from evaluation import evaluators as evaluators_lib
@@ -66,7 +67,7 @@ _COMPILATION_CACHE = flags.DEFINE_string(
     "$JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache. 'none' turns it off.")
 
 
-class TrainingError(RuntimeError):
+class TrainingError(errors.RunError):
     """Training cannot go on (non-finite loss, incompatible checkpoint, ...)."""
 
 

@@ -12,8 +12,10 @@ import io
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+import errors
 
-class ImageError(ValueError):
+
+class ImageError(errors.InputError):
     """An image file could not be read or decoded."""
 
 

@@ -19,8 +19,10 @@ import os
 
 import msgspec
 
+import errors
 
-class FormatError(ValueError):
+
+class FormatError(errors.InputError):
     """A file does not have the layout its reader expects."""
 
 

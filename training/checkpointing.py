@@ -17,6 +17,8 @@ import jax
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+import errors
+
 
 def checkpoint_dir(workdir):
     return os.path.join(os.path.abspath(workdir), "checkpoints")
@@ -70,7 +72,7 @@ def save(mngr, step, state, metrics=None):
     mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(errors.RunError):
     """A checkpoint cannot be restored: unreadable, or not of this model (names path and step)."""
 
 

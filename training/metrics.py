@@ -45,6 +45,7 @@ _import_tensorflow_quietly()
 import jax  # noqa: E402
 from clu import metric_writers  # noqa: E402
 
+import errors  # noqa: E402
 from training import flops  # noqa: E402
 
 
@@ -145,7 +146,7 @@ def _parse_lines(path):
     return parsed
 
 
-class MetricsFileError(ValueError):
+class MetricsFileError(errors.InputError):
     """metrics.jsonl has a malformed line that is not a cut-short last one."""
 
 

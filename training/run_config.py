@@ -15,6 +15,7 @@ import re
 
 from absl import flags
 
+import errors
 from data import languages, sources
 from model import captioner
 
@@ -76,7 +77,7 @@ def save(workdir, config):
     os.replace(tmp, path(workdir))
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.InputError):
     """A config field is wrong; the message names it (`config.<key>`)."""
 
 

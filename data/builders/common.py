@@ -9,6 +9,8 @@ import tensorflow_datasets as tfds
 from etils import epath
 from PIL import Image
 
+import errors
+
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 
 
@@ -52,7 +54,7 @@ class ManualBuilder(tfds.core.GeneratorBasedBuilder):
         return epath.Path(sys.modules[cls.__module__].__file__)
 
 
-class CorruptImageError(ValueError):
+class CorruptImageError(errors.InputError):
     """An image file exists but does not decode."""
 
 

@@ -30,6 +30,7 @@ import unicodedata
 
 import numpy as np
 
+import errors
 from data import languages
 
 SEGMENTED_LANGS = ("ja", "th", "zh")
@@ -54,7 +55,7 @@ _SEPARATOR = "\n"
 _WORD_SEGMENTERS = {}
 
 
-class NormalizationError(ValueError):
+class NormalizationError(errors.InputError):
     """Bad normalization settings (language, segmenter, missing package)."""
 
 

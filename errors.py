@@ -1,0 +1,66 @@
+"""The project's one error hierarchy, and how a command line reports an error.
+
+    Error                          raised on purpose, with a message meant for the user
+    ├── InputError (ValueError)    a flag, value, file, line or key the user gave is wrong
+    └── RunError (RuntimeError)    a run cannot start or go on (its state, not one input)
+
+Every error the code raises for the user derives from `Error`, so a command line catches
+`Error` once and prints it as one line, `error: <message>`, with exit status 2 (`fail`).
+The message names what is at fault: the flag, the file and line, the key, the value.
+
+Subclasses live with the code that raises them, each naming a kind of input or failure:
+
+- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file), `ImageError`
+  (data/images.py) and `CorruptImageError` (data/builders/common.py), `ConfigError`
+  (training/run_config.py: a config field or override), `MetricsFileError` (training/metrics.py:
+  a run's metrics.jsonl), `NormalizationError` (evaluation/cider/text.py), `UsageError`
+  (evaluation/evaluate.py: a flag of the checkpoint tool), one class per file kind that tools
+  exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
+  `ThumbError`, `SideBySideError`), `ResultsError` (evaluation/analysis/compare.py: two results
+  folders that do not pair), `MetaError` (evaluation/analysis/meta_scores.py: the
+  meta-evaluation's own inputs), `DuplicateRating` (humaneval/store.py);
+- under `RunError`: `TrainingError` (train.py), `CheckpointError` and `IncompatibleCheckpoint`
+  (training/checkpointing.py).
+
+Code with no kind of its own (the CIDEr and VIFIDEL engines, the human-evaluation kit) raises
+`InputError` itself.
+"""
+
+import sys
+
+EXIT_STATUS = 2  # Of a command line that stopped on bad input.
+
+
+class Error(Exception):
+    """Raised on purpose, with a message for the user; the base every command line catches."""
+
+
+class InputError(Error, ValueError):
+    """Bad input from the user: a flag, value, file, line of it or key; the message names it."""
+
+
+class RunError(Error, RuntimeError):
+    """A run cannot start or go on; the message says why and what to do."""
+
+
+class Exit(SystemExit):
+    """The exit of a command line after its `error:` line: status 2, str() the message."""
+
+    def __init__(self, message):
+        super().__init__(EXIT_STATUS)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
+def print_error(error, stream=None):
+    """Prints `error: <message>` as one line on stderr; returns the exit status (2)."""
+    print(f"error: {error}", file=stream or sys.stderr, flush=True)
+    return EXIT_STATUS
+
+
+def fail(error):
+    """Prints `error: <message>` on stderr and exits with status 2 (raises `Exit`)."""
+    print_error(error)
+    raise Exit(str(error))
