@@ -53,6 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from data import languages  # noqa: E402
 from evaluation.analysis import report  # noqa: E402
 from evaluation.cider import text  # noqa: E402
+from formats import predictions as predictions_format  # noqa: E402
 
 STATS = report.paper_reference_dir() / "caption_stats.csv"
 # First code point and size of an alphabet per script, for synthetic words.
@@ -173,7 +174,7 @@ def write_files(corpus, folder):
     "caption/tokenized" (the normalized tokens, case kept) and
     "caption/tokenized/lowercase". Predictions: one JSONL of
     {"image/key", "lang", "caption"} lines (the first predictions of each
-    language), as `evaluation/evaluate.py` writes them.
+    language), written by formats/predictions.py.
     """
     langs = list(corpus)
     keys = image_keys(len(corpus[langs[0]][0]))
@@ -194,11 +195,8 @@ def write_files(corpus, folder):
                                                               for t in tokenized[lang][i]]}
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
     predictions = os.path.join(folder, "predictions.jsonl")
-    with open(predictions, "w", encoding="utf-8") as f:
-        for lang, (_, preds, _) in corpus.items():
-            for key, caption in zip(keys, preds, strict=True):
-                f.write(json.dumps({"image/key": key, "lang": lang, "caption": caption},
-                                   ensure_ascii=False) + "\n")
+    predictions_format.write(predictions, {lang: dict(zip(keys, preds, strict=True))
+                                           for lang, (_, preds, _) in corpus.items()})
     return references, predictions
 
 

@@ -10,15 +10,19 @@ builds the evaluators of `config.evals` (all of them, or those named by
 `--evals`) exactly as train.py does, runs them with progress and ETA, and
 writes the results folder (default `<workdir>/eval_step<N>/`):
 
-- `<prefix><lang>.jsonl` per evaluator and language: lines {"image/key",
-  "lang", "caption"}, the input of `python -m evaluation.cider`
-  (`predictions_<lang>.jsonl` for XM3600, `predictions_coco_dev_<lang>.jsonl`
-  for COCO-dev);
-- `metrics.json`: every evaluator's metrics, as train.py would log them;
-- with an XM3600 evaluator, the report of evaluation/analysis/report.py:
-  scores.json (with the paper's 35- and 36-language averages and the
-  decoding), scores.csv, per_image.jsonl, table.md (Table 8 layout, with the
-  COCO-dev column when a COCO-dev evaluator ran) and bars.png.
+- `metrics.json`: every evaluator's metrics, as train.py would log them
+  (formats/eval_metrics.py);
+- each evaluator's own files (`write_outputs` of the evaluator contract,
+  evaluation/evaluators/common.py): a predictions file per language (the
+  input of `python -m evaluation.cider`), its per-image scores and its
+  report. XM3600's are `predictions_<lang>.jsonl`, `per_image.jsonl` and
+  Table 8 (scores.json, scores.csv, table.md, bars.png); another
+  evaluator's carry its name (`predictions_coco_dev_<lang>.jsonl`,
+  `per_image_vifidel.jsonl`, `scores_vifidel.json`, `table_vifidel.md`).
+
+The tool knows no evaluator class: a new evaluator (a module and an entry
+in the name table of evaluation/evaluators/__init__.py) gets its files here
+by itself.
 
 `--langs all` gives each evaluator all its languages (XM3600: 36, COCO-dev:
 the 35 training languages), `config` those of its config, a list the listed
@@ -26,8 +30,6 @@ ones it has. Bad input is one `error: ...` line and exit status 2; nothing
 is written before the evaluation has succeeded.
 """
 
-import dataclasses
-import json
 import os
 import sys
 
@@ -38,17 +40,19 @@ import numpy as np
 from absl import flags, logging
 from ml_collections import config_flags
 
+import errors
 from data import tokenizer
 from evaluation import evaluators as evaluators_lib
 from evaluation.analysis import report
-from evaluation.evaluators import coco_dev_cider, common, xm3600_cider
+from evaluation.evaluators import common
+from formats import eval_metrics
 from model import captioner
 from training import checkpointing, compilation_cache, run_config
 from training import state as state_lib
 from training.metrics import Progress
 
 
-class UsageError(ValueError):
+class UsageError(errors.InputError):
     """Bad command-line input; main() prints it as `error: ...` and exits with status 2."""
 
 
@@ -125,47 +129,34 @@ def check_config(config):
         raise run_config.ConfigError(str(e)) from None
 
 
-def write_predictions(path, keys, lang, captions):
-    """Writes {"image/key", "lang", "caption"} lines (the evaluation.cider CLI's input)."""
-    with open(path, "w", encoding="utf-8") as f:
-        for key, caption in zip(keys, captions, strict=True):
-            f.write(json.dumps({"image/key": key, "lang": lang, "caption": caption},
-                               ensure_ascii=False) + "\n")
-
-
-def _of_type(evaluators, cls):
-    return next((name for name, e in evaluators.items() if isinstance(e, cls)), None)
+def check_outputs(evaluators):
+    """UsageError when two evaluators would write the same files (the same outputs_name)."""
+    writer = {}
+    for key, evaluator in evaluators.items():
+        if evaluator.outputs_name in writer:
+            raise UsageError(f"config.evals.{writer[evaluator.outputs_name]} and "
+                             f"config.evals.{key} write the same files; evaluate them one at a "
+                             f"time (--evals) into different --out folders")
+        writer[evaluator.outputs_name] = key
 
 
 def write_results(out, step, evaluators, results, *, name, config_name, workdir):
-    """Writes the results folder (see the module docstring)."""
-    os.makedirs(out, exist_ok=True)
+    """Writes the results folder: metrics.json, then each evaluator's own files.
+
+    Returns:
+        {evaluator name: {file kind: path}}, and "metrics.json" -> its path.
+    """
     metrics = {}
     for key, evaluator in evaluators.items():
-        for lang, r in results[key].items():
-            write_predictions(os.path.join(out, f"{evaluator.predictions_prefix}{lang}.jsonl"),
-                              r.keys, lang, r.captions)
         metrics.update(evaluator.metrics(results[key]))
-    with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as f:
-        f.write(json.dumps({"step": step, **metrics}, indent=2) + "\n")
-    xm, dev = _of_type(evaluators, xm3600_cider.Xm3600Cider), \
-        _of_type(evaluators, coco_dev_cider.CocoDevCider)
-    if xm is None:
-        return {}, {}
-    scores = {lang: r.corpus for lang, r in results[xm].items()}
-    dev_scores = {lang: r.corpus for lang, r in results[dev].items()} if dev else {}
-    per_image = {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-                 for lang, r in results[xm].items()}
-    averages = report.averages(scores)
-    summary = {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],
-               "decoding": dataclasses.asdict(evaluators[xm].decoding),
-               "workdir": os.path.abspath(workdir)}
-    if dev_scores:
-        summary["coco_dev_avg_35"] = report.averages(dev_scores)["avg_35"]
-    report.write_report(out, scores, evaluators[xm].num_images, per_image=per_image,
-                        coco_dev_scores=dev_scores or None, name=name, step=step,
-                        config=config_name, extra=summary)
-    return scores, dev_scores
+    checkpoint = common.Checkpoint(step=step, name=name, workdir=os.path.abspath(workdir),
+                                   config_name=config_name, metrics=metrics)
+    os.makedirs(out, exist_ok=True)
+    paths = {eval_metrics.FILE_NAME: eval_metrics.write(
+        os.path.join(out, eval_metrics.FILE_NAME), step, metrics)}
+    for key, evaluator in evaluators.items():
+        paths[key] = evaluator.write_outputs(out, results[key], checkpoint)
+    return paths
 
 
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
@@ -184,8 +175,8 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
         config_name: recorded in scores.json.
 
     Returns:
-        (results folder, {lang: CIDEr-D on XM3600}, {lang: CIDEr-D on COCO-dev}), the
-        dicts empty when that evaluator did not run.
+        (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: {file
+        kind: path}} and "metrics.json" -> its path).
 
     Raises:
         UsageError: bad input (no checkpoint, unknown step, evaluator or language,
@@ -215,30 +206,31 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
                                           langs=per_name_langs, decoding=decoding)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
+    check_outputs(evaluators)
     print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
     results = {}
     for key, evaluator in evaluators.items():
         progress = Progress(sum(evaluator.num_images.values()), len(evaluator.langs), key)
         results[key] = evaluator.evaluate(params, progress)
     out = out or os.path.join(workdir, f"eval_step{step}")
-    scores, dev_scores = write_results(
-        out, step, evaluators, results, config_name=config_name, workdir=workdir,
-        name=name or os.path.basename(os.path.abspath(workdir)))
-    return out, scores, dev_scores
+    paths = write_results(out, step, evaluators, results, config_name=config_name,
+                          workdir=workdir, name=name or os.path.basename(os.path.abspath(workdir)))
+    scores = {key: {lang: r.corpus for lang, r in results[key].items()} for key in evaluators}
+    return out, scores, paths
 
 
-def _print_summary(out, scores, dev_scores):
+def _print_summary(out, scores, paths):
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    for lang, value in scores.items():
-        dev = f"   COCO-dev {dev_scores[lang]:.3f}" if lang in dev_scores else ""
-        print(f"  {lang:>4}  XM3600 {value:.3f}{dev}")
-    if scores:
-        avg = report.averages(scores)
-        print(f"XM3600 CIDEr-D average: 35 languages {fmt(avg['avg_35'])}, 36 languages "
-              f"{fmt(avg['avg_36'])}, these {len(scores)} {np.mean(list(scores.values())):.3f}")
-        print(f"Results: {out}/table.md")
-    else:
-        print(f"Results: {out}/metrics.json")
+    for key, by_lang in scores.items():
+        avg = report.averages(by_lang)
+        print(f"{key}: " + ", ".join(f"{lang} {value:.3f}" for lang, value in by_lang.items()))
+        print(f"{key}: average of 35 languages {fmt(avg['avg_35'])}, of 36 {fmt(avg['avg_36'])}, "
+              f"of these {len(by_lang)} {np.mean(list(by_lang.values())):.3f}")
+    print(f"Results: {out}")
+    for key in scores:  # The files of each evaluator but its predictions.
+        files = [os.path.basename(str(p)) for kind, p in paths[key].items()
+                 if kind != "predictions"]
+        print(f"  {key}: {', '.join(files)}, and predictions")
 
 
 def main(argv=None):
@@ -268,14 +260,13 @@ def main(argv=None):
                 raise UsageError(str(e)) from None
         names = flag_values.evals.split(",") if flag_values.evals else None
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
-        out, scores, dev_scores = evaluate_checkpoint(
+        out, scores, paths = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
-    except (UsageError, run_config.ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    _print_summary(out, scores, dev_scores)
+    except errors.Error as e:
+        errors.fail(e)
+    _print_summary(out, scores, paths)
     return 0
 
 

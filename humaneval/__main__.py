@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from humaneval.errors import InputError
+import errors
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,14 +39,15 @@ def _create(args):
     from humaneval import create
     if args.type == "sxs":
         if not (args.m1 and args.m2) or args.results:
-            raise InputError("--type sxs needs --m1 BASE_RESULTS and --m2 TEST_RESULTS "
-                             "(and no --results)")
+            raise errors.InputError("--type sxs needs --m1 BASE_RESULTS and --m2 TEST_RESULTS "
+                                    "(and no --results)")
         systems = ((args.m1_name or _results_flag(args.m1)[0], args.m1),
                    (args.m2_name or _results_flag(args.m2)[0], args.m2))
     else:
         if args.m1 or args.m2:
-            raise InputError(f"--m1/--m2 are for sxs sessions; a {args.type} session takes "
-                             f"--results [NAME=]FOLDER (repeatable) and/or --references")
+            raise errors.InputError(f"--m1/--m2 are for sxs sessions; a {args.type} session "
+                                    f"takes --results [NAME=]FOLDER (repeatable) and/or "
+                                    f"--references")
         systems = tuple(_results_flag(v) for v in args.results or ())
     langs = tuple(v.strip() for v in args.langs.split(",") if v.strip())
     spec = create.Spec(
@@ -93,9 +94,9 @@ def _simulate(args):
         try:
             biases[name] = float(number)
         except ValueError:
-            raise InputError(f"--bias {value!r}: expected RATER=NUMBER") from None
+            raise errors.InputError(f"--bias {value!r}: expected RATER=NUMBER") from None
         if name not in session.by_name:
-            raise InputError(f"--bias {value!r}: no rater {name!r} in the session")
+            raise errors.InputError(f"--bias {value!r}: no rater {name!r} in the session")
     count = simulate.simulate(session, biases=biases, noise=args.noise, seed=args.seed)
     print(f"stored {count} SIMULATED ratings in {session.db_path}")
 
@@ -181,9 +182,8 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         args.run(args)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    except errors.Error as e:
+        errors.fail(e)
     return 0
 
 

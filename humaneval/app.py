@@ -17,9 +17,10 @@ import flask
 import werkzeug.exceptions
 
 from data import xm3600_release
+from errors import InputError
+from formats import thumb_ratings
 from humaneval import scales, store
 from humaneval import session as session_lib
-from humaneval.errors import InputError
 
 _INSTRUCTIONS = {
     "sxs": "Which caption describes the image better? Judge what the captions say about the "
@@ -121,7 +122,7 @@ def create_app(session_folder):
             "item.html", type=session.type, item=item, n=n,
             total=len(session.assignments[rater.name]), done=len(rated),
             lang=item.lang, direction=scales.text_direction(item.lang),
-            instructions=_INSTRUCTIONS[session.type], scales=scales,
+            instructions=_INSTRUCTIONS[session.type], scales=scales, rubric=thumb_ratings,
             item_seconds=int(now - shown),
             total_seconds=int(db.rater_seconds(rater.name) + now - shown),
             image_url=flask.url_for("image", token=token, n=n),

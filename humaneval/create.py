@@ -20,10 +20,10 @@ import secrets
 import numpy as np
 
 from data import languages, xm3600_release
+from errors import InputError
 from humaneval import results as results_lib
 from humaneval import session as session_lib
 from humaneval import subsets
-from humaneval.errors import InputError
 
 REFERENCES = "references"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

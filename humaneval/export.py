@@ -5,31 +5,26 @@
 - `ratings.csv`, `ratings.jsonl`: one row per rating (gold items included, marked by `kind`),
   with the models un-blinded (`left` / `right`, or `system`), the paper's value (`score`: sxs
   from m2's side, quality Excellent 4 .. Bad 1, thumb the total) and the seconds it took.
-- sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7): one
-  row per language, m2, m1, lang, set (core = en, es, hi, zh; else ext), delta_sxs (majority
-  of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on the rated subset, from
-  per_image.jsonl), delta_cider_xm3600 (scores.json) and delta_cider_coco_dev (when both
-  results folders have it); the input of evaluation/analysis/correlate.py.
-- thumb: the THUMB 1.0 release layout (SYS, seg_id, set_id, hyp, image, P, R, Fl, Inc, Con,
-  human_score; one line per caption): `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl`
-  with each caption's k-th rating (`thumb_files`). The rubric's ranges are checked by
-  scales.check_thumb.
+- sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7;
+  formats/side_by_side.py): one row per language, m2, m1, lang, set (core = en, es, hi, zh;
+  else ext), delta_sxs (majority of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on
+  the rated subset, from per_image.jsonl), delta_cider_xm3600 (scores.json) and
+  delta_cider_coco_dev (when both results folders have it); the input of
+  evaluation/analysis/correlate.py.
+- thumb: the THUMB 1.0 release layout (formats/thumb_ratings.py; one line per caption):
+  `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl` with each caption's k-th rating
+  (`thumb_files`), each checked against the rubric as it is written.
 """
 
 import csv
 import json
 import os
 
-from data import languages
-from evaluation.analysis import thumb
+from formats import side_by_side, thumb_ratings
 from humaneval import rating_stats, scales
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
                   "system", "answer", "score", "label", "seconds", "source")
-SIDE_BY_SIDE_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",
-                        "delta_cider_xm3600", "delta_cider_coco_dev")
-THUMB_COLUMNS = ("SYS", "seg_id", "set_id", "hyp", "image", "P", "R", "Fl", "Inc", "Con",
-                 "human_score")
 
 
 def _system_name(session, source):
@@ -56,17 +51,14 @@ def rating_row(session, rating):
         row["score"] = scales.QUALITY_VALUES[rating.answer["quality"]]
         row["label"] = rating.answer["quality"]
     else:
-        row["score"] = thumb.total(rating.answer)
+        row["score"] = thumb_ratings.total(rating.answer)
         row["label"] = ""
     return row
 
 
-def _cell(value, digits):
-    return "" if value is None else f"{value:.{digits}f}"
-
-
 def side_by_side_rows(session, ratings):
-    """The session's rows of side_by_side.csv (one per language), as dicts of strings."""
+    """The session's rows of side_by_side.csv (one per language): dicts of
+    formats.side_by_side.COLUMNS, numbers or None where missing."""
     deltas = rating_stats.delta_sxs(session, ratings, resamples=0)
     m1, m2 = session.systems["m1"], session.systems["m2"]
 
@@ -78,32 +70,23 @@ def side_by_side_rows(session, ratings):
     for lang in session.langs:
         rows.append({
             "m2": m2["name"], "m1": m1["name"], "lang": lang,
-            "set": "core" if lang in languages.CORE_LANGS else "ext",
-            "delta_sxs": _cell(deltas[lang]["delta"], 2),
-            "delta_cider_xm600": _cell(diff("cider_subset", lang), 4),
-            "delta_cider_xm3600": _cell(diff("cider_xm3600", lang), 4),
-            "delta_cider_coco_dev": _cell(diff("cider_coco_dev", lang), 4)})
+            "set": side_by_side.set_of(lang), "delta_sxs": deltas[lang]["delta"],
+            "delta_cider_xm600": diff("cider_subset", lang),
+            "delta_cider_xm3600": diff("cider_xm3600", lang),
+            "delta_cider_coco_dev": diff("cider_coco_dev", lang)})
     return rows
 
 
-def write_side_by_side(path, rows):
-    """Writes side_by_side.csv rows (SIDE_BY_SIDE_COLUMNS) to `path`."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, SIDE_BY_SIDE_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def thumb_rows(session, ratings):
-    """Ratings of test items in the THUMB 1.0 release layout (dicts of THUMB_COLUMNS), in the
-    order stored."""
+    """Ratings of test items in the THUMB 1.0 release layout (dicts of
+    formats.thumb_ratings.RELEASE_FIELDS), in the order stored."""
     index = dict(zip(session.data["subset"]["keys"], session.data["subset"]["release_index"],
                      strict=True))
     rows = []
     for r in ratings:
         if r.item.is_gold:
             continue
-        answer = scales.check_thumb(**r.answer)
+        answer = thumb_ratings.check_rating(**r.answer)
         source = r.item.sources[0]
         # The release's own captions: one "system" per reference, as THUMB has one "Human".
         system = _system_name(session, source) + (f"#{source['ref'] + 1}" if "ref" in source
@@ -113,7 +96,7 @@ def thumb_rows(session, ratings):
             "set_id": index[r.item.image], "hyp": r.item.texts[0],
             "image": f"{r.item.image}.jpg", "P": float(answer["P"]), "R": float(answer["R"]),
             "Fl": answer["Fl"], "Inc": answer["Inc"], "Con": answer["Con"],
-            "human_score": thumb.total(answer)})
+            "human_score": thumb_ratings.total(answer)})
     return rows
 
 
@@ -126,11 +109,11 @@ def thumb_files(session, ratings):
     """
     rows = thumb_rows(session, ratings)
     if session.replication == 1:
-        return {"thumb.jsonl": rows}
+        return {thumb_ratings.file_name(): rows}
     files, seen = {}, {}
     for row in rows:
         k = seen[(row["SYS"], row["seg_id"])] = seen.get((row["SYS"], row["seg_id"]), 0) + 1
-        files.setdefault(f"thumb_{k}.jsonl", []).append(row)
+        files.setdefault(thumb_ratings.file_name(k), []).append(row)
     return files
 
 
@@ -153,11 +136,9 @@ def export(session, out):
     with open(paths["jsonl"], "w", encoding="utf-8") as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if session.type == "sxs":
-        paths["side_by_side"] = os.path.join(out, "side_by_side.csv")
-        write_side_by_side(paths["side_by_side"], side_by_side_rows(session, ratings))
+        paths["side_by_side"] = side_by_side.write(os.path.join(out, side_by_side.FILE_NAME),
+                                                   side_by_side_rows(session, ratings))
     if session.type == "thumb":
         for name, rows in thumb_files(session, ratings).items():
-            paths[name.removesuffix(".jsonl")] = os.path.join(out, name)
-            with open(paths[name.removesuffix(".jsonl")], "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            paths[os.path.splitext(name)[0]] = thumb_ratings.write(os.path.join(out, name), rows)
     return paths

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from evaluation.analysis import correlate
+from formats import side_by_side
 
 _CORE_COLOR, _EXT_COLOR, _PAPER_COLOR = "#2171b5", "#e6550d", "#bdbdbd"
 
@@ -51,7 +52,7 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
 
     Args:
         path: the PNG file.
-        evaluations: evaluation/analysis/correlate `Evaluation`s (this study).
+        evaluations: `formats.side_by_side.Evaluation`s (this study).
         paper_file: the paper's side_by_side.csv, drawn in grey behind when it exists.
         column: the delta CIDEr column on the x axis.
 
@@ -60,7 +61,7 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
     """
     fig, ax = plt.subplots(figsize=(5.6, 4.4))
     if paper_file is not None and paper_file.is_file():
-        paper, _ = correlate.read_side_by_side(paper_file)
+        paper, _ = side_by_side.read(paper_file)
         sxs, cider = correlate.flipped_points(paper, column)
         ax.scatter(cider, sxs, s=12, color=_PAPER_COLOR, label="paper (Tables 5, 7)")
     for set_name, color in (("core", _CORE_COLOR), ("ext", _EXT_COLOR)):

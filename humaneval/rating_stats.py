@@ -16,10 +16,10 @@ import statistics
 
 import numpy as np
 
-from evaluation.analysis import thumb
+from errors import InputError
+from formats import thumb_ratings
 from humaneval import agreement, scales
 from humaneval import store as store_lib
-from humaneval.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,15 +33,15 @@ class Rating:
 
 
 def load_ratings(session):
-    """The session's ratings, each answer checked against the scale.
+    """The session's ratings, each answer checked against the scale (read-only: the database
+    is neither created nor changed; no database yet is no rating).
 
     Raises:
-        InputError: a stored row names an unknown rater or item, or its answer is off the
-            scale (the database was written by something else); the row id is named.
+        InputError: the database is not the session's, a stored row names an unknown rater or
+            item, or its answer is off the scale (the database was written by something
+            else); the row id is named.
     """
-    store_lib.init(session.db_path, session.digest)
-    with store_lib.Store(session.db_path) as db:
-        rows = db.ratings()
+    rows = store_lib.read_ratings(session.db_path, session.digest)
     out = []
     for row in rows:
         where = f"{session.db_path}: ratings row id {row['id']}"
@@ -67,7 +67,7 @@ def ordinal_value(session_type, answer, field=None):
     if session_type == "quality":
         return scales.QUALITY_VALUES[answer["quality"]]
     if session_type == "thumb":
-        return answer[field] if field else thumb.total(answer)
+        return answer[field] if field else thumb_ratings.total(answer)
     return answer["choice"]
 
 

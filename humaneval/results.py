@@ -1,19 +1,20 @@
 """Reading what a session is built from: results folders and the XM3600 release folder.
 
-A results folder is what the checkpoint evaluation tool writes (evaluation/evaluate.py):
-`predictions_<lang>.jsonl` (lines {"image/key", "lang", "caption"}), `scores.json` (corpus
-CIDEr-D per language under "scores", optionally "coco_dev_scores") and `per_image.jsonl`
-(lines {"image/key", "lang", "score"}). Every check here names the file and line at fault, and
-the checks against the release catch a results folder of other images or other languages.
+A results folder is what the checkpoint tool writes (evaluation/evaluate.py, laid out in
+docs/evaluation.md): XM3600's `predictions_<lang>.jsonl`, `scores.json` (corpus CIDEr-D per
+language under "scores", optionally "coco_dev_scores") and `per_image.jsonl`, each read by its
+owner in formats/ (which names the file and line at fault). The checks here are the session's:
+the languages it asks for, and, against the release, a results folder of other images.
 """
 
 import dataclasses
-import math
 import os
 
-from data import jsonl, xm3600_release
-from evaluation.analysis import report as eval_report
-from humaneval.errors import InputError
+from data import xm3600_release
+from errors import InputError
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
+from formats import scores as scores_format
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,73 +41,30 @@ def read_release(release_dir):
     """The release's records (data/xm3600.Record), in file order.
 
     Raises:
-        InputError: captions.jsonl is missing or malformed (file:line in the message).
+        InputError: captions.jsonl is missing (and so not a release folder) or malformed
+            (file:line in the message).
     """
     try:
         return xm3600_release.read_captions(os.path.join(release_dir, "captions.jsonl"))
     except FileNotFoundError as e:
         raise InputError(f"{e} (--release must be an XM3600 release folder)") from None
-    except jsonl.FormatError as e:
-        raise InputError(str(e)) from None
 
 
-def _read_predictions(path, lang):
+def _read_predictions(folder, lang):
+    path = os.path.join(folder, predictions_format.file_name(lang))
     if not os.path.isfile(path):
         raise InputError(f"{path} not found: the results folder has no predictions in "
                          f"{lang!r} (a results folder of other languages?)")
-    captions = {}
-    try:
-        for where, obj in jsonl.read_objects(path, error=InputError):
-            key, caption = obj.get("image/key"), obj.get("caption")
-            if not isinstance(key, str) or not key or not isinstance(caption, str):
-                raise InputError(f"{where}: expected string fields 'image/key' and 'caption'")
-            if obj.get("lang") != lang:
-                raise InputError(f"{where}: field 'lang' is {obj.get('lang')!r}, expected "
-                                 f"{lang!r} (the file's name says {lang})")
-            if key in captions:
-                raise InputError(f"{where}: image {key!r} has a second caption")
-            captions[key] = caption
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 ({e.reason})") from None
-    if not captions:
-        raise InputError(f"{path}: no predictions (the file is empty)")
-    return captions
-
-
-def _read_per_image(path, langs):
-    if not os.path.isfile(path):
-        return None
-    per_image = {lang: {} for lang in langs}
-    for where, obj in jsonl.read_objects(path, error=InputError):
-        key, lang, score = obj.get("image/key"), obj.get("lang"), obj.get("score")
-        if not isinstance(key, str) or not isinstance(lang, str):
-            raise InputError(f"{where}: expected string fields 'image/key' and 'lang'")
-        if isinstance(score, bool) or not isinstance(score, (int, float)) \
-                or not math.isfinite(score):
-            raise InputError(f"{where}: field 'score' is not a finite number: {score!r}")
-        if lang in per_image:
-            per_image[lang][key] = float(score)
-    return per_image
+    return predictions_format.read_language(path, lang)
 
 
 def _language_scores(summary, field, langs, path, required):
     values = summary.get(field) or {}
-    if not isinstance(values, dict):
-        raise InputError(f"{path}: field {field!r} is not a {{lang: score}} object")
-    out = {}
-    for lang in langs:
-        value = values.get(lang)
-        if value is None:
-            if required:
-                raise InputError(
-                    f"{path}: no {field!r} for {lang!r} (it has "
-                    f"{', '.join(values) or 'none'}): a results folder of other languages?")
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
-            raise InputError(f"{path}: {field}[{lang!r}] is not a finite number: {value!r}")
-        out[lang] = float(value)
-    return out
+    if required and any(lang not in values for lang in langs):
+        lang = next(lang for lang in langs if lang not in values)
+        raise InputError(f"{path}: no {field!r} for {lang!r} (it has "
+                         f"{', '.join(values) or 'none'}): a results folder of other languages?")
+    return {lang: values[lang] for lang in langs if lang in values}
 
 
 def read_results(path, langs):
@@ -117,34 +75,29 @@ def read_results(path, langs):
         langs: XM3600 language codes.
 
     Returns:
-        A `Results`.
+        A `Results`; its per_image holds every language of per_image.jsonl.
 
     Raises:
-        InputError: the folder, a predictions file or scores.json is missing or malformed,
-            or a language is absent from them.
+        InputError: the folder, a predictions file or scores.json is missing, a file is
+            malformed (formats/), or a language is absent from them.
     """
     if not os.path.isdir(path):
         raise InputError(f"results folder not found: {path}")
-    scores_path = os.path.join(path, "scores.json")
+    scores_path = os.path.join(path, scores_format.file_name())
     if not os.path.isfile(scores_path):
         raise InputError(f"{scores_path} not found: not a results folder of the evaluation "
                          f"tool (python -m evaluation.evaluate)")
-    try:
-        summary = eval_report.read_scores_json(scores_path)
-    except UnicodeDecodeError as e:
-        raise InputError(f"{scores_path}: not UTF-8 ({e.reason})") from None
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    step = summary.get("step")
+    summary = scores_format.read(scores_path)
+    per_image_path = os.path.join(path, per_image_format.file_name())
     return Results(
         path=os.path.abspath(path),
-        captions={lang: _read_predictions(os.path.join(path, f"predictions_{lang}.jsonl"), lang)
-                  for lang in langs},
+        captions={lang: _read_predictions(path, lang) for lang in langs},
         scores=_language_scores(summary, "scores", langs, scores_path, required=True),
         coco_dev=_language_scores(summary, "coco_dev_scores", langs, scores_path,
                                   required=False),
-        per_image=_read_per_image(os.path.join(path, "per_image.jsonl"), langs),
-        step=step if isinstance(step, int) and not isinstance(step, bool) else None)
+        per_image=per_image_format.read(per_image_path) if os.path.isfile(per_image_path)
+        else None,
+        step=summary.get("step"))
 
 
 def check_against_release(results, release_keys, wanted_keys):
@@ -160,7 +113,7 @@ def check_against_release(results, release_keys, wanted_keys):
             other images), or a wanted image has no caption; names file and examples.
     """
     for lang, captions in results.captions.items():
-        where = os.path.join(results.path, f"predictions_{lang}.jsonl")
+        where = os.path.join(results.path, predictions_format.file_name(lang))
         foreign = [k for k in captions if k not in release_keys]
         if foreign:
             raise InputError(
@@ -200,7 +153,8 @@ def subset_cider(results, keys):
     if results.per_image is None:
         return {}, {}
     means, per_image = {}, {}
-    for lang, scores in results.per_image.items():
+    for lang in results.captions:
+        scores = results.per_image.get(lang, {})
         if keys and all(k in scores for k in keys):
             per_image[lang] = {k: scores[k] for k in keys}
             means[lang] = sum(per_image[lang].values()) / len(keys)

@@ -7,14 +7,15 @@
   Much-Worse, with the item's recorded left/right order.
 - `quality`: the paper's 5-level scale for single captions (Sec. 2.3, Table 2): Excellent,
   Good, Medium, Bad, Not-Enough-Info; stored as {"quality": label}.
-- `thumb`: the THUMB 1.0 rubric (Kasai et al., NAACL 2022): precision P and recall R (integers
-  1-5), fluency Fl (0 to -0.5 in steps of 0.1), conciseness Con and inclusive language Inc
-  (each 0 or -0.5); total = (P + R) / 2 + Fl + Con + Inc. Stored as {"P", "R", "Fl", "Con",
-  "Inc"}.
+- `thumb`: the THUMB 1.0 rubric (Kasai et al., NAACL 2022), whose one owner is
+  formats/thumb_ratings.py (the rubric of the THUMB files the kit exports): precision P and
+  recall R (integers 1-5), fluency Fl (0 to -0.5 in steps of 0.1), conciseness Con and
+  inclusive language Inc (each 0 or -0.5); total = (P + R) / 2 + Fl + Con + Inc. Stored as
+  {"P", "R", "Fl", "Con", "Inc"}.
 """
 
-from evaluation.analysis import thumb
-from humaneval.errors import InputError
+from errors import InputError
+from formats import thumb_ratings
 
 SESSION_TYPES = ("sxs", "quality", "thumb")
 
@@ -34,11 +35,6 @@ QUALITY_CHOICES = (
     ("Not-Enough-Info", None, "5"),
 )
 QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
-
-# The rubric is evaluation/analysis/thumb.py's, shared with the analysis of THUMB ratings.
-THUMB_FIELDS = thumb.FIELDS
-THUMB_FLUENCY = thumb.FLUENCY  # Penalties offered, in tenths.
-THUMB_BINARY = thumb.BINARY  # Conciseness and inclusive language: all or nothing.
 
 # Scripts written right to left among the XM3600 languages (Arabic, Persian, Hebrew).
 RTL_LANGS = frozenset({"ar", "fa", "he"})
@@ -64,14 +60,6 @@ def _integer(value, field):
     raise InputError(f"field {field!r}: expected an integer, got {value!r}")
 
 
-def check_thumb(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
-    """evaluation.analysis.thumb.check_rating, with a rubric violation as this kit's InputError."""
-    try:
-        return thumb.check_rating(P, R, Fl, Con, Inc)
-    except thumb.ThumbError as e:
-        raise InputError(str(e)) from None
-
-
 def check_answer(session_type, fields):
     """Checks one answer (form fields or a stored answer) against its session type's scale.
 
@@ -81,12 +69,13 @@ def check_answer(session_type, fields):
 
     Returns:
         The answer as stored: {"choice": int} (sxs), {"quality": label} (quality) or the
-        dict of `check_thumb` (thumb).
+        dict of `formats.thumb_ratings.check_rating` (thumb).
 
     Raises:
-        InputError: a field is missing, unknown or out of range (named in the message).
+        InputError: a field is missing, unknown or out of range (named in the message; a
+            `formats.thumb_ratings.ThumbError` for the thumb rubric).
     """
-    expected = {"sxs": ("choice",), "quality": ("quality",), "thumb": THUMB_FIELDS}
+    expected = {"sxs": ("choice",), "quality": ("quality",), "thumb": thumb_ratings.FIELDS}
     if session_type not in expected:
         raise InputError(f"unknown session type {session_type!r}; known: "
                          f"{', '.join(SESSION_TYPES)}")
@@ -108,7 +97,7 @@ def check_answer(session_type, fields):
             raise InputError(f"field 'quality': unknown label {label!r}; known: "
                              f"{', '.join(QUALITY_VALUES)}")
         return {"quality": label}
-    return check_thumb(*(fields[name] for name in THUMB_FIELDS))
+    return thumb_ratings.check_rating(*(fields[name] for name in thumb_ratings.FIELDS))
 
 
 def sxs_score(choice, m2_side):

@@ -15,9 +15,9 @@ import sys
 import tempfile
 import threading
 
+from errors import InputError
 from humaneval import server
 from humaneval import session as session_lib
-from humaneval.errors import InputError
 
 # Headless chromium as root on a machine without outside network: no sandbox, no GPU, a fresh
 # profile, and no background connections (refused here; they would slow every start).

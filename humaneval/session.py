@@ -29,7 +29,7 @@ import json
 import os
 
 from data import languages
-from humaneval.errors import InputError
+from errors import InputError
 from humaneval.scales import SESSION_TYPES
 
 FORMAT = "xm3600-humaneval-session/1"

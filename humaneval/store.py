@@ -10,15 +10,19 @@
 The database runs in WAL mode with synchronous=FULL, and a rating's transaction is committed
 before the web app answers the rater's browser: whatever was acknowledged survives the server
 being killed at any moment (and a power cut). Every connection is short-lived and belongs to
-one thread, so the multi-threaded server shares nothing but the file.
+one thread, so the multi-threaded server shares nothing but the file. `init` and `Store` are
+for the commands that rate (the web app, the simulation); `read_ratings` is for those that
+only read (export, analysis): it opens the file read-only and changes nothing in it.
 """
 
 import contextlib
 import json
+import os
+import pathlib
 import sqlite3
 import time
 
-from humaneval.errors import InputError
+from errors import InputError
 
 SCHEMA_VERSION = "1"
 _SCHEMA = """
@@ -73,10 +77,51 @@ def init(path, session_digest):
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path}: not a ratings database ({e})") from None
+    _check_digest(path, stored, session_digest)
+
+
+def _check_digest(path, stored, session_digest):
     if stored != session_digest:
         raise InputError(f"{path} holds the ratings of another session (digest {stored[:12]}, "
                          f"session.json has {session_digest[:12]}): session.json was replaced "
                          f"after ratings were collected")
+
+
+def _rating(row):
+    return dict(row, answer=json.loads(row["answer"]))
+
+
+def read_ratings(path, session_digest):
+    """Every stored rating, in the order stored, read without changing the database.
+
+    The file is opened read-only (SQLite's `mode=ro`): no table is created, its journal mode
+    stays as it is, nothing is written to it.
+
+    Args:
+        path: the ratings.sqlite file.
+        session_digest: the session file's digest.
+
+    Returns:
+        Dicts with the columns of `ratings` and `answer` parsed; [] when no database exists
+        yet (nobody has rated).
+
+    Raises:
+        InputError: the file is not a ratings database, or holds the ratings of a session
+            with another digest.
+    """
+    if not os.path.exists(path):
+        return []
+    uri = pathlib.Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+            conn.row_factory = sqlite3.Row
+            stored = conn.execute(
+                "SELECT value FROM meta WHERE key = 'session_digest'").fetchone()
+            _check_digest(path, stored[0] if stored else "(none)", session_digest)
+            rows = conn.execute("SELECT * FROM ratings ORDER BY id").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path}: not a ratings database ({e})") from None
+    return [_rating(row) for row in rows]
 
 
 class Store:
@@ -160,4 +205,4 @@ class Store:
     def ratings(self):
         """Every rating, in the order stored: dicts with the columns and `answer` parsed."""
         rows = self.conn.execute("SELECT * FROM ratings ORDER BY id").fetchall()
-        return [dict(row, answer=json.loads(row["answer"])) for row in rows]
+        return [_rating(row) for row in rows]

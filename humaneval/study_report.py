@@ -8,9 +8,9 @@ writes to DIR:
   them; its first line says when any rating is SIMULATED.
 - `sxs.csv`: per sxs session and language (and "all"): images, incomplete items, Wins,
   Losses, delta S x S and its bootstrap interval (humaneval/rating_stats.delta_sxs).
-- `side_by_side.csv`: the paper's side_by_side.csv layout, one row per sxs session and
-  language (humaneval/export.side_by_side_rows); `correlations.csv`: Table 6 computed from it
-  by evaluation/analysis/correlate.py (`read_side_by_side`, `table6`), laid out like the paper's
+- `side_by_side.csv`: the paper's side_by_side.csv layout (formats/side_by_side.py), one row
+  per sxs session and language (humaneval/export.side_by_side_rows); `correlations.csv`: Table
+  6 computed from it by evaluation/analysis/correlate.py (`table6`), laid out like the paper's
   correlations.csv. Each evaluation counts twice (as given and flipped), as in the paper, so
   correlations need at least two evaluations.
 - `agreement.csv`: Krippendorff's alpha per session, language and field.
@@ -26,8 +26,9 @@ import os
 
 import numpy as np
 
-from evaluation.analysis import correlate, thumb
+from evaluation.analysis import correlate
 from evaluation.analysis import report as eval_report
+from formats import side_by_side, thumb_ratings
 from humaneval import export, plots, rating_stats, scales
 
 TABLE6_COLUMNS = ("delta_cider_xm600", "delta_cider_xm3600", "delta_cider_coco_dev")
@@ -124,13 +125,13 @@ def _thumb_rows(session, ratings):
     for r in ratings:
         if not r.item.is_gold:
             values[(r.item.lang, r.item.sources[0]["system"])].append(
-                dict(r.answer, total=thumb.total(r.answer)))
+                dict(r.answer, total=thumb_ratings.total(r.answer)))
     rows = []
     for (lang, system), answers in sorted(values.items()):
         row = {"session": session.data["name"], "lang": lang,
                "system": session.systems[system]["name"], "ratings": len(answers)}
         row.update({f: round(float(np.mean([a[f] for a in answers])), 3)
-                    for f in (*scales.THUMB_FIELDS, "total")})
+                    for f in (*thumb_ratings.FIELDS, "total")})
         rows.append(row)
     return rows
 
@@ -188,8 +189,8 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None):
         else:
             rows = _thumb_rows(session, ratings)
             thumb_rows += rows
-            lines += _summary_lines(("lang", "system", "ratings", *scales.THUMB_FIELDS, "total"),
-                                    rows)
+            lines += _summary_lines(
+                ("lang", "system", "ratings", *thumb_ratings.FIELDS, "total"), rows)
         agreement = rating_stats.agreement_table(session, ratings)
         lines += ["Agreement (Krippendorff's alpha over test items):", "",
                   "| lang | field | level | alpha | items | ratings |",
@@ -203,9 +204,9 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None):
         lines += _rater_lines(session, rating_stats.rater_table(session, ratings), rater_rows)
 
     if side_rows:
-        paths["side_by_side"] = os.path.join(out, "side_by_side.csv")
-        export.write_side_by_side(paths["side_by_side"], side_rows)
-        evaluations, columns = correlate.read_side_by_side(paths["side_by_side"])
+        paths["side_by_side"] = side_by_side.write(
+            os.path.join(out, side_by_side.FILE_NAME), side_rows)
+        evaluations, columns = side_by_side.read(paths["side_by_side"])
         result = correlate.table6(evaluations, columns)
         paths["correlations"] = _write_csv(
             os.path.join(out, "correlations.csv"),
@@ -223,7 +224,7 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None):
         paths["sxs_png"] = plots.sxs_bars(os.path.join(out, "sxs.png"), sxs_rows)
         paths["correlation_png"] = plots.correlation_scatter(
             os.path.join(out, "correlation.png"), evaluations,
-            eval_report.paper_reference_dir(paper_dir) / "side_by_side.csv")
+            eval_report.paper_reference_dir(paper_dir) / side_by_side.FILE_NAME)
     paths["agreement"] = _write_csv(os.path.join(out, "agreement.csv"), (
         "session", "lang", "field", "level", "alpha", "units", "values"), agree_rows)
     paths["raters"] = _write_csv(os.path.join(out, "raters.csv"), (
@@ -235,7 +236,8 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None):
             "session", "lang", "system", "ratings", *scales.QUALITY_VALUES), quality_rows)
     if thumb_rows:
         paths["thumb"] = _write_csv(os.path.join(out, "thumb.csv"), (
-            "session", "lang", "system", "ratings", *scales.THUMB_FIELDS, "total"), thumb_rows)
+            "session", "lang", "system", "ratings", *thumb_ratings.FIELDS, "total"),
+            thumb_rows)
     head = ["# Human evaluation report", ""]
     if simulated:
         head += ["**SIMULATED ratings** (python -m humaneval simulate): this report shows the "

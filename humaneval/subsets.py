@@ -12,7 +12,7 @@ larger subset with the same seed contains every smaller one.
 
 import hashlib
 
-from humaneval.errors import InputError
+from errors import InputError
 
 XM600_SIZE = 600
 XM600_SEED = 600

@@ -8,10 +8,18 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("benchmarks", "configs", "data", "evaluation", "humaneval", "model", "training")
+PACKAGES = ("benchmarks", "configs", "data", "evaluation", "formats", "humaneval", "model",
+            "training")
+TOP_MODULES = ("train.py", "errors.py")
 
 # Who may not import whom: (importer prefix, forbidden prefixes).
+EVERYTHING = ("benchmarks", "configs", "data", "evaluation", "formats", "humaneval", "model",
+              "training", "train")
 FORBIDDEN = [
+    # The error hierarchy is the root everything imports.
+    ("errors", EVERYTHING),
+    # The exchanged file formats stand on data (languages, JSON Lines) alone.
+    ("formats", tuple(p for p in EVERYTHING if p != "data")),
     ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks")),
     ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks")),
     ("training", ("evaluation", "humaneval", "train", "benchmarks")),
@@ -36,7 +44,7 @@ def module_name(path):
 
 
 def project_modules():
-    paths = [ROOT / "train.py"]
+    paths = [ROOT / name for name in TOP_MODULES]
     for package in PACKAGES:
         paths += sorted((ROOT / package).rglob("*.py"))
     return {module_name(p): p for p in paths}

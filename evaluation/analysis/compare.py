@@ -3,7 +3,8 @@
     python -m evaluation.analysis.compare RESULTS_A RESULTS_B [--samples 1000] [--seed 0] \
         [--out DIR] [--json]
 
-reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`), and
+reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`;
+read by formats/per_image.py), and
 prints, per language, the delta CIDEr-D (B - A) with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
 2.5 and 97.5 percentiles of the resampled deltas. A delta whose interval excludes 0 is
@@ -17,10 +18,8 @@ from the references, and a corpus score is the mean of its per-image scores.
 
 import argparse
 import json
-import math
 import pathlib
 import re
-import sys
 
 import matplotlib
 
@@ -28,55 +27,29 @@ matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
-from data import jsonl, languages
+import errors
+from data import languages
+from formats import per_image
 
-PER_IMAGE_FILE = "per_image.jsonl"
 _EXAMPLES = 3
 
 
-class ResultsError(ValueError):
-    """A results folder is missing a file, is malformed, or does not match the other one."""
+class ResultsError(errors.InputError):
+    """Two results folders that cannot be compared: a missing per_image.jsonl, other
+    languages or other images."""
 
 
 def read_per_image(results_dir):
-    """Reads the per-image scores of a results folder.
-
-    Args:
-        results_dir: folder holding per_image.jsonl (lines {"image/key", "lang", "score"}).
-
-    Returns:
-        {lang: {image key: score}}.
+    """The per-image scores of a results folder: {lang: {image key: score}}.
 
     Raises:
-        ResultsError: the file is missing, a line is malformed (file:line) or repeats an
-            (image, language) pair.
+        ResultsError: the folder has no per_image.jsonl.
+        formats.per_image.PerImageError: the file is malformed (file:line).
     """
-    path = pathlib.Path(results_dir) / PER_IMAGE_FILE
+    path = pathlib.Path(results_dir) / per_image.file_name()
     if not path.is_file():
-        raise ResultsError(f"{results_dir}: no {PER_IMAGE_FILE} (expected {path})")
-    scores = {}
-    for where, obj in jsonl.read_objects(path, error=ResultsError):
-        key, lang, score = _parse_score(obj, where)
-        by_key = scores.setdefault(lang, {})
-        if key in by_key:
-            raise ResultsError(f"{where}: image {key!r} in language {lang!r} appears twice")
-        by_key[key] = score
-    if not scores:
-        raise ResultsError(f"{path}: no scores (the file is empty)")
-    return scores
-
-
-def _parse_score(obj, where):
-    for field in ("image/key", "lang"):
-        if not isinstance(obj.get(field), str) or not obj[field]:
-            raise ResultsError(f"{where}: missing or empty string field {field!r}")
-    if obj["lang"] not in languages.XM3600_LANGS:
-        raise ResultsError(f"{where}: unknown language {obj['lang']!r}")
-    score = obj.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) \
-            or not math.isfinite(score):
-        raise ResultsError(f"{where}: field 'score' is not a finite number: {score!r}")
-    return obj["image/key"], obj["lang"], float(score)
+        raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path})")
+    return per_image.read(path)
 
 
 def _examples(keys):
@@ -266,8 +239,8 @@ def main(argv=None):
     try:
         paired = align(read_per_image(args.results_a), read_per_image(args.results_b),
                        args.results_a, args.results_b)
-    except ResultsError as e:
-        sys.exit(f"error: {e}")
+    except errors.Error as e:
+        errors.fail(e)
     result = compare(paired, args.samples, args.seed)
     path = chart_path(args.results_a, args.results_b, args.out)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,11 @@ tau-b's denominator) between delta_sxs and each delta CIDEr column, over all, ex
 evaluations. An empty or NA cell is a missing value; it drops that evaluation from the
 columns it touches only (pairwise deletion), and the number of points n is reported.
 
-The file and its reading are evaluation/analysis/side_by_side.py; the numbers come from its `table`,
-the side-by-side path of the meta-evaluation tool
-(`python -m evaluation.analysis.meta --side-by-side
-FILE` adds tau-c and bootstrap intervals). Bad input is one `error:` line, exit status 2.
+The file is read by formats/side_by_side.py. Table 6 is computed here, by `table`, and only
+here: this command prints its three coefficients, and the side-by-side path of the
+meta-evaluation tool (`python -m evaluation.analysis.meta --side-by-side FILE`) prints the same
+`table` with tau-c and cluster bootstrap intervals (an evaluation and its flipped twin are
+drawn together). Bad input is one `error:` line, exit status 2.
 
 On the paper's side_by_side.csv this reproduces every value of its correlations.csv within
 0.01; four cells round to another second decimal (off by at most 0.007: Kendall all/xm600,
@@ -30,25 +31,77 @@ rounding moves those cells over ranges that include the paper's values.
 
 import argparse
 import json
-import sys
 
+import numpy as np
+
+import errors
 from evaluation.analysis import coefficients as coefficients_lib
-from evaluation.analysis import side_by_side
-from evaluation.analysis.side_by_side import (  # noqa: F401 (the names callers import from here)
-    DELTA_PREFIX,
-    KNOWN_SETS,
-    MISSING_VALUES,
-    REQUIRED_COLUMNS,
-    SETS,
-    Evaluation,
-    SideBySideError,
-    flipped_points,
-    read_side_by_side,
-)
+from formats import side_by_side
 
+SETS = ("all", "ext", "core")
 COEFFICIENTS = ("pearson", "spearman", "kendall")
 # The paper's Kendall is tau-b (scipy's default); meta's names for the three.
 _META_NAMES = {"pearson": "pearson", "spearman": "spearman", "kendall": "kendall_b"}
+
+
+def flipped_points(evaluations, column):
+    """The points of one column: each evaluation as given and flipped.
+
+    Args:
+        evaluations: `formats.side_by_side.Evaluation`s.
+        column: a delta CIDEr column.
+
+    Returns:
+        (delta_sxs, delta_cider), float arrays [2 * evaluations with both values].
+    """
+    pairs = [(e.delta_sxs, e.deltas[column]) for e in evaluations
+             if e.delta_sxs is not None and e.deltas[column] is not None]
+    sxs = np.array([p[0] for p in pairs], dtype=float)  # [evaluations]
+    cider = np.array([p[1] for p in pairs], dtype=float)  # [evaluations]
+    return np.concatenate([sxs, -sxs]), np.concatenate([cider, -cider])
+
+
+def flipped_clusters(evaluations, column):
+    """The cluster (evaluation) of each point of `flipped_points`: int array [2 * k]."""
+    k = sum(1 for e in evaluations
+            if e.delta_sxs is not None and e.deltas[column] is not None)
+    return np.tile(np.arange(k), 2)
+
+
+def table(evaluations, columns, *, names=coefficients_lib.COEFFICIENTS, samples=0, seed=0,
+          confidence=coefficients_lib.CONFIDENCE):
+    """Table 6: correlations of delta S x S with each delta column over all / ext / core.
+
+    Args:
+        evaluations: `formats.side_by_side.Evaluation`s.
+        columns: the delta CIDEr columns.
+        names: coefficients (evaluation/analysis/coefficients.py).
+        samples: bootstrap resamples for the intervals (0: none).
+        seed, confidence: of the bootstrap.
+
+    Returns:
+        {set: {coefficient: {column: value or None}, "n": {column: points},
+        "ci": {coefficient: {column: [low, high] or None}} (with samples)}}.
+    """
+    result = {}
+    for set_name in SETS:
+        chosen = [e for e in evaluations if set_name == "all" or e.set == set_name]
+        rows = {name: {} for name in names}
+        rows["n"] = {}
+        if samples:
+            rows["ci"] = {name: {} for name in names}
+        for column in columns:
+            x, y = flipped_points(chosen, column)
+            rows["n"][column] = len(x)
+            for name, value in coefficients_lib.coefficients(x, y, names).items():
+                rows[name][column] = value
+            if samples:
+                intervals = coefficients_lib.bootstrap_intervals(
+                    x, y, flipped_clusters(chosen, column), samples, seed, confidence, names)
+                for name, value in intervals.items():
+                    rows["ci"][name][column] = value
+        result[set_name] = rows
+    return result
 
 
 def correlations(x, y):
@@ -66,9 +119,7 @@ def correlations(x, y):
 
 
 def table6(evaluations, columns):
-    """Correlations over all / ext / core evaluations, in the layout of the paper's Table 6.
-
-    Computed by `side_by_side.table`, the meta-evaluation tool's side-by-side path.
+    """`table` with the paper's three coefficients, named as the paper names them.
 
     Args:
         evaluations: `Evaluation`s.
@@ -77,26 +128,10 @@ def table6(evaluations, columns):
     Returns:
         {set: {coefficient: {column: value or None}, "n": {column: number of points}}}.
     """
-    result = side_by_side.table(evaluations, columns, names=tuple(_META_NAMES.values()))
+    result = table(evaluations, columns, names=tuple(_META_NAMES.values()))
     return {set_name: {**{name: rows[meta] for name, meta in _META_NAMES.items()},
                        "n": rows["n"]}
             for set_name, rows in result.items()}
-
-
-class _Exit(SystemExit):
-    """Exit status 2 after an `error:` line; str() is the message (what tests match)."""
-
-    def __init__(self, message):
-        super().__init__(2)
-        self.message = message
-
-    def __str__(self):
-        return self.message
-
-
-def _fail(message):
-    print(f"error: {message}", file=sys.stderr)
-    raise _Exit(message)
 
 
 def format_table(result, columns):
@@ -141,11 +176,9 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     try:
-        evaluations, columns = read_side_by_side(args.side_by_side)
-    except FileNotFoundError:
-        _fail(f"side-by-side file not found: {args.side_by_side}")
-    except SideBySideError as e:
-        _fail(str(e))
+        evaluations, columns = side_by_side.read(args.side_by_side)
+    except errors.Error as e:
+        errors.fail(e)
     result = table6(evaluations, columns)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -11,14 +11,14 @@
 
 Human judgements, three kinds:
 
-- THUMB 1.0 ratings (evaluation/analysis/thumb.py): per caption P, R and total. Instance level:
+- THUMB 1.0 ratings (formats/thumb_ratings.py): per caption P, R and total. Instance level:
   every rated caption is a point (human rating, metric score); system level: per-system means.
   `--without Human` repeats everything without that system, as the THUMB paper does.
   Pairwise accuracy over the pairs of systems whose captions of one image people rated
   differently.
-- Side by side (the XM3600 paper's side_by_side.csv, evaluation/analysis/side_by_side.py): delta
-  S x S against each delta CIDEr column, each evaluation counted as given and flipped (Table 6,
-  which `evaluation.analysis.correlate` prints from this same code).
+- Side by side (the XM3600 paper's side_by_side.csv, formats/side_by_side.py): delta S x S
+  against each delta CIDEr column, each evaluation counted as given and flipped: Table 6 as
+  `evaluation.analysis.correlate.table` computes it, with tau-c and intervals.
 - Pairwise preferences, JSONL {"image/key", "a": caption, "b": caption, "preference": "a" |
   "b" | "tie", "lang" (optional)}: the CIDEr paper's triplet protocol: the share of pairs where
   the metric prefers the caption people preferred, a metric tie broken at random, each image's
@@ -41,10 +41,13 @@ import sys
 
 import numpy as np
 
+import errors
+from data import jsonl
 from evaluation import vifidel as vifidel_lib
 from evaluation.analysis import coefficients as coefficients_lib
-from evaluation.analysis import meta_report, meta_scores, side_by_side, thumb
+from evaluation.analysis import correlate, meta_report, meta_scores, thumb
 from evaluation.analysis.meta_scores import MetaError
+from formats import side_by_side, thumb_ratings
 
 TARGETS = ("P", "R", "total")
 NAMES = coefficients_lib.COEFFICIENTS
@@ -143,8 +146,8 @@ def thumb_rows(tab, caption_metrics, system_metrics, *, without=(), samples=1000
 def side_by_side_rows(evaluations, columns, *, samples=1000, seed=0,
                       confidence=coefficients_lib.CONFIDENCE):
     """Correlations of delta S x S with each delta column (Table 6 with tau-c and intervals)."""
-    result = side_by_side.table(evaluations, columns, samples=samples, seed=seed,
-                                confidence=confidence)
+    result = correlate.table(evaluations, columns, samples=samples, seed=seed,
+                             confidence=confidence)
     rows = []
     for set_name, by in result.items():
         for column in columns:
@@ -172,7 +175,7 @@ def read_pairs(path, lang):
     """Reads pairwise preferences: ([Pair], number of human ties left out)."""
     pairs, ties = [], 0
     try:
-        for where, obj in meta_scores.jsonl.read_objects(path, error=MetaError):
+        for where, obj in jsonl.read_objects(path, error=MetaError):
             image, a, b, pref = (obj.get(k) for k in ("image/key", "a", "b", "preference"))
             if not isinstance(image, (str, int)) or not isinstance(a, str) or not isinstance(
                     b, str):
@@ -338,14 +341,14 @@ def run(args):
                                                 labels=tuple(args.labels),
                                                 class_descriptions=args.class_descriptions)
     if args.thumb:
-        rounds = [thumb.read_ratings(path) for path in args.thumb]
+        rounds = [thumb_ratings.read(path) for path in args.thumb]
         tab = thumb.table(rounds)
         caption_metrics, system_metrics = _thumb_inputs(args, tab, rounds, vifidel_settings)
         return thumb_rows(tab, caption_metrics, system_metrics, without=args.without or (),
                           samples=args.samples, seed=args.seed,
                           confidence=args.confidence), ", ".join(args.thumb)
     if args.side_by_side:
-        evaluations, columns = side_by_side.read_side_by_side(args.side_by_side)
+        evaluations, columns = side_by_side.read(args.side_by_side)
         return side_by_side_rows(evaluations, columns, samples=args.samples, seed=args.seed,
                                  confidence=args.confidence), args.side_by_side
     if not args.metric or not args.references:
@@ -363,9 +366,8 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         rows, source = run(args)
-    except (MetaError, thumb.ThumbError, side_by_side.SideBySideError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (errors.Error, OSError) as e:
+        return errors.print_error(e)
     if args.out:
         paths = meta_report.write(args.out, rows, source, args.confidence)
     if args.json:

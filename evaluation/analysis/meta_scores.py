@@ -17,15 +17,16 @@ import os
 
 import numpy as np
 
+import errors
 from data import jsonl, xm3600_release
 from evaluation import cider
 from evaluation import vifidel as vifidel_lib
-from evaluation.analysis import thumb
+from formats import thumb_ratings
 
 METRICS = ("cider-d", "cider", "vifidel")
 
 
-class MetaError(ValueError):
+class MetaError(errors.InputError):
     """Bad meta-evaluation input; the message names the file, line and value at fault."""
 
 
@@ -34,12 +35,9 @@ def read_references(path, lang):
     if not os.path.isfile(path):
         raise MetaError(f"references not found: {path}")
     first = next(jsonl.read_objects(path, error=MetaError), (None, {}))[1]
-    try:
-        if "refs" in first:
-            return thumb.read_references(path)
-        records = xm3600_release.read_captions(path)
-    except (thumb.ThumbError, xm3600_release.FormatError) as e:
-        raise MetaError(str(e)) from None
+    if "refs" in first:
+        return thumb_ratings.read_references(path)
+    records = xm3600_release.read_captions(path)
     refs = {r.key: r.captions[lang] for r in records if lang in r.captions}
     if not refs:
         raise MetaError(f"{path}: no references in {lang!r}")
@@ -102,7 +100,7 @@ def compute(metric, lang, items, references, *, vifidel_settings=None, num_refs=
             result = scorer.score([items[p][1] for p in layer],
                                   indices=[row[items[p][0]] for p in layer])
             out[layer] = result.per_image
-    except (vifidel_lib.InputError, cider.InputError) as e:
+    except errors.InputError as e:
         raise MetaError(str(e)) from None
     return out
 

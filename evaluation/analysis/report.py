@@ -1,9 +1,12 @@
-"""Writes the result files of one evaluated checkpoint, next to the paper's baselines.
+"""The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
 
-A results folder holds `scores.json` (the numbers other tools read back), `scores.csv`,
-`per_image.jsonl` (when per-image scores are given), `table.md` (a Markdown table laid out
-like Table 8 of the XM3600 paper: a row per language, the paper's four baselines and this
-model as columns) and `bars.png` (the same numbers as a grouped bar chart).
+`write_report` is XM3600's CIDEr-D report: `scores.json` (the numbers other tools read back,
+formats/scores.py), `scores.csv`, `table.md` (a Markdown table laid out like Table 8 of the
+XM3600 paper: a row per language, the paper's four baselines and this model as columns, and
+the COCO-dev column when there are COCO-dev scores) and `bars.png` (the same numbers as a
+grouped bar chart). `write_metric_report` is the report of any other evaluator:
+`scores_<evaluator>.json` and `table_<evaluator>.md`, a row per language with the paper's
+averages, no baselines.
 
 The baselines come from the paper's per-language CIDEr, found in
 `../shared/reference/xm3600_paper/cider_per_language.csv` relative to the repository, or in
@@ -17,12 +20,9 @@ scores.json (for instance after the paper's file became available).
 
 import argparse
 import csv
-import json
 import math
-import numbers
 import os
 import pathlib
-import sys
 import textwrap
 
 import matplotlib
@@ -30,7 +30,9 @@ import matplotlib
 matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 
+import errors
 from data import languages
+from formats import scores as scores_format
 
 METRIC = "cider-d"
 BASELINES = ("BB+CC", "BB", "Bg", "Lg")
@@ -66,7 +68,7 @@ def read_paper_scores(path):
         {"xm3600": {model: {lang: score}}, "coco_dev": {model: {lang: score}}}.
 
     Raises:
-        ValueError: a column is missing or a cell is malformed (the message names file:line).
+        errors.InputError: a column is missing or a cell is malformed (the message names file:line).
     """
     out = {kind: {} for kind in PAPER_COLUMNS}
     with open(path, newline="", encoding="utf-8") as f:
@@ -74,15 +76,15 @@ def read_paper_scores(path):
         missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values())
                    if c not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+            raise errors.InputError(f"{path}: missing column(s) {', '.join(missing)}")
         for lineno, row in enumerate(reader, start=2):
             if row["lang"] not in languages.XM3600_LANGS:
-                raise ValueError(f"{path}:{lineno}: unknown language {row['lang']!r}")
+                raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
             for kind, column in PAPER_COLUMNS.items():
                 try:
                     value = float(row[column])
                 except (TypeError, ValueError):
-                    raise ValueError(
+                    raise errors.InputError(
                         f"{path}:{lineno}: column {column}: not a number: "
                         f"{row[column]!r}") from None
                 out[kind].setdefault(row["model"], {})[row["lang"]] = value
@@ -113,63 +115,9 @@ def averages(scores):
             "missing_35": missing_35, "missing_36": missing_36}
 
 
-def _check_scores(scores, what):
-    if not isinstance(scores, dict) or not scores:
-        raise ValueError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
-    languages.check_langs(scores.keys(), what=f"language in {what}")
-    for lang, value in scores.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise ValueError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
-    return {lang: float(scores[lang]) for lang in _ordered(scores)}
-
-
-def _check_num_images(num_images, scores):
-    if not isinstance(num_images, dict):
-        raise TypeError(f"num_images: expected a {{lang: count}} dict, got {num_images!r}")
-    missing = [lang for lang in scores if lang not in num_images]
-    extra = [lang for lang in num_images if lang not in scores]
-    if missing or extra:
-        raise ValueError(
-            f"num_images and scores cover different languages: without a count: "
-            f"{', '.join(missing) or 'none'}; without a score: {', '.join(extra) or 'none'}")
-    for lang, n in num_images.items():
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise ValueError(f"num_images[{lang!r}]: expected a count >= 0, got {n!r}")
-    return {lang: int(num_images[lang]) for lang in scores}
-
-
-def _is_number(value):
-    # numbers.Real also admits numpy scalars, which evaluation code tends to hand over.
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def _ordered(langs):
     """Languages in the paper's order (XM3600_LANGS)."""
     return [lang for lang in languages.XM3600_LANGS if lang in langs]
-
-
-def _per_image_rows(per_image):
-    """Normalizes per-image scores to a list of {"image/key", "lang", "score"} dicts.
-
-    Accepts {lang: {key: score}} or an iterable of such dicts.
-    """
-    if isinstance(per_image, dict):
-        for lang, by_key in per_image.items():
-            if not isinstance(by_key, dict):
-                raise TypeError(f"per_image[{lang!r}]: expected a {{image key: score}} dict")
-        rows = [{"image/key": key, "lang": lang, "score": score}
-                for lang, by_key in per_image.items() for key, score in by_key.items()]
-    else:
-        rows = list(per_image)
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or set(row) != {"image/key", "lang", "score"}:
-            raise ValueError(
-                f"per_image entry {i}: expected keys image/key, lang, score, got {row!r}")
-        languages.check_langs([row["lang"]], what=f"language in per_image entry {i}")
-        if not _is_number(row["score"]) or not math.isfinite(row["score"]):
-            raise ValueError(f"per_image entry {i}: score is not a finite number: {row!r}")
-    return [{"image/key": str(row["image/key"]), "lang": row["lang"],
-             "score": float(row["score"])} for row in rows]
 
 
 def _fmt(value):
@@ -313,21 +261,14 @@ def load_baselines(paper_dir=None):
     return read_paper_scores(path), ""
 
 
-# The fields of scores.json that write_report itself writes.
-_WRITTEN_FIELDS = ("metric", "scores", "average", "num_images", "step", "config",
-                   "coco_dev_scores")
-
-
-def write_report(results_dir, scores, num_images, *, per_image=None, coco_dev_scores=None,
-                 name="this model", step=None, config=None, paper_dir=None, extra=None):
-    """Writes scores.json, scores.csv, table.md, bars.png (and per_image.jsonl) to results_dir.
+def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name="this model",
+                 step=None, config=None, paper_dir=None, extra=None):
+    """Writes scores.json, scores.csv, table.md and bars.png to results_dir.
 
     Args:
         results_dir: the folder to write (created when missing).
         scores: {lang: CIDEr-D on XM3600}.
         num_images: {lang: number of images scored}, the same languages as `scores`.
-        per_image: optional per-image scores, {lang: {image key: score}} or an iterable of
-            {"image/key", "lang", "score"} dicts; written to per_image.jsonl.
         coco_dev_scores: optional {lang: CIDEr-D on COCO-dev}.
         name: this model's column heading and legend label.
         step: optional checkpoint step, recorded in scores.json and table.md.
@@ -337,38 +278,63 @@ def write_report(results_dir, scores, num_images, *, per_image=None, coco_dev_sc
 
     Returns:
         {file kind: path written}.
+
+    Raises:
+        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
+        errors.InputError: a malformed file of the paper's (file:line).
     """
     # Check everything before writing anything, so bad input leaves no half-written folder.
-    scores = _check_scores(scores, "scores")
-    num_images = _check_num_images(num_images, scores)
-    if coco_dev_scores:
-        coco_dev_scores = _check_scores(coco_dev_scores, "coco_dev_scores")
-    per_image_rows = None if per_image is None else _per_image_rows(per_image)
+    summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
+                                 coco_dev_scores=coco_dev_scores, extra=extra)
+    scores, num_images = summary["scores"], summary["num_images"]
+    coco_dev_scores = summary.get("coco_dev_scores")
     paper, paper_note = load_baselines(paper_dir)
 
     results_dir = pathlib.Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     paths = {kind: results_dir / file for kind, file in (
-        ("json", "scores.json"), ("csv", "scores.csv"), ("table", "table.md"),
+        ("json", scores_format.file_name()), ("csv", "scores.csv"), ("table", "table.md"),
         ("bars", "bars.png"))}
-    summary = {"metric": METRIC, "scores": scores,
-               "average": sum(scores.values()) / len(scores), "num_images": num_images}
-    if step is not None:
-        summary["step"] = int(step)
-    if config is not None:
-        summary["config"] = str(config)
-    if coco_dev_scores:
-        summary["coco_dev_scores"] = coco_dev_scores
-    summary.update(extra or {})
-    paths["json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    scores_format.write(paths["json"], summary)
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    if per_image_rows is not None:
-        paths["per_image"] = results_dir / "per_image.jsonl"
-        with open(paths["per_image"], "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in per_image_rows)
     paths["table"].write_text(
         _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step))
     plot_bars(paths["bars"], scores, paper.get("xm3600", {}), name)
+    return paths
+
+
+def write_metric_report(results_dir, outputs, metric, title, scores, num_images, *,
+                        name="this model", step=None, config=None, with_quz=True, extra=None):
+    """Writes an evaluator's report: scores_<outputs>.json and table_<outputs>.md.
+
+    Args:
+        results_dir: the folder to write (created when missing).
+        outputs: the evaluator's outputs name (in the file names).
+        metric: the metric's name, recorded in the scores file.
+        title: what was measured, the table's heading (e.g. "VIFIDEL on XM3600").
+        scores: {lang: corpus score}.
+        num_images: {lang: number of images scored}, the same languages.
+        name: this model's column heading.
+        step, config, extra: as `write_report`.
+        with_quz: whether the 36-language average applies (not on COCO-dev, which has no quz).
+
+    Returns:
+        {file kind: path written}.
+
+    Raises:
+        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
+    """
+    summary = scores_format.make(metric, scores, num_images, step=step, config=config,
+                                 extra=extra)
+    results_dir = pathlib.Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": results_dir / scores_format.file_name(outputs),
+             "table": results_dir / f"table_{outputs}.md"}
+    scores_format.write(paths["json"], summary)
+    heading = f"# {title}: {name}" + (f", checkpoint step {step}" if step is not None else "")
+    lines = [heading, ""] + _table(title, {}, summary["scores"], name,
+                                   extra=("images", summary["num_images"]), with_quz=with_quz)
+    paths["table"].write_text("\n".join(lines))
     return paths
 
 
@@ -384,30 +350,6 @@ def _write_scores_csv(path, scores, coco_dev_scores):
             writer.writerow(row)
 
 
-def read_scores_json(path):
-    """Reads and checks a results folder's scores.json.
-
-    Args:
-        path: the scores.json file.
-
-    Returns:
-        The parsed dict.
-
-    Raises:
-        ValueError: the file is not JSON or lacks a field (named in the message).
-    """
-    try:
-        with open(path, encoding="utf-8") as f:
-            summary = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    for field in ("scores", "num_images"):
-        value = summary.get(field) if isinstance(summary, dict) else None
-        if not value or not isinstance(value, dict):
-            raise ValueError(f"{path}: missing or malformed field {field!r}")
-    return summary
-
-
 def main(argv=None):
     """Redraws table.md and bars.png of a results folder from its scores.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -419,19 +361,19 @@ def main(argv=None):
                         "../shared/reference/xm3600_paper)")
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
-    path = results_dir / "scores.json"
+    path = results_dir / scores_format.file_name()
     if not path.is_file():
         parser.error(f"{path} not found")
     try:
-        summary = read_scores_json(path)
+        summary = scores_format.read(path)
         paths = write_report(
             results_dir, summary["scores"], summary["num_images"],
             coco_dev_scores=summary.get("coco_dev_scores"),
             name=args.name or results_dir.resolve().name, step=summary.get("step"),
             config=summary.get("config"), paper_dir=args.paper_dir,
-            extra={k: v for k, v in summary.items() if k not in _WRITTEN_FIELDS})
-    except (TypeError, ValueError) as e:
-        sys.exit(f"error: {e}")
+            extra={k: v for k, v in summary.items() if k not in scores_format.FIELDS})
+    except errors.Error as e:
+        errors.fail(e)
     for path in paths.values():
         print(path)
 

@@ -8,25 +8,19 @@ Parts, in the order the data flows:
 | `ngram_index` | exact integer ids for tokens and n-grams, hash tables over them |
 | `ngram_match` | the compiled (numba) loops: interning tokens, matching a prediction's n-grams |
 | `kernel` | the jit-compiled JAX kernel: cosines, length penalties, per-image means |
-| `df` | document frequencies and their files; `InputError` |
+| `df` | document frequencies and their files |
 | `scorer` | `CiderScorer`: references prepared once, `score(predictions)` per call |
-| `corpus` | prediction files scored against an XM3600 `captions.jsonl`, language by language |
+| `corpus` | predictions scored against an XM3600 `captions.jsonl`, language by language |
 | `__main__` | the command line, `python -m evaluation.cider` |
 
-The names below are the Python API (README, "Evaluation: CIDEr").
+The names below are the Python API (docs/cider.md); prediction files are read with
+`formats.predictions.read`, and bad input is an `errors.InputError`.
 """
 
-from evaluation.cider.corpus import (
-    REFERENCE_FIELDS,
-    LanguageScore,
-    Predictions,
-    read_predictions,
-    score_languages,
-)
+from evaluation.cider.corpus import REFERENCE_FIELDS, LanguageScore, score_languages
 from evaluation.cider.df import (
     MAX_N,
     DocumentFrequency,
-    InputError,
     load_document_frequencies,
     save_document_frequencies,
 )
@@ -41,7 +35,6 @@ from evaluation.cider.scorer import (
 
 __all__ = [
     "MAX_N", "METRICS", "REFERENCE_FIELDS", "SIGMA", "CiderResult", "CiderScorer",
-    "DocumentFrequency", "InputError", "LanguageScore", "Predictions", "load_document_frequencies",
-    "map_languages", "num_cores", "read_predictions", "save_document_frequencies",
-    "score_languages",
+    "DocumentFrequency", "LanguageScore", "load_document_frequencies", "map_languages",
+    "num_cores", "save_document_frequencies", "score_languages",
 ]

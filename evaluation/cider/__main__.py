@@ -7,7 +7,7 @@
 
 Prints a table (or one JSON object) of per-language scores and their average;
 bad input is one `error: ...` line naming the file, line and key, and exit
-status 2. See the README (section "Evaluation: CIDEr").
+status 2. See docs/cider.md.
 """
 
 import argparse
@@ -20,9 +20,11 @@ import threading
 
 import numpy as np
 
+import errors
 from data import xm3600_release
 from evaluation.cider import corpus, scorer, text
-from evaluation.cider.df import InputError, load_document_frequencies, save_document_frequencies
+from evaluation.cider.df import load_document_frequencies, save_document_frequencies
+from formats import per_image, predictions
 
 
 def _format_table(results, metric):
@@ -126,7 +128,7 @@ def _start_warm_up(metric, own_process):
 def _score(args, own_process):
     """Reads the files, scores and writes --per-image and --save-df; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
-    predictions = corpus.read_predictions(args.predictions)
+    preds = predictions.read(args.predictions)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()
@@ -134,7 +136,7 @@ def _score(args, own_process):
     # Without --save-df no scorer is kept: each language's tables are
     # freed once it is scored, and the next reuses their memory.
     results = corpus.score_languages(
-        references, predictions, langs=args.langs, metric=args.metric, df=df,
+        references, preds, langs=args.langs, metric=args.metric, df=df,
         segmenter=args.segmenter, reference_field=args.reference_field,
         allow_missing=args.allow_missing, keep_scorers=bool(args.save_df))
     for r in results.values():
@@ -142,11 +144,9 @@ def _score(args, own_process):
             print(f"{r.lang}: scored {len(r.keys)} of {len(r.keys) + r.num_skipped} "
                   f"images; skipped {r.num_skipped} without a prediction", file=sys.stderr)
     if args.per_image:
-        with open(args.per_image, "w", encoding="utf-8") as f:
-            for r in results.values():
-                for key, score in zip(r.keys, r.per_image.tolist(), strict=True):
-                    f.write(json.dumps({"image/key": key, "lang": r.lang, "score": score},
-                                       ensure_ascii=False) + "\n")
+        per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),
+                                                          strict=True))
+                                         for r in results.values()})
     if args.save_df:
         save_document_frequencies(args.save_df,
                                   [r.scorer.document_frequency for r in results.values()])
@@ -174,9 +174,8 @@ def main(argv=None, own_process=False):
     warm_up = _start_warm_up(args.metric, own_process)
     try:
         results = _score(args, own_process)
-    except (InputError, xm3600_release.FormatError, text.NormalizationError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (errors.Error, OSError) as e:
+        return errors.print_error(e)
     finally:
         warm_up.join()  # not left compiling at exit
     if args.json:

@@ -1,125 +1,23 @@
-"""CIDEr of prediction files against XM3600 references, language by language.
+"""CIDEr of predictions against XM3600 references, language by language.
 
-`read_predictions` reads and validates a predictions JSONL file (lines
-{"image/key", "lang", "caption"}, as the checkpoint tool writes them) and
-`score_languages` scores it against the references of an XM3600 release
-`captions.jsonl`, one language per thread (`scorer.map_languages`). The
-command line (`python -m evaluation.cider`) is these two plus printing.
-
-A predictions file of all of XM3600 has 129,600 lines, so it is read in bulk
-first (`data.jsonl.decode_lines`, every line type-checked in C); only a file
-that fails there is read again line by line, to name the first bad line.
+`score_languages` scores predictions (lang -> {image key -> caption}, as
+`formats.predictions.read` returns them from a predictions file) against the
+references of an XM3600 release `captions.jsonl`, one language per thread
+(`scorer.map_languages`). The command line (`python -m evaluation.cider`) is
+reading the two files, this, and printing.
 """
 
 import dataclasses
 import itertools
-import os
-import typing
 
-import msgspec
 import numpy as np
 
-from data import jsonl, languages, xm3600_release
+from data import languages, xm3600_release
+from errors import InputError
 from evaluation.cider import scorer as scorer_lib
 from evaluation.cider import text
-from evaluation.cider.df import InputError
 
 REFERENCE_FIELDS = ("caption", "caption/tokenized")
-
-
-class Predictions(dict):
-    """lang -> {image key -> caption}, remembering the file and line of each prediction.
-
-    Args:
-        path: the file.
-        decoded: the fast path's `jsonl.Lines` of `_PredictionLine`s, from
-            which `lines` is built when an error message first needs it.
-    """
-
-    def __init__(self, path, decoded=None):
-        super().__init__()
-        self.path = path
-        self._decoded = decoded
-        self._lines = {} if decoded is None else None
-
-    @property
-    def lines(self):
-        """(lang, image key) -> "file:line" of its prediction."""
-        if self._lines is None:
-            self._lines = {(p.lang, p.key): f"{self.path}:{lineno}"
-                           for p, lineno in zip(self._decoded, self._decoded.linenos,
-                                                strict=True)}
-        return self._lines
-
-    def where(self, lang, key):
-        """"file:line" of the prediction for (lang, key), or the file name."""
-        return self.lines.get((lang, key), str(self.path))
-
-
-class _PredictionLine(msgspec.Struct, gc=False, rename={"key": "image/key"}):
-    """A predictions line that passes every check of `_check_prediction` (other fields ignored)."""
-    key: typing.Annotated[str, msgspec.Meta(min_length=1)]
-    lang: typing.Literal[languages.XM3600_LANGS]
-    caption: str
-
-
-_PREDICTION_LINE = msgspec.json.Decoder(_PredictionLine)
-
-
-def _check_prediction(obj, where):
-    missing = [k for k in ("image/key", "lang", "caption") if k not in obj]
-    if missing:
-        raise InputError(f"{where}: missing field {', '.join(map(repr, missing))}")
-    key, lang, caption = obj["image/key"], obj["lang"], obj["caption"]
-    if not isinstance(key, str) or not key:
-        raise InputError(f"{where}: \"image/key\" must be a non-empty string, got {key!r}")
-    if lang not in languages.XM3600_LANGS:
-        raise InputError(f"{where}: image {key!r}: unknown language {lang!r}; known: "
-                         f"{', '.join(languages.XM3600_LANGS)}")
-    if not isinstance(caption, str):
-        raise InputError(f"{where}: image {key!r}: \"caption\" must be a string, got "
-                         f"{type(caption).__name__}")
-    return key, lang, caption
-
-
-def read_predictions(path):
-    """Reads and validates a predictions JSONL file.
-
-    Each line is {"image/key": ..., "lang": ..., "caption": ...}.
-
-    Args:
-        path: the file.
-
-    Returns:
-        `Predictions`: a dict lang -> {image key -> caption}.
-
-    Raises:
-        InputError: missing or empty file, a malformed line, an unknown
-            language, or a second prediction for one (image, language); the
-            message names the file and line.
-    """
-    if not os.path.exists(path):
-        raise InputError(f"predictions file not found: {path}")
-    decoded = jsonl.decode_lines(path, _PREDICTION_LINE)
-    if decoded:
-        predictions = Predictions(path, decoded)
-        for p in decoded:
-            predictions.setdefault(p.lang, {})[p.key] = p.caption
-        if sum(map(len, predictions.values())) == len(decoded):
-            return predictions
-    # Something is wrong (or the JSON is of a kind only `json` reads, such as
-    # NaN or a lone surrogate): line by line, to name the first bad line.
-    predictions = Predictions(path)
-    for where, obj in jsonl.read_objects(path, error=InputError):
-        key, lang, caption = _check_prediction(obj, where)
-        if (lang, key) in predictions.lines:
-            raise InputError(f"{where}: second prediction for image {key!r} in {lang!r} "
-                             f"(the first is at {predictions.lines[(lang, key)]})")
-        predictions.setdefault(lang, {})[key] = caption
-        predictions.lines[(lang, key)] = where
-    if not predictions:
-        raise InputError(f"{path}: no predictions (the file is empty)")
-    return predictions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +42,9 @@ class LanguageScore:
 
 
 def _where(predictions, lang, key):
-    if isinstance(predictions, Predictions):
-        return predictions.where(lang, key)
-    return "predictions"
+    """"file:line" of a prediction when `predictions` knows it (formats.predictions.read)."""
+    where = getattr(predictions, "where", None)
+    return where(lang, key) if where else "predictions"
 
 
 def _check_keys(predictions, references):
@@ -170,7 +68,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
         records: `data.xm3600_release.read_captions` output, or the
             `xm3600_release.References` of `read_references` (of the field
             `reference_field`).
-        predictions: lang -> {image key -> caption} (e.g. `read_predictions`).
+        predictions: lang -> {image key -> caption} (`formats.predictions.read`).
         langs: languages to score; default: every language with predictions.
         metric: "cider-d" or "cider".
         df: optional {lang: DocumentFrequency} to use instead of counting over

@@ -1,7 +1,7 @@
 """Document frequencies of CIDEr n-grams: the `DocumentFrequency` record and its JSON file.
 
-Also home of `InputError`, the error every part of `evaluation.cider` raises for bad
-input, with a message naming the file, line or key at fault.
+Bad input (here and in every part of `evaluation.cider`) is an `errors.InputError` whose
+message names the file, line or key at fault.
 """
 
 import dataclasses
@@ -9,13 +9,10 @@ import json
 import os
 
 from data import jsonl
+from errors import InputError
 
 MAX_N = 4
 _DF_FORMAT = "cider-document-frequency"
-
-
-class InputError(ValueError):
-    """Bad input to the scorer or the CLI; the message names the file, line or key."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,8 +45,9 @@ import warnings
 import jax
 import numpy as np
 
+from errors import InputError
 from evaluation.cider import kernel, ngram_index, ngram_match, text
-from evaluation.cider.df import MAX_N, DocumentFrequency, InputError
+from evaluation.cider.df import MAX_N, DocumentFrequency
 
 METRICS = ("cider-d", "cider")
 SIGMA = kernel.SIGMA

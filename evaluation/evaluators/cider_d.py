@@ -10,6 +10,7 @@ class CiderDEvaluator(common.CaptionEvaluator):
     Each language's references are prepared once (on one thread per core);
     a call then scores new captions only.
     """
+    metric = "cider-d"
 
     def make_scorers(self, langs):
         def prepare(lang):

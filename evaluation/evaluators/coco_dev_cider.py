@@ -5,8 +5,10 @@ machine-translated references. Config fields (`config.evals.<name>`):
 `manual_dir` (the COCO-35L release folder), `langs` (of the 35 training
 languages), `every`, `batch_size`, `max_decode_len`, `max_images` (None: all
 5000), optional `decode` / `beam_size` / `alpha`. Metrics:
-`eval/coco_dev/cider_d/<lang>` and `eval/coco_dev/cider_d/avg`. The
-checkpoint tool writes `predictions_coco_dev_<lang>.jsonl`.
+`eval/coco_dev/cider_d/<lang>` and `eval/coco_dev/cider_d/avg`. Its files
+in a results folder: `predictions_coco_dev_<lang>.jsonl`,
+`per_image_coco_dev.jsonl`, `scores_coco_dev.json` and `table_coco_dev.md`
+(and its scores are the COCO-dev column of XM3600's Table 8 report).
 """
 
 from data import eval_sets, languages
@@ -21,7 +23,8 @@ class CocoDevCider(cider_d.CiderDEvaluator):
             outside the 35 training languages are an error.
     """
     metric_prefix = "eval/coco_dev/cider_d/"
-    predictions_prefix = "predictions_coco_dev_"
+    outputs_name = "coco_dev"
+    title = "CIDEr-D on COCO-dev"
     all_langs = tuple(languages.TRAIN_35L_LANGS)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):

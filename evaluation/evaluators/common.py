@@ -1,19 +1,30 @@
-"""What every in-loop evaluator shares: the contract, decoding, and the caption loop.
+"""What every evaluator shares: the contract, decoding, and the caption loop.
 
 An evaluator is built from one entry of `config.evals` (a name and a
 ConfigDict with `type`, `every`, languages, decoding, ...) and a `Setup`
 (what the trainer or the checkpoint tool hands it: vocabulary, prompt
 settings, image size, and `make_predict_fn`, which compiles the decoder).
-`run(params)` returns `{metric name: value}`. `CaptionEvaluator` does the
-caption part for every metric: it decodes each language of a `CaptionSet`
-(data/eval_sets.py) batch by batch, over the params' mesh when there is one,
-and scores each language on a CPU thread while the next one decodes; a
-subclass says which set, which scorer and which metric names.
+The contract:
+
+- in the training loop, `run(params)` returns `{metric name: value}`;
+- for the checkpoint tool (evaluation/evaluate.py), `evaluate(params,
+  progress)` returns its results, `metrics(results)` the names and values
+  `run` would log, and `write_outputs(out_dir, results, checkpoint)` writes
+  its files into the results folder: a predictions file per language, the
+  per-image scores and its report (`report`). The tool knows no evaluator
+  class; each evaluator owns its files.
+
+`CaptionEvaluator` does all of it for any caption metric: it decodes each
+language of a `CaptionSet` (data/eval_sets.py) batch by batch, over the
+params' mesh when there is one, scores each language on a CPU thread while
+the next one decodes, and writes its outputs in the formats of formats/; a
+subclass says which set, which scorer, which names.
 """
 
 import concurrent.futures
 import dataclasses
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +36,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from data import eval_sets, languages, pipeline, tokenizer
+from evaluation.analysis import report as report_lib
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
 from model import decode
 
 
@@ -92,6 +106,25 @@ class Setup:
         return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
 
 
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """What the checkpoint tool tells each evaluator about the evaluated checkpoint.
+
+    Attributes:
+        step: the checkpoint's step.
+        name: the model's name in reports (a table column, a legend label).
+        workdir: the run's folder (absolute).
+        config_name: the config file, recorded in reports, or None.
+        metrics: every evaluator's metrics of this checkpoint (what metrics.json holds), for
+            a report that shows other evaluators' numbers beside its own.
+    """
+    step: int
+    name: str
+    workdir: str
+    config_name: str | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+
+
 def load_xm3600_set(eval_config, setup, langs):
     """The XM3600 CaptionSet of an evaluator config (`data_dir`, `max_images`) in `langs`."""
     return eval_sets.load_xm3600(
@@ -138,9 +171,12 @@ class CaptionEvaluator:
     """Decodes every language of a CaptionSet and scores it; subclasses choose set and metric.
 
     Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and
-    `<prefix>avg`), `predictions_prefix` (files `<prefix><lang>.jsonl` of the
-    checkpoint tool) and `all_langs` (what `langs` may hold), and implement
-    `make_scorers(langs)`.
+    `<prefix>avg`), `outputs_name` (its files in a results folder:
+    `predictions_<outputs_name>_<lang>.jsonl`, `per_image_<outputs_name>.jsonl`,
+    `scores_<outputs_name>.json`, `table_<outputs_name>.md`), `metric` and
+    `title` (what its report calls the metric and the measurement) and
+    `all_langs` (what `langs` may hold), and implement `make_scorers(langs)`;
+    they may override `report`.
 
     Args:
         name: the evaluator's key in `config.evals`.
@@ -151,7 +187,9 @@ class CaptionEvaluator:
         decoding: a `Decoding` instead of the config's.
     """
     metric_prefix = ""
-    predictions_prefix = ""
+    outputs_name = ""
+    metric = ""
+    title = ""
     all_langs = ()
 
     @classmethod
@@ -253,3 +291,56 @@ class CaptionEvaluator:
         scores = self.metrics(self.evaluate(params))
         logging.info("%s: %s", self.name, scores)
         return scores
+
+    @classmethod
+    def scores_in(cls, metrics):
+        """This evaluator's per-language scores in a metrics dict: {lang: value}."""
+        return {lang: metrics[f"{cls.metric_prefix}{lang}"] for lang in cls.all_langs
+                if f"{cls.metric_prefix}{lang}" in metrics}
+
+    def write_outputs(self, out_dir, results, checkpoint):
+        """Writes this evaluator's files into the results folder `out_dir`.
+
+        A predictions file per language (formats/predictions.py), the per-image
+        scores (formats/per_image.py; an image without a score, NaN, has no
+        line) and the report (`report`).
+
+        Args:
+            out_dir: the results folder (it exists).
+            results: what `evaluate` returned, {lang: LangResult}.
+            checkpoint: a `Checkpoint`.
+
+        Returns:
+            {"predictions": {lang: path}, "per_image": path, and the report's
+            {file kind: path}}.
+        """
+        rows = per_image_format.check({lang: dict(zip(r.keys, r.per_image.tolist(),
+                                                      strict=True))
+                                       for lang, r in results.items()})
+        paths = {"predictions": {
+            lang: predictions_format.write(
+                os.path.join(out_dir, predictions_format.file_name(lang, self.outputs_name)),
+                {lang: dict(zip(r.keys, r.captions, strict=True))})
+            for lang, r in results.items()}}
+        paths["per_image"] = per_image_format.write(
+            os.path.join(out_dir, per_image_format.file_name(self.outputs_name)), rows)
+        paths.update(self.report(out_dir, results, checkpoint))
+        return paths
+
+    def report_fields(self, scores, checkpoint):
+        """Fields every report's scores file records beyond the scores: the paper's 35- and
+        36-language averages, the decoding and the run's folder."""
+        averages = report_lib.averages(scores)
+        return {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],
+                "decoding": dataclasses.asdict(self.decoding), "workdir": checkpoint.workdir}
+
+    def report(self, out_dir, results, checkpoint):
+        """Writes this evaluator's report: scores_<outputs_name>.json and table_<outputs_name>.md
+        (evaluation/analysis/report.write_metric_report); returns {file kind: path}."""
+        scores = {lang: r.corpus for lang, r in results.items()}
+        scored = {lang: int(np.count_nonzero(~np.isnan(r.per_image)))
+                  for lang, r in results.items()}
+        return report_lib.write_metric_report(
+            out_dir, self.outputs_name, self.metric, self.title, scores, scored,
+            name=checkpoint.name, step=checkpoint.step, config=checkpoint.config_name,
+            with_quz="quz" in self.all_langs, extra=self.report_fields(scores, checkpoint))

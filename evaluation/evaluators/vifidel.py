@@ -12,12 +12,15 @@ Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `l
 `<data_dir>/oidv7-class-descriptions.csv`), `vectors` (a pattern with {lang}, or a tuple of
 patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
 `stopwords` (a folder of <lang>.txt), `multiword` ("mean"), `allow_missing_labels` (False),
-`decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>` and `eval/vifidel/avg`. The
-checkpoint tool writes `predictions_vifidel_<lang>.jsonl`.
+`decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>` and `eval/vifidel/avg`. Its
+files in a results folder (the evaluator contract's defaults, evaluators/common.py):
+`predictions_vifidel_<lang>.jsonl`, `per_image_vifidel.jsonl` (no line for an image without a
+known label), `scores_vifidel.json` and `table_vifidel.md`.
 """
 
 import os
 
+import errors
 from data import languages
 from evaluation import cider
 from evaluation import vifidel as vifidel_lib
@@ -66,7 +69,9 @@ class Xm3600Vifidel(common.CaptionEvaluator):
             file, line or value).
     """
     metric_prefix = "eval/vifidel/"
-    predictions_prefix = "predictions_vifidel_"
+    outputs_name = "vifidel"
+    metric = "vifidel"
+    title = "VIFIDEL on XM3600"
     all_langs = tuple(languages.XM3600_LANGS)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
@@ -75,7 +80,7 @@ class Xm3600Vifidel(common.CaptionEvaluator):
         caption_set = common.load_xm3600_set(eval_config, setup, langs)
         try:
             super().__init__(name, eval_config, caption_set, setup, decoding)
-        except vifidel_lib.InputError as e:
+        except errors.InputError as e:
             raise ValueError(f"config.evals.{name}: {e}") from None
 
     def make_scorers(self, langs):

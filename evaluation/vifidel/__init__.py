@@ -10,11 +10,12 @@ Parts, in the order the data flows:
 | `bags` | captions and labels as bags of vector keys (ja/th/zh word matching, stop words, OOV) |
 | `wmd` | the earth mover's distance (POT), the importance penalty, the score |
 | `scorer` | `VifidelScorer`: labels and references prepared once, `score(captions)` per call |
-| `corpus` | `Settings`, per-language scorers, prediction files, the own-vs-other control |
+| `corpus` | `Settings`, per-language scorers, predictions scored, the own-vs-other control |
 | `__main__` | the command line, `python -m evaluation.vifidel` |
 
 English labels meet captions in any language because the vectors of all languages share one
-space (aligned vectors such as fastText's `wiki.<lang>.align.vec`).
+space (aligned vectors such as fastText's `wiki.<lang>.align.vec`). Bad input (label, vector
+and stop-word files, settings) is an `errors.InputError` naming the file, line or value.
 """
 
 from evaluation.vifidel.bags import MULTIWORD, OovCounts
@@ -25,13 +26,12 @@ from evaluation.vifidel.corpus import (
     ranking_control,
     score_languages,
 )
-from evaluation.vifidel.errors import InputError
 from evaluation.vifidel.labels import read_class_descriptions, read_labels
 from evaluation.vifidel.scorer import VifidelResult, VifidelScorer
 from evaluation.vifidel.vectors import WordVectors, load_languages, load_vectors
 
 __all__ = [
-    "MULTIWORD", "InputError", "LanguageVifidel", "OovCounts", "Settings", "VifidelResult",
+    "MULTIWORD", "LanguageVifidel", "OovCounts", "Settings", "VifidelResult",
     "VifidelScorer", "WordVectors", "build_scorers", "load_languages", "load_vectors",
     "ranking_control", "read_class_descriptions", "read_labels", "score_languages",
 ]

@@ -20,8 +20,10 @@ import sys
 
 import numpy as np
 
+import errors
+from data import xm3600_release
 from evaluation.vifidel import bags, corpus, vectors
-from evaluation.vifidel.errors import InputError
+from formats import per_image, predictions
 
 
 def _parser():
@@ -86,21 +88,18 @@ def main(argv=None):
         allow_missing_labels=args.allow_missing_labels)
     try:
         if args.max_words is not None and args.max_words < 1:
-            raise InputError(f"--max-words must be positive, got {args.max_words}")
-        records, predictions = corpus.read_inputs(args.references, args.predictions)
+            raise errors.InputError(f"--max-words must be positive, got {args.max_words}")
+        records = xm3600_release.read_captions(args.references)
+        preds = predictions.read(args.predictions)
         results = corpus.score_languages(
-            records, predictions, settings, langs=args.langs.split(",") if args.langs else None,
+            records, preds, settings, langs=args.langs.split(",") if args.langs else None,
             allow_missing=args.allow_missing, control=args.control)
-        if args.per_image:
-            with open(args.per_image, "w", encoding="utf-8") as f:
-                for r in results.values():
-                    for key, score in zip(r.keys, r.per_image.tolist(), strict=True):
-                        if score == score:  # NaN: no known label, nothing to write
-                            f.write(json.dumps({"image/key": key, "lang": r.lang,
-                                                "score": score}) + "\n")
-    except (InputError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        if args.per_image:  # An image without a known label (NaN) gets no line.
+            per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),
+                                                              strict=True))
+                                             for r in results.values()})
+    except (errors.Error, OSError) as e:
+        return errors.print_error(e)
     for r in results.values():
         notes = [f"{n} {what}" for n, what in ((r.num_skipped, "without a prediction"),
                                                 (r.num_unlabelled, "without a known label"))

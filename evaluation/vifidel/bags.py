@@ -22,8 +22,8 @@ import os
 
 import numpy as np
 
+from errors import InputError
 from evaluation.cider import text
-from evaluation.vifidel.errors import InputError
 
 MULTIWORD = ("mean", "split")
 # Longest run of ja/th/zh tokens joined into one word.

@@ -5,7 +5,7 @@ multi-word labels); `build_scorers` reads the labels of the images, loads each l
 vectors once and prepares one `VifidelScorer` per language; the in-loop evaluator
 (evaluation/evaluators/vifidel.py) and the command line (`python -m evaluation.vifidel`) both
 use it.
-`score_languages` scores a predictions file (evaluation/cider's `read_predictions` layout) against
+`score_languages` scores predictions (`formats.predictions.read` of a predictions file) against
 an XM3600 release, and `ranking_control` checks the metric's grounding: how often an image's
 own caption scores above the caption of another image.
 """
@@ -16,10 +16,9 @@ import os
 import numpy as np
 
 from data import languages, xm3600_release
-from evaluation.cider import corpus as cider_corpus
+from errors import InputError
 from evaluation.cider import scorer as cider_scorer
 from evaluation.vifidel import bags, labels, vectors
-from evaluation.vifidel.errors import InputError
 from evaluation.vifidel.scorer import VifidelScorer
 
 _EXAMPLES = 3
@@ -172,7 +171,7 @@ def score_languages(records, predictions, settings, *, langs=None, allow_missing
 
     Args:
         records: `data.xm3600_release.read_captions` output.
-        predictions: lang -> {image key -> caption} (`evaluation.cider.read_predictions`).
+        predictions: lang -> {image key -> caption} (`formats.predictions.read`).
         settings: `Settings`.
         langs: languages to score (default: every language with predictions).
         allow_missing: score only the images that have a prediction.
@@ -223,11 +222,3 @@ def score_languages(records, predictions, settings, *, langs=None, allow_missing
             control=ranking_control(scorer, chosen[lang]) if control else None)
     return out
 
-
-def read_inputs(references_path, predictions_path):
-    """The XM3600 records and the predictions, with this package's error type."""
-    try:
-        return (xm3600_release.read_captions(references_path),
-                cider_corpus.read_predictions(predictions_path))
-    except (xm3600_release.FormatError, cider_corpus.InputError, OSError) as e:
-        raise InputError(str(e)) from None

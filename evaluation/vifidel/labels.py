@@ -26,7 +26,7 @@ import glob
 import os
 
 from data import jsonl
-from evaluation.vifidel.errors import InputError
+from errors import InputError
 
 IMAGE_LEVEL_COLUMNS = ("ImageID", "LabelName", "Confidence")
 BOX_COLUMN = "XMin"

@@ -10,8 +10,8 @@ import dataclasses
 
 import numpy as np
 
+from errors import InputError
 from evaluation.vifidel import bags, wmd
-from evaluation.vifidel.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,8 +35,8 @@ import numpy as np
 from absl import logging
 
 from data import languages
+from errors import InputError
 from evaluation.cider import text
-from evaluation.vifidel.errors import InputError
 
 FORMATS = ("auto", "text", "binary")
 CACHE_ENV = "VIFIDEL_CACHE_DIR"

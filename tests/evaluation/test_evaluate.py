@@ -3,8 +3,11 @@
 The acceptance test trains a tiny run, then checks that the tool's CIDEr-D of
 each checkpoint equals what the in-loop callback logged at that step, and
 that its captions equal an independent full-batch decode of the checkpoint.
+Another registers a toy evaluator (a class and a table entry) and gets its
+predictions and report from the tool, which knows no evaluator class.
 """
 
+import ast
 import json
 import os
 import re
@@ -12,13 +15,20 @@ import subprocess
 import sys
 import textwrap
 
+import ml_collections
 import numpy as np
 import pytest
 
 import train
-from data import coco35l_release, pipeline, tokenizer, xm3600_release
+from data import coco35l_release, languages, pipeline, tokenizer, xm3600_release
 from data import images as image_lib
 from evaluation import cider, evaluate
+from evaluation import evaluators as evaluators_lib
+from evaluation.evaluators import common
+from formats import eval_metrics
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
+from formats import scores as scores_format
 from model import decode
 from tests.tiny import tiny_config
 from training import state as state_lib
@@ -139,6 +149,64 @@ def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_dem
         assert summary["coco_dev_scores"][lang] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
         assert "COCO-dev" in f.read()
+
+
+class CaptionLength(common.CaptionEvaluator):
+    """A toy evaluator, as a new one would be written: a caption's length in characters."""
+    metric_prefix = "eval/length/"
+    outputs_name = "length"
+    metric = "characters"
+    title = "Caption length on XM3600"
+    all_langs = tuple(languages.XM3600_LANGS)
+
+    def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
+        super().__init__(name, eval_config, common.load_xm3600_set(eval_config, setup, langs),
+                         setup, decoding)
+
+    def make_scorers(self, langs):
+        def score(captions):
+            lengths = np.array([len(c) for c in captions], dtype=float)
+            return float(lengths.mean()), lengths
+        return [score for _ in langs]
+
+
+def test_a_new_evaluator_gets_predictions_and_a_report_from_the_tool(tiny_run, tmp_path,
+                                                                      monkeypatch):
+    _, workdir, config = tiny_run
+    monkeypatch.setitem(evaluators_lib.EVALUATORS, "caption_length", CaptionLength)  # The entry.
+    config = ml_collections.ConfigDict(config.to_dict())
+    config.evals.length = dict(config.evals.xm3600.to_dict(), type="caption_length")
+    out = tmp_path / "results"
+    evaluate.evaluate_checkpoint(config, workdir, names=["xm3600", "length"], langs="config",
+                                 out=str(out))
+    step, metrics = eval_metrics.read(out / "metrics.json")
+    length = scores_format.read(out / "scores_length.json")
+    assert step == 2 and length["metric"] == "characters" and length["step"] == 2
+    for lang in ("en", "zh"):
+        captions = predictions_format.read_language(out / f"predictions_length_{lang}.jsonl", lang)
+        # The same images and decoding as the XM3600 evaluator: the same captions.
+        assert captions == predictions_format.read_language(out / f"predictions_{lang}.jsonl", lang)
+        per_caption = per_image_format.read(out / "per_image_length.jsonl")[lang]
+        assert per_caption == {key: len(caption) for key, caption in captions.items()}
+        mean = np.mean([len(c) for c in captions.values()])
+        assert metrics[f"eval/length/{lang}"] == length["scores"][lang] == pytest.approx(mean)
+        assert length["num_images"][lang] == len(captions) == 8
+    table = (out / "table_length.md").read_text()
+    assert table.startswith("# Caption length on XM3600: run, checkpoint step 2")
+    assert f"| zh | {length['scores']['zh']:.3f} | 8 |" in table
+    # XM3600's own report is untouched by the newcomer: no COCO-dev column without COCO-dev.
+    assert "coco_dev_scores" not in scores_format.read(out / "scores.json")
+
+
+def test_the_tool_names_no_evaluator_class():
+    with open(evaluate.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module == "evaluation.evaluators" for alias in node.names}
+    assert imported == {"common"}
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    assert not names & {"isinstance", "type", "Xm3600Cider", "CocoDevCider", "Xm3600Vifidel"}
 
 
 def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):

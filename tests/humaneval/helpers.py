@@ -2,7 +2,7 @@
 
 The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
 a right-to-left script is covered. A results folder is written by the evaluation tool's own
-writers (evaluation/evaluators' predictions files, evaluation/analysis/report.write_report):
+writers (formats/ for the predictions and per-image files, evaluation/analysis/report.write_report):
 each image's caption is its
 first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
 (high for its own reference, low otherwise); no model is trained.
@@ -14,8 +14,9 @@ import shutil
 
 import numpy as np
 
-from evaluation import evaluate
 from evaluation.analysis import report
+from formats import per_image as per_image_format
+from formats import predictions
 
 ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
 
@@ -72,11 +73,11 @@ def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None
             captions[lang][key] = refs[source][lang][0]
             per_image[lang][key] = (1.0 if own else 0.1) + 0.01 * n
         os.makedirs(out, exist_ok=True)
-        evaluate.write_predictions(os.path.join(out, f"predictions_{lang}.jsonl"),
-                                      list(captions[lang]), lang_field or lang,
-                                      list(captions[lang].values()))
+        predictions.write(os.path.join(out, predictions.file_name(lang)),
+                          {lang_field or lang: captions[lang]})
     scores = {lang: float(np.mean(list(v.values()))) for lang, v in per_image.items()}
-    report.write_report(out, scores, {lang: len(keys) for lang in langs}, per_image=per_image,
+    per_image_format.write(os.path.join(out, per_image_format.file_name()), per_image)
+    report.write_report(out, scores, {lang: len(keys) for lang in langs},
                         coco_dev_scores={lang: s / 2 for lang, s in scores.items()}
                         if coco_dev else None, name=os.path.basename(out), step=1)
     return captions

@@ -19,8 +19,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from errors import InputError
 from humaneval import screenshot, server, store
-from humaneval.errors import InputError
 
 
 @pytest.fixture(scope="module")

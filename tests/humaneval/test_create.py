@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
+from errors import InputError
 from humaneval import create, subsets
 from humaneval import session as session_lib
-from humaneval.errors import InputError
 from tests.humaneval import helpers
 from tests.humaneval.conftest import LANGS
 
@@ -143,6 +143,14 @@ def test_scores_of_other_languages(make_session, results_pair, tmp_path):
     del summary["scores"]["ar"]
     with open(path, "w", encoding="utf-8") as f:
         json.dump(summary, f)
+    # A score missing beside its count: a malformed file (formats/scores.py).
+    with pytest.raises(InputError, match="scores.json: num_images and scores cover different "
+                                         "languages: without a count: none; without a score: ar"):
+        make_session(systems=(("a", folder), ("b", results_pair[1])))
+    del summary["num_images"]["ar"]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    # A well-formed file of other languages than the session's.
     with pytest.raises(InputError, match="scores.json: no 'scores' for 'ar'"):
         make_session(systems=(("a", folder), ("b", results_pair[1])))
 
@@ -157,3 +165,25 @@ def test_an_existing_session_is_never_overwritten(make_session, tmp_path):
         create.create(spec, session.folder)
     assert open(os.path.join(session.folder, "session.json"), encoding="utf-8").read() == before
     assert session_lib.load(session.folder).digest == session.digest
+
+
+@pytest.mark.parametrize("extra, message", [
+    (None, r"per_image.jsonl:(\d+): image '.*' in language 'en' appears twice"),
+    ({"image/key": "x", "lang": "xx", "score": 1.0}, r"per_image.jsonl:\d+: unknown language"),
+])
+def test_per_image_scores_are_read_strictly(make_session, results_pair, tmp_path, extra,
+                                            message):
+    # The one reader (formats/per_image.py): a repeated image or an unknown language is an
+    # error naming the line, never a score overwritten or skipped.
+    folder = str(tmp_path / "strict")
+    shutil.copytree(results_pair[0], folder)
+    path = os.path.join(folder, "per_image.jsonl")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    line = next(x for x in lines if json.loads(x)["lang"] == "en") if extra is None \
+        else json.dumps(extra)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    with pytest.raises(InputError, match=message) as info:
+        make_session(systems=(("a", folder), ("b", results_pair[1])))
+    assert f"per_image.jsonl:{len(lines) + 1}:" in str(info.value)

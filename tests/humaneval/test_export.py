@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from evaluation.analysis import correlate
+from formats import side_by_side, thumb_ratings
 from humaneval import export, rating_stats, simulate
 from tests.humaneval import helpers
 
@@ -51,7 +51,7 @@ def test_sxs_export(make_session, tmp_path):
             assert float(row[column]) == pytest.approx(
                 m2[field][lang] - m1[field][lang], abs=5e-5)
     # The correlation tool reads it as it reads the paper's file.
-    evaluations, columns = correlate.read_side_by_side(paths["side_by_side"])
+    evaluations, columns = side_by_side.read(paths["side_by_side"])
     assert [e.lang for e in evaluations] == ["en", "ar"]
     assert columns == PAPER_COLUMNS[5:]
 
@@ -63,7 +63,9 @@ def test_missing_cider_is_an_empty_cell(make_session, release, tmp_path):
     session = make_session(langs=("en",), systems=(("a", folders[0]), ("b", folders[1])))
     simulate.simulate(session, seed=0)
     row = export.side_by_side_rows(session, rating_stats.load_ratings(session))[0]
-    assert row["delta_cider_coco_dev"] == "" and row["delta_cider_xm3600"] != ""
+    assert row["delta_cider_coco_dev"] is None and row["delta_cider_xm3600"] is not None
+    (cells,) = _read_csv(export.export(session, str(tmp_path / "out"))["side_by_side"])
+    assert cells["delta_cider_coco_dev"] == "" and cells["delta_cider_xm3600"] != ""
 
 
 def test_thumb_release_layout(make_session, results_pair, tmp_path):
@@ -78,7 +80,7 @@ def test_thumb_release_layout(make_session, results_pair, tmp_path):
         assert len(lines) == len(tests)  # each file: every caption once
         assert len({(x["SYS"], x["seg_id"]) for x in lines}) == len(lines)
         for line in lines:
-            assert tuple(line) == export.THUMB_COLUMNS
+            assert tuple(line) == thumb_ratings.RELEASE_FIELDS
             assert line["human_score"] == pytest.approx(
                 (line["P"] + line["R"]) / 2 + line["Fl"] + line["Con"] + line["Inc"])
             assert line["image"] == f"{line['seg_id']}.jpg"

@@ -13,7 +13,8 @@ import krippendorff
 import numpy as np
 import pytest
 
-from humaneval import rating_stats, simulate
+from errors import InputError
+from humaneval import export, rating_stats, simulate
 
 BIASES = {"en-1": 0.8, "en-2": -0.6, "en-3": 0.0, "zh-1": 1.2, "zh-2": 0.3, "zh-3": -0.4}
 
@@ -153,3 +154,33 @@ def test_thumb_and_quality_agreement(make_session):
     simulate.simulate(quality, noise=1.0, seed=2, careless={"zh-2": 1.0})
     raters = rating_stats.rater_table(quality, rating_stats.load_ratings(quality))
     assert raters["zh-1"]["gold_failed"] == 0 and raters["zh-1"]["gold"] > 0
+
+
+def test_reading_ratings_changes_nothing(rated, make_session, tmp_path):
+    # A database in rollback-journal mode (a copy, or one made elsewhere) stays byte for byte
+    # what it was, in its journal mode: the readers (load_ratings, export, the report) open it
+    # read-only and create nothing in it.
+    conn = sqlite3.connect(rated.db_path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    count = conn.execute("SELECT COUNT(*) FROM ratings").fetchone()[0]
+    conn.close()
+    with open(rated.db_path, "rb") as f:
+        before = f.read()
+    assert len(rating_stats.load_ratings(rated)) == count
+    export.export(rated, str(tmp_path / "export"))
+    with open(rated.db_path, "rb") as f:
+        assert f.read() == before
+    conn = sqlite3.connect(rated.db_path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    # A session nobody has rated yet: no ratings, and no database made for them.
+    fresh = make_session()
+    assert rating_stats.load_ratings(fresh) == []
+    assert not os.path.exists(fresh.db_path)
+
+
+def test_a_database_of_another_session_is_refused_read_only(rated, make_session):
+    other = make_session(seed=1)
+    os.replace(rated.db_path, other.db_path)
+    with pytest.raises(InputError, match="holds the ratings of another session"):
+        rating_stats.load_ratings(other)

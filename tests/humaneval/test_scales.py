@@ -2,9 +2,9 @@
 
 import pytest
 
-from evaluation.analysis import thumb
+from errors import InputError
+from formats import thumb_ratings
 from humaneval import scales
-from humaneval.errors import InputError
 
 
 def test_sxs_answers_are_positional_and_turned_to_m2s_side():
@@ -40,7 +40,7 @@ def test_thumb_rubric_ranges_and_total():
     answer = scales.check_answer("thumb", {"P": "4", "R": "5", "Fl": "-0.3", "Con": "0",
                                            "Inc": "-0.5"})
     assert answer == {"P": 4, "R": 5, "Fl": -0.3, "Con": 0.0, "Inc": -0.5}
-    assert thumb.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
+    assert thumb_ratings.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
     for field, value, message in (("P", "0", "outside 1-5"), ("R", "6", "outside 1-5"),
                                   ("Fl", "-0.6", "not one of"), ("Con", "-0.2", "not one of"),
                                   ("Inc", "nan", "finite")):

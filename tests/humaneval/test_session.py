@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
+from errors import InputError
 from humaneval import session as session_lib
 from humaneval import store
-from humaneval.errors import InputError
 
 
 def _edit(session, change):

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from evaluation.analysis import correlate
+from formats import side_by_side
 from humaneval import simulate, study_report
 from tests.humaneval import helpers
 
@@ -42,7 +43,7 @@ def test_report_files_and_table6(study, tmp_path):
         with open(paths[kind], "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
-    evaluations, columns = correlate.read_side_by_side(paths["side_by_side"])
+    evaluations, columns = side_by_side.read(paths["side_by_side"])
     assert len(evaluations) == 6  # two pairs x three languages
     expected = correlate.table6(evaluations, columns)
     with open(paths["correlations"], newline="", encoding="utf-8") as f:

@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
+from errors import InputError
 from humaneval import subsets
-from humaneval.errors import InputError
 
 KEYS = [hashlib.md5(str(i).encode()).hexdigest()[:16] for i in range(3600)]
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evaluation.analysis import correlate
+from formats import side_by_side
 
 PAPER_DIR = pathlib.Path(__file__).resolve().parents[3].parent / "shared/reference/xm3600_paper"
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
@@ -32,7 +33,7 @@ def _write(tmp_path, text, name="sxs.csv"):
 @pytest.mark.skipif(not (PAPER_DIR / "side_by_side.csv").is_file(),
                     reason="the paper's reference tables are not checked out")
 def test_reproduces_every_value_of_the_papers_table6():
-    evaluations, columns = correlate.read_side_by_side(PAPER_DIR / "side_by_side.csv")
+    evaluations, columns = side_by_side.read(PAPER_DIR / "side_by_side.csv")
     result = correlate.table6(evaluations, columns)
     with open(PAPER_DIR / "correlations.csv", newline="") as f:
         expected = list(csv.DictReader(f))
@@ -90,7 +91,7 @@ def test_undefined_correlations_are_none():
 
 
 def test_each_evaluation_counts_twice_flipped(tmp_path):
-    evaluations, _ = correlate.read_side_by_side(_write(tmp_path, HEADER + "\n".join(ROWS)))
+    evaluations, _ = side_by_side.read(_write(tmp_path, HEADER + "\n".join(ROWS)))
     x, y = correlate.flipped_points(evaluations, "delta_cider_xm3600")
     np.testing.assert_array_equal(x, [-10, -5, 2, -3, 4, -1, 10, 5, -2, 3, -4, 1])
     np.testing.assert_array_equal(y[:6], -y[6:])
@@ -99,7 +100,7 @@ def test_each_evaluation_counts_twice_flipped(tmp_path):
     assert result["core"]["n"] == {"delta_cider_xm3600": 6}
     # Flipping one evaluation's orientation (swapping m1 and m2) changes nothing.
     swapped = ROWS[:1] + ["C,A,es,core,5.0,0.02,0.03,-0.02"] + ROWS[2:]
-    evaluations2, _ = correlate.read_side_by_side(
+    evaluations2, _ = side_by_side.read(
         _write(tmp_path, HEADER + "\n".join(swapped), "swapped.csv"))
     assert correlate.table6(evaluations2, ("delta_cider_xm3600",)) == result
 
@@ -108,12 +109,12 @@ def test_missing_values_are_dropped_pairwise(tmp_path):
     rows = list(ROWS)
     rows[3] = "A,B,de,ext,-3.0,-0.01,-0.02,NA"
     rows[4] = "B,C,fr,ext,4.0,,0.02,-0.01"
-    evaluations, columns = correlate.read_side_by_side(_write(tmp_path, HEADER + "\n".join(rows)))
+    evaluations, columns = side_by_side.read(_write(tmp_path, HEADER + "\n".join(rows)))
     result = correlate.table6(evaluations, columns)
     assert result["all"]["n"] == {"delta_cider_xm600": 10, "delta_cider_xm3600": 12,
                                   "delta_cider_coco_dev": 10}
     # The coco_dev column equals the correlation computed without row 3 at all.
-    without, _ = correlate.read_side_by_side(
+    without, _ = side_by_side.read(
         _write(tmp_path, HEADER + "\n".join(rows[:3] + rows[4:]), "without.csv"))
     assert result["all"]["kendall"]["delta_cider_coco_dev"] == pytest.approx(
         correlate.table6(without, columns)["all"]["kendall"]["delta_cider_coco_dev"])
@@ -121,30 +122,13 @@ def test_missing_values_are_dropped_pairwise(tmp_path):
 
 
 def test_empty_subset_gives_none_and_dashes(tmp_path):
-    evaluations, columns = correlate.read_side_by_side(
+    evaluations, columns = side_by_side.read(
         _write(tmp_path, HEADER + "\n".join(ROWS[:3])))
     result = correlate.table6(evaluations, columns)
     assert result["ext"]["n"]["delta_cider_xm3600"] == 0
     assert result["ext"]["pearson"]["delta_cider_xm3600"] is None
     assert result["core"]["pearson"]["delta_cider_xm3600"] is not None
     assert "–" in correlate.format_table(result, columns)
-
-
-@pytest.mark.parametrize("text, message", [
-    ("m2,m1,lang,delta_sxs,delta_cider_xm3600\nA,B,en,1,0.1\n", "missing column(s) set"),
-    ("m2,m1,lang,set,delta_sxs\nA,B,en,core,1\n", "delta_cider_*"),
-    (HEADER + ROWS[0] + "\nA,B,de,ext,-3.0,x,-0.02,0.03\n", "sxs.csv:3: column delta_cider_xm600"),
-    (HEADER + "A,B,de,ext,lots,0.1,-0.02,0.03\n", "sxs.csv:2: column delta_sxs"),
-    (HEADER + "A,B,de,extended,-3.0,0.1,-0.02,0.03\n", "sxs.csv:2: column set: unknown value"),
-    (HEADER + "A,B,xx,ext,-3.0,0.1,-0.02,0.03\n", "sxs.csv:2: column lang"),
-    (HEADER + "A,B,de,ext,-3.0,0.1,-0.02\n", "sxs.csv:2: fewer cells"),
-    (HEADER + "A,B,de,ext,-3.0,inf,-0.02,0.1\n", "not a finite number"),
-    (HEADER, "no evaluations"),
-])
-def test_bad_input_names_what_is_wrong(tmp_path, text, message):
-    with pytest.raises(correlate.SideBySideError) as info:
-        correlate.read_side_by_side(_write(tmp_path, text))
-    assert message in str(info.value)
 
 
 def test_command_line_json_and_table(tmp_path, capsys):

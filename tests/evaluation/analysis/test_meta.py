@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from evaluation.analysis import coefficients, correlate, meta, thumb
+from formats import side_by_side
 
 REFS = {
     "1": ["a dog runs on the grass", "a brown dog running in a field", "dog on grass"],
@@ -103,7 +104,7 @@ def test_side_by_side_is_table6_plus_tau_c_and_intervals(tmp_path, capsys):
                     "A,B,en,core,-10,-0.1\nA,C,es,core,-5,-0.03\nB,C,hi,core,2,0\n"
                     "A,B,de,ext,-3,-0.02\nB,C,fr,ext,4,0.02\nA,C,ja,ext,-1,-0.01\n")
     rows = _rows(["--side-by-side", str(path), "--samples", "40"], capsys)
-    evaluations, columns = correlate.read_side_by_side(str(path))
+    evaluations, columns = side_by_side.read(str(path))
     expected = correlate.table6(evaluations, columns)
     for r in rows:
         assert r["pearson"] == pytest.approx(expected[r["subset"]]["pearson"][r["metric"]])

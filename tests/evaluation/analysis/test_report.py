@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from data import languages
-from evaluation.analysis import compare, report
+from evaluation.analysis import report
+from formats import scores
 
 REAL_PAPER_DIR = (pathlib.Path(__file__).resolve().parents[3].parent
                   / "shared/reference/xm3600_paper")
@@ -132,17 +133,6 @@ def test_default_paper_dir_holds_the_papers_numbers(monkeypatch):
     assert all(len(by_lang) == 35 for by_lang in paper["xm3600"].values())
 
 
-def test_per_image_file_is_readable_by_compare(tmp_path):
-    per_image = {"en": {"k1": 0.5, "k2": 1.0}, "de": {"k1": 0.25}}
-    report.write_report(tmp_path / "a", {"en": 0.75, "de": 0.25}, {"en": 2, "de": 1},
-                        per_image=per_image, paper_dir=tmp_path / "none")
-    assert compare.read_per_image(tmp_path / "a") == per_image
-    rows = [{"image/key": "k1", "lang": "en", "score": 0.5}]
-    report.write_report(tmp_path / "b", {"en": 0.5}, {"en": 1}, per_image=rows,
-                        paper_dir=tmp_path / "none")
-    assert compare.read_per_image(tmp_path / "b") == {"en": {"k1": 0.5}}
-
-
 @pytest.mark.parametrize("scores, counts, message", [
     ({"xx": 0.1}, {"xx": 1}, "unknown language in scores 'xx'"),
     ({"en": float("nan")}, {"en": 1}, "scores['en']: expected a finite number"),
@@ -180,19 +170,9 @@ def test_command_line_redraws_from_scores_json(tmp_path, capsys):
         report.main([str(tmp_path / "missing")])
 
 
-def test_bad_per_image_writes_nothing(tmp_path):
-    with pytest.raises(ValueError, match="per_image entry 1: score is not a finite number"):
-        report.write_report(tmp_path / "out", {"en": 0.5}, {"en": 2},
-                            per_image=[{"image/key": "a", "lang": "en", "score": 0.5},
-                                       {"image/key": "b", "lang": "en", "score": None}],
-                            paper_dir=tmp_path)
-    assert not (tmp_path / "out").exists()
-
-
 def test_numpy_numbers_are_accepted(tmp_path):
     paths = report.write_report(
-        tmp_path / "out", {"en": np.float32(0.5)}, {"en": np.int64(3)},
-        per_image={"en": {"k": np.float32(0.25)}}, paper_dir=tmp_path)
+        tmp_path / "out", {"en": np.float32(0.5)}, {"en": np.int64(3)}, paper_dir=tmp_path)
     summary = json.loads(paths["json"].read_text())
     assert summary["scores"] == {"en": 0.5} and summary["num_images"] == {"en": 3}
-    assert compare.read_per_image(tmp_path / "out") == {"en": {"k": 0.25}}
+    assert scores.read(paths["json"]) == summary

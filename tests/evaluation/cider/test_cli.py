@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from pycocoevalcap.cider.cider import Cider
 
+import errors
 from evaluation import cider
 from evaluation.cider import __main__ as cider_main
+from formats import predictions
 
 REFS = {
     "img0": {"en": ["A dog runs on the beach.", "A brown dog running."],
@@ -200,7 +202,7 @@ def test_df_file_validation(tmp_path):
     path = tmp_path / "df.json"
     good.save(path)
     assert cider.DocumentFrequency.load(path, "en") == good
-    with pytest.raises(cider.InputError, match="no document frequencies for 'es'"):
+    with pytest.raises(errors.InputError, match="no document frequencies for 'es'"):
         cider.DocumentFrequency.load(path, "es")
     for df, message in [
         ({"a": 5}, "count 5, expected an integer in 1..4"),
@@ -210,10 +212,10 @@ def test_df_file_validation(tmp_path):
         payload = json.loads(path.read_text())
         payload["languages"]["en"]["df"] = df
         path.write_text(json.dumps(payload))
-        with pytest.raises(cider.InputError, match=message):
+        with pytest.raises(errors.InputError, match=message):
             cider.load_document_frequencies(path)
     path.write_text("{")
-    with pytest.raises(cider.InputError, match="not valid JSON"):
+    with pytest.raises(errors.InputError, match="not valid JSON"):
         cider.load_document_frequencies(path)
 
 
@@ -221,8 +223,8 @@ def test_df_for_missing_language(files, tmp_path):
     from data import xm3600_release
     records = xm3600_release.read_captions(files[0])
     df = {"en": cider.CiderScorer([REFS[k]["en"] for k in REFS], "en").document_frequency}
-    with pytest.raises(cider.InputError, match="no document frequencies for 'es'"):
-        cider.score_languages(records, cider.read_predictions(files[1]), df=df)
+    with pytest.raises(errors.InputError, match="no document frequencies for 'es'"):
+        cider.score_languages(records, predictions.read(files[1]), df=df)
 
 
 def test_reference_field_tokenized(tmp_path, capsys):
@@ -256,35 +258,19 @@ def test_python_dash_m_entry_point(files):
                                                                       abs=1e-6)
 
 
-def test_read_predictions_fast_and_line_by_line_agree(tmp_path):
-    lines = [PREDS[0], "", PREDS[1], "   ", PREDS[2]]
-    path = write_lines(tmp_path / "p.jsonl", lines)
-    fast = cider.read_predictions(path)
-    assert fast == {"en": {p["image/key"]: p["caption"] for p in PREDS[:3]}}
-    assert [fast.where("en", k) for k in ("img0", "img1", "img2")] == [
-        f"{path}:1", f"{path}:3", f"{path}:5"]
-    # NaN in an extra field: only `json` reads the line, so the file is read line by line.
-    slow_path = write_lines(tmp_path / "q.jsonl", lines + [
-        '{"image/key": "img0", "lang": "es", "caption": "x", "p": NaN}'])
-    slow = cider.read_predictions(slow_path)
-    assert slow == {**fast, "es": {"img0": "x"}}
-    assert slow.where("en", "img2") == f"{slow_path}:5"
-    assert slow.where("es", "img0") == f"{slow_path}:6"
-
-
 def test_score_languages_from_references_table(files):
     from data import xm3600_release
-    predictions = cider.read_predictions(files[1])
-    from_records = cider.score_languages(xm3600_release.read_captions(files[0]), predictions)
+    preds = predictions.read(files[1])
+    from_records = cider.score_languages(xm3600_release.read_captions(files[0]), preds)
     table = xm3600_release.read_references(files[0])
-    from_table = cider.score_languages(table, predictions, keep_scorers=False)
+    from_table = cider.score_languages(table, preds, keep_scorers=False)
     assert list(from_table) == list(from_records) == ["en", "es"]
     for lang, result in from_table.items():
         assert result.score == from_records[lang].score
         assert result.keys == from_records[lang].keys
         assert result.scorer is None and from_records[lang].scorer is not None
-    with pytest.raises(cider.InputError, match="field 'caption', not 'caption/tokenized'"):
-        cider.score_languages(table, predictions, reference_field="caption/tokenized")
+    with pytest.raises(errors.InputError, match="field 'caption', not 'caption/tokenized'"):
+        cider.score_languages(table, preds, reference_field="caption/tokenized")
 
 
 def test_own_process_skips_numba_blas_probe_and_restores_imports(files):

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycocoevalcap.cider.cider import Cider
 
+import errors
 from evaluation import cider
 from evaluation.cider import kernel as cider_kernel
 from evaluation.cider import ngram_index
@@ -133,7 +134,7 @@ def test_languages_on_threads_equal_one_by_one():
     threaded = cider.map_languages(score, corpora)
     for corpus, per_image in zip(corpora, threaded, strict=True):
         np.testing.assert_array_equal(per_image, score(corpus))
-    with pytest.raises(cider.InputError, match="got 0 predictions for 20 images"):
+    with pytest.raises(errors.InputError, match="got 0 predictions for 20 images"):
         cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]),
                             corpora)
 
@@ -293,21 +294,21 @@ def test_document_frequency_from_another_corpus_matches_pycocoevalcap_formula():
 
 
 def test_bad_arguments():
-    with pytest.raises(cider.InputError, match="metric"):
+    with pytest.raises(errors.InputError, match="metric"):
         cider.CiderScorer([["a"]], "en", metric="bleu")
-    with pytest.raises(cider.InputError, match="image 1"):
+    with pytest.raises(errors.InputError, match="image 1"):
         cider.CiderScorer([["a"], []], "en")
-    with pytest.raises(cider.InputError, match="image 0"):
+    with pytest.raises(errors.InputError, match="image 0"):
         cider.CiderScorer(["a dog"], "en")
     scorer = cider.CiderScorer([["a b"], ["c d"]], "en")
-    with pytest.raises(cider.InputError, match="2 images"):
+    with pytest.raises(errors.InputError, match="2 images"):
         scorer.score(["a b"])
-    with pytest.raises(cider.InputError, match="distinct"):
+    with pytest.raises(errors.InputError, match="distinct"):
         scorer.score(["a", "b"], indices=[1, 1])
-    with pytest.raises(cider.InputError, match="0..1"):
+    with pytest.raises(errors.InputError, match="0..1"):
         scorer.score(["a"], indices=[2])
     df = cider.DocumentFrequency("es", 3, {"a": 1}, "x")
-    with pytest.raises(cider.InputError, match="'es', not 'en'"):
+    with pytest.raises(errors.InputError, match="'es', not 'en'"):
         cider.CiderScorer([["a"]], "en", df=df)
 
 

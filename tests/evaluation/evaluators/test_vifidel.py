@@ -1,12 +1,18 @@
-"""The `vifidel` evaluator: in the training loop on the tiny demo data, and its config errors."""
+"""The `vifidel` evaluator: in the training loop on the tiny demo data, its files through the
+checkpoint tool, and its config errors."""
 
 import ml_collections
+import numpy as np
 import pytest
 
 import train
 from data import tokenizer
+from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
+from formats import scores as scores_format
 from tests.tiny import tiny_config
 from training import state as state_lib
 from training.metrics import read_metrics
@@ -34,15 +40,32 @@ def _config(data_dir, **fields):
     return config.lock()
 
 
-def test_vifidel_runs_in_the_loop(tiny_demo, tmp_path):
+def test_vifidel_runs_in_the_loop_and_writes_its_files_through_the_tool(tiny_demo, tmp_path):
     workdir = str(tmp_path / "run")
-    train.train_and_evaluate(_config(tiny_demo), workdir)
+    config = _config(tiny_demo)
+    train.train_and_evaluate(config, workdir)
     logged = {r["step"]: r for r in read_metrics(workdir) if "eval/vifidel/avg" in r}
     assert sorted(logged) == [0, 2]
     for record in logged.values():
         scores = [record[f"eval/vifidel/{lang}"] for lang in ("en", "zh")]
         assert all(0 <= s <= 1 for s in scores)
         assert record["eval/vifidel/avg"] == pytest.approx(sum(scores) / 2)
+    # The checkpoint tool: predictions and a report by the evaluator contract's defaults.
+    out = tmp_path / "results"
+    evaluate.evaluate_checkpoint(config, workdir, names=["vifidel"], langs="config",
+                                 out=str(out))
+    summary = scores_format.read(out / "scores_vifidel.json")
+    per_caption = per_image_format.read(out / "per_image_vifidel.jsonl")
+    assert summary["metric"] == "vifidel" and summary["step"] == 2
+    for lang in ("en", "zh"):
+        captions = predictions_format.read_language(
+            out / f"predictions_vifidel_{lang}.jsonl", lang)
+        assert len(captions) == 8 and set(per_caption[lang]) <= set(captions)
+        assert summary["num_images"][lang] == len(per_caption[lang])
+        assert summary["scores"][lang] == pytest.approx(np.mean(list(per_caption[lang].values())))
+        assert summary["scores"][lang] == pytest.approx(logged[2][f"eval/vifidel/{lang}"])
+    assert "| en |" in (out / "table_vifidel.md").read_text()
+    assert not (out / "scores.json").exists()  # XM3600's report is XM3600's.
 
 
 def _setup(config):

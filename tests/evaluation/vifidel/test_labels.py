@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from errors import InputError
 from evaluation.vifidel import labels
-from evaluation.vifidel.errors import InputError
 
 DESCRIPTIONS = "LabelName,DisplayName\n/m/01,Dog\n/m/02,Traffic light\n/m/03,\"Cat, domestic\"\n"
 IMAGE_LEVEL = ("ImageID,Source,LabelName,Confidence\n"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from data import demo, xm3600_release
+from errors import InputError
 from evaluation.vifidel import __main__ as cli
 from evaluation.vifidel import bags, corpus, vectors
-from evaluation.vifidel.errors import InputError
 from evaluation.vifidel.scorer import VifidelScorer
 from tests.evaluation.vifidel.conftest import write_vec
 

@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
+from errors import InputError
 from evaluation.vifidel import vectors
-from evaluation.vifidel.errors import InputError
 from tests.evaluation.vifidel.conftest import write_bin, write_vec
 
 WORDS = ["Dog", "dog", "New_York", ",", "红色", "zero"]

@@ -1,0 +1,32 @@
+"""The files that tools exchange: one module each, the only code that reads or writes them.
+
+- `predictions`: `predictions_<lang>.jsonl`, one caption per image and language
+  (`PredictionsError`). Written by the evaluators through the checkpoint tool; read by
+  `python -m evaluation.cider`, `python -m evaluation.vifidel` and humaneval.
+- `per_image`: `per_image.jsonl`, one score per image and language (`PerImageError`).
+  Written by the evaluators and by the metric command lines' `--per-image`; read by
+  `python -m evaluation.analysis.compare` and humaneval.
+- `scores`: `scores.json`, corpus scores per language (`ScoresError`). Written by the
+  evaluators' reports (evaluation/analysis/report.py); read by the report command line and
+  humaneval.
+- `eval_metrics`: `metrics.json`, every metric of one evaluated checkpoint
+  (`EvalMetricsError`). Written by the checkpoint tool.
+- `thumb_ratings`: THUMB 1.0 ratings, `thumb.jsonl` / `thumb_<k>.jsonl`, and the THUMB rubric
+  (`ThumbError`). Written by humaneval's export; read by `python -m evaluation.analysis.thumb`
+  and `python -m evaluation.analysis.meta`; the rubric also checks humaneval's rating form.
+- `side_by_side`: `side_by_side.csv`, the XM3600 paper's side-by-side evaluations
+  (`SideBySideError`). Written by humaneval's export and report; read by
+  `python -m evaluation.analysis.correlate`, `... meta --side-by-side` and humaneval.
+
+Evaluators other than XM3600's write the same formats under their own names
+(`predictions_<evaluator>_<lang>.jsonl`, `per_image_<evaluator>.jsonl`,
+`scores_<evaluator>.json`); each module's `file_name` gives them.
+
+Each module holds the file's name, its one validation, a `read` and a `write` that both go
+through it, and one error class, an `errors.InputError` whose message names the file and
+line (or entry, field, column) at fault. Readers are strict: an unknown language, a repeated
+key, a value of the wrong kind is an error, never skipped or overwritten; writers check
+everything before they write anything. The rest of the repository reads and writes these
+files only through here (tests/formats/test_owners.py checks it). This package imports only
+`data` (languages, the JSON Lines reader) and `errors`.
+"""

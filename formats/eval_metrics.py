@@ -1,0 +1,84 @@
+"""The metrics of one evaluated checkpoint: `metrics.json` in a results folder.
+
+One JSON object, {"step": int, "<metric name>": number, ...}: every evaluator's metrics as
+the training loop logs them (`eval/cider_d/en`, `eval/cider_d/avg`, `eval/vifidel/zh`, ...),
+so that a checkpoint's numbers from the tool and from the loop's metrics.jsonl compare
+name by name. The checkpoint tool (evaluation/evaluate.py) writes it; tests and scripts read
+it back with `read`.
+"""
+
+import json
+import math
+import numbers
+import os
+
+import errors
+from data import jsonl
+
+FILE_NAME = "metrics.json"
+
+
+class EvalMetricsError(errors.InputError):
+    """A metrics.json (or what is to be written to one) is malformed; names the file and key."""
+
+
+def _check(step, metrics):
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise EvalMetricsError(f"'step': expected a step >= 0, got {step!r}")
+    if not isinstance(metrics, dict):
+        raise EvalMetricsError(f"expected a {{metric name: value}} dict, got {metrics!r}")
+    out = {}
+    for name, value in metrics.items():
+        if not isinstance(name, str) or not name or name == "step":
+            raise EvalMetricsError(f"metric name {name!r}: expected a name other than 'step'")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value):
+            raise EvalMetricsError(f"{name!r}: expected a finite number, got {value!r}")
+        out[name] = float(value)
+    return int(step), out
+
+
+def write(path, step, metrics):
+    """Writes {"step": step, **metrics}; returns `path`.
+
+    Args:
+        path: the file to write.
+        step: the checkpoint step.
+        metrics: {metric name: finite number}.
+
+    Raises:
+        EvalMetricsError: a bad step, name or value; nothing is written then.
+    """
+    step, metrics = _check(step, metrics)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"step": step, **metrics}, indent=2) + "\n")
+    return path
+
+
+def read(path):
+    """Reads and checks a metrics.json.
+
+    Returns:
+        (step, {metric name: value}).
+
+    Raises:
+        EvalMetricsError: a missing file, one that is not JSON (file:line), or a bad step,
+            name or value (named).
+    """
+    if not os.path.isfile(path):
+        raise EvalMetricsError(f"metrics file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except UnicodeDecodeError as e:
+        raise EvalMetricsError(f"{path}: not UTF-8 ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise EvalMetricsError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+            from None
+    if not isinstance(record, dict):
+        raise EvalMetricsError(f"{path}: expected a JSON object, got {type(record).__name__}")
+    metrics = dict(record)
+    try:
+        return _check(metrics.pop("step", None), metrics)
+    except EvalMetricsError as e:
+        raise EvalMetricsError(f"{path}: {e}") from None

@@ -1,0 +1,180 @@
+"""Corpus scores of one evaluated checkpoint: `scores.json` in a results folder.
+
+One JSON object:
+
+    {"metric": "cider-d",                      the metric's name
+     "scores": {lang: score},                  corpus score per language (finite numbers)
+     "average": mean of "scores",
+     "num_images": {lang: count},              images scored, the same languages
+     "step": int, "config": str,               optional: checkpoint step, config file
+     "coco_dev_scores": {lang: score},         optional: CIDEr-D on COCO-dev (Table 8's column)
+     ...}                                      further fields (averages, decoding, workdir)
+
+Languages are XM3600 codes. The checkpoint tool writes one file per evaluator (`file_name`:
+`scores.json` for XM3600's CIDEr-D report, `scores_<evaluator>.json` for the others, through
+evaluation/analysis/report.py); the report command line, the human-evaluation kit and the
+tests read them back.
+"""
+
+import json
+import math
+import numbers
+import os
+
+import errors
+from data import jsonl, languages
+
+FILE_NAME = "scores.json"
+# The fields `make` writes; any other field is the caller's (`extra`).
+FIELDS = ("metric", "scores", "average", "num_images", "step", "config", "coco_dev_scores")
+
+
+class ScoresError(errors.InputError):
+    """A scores file (or what is to be written to one) is malformed; names the field."""
+
+
+def file_name(outputs=""):
+    """The name of an evaluator's scores file in a results folder ("": XM3600's)."""
+    return f"scores{'_' + outputs if outputs else ''}.json"
+
+
+def _is_number(value):
+    # numbers.Real also admits numpy scalars, which evaluation code hands over.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _ordered(langs):
+    """Languages in the paper's order (XM3600_LANGS)."""
+    return [lang for lang in languages.XM3600_LANGS if lang in langs]
+
+
+def check_language_scores(scores, what):
+    """{lang: finite number} in the paper's language order, as floats.
+
+    Raises:
+        ScoresError: not a non-empty dict, an unknown language, a value that is not a finite
+            number (`what` and the language named).
+    """
+    if not isinstance(scores, dict) or not scores:
+        raise ScoresError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
+    try:
+        languages.check_langs(scores.keys(), what=f"language in {what}")
+    except ValueError as e:
+        raise ScoresError(str(e)) from None
+    for lang, value in scores.items():
+        if not _is_number(value) or not math.isfinite(value):
+            raise ScoresError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
+    return {lang: float(scores[lang]) for lang in _ordered(scores)}
+
+
+def _check_num_images(num_images, scores):
+    if not isinstance(num_images, dict):
+        raise ScoresError(f"num_images: expected a {{lang: count}} dict, got {num_images!r}")
+    missing = [lang for lang in scores if lang not in num_images]
+    extra = [lang for lang in num_images if lang not in scores]
+    if missing or extra:
+        raise ScoresError(
+            f"num_images and scores cover different languages: without a count: "
+            f"{', '.join(missing) or 'none'}; without a score: {', '.join(extra) or 'none'}")
+    for lang, n in num_images.items():
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise ScoresError(f"num_images[{lang!r}]: expected a count >= 0, got {n!r}")
+    return {lang: int(num_images[lang]) for lang in scores}
+
+
+def _check(summary):
+    """The checked summary (numbers as Python floats and ints); ScoresError without a path."""
+    if not isinstance(summary, dict):
+        raise ScoresError(f"expected a JSON object, got {type(summary).__name__}")
+    if not isinstance(summary.get("metric"), str) or not summary["metric"]:
+        raise ScoresError(f"field 'metric': expected a metric name, got "
+                          f"{summary.get('metric')!r}")
+    out = dict(summary)
+    out["scores"] = check_language_scores(summary.get("scores"), "scores")
+    out["num_images"] = _check_num_images(summary.get("num_images"), out["scores"])
+    if not _is_number(summary.get("average")) or not math.isfinite(summary["average"]):
+        raise ScoresError(f"field 'average': expected a finite number, got "
+                          f"{summary.get('average')!r}")
+    out["average"] = float(summary["average"])
+    step = summary.get("step")
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise ScoresError(f"field 'step': expected a step >= 0, got {step!r}")
+        out["step"] = int(step)
+    if summary.get("config") is not None and not isinstance(summary["config"], str):
+        raise ScoresError(f"field 'config': expected a string, got {summary['config']!r}")
+    if summary.get("coco_dev_scores") is not None:
+        out["coco_dev_scores"] = check_language_scores(summary["coco_dev_scores"],
+                                                       "coco_dev_scores")
+    return out
+
+
+def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=None,
+         extra=None):
+    """A checked summary to `write`.
+
+    Args:
+        metric: the metric's name ("cider-d", "vifidel", ...).
+        scores: {lang: corpus score}.
+        num_images: {lang: images scored}, the same languages.
+        step: optional checkpoint step.
+        config: optional config name or text.
+        coco_dev_scores: optional {lang: CIDEr-D on COCO-dev}.
+        extra: further fields (JSON-serializable); they must not be one of FIELDS.
+
+    Raises:
+        ScoresError: a malformed value (the field and language named).
+    """
+    scores = check_language_scores(scores, "scores")
+    summary = {"metric": metric, "scores": scores,
+               "average": sum(scores.values()) / len(scores),
+               "num_images": _check_num_images(num_images, scores)}
+    if step is not None:
+        summary["step"] = step
+    if config is not None:
+        summary["config"] = str(config)
+    if coco_dev_scores:
+        summary["coco_dev_scores"] = coco_dev_scores
+    clash = sorted(set(extra or {}) & set(FIELDS))
+    if clash:
+        raise ScoresError(f"extra fields {', '.join(clash)} are fields of the format")
+    return _check({**summary, **(extra or {})})
+
+
+def write(path, summary):
+    """Writes a summary (from `make`, or one read) to `path`; returns `path`.
+
+    Raises:
+        ScoresError: as `read` would for the file; nothing is written then.
+    """
+    summary = _check(summary)
+    text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def read(path):
+    """Reads and checks a scores file.
+
+    Returns:
+        The summary: a dict with at least "metric", "scores", "average" and "num_images".
+
+    Raises:
+        ScoresError: a missing file, one that is not UTF-8 or JSON (file:line), or a missing
+            or malformed field (named, with the language).
+    """
+    if not os.path.isfile(path):
+        raise ScoresError(f"scores file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+    except UnicodeDecodeError as e:
+        raise ScoresError(f"{path}: not UTF-8 ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise ScoresError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+            from None
+    try:
+        return _check(summary)
+    except ScoresError as e:
+        raise ScoresError(f"{path}: {e}") from None

@@ -1,0 +1,218 @@
+"""THUMB 1.0 ratings (Kasai et al., NAACL 2022): the rubric and its release-layout files.
+
+The rubric, per caption: precision P and recall R (integers 1-5), fluency Fl (0, -0.1, ...,
+-0.5), conciseness Con and inclusive language Inc (0 or -0.5);
+
+    total = (P + R) / 2 + Fl + Con + Inc.
+
+A ratings file is in the THUMB 1.0 release layout (`mscoco/mscoco_THumB-1.0.jsonl`): one JSON
+object per line and caption, with the fields RELEASE_FIELDS: SYS (the system), seg_id (the
+image), set_id (its index in the test split), hyp (the caption), image (its file name), P, R,
+Fl, Inc, Con and human_score (the total). A file is one rating round: each (system, image) at
+most once. The human-evaluation kit writes one file per round (`file_name`: `thumb.jsonl`, or
+`thumb_1.jsonl` ... `thumb_<r>.jsonl`), the THUMB analysis and the meta-evaluation read them;
+THUMB's references file (lines {"seg_id", "set_id", "refs"}) is read here too.
+
+`check_rating` and `total` are the rubric, for these files and for the kit's rating form.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+import errors
+from data import jsonl
+
+FIELDS = ("P", "R", "Fl", "Con", "Inc")
+SCORES = (*FIELDS, "total")
+PR_RANGE = (1, 5)
+FLUENCY = (0.0, -0.1, -0.2, -0.3, -0.4, -0.5)
+BINARY = (0.0, -0.5)
+RELEASE_FIELDS = ("SYS", "seg_id", "set_id", "hyp", "image", "P", "R", "Fl", "Inc", "Con",
+                  "human_score")
+
+
+class ThumbError(errors.InputError):
+    """A rating outside the rubric or a malformed file; names the file, line, field and value."""
+
+
+def file_name(round_number=None):
+    """`thumb.jsonl` (the only round), or `thumb_<k>.jsonl` (round k, from 1)."""
+    return "thumb.jsonl" if round_number is None else f"thumb_{round_number}.jsonl"
+
+
+def _number(value, field):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ThumbError(f"field {field!r}: expected a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ThumbError(f"field {field!r}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ThumbError(f"field {field!r}: expected a finite number, got {value!r}")
+    return number
+
+
+def _one_of(number, allowed, field):
+    for choice in allowed:
+        if abs(number - choice) < 1e-9:
+            return choice
+    raise ThumbError(f"field {field!r}: {number:g} is not one of "
+                     f"{', '.join(f'{a:g}' for a in allowed)}")
+
+
+def check_rating(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
+    """Checks one THUMB rating against the rubric.
+
+    Args:
+        P, R: precision and recall, integers 1-5 (integral floats and numeric strings
+            accepted).
+        Fl: fluency penalty, one of 0, -0.1, ..., -0.5.
+        Con, Inc: conciseness and inclusive-language penalties, 0 or -0.5.
+
+    Returns:
+        {"P": int, "R": int, "Fl": float, "Con": float, "Inc": float}.
+
+    Raises:
+        ThumbError: a value is malformed or outside the rubric (the field and value named).
+    """
+    out = {}
+    for field, value in (("P", P), ("R", R)):
+        number = _number(value, field)
+        if not number.is_integer():
+            raise ThumbError(f"field {field!r}: {value!r} is not an integer")
+        low, high = PR_RANGE
+        if not low <= number <= high:
+            raise ThumbError(f"field {field!r}: {number:g} is outside {low}-{high}")
+        out[field] = int(number)
+    out["Fl"] = _one_of(_number(Fl, "Fl"), FLUENCY, "Fl")
+    out["Con"] = _one_of(_number(Con, "Con"), BINARY, "Con")
+    out["Inc"] = _one_of(_number(Inc, "Inc"), BINARY, "Inc")
+    return out
+
+
+def total(rating):
+    """The THUMB score of one checked rating: (P + R) / 2 + Fl + Con + Inc."""
+    return (rating["P"] + rating["R"]) / 2 + rating["Fl"] + rating["Con"] + rating["Inc"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rating:
+    """One rated caption of a release-layout file.
+
+    Attributes:
+        system: SYS.
+        image: seg_id (as a string), the image the caption describes.
+        set_id: the image's index in its test split.
+        hyp: the caption.
+        scores: {"P", "R", "Fl", "Con", "Inc", "total"}.
+        where: "file:line".
+    """
+    system: str
+    image: str
+    set_id: int
+    hyp: str
+    scores: dict
+    where: str
+
+
+def _parse(obj, where):
+    missing = [f for f in RELEASE_FIELDS if f not in obj]
+    if missing:
+        raise ThumbError(f"{where}: missing field(s) {', '.join(missing)} (the THUMB 1.0 layout "
+                         f"has {', '.join(RELEASE_FIELDS)})")
+    for field in ("SYS", "hyp", "image"):
+        if not isinstance(obj[field], str) or (field == "SYS" and not obj[field]):
+            raise ThumbError(f"{where}: field {field!r} must be a string, got {obj[field]!r}")
+    if not isinstance(obj["seg_id"], (str, int)) or isinstance(obj["seg_id"], bool):
+        raise ThumbError(f"{where}: field 'seg_id' must be a string, got {obj['seg_id']!r}")
+    if not isinstance(obj["set_id"], int) or isinstance(obj["set_id"], bool):
+        raise ThumbError(f"{where}: field 'set_id' must be an integer, got {obj['set_id']!r}")
+    try:
+        scores = check_rating(*(obj[f] for f in FIELDS))
+        stated = _number(obj["human_score"], "human_score")
+    except ThumbError as e:
+        raise ThumbError(f"{where}: {e}") from None
+    scores["total"] = total(scores)
+    if abs(stated - scores["total"]) > 1e-6:
+        raise ThumbError(f"{where}: field 'human_score': {stated:g} is not (P + R) / 2 + Fl + "
+                         f"Con + Inc = {scores['total']:g}")
+    return Rating(obj["SYS"], str(obj["seg_id"]), obj["set_id"], obj["hyp"], scores, where)
+
+
+def _round(ratings):
+    """The ratings (an iterable, consumed in order) as a list, or a ThumbError for a
+    (system, image) rated twice in one round."""
+    seen, out = {}, []
+    for rating in ratings:
+        pair = (rating.system, rating.image)
+        if pair in seen:
+            raise ThumbError(f"{rating.where}: system {rating.system!r} rated again on image "
+                             f"{rating.image!r} (first at {seen[pair]}); a second round belongs "
+                             f"in a file of its own")
+        seen[pair] = rating.where
+        out.append(rating)
+    return out
+
+
+def read(path):
+    """Reads one release-layout file (one rating round).
+
+    Returns:
+        [Rating] in file order.
+
+    Raises:
+        ThumbError: a missing or empty file, a malformed line, a value outside the rubric, a
+            human_score that is not the total, or a second rating of the same (system, image)
+            (file:line named).
+    """
+    if not os.path.isfile(path):
+        raise ThumbError(f"THUMB ratings not found: {path}")
+    ratings = _round(_parse(obj, where)
+                     for where, obj in jsonl.read_objects(path, error=ThumbError))
+    if not ratings:
+        raise ThumbError(f"{path}: no ratings (the file is empty)")
+    return ratings
+
+
+def write(path, rows):
+    """Writes one rating round in the release layout; returns `path`.
+
+    Args:
+        path: the file to write.
+        rows: dicts with the fields RELEASE_FIELDS (others are not written), in file order.
+
+    Raises:
+        ThumbError: as `read` would for the file (the entry's index named); nothing is
+            written then.
+    """
+    rows = list(rows)
+    _round(_parse(row, f"{path}: entry {i}") for i, row in enumerate(rows))
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({k: row[k] for k in RELEASE_FIELDS}, ensure_ascii=False) + "\n"
+                     for row in rows)
+    return path
+
+
+def read_references(path):
+    """Reads THUMB's references file: lines {"seg_id", "set_id", "refs": [...]}.
+
+    Returns:
+        {seg_id (str): [reference captions]}.
+
+    Raises:
+        ThumbError: a missing file, a malformed line or a seg_id given twice (file:line).
+    """
+    if not os.path.isfile(path):
+        raise ThumbError(f"THUMB references not found: {path}")
+    refs = {}
+    for where, obj in jsonl.read_objects(path, error=ThumbError):
+        seg, captions = obj.get("seg_id"), obj.get("refs")
+        if seg is None or not isinstance(captions, list) or not captions or not all(
+                isinstance(c, str) for c in captions):
+            raise ThumbError(f"{where}: expected {{\"seg_id\", \"set_id\", \"refs\": [strings]}}")
+        if str(seg) in refs:
+            raise ThumbError(f"{where}: seg_id {seg!r} appears twice")
+        refs[str(seg)] = captions
+    return refs

@@ -1,0 +1,62 @@
+"""The one error hierarchy (errors.py): a single root, no duplicate classes, one error line."""
+
+import ast
+import builtins
+import functools
+
+import pytest
+
+import errors
+from tests import test_structure
+
+BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items()
+                      if isinstance(value, type) and issubclass(value, BaseException)}
+
+
+@functools.cache
+def _classes():
+    """(module, class name, [base names]) of every class in the repository's modules."""
+    found = []
+    for name, path in test_structure.project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found.append((name, node.name, [ast.unparse(base).rpartition(".")[2]
+                                                for base in node.bases]))
+    return found
+
+
+def test_only_errors_py_derives_from_a_builtin_exception():
+    # Every other exception class derives from errors.Error's branches, so that a command
+    # line catching errors.Error catches them all.
+    rooted = [f"{module}.{cls}({', '.join(bases)})" for module, cls, bases in _classes()
+              if module != "errors" and set(bases) & BUILTIN_EXCEPTIONS]
+    assert not rooted, rooted
+
+
+def test_no_duplicate_error_classes():
+    names = [(cls, module) for module, cls, _ in _classes() if cls.endswith("Error")]
+    by_name = {}
+    for cls, module in names:
+        by_name.setdefault(cls, []).append(module)
+    assert {cls: modules for cls, modules in by_name.items() if len(modules) > 1} == {}
+    assert by_name["InputError"] == ["errors"]
+
+
+def test_the_branches():
+    assert issubclass(errors.InputError, ValueError) and issubclass(errors.InputError,
+                                                                      errors.Error)
+    assert issubclass(errors.RunError, RuntimeError) and issubclass(errors.RunError,
+                                                                      errors.Error)
+    from data import jsonl
+    from training import checkpointing, run_config
+    assert issubclass(jsonl.FormatError, errors.InputError)
+    assert issubclass(run_config.ConfigError, errors.InputError)
+    assert issubclass(checkpointing.IncompatibleCheckpoint, errors.RunError)
+
+
+def test_fail_prints_one_line_and_exits_with_status_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        errors.fail(errors.InputError("data.jsonl:3: not valid JSON"))
+    assert info.value.code == 2 and str(info.value) == "data.jsonl:3: not valid JSON"
+    assert capsys.readouterr().err == "error: data.jsonl:3: not valid JSON\n"
+    assert errors.print_error(errors.RunError("x")) == 2
