@@ -17,7 +17,7 @@ def sxs_bars(path, rows):
 
     Args:
         path: the PNG file.
-        rows: dicts with session, lang, delta_sxs, low, high (report.py's sxs rows).
+        rows: dicts with session, lang, delta_sxs, low, high (study_report.py's sxs rows).
 
     Returns:
         `path`.

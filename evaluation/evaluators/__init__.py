@@ -1,11 +1,13 @@
-"""Evaluators that plug into the training loop by name.
+"""Evaluators that plug into the training loop and the checkpoint tool by name.
 
 `config.evals` is a dict of named evaluator configs; each has a `type`, a key
 of `EVALUATORS` below, and `every` (steps between runs; 0 = only when the
 checkpoint tool asks). `build` turns it into evaluator objects with what
 they need (`common.Setup`: vocabulary, prompts, image size, the compiled
-decoder); each `run(params)` returns `{metric name: value}`. Adding an
-evaluator is a module with its class and one entry in the table.
+decoder); each `run(params)` returns `{metric name: value}`, and
+`write_outputs` writes its files into a results folder (the contract:
+common.py). Adding an evaluator is a module with its class and one entry in
+the table; the loop and the checkpoint tool need no change.
 """
 
 from evaluation.evaluators import coco_dev_cider, vifidel, xm3600_cider

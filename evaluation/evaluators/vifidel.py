@@ -13,7 +13,7 @@ Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `l
 patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
 `stopwords` (a folder of <lang>.txt), `multiword` ("mean"), `allow_missing_labels` (False),
 `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>` and `eval/vifidel/avg`. Its
-files in a results folder (the evaluator contract's defaults, evaluators/common.py):
+files in a results folder (the evaluator contract's defaults, evaluation/evaluators/common.py):
 `predictions_vifidel_<lang>.jsonl`, `per_image_vifidel.jsonl` (no line for an image without a
 known label), `scores_vifidel.json` and `table_vifidel.md`.
 """
