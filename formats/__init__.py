@@ -27,6 +27,7 @@ through it, and one error class, an `errors.InputError` whose message names the 
 line (or entry, field, column) at fault. Readers are strict: an unknown language, a repeated
 key, a value of the wrong kind is an error, never skipped or overwritten; writers check
 everything before they write anything. The rest of the repository reads and writes these
-files only through here (tests/formats/test_owners.py checks it). This package imports only
-`data` (languages, the JSON Lines reader) and `errors`.
+files only through here (tests/formats/test_owners.py checks it). `json_object` reads the
+two JSON files for their owners. This package imports only `data` (languages, the JSON Lines
+reader) and `errors`.
 """

@@ -10,10 +10,9 @@ it back with `read`.
 import json
 import math
 import numbers
-import os
 
 import errors
-from data import jsonl
+from formats import json_object
 
 FILE_NAME = "metrics.json"
 
@@ -65,19 +64,7 @@ def read(path):
         EvalMetricsError: a missing file, one that is not JSON (file:line), or a bad step,
             name or value (named).
     """
-    if not os.path.isfile(path):
-        raise EvalMetricsError(f"metrics file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
-    except UnicodeDecodeError as e:
-        raise EvalMetricsError(f"{path}: not UTF-8 ({e.reason})") from None
-    except json.JSONDecodeError as e:
-        raise EvalMetricsError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-            from None
-    if not isinstance(record, dict):
-        raise EvalMetricsError(f"{path}: expected a JSON object, got {type(record).__name__}")
-    metrics = dict(record)
+    metrics = json_object.read(path, EvalMetricsError, "metrics file")
     try:
         return _check(metrics.pop("step", None), metrics)
     except EvalMetricsError as e:

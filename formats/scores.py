@@ -19,10 +19,10 @@ tests read them back.
 import json
 import math
 import numbers
-import os
 
 import errors
-from data import jsonl, languages
+from data import languages
+from formats import json_object
 
 FILE_NAME = "scores.json"
 # The fields `make` writes; any other field is the caller's (`extra`).
@@ -164,16 +164,7 @@ def read(path):
         ScoresError: a missing file, one that is not UTF-8 or JSON (file:line), or a missing
             or malformed field (named, with the language).
     """
-    if not os.path.isfile(path):
-        raise ScoresError(f"scores file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            summary = json.load(f)
-    except UnicodeDecodeError as e:
-        raise ScoresError(f"{path}: not UTF-8 ({e.reason})") from None
-    except json.JSONDecodeError as e:
-        raise ScoresError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-            from None
+    summary = json_object.read(path, ScoresError, "scores file")
     try:
         return _check(summary)
     except ScoresError as e:

@@ -1,0 +1,31 @@
+"""A file holding one JSON object (scores.json, metrics.json), read with errors at file:line."""
+
+import json
+import os
+
+from data import jsonl
+
+
+def read(path, error, what):
+    """The object in `path`.
+
+    Args:
+        path: the file.
+        error: the exception class to raise (the format's).
+        what: how to call the file in the message of a missing one ("scores file").
+
+    Raises:
+        error: the file is missing, not UTF-8, not valid JSON (file:line) or not an object.
+    """
+    if not os.path.isfile(path):
+        raise error(f"{what} not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path}: expected a JSON object, got {type(obj).__name__}")
+    return obj
