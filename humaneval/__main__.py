@@ -75,13 +75,12 @@ def _status(args):
     from humaneval import session as session_lib
     from humaneval import store
     session = session_lib.load(args.session)
-    store.init(session.db_path, session.digest)
-    with store.Store(session.db_path) as db:
-        for rater in session.raters:
-            rated = len(db.rated_items(rater.name))
-            total = len(session.assignments[rater.name])
-            print(f"{rater.name:<16} {rater.lang:<4} {rated:>6} / {total:<6} "
-                  f"{db.rater_seconds(rater.name) / 60:7.1f} min")
+    ratings = store.read_ratings(session.db_path, session.digest)  # Read-only.
+    for rater in session.raters:
+        mine = [r for r in ratings if r["rater"] == rater.name]
+        total = len(session.assignments[rater.name])
+        minutes = sum(r["seconds"] or 0.0 for r in mine) / 60
+        print(f"{rater.name:<16} {rater.lang:<4} {len(mine):>6} / {total:<6} {minutes:7.1f} min")
 
 
 def _simulate(args):

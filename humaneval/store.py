@@ -11,8 +11,8 @@ The database runs in WAL mode with synchronous=FULL, and a rating's transaction 
 before the web app answers the rater's browser: whatever was acknowledged survives the server
 being killed at any moment (and a power cut). Every connection is short-lived and belongs to
 one thread, so the multi-threaded server shares nothing but the file. `init` and `Store` are
-for the commands that rate (the web app, the simulation); `read_ratings` is for those that
-only read (export, analysis): it opens the file read-only and changes nothing in it.
+for the commands that rate (the web app, the simulation); `read_ratings` for those that
+only read (status, export, analysis): it opens the file read-only and changes nothing in it.
 """
 
 import contextlib

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from errors import InputError
+from humaneval import __main__ as cli
 from humaneval import export, rating_stats, simulate
 
 BIASES = {"en-1": 0.8, "en-2": -0.6, "en-3": 0.0, "zh-1": 1.2, "zh-2": 0.3, "zh-3": -0.4}
@@ -168,6 +169,7 @@ def test_reading_ratings_changes_nothing(rated, make_session, tmp_path):
         before = f.read()
     assert len(rating_stats.load_ratings(rated)) == count
     export.export(rated, str(tmp_path / "export"))
+    cli.main(["status", "--session", rated.folder])
     with open(rated.db_path, "rb") as f:
         assert f.read() == before
     conn = sqlite3.connect(rated.db_path)
@@ -176,6 +178,7 @@ def test_reading_ratings_changes_nothing(rated, make_session, tmp_path):
     # A session nobody has rated yet: no ratings, and no database made for them.
     fresh = make_session()
     assert rating_stats.load_ratings(fresh) == []
+    cli.main(["status", "--session", fresh.folder])
     assert not os.path.exists(fresh.db_path)
 
 
