@@ -324,6 +324,9 @@ def write_metric_report(results_dir, outputs, metric, title, scores, num_images,
     Raises:
         formats.scores.ScoresError: a malformed score or count (named); nothing is written.
     """
+    if not outputs:
+        raise ValueError("an evaluator's report needs its outputs name (scores.json and "
+                         "table.md are XM3600's, write_report)")
     summary = scores_format.make(metric, scores, num_images, step=step, config=config,
                                  extra=extra)
     results_dir = pathlib.Path(results_dir)

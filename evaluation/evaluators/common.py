@@ -187,7 +187,7 @@ class CaptionEvaluator:
         decoding: a `Decoding` instead of the config's.
     """
     metric_prefix = ""
-    outputs_name = ""
+    outputs_name = None  # "" for the results folder's own (XM3600's) files.
     metric = ""
     title = ""
     all_langs = ()
@@ -314,6 +314,8 @@ class CaptionEvaluator:
             {"predictions": {lang: path}, "per_image": path, and the report's
             {file kind: path}}.
         """
+        if self.outputs_name is None:
+            raise TypeError(f"{type(self).__name__} sets no outputs_name: the name of its files")
         rows = per_image_format.check({lang: dict(zip(r.keys, r.per_image.tolist(),
                                                       strict=True))
                                        for lang, r in results.items()})

@@ -176,3 +176,24 @@ def test_numpy_numbers_are_accepted(tmp_path):
     summary = json.loads(paths["json"].read_text())
     assert summary["scores"] == {"en": 0.5} and summary["num_images"] == {"en": 3}
     assert scores.read(paths["json"]) == summary
+
+
+def test_an_evaluators_own_report(tmp_path):
+    coco = _scores(languages.TRAIN_35L_LANGS)
+    paths = report.write_metric_report(
+        tmp_path, "coco_dev", "cider-d", "CIDEr-D on COCO-dev", coco,
+        {lang: 5000 for lang in coco}, name="mine", step=3, with_quz=False,
+        extra={"workdir": "/runs/x"})
+    assert (paths["json"].name, paths["table"].name) == ("scores_coco_dev.json",
+                                                         "table_coco_dev.md")
+    summary = scores.read(paths["json"])
+    assert summary["scores"] == coco and summary["workdir"] == "/runs/x" and summary["step"] == 3
+    text = paths["table"].read_text()
+    assert text.startswith("# CIDEr-D on COCO-dev: mine, checkpoint step 3")
+    table = _table_rows(text)
+    assert table["lang"] == ["mine", "images"] and table["de"] == [f"{coco['de']:.3f}", "5000"]
+    avg_35 = report.averages(coco)["avg_35"]
+    assert table["**average, 35 languages (no quz)**"][0] == f"{avg_35:.3f}"
+    assert "36 languages" not in text
+    with pytest.raises(ValueError, match="outputs name"):
+        report.write_metric_report(tmp_path, "", "cider-d", "x", coco, {})
