@@ -65,7 +65,10 @@ def decode(data, size, *, crop=None, name="image", upright=False):
         if image.format == "JPEG" and crop is None:
             image.draft("RGB", (size, size))
         image = to_rgb(image, upright=upright)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+    except UnidentifiedImageError:
+        raise ImageError(f"cannot decode image {name}: not an image in a format PIL "
+                         f"reads") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise ImageError(f"cannot decode image {name}: {e}") from None
     if crop is not None:
         top, left, height, width = crop

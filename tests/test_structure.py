@@ -8,13 +8,16 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("benchmarks", "configs", "data", "evaluation", "humaneval", "model", "training")
+PACKAGES = ("benchmarks", "captioning", "configs", "data", "evaluation", "humaneval", "model",
+            "training")
 
 # Who may not import whom: (importer prefix, forbidden prefixes).
 FORBIDDEN = [
-    ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks")),
-    ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks")),
-    ("training", ("evaluation", "humaneval", "train", "benchmarks")),
+    ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks",
+               "captioning")),
+    ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks",
+              "captioning")),
+    ("training", ("evaluation", "humaneval", "train", "benchmarks", "captioning")),
     ("evaluation.cider", ("evaluation.evaluators", "evaluation.analysis", "evaluation.evaluate",
                           "evaluation.vifidel", "training", "humaneval", "train", "model")),
     ("evaluation.vifidel", ("evaluation.evaluators", "evaluation.analysis",
@@ -22,9 +25,14 @@ FORBIDDEN = [
     ("evaluation.analysis", ("evaluation.evaluators", "evaluation.evaluate", "training",
                              "humaneval", "train", "model")),
     ("evaluation.evaluators", ("evaluation.evaluate", "humaneval", "train")),
-    ("evaluation", ("humaneval", "train", "benchmarks")),
-    ("humaneval", ("training", "train", "model", "benchmarks")),
-    ("configs", ("train", "benchmarks", "humaneval")),
+    ("evaluation", ("humaneval", "train", "benchmarks", "captioning")),
+    ("humaneval", ("training", "train", "model", "benchmarks", "captioning")),
+    # Using a trained model: the model, its data handling and the checkpoints, nothing of
+    # the evaluators or the trainer (the exported runner imports nothing at all).
+    ("captioning.run_exported", ("benchmarks", "captioning", "configs", "data", "evaluation",
+                                 "humaneval", "model", "train", "training")),
+    ("captioning", ("evaluation", "humaneval", "train", "benchmarks")),
+    ("configs", ("train", "benchmarks", "humaneval", "captioning")),
 ]
 
 
