@@ -30,12 +30,12 @@ from tqdm import tqdm
 
 from captioning import decoding as decoding_lib
 from captioning import inputs
-from captioning.errors import InputError
+from captioning.errors import ArgumentParser, InputError
 from captioning.predict import ON_ERROR, Captioner
 
 
 def parser():
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m captioning", description=__doc__.split("\n\n")[0].strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[2:]))

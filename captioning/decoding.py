@@ -59,14 +59,20 @@ class Decoding:
             return Decoding("sample", temperature=self.temperature, top_k=self.top_k)
         return Decoding("greedy")
 
-    def describe(self):
-        """E.g. "beam search (4 beams, alpha 0.6)"."""
+    def describe(self, seed=True):
+        """E.g. "beam search (4 beams, alpha 0.6)"; `seed`: say the sampling seed."""
         if self.method == "beam":
             return f"beam search ({self.beam_size} beams, alpha {self.alpha:g})"
         if self.method == "sample":
             top = f", top-{self.top_k}" if self.top_k else ""
-            return f"sampling (temperature {self.temperature:g}{top}, seed {self.seed})"
+            seed = f", seed {self.seed}" if seed else ""
+            return f"sampling (temperature {self.temperature:g}{top}{seed})"
         return "greedy"
+
+    def check_logits(self, num_logits):
+        """Raises InputError when top-k sampling asks for more than the model's logits."""
+        if self.method == "sample" and self.top_k > num_logits:
+            raise InputError(f"top_k={self.top_k} exceeds the model's {num_logits} logits")
 
 
 def rng_data(seed, batch_index):

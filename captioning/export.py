@@ -20,7 +20,6 @@ captioning/run_exported.py reads and runs it with jax, numpy, PIL and sentencepi
 The file is written to a temporary name and renamed when complete.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -34,7 +33,7 @@ from jax import export as jax_export
 
 from captioning import decoding as decoding_lib
 from captioning import restore
-from captioning.errors import InputError
+from captioning.errors import ArgumentParser, InputError
 from data import images as image_lib
 from data import tokenizer
 
@@ -109,13 +108,11 @@ def write(run, path, decodings, platforms=PLATFORMS):
     methods = [d.method for d in decodings]
     if len(set(methods)) != len(methods):
         raise InputError(f"one program per decoding method, got {', '.join(methods)}")
+    for d in decodings:
+        d.check_logits(run.model.config.t5.vocab_size)
     arrays = {"manifest": None, "vocab": _bytes(run.vocab.model_proto)}
     for d in decodings:
-        try:
-            program = export_program(run, d, platforms)
-        except ValueError as e:  # model/decode's checks of the settings (top_k > vocabulary)
-            raise InputError(f"{d.describe()}: {e}") from None
-        arrays[f"program_{d.method}"] = _bytes(program.serialize())
+        arrays[f"program_{d.method}"] = _bytes(export_program(run, d, platforms).serialize())
     for i, leaf in enumerate(jax.tree.leaves(run.params)):
         arrays[_param_key(i)] = np.asarray(leaf)
     info = manifest(run, decodings, platforms)
@@ -174,7 +171,8 @@ def load(path):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
+        prog="python -m captioning.export",
         description="Exports a run's captioner as one file that runs without this repository "
                     "(captioning/run_exported.py).")
     parser.add_argument("--workdir", required=True, help="the run's folder")
@@ -205,7 +203,7 @@ def main(argv=None):
     size = os.path.getsize(args.out)
     print(f"wrote {args.out} ({size / 2**20:.1f} MiB): step {run.step} of {args.workdir}, "
           f"{len(info['prompts'])} languages, programs "
-          f"{', '.join(d.describe() for d in decodings)}")
+          f"{', '.join(d.describe(seed=False) for d in decodings)}")
     return 0
 
 

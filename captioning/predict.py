@@ -67,9 +67,7 @@ class _RunPrograms:
         return Decoding(method)
 
     def check(self, decoding):
-        logits = self.run.model.config.t5.vocab_size
-        if decoding.method == "sample" and decoding.top_k > logits:
-            raise InputError(f"top_k={decoding.top_k} exceeds the model's {logits} logits")
+        decoding.check_logits(self.run.model.config.t5.vocab_size)
         return decoding
 
     def __call__(self, decoding, images, prompts, rng):
@@ -95,9 +93,10 @@ class _ExportedPrograms:
                              f"{', '.join(programs)}")
         fixed = dataclasses.replace(decoding, **programs[decoding.method])
         if fixed != decoding:
-            raise InputError(f"{self.exported.path} was exported with {fixed.describe()}, "
-                             f"not {decoding.describe()}: export the run again with these "
-                             f"settings (python -m captioning.export)")
+            raise InputError(f"{self.exported.path} was exported with "
+                             f"{fixed.describe(seed=False)}, not "
+                             f"{decoding.describe(seed=False)}: export the run again with "
+                             f"these settings (python -m captioning.export)")
         return decoding
 
     def __call__(self, decoding, images, prompts, rng):

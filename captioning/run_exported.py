@@ -50,7 +50,9 @@ def main():
     archive = np.load(args.model)
     info = json.loads(archive["manifest"].tobytes())
     if (info.get("format"), info.get("version")) != ("xm3600-captioner", 1):
-        sys.exit(f"error: {args.model} is not an xm3600-captioner file of version 1")
+        print(f"error: {args.model} is not an xm3600-captioner file of version 1",
+              file=sys.stderr)
+        sys.exit(2)
     params = [archive[f"param_{i:05d}"] for i in range(info["num_params"])]
     program = export.deserialize(bytearray(archive[f"program_{args.decode}"]))
     vocab = sentencepiece.SentencePieceProcessor(model_proto=archive["vocab"].tobytes())

@@ -10,7 +10,6 @@ status 400 (413 for an image over 32 MiB). Served by waitress, as humaneval/'s r
 requests decode one at a time (one model in memory, compiled once per batch shape).
 """
 
-import argparse
 import dataclasses
 import sys
 import threading
@@ -21,7 +20,7 @@ import waitress
 import werkzeug.exceptions
 
 from captioning import decoding as decoding_lib
-from captioning.errors import InputError
+from captioning.errors import ArgumentParser, InputError
 from captioning.predict import Captioner
 from data import languages
 
@@ -105,7 +104,8 @@ def make_server(captioner, host="127.0.0.1", port=8000, threads=4):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m captioning.web",
+                            description=__doc__.splitlines()[0])
     model = parser.add_mutually_exclusive_group(required=True)
     model.add_argument("--workdir", help="a run's folder (config.json, checkpoints/)")
     model.add_argument("--exported", help="a file written by python -m captioning.export")

@@ -5,12 +5,14 @@ checkpoints/2 and /4, checkpoints_best/2 (its best evaluation), config.json. Its
 nonsense with varied tokens, which is what token-for-token comparisons need.
 """
 
+import contextlib
+import io
 import os
 
 import pytest
 
 import train
-from captioning import Captioner, Decoding, export, restore
+from captioning import Captioner, Decoding, export
 from tests import tiny
 
 # The programs the session's export holds.
@@ -33,11 +35,21 @@ def captioner(caption_run):
 
 
 @pytest.fixture(scope="session")
-def exported(caption_run, tmp_path_factory):
-    """The run's latest checkpoint exported with EXPORTED's programs: the file's path."""
+def export_cli(caption_run, tmp_path_factory):
+    """(path, printed line) of `python -m captioning.export` (in-process) of the latest
+    checkpoint with EXPORTED's settings."""
     path = str(tmp_path_factory.mktemp("export") / "tiny_captioner.npz")
-    export.write(restore.restore(caption_run), path, EXPORTED)
-    return path
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        export.main(["--workdir", caption_run, "--out", path, "--beam_size", "3",
+                     "--alpha", "0.6", "--temperature", "0.8", "--top_k", "20"])
+    return path, printed.getvalue()
+
+
+@pytest.fixture(scope="session")
+def exported(export_cli):
+    """The exported file's path."""
+    return export_cli[0]
 
 
 @pytest.fixture(scope="session")
