@@ -120,8 +120,12 @@ class Writer:
         return True
 
 
-def run(args):
-    """Captions the images; returns (images captioned, images skipped, captioner)."""
+def caption_files(args):
+    """Captions the images of the arguments, writing them as they come.
+
+    Returns:
+        (images captioned, names of those skipped, captioner, decoding, languages).
+    """
     files = inputs.expand(args.images)
     if args.on_error == "stop":
         missing = [f for f in files if not os.path.isfile(f)]
@@ -169,7 +173,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     start = time.time()
     try:
-        done, skipped, captioner, decoding, langs = run(args)
+        done, skipped, captioner, decoding, langs = caption_files(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -8,7 +8,8 @@
 
 `Captioner.from_exported("demo_captioner.npz")` gives the same captions from a file written
 by captioning/export.py. Images go in batches of (image, language) rows, all of one shape
-(the last batch padded), so one compilation serves a whole list.
+(the last batch padded), so one compilation serves a whole list; a list shorter than a batch
+goes in the next power of two of rows.
 """
 
 import dataclasses
@@ -113,6 +114,15 @@ def _named(image, index):
         return os.fspath(image), image
     raise TypeError(f"images[{index}]: expected a path, bytes or (name, bytes), got "
                     f"{type(image).__name__}")
+
+
+def _bucket(rows):
+    """The power of two at or above `rows`: the batch of a short list.
+
+    Fewer rows than `batch_size` go in a batch of this size, not of `batch_size` (less
+    padding) nor of `rows` (one compilation per count); at most half of it is padding.
+    """
+    return 1 << max(0, rows - 1).bit_length()
 
 
 class Captioner:
@@ -223,7 +233,7 @@ class Captioner:
         if batch_size < 1:
             raise InputError(f"batch size must be >= 1, got {batch_size}")
         images = [_named(image, i) for i, image in enumerate(images)]
-        batch_size = min(batch_size, max(1, len(images) * len(langs)))
+        batch_size = min(batch_size, _bucket(len(images) * len(langs)))
         rows, batch_index = [], 0
         for name, source in images:
             try:

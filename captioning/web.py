@@ -34,8 +34,9 @@ _SETTINGS = {"beam_size": (int, "beam"), "alpha": (float, "beam"),
 def _form_decoding(form, captioner):
     """The Decoding of the form's `decode` and settings (InputError naming a bad field)."""
     method = form.get("decode", "greedy")
-    decoding = captioner.default_decoding(method) if method in decoding_lib.METHODS \
-        else decoding_lib.Decoding(method)  # Raises, naming the known ones.
+    if method not in decoding_lib.METHODS:
+        raise InputError(f"unknown decoding {method!r}; known: "
+                         f"{', '.join(decoding_lib.METHODS)}")
     given = {}
     for name, (parse, used_by) in _SETTINGS.items():
         text = form.get(name, "").strip()
@@ -46,7 +47,8 @@ def _form_decoding(form, captioner):
         except ValueError:
             raise InputError(f"{name}: expected {'an integer' if parse is int else 'a number'}"
                              f", got {text!r}") from None
-    return captioner.check_decoding(dataclasses.replace(decoding, **given))
+    return captioner.check_decoding(
+        dataclasses.replace(captioner.default_decoding(method), **given))
 
 
 def create_app(captioner):
@@ -85,12 +87,11 @@ def create_app(captioner):
         data = upload.read()
         start = time.time()
         with lock:
-            captions = captioner.caption([(upload.filename, data)], langs, decoding,
-                                         batch_size=len(langs))
+            captions = captioner.caption([(upload.filename, data)], langs, decoding)
         return flask.jsonify(
             image=upload.filename, decoding=decoding.describe(),
             seconds=round(time.time() - start, 3),
-            captions=[{"lang": c.lang, "caption": c.text, "log_prob": round(c.log_prob, 4)}
+            captions=[{"lang": c.lang, "caption": c.text, "log_prob": c.log_prob}
                       for c in captions])
 
     return app

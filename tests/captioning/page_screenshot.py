@@ -59,9 +59,9 @@ def serving(captioner):
 
 
 def choose(driver, langs, decode, settings=None):
-    """Ticks exactly `langs`, picks the decoding and types its settings {name: value}."""
+    """Ticks exactly `langs` (None: as they are), picks the decoding, types its settings."""
     for box in driver.find_elements(By.CSS_SELECTOR, 'input[name="langs"]'):
-        if box.is_selected() != (box.get_attribute("value") in langs):
+        if langs is not None and box.is_selected() != (box.get_attribute("value") in langs):
             box.click()
     driver.find_element(By.CSS_SELECTOR, f'input[name="decode"][value="{decode}"]').click()
     for name, value in (settings or {}).items():

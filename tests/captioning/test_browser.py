@@ -43,20 +43,22 @@ def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, 
         lambda d: d.find_element(By.ID, "preview").is_displayed())
     assert browser.find_element(By.ID, "drop-text").text == demo_images[0].rsplit("/", 1)[1]
 
-    page.choose(browser, ("en", "zh"), "beam", {"beam_size": 2, "alpha": 0.5})
+    page.choose(browser, ("en", "es", "zh"), "beam", {"beam_size": 3, "alpha": 0.6})
     got = page.caption(browser)
-    want = captioner.caption(demo_images[:1], ("en", "zh"), Decoding("beam", beam_size=2,
-                                                                      alpha=0.5))
+    want = captioner.caption(demo_images[:1], ("en", "es", "zh"), Decoding("beam", beam_size=3))
     assert got == _rows(want)
-    assert [e.get_attribute("lang") for e in browser.find_elements(By.CSS_SELECTOR,
-                                                                    "td.caption")] == ["en", "zh"]
-    assert "beam search (2 beams, alpha 0.5)" in browser.find_element(By.ID, "status").text
+    assert [e.get_attribute("lang") for e in browser.find_elements(
+        By.CSS_SELECTOR, "td.caption")] == ["en", "es", "zh"]
+    assert "beam search (3 beams, alpha 0.6)" in browser.find_element(By.ID, "status").text
 
-    page.choose(browser, ("es", "hi", "zh"), "sample", {"temperature": 0.9, "seed": 4})
+    browser.find_element(By.ID, "all-langs").click()
+    assert all(box.is_selected() for box in browser.find_elements(
+        By.CSS_SELECTOR, 'input[name="langs"]'))
+    page.choose(browser, None, "sample", {"temperature": 0.8, "top_k": 20, "seed": 4})
     assert sample_settings.is_displayed()
     got = page.caption(browser)
-    want = captioner.caption(demo_images[:1], ("es", "hi", "zh"),
-                             Decoding("sample", temperature=0.9, seed=4), batch_size=3)
+    want = captioner.caption(demo_images[:1], "all",
+                             Decoding("sample", temperature=0.8, top_k=20, seed=4))
     assert got == _rows(want)
 
     out = tmp_path / "page.png"

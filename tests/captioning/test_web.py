@@ -40,22 +40,22 @@ def test_page_offers_the_models_languages_and_decodings(client, caption_run):
 
 def test_captions_are_the_apis(client, captioner, demo_images):
     image = _bytes(demo_images[0])
-    answer = _post(client, image, langs=["zh", "en"], decode="beam", beam_size="2",
-                   alpha="0.5")
+    langs = ("zh", "en", "es", "hi")
+    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3",
+                   alpha="0.6")
     assert answer.status_code == 200
     body = answer.get_json()
-    want = captioner.caption([("photo.jpg", image)], ("zh", "en"),
-                             Decoding("beam", beam_size=2, alpha=0.5))
+    want = captioner.caption([("photo.jpg", image)], langs, Decoding("beam", beam_size=3))
     assert body["image"] == "photo.jpg"
-    assert body["decoding"] == "beam search (2 beams, alpha 0.5)"
-    assert body["captions"] == [{"lang": c.lang, "caption": c.text,
-                                 "log_prob": round(c.log_prob, 4)} for c in want]
+    assert body["decoding"] == "beam search (3 beams, alpha 0.6)"
+    assert body["captions"] == [{"lang": c.lang, "caption": c.text, "log_prob": c.log_prob}
+                                for c in want]
     # Settings of another decoding are ignored; sampling takes its own.
-    sampled = _post(client, image, langs="en", decode="sample", beam_size="x",
-                    temperature="0.7", top_k="5", seed="2").get_json()
-    want = captioner.caption([image], "en", Decoding("sample", temperature=0.7, top_k=5,
-                                                     seed=2), batch_size=1)
-    assert sampled["captions"][0]["caption"] == want[0].text
+    sampled = _post(client, image, langs=list(langs), decode="sample", beam_size="x",
+                    temperature="0.8", top_k="20", seed="2").get_json()
+    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20,
+                                                      seed=2))
+    assert [c["caption"] for c in sampled["captions"]] == [c.text for c in want]
 
 
 @pytest.mark.parametrize("form, image, message", [
@@ -89,3 +89,18 @@ def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
     answer = _post(client, _bytes(demo_images[0]), langs="en", decode="beam", beam_size="4")
     assert answer.status_code == 400 and "was exported with beam search (3 beams" in \
         answer.get_json()["error"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--exported", "{tmp}/missing.npz"], "exported model {tmp}/missing.npz not found"),
+    (["--exported", "{tmp}/missing.npz", "--step", "2"], "--step is a setting of --workdir"),
+    (["--workdir", "{tmp}"], "{tmp} has no config.json"),
+    (["--port", "80"], "one of the arguments --workdir --exported is required"),
+])
+def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        web.main([a.format(tmp=tmp_path) for a in args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert message.format(tmp=tmp_path) in err
