@@ -46,7 +46,8 @@ def parser():
     p.add_argument("--step", default=None,
                    help="with --workdir: a checkpoint step, or 'best' (default: the latest)")
     p.add_argument("--langs", default="en", help="comma-separated codes, or 'all' (default en)")
-    p.add_argument("--decode", default="greedy", choices=decoding_lib.METHODS)
+    p.add_argument("--decode", default="greedy", choices=decoding_lib.METHODS,
+                   help="greedy (default), beam search (T5X) or sampling")
     p.add_argument("--beam_size", type=int, default=None, help="beams (default 4)")
     p.add_argument("--alpha", type=float, default=None,
                    help="beam length-penalty exponent, T5X's (default 0.6)")
@@ -59,7 +60,9 @@ def parser():
                    help="(image, language) rows decoded together (default 16)")
     p.add_argument("--max_len", type=int, default=None,
                    help="with --workdir: decoding length (default: the run's max_target_len)")
-    p.add_argument("--format", default="table", choices=("table", "jsonl"))
+    p.add_argument("--format", default="table", choices=("table", "jsonl"),
+                   help="per image: its path, then language, log-probability, caption "
+                        "(default); or a JSON line per caption")
     p.add_argument("--out", default=None, help="write the captions here instead of stdout")
     p.add_argument("--on_error", default="stop", choices=ON_ERROR,
                    help="an unreadable image: stop (default) or skip it")
