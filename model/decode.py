@@ -4,7 +4,8 @@ All three encode the images once, then run the decoder one position per
 step with its key/value cache ('cache' collection) inside a lax.while_loop
 that stops as soon as every sequence has produced EOS. Outputs are
 [batch, max_len] int32 token ids: the EOS token is kept, positions after it
-are 0 (padding). The decoder starts from token 0.
+are 0 (padding). The decoder starts from token 0. `log_probs` scores any
+such output under the model (teacher-forced), whichever search wrote it.
 
 `model` is any module with the Captioner's `encode(images, prompt_tokens)`
 and `decode(encoded, encoder_mask, tokens, decode=True)` methods; `params`
@@ -305,3 +306,32 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
                        final.live_tokens[:, 0])
     scores = jnp.where(any_finished, final.finished_scores[:, 0], final.live_log_probs[:, 0])
     return tokens, scores
+
+
+@functools.partial(jax.jit, static_argnames=("model", "eos_id"))
+def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
+    """Log-probability of each decoded sequence under the model, teacher-forced.
+
+    The sum of log p(token_t | image, prompt, tokens_<t) over the positions up
+    to and including the first EOS (over all positions when there is none):
+    the quantity beam search ranks by before its length penalty, at
+    temperature 1 whatever decoding wrote `tokens`.
+
+    Args:
+        model, params, images, prompt_tokens, eos_id: as `greedy`.
+        tokens: [batch, length] int32, as the decoders return them.
+
+    Returns:
+        [batch] float32.
+    """
+    # [batch, length]: the decoder input is the output shifted right, from token 0.
+    inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
+    variables = _variables(params)
+    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    # [batch, length, vocab]
+    logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")
+    token_log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
+                                          tokens[:, :, None], axis=-1)[:, :, 0]
+    is_eos = tokens == eos_id
+    after_eos = (jnp.cumsum(is_eos, axis=1) - is_eos) > 0
+    return jnp.sum(jnp.where(after_eos, 0.0, token_log_probs), axis=1)

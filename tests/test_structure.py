@@ -8,21 +8,23 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("benchmarks", "configs", "data", "evaluation", "formats", "humaneval", "model",
-            "training")
+PACKAGES = ("benchmarks", "captioning", "configs", "data", "evaluation", "formats", "humaneval",
+            "model", "training")
 TOP_MODULES = ("train.py", "errors.py")
 
 # Who may not import whom: (importer prefix, forbidden prefixes).
-EVERYTHING = ("benchmarks", "configs", "data", "evaluation", "formats", "humaneval", "model",
-              "training", "train")
+EVERYTHING = ("benchmarks", "captioning", "configs", "data", "evaluation", "formats",
+              "humaneval", "model", "training", "train")
 FORBIDDEN = [
     # The error hierarchy is the root everything imports.
     ("errors", EVERYTHING),
     # The exchanged file formats stand on data (languages, JSON Lines) alone.
     ("formats", tuple(p for p in EVERYTHING if p not in ("data", "formats"))),
-    ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks")),
-    ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks")),
-    ("training", ("evaluation", "humaneval", "train", "benchmarks")),
+    ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks",
+               "captioning")),
+    ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks",
+              "captioning")),
+    ("training", ("evaluation", "humaneval", "train", "benchmarks", "captioning")),
     ("evaluation.cider", ("evaluation.evaluators", "evaluation.analysis", "evaluation.evaluate",
                           "evaluation.vifidel", "training", "humaneval", "train", "model")),
     ("evaluation.vifidel", ("evaluation.evaluators", "evaluation.analysis",
@@ -30,9 +32,13 @@ FORBIDDEN = [
     ("evaluation.analysis", ("evaluation.evaluators", "evaluation.evaluate", "training",
                              "humaneval", "train", "model")),
     ("evaluation.evaluators", ("evaluation.evaluate", "humaneval", "train")),
-    ("evaluation", ("humaneval", "train", "benchmarks")),
-    ("humaneval", ("training", "train", "model", "benchmarks")),
-    ("configs", ("train", "benchmarks", "humaneval")),
+    ("evaluation", ("humaneval", "train", "benchmarks", "captioning")),
+    ("humaneval", ("training", "train", "model", "benchmarks", "captioning")),
+    # Using a trained model: the model, its data handling and the checkpoints, nothing of
+    # the evaluators or the trainer (the exported runner imports nothing at all).
+    ("captioning.run_exported", EVERYTHING + ("errors",)),
+    ("captioning", ("evaluation", "humaneval", "train", "benchmarks")),
+    ("configs", ("train", "benchmarks", "humaneval", "captioning")),
 ]
 
 

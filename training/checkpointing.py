@@ -20,8 +20,9 @@ from jax.experimental import multihost_utils
 import errors
 
 
-def checkpoint_dir(workdir):
-    return os.path.join(os.path.abspath(workdir), "checkpoints")
+def checkpoint_dir(workdir, best=False):
+    """`<workdir>/checkpoints`, or with `best` `<workdir>/checkpoints_best` (`best_manager`'s)."""
+    return os.path.join(os.path.abspath(workdir), "checkpoints_best" if best else "checkpoints")
 
 
 def has_checkpoint(workdir):
@@ -56,8 +57,7 @@ def best_manager(workdir, metric):
         # otherwise make the processes' barriers collide and hang a multi-process run.
         multiprocessing_options=ocp.options.MultiprocessingOptions(
             barrier_sync_key_prefix="best"))
-    return ocp.CheckpointManager(
-        os.path.join(os.path.abspath(workdir), "checkpoints_best"), options=options)
+    return ocp.CheckpointManager(checkpoint_dir(workdir, best=True), options=options)
 
 
 def save(mngr, step, state, metrics=None):
@@ -80,22 +80,24 @@ class IncompatibleCheckpoint(CheckpointError):
     """The checkpoint is readable but its parameters do not fit the model."""
 
 
-def steps(workdir):
-    """The complete checkpoints of the run, ascending (orbax renames a save's folder to its
-    step number only when the save is complete)."""
-    folder = checkpoint_dir(workdir)
+def steps(workdir, best=False):
+    """The complete checkpoints of the run (with `best`: in checkpoints_best/), ascending
+    (orbax renames a save's folder to its step number only when the save is complete)."""
+    folder = checkpoint_dir(workdir, best)
     if not os.path.isdir(folder):
         return []
     return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
 
 
-def _step_path(workdir, step):
-    return os.path.join(checkpoint_dir(workdir), str(step))
+def _step_path(workdir, step, best=False):
+    return os.path.join(checkpoint_dir(workdir, best), str(step))
 
 
 def _checkpointer():
     """Reads a step folder as the managers write it: the state is its item "default"."""
-    return ocp.Checkpointer(ocp.CompositeCheckpointHandler(default=ocp.StandardCheckpointHandler()))
+    # "metrics": what best_manager() saves beside the state (read by nobody here).
+    return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
+        default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
 
 
 def _saved_tree(path):
@@ -135,18 +137,21 @@ def _shape_mismatches(saved_params, params):
     return out
 
 
-def restore_step(workdir, step, abstract_state):
+def restore_step(workdir, step, abstract_state, best=False):
     """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
+
+    With `best`, the one of `<workdir>/checkpoints_best`.
 
     Raises:
         FileNotFoundError: no checkpoint of that step (the message lists those there are).
         CheckpointError: its files are unreadable, or its parameters do not have the
             model's shapes (every differing one named); the message names the folder.
     """
-    if step not in steps(workdir):
-        raise FileNotFoundError(f"no checkpoint of step {step} in {checkpoint_dir(workdir)}; "
-                                f"available steps: {steps(workdir) or 'none'}")
-    path = _step_path(workdir, step)
+    if step not in steps(workdir, best):
+        raise FileNotFoundError(f"no checkpoint of step {step} in "
+                                f"{checkpoint_dir(workdir, best)}; available steps: "
+                                f"{steps(workdir, best) or 'none'}")
+    path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
     try:
         saved = _saved_tree(path)

@@ -150,8 +150,10 @@ def init_state(model, tx, rng, shardings):
     return init_state_fn(model, tx, shardings)(rng)
 
 
-def restore_params(config, workdir, vocab_size, step=None):
+def restore_params(config, workdir, vocab_size, step=None, best=False):
     """Reads the params of a run's checkpoint (latest, or `step`) for evaluation.
+
+    With `best`, of `<workdir>/checkpoints_best` (the best evaluation's).
 
     Returns:
         (model, params, step).
@@ -165,10 +167,10 @@ def restore_params(config, workdir, vocab_size, step=None):
     mesh = make_mesh(config.mesh)
     abstract, _ = state_shardings(model, tx, mesh, axis_rules(config))
     if step is None:
-        if not checkpointing.has_checkpoint(workdir):
+        if not checkpointing.steps(workdir, best):
             raise FileNotFoundError(
-                f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train first, or "
-                f"pass the --workdir of a run")
-        step = checkpointing.steps(workdir)[-1]
-    state = checkpointing.restore_step(workdir, step, abstract)
+                f"no checkpoint in {checkpointing.checkpoint_dir(workdir, best)}: train first, "
+                f"or pass the --workdir of a run")
+        step = checkpointing.steps(workdir, best)[-1]
+    state = checkpointing.restore_step(workdir, step, abstract, best)
     return model, state["params"], int(state["step"])

@@ -81,16 +81,18 @@ class ToyModel(nn.Module):
     def decode(self, encoded, encoder_mask, tokens, decode=False, train=False):
         table = jnp.asarray(self.table, jnp.float32)
         batch, length = tokens.shape
+        if not decode:  # Teacher-forced: no cache.
+            sums = jnp.cumsum(tokens, axis=1) % 4
+            return table[jnp.arange(length)[None, :], sums]
         filled = self.has_variable("cache", "total")
         total = self.variable("cache", "total", jnp.zeros, (batch,), jnp.int32)
         step = self.variable("cache", "step", jnp.zeros, (), jnp.int32)
-        if decode and filled:
+        if filled:
             total.value = total.value + tokens[:, 0]
             logits = table[step.value, total.value % 4][:, None]
             step.value = step.value + 1
             return logits
-        sums = jnp.cumsum(tokens, axis=1) % 4
-        return table[jnp.arange(length)[None, :], sums]
+        return table[jnp.zeros((batch, length), jnp.int32), 0]  # init_cache's shapes
 
 
 def _toy(seed, max_len, vocab=4, eos_boost=0.0):
@@ -255,3 +257,36 @@ def test_sampling_follows_the_tempered_distribution(temperature, top_k):
     np.testing.assert_allclose(freq, want, atol=0.03)
     # Rows whose first token is EOS are padded after it.
     assert np.all(tokens[tokens[:, 0] == EOS, 1] == 0)
+
+
+def _up_to_eos(row):
+    row = list(np.asarray(row))
+    return row[:row.index(EOS) + 1] if EOS in row else row
+
+
+def test_log_probs_of_every_decoding_on_toy():
+    model, table = _toy(seed=2, max_len=5, eos_boost=1.0)
+    images, prompt = jnp.zeros((6, 1, 1, 3)), jnp.zeros((6, 1), jnp.int32)
+    outputs = [decode.greedy(model, {}, images, prompt, max_len=5),
+               decode.sample(model, {}, images, prompt, 5, jax.random.key(3)),
+               decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=3)[0]]
+    for tokens in outputs:
+        got = decode.log_probs(model, {}, images, prompt, tokens)
+        want = [_toy_log_prob(table, _up_to_eos(row)) for row in tokens]
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_log_probs_undo_the_beam_length_penalty_on_captioner(tiny):
+    model, params, images, prompt, argmax_path = tiny
+    # An EOS id the random model writes: the third token of the first argmax path.
+    eos = int(argmax_path[0, 2])
+    tokens, scores = decode.beam_search(model, params, images, prompt, max_len=6,
+                                        beam_size=4, alpha=0.6, eos_id=eos)
+    tokens, scores = np.asarray(tokens), np.asarray(scores)
+    finished = np.any(tokens == eos, axis=1)
+    lengths = np.where(finished, np.argmax(tokens == eos, axis=1) + 1, 0)
+    assert finished[0] and lengths[0] >= 2  # the length penalty is not 1
+    # Finished: score = log-prob / ((5 + length) / 6) ** alpha; else the raw log-prob.
+    want = np.where(finished, scores * ((5.0 + lengths) / 6.0) ** 0.6, scores)
+    got = decode.log_probs(model, params, images, prompt, tokens, eos_id=eos)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
