@@ -7,7 +7,9 @@
     python -m evaluation.analysis.meta --pairwise PREFS.jsonl --references REFS --metric cider-d \
         [--num-refs K] [--draws D]
     common: [--samples 1000] [--seed 0] [--confidence 0.95] [--out DIR] [--json]
-    VIFIDEL: --labels FILES --class-descriptions CSV --vectors 'wiki.{lang}.align.vec'
+    VIFIDEL: --labels FILES --class-descriptions CSV --vectors 'wiki.{lang}.align.vec' and the
+        settings of `python -m evaluation.vifidel` (--penalty, --cost-power, --stopwords,
+        --label-weights, --no-references, ...), each default the paper's
 
 Human judgements, three kinds:
 
@@ -43,10 +45,10 @@ import numpy as np
 
 import errors
 from data import jsonl
-from evaluation import vifidel as vifidel_lib
 from evaluation.analysis import coefficients as coefficients_lib
 from evaluation.analysis import correlate, meta_report, meta_scores, thumb
 from evaluation.analysis.meta_scores import MetaError
+from evaluation.vifidel import options as vifidel_options
 from formats import side_by_side, thumb_ratings
 
 TARGETS = ("P", "R", "total")
@@ -321,11 +323,9 @@ def _parser():
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=coefficients_lib.CONFIDENCE)
-    parser.add_argument("--labels", action="append", help="VIFIDEL: label files")
-    parser.add_argument("--class-descriptions", help="VIFIDEL: Open Images class descriptions")
-    parser.add_argument("--vectors", action="append", help="VIFIDEL: word vectors")
     parser.add_argument("--out", help="folder for meta.md, meta.csv and meta.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    vifidel_options.add_arguments(parser, required=False)
     return parser
 
 
@@ -337,9 +337,7 @@ def run(args):
     if "vifidel" in (args.metric or ()):
         if not args.labels or not args.vectors:
             raise MetaError("--metric vifidel needs --labels and --vectors")
-        vifidel_settings = vifidel_lib.Settings(vectors=tuple(args.vectors),
-                                                labels=tuple(args.labels),
-                                                class_descriptions=args.class_descriptions)
+        vifidel_settings = vifidel_options.settings(args)
     if args.thumb:
         rounds = [thumb_ratings.read(path) for path in args.thumb]
         tab = thumb.table(rounds)
