@@ -130,7 +130,7 @@ def test_pairwise_accuracy_with_subsampled_references(files, tmp_path, capsys):
     for r in rows:
         assert r["n"] == 4 and r["draws"] == 4 and 0 <= r["accuracy_min"] <= r["accuracy"] <= 1
     assert {p.name for p in out.iterdir()} == {"meta.md", "meta.csv", "meta.png"}
-    assert "human ties left out" in (out / "meta.md").read_text()
+    assert "1 of 5 pairs are human ties, left out" in (out / "meta.md").read_text()
     full = _rows(["--pairwise", path, "--references", files["refs"], "--metric", "cider-d",
                   "--draws", "2", "--samples", "0"], capsys)
     # All references in every draw: the accuracy is the direct comparison's, every draw.
