@@ -133,7 +133,7 @@ def read_pairs(path):
         where = f"{path}: pair {i + 1}"
         image, b, c = (_text(v, where) for v in _fields(element, 3, where))
         if kind not in KINDS:
-            raise MetaError(f"{where}: category {kind!r} is not 1-4 (HC, HI, HM, MM)")
+            raise MetaError(f"{where}: category {kind:g} is not 1-4 (HC, HI, HM, MM)")
         out.append((_image_key(image), b, c, KINDS[int(kind)]))
     return out
 
@@ -174,7 +174,14 @@ def read(folder, lang="en"):
     """
     pairs = read_pairs(os.path.join(folder, PAIRS_FILE))
     triplets = read_votes(os.path.join(folder, VOTES_FILE), pairs)
-    scored, references = triplets_lib.pairs_from_triplets(triplets, lang)
+    scored, _ = triplets_lib.pairs_from_triplets(triplets, lang)
+    # The references of an image: the A's of its first pair's triplets, in order (a sentence
+    # written twice for an image stays twice, as in the release).
+    references = {}
+    for t in triplets:
+        if t.image not in references or references[t.image][0] == (t.a, t.b):
+            references.setdefault(t.image, [(t.a, t.b), []])[1].append(t.reference)
+    references = {image: refs for image, (_, refs) in references.items()}
     if len(scored) != len(pairs):
         raise MetaError(f"{os.path.join(folder, PAIRS_FILE)}: {len(pairs)} pairs, of which "
                         f"{len(pairs) - len(scored)} repeat another pair of their image")
