@@ -53,7 +53,8 @@ def system_note(rows):
 def text(rows):
     """The rows as a fixed-width table (coefficients without their intervals)."""
     width = max([16] + [len(r["subset"]) + 1 for r in rows])
-    header = (f"{'analysis':<13}{'subset':<{width}}{'level':<12}{'target':<11}"
+    target = max([11] + [len(r["target"]) + 1 for r in rows])
+    header = (f"{'analysis':<13}{'subset':<{width}}{'level':<12}{'target':<{target}}"
               f"{'metric':<22}{'n':>6}" + "".join(f"{c:>11}" for c in COEFFICIENTS)
               + f"{'accuracy':>10}")
     lines = [header]
@@ -61,7 +62,7 @@ def text(rows):
         cells = "".join(f"{_fmt(row.get(c)):>11}" for c in COEFFICIENTS)
         acc = _accuracy(row)
         lines.append(f"{row['analysis']:<13}{row['subset']:<{width}}{row['level']:<12}"
-                     f"{row['target']:<11}{row['metric']:<22}{row['n']:>6}{cells}"
+                     f"{row['target']:<{target}}{row['metric']:<22}{row['n']:>6}{cells}"
                      f"{_fmt(acc[0]) if acc and acc[0] is not None else '':>10}")
     note = system_note(rows)
     return "\n".join(lines + ([note] if note else []))

@@ -102,8 +102,12 @@ def _image_key(name):
     return os.path.splitext(os.path.basename(name.replace("\\", "/")))[0]
 
 
+def _normalized(text):
+    return " ".join(text.split()).lower()
+
+
 def _same(a, b):
-    return " ".join(a.split()).lower() == " ".join(b.split()).lower()
+    return _normalized(a) == _normalized(b)
 
 
 def read_sentences(path):
@@ -195,7 +199,8 @@ def read(folder, lang="en"):
         if missing:
             raise MetaError(f"{sentences_path}: no sentences for image {missing[0]!r} "
                             f"({len(missing)} images of the pairs are not there)")
-        outside = sum(not any(_same(r, s) for s in sentences[image])
+        known = {image: {_normalized(s) for s in sentences[image]} for image in references}
+        outside = sum(_normalized(r) not in known[image]
                       for image, refs in references.items() for r in refs)
         total = sum(len(refs) for refs in references.values())
         note += (f", {total - outside} of {total} among the image's sentences in "
