@@ -16,13 +16,18 @@ from hypothesis import strategies as st
 from evaluation.cider import text
 
 
-def slow_normalize(caption, lang, remove_symbols=False):
-    """The documented rules, character by character (no lookup tables, no batching)."""
-    s = unicodedata.normalize("NFKC", caption).replace("\u0e4d\u0e32", "\u0e33")
+def _fold(s, lang):
+    """Rules 1-2: NFKC (Thai and Lao AM put back together), then lowercasing (Turkish I)."""
+    s = unicodedata.normalize("NFKC", s).replace("\u0e4d\u0e32", "\u0e33")
     s = s.replace("\u0ecd\u0eb2", "\u0eb3")
     if lang == "tr":
         s = s.replace("I", "ı").replace("İ", "i")
-    s = s.lower()
+    return s.lower()
+
+
+def slow_normalize(caption, lang, remove_symbols=False):
+    """The documented rules, character by character (no lookup tables, no batching)."""
+    s = _fold(caption, lang)
     removed = ("P", "S") if remove_symbols else ("P",)
     s = "".join(" " if unicodedata.category(c)[0] in removed else c for c in s)
     if lang not in text.SEGMENTED_LANGS:
@@ -71,12 +76,7 @@ def rule_batch(captions, lang, remove_symbols=False):
     """The documented rules of `slow_normalize` on a whole batch at once, in C-speed steps
     (str methods, one category look-up per distinct character, one regular expression), so
     that every code point can be checked: a second formulation, independent of text.py's."""
-    s = "\n".join(c.replace("\n", " ") for c in captions)
-    s = unicodedata.normalize("NFKC", s).replace("\u0e4d\u0e32", "\u0e33")
-    s = s.replace("\u0ecd\u0eb2", "\u0eb3")
-    if lang == "tr":
-        s = s.replace("I", "ı").replace("İ", "i")
-    s = s.lower()
+    s = _fold("\n".join(c.replace("\n", " ") for c in captions), lang)
     removed = ("P", "S") if remove_symbols else ("P",)
     s = s.translate({ord(ch): " " for ch in set(s) if unicodedata.category(ch)[0] in removed})
     if lang not in text.SEGMENTED_LANGS:
