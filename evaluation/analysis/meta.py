@@ -375,6 +375,12 @@ def run(args):
         languages.check_langs([args.lang])
     except ValueError as e:
         raise MetaError(f"--lang: {e}") from None
+    pairs_only = [flag for flag, given in (("--num-refs", args.num_refs is not None),
+                                           ("--split-references", args.split_references),
+                                           ("--curve", args.curve)) if given]
+    if pairs_only and (args.thumb or args.side_by_side):
+        raise MetaError(f"{', '.join(pairs_only)}: for pairs only (--pairwise, --triplets, "
+                        f"--pascal50s)")
     vifidel_settings = None
     if "vifidel" in (args.metric or ()):
         if not args.labels or not args.vectors:

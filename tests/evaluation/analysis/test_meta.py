@@ -209,6 +209,7 @@ def test_system_intervals_resample_systems_and_images():
 @pytest.mark.parametrize("argv, message", [
     (["--lang", "xx", "--metric", "cider-d"], r"^error: --lang: unknown language 'xx'"),
     (["--out", "/proc/x"], r"^error: --out /proc/x: cannot write there"),
+    (["--num-refs", "2"], r"^error: --num-refs: for pairs only"),
 ])
 def test_bad_lang_and_out_are_one_line_before_any_work(tmp_path, capsys, argv, message):
     # The ratings file does not exist: the flags are checked before it is read.
