@@ -17,6 +17,8 @@
 - `side_by_side`: `side_by_side.csv`, the XM3600 paper's side-by-side evaluations
   (`SideBySideError`). Written by humaneval's export and report; read by
   `python -m evaluation.analysis.correlate`, `... meta --side-by-side` and humaneval.
+- `triplet_judgements`: the CIDEr paper's triplet judgements (`triplets.jsonl` by default;
+  `TripletError`). Read by `python -m evaluation.analysis.meta --triplets`.
 
 Evaluators other than XM3600's write the same formats under their own names
 (`predictions_<evaluator>_<lang>.jsonl`, `per_image_<evaluator>.jsonl`,

@@ -1,7 +1,14 @@
 """THUMB 1.0 ratings (Kasai et al., NAACL 2022): the rubric and its release-layout files.
 
-The rubric, per caption: precision P and recall R (integers 1-5), fluency Fl (0, -0.1, ...,
--0.5), conciseness Con and inclusive language Inc (0 or -0.5);
+The rubric, per caption (Kasai et al., Sec. 2): precision P and recall R (integers 1-5) and
+three penalties, given as negative numbers:
+
+- fluency Fl: 0.1 for an error a post-processor could fix, 0.5 or more for severe problems
+  (duplication, ambiguity, broken sentences), and sums of these: 0 or a negative multiple of
+  0.1. The paper sets no largest penalty; this rubric stops at FLUENCY_FLOOR (-5, the top of
+  the P and R scale), so that a typo such as -50 is caught;
+- conciseness Con: 0 or -0.5;
+- inclusive language Inc: 0, -0.5 (a subjective comment on appearance) or -2 (severe);
 
     total = (P + R) / 2 + Fl + Con + Inc.
 
@@ -27,8 +34,13 @@ from data import jsonl
 FIELDS = ("P", "R", "Fl", "Con", "Inc")
 SCORES = (*FIELDS, "total")
 PR_RANGE = (1, 5)
+# The fluency penalties a rating form offers (Fl may be any multiple of -0.1 down to the floor).
 FLUENCY = (0.0, -0.1, -0.2, -0.3, -0.4, -0.5)
-BINARY = (0.0, -0.5)
+FLUENCY_STEP = 0.1
+FLUENCY_FLOOR = -5.0
+CONCISENESS = (0.0, -0.5)
+INCLUSIVE = (0.0, -0.5, -2.0)
+BINARY = CONCISENESS  # The former name of the 0 / -0.5 choices, kept for the rating form.
 RELEASE_FIELDS = ("SYS", "seg_id", "set_id", "hyp", "image", "P", "R", "Fl", "Inc", "Con",
                   "human_score")
 
@@ -57,9 +69,17 @@ def _number(value, field):
 def _one_of(number, allowed, field):
     for choice in allowed:
         if abs(number - choice) < 1e-9:
-            return choice
+            return choice + 0.0  # + 0.0: no -0.0
     raise ThumbError(f"field {field!r}: {number:g} is not one of "
                      f"{', '.join(f'{a:g}' for a in allowed)}")
+
+
+def _fluency(number):
+    steps = round(number / FLUENCY_STEP)
+    if abs(number - steps * FLUENCY_STEP) > 1e-9 or not FLUENCY_FLOOR <= number <= 0:
+        raise ThumbError(f"field 'Fl': {number:g} is not 0 or a penalty of 0.1, 0.2, ... down "
+                         f"to {FLUENCY_FLOOR:g} (a negative multiple of 0.1)")
+    return round(steps * FLUENCY_STEP, 1) + 0.0  # + 0.0: no -0.0
 
 
 def check_rating(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
@@ -68,8 +88,9 @@ def check_rating(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
     Args:
         P, R: precision and recall, integers 1-5 (integral floats and numeric strings
             accepted).
-        Fl: fluency penalty, one of 0, -0.1, ..., -0.5.
-        Con, Inc: conciseness and inclusive-language penalties, 0 or -0.5.
+        Fl: fluency penalty, 0 or a negative multiple of 0.1 down to FLUENCY_FLOOR (-5).
+        Con: conciseness penalty, 0 or -0.5.
+        Inc: inclusive-language penalty, 0, -0.5 or -2.
 
     Returns:
         {"P": int, "R": int, "Fl": float, "Con": float, "Inc": float}.
@@ -86,9 +107,9 @@ def check_rating(P, R, Fl, Con, Inc):  # noqa: N803 (the rubric's own names)
         if not low <= number <= high:
             raise ThumbError(f"field {field!r}: {number:g} is outside {low}-{high}")
         out[field] = int(number)
-    out["Fl"] = _one_of(_number(Fl, "Fl"), FLUENCY, "Fl")
-    out["Con"] = _one_of(_number(Con, "Con"), BINARY, "Con")
-    out["Inc"] = _one_of(_number(Inc, "Inc"), BINARY, "Inc")
+    out["Fl"] = _fluency(_number(Fl, "Fl"))
+    out["Con"] = _one_of(_number(Con, "Con"), CONCISENESS, "Con")
+    out["Inc"] = _one_of(_number(Inc, "Inc"), INCLUSIVE, "Inc")
     return out
 
 

@@ -4,10 +4,16 @@ XLA compilation dominates the suite's time on a CPU, and the trainer tests
 start subprocesses that compile the same programs again; a persistent
 compilation cache (in .cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every
 process after the first load them instead.
+
+Hypothesis runs derandomized (profile "ci", the default): every run of the suite draws the same
+examples, so a test passes or fails the same way on every run and on every machine; a failure
+prints the example and the blob that replays it. `HYPOTHESIS_PROFILE=explore` draws new random
+examples (and keeps Hypothesis's example database) to look for new failures on purpose.
 """
 
 import os
 
+import hypothesis
 import jax
 import pytest
 
@@ -19,6 +25,10 @@ CACHE_DIR = os.environ.setdefault(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 jax.config.update("jax_compilation_cache_dir", CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis.settings.register_profile("explore", derandomize=False)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

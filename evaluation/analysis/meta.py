@@ -4,15 +4,22 @@
         [--references REFS] [--metric cider-d|cider|vifidel ...] [--scores NAME=FILE ...] \
         [--system-scores NAME=FILE ...] [--without SYSTEM ...] [--lang en]
     python -m evaluation.analysis.meta --side-by-side side_by_side.csv
-    python -m evaluation.analysis.meta --pairwise PREFS.jsonl --references REFS --metric cider-d \
-        [--num-refs K] [--draws D]
+    python -m evaluation.analysis.meta --pairwise PREFS.jsonl --references REFS --metric cider-d
+    python -m evaluation.analysis.meta --triplets JUDGEMENTS.jsonl [--references REFS] \
+        --metric cider-d [--split-references] [--curve]
+    python -m evaluation.analysis.meta --pascal50s DIR --metric cider-d [--split-references] \
+        [--curve]
+    pairs: [--num-refs K] [--draws 5] [--human-ties drop|random]
     common: [--samples 1000] [--seed 0] [--confidence 0.95] [--out DIR] [--json]
-    VIFIDEL: --labels FILES --class-descriptions CSV --vectors 'wiki.{lang}.align.vec'
+    VIFIDEL: --labels FILES --class-descriptions CSV --vectors 'wiki.{lang}.align.vec' and the
+        settings of `python -m evaluation.vifidel` (--penalty, --cost-power, --stopwords,
+        --label-weights, --no-references, ...), each default the paper's
 
-Human judgements, three kinds:
+Human judgements, five kinds:
 
 - THUMB 1.0 ratings (formats/thumb_ratings.py): per caption P, R and total. Instance level:
-  every rated caption is a point (human rating, metric score); system level: per-system means.
+  every rated caption is a point (human rating, metric score); system level: per-system means,
+  as many points as systems (said in the output; the THUMB paper calls five uninformative).
   `--without Human` repeats everything without that system, as the THUMB paper does.
   Pairwise accuracy over the pairs of systems whose captions of one image people rated
   differently.
@@ -20,21 +27,32 @@ Human judgements, three kinds:
   against each delta CIDEr column, each evaluation counted as given and flipped: Table 6 as
   `evaluation.analysis.correlate.table` computes it, with tau-c and intervals.
 - Pairwise preferences, JSONL {"image/key", "a": caption, "b": caption, "preference": "a" |
-  "b" | "tie", "lang" (optional)}: the CIDEr paper's triplet protocol: the share of pairs where
-  the metric prefers the caption people preferred, a metric tie broken at random, each image's
-  references sub-sampled to --num-refs and the accuracy averaged over --draws draws.
+  "b" | "tie", "lang" (optional)}: one human winner per pair as given (pairwise.py).
+- Triplet judgements (formats/triplet_judgements.py): the CIDEr paper's protocol as written,
+  the majority of each triplet's judgements, then of each pair's triplets (triplets.py).
+- PASCAL-50S as its authors released it (pascal50s.py): accuracy per kind of pair (HC, HI, HM,
+  MM) and overall.
+
+For pairs: the share of pairs where the metric scores the human winner higher, a metric tie
+broken at random; each image's references sub-sampled to --num-refs (at least 1, at most the
+references there are; default all) and the accuracy averaged over --draws draws; a human tie
+left out and counted (--human-ties drop) or broken at random (random). --split-references
+(triplets): the paper's human-vs-machine setting, winners from the triplets of half of each
+image's references and the metric scored with the other half. --curve: the accuracy for 1, 2,
+... references per image (to the smallest image's count), as meta_curve.csv / meta_curve.png.
 
 Metric scores: computed by the tool from captions and references (--metric: CIDEr-D, CIDEr,
 VIFIDEL; references from an XM3600 captions.jsonl or THUMB's references file), or read per
 caption (--scores, JSONL {"system", "image/key", "score"}) or per system (--system-scores, CSV
 system,score). Reported: Pearson, Spearman, Kendall tau-b and tau-c with cluster bootstrap
-intervals (resampling images, or side-by-side evaluations), and accuracies. With --out: meta.md,
-meta.csv and meta.png. Bad input (a file whose systems or images do not match the others', a
-rating outside the rubric) is one `error:` line naming the file, line and value; exit status 2.
+intervals (resampling images, or side-by-side evaluations; at the system level systems and
+images both, and no interval below MIN_SYSTEMS_FOR_INTERVAL systems), and accuracies. With
+--out (checked before any work): meta.md, meta.csv and meta.png. Bad input (a file whose
+systems or images do not match the others', a rating outside the rubric, an unknown --lang)
+is one `error:` line naming the file, line and value; exit status 2.
 """
 
 import argparse
-import dataclasses
 import itertools
 import json
 import sys
@@ -42,15 +60,28 @@ import sys
 import numpy as np
 
 import errors
-from data import jsonl
-from evaluation import vifidel as vifidel_lib
+from data import languages
 from evaluation.analysis import coefficients as coefficients_lib
-from evaluation.analysis import correlate, meta_report, meta_scores, thumb
+from evaluation.analysis import (
+    correlate,
+    meta_report,
+    meta_scores,
+    outputs,
+    pairwise,
+    pascal50s,
+    thumb,
+    triplets,
+)
 from evaluation.analysis.meta_scores import MetaError
-from formats import side_by_side, thumb_ratings
+from evaluation.vifidel import options as vifidel_options
+from formats import side_by_side, thumb_ratings, triplet_judgements
 
 TARGETS = ("P", "R", "total")
 NAMES = coefficients_lib.COEFFICIENTS
+# Below this many systems a system-level correlation gets no interval: resampling 5 systems
+# leaves 2-4 distinct ones in most draws (a correlation of 2 points is undefined), and an
+# interval over such draws says little. A choice of this repository.
+MIN_SYSTEMS_FOR_INTERVAL = meta_report.MIN_SYSTEMS_FOR_INTERVAL
 
 
 def _row(analysis, subset, level, target, metric, x, y, clusters, samples, seed, confidence):
@@ -65,29 +96,39 @@ def _row(analysis, subset, level, target, metric, x, y, clusters, samples, seed,
 def _system_row(subset, target, metric_name, human, metric, samples, seed, confidence):
     """System level: per-system means of the ratings against the metric's.
 
+    The interval resamples the systems and the images (with replacement, both), so that it
+    covers the choice of systems as well as of images; below MIN_SYSTEMS_FOR_INTERVAL systems
+    there is none ("ci" None).
+
     Args:
         human: float [systems, images] ratings (NaN: not rated).
         metric: float [systems, images] per-caption scores, resampled with the images, or
             float [systems] fixed per-system scores.
     """
-    def means(grid, draw=None):
+    def means(grid, systems=None, images=None):
+        grid = grid if systems is None else grid[systems]
         if grid.ndim == 1:
             return grid
         with np.errstate(invalid="ignore"):
-            return np.nanmean(grid if draw is None else grid[:, draw], axis=1)
+            return np.nanmean(grid if images is None else grid[:, images], axis=1)
 
+    num_systems, num_images = human.shape
     row = {"analysis": "thumb", "subset": subset, "level": "system", "target": target,
-           "metric": metric_name, "n": int(human.shape[0]),
+           "metric": metric_name, "n": int(num_systems),
            **coefficients_lib.coefficients(means(human), means(metric))}
-    if samples:
+    if samples and num_systems >= MIN_SYSTEMS_FOR_INTERVAL:
         rng = np.random.default_rng(seed)
         values = {name: [] for name in NAMES}
-        for draw in rng.integers(0, human.shape[1], size=(samples, human.shape[1])):
-            for name, value in coefficients_lib.coefficients(means(human, draw),
-                                                             means(metric, draw)).items():
+        for _ in range(samples):
+            systems = rng.integers(0, num_systems, size=num_systems)
+            images = rng.integers(0, num_images, size=num_images)
+            for name, value in coefficients_lib.coefficients(
+                    means(human, systems, images), means(metric, systems, images)).items():
                 values[name].append(value)
         row["ci"] = {name: coefficients_lib.interval(v, confidence)
                      for name, v in values.items()}
+    elif samples:
+        row["ci"] = {name: None for name in NAMES}
     return row
 
 
@@ -157,78 +198,6 @@ def side_by_side_rows(evaluations, columns, *, samples=1000, seed=0,
             if samples:
                 row["ci"] = {name: by["ci"][name][column] for name in NAMES}
             rows.append(row)
-    return rows
-
-
-@dataclasses.dataclass(frozen=True)
-class Pair:
-    """One human preference between two captions of an image."""
-    image: str
-    lang: str
-    a: str
-    b: str
-    human: int  # +1: a preferred, -1: b preferred
-    where: str
-
-
-def read_pairs(path, lang):
-    """Reads pairwise preferences: ([Pair], number of human ties left out)."""
-    pairs, ties = [], 0
-    try:
-        for where, obj in jsonl.read_objects(path, error=MetaError):
-            image, a, b, pref = (obj.get(k) for k in ("image/key", "a", "b", "preference"))
-            if not isinstance(image, (str, int)) or not isinstance(a, str) or not isinstance(
-                    b, str):
-                raise MetaError(f"{where}: expected {{\"image/key\", \"a\", \"b\", "
-                                f"\"preference\"}} with caption strings")
-            if pref not in ("a", "b", "tie"):
-                raise MetaError(f"{where}: field 'preference': {pref!r} is not a, b or tie")
-            if pref == "tie":
-                ties += 1
-                continue
-            pairs.append(Pair(str(image), obj.get("lang", lang), a, b,
-                              1 if pref == "a" else -1, where))
-    except FileNotFoundError:
-        raise MetaError(f"pairwise preferences not found: {path}") from None
-    if not pairs:
-        raise MetaError(f"{path}: no preferences other than ties")
-    return pairs, ties
-
-
-def pairwise_rows(pairs, references, metrics, *, num_refs=None, draws=5, seed=0,
-                  samples=1000, confidence=coefficients_lib.CONFIDENCE, vifidel_settings=None,
-                  where="references"):
-    """Pairwise accuracy of each metric, references sub-sampled, averaged over draws."""
-    rows = []
-    for metric in metrics:
-        rng = np.random.default_rng(seed)
-        agree = np.zeros((draws, len(pairs)))
-        ties = 0
-        for d in range(draws):
-            for lang in sorted({p.lang for p in pairs}):
-                chosen = [i for i, p in enumerate(pairs) if p.lang == lang]
-                items = ([(pairs[i].image, pairs[i].a) for i in chosen]
-                         + [(pairs[i].image, pairs[i].b) for i in chosen])
-                scores = meta_scores.compute(metric, lang, items, references, num_refs=num_refs,
-                                             rng=rng, vifidel_settings=vifidel_settings,
-                                             where=where)
-                diff = scores[:len(chosen)] - scores[len(chosen):]
-                ties += int((diff == 0).sum())
-                choice = np.where(diff == 0, rng.choice([-1, 1], size=diff.size),
-                                  np.sign(diff))
-                agree[d, chosen] = choice == np.array([pairs[i].human for i in chosen])
-        per_draw = agree.mean(axis=1)
-        row = {"analysis": "pairwise", "subset": f"{num_refs or 'all'} refs", "level": "pair",
-               "target": "preference", "metric": metric, "n": len(pairs),
-               "accuracy": float(per_draw.mean()), "draws": draws,
-               "accuracy_min": float(per_draw.min()), "accuracy_max": float(per_draw.max()),
-               "metric_ties": ties / draws}
-        if samples:
-            per_pair = agree.mean(axis=0)
-            index = rng.integers(0, len(pairs), size=(samples, len(pairs)))
-            row["accuracy_ci"] = coefficients_lib.interval(per_pair[index].mean(axis=1),
-                                                           confidence)
-        rows.append(row)
     return rows
 
 
@@ -310,70 +279,150 @@ def _parser():
     source.add_argument("--thumb", nargs="+", metavar="RATINGS", help="THUMB 1.0 file(s)")
     source.add_argument("--side-by-side", metavar="CSV", help="XM3600-paper side-by-side CSV")
     source.add_argument("--pairwise", metavar="JSONL", help="pairwise preferences")
+    source.add_argument("--triplets", metavar="JSONL", help="triplet judgements (CIDEr paper)")
+    source.add_argument("--pascal50s", metavar="DIR",
+                        help="folder of the PASCAL-50S release (pair_pascal.mat, "
+                             "consensus_pascal.mat, pascal50S.mat)")
     parser.add_argument("--references", help="XM3600 captions.jsonl or THUMB references")
     parser.add_argument("--metric", action="append", choices=meta_scores.METRICS)
     parser.add_argument("--scores", action="append", metavar="NAME=FILE")
     parser.add_argument("--system-scores", action="append", metavar="NAME=FILE")
     parser.add_argument("--without", action="append", metavar="SYSTEM")
     parser.add_argument("--lang", default="en", help="language of the captions (default en)")
-    parser.add_argument("--num-refs", type=int, help="pairwise: references per image")
-    parser.add_argument("--draws", type=int, default=5, help="pairwise: reference draws")
+    parser.add_argument("--num-refs", type=int,
+                        help="pairs: references per image, at least 1 (default: all)")
+    parser.add_argument("--draws", type=int, default=5, help="pairs: reference draws")
+    parser.add_argument("--human-ties", choices=pairwise.HUMAN_TIES, default="drop",
+                        help="pairs: a human tie is left out (drop) or broken at random")
+    parser.add_argument("--split-references", action="store_true",
+                        help="triplets: winners from half of each image's references, the "
+                             "metric scored with the other half (the paper's human vs "
+                             "machine setting)")
+    parser.add_argument("--curve", action="store_true",
+                        help="pairs: accuracy for 1, 2, ... references per image")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=coefficients_lib.CONFIDENCE)
-    parser.add_argument("--labels", action="append", help="VIFIDEL: label files")
-    parser.add_argument("--class-descriptions", help="VIFIDEL: Open Images class descriptions")
-    parser.add_argument("--vectors", action="append", help="VIFIDEL: word vectors")
     parser.add_argument("--out", help="folder for meta.md, meta.csv and meta.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    vifidel_options.add_arguments(parser, required=False)
     return parser
 
 
+def _pairs(args, vifidel_settings):
+    """Pairwise accuracies (--pairwise, --triplets, --pascal50s): (rows, source, curves)."""
+    if not args.metric:
+        raise MetaError("pairs need --metric (the metrics to score the captions with)")
+    if args.split_references and (args.pairwise or args.references):
+        raise MetaError("--split-references splits the triplets' own references: it needs "
+                        "--triplets or --pascal50s, without --references")
+    if args.split_references and args.curve:
+        raise MetaError("--curve and --split-references: choose one")
+    triplet_list = None
+    if args.pairwise:
+        if not args.references:
+            raise MetaError("--pairwise needs --references")
+        pairs = pairwise.read_preferences(args.pairwise, args.lang)
+        references = meta_scores.read_references(args.references, args.lang)
+        analysis, target, where = "pairwise", "preference", args.references
+        source = args.pairwise
+    elif args.triplets:
+        judgements = triplet_judgements.read(args.triplets)
+        pairs, references, summary = triplets.aggregate(judgements, args.lang)
+        triplet_list = triplets.triplets_from_judgements(judgements)[0]
+        analysis, target, where = "triplets", "majority of triplets", args.triplets
+        if args.references:
+            references = meta_scores.read_references(args.references, args.lang)
+            where = args.references
+        source = f"{args.triplets} ({summary.describe()})"
+    else:
+        release = pascal50s.read(args.pascal50s, args.lang)
+        pairs, references, triplet_list = release.pairs, release.references, release.triplets
+        analysis, target, where = "pascal50s", "majority of triplets", args.pascal50s
+        source = f"PASCAL-50S {args.pascal50s} ({release.note})"
+    ties = sum(p.human == 0 for p in pairs)
+    source += (f"; {ties} of {len(pairs)} pairs are human ties, "
+               + ("left out" if args.human_ties == "drop" else "broken at random"))
+    common = dict(num_refs=args.num_refs, draws=args.draws, seed=args.seed,
+                  samples=args.samples, confidence=args.confidence, human_ties=args.human_ties,
+                  vifidel_settings=vifidel_settings, where=where)
+    if args.split_references:
+        rows = triplets.split_rows(triplet_list, args.lang, args.metric, analysis=analysis,
+                                   **common)
+        return rows, source, None
+    rows = pairwise.rows(pairs, references, args.metric, analysis=analysis, target=target,
+                         **common)
+    curves = None
+    if args.curve:
+        max_refs = min(len(references[p.image]) for p in pairs)
+        curves = {metric: pairwise.curve(pairs, references, metric, max_refs,
+                                         draws=args.draws, seed=args.seed,
+                                         human_ties=args.human_ties,
+                                         vifidel_settings=vifidel_settings, where=where)
+                  for metric in args.metric}
+    return rows, source, curves
+
+
 def run(args):
-    """Runs one analysis of parsed arguments: (rows, description of the inputs)."""
+    """Runs one analysis of parsed arguments: (rows, description of the inputs, curves or
+    None)."""
     if args.samples < 0 or args.draws < 1 or not 0 < args.confidence < 1:
         raise MetaError("--samples must be >= 0, --draws >= 1 and --confidence in (0, 1)")
+    if args.num_refs is not None and args.num_refs < 1:
+        raise MetaError(f"--num-refs must be at least 1, got {args.num_refs} (leave it out to "
+                        f"use all references)")
+    try:
+        languages.check_langs([args.lang])
+    except ValueError as e:
+        raise MetaError(f"--lang: {e}") from None
+    pairs_only = [flag for flag, given in (("--num-refs", args.num_refs is not None),
+                                           ("--split-references", args.split_references),
+                                           ("--curve", args.curve)) if given]
+    if pairs_only and (args.thumb or args.side_by_side):
+        raise MetaError(f"{', '.join(pairs_only)}: for pairs only (--pairwise, --triplets, "
+                        f"--pascal50s)")
     vifidel_settings = None
     if "vifidel" in (args.metric or ()):
         if not args.labels or not args.vectors:
             raise MetaError("--metric vifidel needs --labels and --vectors")
-        vifidel_settings = vifidel_lib.Settings(vectors=tuple(args.vectors),
-                                                labels=tuple(args.labels),
-                                                class_descriptions=args.class_descriptions)
+        vifidel_settings = vifidel_options.settings(args)
     if args.thumb:
         rounds = [thumb_ratings.read(path) for path in args.thumb]
         tab = thumb.table(rounds)
         caption_metrics, system_metrics = _thumb_inputs(args, tab, rounds, vifidel_settings)
         return thumb_rows(tab, caption_metrics, system_metrics, without=args.without or (),
                           samples=args.samples, seed=args.seed,
-                          confidence=args.confidence), ", ".join(args.thumb)
+                          confidence=args.confidence), ", ".join(args.thumb), None
     if args.side_by_side:
         evaluations, columns = side_by_side.read(args.side_by_side)
         return side_by_side_rows(evaluations, columns, samples=args.samples, seed=args.seed,
-                                 confidence=args.confidence), args.side_by_side
-    if not args.metric or not args.references:
-        raise MetaError("--pairwise needs --metric and --references")
-    pairs, ties = read_pairs(args.pairwise, args.lang)
-    refs = meta_scores.read_references(args.references, args.lang)
-    return pairwise_rows(pairs, refs, args.metric, num_refs=args.num_refs, draws=args.draws,
-                         seed=args.seed, samples=args.samples, confidence=args.confidence,
-                         vifidel_settings=vifidel_settings, where=args.references), (
-        f"{args.pairwise} ({ties} human ties left out)")
+                                 confidence=args.confidence), args.side_by_side, None
+    return _pairs(args, vifidel_settings)
 
 
 def main(argv=None):
     """Command line: see the module docstring. Returns the exit status (2 for bad input)."""
     args = _parser().parse_args(argv)
     try:
-        rows, source = run(args)
+        if args.out:
+            outputs.prepare_out(args.out)
+        rows, source, curves = run(args)
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
     if args.out:
         paths = meta_report.write(args.out, rows, source, args.confidence)
+        if curves:
+            paths.update(meta_report.write_curves(args.out, curves, source))
     if args.json:
-        print(json.dumps({"source": source, "rows": rows}, indent=2))
+        print(json.dumps({"source": source, "rows": rows,
+                          "curves": {m: {k: [None if np.isnan(x) else float(x) for x in v]
+                                         for k, v in c.items()}
+                                     for m, c in (curves or {}).items()}}, indent=2))
     else:
+        print(f"({source})")
         print(meta_report.text(rows))
+        if curves:
+            print(meta_report.curve_text(curves))
         if args.out:
             print(f"report: {', '.join(paths.values())}")
     return 0

@@ -6,13 +6,18 @@
 The ratings are files in the THUMB 1.0 release layout, one per rating round, read by
 formats/thumb_ratings.py (which also holds the rubric: P, R, Fl, Con, Inc and their total);
 several files are rounds of the same captions and each caption's ratings are averaged over the
-rounds.
+rounds. A later round must rate captions of the first (a round of other images or systems is
+refused, naming them); one that rates only some of them is said in the output.
 
 Reported, per system: the mean of each field over its images with a 90% bootstrap interval
 (images resampled with replacement, one draw shared by all systems, percentile interval), and,
-as the paper's Table 3, the number of images where the system is strictly best (or worst) in
-both P and R: its P and its R above (below) every other system's on that image. Output: a text
-table, or with --out `thumb.md`, `thumb.csv` and `thumb.png`.
+as the paper's Table 3, the number of images where the system is best (or worst) "both in
+precision and recall": its P and its R each at least (at most) every other system's on that
+image. Ties count, as in the paper: on an image where two systems share the top P and R, both
+are best (this reproduces Table 3's Best row exactly from the release), and on an image where
+every system has the same P and R, every system is both best and worst. With one system there
+is nothing to compare: no best / worst. Output: a text table, or with --out `thumb.md`,
+`thumb.csv` and `thumb.png` (--out is checked before any work).
 """
 
 import argparse
@@ -30,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import errors
+from evaluation.analysis import outputs
 from formats import thumb_ratings
 
 CONFIDENCE = 0.90
@@ -45,16 +51,57 @@ class Table:
         scores: {score name: float [systems, images]}, NaN where a system has no rating.
         hyps: {(system, image): caption}.
         rounds: number of rating rounds.
+        partial_rounds: [(file, captions rated, captions of the first round)] for the later
+            rounds that rate only some of the first round's captions.
     """
     systems: list
     images: list
     scores: dict
     hyps: dict
     rounds: int
+    partial_rounds: list = dataclasses.field(default_factory=list)
+
+
+_EXAMPLES = 5
+
+
+def _source(ratings):
+    return ratings[0].where.rsplit(":", 1)[0]
+
+
+def _check_rounds(rounds):
+    """ThumbError for a later round that rates captions the first round does not have (named:
+    its images, or its systems); the later rounds that rate only some of them."""
+    first = {(r.system, r.image) for r in rounds[0]}
+    partial = []
+    for ratings in rounds[1:]:
+        pairs = {(r.system, r.image) for r in ratings}
+        extra = pairs - first
+        if extra:
+            first_images = {image for _, image in first}
+            images = sorted({image for _, image in extra if image not in first_images})
+            systems = sorted({system for system, _ in extra} - {s for s, _ in first})
+            what = (f"images {', '.join(images[:_EXAMPLES])}" + (
+                f" and {len(images) - _EXAMPLES} more" if len(images) > _EXAMPLES else "")
+                if images else f"systems {', '.join(systems)}" if systems else
+                f"{len(extra)} (system, image) pairs, e.g. {sorted(extra)[0]}")
+            raise thumb_ratings.ThumbError(
+                f"{_source(ratings)}: a later round rates {what}, which the first round "
+                f"({_source(rounds[0])}) does not; rounds are re-ratings of the same captions "
+                f"(analyse other images in a run of their own)")
+        if len(pairs) < len(first):
+            partial.append((_source(ratings), len(pairs), len(first)))
+    return partial
 
 
 def table(rounds):
-    """Averages the rounds of ratings into a `Table` (each caption's mean over its ratings)."""
+    """Averages the rounds of ratings into a `Table` (each caption's mean over its ratings).
+
+    Raises:
+        ThumbError: a later round rates captions that the first does not, or another caption
+            for a (system, image).
+    """
+    partial = _check_rounds(rounds)
     systems, images, sums, counts, hyps = {}, {}, collections.defaultdict(dict), {}, {}
     for ratings in rounds:
         for r in ratings:
@@ -75,7 +122,7 @@ def table(rounds):
         for (system, image), value in sums[name].items():
             grid[systems[system], images[image]] = value / counts[(system, image)]
         scores[name] = grid
-    return Table(list(systems), list(images), scores, hyps, len(rounds))
+    return Table(list(systems), list(images), scores, hyps, len(rounds), partial)
 
 
 def system_scores(tab, samples=1000, seed=0, confidence=CONFIDENCE):
@@ -103,25 +150,45 @@ def system_scores(tab, samples=1000, seed=0, confidence=CONFIDENCE):
 
 
 def best_worst(tab):
-    """How often each system is strictly best / worst in both P and R (the paper's Table 3).
+    """How often each system is best / worst in both P and R (the paper's Table 3).
 
-    Only images that every system has rated count.
+    Best on an image: its P and its R each at least every other system's; worst: each at most.
+    Ties count (module docstring). Only images that every system has rated count.
 
     Returns:
-        ({system: {"best": n, "worst": n}}, number of images compared).
+        ({system: {"best": n, "worst": n}} or None with fewer than two systems, number of
+        images compared, number of those where all systems tie in P and R).
     """
     p, r = tab.scores["P"], tab.scores["R"]  # [systems, images]
     complete = ~np.isnan(p).any(axis=0)
+    all_tied = complete & (p == p[:1]).all(axis=0) & (r == r[:1]).all(axis=0)
+    if len(tab.systems) < 2:
+        return None, int(complete.sum()), int(all_tied.sum())
     out = {}
     for s, system in enumerate(tab.systems):
         others = np.delete(np.arange(len(tab.systems)), s)
-        best = (p[s] > p[others]).all(axis=0) & (r[s] > r[others]).all(axis=0) & complete
-        worst = (p[s] < p[others]).all(axis=0) & (r[s] < r[others]).all(axis=0) & complete
+        best = (p[s] >= p[others]).all(axis=0) & (r[s] >= r[others]).all(axis=0) & complete
+        worst = (p[s] <= p[others]).all(axis=0) & (r[s] <= r[others]).all(axis=0) & complete
         out[system] = {"best": int(best.sum()), "worst": int(worst.sum())}
-    return out, int(complete.sum())
+    return out, int(complete.sum()), int(all_tied.sum())
 
 
-def format_table(scores, counts, compared, confidence=CONFIDENCE):
+def best_worst_note(tab, counts, compared, all_tied):
+    """One line saying what the best / worst counts are (or why there are none)."""
+    if counts is None:
+        return (f"(best / worst: none: {len(tab.systems)} system, nothing to compare it with; "
+                f"Table 3 needs two systems or more)")
+    return (f"(best / worst: P and R each at least / at most every other system's, ties "
+            f"counted as in the paper's Table 3, over the {compared} images rated for all "
+            f"{len(tab.systems)} systems; on {all_tied} of them all systems tie and each is "
+            f"both best and worst)")
+
+
+def _count(counts, system, key):
+    return "–" if counts is None else str(counts[system][key])
+
+
+def format_table(scores, counts, note, confidence=CONFIDENCE):
     """System scores and best / worst counts as a fixed-width text table."""
     header = (f"{'system':<16}{'n':>5}"
               + "".join(f"{name:>8}" for name in thumb_ratings.FIELDS)
@@ -133,13 +200,12 @@ def format_table(scores, counts, compared, confidence=CONFIDENCE):
         lines.append(f"{system:<16}{row['n']:>5}"
                      + "".join(f"{row[name]['mean']:>8.2f}" for name in thumb_ratings.FIELDS)
                      + f"{t['mean']:>8.2f}  [{t['low']:.2f}, {t['high']:.2f}]{'':>8}"
-                     f"{counts[system]['best']:>6}{counts[system]['worst']:>7}")
-    lines.append(f"(best / worst: strictly above / below every other system in both P and R, "
-                 f"over {compared} images rated for all systems)")
+                     f"{_count(counts, system, 'best'):>6}{_count(counts, system, 'worst'):>7}")
+    lines.append(note)
     return "\n".join(lines)
 
 
-def write_report(out, scores, counts, compared, sources, confidence=CONFIDENCE):
+def write_report(out, scores, counts, note, sources, confidence=CONFIDENCE):
     """Writes thumb.md, thumb.csv and thumb.png into `out`; returns their paths."""
     os.makedirs(out, exist_ok=True)
     paths = {kind: os.path.join(out, f"thumb.{kind}") for kind in ("md", "csv", "png")}
@@ -152,12 +218,11 @@ def write_report(out, scores, counts, compared, sources, confidence=CONFIDENCE):
             writer.writerow([system, row["n"],
                              *(f"{row[n][k]:.4f}" for n in thumb_ratings.SCORES
                                for k in ("mean", "low", "high")),
-                             counts[system]["best"], counts[system]["worst"]])
+                             *(("", "") if counts is None else
+                               (counts[system]["best"], counts[system]["worst"]))])
     pct = int(confidence * 100)
     lines = [f"# THUMB 1.0 ratings ({', '.join(sources)})", "",
-             f"Means over images; [{pct}% bootstrap interval]. Best / worst: images where the "
-             f"system's P and R are both strictly above / below every other system's "
-             f"({compared} images rated for all systems).", "",
+             f"Means over images; [{pct}% bootstrap interval]. {note}", "",
              "| system | n | P | R | Fl | Con | Inc | total | best | worst |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for system, row in scores.items():
@@ -165,7 +230,7 @@ def write_report(out, scores, counts, compared, sources, confidence=CONFIDENCE):
                  if n in ("P", "R", "total") else f"{row[n]['mean']:.3f}"
                  for n in thumb_ratings.SCORES]
         lines.append(f"| {system} | {row['n']} | " + " | ".join(cells)
-                     + f" | {counts[system]['best']} | {counts[system]['worst']} |")
+                     + f" | {_count(counts, system, 'best')} | {_count(counts, system, 'worst')} |")
     with open(paths["md"], "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     plot(paths["png"], scores, confidence)
@@ -208,18 +273,26 @@ def main(argv=None):
     try:
         if args.samples < 1:
             raise errors.InputError(f"--samples must be positive, got {args.samples}")
+        if args.out:
+            outputs.prepare_out(args.out)
         tab = table([thumb_ratings.read(path) for path in args.ratings])
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
+    for source, rated, first in tab.partial_rounds:
+        print(f"note: {source} re-rates {rated} of the first round's {first} captions; the "
+              f"others have fewer ratings", file=sys.stderr)
     scores = system_scores(tab, args.samples, args.seed)
-    counts, compared = best_worst(tab)
+    counts, compared, all_tied = best_worst(tab)
+    note = best_worst_note(tab, counts, compared, all_tied)
     if args.out:
-        paths = write_report(args.out, scores, counts, compared, args.ratings)
+        paths = write_report(args.out, scores, counts, note, args.ratings)
     if args.json:
-        print(json.dumps({"rounds": tab.rounds, "images": len(tab.images), "systems": scores,
-                          "best_worst": counts, "compared": compared}, indent=2))
+        print(json.dumps({"rounds": tab.rounds, "images": len(tab.images),
+                          "num_systems": len(tab.systems), "systems": scores,
+                          "best_worst": counts, "compared": compared, "all_tied": all_tied,
+                          "note": note}, indent=2))
     else:
-        print(format_table(scores, counts, compared))
+        print(format_table(scores, counts, note))
         if args.out:
             print(f"report: {paths['md']}, {paths['csv']}, {paths['png']}")
     return 0

@@ -106,21 +106,24 @@ class TokenizedBatch:
 
 
 def _classify(code_points):
-    for cp in code_points.tolist():
-        ch = chr(cp)
-        category = unicodedata.category(ch)
-        flags = 0
-        if ch.isspace():
-            flags |= _SPACE
-        elif category[0] == "P":
-            flags |= _PUNCT
-        elif category[0] == "S":
-            flags |= _SYMBOL
-        elif category[0] == "M":
-            flags |= _MARK
-        elif any(lo <= cp <= hi for lo, hi in _SCRIPT_RANGES):
-            flags |= _SCRIPT
-        _FLAGS[cp] = flags
+    """Fills `_FLAGS` for `code_points` (uint32 [n]): one category look-up per character,
+    the script ranges in numpy."""
+    categories = [unicodedata.category(chr(cp)) for cp in code_points.tolist()]
+    space = np.array([chr(cp).isspace() for cp in code_points.tolist()], dtype=bool)
+    major = np.array([c[0] for c in categories], dtype="<U1")
+    mark = (major == "M") & ~space
+    in_script = np.zeros(code_points.size, dtype=bool)
+    for lo, hi in _SCRIPT_RANGES:
+        in_script |= (code_points >= lo) & (code_points <= hi)
+    flags = np.where(space, _SPACE, 0) | np.where(mark, _MARK, 0)
+    rest = ~space & ~mark
+    flags |= np.where(rest & (major == "P"), _PUNCT, 0)
+    flags |= np.where(rest & (major == "S"), _SYMBOL, 0)
+    # A character of a no-space script is a token of its own whatever its category:
+    # radicals and Kangxi radicals (So), the Thai baht sign (Sc), kana voicing marks (Sk),
+    # Thai punctuation kept with remove_punctuation=False; only its marks stay attached.
+    flags |= np.where(rest & in_script, _SCRIPT, 0)
+    _FLAGS[code_points] = flags.astype(np.uint8)
 
 
 def _char_flags(code_points):

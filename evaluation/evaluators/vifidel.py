@@ -2,20 +2,23 @@
 
 Decodes the XM3600 images in each language (as `xm3600_cider` does) and scores the captions
 with VIFIDEL (evaluation/vifidel/): exp(-WMD) between each image's object labels (Open Images
-labels,
-XM3600's images being Open Images images) and the caption's words, in one aligned word-vector
-space, with the references' importance penalty unless `use_references` is False.
+labels, XM3600's images being Open Images images) and the caption's content words, in one
+aligned word-vector space, with the references' importance penalty unless `use_references` is
+False. The settings are those of `python -m evaluation.vifidel`, each default the paper's.
 
 Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `langs`, `every`,
 `batch_size`, `max_decode_len`, `max_images`, `labels` (label files or glob patterns; default
 `<data_dir>/*-annotations-human-imagelabels*.csv`), `class_descriptions` (default
 `<data_dir>/oidv7-class-descriptions.csv`), `vectors` (a pattern with {lang}, or a tuple of
 patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
-`stopwords` (a folder of <lang>.txt), `multiword` ("mean"), `allow_missing_labels` (False),
-`decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>` and `eval/vifidel/avg`. Its
-files in a results folder (the evaluator contract's defaults, evaluation/evaluators/common.py):
-`predictions_vifidel_<lang>.jsonl`, `per_image_vifidel.jsonl` (no line for an image without a
-known label), `scores_vifidel.json` and `table_vifidel.md`.
+`penalty` ("halved": Eq. 4; or "clipped"), `cost_power` (2: Eq. 1; or 1: the authors' script),
+`stopwords` ("iso": the stopwordsiso lists; "none"; or a folder of <lang>.txt), `label_weights`
+("instances" or "binary"), `multiword` ("mean"), `min_confidence` (1.0),
+`allow_missing_labels` (False), `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>`
+and `eval/vifidel/avg`. Its files in a results folder (the evaluator contract's defaults,
+evaluation/evaluators/common.py): `predictions_vifidel_<lang>.jsonl`,
+`per_image_vifidel.jsonl` (no line for an image without a known label), `scores_vifidel.json`
+and `table_vifidel.md`.
 """
 
 import os
@@ -34,7 +37,8 @@ def settings_from_config(name, eval_config):
     """The `evaluation.vifidel.Settings` of `config.evals.<name>`.
 
     Raises:
-        ValueError: `vectors` is missing (the field is named).
+        ValueError: `vectors` is missing or a setting is outside its choices (the field is
+            named).
     """
     data_dir = eval_config.data_dir
     vectors = eval_config.get("vectors", None)
@@ -42,16 +46,25 @@ def settings_from_config(name, eval_config):
         raise ValueError(f"config.evals.{name}.vectors is required: a path pattern with "
                          f"{{lang}} (e.g. vectors/wiki.{{lang}}.align.vec) or LANG=PATH entries")
     labels = eval_config.get("labels", None) or os.path.join(data_dir, DEFAULT_LABELS)
-    return vifidel_lib.Settings(
+    settings = vifidel_lib.Settings(
         vectors=(vectors,) if isinstance(vectors, str) else tuple(vectors),
         labels=(labels,) if isinstance(labels, str) else tuple(labels),
         class_descriptions=eval_config.get("class_descriptions", None) or os.path.join(
             data_dir, DEFAULT_CLASS_DESCRIPTIONS),
         label_lang=eval_config.get("label_lang", "en"),
         use_references=eval_config.get("use_references", True),
-        stopwords=eval_config.get("stopwords", None) or None,
+        penalty=eval_config.get("penalty", "halved"),
+        cost_power=eval_config.get("cost_power", 2),
+        stopwords=eval_config.get("stopwords", "iso") or "none",
+        label_weights=eval_config.get("label_weights", "instances"),
         multiword=eval_config.get("multiword", "mean"),
+        min_confidence=eval_config.get("min_confidence", 1.0),
         allow_missing_labels=eval_config.get("allow_missing_labels", False))
+    try:
+        settings.check()
+    except errors.InputError as e:
+        raise ValueError(f"config.evals.{name}: {e}") from None
+    return settings
 
 
 class Xm3600Vifidel(common.CaptionEvaluator):

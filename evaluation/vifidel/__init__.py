@@ -7,10 +7,12 @@ Parts, in the order the data flows:
 | --- | --- |
 | `labels` | Open Images label CSVs (image-level, boxes), class descriptions, JSONL labels |
 | `vectors` | word2vec text / binary and fastText `.vec` files, read once, cached, memory-mapped |
+| `stopwords` | the stop words of each language (stopwordsiso lists, none, or a folder) |
 | `bags` | captions and labels as bags of vector keys (ja/th/zh word matching, stop words, OOV) |
-| `wmd` | the earth mover's distance (POT), the importance penalty, the score |
+| `wmd` | Eqs. 1-5: the cost (p = 2 or 1), the penalty of Eq. 4, the transport (POT), the score |
 | `scorer` | `VifidelScorer`: labels and references prepared once, `score(captions)` per call |
-| `corpus` | `Settings`, per-language scorers, predictions scored, the own-vs-other control |
+| `corpus` | `Settings` (defaults: the paper's), per-language scorers, the own-vs-other control |
+| `options` | the settings as command-line options, shared with the meta-evaluation |
 | `__main__` | the command line, `python -m evaluation.vifidel` |
 
 English labels meet captions in any language because the vectors of all languages share one

@@ -18,7 +18,6 @@ A unit is a tuple of vector keys (one key for a word); a bag is {unit: weight}.
 
 import collections
 import dataclasses
-import os
 
 import numpy as np
 
@@ -48,23 +47,6 @@ class OovCounts:
         return {"tokens": self.tokens, "oov": self.oov,
                 "rate": self.oov / self.tokens if self.tokens else 0.0,
                 "top": [t for t, _ in self.examples.most_common(_EXAMPLES)]}
-
-
-def read_stopwords(path, lang):
-    """Reads a stop-word list (one word per line, `#` comments) as vector keys of `lang`.
-
-    Raises:
-        InputError: the file is missing or not UTF-8.
-    """
-    if not os.path.isfile(path):
-        raise InputError(f"stop-word file for {lang!r} not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            words = [line.split("#", 1)[0].strip() for line in f]
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 ({e.reason})") from None
-    words = [w for w in words if w]
-    return frozenset(" ".join(t) for t in text.normalize_batch(words, lang).split() if t)
 
 
 def match(tokens, vectors, lang):

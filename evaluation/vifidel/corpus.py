@@ -1,7 +1,8 @@
 """VIFIDEL of an image set's captions, language by language: labels, vectors, scorers.
 
-`Settings` holds the choices (vector files, label language, references or not, stop words,
-multi-word labels); `build_scorers` reads the labels of the images, loads each language's
+`Settings` holds the choices (vector files, label language, references or not, the penalty,
+the cost's exponent, stop words, label weights, multi-word labels), each default the paper's
+setting; `build_scorers` reads the labels of the images, loads each language's
 vectors once and prepares one `VifidelScorer` per language; the in-loop evaluator
 (evaluation/evaluators/vifidel.py) and the command line (`python -m evaluation.vifidel`) both
 use it.
@@ -10,23 +11,27 @@ an XM3600 release, and `ranking_control` checks the metric's grounding: how ofte
 own caption scores above the caption of another image.
 """
 
+import collections
 import dataclasses
-import os
 
 import numpy as np
 
 from data import languages, xm3600_release
 from errors import InputError
 from evaluation.cider import scorer as cider_scorer
-from evaluation.vifidel import bags, labels, vectors
+from evaluation.vifidel import labels, vectors, wmd
+from evaluation.vifidel import stopwords as stop_lists
 from evaluation.vifidel.scorer import VifidelScorer
 
 _EXAMPLES = 3
 
 
+LABEL_WEIGHTS = ("instances", "binary")
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How VIFIDEL is computed.
+    """How VIFIDEL is computed; each default is the paper's setting.
 
     Attributes:
         vectors: vector file specs (`vectors.vector_paths`): "lang=PATH" or a pattern with
@@ -34,9 +39,14 @@ class Settings:
         labels: label files or glob patterns (`labels.read_labels`).
         class_descriptions: the Open Images class-description CSV, or None (JSONL labels).
         label_lang: the language of the label names (Open Images: "en").
-        use_references: weight the cost by the references (Sec. 3.3) when there are some.
-        stopwords: a folder of `<lang>.txt` stop-word lists, or None (a language without a
-            file keeps every word).
+        use_references: weight the cost by the references (Eqs. 4-5) when there are some.
+        penalty: "halved" (Eq. 4) or "clipped" (evaluation/vifidel/wmd.py).
+        cost_power: the exponent p of the cost, 2 (Eq. 1) or 1 (the authors' script).
+        stopwords: "iso" (the stopwordsiso lists), "none", or a folder of `<lang>.txt` lists
+            (evaluation/vifidel/stopwords.py).
+        label_weights: "instances" (a label weighs its number of boxes where box files are
+            given, 1 with image-level labels) or "binary" (every label once: the paper's
+            ablation).
         multiword: "mean" or "split" (evaluation/vifidel/bags.py).
         min_confidence: Open Images rows kept (1: verified positives).
         vectors_format: "auto", "text" or "binary".
@@ -49,22 +59,35 @@ class Settings:
     class_descriptions: str | None = None
     label_lang: str = "en"
     use_references: bool = True
-    stopwords: str | None = None
+    penalty: str = "halved"
+    cost_power: int = 2
+    stopwords: str | None = "iso"
+    label_weights: str = "instances"
     multiword: str = "mean"
     min_confidence: float = 1.0
     vectors_format: str = "auto"
     max_words: int | None = None
     allow_missing_labels: bool = False
 
+    def check(self):
+        """Raises InputError naming a setting outside its choices."""
+        for name, value, known in (("penalty", self.penalty, wmd.PENALTIES),
+                                   ("cost power", self.cost_power, wmd.COST_POWERS),
+                                   ("label weights", self.label_weights, LABEL_WEIGHTS)):
+            if value not in known:
+                raise InputError(f"unknown VIFIDEL {name} {value!r}; known: "
+                                 f"{', '.join(map(str, known))}")
+        if not 0 <= self.min_confidence <= 1:
+            raise InputError(f"--min-confidence must be in [0, 1], got {self.min_confidence}")
+        if self.max_words is not None and self.max_words < 1:
+            raise InputError(f"--max-words must be positive, got {self.max_words}")
 
-def load_stopwords(folder, lang):
-    """The stop words of `lang` from `folder/<lang>.txt` (none without folder or file)."""
-    if not folder:
-        return frozenset()
-    if not os.path.isdir(folder):
-        raise InputError(f"stop-word folder not found: {folder}")
-    path = os.path.join(folder, f"{lang}.txt")
-    return bags.read_stopwords(path, lang) if os.path.isfile(path) else frozenset()
+    def describe(self):
+        """The settings that change scores, as one line for reports."""
+        refs = (f"references penalty {self.penalty}" if self.use_references
+                else "no references")
+        return (f"p={self.cost_power}, {refs}, stop words {self.stopwords or 'none'}, label "
+                f"weights {self.label_weights}, multiword {self.multiword}")
 
 
 def build_scorers(keys, references, settings, *, map_fn=None):
@@ -86,6 +109,7 @@ def build_scorers(keys, references, settings, *, map_fn=None):
             vectors.
     """
     langs = list(keys)
+    settings.check()
     if settings.label_lang not in languages.XM3600_LANGS:
         raise InputError(f"unknown label language {settings.label_lang!r}")
     all_keys = [k for lang in langs for k in keys[lang]]
@@ -98,17 +122,20 @@ def build_scorers(keys, references, settings, *, map_fn=None):
                          f"{', '.join(labels.expand(settings.labels))} (first: "
                          f"{', '.join(missing[:_EXAMPLES])}); allow missing labels to score "
                          f"the others only")
+    if settings.label_weights == "binary":
+        found = {key: collections.Counter(dict.fromkeys(names, 1)) for key, names in found.items()}
     loaded = vectors.load_languages(settings.vectors, sorted({*langs, settings.label_lang}),
                                     fmt=settings.vectors_format, max_words=settings.max_words)
-    label_stopwords = load_stopwords(settings.stopwords, settings.label_lang)
+    label_stopwords = stop_lists.load(settings.stopwords, settings.label_lang).keys
 
     def prepare(lang):
         return VifidelScorer(
             [found.get(k, {}) for k in keys[lang]], lang, loaded[lang],
             label_vectors=loaded[settings.label_lang], label_lang=settings.label_lang,
             references=references[lang] if settings.use_references else None,
-            stopwords=load_stopwords(settings.stopwords, lang),
-            label_stopwords=label_stopwords, multiword=settings.multiword)
+            stopwords=stop_lists.load(settings.stopwords, lang).keys,
+            label_stopwords=label_stopwords, multiword=settings.multiword,
+            penalty=settings.penalty, cost_power=settings.cost_power)
 
     prepared = (map_fn or (lambda fn, items: [fn(x) for x in items]))(prepare, langs)
     return dict(zip(langs, prepared, strict=True))
@@ -153,6 +180,8 @@ class LanguageVifidel:
         num_empty: captions without a known content word.
         oov: unknown-token counts (see `VifidelResult.oov`).
         control: `ranking_control` result, or None.
+        stopwords: the language's `stopwords.StopWords` (where they come from, or that there
+            are none).
     """
     lang: str
     score: float
@@ -163,6 +192,7 @@ class LanguageVifidel:
     num_empty: int
     oov: dict
     control: tuple | None
+    stopwords: stop_lists.StopWords | None = None
 
 
 def score_languages(records, predictions, settings, *, langs=None, allow_missing=False,
@@ -219,6 +249,7 @@ def score_languages(records, predictions, settings, *, langs=None, allow_missing
             lang=lang, score=result.corpus, keys=keys[lang], per_image=result.per_image,
             num_skipped=skipped[lang], num_unlabelled=scorer.num_unlabelled,
             num_empty=result.num_empty, oov=result.oov,
-            control=ranking_control(scorer, chosen[lang]) if control else None)
+            control=ranking_control(scorer, chosen[lang]) if control else None,
+            stopwords=stop_lists.load(settings.stopwords, lang))
     return out
 

@@ -44,10 +44,12 @@ class VifidelScorer:
             language.
         label_lang: the language of the label names.
         references: per image, a list of reference captions in `lang` for the importance
-            penalty of Sec. 3.3, or None for the plain metric.
+            penalty of Eq. 4, or None for the plain metric.
         stopwords: vector keys of `lang` to drop from captions and references.
         label_stopwords: vector keys of `label_lang` to drop inside multi-word labels.
         multiword: "mean" or "split" (evaluation/vifidel/bags.py).
+        penalty: the importance penalty, "halved" (Eq. 4) or "clipped" (evaluation/vifidel/wmd.py).
+        cost_power: the cost's exponent p, 2 (Eq. 1) or 1 (the authors' script).
 
     Raises:
         InputError: the vectors differ in dimension, the references do not match the images,
@@ -56,7 +58,11 @@ class VifidelScorer:
 
     def __init__(self, labels, lang, vectors, *, label_vectors=None, label_lang="en",
                  references=None, stopwords=frozenset(), label_stopwords=frozenset(),
-                 multiword="mean"):
+                 multiword="mean", penalty="halved", cost_power=2):
+        if penalty not in wmd.PENALTIES:
+            raise InputError(f"unknown penalty {penalty!r}; known: {', '.join(wmd.PENALTIES)}")
+        if cost_power not in wmd.COST_POWERS:
+            raise InputError(f"cost power must be 1 or 2, got {cost_power!r}")
         label_vectors = label_vectors or vectors
         if label_vectors.dim != vectors.dim:
             raise InputError(f"the label vectors ({label_vectors.path}, {label_vectors.dim}) "
@@ -66,6 +72,8 @@ class VifidelScorer:
             raise InputError(f"{len(references)} reference lists for {len(labels)} images")
         self.lang = lang
         self.vectors = vectors
+        self.penalty = penalty
+        self.cost_power = cost_power
         self.stopwords = frozenset(stopwords)
         label_maker = bags.BagMaker(label_vectors, label_lang, label_stopwords)
         self._labels = []
@@ -87,7 +95,7 @@ class VifidelScorer:
             self._references = [[bags.unit_matrix(list(bag), vectors)
                                  for bag in maker.caption_bags(refs) if bag]
                                 for refs in references]
-            self._rho_labels = [None if entry is None else wmd.importance(entry[1], refs)
+            self._rho_labels = [None if entry is None else wmd.importance(entry[1], refs, penalty)
                                 for entry, refs in zip(self._labels, self._references,
                                                        strict=True)]
             self.oov_references = maker.oov
@@ -122,12 +130,12 @@ class VifidelScorer:
             x = bags.unit_matrix(units, self.vectors)
             rho_caption = rho_labels = None
             if self._references is not None:
-                rho_caption = wmd.importance(x, self._references[i])
+                rho_caption = wmd.importance(x, self._references[i], self.penalty)
                 rho_labels = self._rho_labels[i]
             weights, x_labels = self._labels[i]
             per_image[n], distances[n] = wmd.vifidel(
                 weights, x_labels, np.array([bag[u] for u in units], np.float64), x,
-                rho_labels, rho_caption)
+                rho_labels, rho_caption, self.cost_power)
         scored = per_image[~np.isnan(per_image)]
         return VifidelResult(
             corpus=float(scored.mean()) if scored.size else float("nan"),

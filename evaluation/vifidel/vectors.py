@@ -41,7 +41,7 @@ from evaluation.cider import text
 FORMATS = ("auto", "text", "binary")
 CACHE_ENV = "VIFIDEL_CACHE_DIR"
 LANG_PLACEHOLDER = "{lang}"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: keys normalized with script symbols as tokens (text.py)
 _CHUNK_LINES = 20000
 # A word2vec binary word longer than this means the header's dimension is wrong.
 _MAX_WORD_BYTES = 2000

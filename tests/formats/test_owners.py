@@ -14,7 +14,15 @@ import re
 import pytest
 
 import errors
-from formats import eval_metrics, per_image, predictions, scores, side_by_side, thumb_ratings
+from formats import (
+    eval_metrics,
+    per_image,
+    predictions,
+    scores,
+    side_by_side,
+    thumb_ratings,
+    triplet_judgements,
+)
 from tests import test_structure
 
 # The file names of each exchanged format (on a string's text, f-string values as "{}").
@@ -25,6 +33,7 @@ FILE_NAMES = {
     eval_metrics: r"(^|/)metrics\.json$",
     thumb_ratings: r"(^|/)thumb[^/.]*\.jsonl$",
     side_by_side: r"(^|/)side_by_side[^/.]*\.csv$",
+    triplet_judgements: r"(^|/)triplets[^/.]*\.jsonl$",
 }
 
 
@@ -97,7 +106,8 @@ def read(folder, lang):
     for path in glob.glob(os.path.join(folder, "thumb_*.jsonl")):
         pass
     raise ValueError(f"{folder}: no scores.json there")  # Prose: not a violation.
-    return json.load(open(folder + "/scores_vifidel.json")), "side_by_side.csv", "metrics.json"
+    return (json.load(open(folder + "/scores_vifidel.json")), "side_by_side.csv", "metrics.json",
+            "triplets.jsonl")
 def write(path, keys, captions):
     with open(path, "w") as f:
         f.writelines(json.dumps({"image/key": k, "lang": "en", "caption": c}) + "\\n"
@@ -109,4 +119,4 @@ def write(path, keys, captions):
         f"{m.__name__} file" for m in FILE_NAMES), found
     assert not [f for f in found if f.startswith("module:10:")]
     assert [f for f in found if " is a " in f] == [
-        "module:14: a dict of ['caption', 'image/key', 'lang'] is a formats.predictions line"]
+        "module:15: a dict of ['caption', 'image/key', 'lang'] is a formats.predictions line"]

@@ -9,6 +9,18 @@ from tests.formats.thumb_files import row as _row
 from tests.formats.thumb_files import write as _write
 
 
+def test_the_papers_full_penalty_ranges():
+    # Fluency: 0.1 per fixable error, 0.5 or more for severe problems; inclusive language:
+    # 0.5 or 2 (Kasai et al., Sec. 2).
+    assert thumb_ratings.check_rating(4, 3, -0.6, 0, -2) == {
+        "P": 4, "R": 3, "Fl": -0.6, "Con": 0.0, "Inc": -2.0}
+    for fl in (-0.0, -0.1, -0.5, -1.0, -1.7, -5):
+        assert thumb_ratings.check_rating(4, 3, fl, 0, 0)["Fl"] == pytest.approx(fl)
+    assert thumb_ratings.check_rating(4, 3, -0.0, -0.0, -0.0) == {
+        "P": 4, "R": 3, "Fl": 0.0, "Con": 0.0, "Inc": 0.0}
+    assert str(thumb_ratings.check_rating(4, 3, -0.0, 0, 0)["Fl"]) == "0.0"  # not -0.0
+
+
 def test_check_rating_accepts_the_rubric_and_names_what_is_wrong():
     assert thumb_ratings.check_rating("4", 3.0, -0.1, 0, "-0.5") == {
         "P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
@@ -17,7 +29,10 @@ def test_check_rating_accepts_the_rubric_and_names_what_is_wrong():
     for args, message in [((6, 3, 0, 0, 0), "field 'P': 6 is outside 1-5"),
                           ((4, 0, 0, 0, 0), "field 'R': 0 is outside 1-5"),
                           ((4, 3.5, 0, 0, 0), "field 'R': 3.5 is not an integer"),
-                          ((4, 3, -0.25, 0, 0), "field 'Fl': -0.25 is not one of 0, -0.1"),
+                          ((4, 3, -0.25, 0, 0), "field 'Fl': -0.25 is not 0 or a penalty"),
+                          ((4, 3, 0.1, 0, 0), "field 'Fl': 0.1 is not 0 or a penalty"),
+                          ((4, 3, -5.1, 0, 0), "field 'Fl': -5.1 is not 0 or a penalty"),
+                          ((4, 3, 0, 0, -1), "field 'Inc': -1 is not one of 0, -0.5, -2"),
                           ((4, 3, 0, -0.1, 0), "field 'Con': -0.1 is not one of 0, -0.5"),
                           ((4, 3, 0, 0, True), "field 'Inc': expected a number, got True"),
                           ((4, 3, 0, 0, "x"), "field 'Inc': expected a number, got 'x'")]:

@@ -42,7 +42,7 @@ def test_thumb_rubric_ranges_and_total():
     assert answer == {"P": 4, "R": 5, "Fl": -0.3, "Con": 0.0, "Inc": -0.5}
     assert thumb_ratings.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
     for field, value, message in (("P", "0", "outside 1-5"), ("R", "6", "outside 1-5"),
-                                  ("Fl", "-0.6", "not one of"), ("Con", "-0.2", "not one of"),
+                                  ("Fl", "-0.25", "multiple of 0.1"), ("Con", "-0.2", "not one of"),
                                   ("Inc", "nan", "finite")):
         fields = {"P": 3, "R": 3, "Fl": 0, "Con": 0, "Inc": 0, field: value}
         with pytest.raises(InputError, match=f"'{field}'.*{message}"):

@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from evaluation.analysis import coefficients, correlate, meta, thumb
+from evaluation.vifidel import options as vifidel_options
 from formats import side_by_side
 
 REFS = {
@@ -130,7 +131,7 @@ def test_pairwise_accuracy_with_subsampled_references(files, tmp_path, capsys):
     for r in rows:
         assert r["n"] == 4 and r["draws"] == 4 and 0 <= r["accuracy_min"] <= r["accuracy"] <= 1
     assert {p.name for p in out.iterdir()} == {"meta.md", "meta.csv", "meta.png"}
-    assert "human ties left out" in (out / "meta.md").read_text()
+    assert "1 of 5 pairs are human ties, left out" in (out / "meta.md").read_text()
     full = _rows(["--pairwise", path, "--references", files["refs"], "--metric", "cider-d",
                   "--draws", "2", "--samples", "0"], capsys)
     # All references in every draw: the accuracy is the direct comparison's, every draw.
@@ -176,3 +177,60 @@ def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files)
     assert status == 2 and "p.jsonl:1: field 'preference': 'left' is not a, b or tie" in (
         captured.err)
     assert thumb.main([str(tmp_path / "none.jsonl")]) == 2
+
+
+def test_system_level_rows_say_how_few_systems_and_have_no_interval_below_ten(files, capsys):
+    status, captured = _run(["--thumb", files["thumb"], "--references", files["refs"],
+                             "--metric", "cider-d", "--samples", "20"], capsys)
+    assert status == 0
+    assert ("system level: correlations of 3 per-system means (n = the number of systems); "
+            "intervals resample systems and images, none below 10 systems") in captured.out
+    rows = _rows(["--thumb", files["thumb"], "--references", files["refs"], "--metric",
+                  "cider-d", "--samples", "20"], capsys)
+    system = [r for r in rows if r["level"] == "system"]
+    assert system and all(r["n"] == 3 and r["ci"]["pearson"] is None for r in system)
+
+
+def test_system_intervals_resample_systems_and_images():
+    rng = np.random.default_rng(3)
+    human = rng.normal(size=(12, 30)) + np.arange(12)[:, None] / 4  # [systems, images]
+    metric = human + rng.normal(size=(12, 30))
+    row = meta._system_row("all systems", "total", "m", human, metric, 200, 5, 0.9)
+    draws = np.random.default_rng(5)
+    values = []
+    for _ in range(200):
+        systems, images = draws.integers(0, 12, 12), draws.integers(0, 30, 30)
+        values.append(np.corrcoef(human[systems][:, images].mean(1),
+                                  metric[systems][:, images].mean(1))[0, 1])
+    assert row["n"] == 12
+    assert row["ci"]["pearson"] == pytest.approx(list(np.percentile(values, [5, 95])))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lang", "xx", "--metric", "cider-d"], r"^error: --lang: unknown language 'xx'"),
+    (["--out", "/proc/x"], r"^error: --out /proc/x: cannot write there"),
+    (["--num-refs", "2"], r"^error: --num-refs: for pairs only"),
+])
+def test_bad_lang_and_out_are_one_line_before_any_work(tmp_path, capsys, argv, message):
+    # The ratings file does not exist: the flags are checked before it is read.
+    status, captured = _run(["--thumb", str(tmp_path / "none.jsonl"), *argv], capsys)
+    lines = captured.err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
+
+
+def test_meta_offers_the_vifidel_command_lines_settings():
+    from evaluation.vifidel import __main__ as vifidel_cli
+
+    def options(parser):
+        return {s for action in parser._actions for s in action.option_strings}
+
+    own = {"--references", "--predictions", "--langs", "--allow-missing", "--control",
+           "--per-image", "--json", "-h", "--help"}
+    assert options(vifidel_cli._parser()) - own <= options(meta._parser())
+    args = meta._parser().parse_args(["--pairwise", "p", "--metric", "vifidel", "--labels", "l",
+                                      "--vectors", "v", "--penalty", "clipped",
+                                      "--cost-power", "1", "--stopwords", "none",
+                                      "--label-weights", "binary"])
+    settings = vifidel_options.settings(args)
+    assert (settings.penalty, settings.cost_power, settings.stopwords,
+            settings.label_weights) == ("clipped", 1, "none", "binary")

@@ -10,6 +10,7 @@ from data import tokenizer
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common
+from evaluation.evaluators import vifidel as vifidel_evaluator
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
@@ -80,6 +81,7 @@ def _setup(config):
      r"config.evals.vifidel: no word vectors for 'zh'"),
     ({"labels": "{data}/coco35l/dataset_coco.json"},
      r"config.evals.vifidel: .*dataset_coco.json: missing column\(s\) ImageID"),
+    ({"penalty": "half"}, r"config.evals.vifidel: unknown VIFIDEL penalty 'half'"),
 ])
 def test_bad_vifidel_configs_name_the_field(tiny_demo, fields, message):
     fields = {k: v.format(data=tiny_demo) if isinstance(v, str) else
@@ -87,3 +89,15 @@ def test_bad_vifidel_configs_name_the_field(tiny_demo, fields, message):
     config = _config(tiny_demo, **fields)
     with pytest.raises(ValueError, match=message):
         evaluators_lib.build(config.evals, _setup(config), names=["vifidel"])
+
+
+def test_settings_from_config_has_the_command_lines_options():
+    config = ml_collections.ConfigDict({"data_dir": "d", "vectors": "v/{lang}.vec"})
+    default = vifidel_evaluator.settings_from_config("vifidel", config)
+    assert (default.penalty, default.cost_power, default.stopwords, default.label_weights) == (
+        "halved", 2, "iso", "instances")  # the paper's setting
+    config.update({"penalty": "clipped", "cost_power": 1, "stopwords": "none",
+                   "label_weights": "binary", "min_confidence": 0.5})
+    chosen = vifidel_evaluator.settings_from_config("vifidel", config)
+    assert (chosen.penalty, chosen.cost_power, chosen.stopwords, chosen.label_weights,
+            chosen.min_confidence) == ("clipped", 1, "none", "binary", 0.5)

@@ -1,0 +1,26 @@
+"""The output folder of an analysis command line, checked before any work fills it."""
+
+import os
+import tempfile
+
+from errors import InputError
+
+
+def prepare_out(out, flag="--out"):
+    """Creates the folder `out` if needed and checks that a file can be written in it.
+
+    Called before the analysis runs, so that a bad --out (a file, /proc/x, a read-only
+    place) is one error line at once rather than a traceback after the work.
+
+    Raises:
+        InputError: `out` is a file, or cannot be created or written (the cause named).
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError(f"{flag} {out} is a file; the report goes in a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise InputError(f"{flag} {out}: cannot write there ({e.strerror or e})") from None
+    return out
