@@ -6,14 +6,19 @@ import pytest
 
 from humaneval import app as app_lib
 from humaneval import store
+from tests.humaneval import helpers
 
 FIELD = r'<(?:input|button|select|textarea)\b[^>]*\bname="([^"]+)"'
 
 @pytest.fixture
 def blind_session(make_session, results_pair):
-    """An sxs session whose model names are easy to look for in pages."""
-    return make_session(systems=(("modelAlpha", results_pair[0]), ("modelBeta", results_pair[1])),
-                        langs=("en", "ar"), replication=2, raters=("en=ann,bob,cyd", "2"))
+    """An sxs session whose model names are easy to look for in pages (every rater past the
+    introduction)."""
+    session = make_session(systems=(("modelAlpha", results_pair[0]),
+                                    ("modelBeta", results_pair[1])),
+                           langs=("en", "ar"), replication=2, raters=("en=ann,bob,cyd", "2"))
+    helpers.pass_introduction(session)
+    return session
 
 
 def _client(session):
@@ -65,14 +70,25 @@ def test_unknown_tokens_places_and_duplicates(blind_session):
     client, token = _client(blind_session), blind_session.by_name["cyd"].token
     count = len(blind_session.assignments["cyd"])
     for url in ("/r/0123456789abcdef", f"/r/{token}/item/0", f"/r/{token}/item/{count + 1}",
-                f"/r/{token}/item/{count + 1}/image", "/r/nobody/item/1/image"):
+                f"/r/{token}/item/{count + 1}/image", "/r/nobody/item/1/image", "/nothing"):
         response = client.get(url)
         assert response.status_code == 404, url
-    assert "unknown rater token" in client.get("/r/nobody").get_data(as_text=True)
+    page = client.get("/r/nobody").get_data(as_text=True)
+    assert "This link is not known" in page and 'id="forward"' not in page
+    # A place beyond the rater's list: a way back to where they are.
+    page = client.get(f"/r/{token}/item/{count + 1}").get_data(as_text=True)
+    assert "no such item" in page and f'id="forward" href="/r/{token}"' in page
     assert client.post("/r/nobody/item/1", data={"choice": "1"}).status_code == 404
     assert client.post(f"/r/{token}/item/1", data={"choice": "1"}).status_code == 303
     again = client.post(f"/r/{token}/item/1", data={"choice": "-3"})
-    assert again.status_code == 409 and "first rating is kept" in again.get_data(as_text=True)
+    page = again.get_data(as_text=True)
+    assert again.status_code == 409 and "your first answer is kept" in page
+    assert f'id="forward" href="/r/{token}"' in page  # the way on: the next item
+    # The page's script gets the same as JSON, with the way on.
+    again = client.post(f"/r/{token}/item/1", data={"choice": "-3"},
+                        headers={"Accept": "application/json"})
+    assert again.status_code == 409
+    assert again.get_json()["next"] == f"/r/{token}" and "first answer" in again.get_json()["error"]
     assert [r["answer"] for r in _ratings(blind_session)] == [{"choice": 1}]
 
 
@@ -91,7 +107,7 @@ def test_nothing_tells_which_model_wrote_a_caption(blind_session):
             assert set(re.findall(FIELD, page)) == {"choice"}
             assert set(re.findall(r'(?:src|action|href)="([^"]+)"', page)) == {
                 f"/r/{rater.token}/item/{n}/image", f"/r/{rater.token}/item/{n}",
-                "/static/style.css", "/static/rate.js"}
+                f"/r/{rater.token}/guidelines", "/static/style.css", "/static/rate.js"}
             image = client.get(f"/r/{rater.token}/item/{n}/image")
             assert image.status_code == 200 and image.mimetype == "image/jpeg"
             headers = str(image.headers)
@@ -128,6 +144,7 @@ def test_right_to_left_captions(blind_session):
 def test_quality_and_thumb_pages(make_session):
     quality = make_session(type="quality", systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
+    helpers.pass_introduction(quality)
     client, token = _client(quality), quality.raters[0].token
     page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
     assert "Not-Enough-Info" in page and 'name="quality"' in page
@@ -136,6 +153,7 @@ def test_quality_and_thumb_pages(make_session):
 
     thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
                          replication=1, gold_share=0.0)
+    helpers.pass_introduction(thumb)
     client, token = _client(thumb), thumb.raters[0].token
     page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
     assert set(re.findall(FIELD, page)) == {"P", "R", "Fl", "Con", "Inc"}

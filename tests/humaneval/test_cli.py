@@ -93,6 +93,7 @@ def test_a_tampered_rating_is_named(release, results_pair, tmp_path, capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
     cli.main(["simulate", "--session", out])
+    capsys.readouterr()
     conn = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
     conn.execute("""UPDATE ratings SET answer = '{"choice": 9}' WHERE id = 3""")
     conn.commit()

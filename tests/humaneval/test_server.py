@@ -7,6 +7,7 @@ import sys
 import urllib.parse
 
 from humaneval import store
+from tests.humaneval import helpers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -41,6 +42,7 @@ def _stored(session):
 
 def test_sigkill_loses_no_acknowledged_rating(make_session):
     session = make_session(langs=("en",), replication=1, subset_size=8, gold_share=0.25)
+    helpers.pass_introduction(session)
     rater = session.raters[0]
     items = session.assignments[rater.name]
     acknowledged = []

@@ -79,7 +79,9 @@ def test_a_duplicate_rating_keeps_the_first(make_session):
     with store.Store(session.db_path) as db:
         db.mark_shown(rater, item, now=100.0)
         assert db.mark_shown(rater, item, now=150.0) == 100.0  # the first view counts
-        assert db.add_rating(rater, item, 1, {"choice": 2}, now=130.0) == 30.0
+        # Wall clock since the first view; the page's active time is kept within it.
+        assert db.add_rating(rater, item, 1, {"choice": 2}, now=130.0,
+                             active_seconds=45.0) == (30.0, 30.0)
         with pytest.raises(store.DuplicateRating, match="already rated item 1"):
             db.add_rating(rater, item, 1, {"choice": -3})
         assert [r["answer"] for r in db.ratings()] == [{"choice": 2}]

@@ -55,8 +55,10 @@ def test_report_files_and_table6(study, tmp_path):
         assert int(row["n_points"]) == cells["n"]["delta_cider_xm3600"]
         for column in CORRELATION_COLUMNS[3:]:
             value = cells[row["coefficient"]][column]
-            assert (row[column] == "") == (value is None)
-            if value is not None:
+            # Fewer than MIN_EVALUATIONS evaluations (ext: ar twice) leave the cell empty.
+            too_few = cells["n"][column] < 2 * study_report.MIN_EVALUATIONS
+            assert (row[column] == "") == (value is None or too_few)
+            if row[column]:
                 assert float(row[column]) == pytest.approx(value, abs=1e-4)
     assert int(next(r for r in rows if r["languages"] == "all")["n_points"]) == 12
 
