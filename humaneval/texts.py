@@ -238,7 +238,7 @@ class Wording:
     def __init__(self, lang="en", translation=None, consent=""):
         self.lang = lang
         self.dir = "rtl" if lang in _RTL else "ltr"
-        self.texts = dict(ENGLISH, **{"consent.text": consent}, **(translation or {}))
+        self.texts = {**ENGLISH, **(translation or {}), "consent.text": consent}
 
     def __call__(self, key, **values):
         text = self.texts[key]
