@@ -24,14 +24,13 @@ stale page from the browser's cache.
 """
 
 import os
-import time
 
 import flask
 import werkzeug.exceptions
 
 from data import xm3600_release
 from errors import InputError
-from humaneval import crowd, dashboard, onboarding, scales, store, web
+from humaneval import crowd, dashboard, onboarding, store, web
 from humaneval import session as session_lib
 
 IDLE_SECONDS = 60  # the page stops counting active time after this long without any input
@@ -44,17 +43,6 @@ _CSP = ("default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'
 def format_seconds(seconds):
     seconds = int(seconds)
     return f"{seconds // 60} min {seconds % 60:02d} s"
-
-
-def _active_seconds(form):
-    """The `active_ms` field the page's script sends (milliseconds), in seconds, or None."""
-    values = form.pop("active_ms", None)
-    if values is None:
-        return None
-    value = values[0]
-    if len(values) != 1 or not value.isdigit() or len(value) > 10:
-        raise InputError(f"field 'active_ms': expected milliseconds, got {value!r}"[:120])
-    return int(value) / 1000
 
 
 def _headers(response):
@@ -158,15 +146,10 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
         if item.id in rated:
             return flask.redirect(flask.url_for("resume", token=token), 303)
         db.mark_shown(rater.name, item.id)
-        return web.render(
-            "item.html", rater, type=session.type, texts=item.texts, n=n,
-            total=len(session.assignments[rater.name]), done=len(rated), practice=None,
-            lang=item.lang, direction=scales.text_direction(item.lang), scales=scales,
-            total_seconds=int(db.rater_seconds(rater.name)),
-            idle_seconds=app.config["IDLE_SECONDS"],
-            image_url=flask.url_for("image", token=token, n=n),
-            action=flask.url_for("rate", token=token, n=n),
-            guidelines_url=flask.url_for("guidelines", token=token))
+        return web.item_page(rater, item.texts, n, len(session.assignments[rater.name]),
+                             done=len(rated), total_seconds=db.rater_seconds(rater.name),
+                             image_url=flask.url_for("image", token=token, n=n),
+                             action=flask.url_for("rate", token=token, n=n))
 
     @app.post("/r/<token>/item/<int:n>")
     def rate(token, n):
@@ -175,12 +158,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
         db = web.open_store()
         if onboarding.next_step(rater, db) is not None:
             raise web.Refused(409, "error.introduction", rater=rater)
-        form = flask.request.form.to_dict(flat=False)
-        active = _active_seconds(form)
-        repeated = [name for name, values in form.items() if len(values) != 1]
-        if repeated:
-            raise InputError(f"field(s) {', '.join(repeated)} sent more than once")
-        answer = scales.check_answer(session.type, {k: v[0] for k, v in form.items()})
+        answer, active = web.posted_answer()
         db.add_rating(rater.name, item.id, n, answer, active_seconds=active)
         return web.moved_on(flask.url_for("resume", token=token))
 
@@ -221,5 +199,4 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
                                   headers={"Cache-Control": "private, max-age=3600"})
 
     app.config["HUMANEVAL_IMAGE"] = image_response
-    app.config["HUMANEVAL_STARTED"] = time.time()
     return app

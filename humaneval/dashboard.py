@@ -102,7 +102,7 @@ def _png(fig):
 def progress_png(data):
     """Horizontal bars per language: % of test items complete, begun, not begun."""
     langs = data["langs"]
-    fig = Figure(figsize=(6.0, 0.45 * len(langs) + 1.2))
+    fig = Figure(figsize=(5.4, max(3.0, 0.45 * len(langs) + 1.2)))
     ax = fig.add_subplot()
     y = np.arange(len(langs))
     left = np.zeros(len(langs))
@@ -127,7 +127,7 @@ def progress_png(data):
 def times_png(data):
     """Box plots of the active seconds per item, per language."""
     langs = [row for row in data["langs"] if row["seconds"]]
-    fig = Figure(figsize=(6.0, 3.0))
+    fig = Figure(figsize=(5.4, 3.0))
     ax = fig.add_subplot()
     if langs:
         ax.boxplot([row["seconds"] for row in langs], tick_labels=[r["lang"] for r in langs],

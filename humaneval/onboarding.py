@@ -113,24 +113,19 @@ def register(app):
                 flask.url_for("practice_item", token=token, n=n + 1), last=last)
         if "guidelines" not in db.steps(rater.name):
             return flask.redirect(web.resume_url(rater), 303)
-        return web.render(
-            "item.html", rater, type=session.type, texts=item["texts"], n=n, total=total,
-            done=0, practice=True, lang=rater.lang,
-            direction=scales.text_direction(rater.lang), scales=scales, total_seconds=0,
-            idle_seconds=app.config["IDLE_SECONDS"],
-            image_url=flask.url_for("practice_image", token=token, n=n),
-            action=flask.url_for("practice_answer", token=token, n=n),
-            guidelines_url=flask.url_for("guidelines", token=token))
+        return web.item_page(rater, item["texts"], n, total, practice=True,
+                             image_url=flask.url_for("practice_image", token=token, n=n),
+                             action=flask.url_for("practice_answer", token=token, n=n))
 
     @app.post("/r/<token>/practice/<int:n>")
     def practice_answer(token, n):
         rater = web.rater_of(token)
         item = _practice_at(rater, n)
-        form = flask.request.form.to_dict()
-        form.pop("active_ms", None)  # practice time is not measured
-        answer = scales.check_answer(web.session().type, form)
-        web.open_store().add_practice(rater.name, item["id"], answer,
-                                      practice.is_correct(item, answer))
+        db = web.open_store()
+        if "guidelines" not in db.steps(rater.name):
+            raise web.Refused(409, "error.introduction", rater=rater)
+        answer, _ = web.posted_answer()  # practice time is not kept
+        db.add_practice(rater.name, item["id"], answer, practice.is_correct(item, answer))
         return web.moved_on(flask.url_for("practice_item", token=token, n=n))
 
     @app.get("/r/<token>/practice/<int:n>/image")

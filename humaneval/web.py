@@ -12,7 +12,7 @@ ends on a bare status page. The page's script asks for JSON with `Accept: applic
 import flask
 
 from errors import InputError
-from humaneval import store, texts
+from humaneval import scales, store, texts
 
 
 class Refused(InputError):
@@ -74,6 +74,44 @@ def render(template, rater=None, **values):
     """A page of `template` in the rater's language (`t` the texts, `ui` the wording)."""
     ui = wording(rater)
     return flask.render_template(template, t=ui, ui=ui, **values)
+
+
+def item_page(rater, texts_shown, n, total, image_url, action, done=0, practice=False,
+              total_seconds=0.0):
+    """The rating page of an item (or a practice item) in `rater`'s language."""
+    return render(
+        "item.html", rater, type=session().type, texts=texts_shown, n=n, total=total,
+        done=done, practice=practice, lang=rater.lang,
+        direction=scales.text_direction(rater.lang), scales=scales,
+        total_seconds=int(total_seconds),
+        idle_seconds=flask.current_app.config["IDLE_SECONDS"], image_url=image_url,
+        action=action, guidelines_url=flask.url_for("guidelines", token=rater.token))
+
+
+def _active_seconds(form):
+    """The `active_ms` field the page's script sends (milliseconds), in seconds, or None."""
+    values = form.pop("active_ms", None)
+    if values is None:
+        return None
+    value = values[0]
+    if len(values) != 1 or not value.isdigit() or len(value) > 10:
+        raise InputError(f"field 'active_ms': expected milliseconds, got {value!r}"[:120])
+    return int(value) / 1000
+
+
+def posted_answer():
+    """(the checked answer of the posted form, its active seconds or None).
+
+    Raises:
+        InputError: a field sent twice, a malformed active time, or an answer off the scale.
+    """
+    form = flask.request.form.to_dict(flat=False)
+    active = _active_seconds(form)
+    repeated = [name for name, values in form.items() if len(values) != 1]
+    if repeated:
+        raise InputError(f"field(s) {', '.join(repeated)} sent more than once")
+    answer = scales.check_answer(session().type, {k: v[0] for k, v in form.items()})
+    return answer, active
 
 
 def resume_url(rater):
