@@ -24,6 +24,7 @@ stale page from the browser's cache.
 """
 
 import os
+import secrets
 
 import flask
 import werkzeug.exceptions
@@ -168,8 +169,8 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
 
     @app.get("/join/<enrol_token>/<lang>")
     def join(enrol_token, lang):
-        if session.crowd is None or enrol_token != session.crowd["enrol_token"] \
-                or lang not in session.langs:
+        if session.crowd is None or lang not in session.langs \
+                or not secrets.compare_digest(enrol_token, session.crowd["enrol_token"]):
             raise web.Refused(404, "error.unknown_link")
         arrival = crowd.arrival(flask.request.args)
         if arrival.platform == "mturk":

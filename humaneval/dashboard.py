@@ -16,6 +16,7 @@ study as it is, while the server runs, without a restart; the page's script
 """
 
 import io
+import secrets
 import statistics
 import time
 
@@ -146,7 +147,7 @@ def register(app):
     """Adds the dashboard's pages to the rating app."""
 
     def owner(token):
-        if token != web.session().owner_token:
+        if not secrets.compare_digest(token, web.session().owner_token):
             raise web.Refused(404, "error.unknown_link")
 
     def page(template, token):

@@ -7,6 +7,7 @@ import pytest
 
 from humaneval import app as app_lib
 from humaneval import store
+from tests.humaneval import helpers
 
 ZH = {"guidelines.title": "评分指南", "consent.title": "开始之前",
       "consent.agree": "我同意参加", "consent.text": "我们研究图片描述。\n\n您可以随时停止。",
@@ -119,3 +120,18 @@ def test_pages_in_the_raters_language(study):
     assert unknown.status_code == 404 and "此链接无效。" in unknown.get_data(as_text=True)
     unknown = client.get("/r/nobody", headers={"Accept-Language": "fr"})
     assert "This link is not known" in unknown.get_data(as_text=True)
+
+
+def test_a_right_to_left_page_keeps_left_on_the_left(make_session, tmp_path):
+    translation = tmp_path / "ar.json"
+    translation.write_text(json.dumps({"side.left": "اليسار", "side.right": "اليمين"}),
+                           encoding="utf-8")
+    session = make_session(langs=("ar",), translations=(("ar", str(translation)),))
+    helpers.pass_introduction(session)
+    client, token = _client(session), session.raters[0].token
+    page = _page(client, f"/r/{token}/item/1")
+    assert '<html lang="ar" dir="rtl">' in page
+    # The page runs right to left, but the two captions and the seven points stay where
+    # their words say: Left on the left.
+    assert '<div class="pair" dir="ltr">' in page and '<div class="scale sxs" dir="ltr">' in page
+    assert page.index("اليسار") < page.index("اليمين")
