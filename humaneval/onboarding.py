@@ -66,6 +66,11 @@ def register(app):
             raise web.Refused(400, "error.400", "field 'consent': expected agree or decline",
                               rater)
         db.decline(rater.name)
+        return web.moved_on(flask.url_for("declined", token=token))
+
+    @app.get("/r/<token>/declined")
+    def declined(token):
+        rater = web.rater_of(token)
         ui = web.wording(rater)
         return web.render("message.html", rater, code=200, title=ui("declined.title"),
                           text=ui("declined.body"), forward=None)

@@ -10,7 +10,7 @@ first line printed says which (`serving http://HOST:PORT`), which the tests read
 Behind a reverse proxy that terminates TLS, `--public-url` is the address raters open: the
 printed links use it, and its path (e.g. `/study1`) is where the app lives (waitress's
 url_prefix, so the proxy passes the path on unchanged). Without it, a server on every
-interface (`--host 0.0.0.0`) prints links with this machine's name, never 0.0.0.0.
+interface (`--host 0.0.0.0`) prints links with this machine's host name, never 0.0.0.0.
 
 Under load waitress warns on every request that waits for a thread ("Task queue depth");
 `QueueWarnings` lets one such line through per minute, with the count it held back and a hint
@@ -33,6 +33,7 @@ from humaneval import app as app_lib
 from humaneval import crowd
 
 THREADS = 8
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 class QueueWarnings(logging.Filter):
@@ -93,8 +94,8 @@ def public_base(public_url, host, port):
                              f"the address raters open (e.g. https://rate.example.org/study1)")
         path = parts.path.rstrip("/")
         return f"{parts.scheme}://{parts.netloc}{path}", path
-    if host in ("0.0.0.0", "::", ""):
-        host = socket.getfqdn()
+    if host in WILDCARD_HOSTS:
+        host = socket.gethostname()
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}", ""
@@ -190,7 +191,9 @@ def serve(session_folder, host="127.0.0.1", port=8000, threads=THREADS, public_u
     quiet_queue_warnings()
     server, session, base = make_server(session_folder, host, port, threads, public_url)
     print(f"serving http://{host}:{server.effective_port}", file=stream, flush=True)
-    print(f"{threads} threads; links as raters open them: {base}", file=stream)
+    print(f"{threads} threads; links as raters open them: {base}"
+          + (" (this machine's name: give --public-url for the address raters open)"
+             if not public_url and host in WILDCARD_HOSTS else ""), file=stream)
     print_links(session, base, stream)
     stream.flush()
     try:

@@ -464,8 +464,12 @@ def test_active_time_leaves_out_idle_and_hidden_time(browser_tab, served, serve)
 
 def test_screenshot_of_a_raters_page(served, tmp_path):
     session, _ = served
-    out = screenshot.take(session.folder, "ann", str(tmp_path / "page.png"), size=(800, 600))
-    with open(out, "rb") as f:
-        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    for rater, page in (("ann", "current"), (None, "dashboard")):
+        out = screenshot.take(session.folder, rater, str(tmp_path / f"{page}.png"),
+                              size=(800, 600), page=page)
+        with open(out, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(InputError, match="no rater 'nobody'"):
         screenshot.take(session.folder, "nobody", str(tmp_path / "x.png"))
+    with pytest.raises(InputError, match="--page 'other'"):
+        screenshot.take(session.folder, "ann", str(tmp_path / "x.png"), page="other")

@@ -92,9 +92,10 @@ def test_feedback_names_the_expected_answer(study):
 def test_declining_consent_ends_and_keeps_nothing(study):
     session, _ = study
     client, token = _client(session), session.by_name["en-3"].token
-    page = client.post(f"/r/{token}/consent", data={"consent": "decline"}).get_data(
-        as_text=True)
-    assert "chose not to take part" in page
+    response = client.post(f"/r/{token}/consent", data={"consent": "decline"},
+                           headers={"Accept": "application/json"})
+    assert response.get_json() == {"next": f"/r/{token}/declined"}
+    assert "chose not to take part" in _page(client, f"/r/{token}/declined")
     assert client.get(f"/r/{token}").location.endswith("/consent")  # asked again on return
     assert client.post(f"/r/{token}/consent", data={"consent": "maybe"}).status_code == 400
 

@@ -133,7 +133,7 @@ def test_links_behind_a_reverse_proxy(make_session):
 
 
 @pytest.mark.parametrize("host, expected", [
-    ("127.0.0.1", "http://127.0.0.1:8000"), ("0.0.0.0", f"http://{socket.getfqdn()}:8000"),
+    ("127.0.0.1", "http://127.0.0.1:8000"), ("0.0.0.0", f"http://{socket.gethostname()}:8000"),
     ("::1", "http://[::1]:8000")])
 def test_links_without_a_public_url(host, expected):
     assert server.public_base(None, host, 8000) == (expected, "")
