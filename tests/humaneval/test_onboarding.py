@@ -136,3 +136,32 @@ def test_a_right_to_left_page_keeps_left_on_the_left(make_session, tmp_path):
     # their words say: Left on the left.
     assert '<div class="pair" dir="ltr">' in page and '<div class="scale sxs" dir="ltr">' in page
     assert page.index("اليسار") < page.index("اليمين")
+
+
+@pytest.mark.parametrize("session_type, levels, answer, right", [
+    ("quality", ("Excellent: accurate", "Medium: gets the main subject right",
+                 "Not enough information: you cannot judge"), {"quality": "Good"}, True),
+    ("thumb", ("Precision: how much", "Recall: how much", "Fluency: deduct",
+               "Conciseness: deduct", "Inclusive language: deduct"),
+     {"P": "4", "R": "2", "Fl": "0", "Con": "0", "Inc": "0"}, False),
+])
+def test_guidelines_and_practice_of_each_protocol(make_session, session_type, levels, answer,
+                                                  right):
+    session = make_session(type=session_type, systems=(), references=True, langs=("en",),
+                           replication=1, gold_share=0.0)
+    client, token = _client(session), session.raters[0].token
+    page = _page(client, f"/r/{token}/guidelines")
+    for level in levels:
+        assert level in page, level
+    example = session.examples["en"]
+    assert example["own"] in page and example["other"] in page
+    client.post(f"/r/{token}/guidelines")
+    # Practice 1: quality rates its own reference; THUMB another image's caption.
+    page = _page(client, f"/r/{token}/practice/1")
+    assert session.practice["en"][0]["texts"][0] in page
+    assert client.post(f"/r/{token}/practice/1", data=answer).status_code == 303
+    feedback = _page(client, f"/r/{token}/practice/1")
+    assert ("Well done" in feedback) == right
+    if session_type == "thumb":
+        assert "Precision 1 / 2" in feedback and "This caption describes another image." in \
+            feedback
