@@ -11,8 +11,9 @@
   formats/thumb_ratings.py (the rubric of the THUMB files the kit exports): precision P and
   recall R, and the deductions for fluency Fl, conciseness Con and inclusive language Inc;
   total = (P + R) / 2 + Fl + Con + Inc. Stored as {"P", "R", "Fl", "Con", "Inc"}. The rating
-  form offers, for each field, the values the rubric's own check accepts (`THUMB_CHOICES`,
-  found by asking `thumb_ratings.check_rating`), so the kit never keeps a copy of its ranges.
+  form offers, for each field, values the rubric's own check accepts (`THUMB_CHOICES`, found
+  by asking `thumb_ratings.check_rating`; fluency from the owner's list of the penalties a
+  form offers), so the kit never keeps a copy of its ranges.
 """
 
 from errors import InputError
@@ -41,11 +42,16 @@ QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
 
 
 def _thumb_choices():
-    """{field: the values check_rating accepts, best first}, over a grid wide enough for any
-    THUMB rubric: scores 0..10, deductions 0 down to -5 in steps of 0.1."""
+    """{field: the values the form offers, best first}: the rubric's own check decides.
+
+    P and R: the integers 0..10 check_rating accepts. Fl: the owner's list of the penalties a
+    form offers (thumb_ratings.FLUENCY), those check_rating accepts (the rubric may allow
+    sums of penalties beyond them). Con and Inc: the values check_rating accepts on a grid
+    from 0 down to -5 in steps of 0.1.
+    """
     valid = {"P": 5, "R": 5, "Fl": 0.0, "Con": 0.0, "Inc": 0.0}
-    grids = {"P": range(10, -1, -1), "R": range(10, -1, -1)}
     penalties = [round(-step / 10, 1) for step in range(0, 51)]
+    grids = {"P": range(10, -1, -1), "R": range(10, -1, -1), "Fl": thumb_ratings.FLUENCY}
     choices = {}
     for field in THUMB_FIELDS:
         accepted = []
