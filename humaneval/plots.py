@@ -81,7 +81,8 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
     ax.set_xlabel(f"ΔCIDEr ({column.replace('delta_cider_', '')})")
     ax.set_ylabel("ΔS×S (%)")
     ax.set_title("Human side by side against CIDEr (as given and flipped)")
-    ax.legend(fontsize=8, loc="upper left")
+    if ax.get_legend_handles_labels()[0]:  # no point at all: no empty legend
+        ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
