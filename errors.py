@@ -18,7 +18,8 @@ Subclasses live with the code that raises them, each naming a kind of input or f
   exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
   `ThumbError`, `SideBySideError`), `ResultsError` (evaluation/analysis/compare.py: two results
   folders that do not pair), `MetaError` (evaluation/analysis/meta_scores.py: the
-  meta-evaluation's own inputs), `DuplicateRating` (humaneval/store.py);
+  meta-evaluation's own inputs), `DuplicateRating` (humaneval/store.py), `Refused`
+  (humaneval/web.py: a rating-app request answered with a page in the rater's language);
 - under `RunError`: `TrainingError` (train.py), `CheckpointError` and `IncompatibleCheckpoint`
   (training/checkpointing.py).
 

@@ -1,15 +1,22 @@
-"""Command line of the human evaluation: create, serve, status, simulate, export, analyze.
+"""Command line of the human evaluation: create, serve, status, simulate, export, analyze, texts.
 
     python -m humaneval create --type sxs --release XM3600 --langs en,es,hi,zh \
         --m1 results/base --m2 results/test [--subset-size 100 --subset-seed 0] \
-        [--replication 3] [--raters 3] [--gold-share 0.1] --out sessions/base_vs_test
-    python -m humaneval serve --session sessions/base_vs_test [--host 127.0.0.1 --port 8000]
+        [--replication 3] [--raters 3 | --quota 40] [--gold-share 0.1] \
+        [--consent consent.txt] [--translation zh=zh.json ...] \
+        [--crowd [--completion-code CODE] [--completion-url URL]] --out sessions/base_vs_test
+    python -m humaneval serve --session sessions/base_vs_test [--host 127.0.0.1 --port 8000] \
+        [--threads 8] [--public-url https://rate.example.org/study1]
     python -m humaneval status --session sessions/base_vs_test
-    python -m humaneval export --session sessions/base_vs_test --out exports/base_vs_test
-    python -m humaneval analyze --session S1 [--session S2 ...] --out reports/study
+    python -m humaneval simulate --session sessions/base_vs_test [--force]
+    python -m humaneval export --session sessions/base_vs_test --out exports/base_vs_test \
+        [--exclude-simulated]
+    python -m humaneval analyze --session S1 [--session S2 ...] --out reports/study \
+        [--exclude-simulated]
+    python -m humaneval texts --out en.json   # the English texts, to translate
 
 Bad input exits with status 2 after one line `error: ...`; nothing already written (a session,
-its ratings) is changed by a failing command.
+its ratings) is changed by a failing command. Warnings are lines `warning: ...` on stderr.
 """
 
 import argparse
@@ -27,12 +34,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _warn(message):
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
 def _results_flag(value):
     """--results [NAME=]FOLDER -> (name, folder); the name defaults to the folder's."""
     name, sep, path = value.partition("=")
     if not sep:
         name, path = os.path.basename(os.path.normpath(value)), value
     return name, path
+
+
+def _translation_flag(value):
+    lang, sep, path = value.partition("=")
+    if not sep or not lang or not path:
+        raise errors.InputError(f"--translation {value!r}: expected LANG=FILE")
+    return lang.strip(), path
 
 
 def _create(args):
@@ -56,8 +74,12 @@ def _create(args):
         subset_seed=args.subset_seed, replication=args.replication,
         raters=tuple(args.raters or ()), gold_share=args.gold_share,
         gold_max_failure_rate=args.gold_max_failure_rate, seed=args.seed,
-        name=args.name or os.path.basename(os.path.normpath(args.out)))
-    session = create.create(spec, args.out)
+        name=args.name or os.path.basename(os.path.normpath(args.out)),
+        consent=args.consent, translations=tuple(_translation_flag(v)
+                                                 for v in args.translation or ()),
+        crowd=args.crowd, quota=args.quota, completion_code=args.completion_code,
+        completion_url=args.completion_url)
+    session = create.create(spec, args.out, warn=_warn)
     gold = sum(i.is_gold for i in session.items.values())
     print(f"wrote {session.folder}/session.json: {session.type}, "
           f"{session.data['subset']['size']} images x {len(session.langs)} language(s), "
@@ -68,7 +90,8 @@ def _create(args):
 
 def _serve(args):
     from humaneval import server
-    server.serve(args.session, host=args.host, port=args.port)
+    server.serve(args.session, host=args.host, port=args.port, threads=args.threads,
+                 public_url=args.public_url)
 
 
 def _status(args):
@@ -79,8 +102,12 @@ def _status(args):
     for rater in session.raters:
         mine = [r for r in ratings if r["rater"] == rater.name]
         total = len(session.assignments[rater.name])
-        minutes = sum(r["seconds"] or 0.0 for r in mine) / 60
-        print(f"{rater.name:<16} {rater.lang:<4} {len(mine):>6} / {total:<6} {minutes:7.1f} min")
+        # Active time (idle periods left out); the wall clock where none was measured.
+        minutes = sum(r["active_seconds"] if r["active_seconds"] is not None
+                      else r["seconds"] or 0.0 for r in mine) / 60
+        simulated = sum(r["source"] == "simulated" for r in mine)
+        print(f"{rater.name:<16} {rater.lang:<4} {len(mine):>6} / {total:<6} {minutes:7.1f} min"
+              + (f"  ({simulated} SIMULATED)" if simulated else ""))
 
 
 def _simulate(args):
@@ -96,14 +123,17 @@ def _simulate(args):
             raise errors.InputError(f"--bias {value!r}: expected RATER=NUMBER") from None
         if name not in session.by_name:
             raise errors.InputError(f"--bias {value!r}: no rater {name!r} in the session")
-    count = simulate.simulate(session, biases=biases, noise=args.noise, seed=args.seed)
+    count = simulate.simulate(session, biases=biases, noise=args.noise, seed=args.seed,
+                              force=args.force)
     print(f"stored {count} SIMULATED ratings in {session.db_path}")
 
 
 def _export(args):
     from humaneval import export
     from humaneval import session as session_lib
-    for kind, path in export.export(session_lib.load(args.session), args.out).items():
+    paths = export.export(session_lib.load(args.session), args.out,
+                          exclude_simulated=args.exclude_simulated, warn=_warn)
+    for kind, path in paths.items():
         print(f"{kind}: {path}")
 
 
@@ -111,10 +141,16 @@ def _analyze(args):
     from humaneval import session as session_lib
     from humaneval import study_report
     sessions = [session_lib.load(s) for s in args.session]
-    paths = study_report.write_report(sessions, args.out, resamples=args.resamples, seed=args.seed,
-                                paper_dir=args.paper_dir)
+    paths = study_report.write_report(sessions, args.out, resamples=args.resamples,
+                                      seed=args.seed, paper_dir=args.paper_dir,
+                                      exclude_simulated=args.exclude_simulated)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
+
+
+def _texts(args):
+    from humaneval import texts
+    print(texts.write_english(args.out))
 
 
 def _parser():
@@ -145,12 +181,29 @@ def _parser():
                    help="a rater failing a larger share of gold items is flagged")
     p.add_argument("--seed", type=int, default=0, help="seeds every random choice")
     p.add_argument("--name", help="the session's name (default: the --out folder's)")
+    p.add_argument("--consent", metavar="FILE", help="the consent text raters agree to before "
+                   "they start (UTF-8 text, paragraphs split by blank lines)")
+    p.add_argument("--translation", action="append", metavar="LANG=FILE",
+                   help="the kit's texts in a rating language (a JSON file as `texts` writes; "
+                   "repeatable)")
+    p.add_argument("--crowd", action="store_true", help="open enrolment links per language "
+                   "for a crowd platform (Prolific, MTurk) instead of personal links")
+    p.add_argument("--quota", type=int, help="at most N items per rater: as many rater slots "
+                   "per language as that takes (instead of --raters)")
+    p.add_argument("--completion-code", help="--crowd: the code participants get at the end "
+                   "(default: random)")
+    p.add_argument("--completion-url", help="--crowd: where participants go at the end "
+                   "({code} is replaced; default: Prolific's completion URL for Prolific)")
     p.add_argument("--out", required=True, help="the new session folder")
     p.set_defaults(run=_create)
     p = sub.add_parser("serve", help="the rating web app")
     p.add_argument("--session", required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0: any free port")
+    p.add_argument("--threads", type=int, default=8, help="waitress worker threads")
+    p.add_argument("--public-url", help="the address raters open, behind a reverse proxy with "
+                   "TLS (e.g. https://rate.example.org/study1): the printed links use it and "
+                   "the app lives under its path")
     p.set_defaults(run=_serve)
     p = sub.add_parser("status", help="each rater's progress")
     p.add_argument("--session", required=True)
@@ -160,10 +213,14 @@ def _parser():
     p.add_argument("--noise", type=float, default=0.7)
     p.add_argument("--bias", action="append", metavar="RATER=NUMBER")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="even where people have rated "
+                   "(the simulated ratings stay marked; --exclude-simulated leaves them out)")
     p.set_defaults(run=_simulate)
     p = sub.add_parser("export", help="ratings as CSV / JSONL and the paper's layouts")
     p.add_argument("--session", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--exclude-simulated", action="store_true",
+                   help="leave out the ratings of `simulate`")
     p.set_defaults(run=_export)
     p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
     p.add_argument("--session", required=True, action="append", help="repeatable")
@@ -172,7 +229,12 @@ def _parser():
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--paper-dir", default=None, help="the paper's tables (default as "
                    "evaluation/analysis/report.py's paper_reference_dir)")
+    p.add_argument("--exclude-simulated", action="store_true",
+                   help="leave out the ratings of `simulate`")
     p.set_defaults(run=_analyze)
+    p = sub.add_parser("texts", help="write the kit's English texts (to translate)")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.set_defaults(run=_texts)
     return parser
 
 

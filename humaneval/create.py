@@ -8,11 +8,22 @@ not seeded: they are secrets (secrets.token_hex).
 Raters: each language has its own raters (the paper's raters rate in their language). Every
 item gets `replication` distinct raters of its language, spread round-robin so loads differ by
 at most one item; with exactly `replication` raters each rater rates every item of the
-language, as in the paper (three raters per pair).
+language, as in the paper (three raters per pair). `quota` (items per rater) makes as many
+rater slots per language as it takes for no slot to hold more: a crowd study's participants
+each get a slot of at most that many items.
+
+Checks that say a session would mislead: results folders whose captions are identical in a
+language (the same model twice) are an error, and so is a per_image.jsonl that lacks a score
+of a rated image (that language's delta CIDEr would be silently missing). Warnings (`warn`):
+some identical captions, empty or blank captions (the page shows them as empty), captions
+longer than LONG_CAPTION characters or with a run of more than UNBROKEN_RUN characters
+without a space (the page wraps and scrolls them), no per_image.jsonl at all, a translation
+that leaves texts in English.
 """
 
 import dataclasses
 import datetime
+import math
 import os
 import re
 import secrets
@@ -21,12 +32,16 @@ import numpy as np
 
 from data import languages, xm3600_release
 from errors import InputError
+from formats import predictions as predictions_format
+from humaneval import practice, subsets, texts
 from humaneval import results as results_lib
 from humaneval import session as session_lib
-from humaneval import subsets
 
 REFERENCES = "references"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_CODE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+LONG_CAPTION = 400  # characters: a caption longer than this is warned about
+UNBROKEN_RUN = 80  # characters without a space: warned about (the page breaks them anyway)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +62,14 @@ class Spec:
         gold_max_failure_rate: a rater failing more than this share of gold items is flagged.
         seed: seeds every random choice.
         name: the session's name in reports.
+        consent: a text file with the consent the raters agree to before they start (None:
+            no consent page).
+        translations: ((lang, translation file), ...) (humaneval/texts.py).
+        crowd: open enrolment links (humaneval/crowd.py) instead of personal links.
+        quota: at most this many items per rater slot (None: as --raters gives).
+        completion_code: what a crowd participant gets at the end (default: random).
+        completion_url: where a crowd participant goes at the end ("{code}" is replaced;
+            default: Prolific's completion URL for Prolific participants, none otherwise).
     """
     type: str
     release: str
@@ -61,6 +84,12 @@ class Spec:
     gold_max_failure_rate: float = 0.0
     seed: int = 0
     name: str = "session"
+    consent: str | None = None
+    translations: tuple = ()
+    crowd: bool = False
+    quota: int | None = None
+    completion_code: str | None = None
+    completion_url: str | None = None
 
 
 def parse_raters(specs, langs, replication):
@@ -128,6 +157,20 @@ def _check_spec(spec):
                         ("--gold-max-failure-rate", spec.gold_max_failure_rate)):
         if not 0 <= value <= 1:
             raise InputError(f"{flag} must be in [0, 1], got {value}")
+    if spec.quota is not None and (spec.quota < 1 or spec.raters):
+        raise InputError("--quota N (N >= 1) sizes the rater slots itself: give --quota or "
+                         "--raters, not both")
+    if spec.crowd and not spec.consent:
+        raise InputError("a crowd study needs --consent FILE: the text the participants agree "
+                         "to (your ethics approval's)")
+    if not spec.crowd and (spec.completion_code or spec.completion_url):
+        raise InputError("--completion-code and --completion-url are for --crowd sessions")
+    if spec.completion_code is not None and not _CODE.match(spec.completion_code):
+        raise InputError(f"--completion-code {spec.completion_code!r}: letters, digits, '_' "
+                         f"and '-' only (1-64)")
+    if spec.completion_url is not None and not re.match(r"^https?://\S+$",
+                                                        spec.completion_url):
+        raise InputError(f"--completion-url {spec.completion_url!r}: expected an http(s) URL")
 
 
 def _choose_images(spec, records):
@@ -153,7 +196,48 @@ def _choose_images(spec, records):
     return chosen, subset
 
 
-def _captions(spec, records, keys):
+def _examples(keys):
+    return ", ".join(map(repr, keys[:3]))
+
+
+def _check_captions(results, keys, warn):
+    """Warnings about captions that raters would see badly: empty, over-long, unbroken."""
+    for lang, by_key in results.captions.items():
+        where = os.path.join(results.path, predictions_format.file_name(lang))
+        blank = [k for k in keys if not by_key[k].strip()]
+        if blank:
+            warn(f"{where}: {len(blank)} of the session's {len(keys)} captions are empty or "
+                 f"blank (e.g. image {_examples(blank)}); raters see them marked as empty")
+        long = [k for k in keys if len(by_key[k]) > LONG_CAPTION]
+        unbroken = [k for k in keys if any(len(run) > UNBROKEN_RUN
+                                           for run in by_key[k].split())]
+        if long or unbroken:
+            warn(f"{where}: {len(long)} caption(s) longer than {LONG_CAPTION} characters and "
+                 f"{len(unbroken)} with more than {UNBROKEN_RUN} characters without a space "
+                 f"(e.g. image {_examples(long + unbroken)}); the page wraps and scrolls them, "
+                 f"but check that the model's output is what you want rated")
+
+
+def _check_distinct(spec, captions, keys, warn):
+    """Results folders must differ: identical captions in a language are an error."""
+    ids = list(captions)
+    names = dict(zip(ids, (name for name, _ in spec.systems), strict=False))
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            for lang in spec.langs:
+                same = [k for k in keys if captions[a][lang][k] == captions[b][lang][k]]
+                if len(same) == len(keys):
+                    raise InputError(
+                        f"{names[a]} and {names[b]} have identical captions in {lang!r} on all "
+                        f"{len(keys)} images of the session: the same model twice? (compare "
+                        f"{spec.systems[i][1]} and {spec.systems[ids.index(b)][1]})")
+                if same:
+                    warn(f"{names[a]} and {names[b]} give identical captions in {lang!r} for "
+                         f"{len(same)} of the session's {len(keys)} images (e.g. "
+                         f"{_examples(same)}); raters can only rate those Similar")
+
+
+def _captions(spec, records, keys, warn):
     """({system id: record}, {system id: {lang: {key: caption or [references]}}})."""
     systems, captions = [], {}
     ids = ["m1", "m2"] if spec.type == "sxs" else [f"s{i + 1}" for i in range(len(spec.systems))]
@@ -161,11 +245,16 @@ def _captions(spec, records, keys):
     for system_id, (name, path) in zip(ids, spec.systems, strict=True):
         results = results_lib.read_results(path, spec.langs)
         results_lib.check_against_release(results, release_keys, keys)
+        _check_captions(results, keys, warn)
         record = results_lib.describe(results, name)
+        if results.per_image is None:
+            warn(f"{path} has no per-image scores file: the study's delta CIDEr on the rated "
+                 f"images (xm600) will be missing")
         means, per_image = results_lib.subset_cider(results, keys)
         record.update(id=system_id, cider_subset=means, cider_per_image=per_image)
         systems.append(record)
         captions[system_id] = results.captions
+    _check_distinct(spec, captions, keys, warn)
     if spec.references:
         systems.append({"id": REFERENCES, "name": REFERENCES, "results": None})
         by_key = {r.key: r for r in records}
@@ -247,17 +336,73 @@ def _assign(items, names, replication, rng):
             for name, ids in assignments.items()}
 
 
-def build(spec):
+def _read_consent(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
+    except FileNotFoundError:
+        raise InputError(f"--consent: {path} not found") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"--consent: {path}: not UTF-8 ({e.reason})") from None
+    if not text:
+        raise InputError(f"--consent: {path} is empty")
+    return text
+
+
+def _study(spec, records, keys, warn):
+    """The session's "study" block: consent, translations, examples, practice, crowd."""
+    consent = _read_consent(spec.consent) if spec.consent else ""
+    translations = {}
+    for lang, path in spec.translations:
+        if lang not in spec.langs:
+            raise InputError(f"--translation {lang}={path}: {lang!r} is not a session language "
+                             f"({', '.join(spec.langs)})")
+        if lang in translations:
+            raise InputError(f"--translation: {lang!r} is given twice")
+        translations[lang], missing = texts.read_translation(path, lang)
+        if missing:
+            warn(f"{path}: {len(missing)} text(s) not translated, shown in English (e.g. "
+                 f"{', '.join(missing[:3])})")
+        if consent and "consent.text" not in translations[lang]:
+            warn(f"{path}: no 'consent.text': {lang} raters read the consent in English")
+    # A generator of its own, so that the items of a seed stay what they were.
+    examples, practice_items = practice.build(spec.type, spec.langs, records, keys,
+                                              np.random.default_rng([spec.seed, 1]))
+    crowd = None
+    if spec.crowd:
+        crowd = {"enrol_token": secrets.token_hex(16), "quota": spec.quota,
+                 "completion_code": spec.completion_code or secrets.token_hex(4).upper(),
+                 "completion_url": spec.completion_url}
+    return {"owner_token": secrets.token_hex(16), "consent": consent,
+            "translations": translations, "examples": examples, "practice": practice_items,
+            "crowd": crowd}
+
+
+def _rater_names(spec, lang, count_items, named):
+    """The rater names of a language: --raters's, or as many as --quota needs."""
+    if spec.quota is None:
+        return named[lang]
+    count = max(spec.replication, math.ceil(count_items * spec.replication / spec.quota))
+    return [f"{lang}-{i + 1}" for i in range(count)]
+
+
+def build(spec, warn=None):
     """The session (without its digest) that `spec` describes.
+
+    Args:
+        spec: a `Spec`.
+        warn: fn(message) for what create warns about (see the module docstring).
 
     Raises:
         InputError: bad flags, or a release / results folder that does not fit (other images
-            or languages, missing images, missing predictions).
+            or languages, missing images, missing predictions or per-image scores, identical
+            results folders).
     """
+    warn = warn or (lambda message: None)
     _check_spec(spec)
     records = results_lib.read_release(spec.release)
     keys, subset = _choose_images(spec, records)
-    systems, captions = _captions(spec, records, keys)
+    systems, captions = _captions(spec, records, keys, warn)
     raters = parse_raters(spec.raters, spec.langs, spec.replication)
     rng = np.random.default_rng(spec.seed)
     items, rater_list, assignments = [], [], {}
@@ -270,9 +415,10 @@ def build(spec):
         for n, item in enumerate(lang_items):
             item["id"] = f"{lang}-{n + 1:05d}"
         items += lang_items
+        names = _rater_names(spec, lang, len(lang_items), raters)
         rater_list += [{"name": name, "lang": lang, "token": secrets.token_hex(16)}
-                       for name in raters[lang]]
-        assignments.update(_assign(lang_items, raters[lang], spec.replication, rng))
+                       for name in names]
+        assignments.update(_assign(lang_items, names, spec.replication, rng))
     return {
         "format": session_lib.FORMAT, "type": spec.type, "name": spec.name,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -280,10 +426,14 @@ def build(spec):
         "langs": list(spec.langs), "replication": spec.replication, "subset": subset,
         "gold": {"share": spec.gold_share, "max_failure_rate": spec.gold_max_failure_rate},
         "systems": systems, "items": items, "raters": rater_list,
-        "assignments": assignments}
+        "assignments": assignments, "study": _study(spec, records, keys, warn)}
 
 
-def create(spec, out):
-    """Builds the session of `spec` and writes it to the folder `out`; returns the Session."""
-    path = session_lib.write(out, build(spec))
+def create(spec, out, warn=None):
+    """Builds the session of `spec` and writes it to the folder `out`; returns the Session.
+
+    `warn`: fn(message) for what deserves a look but does not stop the session (`build`).
+    """
+    session_lib.check_new_folder(out)  # before any work (and any warning)
+    path = session_lib.write(out, build(spec, warn))
     return session_lib.load(os.path.dirname(path))

@@ -4,7 +4,11 @@
 
 - `ratings.csv`, `ratings.jsonl`: one row per rating (gold items included, marked by `kind`),
   with the models un-blinded (`left` / `right`, or `system`), the paper's value (`score`: sxs
-  from m2's side, quality Excellent 4 .. Bad 1, thumb the total) and the seconds it took.
+  from m2's side, quality Excellent 4 .. Bad 1, thumb the total), the time it took (`seconds`:
+  active time, the page visible and in use, empty where not measured; `wall_seconds`: first
+  view to rating, idle time included) and `source` ("web", or "simulated" for the ratings of
+  `python -m humaneval simulate`; `--exclude-simulated` leaves those out of every file, and a
+  session mixing both is warned about). Practice answers are never exported.
 - sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7;
   formats/side_by_side.py): one row per language, m2, m1, lang, set (core = en, es, hi, zh;
   else ext), delta_sxs (majority of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on
@@ -24,7 +28,7 @@ from formats import side_by_side, thumb_ratings
 from humaneval import rating_stats, scales
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
-                  "system", "answer", "score", "label", "seconds", "source")
+                  "system", "answer", "score", "label", "seconds", "wall_seconds", "source")
 
 
 def _system_name(session, source):
@@ -42,7 +46,8 @@ def rating_row(session, rating):
            "left": names[0] if len(names) == 2 else "",
            "right": names[1] if len(names) == 2 else "",
            "system": names[0] if len(names) == 1 else "",
-           "answer": rating.answer, "seconds": rating.seconds, "source": rating.source,
+           "answer": rating.answer, "seconds": rating.seconds,
+           "wall_seconds": rating.wall_seconds, "source": rating.source,
            "texts": list(item.texts)}
     if session.type == "sxs":
         row["score"] = rating_stats.m2_score(rating) if not item.is_gold else ""
@@ -117,13 +122,29 @@ def thumb_files(session, ratings):
     return files
 
 
-def export(session, out):
+def warn_if_mixed(session, ratings, warn):
+    """Warns (fn(message)) when `ratings` mix people's and simulated ones."""
+    simulated = sum(r.source == "simulated" for r in ratings)
+    if simulated and simulated < len(ratings) and warn is not None:
+        warn(f"session {session.data['name']!r}: {simulated} of its {len(ratings)} ratings are "
+             f"SIMULATED (python -m humaneval simulate --force); --exclude-simulated leaves "
+             f"them out")
+
+
+def export(session, out, exclude_simulated=False, warn=None):
     """Writes the export files of `session` into the folder `out`.
+
+    Args:
+        session: a `Session`.
+        out: the folder (created).
+        exclude_simulated: leave out simulated ratings.
+        warn: fn(message) for a session mixing people's and simulated ratings.
 
     Returns:
         {kind: path written}.
     """
-    ratings = rating_stats.load_ratings(session)
+    ratings = rating_stats.load_ratings(session, exclude_simulated=exclude_simulated)
+    warn_if_mixed(session, ratings, warn)
     os.makedirs(out, exist_ok=True)
     rows = [rating_row(session, r) for r in ratings]
     paths = {"csv": os.path.join(out, "ratings.csv"),

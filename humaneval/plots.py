@@ -17,7 +17,10 @@ def sxs_bars(path, rows):
 
     Args:
         path: the PNG file.
-        rows: dicts with session, lang, delta_sxs, low, high (study_report.py's sxs rows).
+        rows: dicts with session, lang, delta_sxs, low, high and, for the "all" rows, the
+            languages they average ("averaged"; study_report.py's sxs rows). An "all" bar is
+            labelled "mean of" its languages, so a mean of fewer languages than the session
+            has says so.
 
     Returns:
         `path`.
@@ -35,7 +38,10 @@ def sxs_bars(path, rows):
                     ecolor="black", capsize=3, linewidth=1)
     many = len({r["session"] for r in rows}) > 1
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{r['session']}\n{r['lang']}" if many else r["lang"] for r in rows],
+    labels = [r["lang"] if r["lang"] != "all" else "mean of\n" + ",".join(r["averaged"].split())
+              for r in rows]
+    ax.set_xticklabels([f"{r['session']}\n{label}" if many else label
+                        for r, label in zip(rows, labels, strict=True)],
                        fontsize=8 if many else 10)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("ΔS×S (wins − losses, %)")
@@ -75,7 +81,8 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
     ax.set_xlabel(f"ΔCIDEr ({column.replace('delta_cider_', '')})")
     ax.set_ylabel("ΔS×S (%)")
     ax.set_title("Human side by side against CIDEr (as given and flipped)")
-    ax.legend(fontsize=8, loc="upper left")
+    if ax.get_legend_handles_labels()[0]:  # no point at all: no empty legend
+        ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

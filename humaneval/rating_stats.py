@@ -24,17 +24,36 @@ from humaneval import store as store_lib
 
 @dataclasses.dataclass(frozen=True)
 class Rating:
-    """One stored rating, checked again on the way out of the database."""
+    """One stored rating, checked again on the way out of the database.
+
+    Attributes:
+        rater: the rater's name.
+        item: the `session.Item`.
+        answer: the checked answer.
+        seconds: the active time on the item: the page visible and in use (idle periods left
+            out), as the page measured it; None when it was not measured (no script, a
+            simulated rating).
+        wall_seconds: first view to rating on the server's clock, idle time included; None
+            without a view (simulated).
+        source: "web" (a person) or "simulated".
+        rated_at: when it was stored (seconds since the epoch).
+    """
     rater: str
-    item: object  # session.Item
+    item: object
     answer: dict
     seconds: float | None
+    wall_seconds: float | None
     source: str
+    rated_at: float
 
 
-def load_ratings(session):
+def load_ratings(session, exclude_simulated=False):
     """The session's ratings, each answer checked against the scale (read-only: the database
     is neither created nor changed; no database yet is no rating).
+
+    Args:
+        session: a `Session`.
+        exclude_simulated: leave out the ratings of `python -m humaneval simulate`.
 
     Raises:
         InputError: the database is not the session's, a stored row names an unknown rater or
@@ -52,7 +71,10 @@ def load_ratings(session):
             answer = scales.check_answer(session.type, row["answer"])
         except InputError as e:
             raise InputError(f"{where}: {e}") from None
-        out.append(Rating(row["rater"], item, answer, row["seconds"], row["source"]))
+        if exclude_simulated and row["source"] == "simulated":
+            continue
+        out.append(Rating(row["rater"], item, answer, row["active_seconds"], row["seconds"],
+                          row["source"], row["rated_at"]))
     return out
 
 
@@ -131,8 +153,9 @@ def delta_sxs(session, ratings, resamples=1000, confidence=0.95, seed=0):
         seed: of the bootstrap.
 
     Returns:
-        {lang or "all": {"images", "incomplete", "wins", "losses", "delta", "low", "high"}};
-        "all" averages the languages that have rated images (None values when none has).
+        {lang or "all": {"images", "incomplete", "wins", "losses", "delta", "low", "high",
+        "languages"}}; "all" averages the languages that have rated images, which its
+        "languages" lists (None values when none has).
     """
     per_lang, _ = sxs_outcomes(session, ratings)
     rng = np.random.default_rng(seed)
@@ -140,7 +163,8 @@ def delta_sxs(session, ratings, resamples=1000, confidence=0.95, seed=0):
     for lang in session.langs:
         outcomes, incomplete = per_lang[lang]
         row = {"images": len(outcomes), "incomplete": incomplete, "wins": None,
-               "losses": None, "delta": None, "low": None, "high": None}
+               "losses": None, "delta": None, "low": None, "high": None,
+               "languages": [lang] if outcomes else []}
         if outcomes:
             values = np.array(list(outcomes.values()))
             row["wins"], row["losses"], row["delta"] = wins_losses(values)
@@ -152,7 +176,8 @@ def delta_sxs(session, ratings, resamples=1000, confidence=0.95, seed=0):
     rated = [out[lang] for lang in session.langs if out[lang]["images"]]
     summary = {"images": sum(r["images"] for r in out.values()),
                "incomplete": sum(r["incomplete"] for r in out.values()),
-               "wins": None, "losses": None, "delta": None, "low": None, "high": None}
+               "wins": None, "losses": None, "delta": None, "low": None, "high": None,
+               "languages": [lang for lang in session.langs if out[lang]["images"]]}
     if rated:
         for key in ("wins", "losses", "delta"):
             summary[key] = float(np.mean([r[key] for r in rated]))
@@ -247,3 +272,69 @@ def rater_table(session, ratings):
                                          if signs else None)
         out[rater.name] = row
     return out
+
+
+def quality_level(labels):
+    """The aggregated 5-level rating of one caption: the median of its ratings.
+
+    The paper takes the median of the three ratings (Sec. 2.3) and does not say how
+    Not-Enough-Info enters it. Here Not-Enough-Info ratings are left out; the median is taken
+    over the others (Excellent 4 .. Bad 1), the lower middle value when their number is even
+    (the guidelines' "take the lower rating in borderline cases"); a caption whose every
+    rating is Not-Enough-Info gets Not-Enough-Info.
+
+    Args:
+        labels: the caption's quality labels.
+
+    Returns:
+        A label of scales.QUALITY_CHOICES.
+    """
+    values = sorted(scales.QUALITY_VALUES[label] for label in labels
+                    if scales.QUALITY_VALUES[label] is not None)
+    if not values:
+        return "Not-Enough-Info"
+    value = values[(len(values) - 1) // 2]
+    return next(label for label, v in scales.QUALITY_VALUES.items() if v == value)
+
+
+def quality_table2(session, ratings):
+    """The paper's Table 2 per language and system: cumulative shares of the median ratings.
+
+    Only test items with at least `replication` ratings count (the others are counted as
+    incomplete); a caption whose median is Not-Enough-Info is counted apart and left out of the
+    shares.
+
+    Returns:
+        [{"lang", "system" (id), "captions" (complete, with a level), "incomplete", "nei",
+        "good_plus", "med_plus", "bad"}] in percent of "captions" (None without any), sorted
+        by language and system.
+    """
+    labels = collections.defaultdict(list)
+    for r in ratings:
+        if not r.item.is_gold:
+            labels[r.item.id].append(r.answer["quality"])
+    groups = collections.defaultdict(lambda: {"levels": [], "incomplete": 0, "nei": 0})
+    for item in session.items.values():
+        if item.is_gold:
+            continue
+        group = groups[(item.lang, item.sources[0]["system"])]
+        if len(labels[item.id]) < session.replication:
+            group["incomplete"] += 1
+            continue
+        level = quality_level(labels[item.id])
+        if level == "Not-Enough-Info":
+            group["nei"] += 1
+        else:
+            group["levels"].append(scales.QUALITY_VALUES[level])
+    rows = []
+    for (lang, system), group in sorted(groups.items()):
+        levels = np.array(group["levels"])
+        row = {"lang": lang, "system": system, "captions": len(levels),
+               "incomplete": group["incomplete"], "nei": group["nei"],
+               "good_plus": None, "med_plus": None, "bad": None}
+        if len(levels):
+            row.update(good_plus=float(100 * (levels >= 3).mean()),
+                       med_plus=float(100 * (levels >= 2).mean()),
+                       bad=float(100 * (levels == 1).mean()))
+        rows.append(row)
+    return rows

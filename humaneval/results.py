@@ -147,15 +147,25 @@ def subset_cider(results, keys):
     score restricted to the subset (the paper's XM600 column, up to those frequencies).
 
     Returns:
-        ({lang: mean over keys}, {lang: {key: score}}); a language lacking a key's score is
-        left out of both.
+        ({lang: mean over keys}, {lang: {key: score}}).
+
+    Raises:
+        InputError: per_image.jsonl lacks the score of a session image in a session language
+            (that language's delta CIDEr would silently be missing); file, language, count and
+            examples named.
     """
     if results.per_image is None:
         return {}, {}
     means, per_image = {}, {}
     for lang in results.captions:
         scores = results.per_image.get(lang, {})
-        if keys and all(k in scores for k in keys):
-            per_image[lang] = {k: scores[k] for k in keys}
-            means[lang] = sum(per_image[lang].values()) / len(keys)
+        missing = [k for k in keys if k not in scores]
+        if missing:
+            path = os.path.join(results.path, per_image_format.file_name())
+            raise InputError(
+                f"{path}: no score for {len(missing)} of the session's {len(keys)} images in "
+                f"{lang!r} (e.g. {', '.join(map(repr, missing[:3]))}): the delta CIDEr of "
+                f"{lang!r} on the rated images would be missing; evaluate the folder again")
+        per_image[lang] = {k: scores[k] for k in keys}
+        means[lang] = sum(per_image[lang].values()) / len(keys)
     return means, per_image

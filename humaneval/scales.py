@@ -9,15 +9,18 @@
   Good, Medium, Bad, Not-Enough-Info; stored as {"quality": label}.
 - `thumb`: the THUMB 1.0 rubric (Kasai et al., NAACL 2022), whose one owner is
   formats/thumb_ratings.py (the rubric of the THUMB files the kit exports): precision P and
-  recall R (integers 1-5), fluency Fl (0 to -0.5 in steps of 0.1), conciseness Con and
-  inclusive language Inc (each 0 or -0.5); total = (P + R) / 2 + Fl + Con + Inc. Stored as
-  {"P", "R", "Fl", "Con", "Inc"}.
+  recall R, and the deductions for fluency Fl, conciseness Con and inclusive language Inc;
+  total = (P + R) / 2 + Fl + Con + Inc. Stored as {"P", "R", "Fl", "Con", "Inc"}. The rating
+  form offers, for each field, values the rubric's own check accepts (`THUMB_CHOICES`, found
+  by asking `thumb_ratings.check_rating`; fluency from the owner's list of the penalties a
+  form offers), so the kit never keeps a copy of its ranges.
 """
 
 from errors import InputError
 from formats import thumb_ratings
 
 SESSION_TYPES = ("sxs", "quality", "thumb")
+THUMB_FIELDS = thumb_ratings.FIELDS
 
 # (positional choice, button label, keyboard key), left to right on the page.
 SXS_CHOICES = (
@@ -35,6 +38,35 @@ QUALITY_CHOICES = (
     ("Not-Enough-Info", None, "5"),
 )
 QUALITY_VALUES = {label: value for label, value, _ in QUALITY_CHOICES}
+
+
+
+def _thumb_choices():
+    """{field: the values the form offers, best first}: the rubric's own check decides.
+
+    P and R: the integers 0..10 check_rating accepts. Fl: the owner's list of the penalties a
+    form offers (thumb_ratings.FLUENCY), those check_rating accepts (the rubric may allow
+    sums of penalties beyond them). Con and Inc: the values check_rating accepts on a grid
+    from 0 down to -5 in steps of 0.1.
+    """
+    valid = {"P": 5, "R": 5, "Fl": 0.0, "Con": 0.0, "Inc": 0.0}
+    penalties = [round(-step / 10, 1) for step in range(0, 51)]
+    grids = {"P": range(10, -1, -1), "R": range(10, -1, -1), "Fl": thumb_ratings.FLUENCY}
+    choices = {}
+    for field in THUMB_FIELDS:
+        accepted = []
+        for value in grids.get(field, penalties):
+            try:
+                thumb_ratings.check_rating(**dict(valid, **{field: value}))
+            except thumb_ratings.ThumbError:
+                continue
+            accepted.append(value)
+        choices[field] = tuple(accepted)
+    return choices
+
+
+# {field: values the rating form offers}: P and R from high to low, deductions from 0 down.
+THUMB_CHOICES = _thumb_choices()
 
 # Scripts written right to left among the XM3600 languages (Arabic, Persian, Hebrew).
 RTL_LANGS = frozenset({"ar", "fa", "he"})

@@ -1,10 +1,13 @@
-"""A screenshot of a rater's page, taken by headless chromium (for the README and for checks).
+"""A screenshot of a rater's page or of the dashboard, taken by headless chromium (for docs/).
 
     python -m humaneval.screenshot --session S --rater NAME --out page.png [--size 1100x820]
+    python -m humaneval.screenshot --session S --rater NAME --page guidelines --out g.png
+    python -m humaneval.screenshot --session S --page dashboard --out dashboard.png
 
 serves the session on a free local port in this process, lets Debian's `chromium` render the
-rater's current item (`--screenshot`), and stops. Opening the page records it as seen, as a
-rater's visit would; no rating is written.
+page (`--screenshot`), and stops: a rater's current page (what their link opens), their
+guidelines, or the owner's dashboard. Opening a rater's item records it as seen, as a rater's
+visit would; no rating is written.
 """
 
 import argparse
@@ -13,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 
 from errors import InputError
 from humaneval import server
@@ -26,25 +28,39 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-
                   "--disable-component-update", "--disable-sync", "--disable-quic")
 
 
-def take(session_folder, rater_name, out, size=(1100, 820)):
-    """Writes a PNG of the page `rater_name`'s link opens; returns `out`.
+PAGES = ("current", "guidelines", "dashboard")
+
+
+def take(session_folder, rater_name, out, size=(1100, 820), page="current"):
+    """Writes a PNG of a page; returns `out`.
+
+    Args:
+        session_folder: the session.
+        rater_name: whose page (None for the dashboard).
+        out: the PNG file.
+        size: the window (width, height).
+        page: "current" (what the rater's link opens), "guidelines" or "dashboard".
 
     Raises:
-        InputError: no chromium, an unknown rater, or chromium wrote no picture.
+        InputError: no chromium, an unknown rater or page, or chromium wrote no picture.
     """
     chromium = shutil.which("chromium")
     if chromium is None:
         raise InputError("chromium not found: apt-get install chromium (make test installs it)")
+    if page not in PAGES:
+        raise InputError(f"--page {page!r}: known pages are {', '.join(PAGES)}")
     session = session_lib.load(session_folder)
-    if rater_name not in session.by_name:
+    if page != "dashboard" and rater_name not in session.by_name:
         raise InputError(f"no rater {rater_name!r} in the session; raters: "
                          f"{', '.join(session.by_name)}")
-    httpd, _ = server.make_server(session_folder, port=0)
-    thread = threading.Thread(target=httpd.run, daemon=True)
-    thread.start()
+    httpd, thread, _, base = server.serve_in_thread(session_folder, port=0)
     profile = tempfile.mkdtemp(prefix="humaneval-chromium-")
     try:
-        url = f"http://127.0.0.1:{httpd.effective_port}/r/{session.by_name[rater_name].token}"
+        if page == "dashboard":
+            url = f"{base}/dashboard/{session.owner_token}"
+        else:
+            url = f"{base}/r/{session.by_name[rater_name].token}" + (
+                "/guidelines" if page == "guidelines" else "")
         subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                         f"--window-size={size[0]},{size[1]}", "--hide-scrollbars",
                         f"--screenshot={os.path.abspath(out)}", url],
@@ -62,7 +78,8 @@ def main(argv=None):
     """Command line: see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--session", required=True)
-    parser.add_argument("--rater", required=True)
+    parser.add_argument("--rater", help="whose page (not for --page dashboard)")
+    parser.add_argument("--page", default="current", choices=PAGES)
     parser.add_argument("--out", required=True, help="the PNG file")
     parser.add_argument("--size", default="1100x820", help="window WIDTHxHEIGHT")
     args = parser.parse_args(argv)
@@ -70,7 +87,7 @@ def main(argv=None):
         width, _, height = args.size.partition("x")
         if not (width.isdigit() and height.isdigit()):
             raise InputError(f"--size {args.size!r}: expected WIDTHxHEIGHT, e.g. 1100x820")
-        print(take(args.session, args.rater, args.out, (int(width), int(height))))
+        print(take(args.session, args.rater, args.out, (int(width), int(height)), args.page))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

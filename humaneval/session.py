@@ -15,12 +15,22 @@ see humaneval/create.py) and `ratings.sqlite` (humaneval/store.py). session.json
                 "texts": [caption, ...], "sources": [{"system", "image", "ref"?}, ...]}, ...],
      "raters": [{"name", "lang", "token"}, ...],
      "assignments": {rater name: [item ids in the order the rater sees them]},
+     "study": {"owner_token": the dashboard's secret,
+               "consent": the owner's consent text ("" for none),
+               "translations": {lang: {text key: text}} (humaneval/texts.py),
+               "examples": [{"lang", "image", "own", "other", "other_image"}],
+               "practice": [{"id", "lang", "image", "texts", "sources", "accept", "why"}],
+               "crowd": null, or {"enrol_token", "quota", "completion_code",
+                                  "completion_url"}},
      "digest": sha256 of everything above}
 
 An sxs item has two texts, left and right, and its sources say which model wrote each (the
-recorded left/right order); quality and thumb items have one. `load` checks the structure, the
-cross references and the digest, so a file edited by hand is an `error:` naming the key, never
-a wrong analysis.
+recorded left/right order); quality and thumb items have one. The guideline examples and
+practice items (humaneval/practice.py) are the release's own captions, never rated items. `load`
+checks the structure, the cross references and the digest, so a file edited by hand is an
+`error:` naming the key, never a wrong analysis. The file holds every secret of the study (the
+raters' tokens, the dashboard's and the enrolment link's), so it is written readable by its
+owner only (0600).
 """
 
 import dataclasses
@@ -32,13 +42,15 @@ from data import languages
 from errors import InputError
 from humaneval.scales import SESSION_TYPES
 
-FORMAT = "xm3600-humaneval-session/1"
+FORMAT = "xm3600-humaneval-session/2"
 SESSION_FILE = "session.json"
 ITEM_KINDS = ("test", "gold-identical", "gold-other-image")
 _TOP_LEVEL = {"format": str, "type": str, "name": str, "created": str, "seed": int,
               "release": str, "langs": list, "replication": int, "subset": dict, "gold": dict,
               "systems": list, "items": list, "raters": list, "assignments": dict,
-              "digest": str}
+              "study": dict, "digest": str}
+_STUDY = {"owner_token": str, "consent": str, "translations": dict, "examples": list,
+          "practice": list}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +104,13 @@ class Session:
         # {rater: {item id: 1-based place in the rater's order}}
         self.positions = {name: {item_id: n for n, item_id in enumerate(ids, start=1)}
                           for name, ids in self.assignments.items()}
+        study = data["study"]
+        self.owner_token = study["owner_token"]
+        self.crowd = study["crowd"]
+        self.examples = {e["lang"]: e for e in study["examples"]}
+        # {lang: [practice items in the order shown]}
+        self.practice = {lang: [p for p in study["practice"] if p["lang"] == lang]
+                         for lang in self.langs}
 
     @property
     def db_path(self):
@@ -109,6 +128,14 @@ def digest(data):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def check_new_folder(folder):
+    """Raises InputError when `folder` holds a session or ratings already."""
+    for name in (SESSION_FILE, "ratings.sqlite"):
+        if os.path.exists(os.path.join(folder, name)):
+            raise InputError(f"{os.path.join(folder, name)} exists: a session folder is written "
+                             f"once; choose a new --out")
+
+
 def write(folder, data):
     """Writes session.json into a new or empty folder; returns its path.
 
@@ -119,15 +146,14 @@ def write(folder, data):
     Raises:
         InputError: the folder already holds a session or ratings (nothing is overwritten).
     """
+    check_new_folder(folder)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, SESSION_FILE)
-    for name in (SESSION_FILE, "ratings.sqlite"):
-        if os.path.exists(os.path.join(folder, name)):
-            raise InputError(f"{os.path.join(folder, name)} exists: a session folder is written "
-                             f"once; choose a new --out")
     data = dict(data, digest=digest(data))
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    # Created 0600: the file holds the raters' tokens and the dashboard's.
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+              encoding="utf-8") as f:
         f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
@@ -205,9 +231,45 @@ def _check_raters(data, path, item_langs):
                                  f"language {lang_of[name]!r}")
 
 
+def _check_study(data, path):
+    study = data["study"]
+    for key, kind in _STUDY.items():
+        _expect(study.get(key), kind, f"{path}: study.{key}")
+    if "crowd" not in study:
+        raise InputError(f"{path}: missing key 'study.crowd'")
+    crowd = study["crowd"]
+    if crowd is not None:
+        _expect(crowd, dict, f"{path}: study.crowd")
+        for key, kind in (("enrol_token", str), ("completion_code", str)):
+            _expect(crowd.get(key), kind, f"{path}: study.crowd.{key}")
+        if crowd.get("quota") is not None:
+            _expect(crowd["quota"], int, f"{path}: study.crowd.quota")
+    for lang in study["translations"]:
+        if lang not in data["langs"]:
+            raise InputError(f"{path}: study.translations: {lang!r} is not a session language")
+    langs = {e.get("lang") for e in study["examples"] if isinstance(e, dict)}
+    if langs != set(data["langs"]):
+        raise InputError(f"{path}: study.examples: expected one per session language")
+    texts = 2 if data["type"] == "sxs" else 1
+    for n, item in enumerate(study["practice"]):
+        where = f"{path}: study.practice[{n}]"
+        _expect(item, dict, where)
+        for key, kind in (("id", str), ("lang", str), ("image", str), ("accept", dict),
+                          ("why", str)):
+            _expect(item.get(key), kind, f"{where}.{key}")
+        _strings(item.get("texts"), f"{where}.texts", texts)
+        if item["lang"] not in data["langs"]:
+            raise InputError(f"{where}.lang: {item['lang']!r} is not a session language")
+
+
 def check(data, path):
     """Checks a parsed session file; raises InputError naming the key at fault."""
     _expect(data, dict, path)
+    if data.get("format") != FORMAT and isinstance(data.get("format"), str) \
+            and data["format"].startswith("xm3600-humaneval-session/"):
+        raise InputError(f"{path}: format {data['format']!r} was written by an older version "
+                         f"of the kit (this one reads {FORMAT!r}: guidelines, practice, "
+                         f"consent and crowd links); create the session again")
     for key, kind in _TOP_LEVEL.items():
         if key not in data:
             raise InputError(f"{path}: missing key {key!r}")
@@ -232,6 +294,7 @@ def check(data, path):
         raise InputError(f"{path}: systems: an sxs session compares exactly m1 and m2")
     _check_items(data, path, system_ids, 2 if data["type"] == "sxs" else 1)
     _check_raters(data, path, {i["id"]: i["lang"] for i in data["items"]})
+    _check_study(data, path)
     for key in ("share", "max_failure_rate"):
         value = data["gold"].get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

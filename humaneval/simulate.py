@@ -3,7 +3,10 @@
 For the tests (a synthetic session whose answers are known) and for trying the whole pipeline
 before real raters exist: `python -m humaneval simulate --session S`. Simulated ratings are
 stored with source "simulated", and reports say so on their first line; they are never a
-substitute for people.
+substitute for people. A session where people have rated already is refused: simulated
+ratings would fill the rest of every rater's list (the raters would then find it done) and
+mix with theirs. `force=True` (`--force`) stores them anyway, marked "simulated" as always;
+`export --exclude-simulated` and `analyze --exclude-simulated` leave them out again.
 
 A simulated rater answers a test item from a latent value: `truth(item)` plus the rater's
 bias plus Gaussian noise, rounded and clipped to the scale. sxs: the latent value is m2's
@@ -16,6 +19,7 @@ except a `careless` one, who answers at random with that probability.
 
 import numpy as np
 
+from errors import InputError
 from humaneval import scales
 from humaneval import store as store_lib
 
@@ -59,8 +63,10 @@ def _random_answer(session_type, rng):
         return {"choice": int(rng.integers(-3, 4))}
     if session_type == "quality":
         return {"quality": scales.QUALITY_CHOICES[int(rng.integers(5))][0]}
-    return {"P": int(rng.integers(1, 6)), "R": int(rng.integers(1, 6)), "Fl": 0.0,
-            "Con": 0.0, "Inc": 0.0}
+    p_choices, r_choices = scales.THUMB_CHOICES["P"], scales.THUMB_CHOICES["R"]
+    return {"P": p_choices[int(rng.integers(len(p_choices)))],
+            "R": r_choices[int(rng.integers(len(r_choices)))], "Fl": 0.0, "Con": 0.0,
+            "Inc": 0.0}
 
 
 def answer(session_type, item, latent):
@@ -76,7 +82,7 @@ def answer(session_type, item, latent):
 
 
 def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed=0,
-             raters=None):
+             raters=None, force=False):
     """Rates every item each rater has not rated yet, storing source "simulated".
 
     Args:
@@ -87,15 +93,27 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
         careless: {rater name: probability of a random answer on a gold item}.
         seed: of the noise.
         raters: names of the raters to simulate (default all).
+        force: store them even when people have rated (see the module docstring).
 
     Returns:
         The number of ratings stored.
+
+    Raises:
+        InputError: people have rated in the session and `force` is not set (nothing is
+            stored).
     """
     truth = truth or cider_truth(session)
     rng = np.random.default_rng(seed)
     store_lib.init(session.db_path, session.digest)
     stored = 0
     with store_lib.Store(session.db_path) as db:
+        people = db.count_by_source().get("web", 0)
+        if people and not force:
+            raise InputError(
+                f"{session.db_path} holds {people} rating(s) by people: simulated ratings "
+                f"would fill the rest of their lists and mix with theirs. Simulate in a copy "
+                f"of the session, or pass --force (the ratings stay marked simulated; export "
+                f"and analyze --exclude-simulated leave them out)")
         for rater in session.raters:
             if raters is not None and rater.name not in raters:
                 continue

@@ -29,14 +29,16 @@ def results_pair(release, tmp_path_factory):
 
 @pytest.fixture
 def make_session(release, results_pair, tmp_path):
-    """fn(**Spec overrides) -> a new session in tmp_path (sxs over LANGS, 6 images)."""
+    """fn(**Spec overrides, warn=None) -> a new session in tmp_path (sxs over LANGS, 6
+    images); `warn` gets create's warnings."""
     counter = iter(range(1000))
 
-    def make(**overrides):
+    def make(warn=None, **overrides):
         fields = dict(type="sxs", release=release, langs=LANGS,
                       systems=(("base", results_pair[0]), ("test", results_pair[1])),
                       subset_size=6, subset_seed=0, replication=3, gold_share=0.34, seed=0,
                       name="base_vs_test")
         fields.update(overrides)
-        return create.create(create.Spec(**fields), str(tmp_path / f"session{next(counter)}"))
+        return create.create(create.Spec(**fields), str(tmp_path / f"session{next(counter)}"),
+                             warn=warn)
     return make

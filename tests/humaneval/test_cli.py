@@ -93,6 +93,7 @@ def test_a_tampered_rating_is_named(release, results_pair, tmp_path, capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
     cli.main(["simulate", "--session", out])
+    capsys.readouterr()
     conn = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
     conn.execute("""UPDATE ratings SET answer = '{"choice": 9}' WHERE id = 3""")
     conn.commit()
@@ -108,3 +109,24 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys):
+    consent = tmp_path / "consent.txt"
+    consent.write_text("I agree.", encoding="utf-8")
+    translation = tmp_path / "zh.json"
+    translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
+    out = str(tmp_path / "crowd")
+    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--crowd", "--consent",
+                          str(consent), "--translation", f"zh={translation}",
+                          "--completion-code", "ABC"))
+    captured = capsys.readouterr()
+    assert "wrote" in captured.out
+    # What deserves a look comes as warning lines; the session is made.
+    assert all(line.startswith("warning: ") for line in captured.err.splitlines())
+    assert "not translated, shown in English" in captured.err
+    session = session_lib.load(out)
+    assert session.crowd["completion_code"] == "ABC" and session.crowd["quota"] == 4
+    assert session.data["study"]["translations"]["zh"] == {"submit": "提交"}
+    assert "--translation 'zh': expected LANG=FILE" in _error(
+        capsys, _create_args(release, results_pair, str(tmp_path / "x"), "--translation", "zh"))

@@ -8,7 +8,9 @@ import shutil
 import pytest
 
 from errors import InputError
-from humaneval import create, subsets
+from formats import per_image, predictions
+from humaneval import app as app_lib
+from humaneval import create, store, subsets
 from humaneval import session as session_lib
 from tests.humaneval import helpers
 from tests.humaneval.conftest import LANGS
@@ -187,3 +189,91 @@ def test_per_image_scores_are_read_strictly(make_session, results_pair, tmp_path
     with pytest.raises(InputError, match=message) as info:
         make_session(systems=(("a", folder), ("b", results_pair[1])))
     assert f"per_image.jsonl:{len(lines) + 1}:" in str(info.value)
+
+
+def _copy_with_captions(source, folder, lang, change):
+    """A copy of a results folder whose `lang` captions are changed by fn(captions)."""
+    shutil.copytree(source, folder)
+    path = os.path.join(folder, predictions.file_name(lang))
+    captions = predictions.read_language(path, lang)
+    change(captions)
+    predictions.write(path, {lang: captions})
+    return str(folder)
+
+
+def test_identical_results_folders_are_refused(make_session, results_pair, tmp_path):
+    twin = str(tmp_path / "twin")
+    shutil.copytree(results_pair[1], twin)
+    with pytest.raises(InputError, match="base and twin have identical captions in 'en' on all "
+                                         "6 images of the session: the same model twice"):
+        make_session(systems=(("base", results_pair[1]), ("twin", twin)))
+
+
+def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_path):
+    keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    folder = _copy_with_captions(results_pair[0], tmp_path / "blank", "en",
+                                 lambda c: c.update({keys[0]: "", keys[1]: "  \t"}))
+    warnings = []
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
+                           warn=warnings.append)
+    assert any("predictions_en.jsonl: 2 of the session's 6 captions are empty or blank"
+               in w for w in warnings)
+    helpers.pass_introduction(session)
+    client = app_lib.create_app(session.folder).test_client()
+    rater = session.raters[0]
+    n = next(n for n, i in enumerate(session.assignments[rater.name], start=1)
+             if session.items[i].image == keys[0] and session.items[i].kind == "test")
+    page = client.get(f"/r/{rater.token}/item/{n}").get_data(as_text=True)
+    assert 'class="caption empty"' in page and "(this caption is empty)" in page
+
+
+def _release_keys_of(results_pair):
+    path = os.path.join(results_pair[0], predictions.file_name("en"))
+    return list(predictions.read_language(path, "en"))
+
+
+def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp_path):
+    folder = str(tmp_path / "partial")
+    shutil.copytree(results_pair[0], folder)
+    path = os.path.join(folder, per_image.file_name())
+    scores = per_image.read(path)
+    session_keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    del scores["zh"][session_keys[2]]
+    per_image.write(path, scores)
+    with pytest.raises(InputError, match=r"per_image.jsonl: no score for 1 of the session's 6 "
+                                         r"images in 'zh'"):
+        make_session(systems=(("a", folder), ("b", results_pair[1])))
+    os.remove(path)  # no per-image file at all: warned, the session is made
+    warnings = []
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
+                           warn=warnings.append)
+    assert any("has no per-image scores file" in w for w in warnings)
+    assert session.systems["m1"]["cider_subset"] == {}
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(quota=4, raters=("3",)), "give --quota or --raters, not both"),
+    (dict(quota=0), "--quota N"),
+    (dict(crowd=True), "a crowd study needs --consent"),
+    (dict(completion_code="X"), "are for --crowd sessions"),
+    (dict(crowd=True, consent="CONSENT", completion_code="a b"), "--completion-code 'a b'"),
+    (dict(crowd=True, consent="CONSENT", completion_url="ftp://x"), "expected an http"),
+    (dict(consent="nowhere.txt"), "--consent: nowhere.txt not found"),
+    (dict(translations=(("ar", "T"),)), "--translation ar=T: 'ar' is not a session language"),
+])
+def test_bad_study_specs(make_session, tmp_path, change, message):
+    consent = tmp_path / "consent.txt"
+    consent.write_text("Agreed.", encoding="utf-8")
+    change = {k: (str(consent) if v == "CONSENT" else v) for k, v in change.items()}
+    with pytest.raises(InputError, match=message):
+        make_session(langs=("en", "zh"), **change)
+
+
+def test_the_session_file_is_private(make_session):
+    session = make_session()
+    assert os.stat(os.path.join(session.folder, "session.json")).st_mode & 0o777 == 0o600
+    store.init(session.db_path, session.digest)
+    assert os.stat(session.db_path).st_mode & 0o777 == 0o600
+    with store.Store(session.db_path) as db:  # the WAL files take the database's mode
+        db.pass_step("en-1", "guidelines")
+        assert os.stat(session.db_path + "-wal").st_mode & 0o777 == 0o600

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from formats import side_by_side, thumb_ratings
-from humaneval import export, rating_stats, simulate
+from humaneval import export, rating_stats, simulate, store
 from tests.humaneval import helpers
 
 PAPER_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",
@@ -87,3 +87,17 @@ def test_thumb_release_layout(make_session, results_pair, tmp_path):
             assert isinstance(line["set_id"], int) and isinstance(line["seg_id"], str)
         assert {x["SYS"] for x in lines} == {"test", "references#1", "references#2"}
     assert os.path.exists(paths["csv"])
+
+
+def test_times_exported_are_active_and_wall(make_session, tmp_path):
+    session = make_session(langs=("en",))
+    store.init(session.db_path, session.digest)
+    item = session.assignments["en-1"][0]
+    with store.Store(session.db_path) as db:
+        db.mark_shown("en-1", item, now=100.0)
+        db.add_rating("en-1", item, 1, {"choice": 1}, now=460.0, active_seconds=5.5)
+        db.mark_shown("en-2", item, now=100.0)
+        db.add_rating("en-2", item, 1, {"choice": 1}, now=130.0)  # no page script
+    rows = _read_csv(export.export(session, str(tmp_path / "out"))["csv"])
+    assert [(r["rater"], r["seconds"], r["wall_seconds"]) for r in rows] == [
+        ("en-1", "5.5", "360.0"), ("en-2", "", "30.0")]

@@ -79,7 +79,9 @@ def test_a_duplicate_rating_keeps_the_first(make_session):
     with store.Store(session.db_path) as db:
         db.mark_shown(rater, item, now=100.0)
         assert db.mark_shown(rater, item, now=150.0) == 100.0  # the first view counts
-        assert db.add_rating(rater, item, 1, {"choice": 2}, now=130.0) == 30.0
+        # Wall clock since the first view; the page's active time is kept within it.
+        assert db.add_rating(rater, item, 1, {"choice": 2}, now=130.0,
+                             active_seconds=45.0) == (30.0, 30.0)
         with pytest.raises(store.DuplicateRating, match="already rated item 1"):
             db.add_rating(rater, item, 1, {"choice": -3})
         assert [r["answer"] for r in db.ratings()] == [{"choice": 2}]
@@ -90,3 +92,23 @@ def test_a_duplicate_rating_keeps_the_first(make_session):
         conn.execute("INSERT INTO ratings (rater, item, position, answer, rated_at, source) "
                      "VALUES (?, ?, 1, '{}', 0, 'x')", (rater, item))
     conn.close()
+
+
+def test_a_session_of_an_older_kit_is_named(make_session):
+    session = make_session()
+    _edit(session, lambda d: d.update(format="xm3600-humaneval-session/1"))
+    with pytest.raises(InputError, match="written by an older version of the kit"):
+        session_lib.load(session.folder)
+
+
+def test_a_database_of_another_schema_is_refused(make_session):
+    session = make_session()
+    store.init(session.db_path, session.digest)
+    conn = sqlite3.connect(session.db_path)
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InputError, match="schema '1', this kit reads schema '2'"):
+        store.init(session.db_path, session.digest)
+    with pytest.raises(InputError, match="schema '1'"):
+        store.read_ratings(session.db_path, session.digest)
