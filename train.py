@@ -16,9 +16,6 @@ import json
 import os
 import sys
 
-# TensorFlow (behind seqio and TFDS) logs CUDA probing at import; users need none of it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
