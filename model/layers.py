@@ -29,6 +29,13 @@ NEG_INF = -1e10
 # Name of a scanned stack -> format of its per-layer names.
 SCANNED_STACKS = {"layers": "layers_{}", "encoderblock": "encoderblock_{}"}
 
+# What a rematerialized layer keeps of its forward pass for the backward pass:
+# - "full": nothing but its input; the whole forward runs again (least memory);
+# - "dots": also the outputs of its matmuls without batch dimensions (the
+#   projections and the MLPs): only norms, activations, softmax and the
+#   attention scores (batched matmuls, a few % of the FLOPs) run again.
+REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
 
 class RMSNorm(nn.Module):
     """T5 layer norm: scales by the root mean square, no mean, no bias.
@@ -82,6 +89,14 @@ class DenseGeneral(nn.Module):
         kernel = jnp.reshape(kernel.astype(self.dtype), in_dims + features)
         contract = (axis, tuple(range(len(axis))))
         return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
+
+
+def remat(module_class, policy: str, scan: bool):
+    """`module_class` rematerialized with a policy of REMAT_POLICIES (a layer of a stack)."""
+    if policy not in REMAT_POLICIES:
+        raise ValueError(f"unknown remat policy {policy!r}; known: {', '.join(REMAT_POLICIES)}")
+    # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE to prevent).
+    return nn.remat(module_class, prevent_cse=not scan, policy=REMAT_POLICIES[policy])
 
 
 def _as_tuple(x) -> tuple:
