@@ -133,8 +133,8 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     the ViT scales its queries before calling this. Without dropout this is
     `jax.nn.dot_product_attention` (cuDNN flash attention on GPUs where
     `attention_implementation` allows, XLA elsewhere; scores accumulated and
-    softmaxed in float32); with dropout (T5X drops whole query rows of the
-    weights, which jax's does not offer) the same maths spelled out.
+    softmaxed in float32); with dropout (T5X's: one mask per key, shared by
+    every query, which jax's does not offer) the same maths spelled out.
 
     Args:
         query: [batch, q_len, heads, depth].
