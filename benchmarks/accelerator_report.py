@@ -89,8 +89,10 @@ def run_child(args, json_path, timeout, say):
     """
     start_unix, start = time.time(), time.perf_counter()
     say(f"$ python {' '.join(args)}")
+    # JAX takes 75% of a GPU's memory by default; one process at a time may take more.
+    env = {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.92", **os.environ}
     try:
-        proc = subprocess.run([sys.executable, *args], cwd=REPO, timeout=timeout,
+        proc = subprocess.run([sys.executable, *args], cwd=REPO, timeout=timeout, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except subprocess.TimeoutExpired:
         return None, time.perf_counter() - start, f"timed out after {timeout} s"
