@@ -16,9 +16,6 @@ import json
 import os
 import sys
 
-# TensorFlow (behind seqio and TFDS) logs CUDA probing at import; users need none of it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -322,42 +319,59 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         return {k: jax.make_array_from_process_local_data(batch_sharding, v)
                 for k, v in local.items()}
 
+    def log_train(step, measurements):
+        """Fetches a step's measurements (waiting for the step), checks and logs them."""
+        measurements = jax.device_get(measurements)
+        check_finite(step, measurements)
+        measurements.update(timer.measure(step, config.batch_size, step_flops,
+                                          measurements["train/tokens"]))
+        logger.log(step, measurements)
+        logger.progress(step, measurements)
+
     # Loop. Pending checkpoint writes finish even when training stops on an error.
     preemption.install()  # Here: libraries set up above may have taken the signals.
     try:
         if start_step == 0:
             evaluate(0)
         compiled_step, timer = None, StepTimer(start_step)
+        # A log step's measurements are fetched once the next step is queued, so that the
+        # device never waits while the host logs, loads a batch and sends it.
+        pending = None
         for step in range(start_step + 1, config.total_steps + 1):
-            if first_batch is not None:
-                batch, first_batch = {k: jax.make_array_from_process_local_data(
-                    batch_sharding, v) for k, v in first_batch.items()}, None
-            else:
-                batch = next_batch(step)
-            if compiled_step is None:
-                # Compiled ahead of the first step inside the mesh and axis rules, so
-                # that the model's logical activation constraints apply.
-                with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
-                        nn.logical_axis_rules(rules):
-                    compiled_step = train_step.lower(state, batch, train_rng).compile()
-                if jax.process_index() == 0:
-                    print(f"Compiled the train step in {compiled}", flush=True)
-                logger.log(step, {"perf/compile_s": compiled.seconds})
-                timer.restart(step - 1)
-            state, measurements = compiled_step(state, batch, jax.random.fold_in(train_rng, step))
-            if schedules.itstime(step, config.log_every, config.total_steps):
-                measurements = jax.device_get(measurements)
-                check_finite(step, measurements)
-                measurements.update(timer.measure(step, config.batch_size, step_flops,
-                                                  measurements["train/tokens"]))
-                logger.log(step, measurements)
-                logger.progress(step, measurements)
-            if any(schedules.itstime(step, e.every, config.total_steps)
-                   for e in evaluators.values()):
+            # Nothing here may wait for the device (no implicit transfer to the host).
+            with jax.transfer_guard_device_to_host("disallow"):
+                if first_batch is not None:
+                    batch, first_batch = {k: jax.make_array_from_process_local_data(
+                        batch_sharding, v) for k, v in first_batch.items()}, None
+                else:
+                    batch = next_batch(step)
+                if compiled_step is None:
+                    # Compiled ahead of the first step inside the mesh and axis rules, so
+                    # that the model's logical activation constraints apply.
+                    with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
+                            nn.logical_axis_rules(rules):
+                        compiled_step = train_step.lower(state, batch, train_rng).compile()
+                    if jax.process_index() == 0:
+                        print(f"Compiled the train step in {compiled}", flush=True)
+                    logger.log(step, {"perf/compile_s": compiled.seconds})
+                    timer.restart(step - 1)
+                state, measurements = compiled_step(state, batch,
+                                                    jax.random.fold_in(train_rng, step))
+            if pending:
+                log_train(*pending)
+            pending = (step, measurements) if schedules.itstime(
+                step, config.log_every, config.total_steps) else None
+            evaluating = any(schedules.itstime(step, e.every, config.total_steps)
+                             for e in evaluators.values())
+            stop = preemption.should_stop()
+            saving = stop or schedules.itstime(step, config.checkpoint.every, config.total_steps)
+            if pending and (evaluating or saving):  # These wait for the step anyway.
+                log_train(*pending)
+                pending = None
+            if evaluating:
                 evaluate(step)
                 timer.restart(step)
-            stop = preemption.should_stop()
-            if stop or schedules.itstime(step, config.checkpoint.every, config.total_steps):
+            if saving:
                 check_finite(step, jax.device_get(measurements))
                 checkpointing.save(mngr, step, state)
             if stop:
@@ -367,6 +381,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                           f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
                           f"resume.", flush=True)
                 break
+        if pending:
+            log_train(*pending)
     finally:
         mngr.wait_until_finished()
         best_mngr.wait_until_finished()

@@ -78,9 +78,17 @@ def _time(fn, repeats: int):
     return first, best
 
 
-def bench_size(name: str, batch: int, max_len: int, beam_size: int, repeats: int) -> list:
-    """Times the three decoders at one model size; returns table rows."""
-    model = captioner.from_config(ml_collections.ConfigDict(SIZES[name]))
+def bench_size(name: str, batch: int, max_len: int, beam_size: int, repeats: int,
+               methods=None, model_config=None) -> list:
+    """Times the decoders at one model size; returns table rows.
+
+    Args:
+        name: the size's name in the rows (a key of SIZES unless `model_config` is given).
+        batch, max_len, beam_size, repeats: as the flags.
+        methods: the row names to time (default: all three).
+        model_config: a `config.model`-like dict instead of SIZES[name] (e.g. bf16).
+    """
+    model = captioner.from_config(ml_collections.ConfigDict(model_config or SIZES[name]))
     params = layers.random_params(captioner.abstract_params(model), seed=0)
     size = model.config.image_size
     images = jax.random.uniform(jax.random.key(0), (batch, size, size, 3), minval=-1, maxval=1)
@@ -94,6 +102,8 @@ def bench_size(name: str, batch: int, max_len: int, beam_size: int, repeats: int
     }
     rows = []
     for method, fn in runs.items():
+        if methods is not None and method not in methods:
+            continue
         first, best = _time(fn, repeats)
         rows.append(dict(size=name, method=method, batch=batch, tokens=max_len,
                          compile_s=first - best, run_s=best, captions_per_s=batch / best))
@@ -110,6 +120,8 @@ def format_table(rows: list) -> str:
                      f"{row['compile_s']:>11.2f}{row['run_s']:>9.3f}{row['captions_per_s']:>12.2f}")
     for size in dict.fromkeys(row["size"] for row in rows):
         by_method = {row["method"]: row for row in rows if row["size"] == size}
+        if not {"greedy (cache)", "greedy (no cache)"} <= set(by_method):
+            continue
         cached, uncached = by_method["greedy (cache)"], by_method["greedy (no cache)"]
         lines.append(f"{size}: cached greedy is {uncached['run_s'] / cached['run_s']:.2f}x "
                      f"as fast as uncached greedy")

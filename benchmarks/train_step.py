@@ -21,10 +21,13 @@ not measured (benchmarks/input_pipeline.py does that). It prints
 
 --memory_only compiles the step for abstract inputs (nothing allocated, not
 run) and prints the memory analysis: the way to size a config that does not
-fit this machine (e.g. Lg's per-device batch for one 80 GB GPU).
+fit this machine (e.g. Lg's per-device batch for one 80 GB GPU). --json FILE
+also writes every figure to FILE (benchmarks/accelerator_report.py reads it).
 """
 
+import json
 import os
+import re
 import sys
 import time
 
@@ -34,7 +37,8 @@ import flax.linen as nn  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+import optax  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
@@ -52,6 +56,10 @@ _CAPTION_LEN = flags.DEFINE_integer(
 _MEMORY_ONLY = flags.DEFINE_bool(
     "memory_only", False, "Compile for abstract inputs and print the memory analysis; "
     "allocate and run nothing.")
+_JSON = flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
+_TIME_OPTIMIZER = flags.DEFINE_bool(
+    "time_optimizer", False, "Also time the optimizer's update alone (Adafactor and applying "
+    "it), with XLA's kernel count and bytes accessed of it.")
 
 GIB = 2**30
 
@@ -98,66 +106,139 @@ def matmul_flops_per_second(n=2048, dtype=jnp.float32, repeats=10):
 
 
 def compile_timed(jitted, *args):
-    """(compiled, "lower ... s + compile ... s (cache ...)", StableHLO lines) of `jitted`.
+    """(compiled, {"lower_s", "compile_s", "cache_hit", "cache_dir"}, StableHLO lines) of `jitted`.
 
     Tracing and lowering to StableHLO run every time; the persistent cache
-    saves the XLA compilation only.
+    saves the XLA compilation only (cache_hit None: the cache was not used).
     """
     start = time.perf_counter()
     lowered = jitted.lower(*args)
     lower_seconds = time.perf_counter() - start
     with compilation_cache.watch() as report:
         compiled = lowered.compile()
-    return (compiled, f"lower {lower_seconds:.1f} s + compile {report}",
+    return (compiled, {"lower_s": lower_seconds, "compile_s": report.seconds,
+                       "cache_hit": report.hit, "cache_dir": report.cache_dir},
             len(lowered.as_text().splitlines()))
 
 
-def memory_lines(compiled):
-    """XLA's memory analysis of a compiled program, in GiB, as printed lines."""
+def _compile_text(figures):
+    report = compilation_cache.CompileReport(figures["compile_s"], figures["cache_hit"],
+                                             figures["cache_dir"])
+    return f"lower {figures['lower_s']:.1f} s + compile {report}"
+
+
+# Opcodes of the optimized HLO that launch no kernel of their own.
+_NOT_KERNELS = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while",
+                "conditional", "call", "after-all", "partition-id", "replica-id", "iota"}
+
+
+def hlo_figures(compiled):
+    """What XLA made of a compiled program: kernels by opcode, converts, and its cost analysis.
+
+    Counted in the optimized HLO text: "kernels" are the instructions of the
+    non-fused computations (the entry, loop bodies) that launch work, a
+    fusion counting once; a scanned layer's body is counted once, however
+    many layers run it. "converts" counts dtype conversions anywhere,
+    inside fusions too. Cost analysis: XLA's FLOPs and bytes accessed of
+    one call (the same caveats as `flops.compiled_flops`).
+    """
+    text = compiled.as_text()
+    # Fused computations and reducers (to_apply) run inside another instruction's kernel.
+    fused = set(re.findall(r"(?:calls|to_apply)=%?([\w.-]+)", text))
+    kernels, converts, current = {}, 0, None
+    for line in text.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.-]+) .*\{$", line)
+        if head:
+            current = head.group(1)
+            continue
+        op = re.match(r"^\s+(?:ROOT )?%?[\w.-]+ = [^=]*? ([a-z][\w-]*)\(", line)
+        if not op:
+            continue
+        opcode = op.group(1)
+        converts += opcode == "convert"
+        if current not in fused and opcode not in _NOT_KERNELS:
+            kernels[opcode] = kernels.get(opcode, 0) + 1
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0] if analysis else {}
+    analysis = analysis or {}
+    return {"kernels": sum(kernels.values()), "kernels_by_op": dict(sorted(kernels.items())),
+            "converts": converts, "xla_flops": analysis.get("flops"),
+            "xla_bytes_accessed": analysis.get("bytes accessed")}
+
+
+def memory_figures(compiled):
+    """XLA's memory analysis of a compiled program in GiB (a dict); None where not offered."""
     m = compiled.memory_analysis()
     if m is None:
-        return ["memory:        (no analysis on this backend)"]
+        return None
     args, out = m.argument_size_in_bytes / GIB, m.output_size_in_bytes / GIB
     alias, temp = m.alias_size_in_bytes / GIB, m.temp_size_in_bytes / GIB
-    return [f"memory:        {args + out - alias + temp:.2f} GiB per device by XLA's analysis "
-            f"(arguments {args:.2f}, outputs {out:.2f}, of which donated {alias:.2f}, "
-            f"temporaries {temp:.2f})"]
+    return {"total_gib": args + out - alias + temp, "arguments_gib": args, "outputs_gib": out,
+            "donated_gib": alias, "temporaries_gib": temp}
 
 
-def flop_lines(model_config, config, lengths, step_seconds, peaks):
-    """Model FLOPs per example, what remat and padding add, and MFU lines."""
+def memory_lines(memory):
+    """`memory_figures` as printed lines."""
+    if memory is None:
+        return ["memory:        (no analysis on this backend)"]
+    return [f"memory:        {memory['total_gib']:.2f} GiB per device by XLA's analysis "
+            f"(arguments {memory['arguments_gib']:.2f}, outputs {memory['outputs_gib']:.2f}, of "
+            f"which donated {memory['donated_gib']:.2f}, temporaries "
+            f"{memory['temporaries_gib']:.2f})"]
+
+
+def flop_figures(model_config, config, lengths, step_seconds, peaks):
+    """Model FLOPs per example (padded and at the real lengths), remat's extra, MFU per peak."""
     prompt_len, max_len = config.data.max_prompt_len, config.data.max_target_len
-    per_example = flops.train_flops_per_example(model_config, prompt_len, max_len)
     parts = flops.forward_flops(model_config, prompt_len, max_len)
-    vit = parts["vit_stem"] + parts["vit_blocks"] + parts["vit_head"]
+    out = {
+        "per_example": flops.train_flops_per_example(model_config, prompt_len, max_len),
+        "forward_parts": {
+            "vit": parts["vit_stem"] + parts["vit_blocks"] + parts["vit_head"],
+            "t5_encoder": parts["t5_encoder"], "t5_decoder": parts["t5_decoder"],
+            "t5_logits": parts["t5_logits"]},
+        "per_example_at_real_lengths": float(np.mean([
+            flops.train_flops_per_example(model_config, prompt_len, int(n)) for n in lengths])),
+        "remat_per_example": flops.remat_flops_per_example(model_config, prompt_len, max_len),
+    }
+    if step_seconds:
+        out["achieved_per_s"] = config.batch_size * out["per_example"] / step_seconds
+        out["mfu"] = {name: out["achieved_per_s"] / (peak * jax.device_count())
+                      for name, peak in peaks}
+    return out
+
+
+def flop_lines(figures, config, peaks):
+    """`flop_figures` as printed lines."""
+    per_example, parts = figures["per_example"], figures["forward_parts"]
+    max_len = config.data.max_target_len
     lines = [f"model FLOPs:   {per_example / 1e9:.4g} GFLOP per training example at "
              f"{max_len} target positions (3x forward {sum(parts.values()) / 1e9:.4g}: ViT "
-             f"{vit / 1e9:.4g}, mT5 encoder {parts['t5_encoder'] / 1e9:.4g}, decoder "
+             f"{parts['vit'] / 1e9:.4g}, mT5 encoder {parts['t5_encoder'] / 1e9:.4g}, decoder "
              f"{parts['t5_decoder'] / 1e9:.4g}, logits {parts['t5_logits'] / 1e9:.4g})"]
-    real = np.mean([flops.train_flops_per_example(model_config, prompt_len, int(n))
-                    for n in lengths])
+    real = figures["per_example_at_real_lengths"]
     lines.append(f"padding:       at the real caption lengths it would be {real / 1e9:.4g} "
                  f"GFLOP: {1 - real / per_example:.0%} of the model FLOPs are spent on "
                  f"padding positions (data.max_target_len={max_len}; python -m "
                  f"training.target_length fits it to the data)")
-    remat = flops.remat_flops_per_example(model_config, prompt_len, max_len)
+    remat = figures["remat_per_example"]
     if remat:
         lines.append(f"remat:         recomputes {remat / 1e9:.4g} GFLOP per example in the "
                      f"backward pass: the hardware does {1 + remat / per_example:.2f}x the "
                      f"model FLOPs (not counted in MFU)")
-    if step_seconds:
-        achieved = config.batch_size * per_example / step_seconds
-        lines.append(f"achieved:      {achieved / 1e12:.3f} TFLOP/s of model FLOPs over "
-                     f"{jax.device_count()} device(s)")
+    if "achieved_per_s" in figures:
+        lines.append(f"achieved:      {figures['achieved_per_s'] / 1e12:.3f} TFLOP/s of model "
+                     f"FLOPs over {jax.device_count()} device(s)")
         for name, peak in peaks:
-            lines.append(f"MFU:           {achieved / (peak * jax.device_count()):.1%} of "
-                         f"{peak / 1e12:.3g} TFLOP/s per device ({name})")
+            lines.append(f"MFU:           {figures['mfu'][name]:.1%} of {peak / 1e12:.3g} "
+                         f"TFLOP/s per device ({name})")
     return lines
 
 
-def _build(config, vocab_size):
+def _build(config, vocab_size, steps, caption_len):
     """(mesh, rules, model, tx, schedule) of the config; ValueError names a bad field."""
-    for name, value in (("--steps", _STEPS.value), ("--caption_len", _CAPTION_LEN.value),
+    for name, value in (("--steps", steps), ("--caption_len", caption_len),
                         ("--vocab_size", vocab_size)):
         if value < 1:
             raise ValueError(f"{name}={value} must be at least 1")
@@ -171,78 +252,161 @@ def _build(config, vocab_size):
     return mesh, state_lib.axis_rules(config), model, tx, schedule
 
 
-def main(argv):
-    del argv
-    config = train._CONFIG.value  # noqa: SLF001  (the trainer's --config flag)
-    vocab_size = config.model.t5.get("vocab_size") or _VOCAB_SIZE.value or (
-        250112 if config.vocab.path.startswith("gs://") else 1024)
-    try:
-        mesh, rules, model, tx, schedule = _build(config, vocab_size)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    compilation_cache.enable_from_flag(train._COMPILATION_CACHE.value)  # noqa: SLF001  The trainer's flag.
+def optimizer_figures(tx, state, repeats=5):
+    """The optimizer's update alone on `state`'s parameters: ms per call, kernels, bytes."""
+    def update(params, grads, opt_state):
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params, opt_state = state["params"], state["opt_state"]
+    grads = jax.tree.map(lambda p: 1e-3 * p, params)
+    compiled = jax.jit(update).lower(params, grads, opt_state).compile()
+    jax.block_until_ready(compiled(params, grads, opt_state))
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = compiled(params, grads, opt_state)
+    jax.block_until_ready(out)
+    hlo = hlo_figures(compiled)
+    return {"ms": 1e3 * (time.perf_counter() - start) / repeats, "kernels": hlo["kernels"],
+            "xla_bytes_accessed": hlo["xla_bytes_accessed"],
+            "parameter_bytes": sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))}
+
+
+def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
+            time_optimizer=False, say=print):
+    """Compiles and times the train step of `config`; returns its figures (a dict).
+
+    Prints each figure with `say` as soon as it is known. The persistent
+    compilation cache is whatever the caller enabled.
+
+    Raises:
+        ValueError: a bad config field or argument (the message names it).
+    """
+    mesh, rules, model, tx, schedule = _build(config, vocab_size, steps, caption_len)
     abstract, shardings = state_lib.state_shardings(model, tx, mesh, rules)
     batch_sharding = NamedSharding(mesh, P("data"))
     device = jax.devices()[0]
     cfg = model.config
-    print(f"device: {jax.device_count()} x {device.device_kind}; config: batch "
-          f"{config.batch_size}, image {cfg.image_size}, dtype {config.model.dtype}, "
-          f"scan {cfg.t5.scan}, remat {cfg.t5.remat}, mesh {dict(mesh.shape)}, fsdp "
-          f"{config.mesh.fsdp}, targets padded to {config.data.max_target_len}", flush=True)
-    print(f"parameters:    {sum(x.size for x in jax.tree.leaves(abstract['params'])) / 1e6:.1f}M")
+    out = {"device": device.device_kind, "device_count": jax.device_count(),
+           "platform": device.platform, "jax_version": jax.__version__,
+           "batch_size": config.batch_size,
+           "grad_accum_steps": config.grad_accum_steps, "image_size": cfg.image_size,
+           "dtype": config.model.dtype, "scan": cfg.t5.scan, "remat": cfg.t5.remat,
+           "max_target_len": config.data.max_target_len, "vocab_size": vocab_size,
+           "parameters": sum(x.size for x in jax.tree.leaves(abstract["params"]))}
+    say(f"device: {jax.device_count()} x {device.device_kind}; config: batch "
+        f"{config.batch_size}, image {cfg.image_size}, dtype {config.model.dtype}, "
+        f"scan {cfg.t5.scan}, remat {cfg.t5.remat}, mesh {dict(mesh.shape)}, fsdp "
+        f"{config.mesh.fsdp}, targets padded to {config.data.max_target_len}")
+    say(f"parameters:    {out['parameters'] / 1e6:.1f}M")
 
     init_fn = state_lib.init_state_fn(model, tx, shardings)
     compiled_init, init_report, init_lines = compile_timed(init_fn, jax.random.key(0))
-    print(f"compile init:  {init_report}; StableHLO {init_lines} lines", flush=True)
+    out["compile_init"] = {**init_report, "stablehlo_lines": init_lines}
+    say(f"compile init:  {_compile_text(init_report)}; StableHLO {init_lines} lines")
     step_fn = jax.jit(train.make_train_step(model, tx, schedule, config),
                       in_shardings=(shardings, batch_sharding, None),
                       out_shardings=(shardings, None), donate_argnums=0)
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         compiled, step_report, step_lines = compile_timed(
             step_fn, abstract, abstract_batch(config, batch_sharding), jax.random.key(1))
-    print(f"compile step:  {step_report}; StableHLO {step_lines} lines", flush=True)
-    print("\n".join(memory_lines(compiled)))
-    xla_flops = flops.compiled_flops(compiled)
-    if xla_flops:
-        print(f"XLA's count:   {xla_flops / 1e9:.1f} GFLOP per step (its cost analysis: counts "
-              f"a scanned layer stack once and, on GPUs, misses library-call dots)")
+    out["compile_step"] = {**step_report, "stablehlo_lines": step_lines}
+    say(f"compile step:  {_compile_text(step_report)}; StableHLO {step_lines} lines")
+    out["memory_analysis"] = memory_figures(compiled)
+    say("\n".join(memory_lines(out["memory_analysis"])))
+    out["xla_flops"] = flops.compiled_flops(compiled)
+    if out["xla_flops"]:
+        say(f"XLA's count:   {out['xla_flops'] / 1e9:.1f} GFLOP per step (its cost analysis: "
+            f"counts a scanned layer stack once and, on GPUs, misses library-call dots)")
+    out["hlo"] = hlo_figures(compiled)
+    top = sorted(out["hlo"]["kernels_by_op"].items(), key=lambda kv: -kv[1])[:6]
+    say(f"optimized HLO: {out['hlo']['kernels']} kernels ("
+        + ", ".join(f"{n} {op}" for op, n in top) + f"), {out['hlo']['converts']} converts, "
+        + (f"{out['hlo']['xla_bytes_accessed'] / GIB:.2f} GiB accessed by XLA's cost analysis"
+           if out["hlo"]["xla_bytes_accessed"] else "no cost analysis"))
     rng = np.random.default_rng(0)
-    batch = random_batch(config, vocab_size, rng, _CAPTION_LEN.value)
+    batch = random_batch(config, vocab_size, rng, caption_len)
     lengths = (batch["targets"] > 0).sum(axis=1)
-    if _MEMORY_ONLY.value:
-        print("\n".join(flop_lines(cfg, config, lengths, None, [])))
-        return
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+    if limit and out["memory_analysis"] and out["memory_analysis"]["total_gib"] > limit / GIB:
+        out.update(does_not_fit=True, device_memory_gib=limit / GIB)
+        say(f"not run:       XLA's memory analysis exceeds the device's "
+            f"{limit / GIB:.1f} GiB")
+        memory_only = True
+    if memory_only:
+        out["flops"] = flop_figures(cfg, config, lengths, None, [])
+        say("\n".join(flop_lines(out["flops"], config, [])))
+        return out
 
     state = compiled_init(jax.random.key(0))
     batch = jax.device_put(batch, batch_sharding)
     state, m = compiled(state, batch, jax.random.key(1))  # Warm-up.
     jax.block_until_ready(m)
+    out["first_step_done_unix_s"] = time.time()
     start = time.perf_counter()
-    for i in range(_STEPS.value):
+    for i in range(steps):
         state, m = compiled(state, batch, jax.random.key(i))
     jax.block_until_ready(m)
-    seconds = (time.perf_counter() - start) / _STEPS.value
+    seconds = (time.perf_counter() - start) / steps
+    out["loss"] = float(m["train/loss"])
 
     stats = device.memory_stats() or {}
     if "peak_bytes_in_use" in stats:
-        print(f"peak memory:   {stats['peak_bytes_in_use'] / GIB:.2f} GiB on device 0 "
-              f"(reported by the backend)")
+        out["peak_memory_gib"] = stats["peak_bytes_in_use"] / GIB
+        say(f"peak memory:   {out['peak_memory_gib']:.2f} GiB on device 0 (reported by the "
+            f"backend)")
     real_tokens = int(lengths.sum())
     padded_tokens = config.batch_size * config.data.max_target_len
-    print(f"step time:     {seconds * 1e3:.1f} ms (mean of {_STEPS.value} after a warm-up)")
-    print(f"examples/s:    {config.batch_size / seconds:.2f}")
-    print(f"target tok/s:  real {real_tokens / seconds:.0f} (captions of "
-          f"{real_tokens / config.batch_size:.1f} tokens on average), padded "
-          f"{padded_tokens / seconds:.0f} ({config.data.max_target_len} positions per example)")
+    out.update(step_s=seconds, steps=steps, examples_per_s=config.batch_size / seconds,
+               real_tokens_per_s=real_tokens / seconds,
+               padded_tokens_per_s=padded_tokens / seconds)
+    say(f"step time:     {seconds * 1e3:.1f} ms (mean of {steps} after a warm-up)")
+    say(f"examples/s:    {out['examples_per_s']:.2f}")
+    say(f"target tok/s:  real {out['real_tokens_per_s']:.0f} (captions of "
+        f"{real_tokens / config.batch_size:.1f} tokens on average), padded "
+        f"{out['padded_tokens_per_s']:.0f} ({config.data.max_target_len} positions per example)")
     dtype = jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32
     peaks = []
     if flops.peak_flops(device):
         peaks.append(("data-sheet dense bf16 peak", flops.peak_flops(device)))
     n = 4096 if device.platform in ("gpu", "tpu") else 2048
+    out["matmul_flops_per_s"] = matmul_flops_per_second(n, dtype)
     peaks.append((f"a {n}x{n} {jnp.dtype(dtype).name} matmul measured in this run",
-                  matmul_flops_per_second(n, dtype)))
-    print("\n".join(flop_lines(cfg, config, lengths, seconds, peaks)))
+                  out["matmul_flops_per_s"]))
+    out["peaks"] = dict(peaks)
+    out["flops"] = flop_figures(cfg, config, lengths, seconds, peaks)
+    say("\n".join(flop_lines(out["flops"], config, peaks)))
+    if time_optimizer:
+        o = out["optimizer"] = optimizer_figures(tx, state)
+        say(f"optimizer:     {o['ms']:.1f} ms for the update alone ({o['ms'] / 1e3 / seconds:.0%} "
+            f"of a step), {o['kernels']} kernels, XLA's bytes accessed "
+            f"{o['xla_bytes_accessed'] / o['parameter_bytes']:.1f}x the parameters'")
+    return out
+
+
+def default_vocab_size(config, flag_value=None):
+    """config.model.t5.vocab_size, else the flag, else mT5's for gs:// vocabularies, else 1024."""
+    return config.model.t5.get("vocab_size") or flag_value or (
+        250112 if config.vocab.path.startswith("gs://") else 1024)
+
+
+def main(argv):
+    del argv
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
+    config = train._CONFIG.value  # noqa: SLF001  (the trainer's --config flag)
+    compilation_cache.enable_from_flag(train._COMPILATION_CACHE.value)  # noqa: SLF001  The trainer's flag.
+    try:
+        figures = measure(config, default_vocab_size(config, _VOCAB_SIZE.value),
+                          steps=_STEPS.value, caption_len=_CAPTION_LEN.value,
+                          memory_only=_MEMORY_ONLY.value, time_optimizer=_TIME_OPTIMIZER.value,
+                          say=lambda s: print(s, flush=True))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if _JSON.value:
+        with open(_JSON.value, "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=1)
 
 
 if __name__ == "__main__":

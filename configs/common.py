@@ -127,6 +127,8 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
                                           # (BB on a CPU: step compiles ~3x, initializer
                                           # ~6x faster than unrolled; same checkpoints).
         remat=remat,                      # Recompute layer activations in the backward pass.
+        remat_policy="full",              # What remat keeps: "full" nothing (least memory),
+                                          # "dots" the matmul outputs (model/layers.py).
         vit=dict(
             variant=vit,                  # big_vision size/patch name.
             pool=VIT_POOL[vit],           # How the checkpoint pools (see VIT_POOL).

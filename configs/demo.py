@@ -53,6 +53,7 @@ def get_config():
         dropout=0.0,
         scan=False,
         remat=False,
+        remat_policy="full",              # What remat keeps: "full" nothing, "dots" the matmuls.
         vit=dict(variant="mu/16", pool="map", posemb="learn",
                  width=128, depth=2, mlp_dim=256, num_heads=4),
         t5=dict(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=256,

@@ -115,7 +115,7 @@ def register_tasks(dataset, *, tfds_data_dir, vocab_path, langs, tfds_config=Non
         raise FileNotFoundError(
             f"{dataset}/{builder.builder_config.name} is not built in {tfds_data_dir}; run "
             f"python -m data.build {dataset} --manual_dir ... --data_dir {tfds_data_dir}")
-    vocab = tokenizer.get_vocabulary(vocab_path)
+    vocab = tokenizer.seqio_vocabulary(vocab_path)
     features = {"inputs": seqio.Feature(vocab, add_eos=True),
                 "targets": seqio.Feature(vocab, add_eos=True)}
     split_template = _SPLITS[dataset]

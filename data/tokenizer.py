@@ -77,24 +77,72 @@ def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols
     return path
 
 
-def get_vocabulary(path, extra_ids=0):
-    """Loads a SentencePiece model as a seqio vocabulary.
+class Vocabulary:
+    """A SentencePiece model with the interface of seqio's vocabulary that this code uses.
+
+    `encode`, `decode`, `vocab_size`, `eos_id`, `pad_id`, `unk_id` and
+    `tokenizer` (the SentencePieceProcessor) behave as
+    `seqio.SentencePieceVocabulary`'s without extra ids; seqio is not imported
+    because it imports TensorFlow, which the training process does without.
+    `data/tasks.py` (the seqio tasks) uses `seqio_vocabulary`.
+    """
+
+    def __init__(self, path, processor):
+        self.path = path
+        self.tokenizer = processor
+
+    @property
+    def vocab_size(self):
+        return self.tokenizer.get_piece_size()
+
+    @property
+    def eos_id(self):
+        return self.tokenizer.eos_id()
+
+    @property
+    def pad_id(self):
+        return PAD_ID
+
+    @property
+    def unk_id(self):
+        return self.tokenizer.unk_id()
+
+    def encode(self, text):
+        """Text -> piece ids, without EOS."""
+        return self.tokenizer.encode_as_ids(text)
+
+    def decode(self, ids):
+        """Piece ids -> text, up to the first EOS; ids beyond the vocabulary read as UNK."""
+        ids = [self.unk_id if int(i) >= self.vocab_size else int(i) for i in ids]
+        if EOS_ID in ids:
+            ids = ids[:ids.index(EOS_ID) + 1]
+        return self.tokenizer.decode_ids(ids)
+
+
+def _read_model(path):
+    """The bytes of a local or `gs://` .model file (remote ones through etils.epath)."""
+    if "://" not in path:
+        with open(path, "rb") as f:
+            return f.read()
+    from etils import epath  # noqa: PLC0415  Only remote paths need it.
+
+    return epath.Path(path).read_bytes()
+
+
+def get_vocabulary(path):
+    """Loads a SentencePiece model with T5's special ids.
 
     Args:
         path: local path or a `gs://` URL of a `.model` file.
-        extra_ids: sentinel ids to append (mT5's file already has its 100
-            sentinels built in for span corruption; captioning needs none).
 
     Returns:
-        A `seqio.SentencePieceVocabulary`.
+        A `Vocabulary`.
 
     Raises:
         FileNotFoundError: a local path that does not exist.
         ValueError: the file is not a SentencePiece model, or its special ids
             are not T5's.
     """
-    import seqio  # Deferred: importing seqio pulls in TensorFlow.
-
     if not path:
         raise ValueError("no SentencePiece model path given (config field 'vocab_path')")
     if "://" not in path and not os.path.exists(path):
@@ -102,9 +150,8 @@ def get_vocabulary(path, extra_ids=0):
             f"SentencePiece model not found: {path}. Real configs use mT5's "
             f"gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model (or a local "
             f"copy); the demo writes DIR/spm/demo.model via `python -m data.demo --out DIR`.")
-    vocab = seqio.SentencePieceVocabulary(path, extra_ids=extra_ids)
     try:
-        processor = vocab.tokenizer
+        processor = spm.SentencePieceProcessor(model_proto=_read_model(path))
     except Exception as e:  # sentencepiece raises RuntimeError/OSError variants.
         raise ValueError(f"{path}: not a SentencePiece model ({e})") from None
     ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())
@@ -112,7 +159,14 @@ def get_vocabulary(path, extra_ids=0):
         raise ValueError(
             f"{path}: special ids (pad, eos, unk) are {ids}, expected T5's "
             f"{(PAD_ID, EOS_ID, UNK_ID)}")
-    return vocab
+    return Vocabulary(path, processor)
+
+
+def seqio_vocabulary(path):
+    """The same model as a `seqio.SentencePieceVocabulary`, for seqio tasks (imports TensorFlow)."""
+    import seqio  # noqa: PLC0415  Deferred: importing seqio pulls in TensorFlow.
+
+    return seqio.SentencePieceVocabulary(get_vocabulary(path).path)
 
 
 def detokenize(vocab, tokens):
@@ -122,7 +176,7 @@ def detokenize(vocab, tokens):
     training/state.padded_vocab_size) are dropped.
 
     Args:
-        vocab: the seqio vocabulary the ids come from.
+        vocab: the `Vocabulary` the ids come from.
         tokens: int array-like [batch, length], as the decoders return them.
 
     Returns:

@@ -33,9 +33,6 @@ is written before the evaluation has succeeded.
 import os
 import sys
 
-# TensorFlow (behind seqio) logs CUDA probing at import; users need none of it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 import numpy as np
 from absl import flags, logging
 from ml_collections import config_flags

@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from model import layers
 from model import partitioning as part
 from model import t5 as t5_lib
 from model import vit as vit_lib
@@ -23,7 +24,8 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 # Keys of `config.model` and of its towers. A key that is missing or None takes the
 # default of the dataclass field it sets (ViTConfig, T5Config, CaptionerConfig): the
 # one place where defaults live.
-_MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", "remat")
+_MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", "remat",
+               "remat_policy")
 _VIT_KEYS = ("variant", "pool", "posemb", "dropout", "width", "depth", "mlp_dim", "num_heads")
 _T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
             "num_decoder_layers", "vocab_size")
@@ -146,9 +148,10 @@ def captioner_config(model_config) -> CaptionerConfig:
     optional vit.{width, depth, mlp_dim, num_heads, pool, posemb, dropout},
     t5.{emb_dim, num_heads, head_dim, mlp_dim, num_encoder_layers,
     num_decoder_layers, vocab_size}, fusion, image_size, dtype ("float32" |
-    "bfloat16", activations only), dropout (the mT5 dropout rate), scan and
-    remat (both towers). A missing or None key keeps the default of the
-    ViTConfig / T5Config / CaptionerConfig field it sets.
+    "bfloat16", activations only), dropout (the mT5 dropout rate), scan, remat
+    and remat_policy (both towers; model/layers.REMAT_POLICIES). A missing or
+    None key keeps the default of the ViTConfig / T5Config / CaptionerConfig
+    field it sets.
 
     Args:
         model_config: an ml_collections.ConfigDict (or dict).
@@ -163,6 +166,12 @@ def captioner_config(model_config) -> CaptionerConfig:
     vit_fields = _fields(model.pop("vit", None), _VIT_KEYS, "config.model.vit")
     t5_fields = _fields(model.pop("t5", None), _T5_KEYS, "config.model.t5")
     common = {k: bool(model.pop(k)) for k in ("scan", "remat") if k in model}
+    if "remat_policy" in model:
+        policy = model.pop("remat_policy")
+        if policy not in layers.REMAT_POLICIES:
+            raise ValueError(f"config.model.remat_policy={policy!r}; known: "
+                             f"{', '.join(layers.REMAT_POLICIES)}")
+        common["remat_policy"] = policy
     if "dtype" in model:
         dtype = model.pop("dtype")
         if dtype not in DTYPES:

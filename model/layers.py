@@ -29,6 +29,13 @@ NEG_INF = -1e10
 # Name of a scanned stack -> format of its per-layer names.
 SCANNED_STACKS = {"layers": "layers_{}", "encoderblock": "encoderblock_{}"}
 
+# What a rematerialized layer keeps of its forward pass for the backward pass:
+# - "full": nothing but its input; the whole forward runs again (least memory);
+# - "dots": also the outputs of its matmuls without batch dimensions (the
+#   projections and the MLPs): only norms, activations, softmax and the
+#   attention scores (batched matmuls, a few % of the FLOPs) run again.
+REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
 
 class RMSNorm(nn.Module):
     """T5 layer norm: scales by the root mean square, no mean, no bias.
@@ -84,6 +91,14 @@ class DenseGeneral(nn.Module):
         return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
 
 
+def remat(module_class, policy: str, scan: bool):
+    """`module_class` rematerialized with a policy of REMAT_POLICIES (a layer of a stack)."""
+    if policy not in REMAT_POLICIES:
+        raise ValueError(f"unknown remat policy {policy!r}; known: {', '.join(REMAT_POLICIES)}")
+    # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE to prevent).
+    return nn.remat(module_class, prevent_cse=not scan, policy=REMAT_POLICIES[policy])
+
+
 def _as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
@@ -118,8 +133,8 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     the ViT scales its queries before calling this. Without dropout this is
     `jax.nn.dot_product_attention` (cuDNN flash attention on GPUs where
     `attention_implementation` allows, XLA elsewhere; scores accumulated and
-    softmaxed in float32); with dropout (T5X drops whole query rows of the
-    weights, which jax's does not offer) the same maths spelled out.
+    softmaxed in float32); with dropout (T5X's: one mask per key, shared by
+    every query, which jax's does not offer) the same maths spelled out.
 
     Args:
         query: [batch, q_len, heads, depth].

@@ -61,6 +61,7 @@ class T5Config:
     layer_norm_epsilon: float = 1e-6
     scan: bool = False   # nn.scan over layers ('layers' instead of 'layers_{i}')
     remat: bool = False  # rematerialize each layer in the backward pass
+    remat_policy: str = "full"  # what it keeps: a key of layers.REMAT_POLICIES
 
 
 def t5_config(variant: str, **overrides) -> T5Config:
@@ -315,7 +316,7 @@ class DecoderLayer(nn.Module):
 def _layer_stack(cls, cfg: T5Config, num_layers: int, num_args: int, **attrs):
     """Returns a callable running `num_layers` layers, scanned or unrolled."""
     if cfg.remat:
-        cls = nn.remat(cls, prevent_cse=not cfg.scan)
+        cls = layers.remat(cls, cfg.remat_policy, cfg.scan)
     if cfg.scan:
         scanned = nn.scan(
             cls, variable_axes={"params": 0, "cache": 1},

@@ -48,6 +48,7 @@ class ViTConfig:
     dtype: Any = jnp.float32  # activations; parameters are always float32
     scan: bool = False   # nn.scan over blocks ('encoderblock' instead of '_{i}')
     remat: bool = False  # rematerialize each block in the backward pass
+    remat_policy: str = "full"  # what it keeps: a key of layers.REMAT_POLICIES
 
     def __post_init__(self):
         if self.pool not in POOL_TYPES:
@@ -229,7 +230,7 @@ class Encoder(nn.Module):
         cfg = self.config
         block = Encoder1DBlock
         if cfg.remat:
-            block = nn.remat(block, prevent_cse=not cfg.scan)
+            block = layers.remat(block, cfg.remat_policy, cfg.scan)
         if cfg.scan:
             stack = nn.scan(block, variable_axes={"params": 0},
                             split_rngs={"params": True, "dropout": True},

@@ -1,5 +1,6 @@
 """Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses)."""
 
+import os
 import subprocess
 
 from configs import demo as demo_config
@@ -55,3 +56,39 @@ def start_until_first_step(cmd, cwd, env):
         if line.startswith("step "):
             break
     return proc, lines
+
+
+# A sitecustomize module that makes TensorFlow absent, as on a machine without it: `import
+# tensorflow` raises ModuleNotFoundError and importlib.util.find_spec("tensorflow") is None
+# (libraries that probe for TensorFlow take their TF-less path).
+_NO_TENSORFLOW = """\
+import importlib.machinery
+
+_find_spec = importlib.machinery.PathFinder.find_spec.__func__
+
+
+def find_spec(cls, name, path=None, target=None):
+    if name == "tensorflow" or name.startswith("tensorflow."):
+        return None
+    return _find_spec(cls, name, path, target)
+
+
+importlib.machinery.PathFinder.find_spec = classmethod(find_spec)
+"""
+
+
+def no_tensorflow_env(folder):
+    """os.environ for a subprocess in which TensorFlow cannot be imported (a sitecustomize
+    module written to `folder`, first on PYTHONPATH).
+
+    XLA's CPU backend runs without LLVM's optimizations there: such processes show
+    that things run, not how fast, and compile in ~60% of the time.
+    """
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write(_NO_TENSORFLOW)
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
+    xla_flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
+                                       "--xla_backend_optimization_level=0",
+                                       "--xla_llvm_disable_expensive_passes=true"]))
+    return {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags}

@@ -65,8 +65,12 @@ def _attention(q_len, kv_len, width_in, inner, width_out, kv_projected=True):
     projections = 2 * q_len * width_in * inner + 2 * q_len * inner * width_out
     if kv_projected:
         projections += 2 * 2 * kv_len * width_in * inner
-    scores_and_mixing = 2 * 2 * q_len * kv_len * inner
-    return projections + scores_and_mixing
+    return projections + _scores_and_mixing(q_len, kv_len, inner)
+
+
+def _scores_and_mixing(q_len, kv_len, inner):
+    """FLOPs of the attention scores q.k and of the weights times the values."""
+    return 2 * 2 * q_len * kv_len * inner
 
 
 def vit_forward_flops(vit, image_size):
@@ -155,21 +159,33 @@ def remat_flops_per_example(config, prompt_len, target_len):
     """Extra FLOPs per training example that rematerialization adds (0 without remat).
 
     A rematerialized layer (the ViT blocks with `vit.remat`, the mT5 layers
-    with `t5.remat`) runs its forward again in the backward pass, all but its
-    last matmul (the MLP's output projection), whose result the backward does
-    not need: XLA drops it.
+    with `t5.remat`) runs its forward again in the backward pass. With
+    remat_policy "full", all of it but its last matmul (the MLP's output
+    projection), whose result the backward does not need: XLA drops it; with
+    "dots", only the attention scores and their mixing of the values (the
+    other matmul outputs are kept; elementwise work is not counted).
     """
     parts = forward_flops(config, prompt_len, target_len)
     vit, t5 = config.vit, config.t5
     extra = 0
     if vit.remat:
         tokens = _vit_tokens(vit, config.image_size)
-        extra += parts["vit_blocks"] - vit.depth * 2 * tokens * vit.mlp_dim * vit.width
+        if vit.remat_policy == "dots":
+            extra += vit.depth * _scores_and_mixing(tokens, tokens, vit.width)
+        else:
+            extra += parts["vit_blocks"] - vit.depth * 2 * tokens * vit.mlp_dim * vit.width
     if t5.remat:
         encoder_len = _image_tokens(config) + prompt_len
-        last = 2 * t5.mlp_dim * t5.emb_dim * (t5.num_encoder_layers * encoder_len
-                                             + t5.num_decoder_layers * target_len)
-        extra += parts["t5_encoder"] + parts["t5_decoder"] - last
+        inner = t5.num_heads * t5.head_dim
+        if t5.remat_policy == "dots":
+            extra += (t5.num_encoder_layers * _scores_and_mixing(encoder_len, encoder_len, inner)
+                      + t5.num_decoder_layers * (_scores_and_mixing(target_len, target_len, inner)
+                                                 + _scores_and_mixing(target_len, encoder_len,
+                                                                      inner)))
+        else:
+            last = 2 * t5.mlp_dim * t5.emb_dim * (t5.num_encoder_layers * encoder_len
+                                                 + t5.num_decoder_layers * target_len)
+            extra += parts["t5_encoder"] + parts["t5_decoder"] - last
     return float(extra)
 
 

@@ -14,39 +14,16 @@ are dropped on resume so that the file never holds two values for a step.
 import json
 import math
 import os
+import socket
 import sys
 import time
 
+import jax
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
 
-def _import_tensorflow_quietly():
-    """Imports TensorFlow (summaries, tf.data) with the accelerators hidden from it, quietly.
-
-    TensorFlow must never take GPU memory that JAX needs (by default it claims
-    all of it), as in big_vision. Loading and hiding the devices, its C++ code
-    prints CUDA-probing lines to stderr ("Could not find cuda drivers ...",
-    "failed call to cuInit") before any log-level setting of this process
-    applies; a user can do nothing about them, so stderr is closed meanwhile.
-    """
-    if "tensorflow" in sys.modules:
-        return
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        import tensorflow as tf  # noqa: PLC0415
-        tf.config.set_visible_devices([], "GPU")
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-_import_tensorflow_quietly()
-
-import jax  # noqa: E402
-from clu import metric_writers  # noqa: E402
-
-import errors  # noqa: E402
-from training import flops  # noqa: E402
+import errors
+from training import flops
 
 
 def format_duration(seconds):
@@ -76,8 +53,7 @@ class MetricsLogger:
         self.total_steps = total_steps
         self._t0, self._step0 = time.time(), start_step
         self._last_eval = {}
-        self._writer = metric_writers.create_default_writer(
-            workdir, just_logging=not self.is_main, asynchronous=False)
+        self._writer = TensorBoardWriter(workdir) if self.is_main else None
         if self.is_main:
             _truncate_after(self.path, start_step if resumed else -1)
 
@@ -120,7 +96,45 @@ class MetricsLogger:
         print(" | ".join(parts), flush=True)
 
     def close(self):
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
+
+
+class TensorBoardWriter:
+    """Scalars in a TensorBoard event file, written without TensorFlow.
+
+    Each `write_scalars` appends one `Event` with a `simple_value` per name,
+    framed as TFRecords, with tensorboard's own protos and record writer (pure
+    Python). Not tensorboard's `EventFileWriter` nor clu's writers: those
+    import TensorFlow whenever it is installed (seconds at every start, and
+    on GPUs it claims device memory), and the training process never needs it.
+    Every run (and resumption) writes a new file; TensorBoard reads them all.
+    """
+
+    def __init__(self, logdir):
+        os.makedirs(logdir, exist_ok=True)
+        now = time.time()
+        # TensorBoard finds event files by the "tfevents" in their names.
+        path = os.path.join(logdir, f"events.out.tfevents.{now:.0f}.{socket.gethostname()}."
+                                    f"{os.getpid()}.v2")
+        self._records = RecordWriter(open(path, "ab"))  # noqa: SIM115  Closed by close().
+        self._write(event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
+
+    def _write(self, event):
+        self._records.write(event.SerializeToString())
+
+    def write_scalars(self, step, scalars):
+        """Appends the scalars (name -> number) of `step`."""
+        summary = summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag=name, simple_value=float(value))
+            for name, value in scalars.items()])
+        self._write(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+
+    def flush(self):
+        self._records.flush()
+
+    def close(self):
+        self._records.close()
 
 
 def _parse_lines(path):

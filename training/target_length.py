@@ -24,11 +24,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from data import cc3m35l_release, coco35l_release, tokenizer
-from training import (
-    flops,
-    metrics,  # noqa: F401  Imports TensorFlow (for seqio) without CUDA noise.
-    run_config,
-)
+from training import flops, run_config
 from training import state as state_lib
 
 PERCENTILES = (50, 90, 99, 99.9)

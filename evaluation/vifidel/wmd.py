@@ -35,10 +35,10 @@ import os
 import numpy as np
 
 # POT imports every array library it finds (TensorFlow alone takes seconds) to offer it as a
-# backend; VIFIDEL hands it numpy arrays only.
+# backend; VIFIDEL hands it numpy arrays only. It is imported on first use: the trainer imports
+# this module with its evaluators, and the GPU machines have no POT (a 33 MB wheel).
 for _backend in ("TENSORFLOW", "PYTORCH", "JAX", "CUPY"):
     os.environ.setdefault(f"POT_BACKEND_DISABLE_{_backend}", "1")
-import ot  # noqa: E402
 
 MAX_ITERATIONS = 1_000_000
 PENALTIES = ("halved", "clipped")
@@ -60,6 +60,8 @@ def emd(a, b, cost):
     b = np.asarray(b, np.float64)
     a, b = a / a.sum(), b / b.sum()
     cost = np.ascontiguousarray(cost, dtype=np.float64)
+    import ot  # noqa: PLC0415  See above.
+
     return float(ot.emd2(a, b, cost, numItermax=MAX_ITERATIONS))
 
 

@@ -20,12 +20,12 @@ from training import flops
 BATCH, PROMPT_LEN, TARGET_LEN = 2, 6, 10
 
 
-def _model(pool="gap", fusion="pooled", remat=False):
+def _model(pool="gap", fusion="pooled", remat=False, remat_policy="full"):
     return captioner.from_config(ml_collections.ConfigDict(dict(
         vit=dict(variant="mu/8", width=128, depth=2, mlp_dim=512, num_heads=4, pool=pool),
         t5=dict(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=512,
                 num_encoder_layers=2, num_decoder_layers=2, vocab_size=512),
-        image_size=32, fusion=fusion, remat=remat)))
+        image_size=32, fusion=fusion, remat=remat, remat_policy=remat_policy)))
 
 
 def _inputs(model):
@@ -81,8 +81,15 @@ def test_remat_adds_at_most_one_forward_of_the_layers():
             == flops.train_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN))
 
 
-def test_xla_counts_the_recomputed_layers_of_remat():
-    model = _model(remat=True)
+def test_remat_keeping_the_matmuls_recomputes_only_attention_scores():
+    full, dots = _model(remat=True), _model(remat=True, remat_policy="dots")
+    extra = flops.remat_flops_per_example(dots.config, PROMPT_LEN, TARGET_LEN)
+    assert 0 < extra < 0.2 * flops.remat_flops_per_example(full.config, PROMPT_LEN, TARGET_LEN)
+
+
+@pytest.mark.parametrize("policy", ["full", "dots"])
+def test_xla_counts_the_recomputed_layers_of_remat(policy):
+    model = _model(remat=True, remat_policy=policy)
     params = layers.random_params(captioner.abstract_params(model))
     images, prompt, targets = _inputs(model)
     loss = lambda p: jnp.sum(model.apply({"params": p}, images, prompt, targets))  # noqa: E731

@@ -26,6 +26,13 @@ def test_run_length_and_evaluation_may_change():
     assert run_config.incompatible_changes(saved, current.to_dict()) == []
 
 
+def test_the_remat_policy_may_change_and_be_missing_from_older_runs():
+    saved = _config().to_dict()  # A config.json from before the field.
+    current = _config()
+    current.model.remat_policy = "dots"
+    assert run_config.incompatible_changes(saved, current.to_dict()) == []
+
+
 def test_model_and_data_changes_are_named():
     saved = _config().to_dict()
     current = _config(**{"model.t5.emb_dim": 64, "data.langs": ("en",)})

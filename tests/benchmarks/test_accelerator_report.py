@@ -1,0 +1,93 @@
+"""benchmarks/accelerator_report.py --tiny: every section runs, without TensorFlow, and adds up.
+
+One run of the whole report on tiny shapes, in a subprocess where `import
+tensorflow` fails (so benchmarks/train_step.py and benchmarks/decode_speed.py,
+which it runs, are checked to start and run without it too). Its JSON must
+hold every section, and the figures must agree with each other: throughput
+with step time, MFU with the analytic FLOP count, the warm launch with the
+cold one's cache.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import tiny
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("accelerator_report")
+    env = tiny.no_tensorflow_env(folder / "no_tensorflow")
+    path = folder / "report.json"
+    result = subprocess.run(
+        [sys.executable, "benchmarks/accelerator_report.py", "--tiny", "--json", str(path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout, json.loads(path.read_text())
+
+
+def _check_step(figures):
+    assert figures["step_s"] > 0
+    assert math.isclose(figures["examples_per_s"], figures["batch_size"] / figures["step_s"])
+    assert figures["padded_tokens_per_s"] >= figures["real_tokens_per_s"] > 0
+    achieved = figures["batch_size"] * figures["flops"]["per_example"] / figures["step_s"]
+    for name, mfu in figures["flops"]["mfu"].items():
+        assert math.isclose(mfu, achieved / figures["peaks"][name]), name
+        assert 0 < mfu < 1.5, (name, mfu)
+
+
+def test_table_and_json_hold_every_section(report):
+    stdout, figures = report
+    table = stdout.split("\n\n")[0].splitlines()
+    assert table[:2] == ["| section | setting | result |", "| --- | --- | --- |"]
+    sections = {line.split(" | ")[0].lstrip("| ") for line in table[2:]}
+    assert sections == {"device", "matmul", "target length", "launch to first step",
+                        "train step", "decoding", "attention fwd+bwd"}
+    assert json.loads(stdout.split("\n\n", 1)[1]) == {
+        k: v for k, v in figures.items() if k != "table"}
+    assert figures["errors"] == {}
+
+
+def test_launch_compiles_cold_then_loads_warm(report):
+    launch = report[1]["launch"]
+    cold, warm = launch["cold"]["figures"], launch["warm"]["figures"]
+    assert cold["compile_step"]["cache_hit"] is False
+    assert warm["compile_step"]["cache_hit"] is True
+    assert 0 < warm["compile_step"]["compile_s"] < cold["compile_step"]["compile_s"]
+    for figures in (cold, warm):
+        assert figures["launch_s"] > figures["compile_step"]["compile_s"]
+
+
+def test_train_steps_add_up(report):
+    figures = report[1]
+    suggested = figures["target_len"]["suggested"]
+    assert suggested % 8 == 0 and suggested >= figures["target_len"]["p99_9"]
+    bb = [e["figures"] for e in figures["bb"]]
+    # --tiny: one length (the suggested one) and one remat policy, the launch's.
+    assert [(f["remat"], f["max_target_len"]) for f in bb] == [(True, suggested)]
+    assert bb[0] == figures["launch"]["warm"]["figures"]
+    optimizer = bb[0]["optimizer"]
+    assert optimizer["ms"] > 0 and optimizer["xla_bytes_accessed"] > optimizer["parameter_bytes"]
+    for f in bb + [e["figures"] for e in figures["bg_lg"]]:
+        _check_step(f)
+    assert [f["grad_accum_steps"] for f in (e["figures"] for e in figures["bg_lg"])] == [2]
+
+
+def test_decoding_and_attention(report):
+    figures = report[1]
+    methods = {row["method"]: row for row in figures["decoding"]["rows"]}
+    assert set(methods) == {"greedy (cache)", "beam 4 (cache)"}
+    for row in methods.values():
+        assert math.isclose(row["captions_per_s"], row["batch"] / row["run_s"])
+    rows = figures["attention"]["rows"]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["xla_ms"] > 0
+        assert row["cudnn_ms"] is None and row["cudnn_error"].startswith("not available")
