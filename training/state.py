@@ -14,12 +14,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import captioner, partitioning
-from training import checkpointing, schedules
+from training import checkpointing, optimizer, schedules
 
 
 def make_mesh(mesh_config, devices=None):
@@ -68,10 +67,8 @@ def create_optimizer(config):
         schedule = schedules.constant(config.lr.base)
     else:
         raise ValueError(f"config.lr.schedule={config.lr.schedule!r}; known: rsqrt, constant")
-    tx = optax.adafactor(
-        learning_rate=schedule,
-        clipping_threshold=config.optimizer.clipping_threshold,
-        decay_rate=config.optimizer.decay_rate)
+    tx = optimizer.adafactor(schedule, clipping_threshold=config.optimizer.clipping_threshold,
+                             decay_rate=config.optimizer.decay_rate)
     return tx, schedule
 
 
