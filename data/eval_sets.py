@@ -24,7 +24,8 @@ class CaptionSet:
 
     Attributes:
         name: what the set is ("xm3600", "coco_dev"), for messages.
-        images: float32 [num_images, H, W, 3] in [-1, 1], each image once.
+        images: uint8 [num_images, H, W, 3] pixels, each image once (the model
+            maps them to [-1, 1] on the accelerator, as for training batches).
         rows: {lang: int array [n_lang]} rows of `images` that language scores.
         keys: {lang: [n_lang] image keys}.
         references: {lang: [n_lang] lists of raw reference captions}.
@@ -43,10 +44,15 @@ class CaptionSet:
 
 
 def _read_images(paths, image_size, names, num_threads=None):
-    """Decodes each path once: float32 [len(paths), size, size, 3]."""
+    """Decodes each path once: uint8 [len(paths), size, size, 3]."""
+    out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
+
+    def read(i):
+        out[i] = image_lib.read_pixels(paths[i], image_size, name=names[i])
+
     with concurrent.futures.ThreadPoolExecutor(num_threads or os.cpu_count() or 1) as pool:
-        pixels = list(pool.map(lambda p, n: image_lib.read(p, image_size, name=n), paths, names))
-    return np.stack(pixels)
+        list(pool.map(read, range(len(paths))))
+    return out
 
 
 def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):

@@ -33,6 +33,7 @@ import os
 import shutil
 import struct
 import sys
+import threading
 import time
 
 import numpy as np
@@ -169,8 +170,11 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
             writer.write(record)
             keys.append(int(key))
             num_bytes += len(record)
-    finally:
+    except BaseException:
         writer.close()
+        os.remove(temporary)
+        raise
+    writer.close()
     summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
                "source_bytes": source_bytes, "skipped": skipped,
                "fingerprint": shard.fingerprint(options)}
@@ -380,13 +384,24 @@ def default_workers():
         return os.cpu_count() or 1
 
 
+def _exit_with_parent(parent):
+    """A worker's watchdog: a killed build must not leave its workers running."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _pool(workers):
     if workers == 0:
         return _InProcess()
     # "spawn": the parent may be a process with threads (train.py --build_data), where fork
     # is unsafe.
     return concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"))
+        workers, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent, initargs=(os.getpid(),))
 
 
 def _size(n):
