@@ -60,6 +60,11 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the j
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
+_BUILD_DATA = flags.DEFINE_bool(
+    "build_data", False,
+    "Build what config.data names but the data directory lacks (languages, images) before "
+    "training, after checking the disk's free space; without it that is an error naming the "
+    "python -m data.build command. Single-process runs only.")
 _COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache", None,
     "JAX's persistent compilation cache (a folder every host sees); default: "
@@ -226,7 +231,7 @@ def _batches_or_error(make_batches, start_step):
     except image_lib.ImageError as e:
         error = TrainingError(f"config.data: {e}; to drop such images, pass "
                               f"--config.data.corrupt_images=skip")
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, ValueError) as e:  # Missing or unbuilt files, no disk space, bad data.
         error = TrainingError(f"config.data: {e}")
     if batches is not None:
         batches.close()
@@ -234,7 +239,7 @@ def _batches_or_error(make_batches, start_step):
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
-                       compilation_cache_dir=None):
+                       compilation_cache_dir=None, build_data=False):
     """Trains (or resumes) the run in `workdir`; returns the final state.
 
     Args:
@@ -243,6 +248,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         allow_change: resume although fields that matter differ from config.json.
         compilation_cache_dir: JAX's persistent compilation cache (default:
             `compilation_cache.default_cache_dir(workdir)`; "none": off).
+        build_data: build the missing parts of the training data first (--build_data).
 
     Raises:
         run_config.ConfigError: a config field is wrong (nothing was written).
@@ -270,7 +276,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         return pipeline.train_iterator(
             config.data, vocab, global_batch_size=config.batch_size,
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
-            process_index=jax.process_index(), process_count=jax.process_count())
+            process_index=jax.process_index(), process_count=jax.process_count(),
+            build=build_data)
 
     # Model, optimizer and the shardings of their state. MFU counts the model's FLOPs
     # (training/flops.py), not what remat or XLA adds.
@@ -405,7 +412,7 @@ def main(argv):
     try:
         initialize_distributed()
         train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value,
-                           _COMPILATION_CACHE.value)
+                           _COMPILATION_CACHE.value, build_data=_BUILD_DATA.value)
     except (run_config.ConfigError, TrainingError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

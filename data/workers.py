@@ -1,7 +1,11 @@
-"""Worker processes that make training batches in parallel (for data/pipeline.py).
+"""Worker processes: training batches in parallel (data/pipeline.py), and the build's tasks.
 
-Each worker is a fresh Python process (`python -m data.workers`, not a fork of
-the trainer: the trainer has threads, and its imports are heavy) that builds a
+Each worker is a fresh Python process (`python -m data.workers`): not a fork
+of the trainer (it has threads, and its imports are heavy), and not a
+`multiprocessing` spawn either, which would import the parent's `__main__`
+(train.py and JAX) again in every worker.
+
+`WorkerPool` makes training batches. Each of its workers builds a
 `batches.BatchMaker` from a picklable spec and then makes whole batches:
 fetching the records, decoding and resizing the images, tokenising the
 captions, stacking. Step s goes to worker s % num_workers, which writes the
@@ -12,23 +16,67 @@ per batch, the only serial work left) and hands the slot to step s + depth.
 So the batches are exactly `BatchMaker.make(step)`, whatever the number of
 workers, and throughput grows with the cores.
 
-A worker ignores SIGINT and SIGTERM (the trainer decides when to stop, and
+`CallPool` runs module-level functions in worker processes and returns
+`concurrent.futures.Future`s: the build (data/builders/corpus.py) writes its
+image shards and caption tables with it.
+
+A worker ignores SIGINT and SIGTERM (the parent decides when to stop, and
 Ctrl-C reaches the whole process group) and exits when its pipe closes, so it
-never outlives the trainer. An error in a worker (a corrupt image, say) is
-raised in the trainer, with its type, when the trainer reaches that step.
+never outlives its parent. An error in a worker (a corrupt image, say) is
+raised in the parent with its type: by `next()` at that step, or by the future.
 """
 
 import argparse
+import concurrent.futures
+import importlib
 import mmap
 import os
 import pickle
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from multiprocessing.connection import Connection
 
 import numpy as np
+
+
+def _start(mode, extra_fds=(), extra_args=()):
+    """Starts `python -m data.workers <mode>`: (process, task connection, result connection)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    task_r, task_w = os.pipe()
+    result_r, result_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "data.workers", mode, "--tasks", str(task_r), "--results",
+             str(result_w), *extra_args],
+            pass_fds=(task_r, result_w, *extra_fds), env=env, stdin=subprocess.DEVNULL)
+    except BaseException:
+        for fd in (task_w, result_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(task_r)
+        os.close(result_w)
+    return proc, Connection(task_w, readable=False), Connection(result_r, writable=False)
+
+
+def _stop(procs, connections, kill=False):
+    """Closes the connections (a worker exits when its pipe closes) and reaps the processes."""
+    for connection in connections:
+        connection.close()
+    for proc in procs:
+        if kill:
+            proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _layout(shapes):
@@ -88,22 +136,13 @@ class WorkerPool:
         size = self._slot_size * self._depth
         self._fd = _shared_file(size)
         self._buffer = mmap.mmap(self._fd, size)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [root, *filter(None, [os.environ.get("PYTHONPATH")])]))
         try:
             for _ in range(num_workers):
-                task_r, task_w = os.pipe()
-                result_r, result_w = os.pipe()
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "data.workers", "--tasks", str(task_r), "--results",
-                     str(result_w), "--shared", str(self._fd)],
-                    pass_fds=(task_r, result_w, self._fd), env=env, stdin=subprocess.DEVNULL)
-                os.close(task_r)
-                os.close(result_w)
+                proc, tasks, results = _start("batches", (self._fd,),
+                                              ("--shared", str(self._fd)))
                 self._procs.append(proc)
-                self._tasks.append(Connection(task_w, readable=False))
-                self._results.append(Connection(result_r, writable=False))
+                self._tasks.append(tasks)
+                self._results.append(results)
             for tasks in self._tasks:
                 tasks.send((spec, self._fields, self._slot_size, size))
             for worker in range(num_workers):
@@ -150,20 +189,7 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
-        for tasks in self._tasks:
-            try:
-                tasks.send(None)
-            except OSError:
-                pass  # Already gone.
-            tasks.close()
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for results in self._results:
-            results.close()
+        _stop(self._procs, self._tasks + self._results)
         if self._fd is not None:
             try:
                 self._buffer.close()
@@ -179,8 +205,72 @@ class WorkerPool:
             pass  # At interpreter exit modules may be gone.
 
 
-def _serve(tasks, results, shared_fd):
-    """A worker's loop: build the BatchMaker, then make each step asked for into its slot."""
+class CallPool:
+    """Runs `fn(*args)` (fn a module-level function) in worker processes; futures back.
+
+    Like `concurrent.futures.ProcessPoolExecutor` with `submit` and `shutdown`,
+    minus the re-import of the parent's `__main__`.
+
+    Args:
+        num_workers: worker processes.
+    """
+
+    def __init__(self, num_workers):
+        self._queue = queue.Queue()
+        self._workers = [_start("calls") for _ in range(num_workers)]
+        self._threads = [threading.Thread(target=self._feed, args=worker, daemon=True)
+                         for worker in self._workers]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn, *args):
+        future = concurrent.futures.Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _feed(self, proc, tasks, results):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                tasks.send((fn.__module__, fn.__qualname__, args))
+                kind, payload = results.recv()
+            except (EOFError, OSError):
+                future.set_exception(RuntimeError(
+                    f"a build worker exited unexpectedly (exit status {proc.poll()})"))
+                return
+            if kind == "error":
+                future.set_exception(payload)
+            else:
+                future.set_result(payload)
+
+    def shutdown(self, wait=True, cancel_futures=False, kill=False):
+        """Stops the workers: after their running tasks (`wait`), or at once (`kill`)."""
+        if cancel_futures or kill:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        if kill:
+            _stop([p for p, _, _ in self._workers], [], kill=True)
+        if wait or kill:
+            for thread in self._threads:
+                thread.join()
+        _stop([p for p, _, _ in self._workers],
+              [c for _, t, r in self._workers for c in (t, r)])
+
+
+def _serve_batches(tasks, results, shared_fd):
+    """A batch worker's loop: build the BatchMaker, then make each step asked for into its slot."""
     try:
         spec, fields, slot_size, size = tasks.recv()
     except EOFError:
@@ -209,20 +299,43 @@ def _serve(tasks, results, shared_fd):
             results.send(("error", _picklable(e)))
 
 
+def _serve_calls(tasks, results):
+    """A call worker's loop: (module, function name, args) in, ("done" | "error", value) out."""
+    while True:
+        try:
+            task = tasks.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        module, name, args = task
+        try:
+            fn = importlib.import_module(module)
+            for part in name.split("."):
+                fn = getattr(fn, part)
+            results.send(("done", fn(*args)))
+        except Exception as e:  # pylint: disable=broad-except
+            results.send(("error", _picklable(e)))
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="An input worker (started by data/workers.py).")
+    parser = argparse.ArgumentParser(description="A worker process (started by data/workers.py).")
+    parser.add_argument("mode", choices=("batches", "calls"))
     parser.add_argument("--tasks", type=int, required=True)
     parser.add_argument("--results", type=int, required=True)
-    parser.add_argument("--shared", type=int, required=True)
+    parser.add_argument("--shared", type=int, default=None)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     tasks = Connection(args.tasks, writable=False)
     results = Connection(args.results, readable=False)
     try:
-        _serve(tasks, results, args.shared)
+        if args.mode == "batches":
+            _serve_batches(tasks, results, args.shared)
+        else:
+            _serve_calls(tasks, results)
     except (BrokenPipeError, ConnectionResetError):
-        pass  # The trainer is gone.
+        pass  # The parent is gone.
 
 
 if __name__ == "__main__":

@@ -39,8 +39,8 @@ def _normalize(value):
 
 
 # Fields under those prefixes that change neither shapes nor maths (how to react to a bad
-# image, how many threads decode them).
-MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.prefetch")
+# image, how many threads or processes decode them).
+MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.num_workers", "data.prefetch")
 
 
 def incompatible_changes(saved, current):

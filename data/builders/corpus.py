@@ -28,12 +28,10 @@ import io
 import json
 import logging
 import mmap
-import multiprocessing
 import os
 import shutil
 import struct
 import sys
-import threading
 import time
 
 import numpy as np
@@ -372,7 +370,7 @@ class _InProcess:
             future.set_exception(e)
         return future
 
-    def shutdown(self, wait=True, cancel_futures=False):
+    def shutdown(self, wait=True, cancel_futures=False, kill=False):
         pass
 
 
@@ -384,24 +382,12 @@ def default_workers():
         return os.cpu_count() or 1
 
 
-def _exit_with_parent(parent):
-    """A worker's watchdog: a killed build must not leave its workers running."""
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def _pool(workers):
     if workers == 0:
         return _InProcess()
-    # "spawn": the parent may be a process with threads (train.py --build_data), where fork
-    # is unsafe.
-    return concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_exit_with_parent, initargs=(os.getpid(),))
+    from data import workers as workers_lib
+
+    return workers_lib.CallPool(workers)
 
 
 def _size(n):
@@ -677,6 +663,9 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
         _raise_failures(results)
         progress.stage = f"caption tables {len(tasks)}/{len(tasks)}"
         tables = [f.result() for f in results]
+    except KeyboardInterrupt:
+        pool.shutdown(kill=True)  # Now; a shard being written is written again on resume.
+        raise
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # Running shards finish and are kept.
         raise
