@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import train
+from data import images as image_lib
 from data import pipeline
 from tests.tiny import tiny_config
 from training import checkpointing
@@ -73,8 +74,10 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp
 
     def poisoned(*args, **kwargs):
         for step, batch in enumerate(real(*args, **kwargs), start=kwargs["start_step"] + 1):
+            # Float images (the model takes them as well as uint8 pixels) can carry a NaN.
+            batch = dict(batch, image=image_lib.to_unit_range(batch["image"]))
             if step == 3:
-                batch = dict(batch, image=np.full_like(batch["image"], np.nan))
+                batch["image"] = np.full_like(batch["image"], np.nan)
             yield batch
 
     monkeypatch.setattr(pipeline, "train_iterator", poisoned)
