@@ -43,7 +43,7 @@ def release(manual_dir):
             count += 1
             if count % _TICK_LINES == 0:
                 tick(stream.position, count)
-        tick(stream.size, count)
+        tick(stream.size, stream.lines)
         return []
 
     return corpus_builder.Release(

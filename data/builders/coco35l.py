@@ -78,7 +78,7 @@ def release(manual_dir):
                 wrong_split += 1
             else:
                 unknown += 1
-        tick(stream.size, lines)
+        tick(stream.size, stream.lines)
         warnings = []
         if unknown:
             warnings.append(f"{TITLE} {split}: skipped {unknown} caption lines naming an image "

@@ -153,6 +153,7 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
     """
     from array_record.python import array_record_module
 
+    cpu = time.process_time()
     final = corpus.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
     temporary = final + ".incomplete"
     writer = array_record_module.ArrayRecordWriter(temporary, "group_size:1,uncompressed")
@@ -175,7 +176,7 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
     writer.close()
     summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
                "source_bytes": source_bytes, "skipped": skipped,
-               "fingerprint": shard.fingerprint(options)}
+               "fingerprint": shard.fingerprint(options), "cpu_s": time.process_time() - cpu}
     _write_json(_shard_summary_path(state_dir, shard), summary, replace_after=(temporary, final))
     return summary
 
@@ -264,6 +265,7 @@ def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     """
     from array_record.python import array_record_module
 
+    cpu = time.process_time()
     index = np.fromfile(spill_paths[0], dtype=_SPILL_DTYPE)
     starts = np.concatenate([[0], np.cumsum(index["length"], dtype=np.int64)])
     keys = np.load(keys_path)
@@ -305,7 +307,7 @@ def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
                 text.close()
     os.replace(temporary, final)
     return {"name": name, "num_examples": num_examples, "num_bytes": num_bytes,
-            "no_image": no_image}
+            "no_image": no_image, "num_captions": len(rows), "cpu_s": time.process_time() - cpu}
 
 
 class NotEnoughSpaceError(OSError):
@@ -552,7 +554,9 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
         progress_stream: where the progress line goes (default stderr).
 
     Returns:
-        A dict: images {split: count}, captions {split_lang: examples}, warnings [str].
+        A dict: images {split: count}, captions {split_lang: examples}, metadata (of
+        the images), warnings [str], and (when something was built) timing: seconds
+        and CPU-seconds of each stage, lines read, captions written.
 
     Raises:
         FileNotFoundError: a release file or folder is missing (named).
@@ -560,6 +564,7 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
         ValueError: a malformed file (named at file:line), or a language with
             no captions in its translation file.
     """
+    start = time.monotonic()
     dataset = release.dataset
     image_dir = corpus.images_dir(data_dir, dataset)
     caption_dir = corpus.captions_dir(data_dir, dataset)
@@ -611,13 +616,14 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
             progress.show()
 
         # The text pass runs here while the workers write images.
-        text_done = 0
+        text_done = lines_done = 0
+        text_start, text_cpu = time.monotonic(), time.process_time()
         for split, split_langs in todo.items():
             spill = Spill(state_dir, split, split_langs)
-            base = text_done
+            base, base_lines = text_done, lines_done
 
-            def tick(position, lines, base=base):
-                progress.text_done, progress.lines = base + position, lines
+            def tick(position, lines, base=base, base_lines=base_lines):
+                progress.text_done, progress.lines = base + position, base_lines + lines
                 poll()
 
             try:
@@ -630,12 +636,18 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
                                  f"in {', '.join(map(repr, empty))}, which the build needs")
             if text_paths[split]:
                 text_done += os.path.getsize(text_paths[split])
+            lines_done = progress.lines
         progress.text_done = progress.text_total
+        timing = {"lines": lines_done, "text_s": time.monotonic() - text_start,
+                  "text_cpu_s": time.process_time() - text_cpu}
         while not all(f.done() for f in image_futures):
             poll()
             concurrent.futures.wait(image_futures, timeout=1.0,
                                     return_when=concurrent.futures.FIRST_EXCEPTION)
         poll()
+        timing["images_s"] = time.monotonic() - start
+        timing["image_cpu_s"] = sum(f.result()["cpu_s"] for f in image_futures)
+        tables_start = time.monotonic()
         if not images_built:
             warnings += _finish_images(release, shards, image_dir, state_dir, options)
 
@@ -663,6 +675,9 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
         _raise_failures(results)
         progress.stage = f"caption tables {len(tasks)}/{len(tasks)}"
         tables = [f.result() for f in results]
+        timing.update(tables_s=time.monotonic() - tables_start,
+                      table_cpu_s=sum(t["cpu_s"] for t in tables),
+                      captions=sum(t["num_captions"] for t in tables))
     except KeyboardInterrupt:
         pool.shutdown(kill=True)  # Now; a shard being written is written again on resume.
         raise
@@ -682,7 +697,8 @@ def build(release, *, data_dir, langs, options=ImageOptions(), workers=None,
         pass
     for warning in warnings:
         logging.warning("%s", warning)
-    return _summary(data_dir, dataset, warnings)
+    return {**_summary(data_dir, dataset, warnings),
+            "timing": {**timing, "wall_s": time.monotonic() - start}}
 
 
 def _check_options(data_dir, dataset, options):
