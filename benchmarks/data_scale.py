@@ -215,7 +215,7 @@ def write_inputs(out, dataset, fraction, kind, workers):
     """The release folder `out/manual` (reused when written with the same parameters)."""
     manual = os.path.join(out, "manual")
     stamp = os.path.join(out, "inputs.json")
-    params = {"dataset": dataset, "fraction": fraction, "images": kind, "version": 1}
+    params = {"dataset": dataset, "fraction": fraction, "images": kind, "version": 2}
     if os.path.exists(stamp):
         with open(stamp, encoding="utf-8") as f:
             saved = json.load(f)
