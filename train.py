@@ -31,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 from data import images as image_lib
-from data import pipeline, tokenizer
+from data import pipeline, sources, tokenizer
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common as eval_common
 from training import (
@@ -271,13 +271,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         vocab = tokenizer.get_vocabulary(config.vocab.path)
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(f"config.vocab.path: {e}") from None
+    try:  # Data that is not built stops the run (or is built) before anything is compiled.
+        sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
+    except (OSError, ValueError) as e:
+        raise TrainingError(f"config.data: {e}") from None
 
     def train_batches(start_step):
         return pipeline.train_iterator(
             config.data, vocab, global_batch_size=config.batch_size,
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
-            process_index=jax.process_index(), process_count=jax.process_count(),
-            build=build_data)
+            process_index=jax.process_index(), process_count=jax.process_count())
 
     # Model, optimizer and the shardings of their state. MFU counts the model's FLOPs
     # (training/flops.py), not what remat or XLA adds.

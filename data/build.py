@@ -88,9 +88,14 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
 
     See data/builders/corpus.build for the arguments and what is raised.
     """
+    from data import corpus
     from data.builders import corpus as corpus_builder
 
     langs = config_langs(None, langs, name)
+    for old in corpus.old_layout_dirs(data_dir, name):
+        logging.warning("%s is %s in the layout before this version (a copy of every image per "
+                        "language); the build writes the new layout beside it; delete it "
+                        "when nothing reads it any more", old, name)
     options = corpus_builder.ImageOptions(corrupt_images=corrupt_images, max_side=max_side)
     logging.info("Building %s (%s) from %s into %s", name, ",".join(langs), manual_dir,
                  data_dir)

@@ -105,3 +105,17 @@ def test_unknown_language_names_the_known_ones(tiny_demo, tmp_path):
     config = _files_config(tiny_demo, **{"evals.xm3600.langs": ("en", "xx")})
     with pytest.raises(ValueError, match=r"unknown language 'xx'; known: ar, bn"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def test_data_that_is_not_built_is_one_clear_error(tiny_demo, tmp_path):
+    config = tiny_config(str(tiny_demo), **{"data.reader": "tfds",
+                                            "data.tfds_data_dir": str(tmp_path / "built")})
+    workdir = tmp_path / "run"
+    with pytest.raises(train.TrainingError, match=(
+            r"^config.data: coco35l is not built for these languages in .*built: missing the "
+            r"images and the captions of en, es, hi, zh \(about [\d.]+ [KM]B\); build it with: "
+            r"python -m data.build coco35l --manual_dir .*coco35l --data_dir .*built --langs "
+            r"en,es,hi,zh \(or run train.py with --build_data")):
+        train.train_and_evaluate(config, str(workdir))
+    assert not (workdir / "metrics.jsonl").exists()
+    assert not (tmp_path / "built").exists()  # Nothing was built unasked.
