@@ -59,3 +59,26 @@ def test_coco_dev_set_has_the_translated_dev_references(demo_dir, vocab):
         assert dev.references[lang] == [list(e.captions) for e in examples[lang]]
         expected = np.stack([image_lib.read_pixels(e.image_path, 32) for e in examples[lang]])
         np.testing.assert_array_equal(dev.images[dev.rows[lang]], expected)
+
+
+def test_coco_dev_set_from_the_build_equals_the_one_from_the_release(built_demo, vocab):
+    manual = str(built_demo / "coco35l")
+    kwargs = dict(image_size=32, prompt_template="<2{lang}>", max_prompt_len=4, max_images=5)
+    from_build = eval_sets.load_coco_dev(manual, ["en", "zh", "hi"], vocab, **kwargs)
+    assert eval_sets._built_dev(manual, ["en", "zh", "hi"]) is not None
+    assert eval_sets._built_dev(manual, ["en", "de"]) is None  # de is not built: the files.
+    built_dir = built_demo / "tfds"
+    hidden = built_demo / "tfds_hidden"
+    built_dir.rename(hidden)
+    try:
+        from_files = eval_sets.load_coco_dev(manual, ["en", "zh", "hi"], vocab, **kwargs)
+    finally:
+        hidden.rename(built_dir)
+    assert from_build.images.dtype == np.uint8
+    for field in ("keys", "references", "prompts", "rows"):
+        a, b = getattr(from_build, field), getattr(from_files, field)
+        assert a.keys() == b.keys()
+        for lang in a:
+            np.testing.assert_array_equal(np.asarray(a[lang], dtype=object),
+                                          np.asarray(b[lang], dtype=object))
+    np.testing.assert_array_equal(from_build.images, from_files.images)
