@@ -183,8 +183,8 @@ class Corpus:
                                    self._caption_splits[name]))
 
 
-class ImageStore:
-    """The images of one split: record i is (key, encoded image bytes)."""
+class _Records:
+    """Random access to the records of a split, each decoded into a tuple by `_row`."""
 
     def __init__(self, shards):
         self._shards = shards
@@ -193,28 +193,26 @@ class ImageStore:
         return len(self._shards)
 
     def fetch(self, indices):
-        """[(key, image bytes)] of the images at `indices`."""
-        out = []
-        for data in self._shards.read(indices):
-            record = records.decode(data)
-            out.append((record["key"][0], record["image"][0]))
-        return out
+        """The rows at `indices` (see the subclass)."""
+        return [self._row(records.decode(data)) for data in self._shards.read(indices)]
+
+    @staticmethod
+    def _row(record):
+        raise NotImplementedError
 
 
-class CaptionTable:
-    """The captions of one split and language: record i is (image index, key, captions)."""
+class ImageStore(_Records):
+    """The images of one split: `fetch` gives [(key, encoded image bytes)]."""
 
-    def __init__(self, shards):
-        self._shards = shards
+    @staticmethod
+    def _row(record):
+        return record["key"][0], record["image"][0]
 
-    def __len__(self):
-        return len(self._shards)
 
-    def fetch(self, indices):
-        """[(image index, key, tuple of caption strings)] of the examples at `indices`."""
-        out = []
-        for data in self._shards.read(indices):
-            record = records.decode(data)
-            out.append((record["image_index"][0], record["key"][0],
-                        tuple(c.decode("utf-8") for c in record["captions"])))
-        return out
+class CaptionTable(_Records):
+    """The captions of one split and language: `fetch` gives [(image index, key, captions)]."""
+
+    @staticmethod
+    def _row(record):
+        return (record["image_index"][0], record["key"][0],
+                tuple(c.decode("utf-8") for c in record["captions"]))

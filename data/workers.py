@@ -269,8 +269,23 @@ class CallPool:
               [c for _, t, r in self._workers for c in (t, r)])
 
 
+def _serve(tasks, results, handle):
+    """A worker's loop: each task in, ("done", handle(task)) or ("error", exception) out."""
+    while True:
+        try:
+            task = tasks.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        try:
+            results.send(("done", handle(task)))
+        except Exception as e:  # pylint: disable=broad-except
+            results.send(("error", _picklable(e)))
+
+
 def _serve_batches(tasks, results, shared_fd):
-    """A batch worker's loop: build the BatchMaker, then make each step asked for into its slot."""
+    """A batch worker: builds the BatchMaker, then makes each (step, slot) asked for."""
     try:
         spec, fields, slot_size, size = tasks.recv()
     except EOFError:
@@ -284,38 +299,22 @@ def _serve_batches(tasks, results, shared_fd):
     except Exception as e:  # pylint: disable=broad-except
         results.send(("error", _picklable(e)))
         return
-    while True:
-        try:
-            task = tasks.recv()
-        except EOFError:
-            return
-        if task is None:
-            return
+
+    def make(task):
         step, slot = task
-        try:
-            maker.make(step, out=_views(buffer, fields, slot_size, slot))
-            results.send(("done", step))
-        except Exception as e:  # pylint: disable=broad-except
-            results.send(("error", _picklable(e)))
+        maker.make(step, out=_views(buffer, fields, slot_size, slot))
+        return step
+
+    _serve(tasks, results, make)
 
 
-def _serve_calls(tasks, results):
-    """A call worker's loop: (module, function name, args) in, ("done" | "error", value) out."""
-    while True:
-        try:
-            task = tasks.recv()
-        except EOFError:
-            return
-        if task is None:
-            return
-        module, name, args = task
-        try:
-            fn = importlib.import_module(module)
-            for part in name.split("."):
-                fn = getattr(fn, part)
-            results.send(("done", fn(*args)))
-        except Exception as e:  # pylint: disable=broad-except
-            results.send(("error", _picklable(e)))
+def _call(task):
+    """fn(*args) of a (module, function name, args) task."""
+    module, name, args = task
+    fn = importlib.import_module(module)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn(*args)
 
 
 def main(argv=None):
@@ -333,7 +332,7 @@ def main(argv=None):
         if args.mode == "batches":
             _serve_batches(tasks, results, args.shared)
         else:
-            _serve_calls(tasks, results)
+            _serve(tasks, results, _call)
     except (BrokenPipeError, ConnectionResetError):
         pass  # The parent is gone.
 
