@@ -143,11 +143,15 @@ def time_pipeline_alone(demo_dir, steps):
 
 # --------------------------------------------------- 2. end to end, 224 px ----
 def legacy_iterator(data_config, encoder, *, global_batch_size, image_size, seed):
-    """The producer before issue 26, the peer of part 2 (on the same records): (queue, stop).
+    """The producer before issue 26, the peer of part 2 (on the same records).
 
     One thread makes each batch: it fetches the records of each language in
     turn, has the images decoded to float32 on a thread pool over every core,
     stacks them, and tokenises the captions, all serially but the decoding.
+
+    Returns:
+        (queue of batches, stop event, list of the producer thread's CPU-seconds
+        per batch: its serial work, decoding excluded).
     """
     from data import batches, pipeline, sampling, sources
 
@@ -173,12 +177,14 @@ def legacy_iterator(data_config, encoder, *, global_batch_size, image_size, seed
                 "targets": batches.tokenize_targets(encoder, texts,
                                                     data_config["max_target_len"])}
 
-    made, stop = queue.Queue(maxsize=2), threading.Event()
+    made, stop, serial = queue.Queue(maxsize=2), threading.Event(), []
 
     def produce():
         step = 0
         while not stop.is_set():
+            cpu = time.thread_time()
             batch = make(step)
+            serial.append(time.thread_time() - cpu)
             while not stop.is_set():
                 try:
                     made.put(batch, timeout=0.1)
@@ -189,11 +195,11 @@ def legacy_iterator(data_config, encoder, *, global_batch_size, image_size, seed
         pool.shutdown(cancel_futures=True)
 
     threading.Thread(target=produce, daemon=True).start()
-    return made, stop
+    return made, stop, serial
 
 
 def _rate(next_batch, batches, workers_cpu=None):
-    """(examples/s, worker CPU-seconds per example, trainer CPU-seconds per example)."""
+    """(examples/s, CPU-seconds per example of the workers, and of this process)."""
     next_batch()
     next_batch()
     cpu, own = (workers_cpu() if workers_cpu else 0.0), time.process_time()
@@ -222,6 +228,7 @@ def end_to_end(args):
         encoder = pipeline.SentencePieceEncoder(f.read())
     langs = languages.TRAIN_35L_LANGS
     cores = os.cpu_count()
+    measured = {}
     for max_side in (0, 320):
         data_dir = os.path.join(work, f"built_side{max_side}")
         summary = build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir,
@@ -233,13 +240,15 @@ def end_to_end(args):
         config = ml_collections.ConfigDict(dict(
             dataset="coco35l", manual_dir=manual, tfds_data_dir=data_dir, langs=langs,
             max_prompt_len=16, max_target_len=64))
-        made, stop = legacy_iterator(config, encoder, global_batch_size=256, image_size=224,
-                                     seed=0)
-        old, _, _ = _rate(made.get, args.batches)
+        made, stop, serial = legacy_iterator(config, encoder, global_batch_size=256,
+                                             image_size=224, seed=0)
+        old, _, old_cpu = _rate(made.get, args.batches)
         stop.set()
+        serial_cap = 256 / statistics.median(serial[2:] or serial)
         label = "the release's JPEGs" if not max_side else f"re-encoded at max side {max_side}"
-        print(f"   {label}: before (serial producer + decoding threads): {old:6.0f} examples/s "
-              f"({os.getloadavg()[0]:.1f} load)")
+        print(f"   {label}: before (serial producer + decoding threads): {old:6.0f} examples/s; "
+              f"{1 / old_cpu:.0f} per CPU-second; its serial thread alone caps it at "
+              f"~{serial_cap:,.0f}/s whatever the cores ({os.getloadavg()[0]:.1f} load)")
         rates = {}
         for workers in (1, 2):
             config.num_workers = workers
@@ -254,17 +263,27 @@ def end_to_end(args):
                   f"examples per CPU-second of a worker; the trainer {own * 1e6:.0f} us of CPU "
                   f"per example ({os.getloadavg()[0]:.1f} load)")
         per_core = 1 / rates[1][1]
-        efficiency = rates[2][0] / (2 * rates[1][0])
+        efficiency = min(rates[1][1] / rates[2][1], 1.0)  # Per CPU-second, 2 vs 1 workers.
         trainer_cap = 1 / max(rates[2][2], 1e-9)
-        predicted = min(16 * per_core * min(efficiency, 1.0), trainer_cap)
-        print(f"      1 -> 2 workers: {rates[2][0] / rates[1][0]:.2f}x ({100 * efficiency:.0f}% "
-              f"of linear on {cores} shared cores); predicted for 16 workers: "
-              f"~{predicted:,.0f} examples/s (16 x {per_core:.0f} per core"
-              f"{'' if efficiency >= 1 else f' x {efficiency:.2f}'}; the trainer's copy caps "
-              f"one process at ~{trainer_cap:,.0f}/s)")
+        predicted = min(16 * per_core * efficiency, trainer_cap)
+        print(f"      1 -> 2 workers: {rates[2][0] / rates[1][0]:.2f}x the examples/s on "
+              f"{cores} shared cores; per CPU-second of a worker {100 * efficiency:.0f}% of one "
+              f"worker's; predicted for 16 workers on 16 free cores: ~{predicted:,.0f} "
+              f"examples/s (16 x {per_core:.0f} x {efficiency:.2f}; the trainer's copy caps one "
+              f"process at ~{trainer_cap:,.0f}/s)")
+        new_free = min(cores * per_core * efficiency, trainer_cap)
+        old_free = min(cores / old_cpu, serial_cap)
+        print(f"      on {cores} free cores (from the CPU-seconds above): now ~{new_free:,.0f}, "
+              f"before ~{old_free:,.0f} examples/s: {new_free / old_free:.1f}x")
+        measured[max_side] = (old, rates[cores if cores in rates else 2][0], old_free, new_free)
         print(f"      cores of workers needed: {1000 / per_core:.1f}-{2000 / per_core:.1f} for "
               f"one H100 at BB's rate (1,000-2,000 examples/s), {4000 / per_core:.1f} for a "
               f"TPU-v4 host (4,000/s)")
+    before, _, before_free, _ = measured[0]
+    _, now, _, now_free = measured[320]
+    print(f"   now (built with --max_side 320, {min(cores, 2)} workers) vs before (the release's "
+          f"JPEGs, the only build there was): {now / before:.2f}x measured on this machine, "
+          f"{now_free / before_free:.1f}x on {cores} free cores")
 
 
 def main(argv=None):
