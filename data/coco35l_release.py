@@ -54,11 +54,14 @@ class _KarpathyImage(msgspec.Struct):
     split: str
     filepath: str
     filename: str
-    sentences: list[_Sentence]
+    sentences: msgspec.Raw  # Decoded image by image: 6 million tokens never live at once.
 
 
 class _KarpathyFile(msgspec.Struct):
     images: list[_KarpathyImage]
+
+
+_SENTENCES = msgspec.json.Decoder(list[_Sentence])
 
 
 class TranslationLine(msgspec.Struct):
@@ -145,12 +148,11 @@ def read_karpathy(path):
         raw = f.read()
     try:
         parsed = msgspec.json.decode(raw, type=_KarpathyFile)
-    except (msgspec.DecodeError, ValueError):
-        parsed = None  # Read again with `json`, which names the problem.
-    if parsed is not None:
         return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
-                               [" ".join(s.tokens) for s in image.sentences])
+                               [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
                 for image in parsed.images}
+    except (msgspec.DecodeError, ValueError):
+        pass  # Read again with `json`, which names the problem.
     try:
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as e:
