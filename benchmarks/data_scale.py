@@ -381,21 +381,21 @@ def throughput(dataset, manual, data_dir, langs, vocab, workers, batches):
     it = pipeline.train_iterator(config, encoder, global_batch_size=256, image_size=224, seed=0)
     for _ in range(workers + 1):  # Warm: the ring is full.
         next(it)
-    cpu = _children_cpu(it)
+    cpu = workers_cpu(it)
     start = time.perf_counter()
     for _ in range(batches):
         next(it)
     elapsed = time.perf_counter() - start
-    cpu = _children_cpu(it) - cpu
+    cpu = workers_cpu(it) - cpu
     it.close()
     return batches * 256 / elapsed, cpu / (batches * 256)
 
 
-def _children_cpu(iterator):
+def workers_cpu(iterator):
     """CPU seconds used so far by the iterator's worker processes (Linux /proc)."""
     total = 0.0
-    for proc in getattr(iterator, "_procs", []):
-        with open(f"/proc/{proc.pid}/stat", encoding="utf-8") as f:
+    for pid in getattr(iterator, "pids", []):
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total

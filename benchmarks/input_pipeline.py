@@ -255,7 +255,7 @@ def end_to_end(args):
             it = pipeline.train_iterator(config, encoder, global_batch_size=256,
                                          image_size=224, seed=0)
             rates[workers] = _rate(lambda it=it: next(it), args.batches,
-                                   lambda it=it: data_scale._children_cpu(it))
+                                   lambda it=it: data_scale.workers_cpu(it))
             it.close()
             rate, worker_cpu, own = rates[workers]
             print(f"      now, {workers} worker process{'es' if workers > 1 else ''}: "

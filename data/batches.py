@@ -3,7 +3,7 @@
 `BatchMaker.make(step)` fetches the step's examples (data/sampling.py picks
 them, data/sources.py reads them), decodes and resizes their images, stacks
 them and tokenises the prompts and captions: everything a batch needs, so
-that worker processes (data/workers.py) can make different steps in parallel
+that worker processes (data/batch_workers.py) can make different steps in parallel
 and the trainer only has to take them in order (data/pipeline.py). The
 tokeniser is SentencePiece itself, from the model's serialized bytes: no
 seqio, no TensorFlow in the workers.

@@ -14,7 +14,7 @@ The example order is a pure function of (seed, step) (data/sampling.py), so a
 run resumed at `start_step` sees the same batches as an uninterrupted one, and
 images are decoded only for the steps actually produced. A batch is made
 whole by one `batches.BatchMaker` (fetch, decode, stack, tokenise); worker processes
-(data/workers.py) make different steps in parallel, so one training process's
+(data/batch_workers.py) make different steps in parallel, so one training process's
 input throughput grows with its cores. With `num_workers=0` a thread of this
 process makes them instead (decoding on a thread pool), for debugging.
 """
@@ -140,9 +140,9 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
     num_workers = available_cores() if num_workers is None else int(num_workers)
     depth = max(int(config.get("prefetch", None) or 2), 1)
     if num_workers > 0:
-        from data import workers
+        from data import batch_workers
 
-        return workers.WorkerPool(spec, num_workers, start_step, depth + num_workers)
+        return batch_workers.WorkerPool(spec, num_workers, start_step, depth + num_workers)
     maker = batches.BatchMaker(spec, opened)
     pool = concurrent.futures.ThreadPoolExecutor(config.get("num_threads", None)
                                                  or available_cores())
