@@ -118,6 +118,17 @@ def test_both_readers_give_the_same_batches(built_demo, vocab):
             np.testing.assert_array_equal(a[key], b[key])
 
 
+def test_a_start_reads_the_build_not_the_release_files(built_demo, vocab, tmp_path):
+    release = tmp_path / "coco35l"
+    release.mkdir()  # The release folder is empty: only the build is read.
+    config = _config(built_demo, reader="tfds", manual_dir=str(release),
+                     tfds_data_dir=str(built_demo / "tfds"))
+    reference = _take(_config(built_demo, reader="tfds"), vocab, 2)
+    for a, b in zip(_take(config, vocab, 2), reference, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
 def test_worker_processes_make_the_same_batches_resumed_and_sharded(built_demo, vocab):
     config = _config(built_demo, reader="tfds")
     alone = _take(config, vocab, 6)
