@@ -11,8 +11,9 @@ The message names what is at fault: the flag, the file and line, the key, the va
 Subclasses live with the code that raises them, each naming a kind of input or failure:
 
 - under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file), `ImageError`
-  (data/images.py) and `CorruptImageError` (data/builders/common.py), `ConfigError`
-  (training/run_config.py: a config field or override), `MetricsFileError` (training/metrics.py:
+  (data/images.py), `CorruptImageError` (data/builders/corpus.py), `NotBuiltError` and
+  `OldLayoutError` (data/corpus.py: a dataset the config names is not built, or built in the
+  old layout), `ConfigError` (training/run_config.py: a config field or override), `MetricsFileError` (training/metrics.py:
   a run's metrics.jsonl), `NormalizationError` (evaluation/cider/text.py), `UsageError`
   (evaluation/evaluate.py: a flag of the checkpoint tool), one class per file kind that tools
   exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
@@ -20,8 +21,8 @@ Subclasses live with the code that raises them, each naming a kind of input or f
   folders that do not pair), `MetaError` (evaluation/analysis/meta_scores.py: the
   meta-evaluation's own inputs), `DuplicateRating` (humaneval/store.py), `Refused`
   (humaneval/web.py: a rating-app request answered with a page in the rater's language);
-- under `RunError`: `TrainingError` (train.py), `CheckpointError` and `IncompatibleCheckpoint`
-  (training/checkpointing.py).
+- under `RunError`: `NotEnoughSpaceError` (data/builders/corpus.py), `TrainingError`
+  (train.py), `CheckpointError` and `IncompatibleCheckpoint` (training/checkpointing.py).
 
 Code with no kind of its own (the CIDEr and VIFIDEL engines, the human-evaluation kit) raises
 `InputError` itself.

@@ -29,7 +29,7 @@ from ml_collections import config_flags
 
 import errors
 from data import images as image_lib
-from data import pipeline, tokenizer
+from data import pipeline, sources, tokenizer
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common as eval_common
 from training import (
@@ -58,6 +58,11 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the j
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
+_BUILD_DATA = flags.DEFINE_bool(
+    "build_data", False,
+    "Build what config.data names but the data directory lacks (languages, images) before "
+    "training, after checking the disk's free space; without it that is an error naming the "
+    "python -m data.build command. Single-process runs only.")
 _COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache", None,
     "JAX's persistent compilation cache (a folder every host sees); default: "
@@ -224,7 +229,7 @@ def _batches_or_error(make_batches, start_step):
     except image_lib.ImageError as e:
         error = TrainingError(f"config.data: {e}; to drop such images, pass "
                               f"--config.data.corrupt_images=skip")
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, errors.Error) as e:  # Missing or unbuilt files, no disk space, bad data.
         error = TrainingError(f"config.data: {e}")
     if batches is not None:
         batches.close()
@@ -232,7 +237,7 @@ def _batches_or_error(make_batches, start_step):
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
-                       compilation_cache_dir=None):
+                       compilation_cache_dir=None, build_data=False):
     """Trains (or resumes) the run in `workdir`; returns the final state.
 
     Args:
@@ -241,6 +246,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         allow_change: resume although fields that matter differ from config.json.
         compilation_cache_dir: JAX's persistent compilation cache (default:
             `compilation_cache.default_cache_dir(workdir)`; "none": off).
+        build_data: build the missing parts of the training data first (--build_data).
 
     Raises:
         run_config.ConfigError: a config field is wrong (nothing was written).
@@ -263,6 +269,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         vocab = tokenizer.get_vocabulary(config.vocab.path)
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(f"config.vocab.path: {e}") from None
+    try:  # Data that is not built stops the run (or is built) before anything is compiled.
+        sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
+    except (OSError, errors.Error) as e:
+        raise TrainingError(f"config.data: {e}") from None
 
     def train_batches(start_step):
         return pipeline.train_iterator(
@@ -422,7 +432,7 @@ def main(argv):
     try:
         initialize_distributed()
         train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value,
-                           _COMPILATION_CACHE.value)
+                           _COMPILATION_CACHE.value, build_data=_BUILD_DATA.value)
     except (run_config.ConfigError, TrainingError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

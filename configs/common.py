@@ -108,8 +108,9 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
     c.data = ml_collections.ConfigDict(dict(
         dataset=dataset,                  # COCO-35L or CC3M-35L release (data/*.py).
         manual_dir=f"{DATA_ROOT}/{dataset}",  # The release files (TFDS manual_dir).
-        reader="tfds",                    # Built TFDS datasets (python -m data.build).
+        reader="tfds",                    # Built datasets (python -m data.build; docs/datasets.md).
         tfds_data_dir=f"{DATA_ROOT}/tfds",  # Where data.build wrote them.
+        num_workers=_placeholder(),       # Processes making batches; None: one per core.
         langs=tuple(languages.TRAIN_35L_LANGS),  # The 35 training languages.
         mixture="uniform",                # Every language has every image: = proportional.
         prompt_template="<2{lang}>",      # The LangId string fed to the encoder.

@@ -36,8 +36,9 @@ def get_config():
     c.data = ml_collections.ConfigDict(dict(
         dataset="coco35l",                # COCO-35L release layout (data/coco35l_release.py).
         manual_dir="demo_data/coco35l",   # The release files (TFDS manual_dir).
-        reader="tfds",                    # "tfds": through the TFDS builder; "files": direct.
+        reader="tfds",                    # "tfds": the built data; "files": the release files.
         tfds_data_dir="",                 # '': demo_data/tfds, next to manual_dir.
+        num_workers=config_dict.placeholder(int),  # Processes making batches; None: a core each.
         langs=("en", "es", "hi", "zh"),
         mixture="uniform",                # Languages sampled uniformly.
         prompt_template="<2{lang}>",      # The LangId string fed to the encoder.

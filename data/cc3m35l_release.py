@@ -19,48 +19,91 @@ the key img2dataset gives the image when run on that TSV unshuffled. English
 is the `caption_tokenized` source caption.
 """
 
-import collections
-import logging
 import os
 import tarfile
 
-from data import jsonl, languages
+from data import coco35l_release, jsonl
 from data.coco35l_release import find_file
 from data.jsonl import FormatError
 
 SPLITS = ("train", "dev")
 KEY_FIELDS = ("image_id", "rec_num")
 _TEXT_FIELDS = ("trg_lang", "caption_tokenized", "translation_tokenized")
+# Keys below this are remembered in a bitmap (a byte per key) instead of a set.
+_BITMAP_KEYS = 1 << 26
 
 
 def parse_key(value):
     """The integer record key of an `image_id`/`rec_num` or an image file stem, else None."""
     text = str(value)
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isdigit() and text.isascii() else None
 
 
-def read_translations(path, langs):
-    """Reads a translation file into {lang: {key: caption}} for `langs` (en: the sources).
+def _check_line(where, line):
+    return coco35l_release.check_translation(where, line, required=_TEXT_FIELDS)
+
+
+class _Seen:
+    """Which integer keys have been seen: a bytearray for small keys, a set for the rest."""
+
+    def __init__(self):
+        self._bits, self._large = bytearray(), set()
+
+    def add(self, key):
+        """Marks `key`; True if it was not seen before."""
+        if key >= _BITMAP_KEYS:
+            new = key not in self._large
+            self._large.add(key)
+            return new
+        if key >= len(self._bits):
+            self._bits.extend(bytes(max(key + 1 - len(self._bits), len(self._bits))))
+        new = not self._bits[key]
+        self._bits[key] = 1
+        return new
+
+
+def stream_captions(stream, langs):
+    """Yields (key, lang, caption) of a translation file in one pass; en: the source captions.
+
+    Each record key's English caption comes once (its first line's
+    `caption_tokenized`); memory holds a byte per key seen, not the captions.
+
+    Args:
+        stream: a `jsonl.LineStream` of the file (see `open_translations`).
+        langs: language codes to keep ("en" = the source captions).
 
     Raises:
         FormatError: a malformed line; the message names the file and line.
     """
     wanted = set(langs)
-    captions = {lang: {} for lang in langs}
-    for where, row in jsonl.read_objects(path):
-        if not all(isinstance(row.get(k), str) for k in _TEXT_FIELDS):
-            raise FormatError(f"{where}: expected an object with string fields "
-                              f"{', '.join(_TEXT_FIELDS)}")
-        raw_key = next((row[k] for k in KEY_FIELDS if k in row), None)
+    english = "en" in wanted
+    seen = _Seen()
+    for lineno, row in stream:
+        raw_key = row.image_id if row.image_id is not None else row.rec_num
         key = parse_key(raw_key) if raw_key is not None else None
         if key is None:
-            raise FormatError(f"{where}: needs an integer record key in one of "
+            raise FormatError(f"{stream.path}:{lineno}: needs an integer record key in one of "
                               f"{', '.join(KEY_FIELDS)}, got {raw_key!r}")
-        if "en" in wanted:
-            captions["en"].setdefault(key, row["caption_tokenized"])
-        if row["trg_lang"] in wanted:
-            captions[row["trg_lang"]][key] = row["translation_tokenized"]
-    return captions
+        if row.caption_tokenized is None:
+            raise FormatError(f"{stream.path}:{lineno}: expected an object with string fields "
+                              f"{', '.join(_TEXT_FIELDS)}")
+        if english and seen.add(key):
+            yield key, "en", row.caption_tokenized
+        if row.trg_lang in wanted:
+            yield key, row.trg_lang, row.translation_tokenized
+
+
+def open_translations(path):
+    """A `jsonl.LineStream` over a CC3M-35L translation file (for `stream_captions`)."""
+    return jsonl.LineStream(path, coco35l_release.TRANSLATION_DECODER, _check_line)
+
+
+def translations_path(manual_dir, split):
+    """The translation file of a split, or FileNotFoundError saying where it comes from."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown CC3M-35L split {split!r}; known: {', '.join(SPLITS)}")
+    return find_file(manual_dir, f"cc3m_mt_{split}.jsonl", f"CC3M-35L {split} translations",
+                     f"https://storage.googleapis.com/crossmodal-3600/cc3m_mt_{split}.jsonl.bz2")
 
 
 def image_dir(manual_dir, split):
@@ -74,59 +117,38 @@ def image_dir(manual_dir, split):
     return folder
 
 
-def iter_images(folder):
-    """Yields (key, jpeg bytes) for every image under `folder`: tar shards or files.
+def image_files(folder):
+    """The images under `folder`, in sorted order: ([tar shard paths], [(key, path)] of files).
 
     Keys are the integer file stems (img2dataset's record keys); other files are
-    ignored. Shards and files are visited in sorted order.
+    ignored.
     """
-    for root, dirs, files in os.walk(folder):
+    tars, files = [], []
+    for root, dirs, names in os.walk(folder):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(names):
             path = os.path.join(root, name)
             stem, ext = os.path.splitext(name)
             if ext == ".tar":
-                yield from _iter_tar(path)
+                tars.append(path)
             elif ext.lower() in (".jpg", ".jpeg") and parse_key(stem) is not None:
-                with open(path, "rb") as f:
-                    yield parse_key(stem), f.read()
+                files.append((parse_key(stem), path))
+    return tars, files
 
 
-def _iter_tar(path):
+def iter_tar(path):
+    """Yields (key, "path/member", jpeg bytes) of the images of one img2dataset tar shard.
+
+    Raises:
+        FormatError: the file is not a readable tar archive (names it).
+    """
     try:
         with tarfile.open(path) as tar:
             for member in tar:
                 stem, ext = os.path.splitext(os.path.basename(member.name))
                 if member.isfile() and ext.lower() in (".jpg", ".jpeg") and \
                         parse_key(stem) is not None:
-                    yield parse_key(stem), tar.extractfile(member).read()
+                    yield parse_key(stem), f"{path}/{member.name}", \
+                        tar.extractfile(member).read()
     except tarfile.TarError as e:
         raise FormatError(f"{path}: not a readable tar shard ({e})") from None
-
-
-def read_split(manual_dir, split, langs):
-    """Reads the captions of one split: ({lang: {key: caption}}, translation file path).
-
-    Args:
-        manual_dir: the manual download folder (layout in the module docstring).
-        split: "train" or "dev".
-        langs: language codes from TRAIN_35L_LANGS.
-    """
-    if split not in SPLITS:
-        raise ValueError(f"unknown CC3M-35L split {split!r}; known: {', '.join(SPLITS)}")
-    langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
-                                  what="CC3M-35L language")
-    path = find_file(manual_dir, f"cc3m_mt_{split}.jsonl", f"CC3M-35L {split} translations",
-                     f"https://storage.googleapis.com/crossmodal-3600/cc3m_mt_{split}.jsonl.bz2")
-    return read_translations(path, langs), path
-
-
-def report_missing(captions, found_keys, where):
-    """Logs once how many captioned records have no image; returns {lang: count}."""
-    missing = collections.Counter()
-    for lang, by_key in captions.items():
-        missing[lang] = sum(1 for key in by_key if key not in found_keys)
-    if any(missing.values()):
-        logging.warning("%s: %d captioned records have no image (per language: %s)", where,
-                        max(missing.values()), dict(missing))
-    return dict(missing)

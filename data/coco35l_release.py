@@ -19,6 +19,14 @@ English is not in the translation files; it comes from the Karpathy captions
 (`tokens` joined by spaces, the tokenized form the translations were made from).
 Splits: "train" = Karpathy train + restval (113,287 images), "dev" = Karpathy
 val (5,000 images).
+
+Both files are read with msgspec (typed, in C): `read_karpathy` keeps only the
+fields it needs, and `stream_translations` reads the 19 million lines of the
+training translations in one streaming pass, with memory independent of their
+number; a line msgspec rejects is checked again with `json` for the message.
+`read_split` gathers one split in memory, which suits the demo, the "files"
+reader and the 5,000-image dev split; the builder (data/builders/coco35l.py)
+streams instead.
 """
 
 import collections
@@ -26,15 +34,46 @@ import dataclasses
 import json
 import logging
 import os
-import re
+
+import msgspec
 
 from data import jsonl, languages
 from data.jsonl import FormatError
 
 KARPATHY_FILE = "dataset_coco.json"
 SPLITS = {"train": ("train", "restval"), "dev": ("val",)}
-_IMAGE_ID = re.compile(r"^(\d+)_(\d+)$")
 _MT_FIELDS = ("image_id", "trg_lang", "translation_tokenized")
+
+
+class _Sentence(msgspec.Struct):
+    tokens: list[str]
+
+
+class _KarpathyImage(msgspec.Struct):
+    cocoid: int
+    split: str
+    filepath: str
+    filename: str
+    sentences: msgspec.Raw  # Decoded image by image: 6 million tokens never live at once.
+
+
+class _KarpathyFile(msgspec.Struct):
+    images: list[_KarpathyImage]
+
+
+_SENTENCES = msgspec.json.Decoder(list[_Sentence])
+
+
+class TranslationLine(msgspec.Struct):
+    """The fields of a translation line that COCO-35L and CC3M-35L readers use."""
+    trg_lang: str
+    translation_tokenized: str
+    image_id: str | int | None = None
+    rec_num: str | int | None = None
+    caption_tokenized: str | None = None
+
+
+TRANSLATION_DECODER = msgspec.json.Decoder(TranslationLine)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +144,20 @@ def read_karpathy(path):
     Returns:
         dict cocoid -> (split, "filepath/filename", [tokenized English captions]).
     """
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        parsed = msgspec.json.decode(raw, type=_KarpathyFile)
+        return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
+                               [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
+                for image in parsed.images}
+    except (msgspec.DecodeError, ValueError):
+        pass  # Read again with `json`, which names the problem.
+    try:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as e:
         raise FormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    del raw
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise FormatError(f"{path}: expected an object with a list field 'images'")
     images = {}
@@ -126,8 +174,27 @@ def read_karpathy(path):
     return images
 
 
-def read_translations(path, langs):
-    """Yields (cocoid, n, trg_lang, translation) for the lines in `langs`.
+def check_translation(where, line, required=_MT_FIELDS):
+    """The slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`.
+
+    Args:
+        where: "path:line" for messages.
+        line: the line's bytes.
+        required: the fields that must be strings.
+    """
+    row = jsonl.parse_line(line, where)
+    if row is None:
+        return None
+    if not all(isinstance(row.get(k), str) for k in required):
+        raise FormatError(f"{where}: expected an object with string fields "
+                          f"{', '.join(required)}")
+    fields = ("image_id", "rec_num", "caption_tokenized")
+    return TranslationLine(row["trg_lang"], row["translation_tokenized"],
+                           **{k: row[k] for k in fields if k in row})
+
+
+def stream_translations(path, langs):
+    """Yields (cocoid, n, trg_lang, translation) for the lines in `langs`, in one pass.
 
     Args:
         path: a translation file (`.jsonl`, `.jsonl.bz2` or `.jsonl.gz`).
@@ -136,20 +203,43 @@ def read_translations(path, langs):
     Raises:
         FormatError: a malformed line; the message names the file and line.
     """
+    return translations_of(jsonl.LineStream(path, TRANSLATION_DECODER, check_translation), langs)
+
+
+def translations_of(stream, langs):
+    """(cocoid, n, trg_lang, translation) of the lines of `stream` (a LineStream) in `langs`."""
     langs = set(langs)
-    for where, row in jsonl.read_objects(path):
-        if not all(isinstance(row.get(k), str) for k in _MT_FIELDS):
-            raise FormatError(f"{where}: expected an object with string fields "
-                              f"{', '.join(_MT_FIELDS)}")
-        match = _IMAGE_ID.match(row["image_id"])
-        if not match:
-            raise FormatError(f"{where}: image_id {row['image_id']!r} is not "
+    for lineno, row in stream:
+        if row.trg_lang not in langs:
+            continue
+        image_id = row.image_id
+        cocoid, sep, n = image_id.partition("_") if isinstance(image_id, str) else ("", "", "")
+        if not (sep and cocoid.isdigit() and n.isdigit() and cocoid.isascii() and n.isascii()):
+            if not isinstance(image_id, str):
+                raise FormatError(f"{stream.path}:{lineno}: expected an object with string "
+                                  f"fields {', '.join(_MT_FIELDS)}")
+            raise FormatError(f"{stream.path}:{lineno}: image_id {image_id!r} is not "
                               f"'<cocoid>_<caption index>'")
-        if row["trg_lang"] in langs:
-            yield int(match[1]), int(match[2]), row["trg_lang"], row["translation_tokenized"]
+        yield int(cocoid), int(n), row.trg_lang, row.translation_tokenized
 
 
-def _image_root(manual_dir):
+def karpathy_path(manual_dir):
+    """The Karpathy split file of `manual_dir`, or an error saying where it comes from."""
+    path = find_file(manual_dir, KARPATHY_FILE, "Karpathy split file",
+                     "http://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip")
+    if path.endswith((".bz2", ".gz")):
+        raise FormatError(f"{path}: decompress it to {KARPATHY_FILE}")
+    return path
+
+
+def translations_path(manual_dir, split):
+    """The translation file of a split, or FileNotFoundError saying where it comes from."""
+    return find_file(manual_dir, f"coco_mt_{split}.jsonl", f"COCO-35L {split} translations",
+                     f"https://storage.googleapis.com/crossmodal-3600/coco_mt_{split}.jsonl.bz2")
+
+
+def image_root(manual_dir):
+    """The folder holding train2014/ and val2014/, or FileNotFoundError saying where they go."""
     for root in (manual_dir, os.path.join(manual_dir, "images")):
         if os.path.isdir(os.path.join(root, "train2014")) or os.path.isdir(
                 os.path.join(root, "val2014")):
@@ -177,13 +267,8 @@ def read_split(manual_dir, split, langs, *, check_images=True):
         raise ValueError(f"unknown COCO-35L split {split!r}; known: {', '.join(SPLITS)}")
     langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
                                   what="COCO-35L language")
-    karpathy_path = find_file(manual_dir, KARPATHY_FILE, "Karpathy split file",
-                              "http://cs.stanford.edu/people/karpathy/deepimagesent/"
-                              "caption_datasets.zip")
-    if karpathy_path.endswith((".bz2", ".gz")):
-        raise FormatError(f"{karpathy_path}: decompress it to {KARPATHY_FILE}")
-    images = read_karpathy(karpathy_path)
-    image_root = _image_root(manual_dir)
+    images = read_karpathy(karpathy_path(manual_dir))
+    root = image_root(manual_dir)
     wanted = {cid for cid, (s, _, _) in images.items() if s in SPLITS[split]}
     stats = ReadStats()
     captions = {lang: collections.defaultdict(dict) for lang in langs}
@@ -192,10 +277,8 @@ def read_split(manual_dir, split, langs, *, check_images=True):
             captions["en"][cid] = dict(enumerate(images[cid][2]))
     translated = [lang for lang in langs if lang != "en"]
     if translated:
-        mt_path = find_file(manual_dir, f"coco_mt_{split}.jsonl", f"COCO-35L {split} "
-                            "translations", "https://storage.googleapis.com/crossmodal-3600/"
-                            f"coco_mt_{split}.jsonl.bz2")
-        for cid, n, lang, text in read_translations(mt_path, translated):
+        for cid, n, lang, text in stream_translations(translations_path(manual_dir, split),
+                                                      translated):
             if cid not in images:
                 stats.unknown_image += 1
             elif cid not in wanted:
@@ -207,7 +290,7 @@ def read_split(manual_dir, split, langs, *, check_images=True):
     for lang in langs:
         kept = []
         for cid in sorted(captions[lang]):
-            path = os.path.join(image_root, images[cid][1])
+            path = os.path.join(root, images[cid][1])
             if check_images:
                 if path not in exists:
                     exists[path] = os.path.exists(path)

@@ -18,7 +18,8 @@ real releases so that the same readers, builders and pipeline serve both:
     DIR/xm3600/oidv7-demo-annotations-human-imagelabels.csv
     DIR/vectors/wiki.<lang>.align.vec        aligned word vectors (fastText .vec), en/es/hi/zh
     DIR/spm/demo.model                       SentencePiece model (T5 ids)
-    DIR/tfds/{coco35l,xm3600}/core/1.0.0/    the TFDS builds the pipeline reads
+    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/corpus.py)
+    DIR/tfds/xm3600/core/1.0.0/              XM3600's TFDS build (for the seqio tasks)
 
 Usage: python -m data.demo --out DIR [--seed 0]
 """
@@ -271,8 +272,8 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         num_xm3600: held-out images in the XM3600 layout.
         image_size: side of the square JPEGs in pixels.
         vocab_size: SentencePiece vocabulary size (a soft limit).
-        build_tfds: also build the TFDS datasets coco35l/core and xm3600/core
-            under DIR/tfds (the training pipeline's default reader).
+        build_tfds: also build COCO-35L (en, es, hi, zh) and xm3600/core under
+            DIR/tfds (the training pipeline's default reader reads the first).
         vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
             images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
 

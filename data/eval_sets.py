@@ -2,9 +2,11 @@
 
 `load_xm3600` reads an XM3600 release folder (captions.jsonl + images/) and
 `load_coco_dev` COCO-35L's dev split (Karpathy val with its machine-translated
-references). Both return a `CaptionSet`: every image once, as model input,
-and per language the rows of the images it scores, their keys, raw reference
-captions and the LangId prompt. The evaluators (evaluation/evaluators/) decode and
+references): from the build beside the release folder when there is one
+(data/corpus.py: no translation file to parse), else from the release files.
+Both return a `CaptionSet`: every image once, as model input, and per
+language the rows of the images it scores, their keys, raw reference captions
+and the LangId prompt. The evaluators (evaluation/evaluators/) decode and
 score them.
 """
 
@@ -14,7 +16,7 @@ import os
 
 import numpy as np
 
-from data import coco35l_release, languages, pipeline, xm3600_release
+from data import coco35l_release, corpus, languages, pipeline, xm3600_release
 from data import images as image_lib
 
 
@@ -24,7 +26,8 @@ class CaptionSet:
 
     Attributes:
         name: what the set is ("xm3600", "coco_dev"), for messages.
-        images: float32 [num_images, H, W, 3] in [-1, 1], each image once.
+        images: uint8 [num_images, H, W, 3] pixels, each image once (the model
+            maps them to [-1, 1] on the accelerator, as for training batches).
         rows: {lang: int array [n_lang]} rows of `images` that language scores.
         keys: {lang: [n_lang] image keys}.
         references: {lang: [n_lang] lists of raw reference captions}.
@@ -43,14 +46,26 @@ class CaptionSet:
 
 
 def _read_images(paths, image_size, names, num_threads=None):
-    """Decodes each path once: float32 [len(paths), size, size, 3]."""
+    """Decodes each image once: uint8 [len(paths), size, size, 3].
+
+    Args:
+        paths: per image, its file's path, or a function returning its bytes.
+    """
+    out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
+
+    def read(i):
+        if callable(paths[i]):
+            out[i] = image_lib.decode_pixels(paths[i](), image_size, name=names[i])
+        else:
+            out[i] = image_lib.read_pixels(paths[i], image_size, name=names[i])
+
     with concurrent.futures.ThreadPoolExecutor(num_threads or os.cpu_count() or 1) as pool:
-        pixels = list(pool.map(lambda p, n: image_lib.read(p, image_size, name=n), paths, names))
-    return np.stack(pixels)
+        list(pool.map(read, range(len(paths))))
+    return out
 
 
 def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
-    """Builds a CaptionSet from {lang: (keys, refs, image ids)} and {image id: path}."""
+    """Builds a CaptionSet from {lang: (keys, refs, image ids)} and {image id: path or loader}."""
     order = {image_id: row for row, image_id in enumerate(paths)}
     images = _read_images(list(paths.values()), image_size, [str(i) for i in paths])
     return CaptionSet(
@@ -114,8 +129,14 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
         vocab, image_size, prompt_template, max_prompt_len, max_images: as `load_xm3600`.
 
     Returns:
-        A `CaptionSet` whose keys are COCO image ids (as strings).
+        A `CaptionSet` whose keys are COCO image ids (as strings); the same
+        whether it was read from the build or from the release files.
     """
+    built = _built_dev(manual_dir, langs)
+    if built is not None:
+        return _coco_dev_from_build(built, manual_dir, langs, vocab, image_size=image_size,
+                                    prompt_template=prompt_template,
+                                    max_prompt_len=max_prompt_len, max_images=max_images)
     examples, _ = coco35l_release.read_split(manual_dir, "dev", langs)
     per_lang, paths = {}, {}
     for lang in langs:
@@ -126,5 +147,38 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
         per_lang[lang] = ([str(i) for i in ids], [list(e.captions) for e in chosen], ids)
         for e in chosen:
             paths.setdefault(e.cocoid, e.image_path)
+    return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
+                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)
+
+
+def _built_dev(manual_dir, langs):
+    """The COCO-35L build beside `manual_dir` if it holds the dev tables of `langs`, else None."""
+    data_dir = os.path.join(os.path.dirname(os.path.abspath(manual_dir)), "tfds")
+    try:
+        built = corpus.Corpus(data_dir, "coco35l")
+    except (corpus.NotBuiltError, corpus.OldLayoutError):
+        return None
+    return built if set(langs) <= set(built.langs("dev")) else None
+
+
+def _coco_dev_from_build(built, manual_dir, langs, vocab, *, image_size, prompt_template,
+                         max_prompt_len, max_images):
+    """`load_coco_dev` from the build's dev tables (images re-encoded by the build: from files)."""
+    store = built.images("dev")
+    reencoded = built.metadata().get("max_side")
+    files = None
+    if reencoded:  # Score the images as released, not the build's smaller copies.
+        karpathy = coco35l_release.read_karpathy(coco35l_release.karpathy_path(manual_dir))
+        root = coco35l_release.image_root(manual_dir)
+        files = {cid: os.path.join(root, path) for cid, (_, path, _) in karpathy.items()}
+    per_lang, paths = {}, {}
+    for lang in langs:
+        table = built.captions("dev", lang)
+        rows = table.fetch(range(min(len(table), max_images or len(table))))
+        ids = [key for _, key, _ in rows]
+        per_lang[lang] = ([str(i) for i in ids], [list(c) for _, _, c in rows], ids)
+        for index, key, _ in rows:
+            paths.setdefault(key, files[key] if files else
+                             (lambda index=index: store.fetch([index])[0][1]))
     return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)

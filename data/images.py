@@ -1,10 +1,14 @@
-"""Image decoding and preprocessing shared by training and evaluation.
+"""Image decoding and preprocessing shared by training, evaluation and the captioning tools.
 
-Images go to the model as float32 [H, W, 3] in [-1, 1], big_vision's
-`value_range(-1, 1)`. Large JPEGs are decoded at a reduced DCT scale (PIL's
-`draft`) when that still leaves at least the target resolution: a 640x480 COCO
-image going to 224x224 decodes at 320x240, about three times faster, with the
-same antialiased result as decoding in full and downscaling.
+Images are decoded and resized on the host to uint8 [H, W, 3] (`decode_pixels`)
+and go to the accelerator as such, a quarter of the bytes of float32; the
+model maps them to float32 in [-1, 1] there (model/captioner.py), big_vision's
+`value_range(-1, 1)`, with exactly the values of `to_unit_range`, which the
+host used to apply (`decode` still does, for callers that want floats).
+Large JPEGs are decoded at a reduced DCT scale (PIL's `draft`) when that still
+leaves at least the target resolution: a 640x480 COCO image going to 224x224
+decodes at 320x240, about three times faster, with the same antialiased result
+as decoding in full and downscaling.
 
 Any mode PIL reads becomes RGB (`to_rgb`): transparency is composited onto
 white, 16-bit grayscale scaled to 8 bits, CMYK and palettes converted. Photos
@@ -47,8 +51,21 @@ def to_rgb(image, *, upright=False):
     return image.convert("RGB")
 
 
+def to_unit_range(pixels):
+    """uint8 pixels as float32 in [-1, 1]: x * (2 / 255) - 1, each step rounded to float32."""
+    out = np.asarray(pixels).astype(np.float32)
+    out *= 2.0 / 255.0  # In place: half the memory traffic of `x * a - b`.
+    out -= 1.0
+    return out
+
+
 def decode(data, size, *, crop=None, name="image", upright=False):
-    """Decodes image bytes (any format PIL reads) into float32 [size, size, 3] in [-1, 1].
+    """Decodes image bytes into float32 [size, size, 3] in [-1, 1]; see `decode_pixels`."""
+    return to_unit_range(decode_pixels(data, size, crop=crop, name=name, upright=upright))
+
+
+def decode_pixels(data, size, *, crop=None, name="image", upright=False):
+    """Decodes image bytes (any format PIL reads) into uint8 [size, size, 3].
 
     Args:
         data: the encoded image bytes.
@@ -78,15 +95,16 @@ def decode(data, size, *, crop=None, name="image", upright=False):
         box = (round(left * w), round(top * h), round((left + width) * w),
                round((top + height) * h))
         image = image.crop(box)
-    image = image.resize((size, size), Image.BILINEAR)
-    pixels = np.asarray(image).astype(np.float32)  # [size, size, 3]
-    pixels *= 2.0 / 255.0  # In place: half the memory traffic of `x * a - b`.
-    pixels -= 1.0
-    return pixels
+    return np.asarray(image.resize((size, size), Image.BILINEAR))  # [size, size, 3]
 
 
 def read(path, size, *, crop=None, name=None):
-    """Reads and decodes an image file; see `decode`.
+    """Reads and decodes an image file into float32 in [-1, 1]; see `read_pixels`."""
+    return to_unit_range(read_pixels(path, size, crop=crop, name=name))
+
+
+def read_pixels(path, size, *, crop=None, name=None):
+    """Reads and decodes an image file into uint8 [size, size, 3]; see `decode_pixels`.
 
     Raises:
         FileNotFoundError: the file is missing (names the path, and `name` if given).
@@ -98,7 +116,7 @@ def read(path, size, *, crop=None, name=None):
             data = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"image file not found: {label}") from None
-    return decode(data, size, crop=crop, name=label)
+    return decode_pixels(data, size, crop=crop, name=label)
 
 
 def random_crop(rng, min_area=0.8, aspect_range=(0.9, 1.1)):

@@ -2,19 +2,21 @@
 
 Training batches are numpy dicts of this process's share of a global batch:
 
-    image    float32 [b, H, W, 3]  in [-1, 1]
+    image    uint8   [b, H, W, 3]  pixels; the model maps them to [-1, 1] on the
+                                   accelerator (model/captioner.unit_range)
     prompt   int32   [b, Lp]       LangId prompt ids, EOS, then 0-padding
     targets  int32   [b, Lt]       caption ids, EOS, then 0-padding
 
-The LangId prompt is the only text the encoder sees (after the image vector);
-it tells the decoder which language to write. Its default template "<2{lang}>"
-(e.g. "<2hi>") is the target-language tag convention of multilingual NMT
-(Johnson et al., 2017), which mT5's vocabulary splits into a few ordinary
-pieces; any template with "{lang}" can be configured instead.
+The LangId prompt and the tokenisation are data/batches.py's (re-exported
+here for the readers of the prompts: the evaluators, the seqio tasks).
 
 The example order is a pure function of (seed, step) (data/sampling.py), so a
 run resumed at `start_step` sees the same batches as an uninterrupted one, and
-images are decoded only for the steps actually produced.
+images are decoded only for the steps actually produced. A batch is made
+whole by one `batches.BatchMaker` (fetch, decode, stack, tokenise); worker processes
+(data/batch_workers.py) make different steps in parallel, so one training process's
+input throughput grows with its cores. With `num_workers=0` a thread of this
+process makes them instead (decoding on a thread pool), for debugging.
 """
 
 import concurrent.futures
@@ -22,53 +24,14 @@ import os
 import queue
 import threading
 
-import numpy as np
-
-from data import images as image_lib
-from data import sampling, sources, tokenizer
-
-DEFAULT_PROMPT_TEMPLATE = "<2{lang}>"
-
-
-def prompt_text(lang, template=DEFAULT_PROMPT_TEMPLATE):
-    """The LangId prompt for `lang`, e.g. "<2es>" with the default template.
-
-    Args:
-        lang: language code.
-        template: a format string with a "{lang}" field.
-    """
-    if "{lang}" not in template:
-        raise ValueError(f"prompt template {template!r} has no '{{lang}}' field")
-    return template.format(lang=lang)
-
-
-def tokenize_prompt(vocab, lang, template, max_len):
-    """Prompt ids followed by EOS and 0-padding: int32 [max_len].
-
-    Raises:
-        ValueError: the prompt does not fit in `max_len` (truncating it would
-            cut the language id, so this is a config error).
-    """
-    ids = list(vocab.encode(prompt_text(lang, template))) + [tokenizer.EOS_ID]
-    if len(ids) > max_len:
-        raise ValueError(
-            f"prompt {prompt_text(lang, template)!r} is {len(ids)} tokens with EOS, more "
-            f"than max_prompt_len={max_len}")
-    out = np.zeros([max_len], np.int32)
-    out[:len(ids)] = ids
-    return out
-
-
-def tokenize_targets(vocab, texts, max_len):
-    """Caption ids, EOS and 0-padding: int32 [len(texts), max_len].
-
-    Long captions are truncated to max_len - 1 ids so that EOS always fits.
-    """
-    out = np.zeros([len(texts), max_len], np.int32)
-    for i, text in enumerate(texts):
-        ids = list(vocab.encode(text))[:max_len - 1] + [tokenizer.EOS_ID]
-        out[i, :len(ids)] = ids
-    return out
+from data import batches, sampling, sources
+from data.batches import (  # noqa: F401  (the prompt and tokenisation API, re-exported)
+    DEFAULT_PROMPT_TEMPLATE,
+    SentencePieceEncoder,
+    prompt_text,
+    tokenize_prompt,
+    tokenize_targets,
+)
 
 
 def _produce(out, stop, make_batch, step):
@@ -127,67 +90,60 @@ class _Prefetcher:
             pass  # At interpreter exit the queue/futures modules may be gone.
 
 
+def available_cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
-                   process_index=0, process_count=1):
+                   process_index=0, process_count=1, build=False):
     """Yields this process's share of each global training batch, forever.
 
     Args:
         data_config: ConfigDict with dataset ("coco35l" | "cc3m35l"),
             manual_dir, langs, mixture ("uniform" | "proportional"),
             prompt_template, max_prompt_len, max_target_len, augment (bool);
-            optional: reader, tfds_data_dir, tfds_config, corrupt_images (see
-            data/sources.open_sources), num_threads (decoding threads,
-            default: CPU count) and prefetch (batches made ahead, default 2).
-        vocab: a seqio vocabulary (data/tokenizer.get_vocabulary).
+            optional: reader, tfds_data_dir, corrupt_images (see
+            data/sources.py), num_workers (processes making batches; default:
+            one per core; 0: a thread of this process, decoding on
+            `num_threads` threads) and prefetch (batches made ahead, default 2).
+        vocab: a seqio vocabulary (data/tokenizer.get_vocabulary) or a
+            `SentencePieceEncoder`.
         global_batch_size: examples per step over all processes.
         image_size: side of the square model input in pixels.
         seed: the order and augmentation are a function of (seed, step).
         start_step: the first step to yield (for resuming).
         process_index, process_count: this process and the number of processes;
             each takes a disjoint slice of every global batch.
+        build: build the dataset's missing parts first (single process only;
+            see data/sources.ensure_built); otherwise they are an error.
 
     Returns:
-        An iterator of dicts image [b, H, W, 3] float32, prompt [b, Lp] int32,
+        An iterator of dicts image [b, H, W, 3] uint8, prompt [b, Lp] int32,
         targets [b, Lt] int32, with b = global_batch_size // process_count;
-        call its close() to stop the prefetch thread early.
+        call its close() to stop its workers early.
     """
-    langs, per_lang = sources.open_sources(data_config, "train",
-                                           allow_build=process_count == 1)
-    template = data_config.get("prompt_template", DEFAULT_PROMPT_TEMPLATE)
-    prompts = np.stack([tokenize_prompt(vocab, lang, template, data_config.max_prompt_len)
-                        for lang in langs])  # [num_langs, Lp]
-    sampler = sampling.Sampler([len(s) for s in per_lang], data_config.get("mixture", "uniform"),
-                               seed)
-    augment = bool(data_config.get("augment", False))
-    max_target_len = data_config.max_target_len
     sampling.process_slice(0, global_batch_size, process_index, process_count)  # Validates.
-    pool = concurrent.futures.ThreadPoolExecutor(
-        data_config.get("num_threads", None) or os.cpu_count() or 1)
+    sources.ensure_built(data_config, build=build and process_count == 1)
+    config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
+    spec = {"data_config": config, "encoder": batches.sentencepiece_encoder(vocab),
+            "global_batch_size": global_batch_size, "image_size": image_size, "seed": seed,
+            "process_index": process_index, "process_count": process_count}
+    opened = sources.open_sources(config, "train")
+    _, per_lang = opened
+    spec["sizes"] = [len(s) for s in per_lang]
+    sampling.Sampler(spec["sizes"], config.get("mixture", None) or "uniform", seed)  # Validates.
+    num_workers = config.get("num_workers", None)
+    num_workers = available_cores() if num_workers is None else int(num_workers)
+    depth = max(int(config.get("prefetch", None) or 2), 1)
+    if num_workers > 0:
+        from data import batch_workers
 
-    def load_image(position, item):
-        crop = None
-        if augment:
-            crop = image_lib.random_crop(np.random.default_rng([seed, 7, int(position)]))
-        if item.data is None:
-            return image_lib.read(item.path, image_size, crop=crop, name=item.name)
-        return image_lib.decode(item.data, image_size, crop=crop, name=item.name)
-
-    def make_batch(step):
-        start, count = sampling.process_slice(step, global_batch_size, process_index,
-                                              process_count)
-        lang_idx, example_idx, draws = sampler.sample(start, count)
-        chosen = [None] * count
-        for lang in np.unique(lang_idx):  # One batched read per language.
-            where = np.flatnonzero(lang_idx == lang)
-            for i, item in zip(where, per_lang[lang].fetch(example_idx[where]), strict=True):
-                chosen[i] = item
-        pixels = list(pool.map(load_image, range(start, start + count), chosen))
-        texts = [x.captions[sampling.reference_index(d, len(x.captions))]
-                 for x, d in zip(chosen, draws, strict=True)]
-        return {
-            "image": np.stack(pixels),  # [b, H, W, 3]
-            "prompt": prompts[lang_idx],  # [b, Lp]
-            "targets": tokenize_targets(vocab, texts, max_target_len),  # [b, Lt]
-        }
-
-    return _Prefetcher(make_batch, start_step, data_config.get("prefetch", 2), pool)
+        return batch_workers.WorkerPool(spec, num_workers, start_step, depth + num_workers)
+    maker = batches.BatchMaker(spec, opened)
+    pool = concurrent.futures.ThreadPoolExecutor(config.get("num_threads", None)
+                                                 or available_cores())
+    return _Prefetcher(lambda step: maker.make(step, map_fn=pool.map), start_step, depth, pool)

@@ -1,28 +1,29 @@
-"""Random-access training sources, one per language: TFDS datasets or release files.
+"""Random-access training sources, one per language: the built datasets or the release files.
 
 The pipeline asks a source for the examples at given indices and gets back
 `Item`s (name, captions, and the encoded image or its path). Two readers:
 
-- "tfds" (default): the TFDS builders of data/builders, built on first use
-  from `manual_dir` into `tfds_data_dir` and read through ArrayRecord random
-  access, so a batch touches only its own records.
-- "files": the COCO-35L release files read directly (data/coco35l_release.py); no build
-  step, but the translation file is parsed at every start.
+- "tfds" (default): the built COCO-35L / CC3M-35L (data/corpus.py, written by
+  `python -m data.build`), read by index: a batch reads its own caption
+  records and images, and a start reads nothing but the metadata. A dataset
+  is never built here unless asked (`train.py --build_data`): a missing one is
+  an error saying what is missing, about how big it is, and the build command.
+- "files": the COCO-35L release files read directly, with no build step; the
+  translation file is parsed at every start, in every worker process, which
+  suits the demo and the tests, not the 19 million lines of the real release.
 
-The two readers order examples differently (TFDS shuffles records when
-writing), so the same seed gives different, equally valid, batches.
+Both readers give the same examples in the same order (a language's images in
+key order, references in caption order), so the same seed gives the same
+batches with either.
 """
 
 import dataclasses
 import os
 
-from data import build as build_lib
-from data import coco35l_release, languages
+from data import coco35l_release, corpus, languages
 
 READERS = ("tfds", "files")
-DATASETS = ("coco35l", "cc3m35l")
-# The feature that names an example, per dataset.
-_NAME_FEATURE = {"coco35l": "image/id", "cc3m35l": "key"}
+DATASETS = corpus.DATASETS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,25 +53,24 @@ class FileSource:
                 for e in (self._examples[int(i)] for i in indices)]
 
 
-class TfdsSource:
-    """Examples of one language read from a built TFDS split by index."""
+class CorpusSource:
+    """Examples of one language of a built dataset: its caption table and the shared images."""
 
-    def __init__(self, data_source, name_feature):
-        self._source = data_source
-        self._name_feature = name_feature
+    def __init__(self, built, split, lang):
+        self._captions = built.captions(split, lang)
+        self._images = built.images(split)
+        self._what = f"{built.dataset} {split}"
 
     def __len__(self):
-        return len(self._source)
+        return len(self._captions)
 
     def fetch(self, indices):
-        """The `Item`s at `indices`, with their encoded images."""
-        records = self._source.__getitems__([int(i) for i in indices])
-        return [Item(_text(r[self._name_feature]), tuple(_text(c) for c in r["captions"]),
-                     data=r["image"]) for r in records]
-
-
-def _text(value):
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+        """The `Item`s at `indices`, with their encoded images (each image read once)."""
+        rows = self._captions.fetch(indices)
+        wanted = sorted({row[0] for row in rows})
+        images = dict(zip(wanted, self._images.fetch(wanted), strict=True))
+        return [Item(f"key {key} ({self._what} image {index})", captions,
+                     data=images[index][1]) for index, key, captions in rows]
 
 
 def default_tfds_data_dir(manual_dir):
@@ -78,56 +78,115 @@ def default_tfds_data_dir(manual_dir):
     return os.path.join(os.path.dirname(os.path.abspath(manual_dir)), "tfds")
 
 
-def open_sources(data_config, split="train", allow_build=True):
-    """Opens one source per configured language.
-
-    Args:
-        data_config: ConfigDict with dataset, manual_dir, langs; optional reader
-            ("tfds" | "files"), tfds_data_dir, tfds_config ("all" | "core";
-            default: the smallest holding `langs`), corrupt_images ("stop" | "skip").
-        split: "train" or "dev".
-        allow_build: build the TFDS dataset if it is missing; multi-process runs
-            pass False (concurrent builds would collide) and build beforehand.
-
-    Returns:
-        (langs, sources): the language codes and a source per language.
-    """
-    dataset = data_config.dataset
+def _settings(data_config):
+    dataset = data_config["dataset"]
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
-    langs = languages.check_langs(data_config.langs, known=languages.TRAIN_35L_LANGS,
+    langs = languages.check_langs(data_config["langs"], known=languages.TRAIN_35L_LANGS,
                                   what="training language")
     reader = data_config.get("reader", None) or "tfds"
     if reader not in READERS:
         raise ValueError(f"unknown reader {reader!r}; known: {', '.join(READERS)}")
-    if reader == "files":
-        if dataset != "coco35l":
-            raise ValueError(f"reader 'files' reads coco35l only; read {dataset} with 'tfds'")
-        examples, _ = coco35l_release.read_split(data_config.manual_dir, split, langs)
-        return langs, [FileSource(examples[lang]) for lang in langs]
-    import tensorflow_datasets as tfds  # Deferred: TensorFlow is slow to import.
-
+    if reader == "files" and dataset != "coco35l":
+        raise ValueError(f"reader 'files' reads coco35l only; read {dataset} with 'tfds'")
     data_dir = data_config.get("tfds_data_dir", None) or default_tfds_data_dir(
-        data_config.manual_dir)
-    config = data_config.get("tfds_config", None) or build_lib.config_for(langs)
-    policy = data_config.get("corrupt_images", None) or "stop"
-    if allow_build:
-        builder = build_lib.build(dataset, manual_dir=data_config.manual_dir,
-                                  data_dir=data_dir, config=config, corrupt_images=policy)
-    else:
-        builder = build_lib.get_builder(dataset, data_dir=data_dir, config=config,
-                                        corrupt_images=policy)
-        if not builder.is_prepared():
-            raise FileNotFoundError(
-                f"{dataset}/{config} is not built in {data_dir}; with several processes, "
-                f"build it first: python -m data.build {dataset} --manual_dir "
-                f"{data_config.manual_dir} --data_dir {data_dir} --config {config}")
-    sources = []
-    for lang in langs:
-        name = f"{split}_{lang}"
-        if name not in builder.info.splits:
-            raise ValueError(f"{builder.data_dir} has no split {name!r}; config {config!r} "
-                             f"holds {', '.join(sorted(builder.info.splits))}")
-        sources.append(TfdsSource(builder.as_data_source(
-            name, decoders={"image": tfds.decode.SkipDecoding()}), _NAME_FEATURE[dataset]))
-    return langs, sources
+        data_config["manual_dir"])
+    return dataset, langs, reader, data_dir
+
+
+def missing(data_config, split="train"):
+    """What of the configured dataset and languages is not built: (images?, [languages]).
+
+    Raises:
+        corpus.OldLayoutError: only the layout before this one is built; the
+            message names the command that rebuilds it.
+    """
+    dataset, langs, _, data_dir = _settings(data_config)
+    try:
+        built = corpus.Corpus(data_dir, dataset)
+    except corpus.OldLayoutError:
+        old = corpus.old_layout_dirs(data_dir, dataset)
+        raise corpus.OldLayoutError(
+            f"{old[0]} holds {dataset} in the layout before this version (a copy of every "
+            f"image per language); rebuild it with: {build_command(data_config, langs)} "
+            f"(then delete {', '.join(old)})") from None
+    except corpus.NotBuiltError:
+        return True, list(langs)
+    have = set(built.langs(split))
+    return False, [lang for lang in langs if lang not in have]
+
+
+def build_command(data_config, langs):
+    """The `python -m data.build` command line that builds `langs` of the configured dataset."""
+    dataset, _, _, data_dir = _settings(data_config)
+    return (f"python -m data.build {dataset} --manual_dir {data_config['manual_dir']} "
+            f"--data_dir {data_dir} --langs {','.join(langs)}")
+
+
+def _size(num_bytes):
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if num_bytes < 1000 or unit == "TB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1000
+
+
+def ensure_built(data_config, build=False, split="train", progress_stream=None):
+    """Checks that the configured dataset and languages are built; builds them if `build`.
+
+    Args:
+        data_config: `config.data` (dataset, manual_dir, langs, reader,
+            tfds_data_dir, corrupt_images).
+        build: build what is missing (after checking the disk's free space)
+            instead of stopping; train.py passes its --build_data flag.
+        split: the split the caller reads.
+        progress_stream: where the build's progress line goes (default stderr).
+
+    Raises:
+        corpus.NotBuiltError: something is missing and `build` is False; the
+            message says what, about how big it is, and the build command.
+        corpus.OldLayoutError: the dataset is built in the layout before this one.
+    """
+    dataset, _, reader, data_dir = _settings(data_config)
+    if reader == "files":
+        return
+    images, langs = missing(data_config, split)
+    if not images and not langs:
+        return
+    from data import build as build_lib  # Deferred: only a build needs the builders.
+
+    manual_dir = data_config["manual_dir"]
+    if build:
+        build_lib.build_corpus(dataset, manual_dir=manual_dir, data_dir=data_dir, langs=langs,
+                               corrupt_images=data_config.get("corrupt_images", None) or "stop",
+                               progress_stream=progress_stream)
+        return
+    what = (["the images"] if images else []) + [f"the captions of {', '.join(langs)}"]
+    try:
+        size = f"about {_size(build_lib.estimate_bytes(dataset, manual_dir, langs, images))}"
+    except (OSError, ValueError) as e:
+        size = f"size unknown: {e}"
+    raise corpus.NotBuiltError(
+        f"{dataset} is not built for these languages in {data_dir}: missing "
+        f"{' and '.join(what)} ({size}); build it with: {build_command(data_config, langs)} "
+        f"(or run train.py with --build_data to build it first)")
+
+
+def open_sources(data_config, split="train"):
+    """Opens one source per configured language (nothing is built here; see `ensure_built`).
+
+    Args:
+        data_config: ConfigDict or dict with dataset, manual_dir, langs;
+            optional reader ("tfds" | "files") and tfds_data_dir.
+        split: "train" or "dev".
+
+    Returns:
+        (langs, sources): the language codes and a source per language.
+    """
+    dataset, langs, reader, data_dir = _settings(data_config)
+    if reader == "files":
+        examples, _ = coco35l_release.read_split(data_config["manual_dir"], split, langs)
+        return langs, [FileSource(examples[lang]) for lang in langs]
+    ensure_built(data_config, split=split)
+    built = corpus.Corpus(data_dir, dataset)
+    return langs, [CorpusSource(built, split, lang) for lang in langs]
+

@@ -9,10 +9,11 @@ One task per dataset and language, named `<dataset>_<lang>` (e.g. `coco35l_hi`):
              the first one; `captions` keeps every reference for scoring
     image    float32 [H, W, 3] in [-1, 1] (decoded and resized to image_size)
 
-Splits: coco35l/cc3m35l tasks have "train" and "validation" (the builds'
-`train_<lang>` and `dev_<lang>`); xm3600 tasks have "test". The builds are
-ArrayRecord files, which tf.data cannot read directly, so the tasks read them
-through TFDS's random-access data source.
+Splits: coco35l/cc3m35l tasks have "train" and "validation" (the caption
+tables `train_<lang>` and `dev_<lang>`, whose records point into the shared
+images, data/corpus.py); xm3600 tasks have "test". The builds are ArrayRecord
+files, which tf.data cannot read directly, so the tasks read them through
+TFDS's random-access data sources (`tfds.builder_from_directory`).
 
 Mixtures (`register_mixture`) combine the tasks of one dataset over languages
 with rates "uniform" (1 each), "proportional" (the number of training
@@ -24,7 +25,7 @@ import functools
 import numpy as np
 
 from data import build as build_lib
-from data import languages, pipeline, tokenizer
+from data import corpus, languages, pipeline, tokenizer
 
 TASK_DATASETS = ("coco35l", "cc3m35l", "xm3600")
 _SPLITS = {"coco35l": {"train": "train_{lang}", "validation": "dev_{lang}"},
@@ -37,7 +38,7 @@ def task_name(dataset, lang):
     return f"{dataset}_{lang}"
 
 
-def _example_generator(data_source, shuffle, seed):
+def _example_generator(data_source, images, shuffle, seed):
     import tensorflow_datasets as tfds  # noqa: F401  (the data source needs it loaded)
 
     order = np.arange(len(data_source))
@@ -45,19 +46,25 @@ def _example_generator(data_source, shuffle, seed):
         np.random.default_rng(seed).shuffle(order)
     for i in order:
         record = data_source[int(i)]
-        yield {"image": record["image"], "captions": list(record["captions"])}
+        image = record["image"] if images is None else images[int(record["image_index"])]["image"]
+        yield {"image": image, "captions": list(record["captions"])}
 
 
-def _dataset_fn(builder, split_template, lang, split, shuffle_files, seed=None):
+def _dataset_fn(builders, split_template, lang, split, shuffle_files, seed=None):
     import tensorflow as tf
     import tensorflow_datasets as tfds
 
     name = split_template[split].format(lang=lang)
-    source = builder.as_data_source(name, decoders={"image": tfds.decode.SkipDecoding()})
+    skip = {"image": tfds.decode.SkipDecoding()}
+    if "images" in builders:  # A caption table: its records point into the split's images.
+        source = builders["captions"].as_data_source(name)
+        images = builders["images"].as_data_source(name.split("_")[0], decoders=skip)
+    else:
+        source, images = builders["xm3600"].as_data_source(name, decoders=skip), None
     signature = {"image": tf.TensorSpec([], tf.string),
                  "captions": tf.TensorSpec([None], tf.string)}
     return tf.data.Dataset.from_generator(
-        functools.partial(_example_generator, source, shuffle_files, seed),
+        functools.partial(_example_generator, source, images, shuffle_files, seed),
         output_signature=signature)
 
 
@@ -88,18 +95,38 @@ def _add_prompt_and_target(prompt, sample):
     return fn
 
 
+def _builders(dataset, data_dir, config):
+    """The TFDS builders a task reads: {"xm3600": ...} or {"images": ..., "captions": ...}."""
+    import tensorflow_datasets as tfds
+
+    command = f"python -m data.build {dataset} --manual_dir ... --data_dir {data_dir}"
+    if dataset == "xm3600":
+        builder = build_lib.get_builder(dataset, data_dir=data_dir, config=config)
+        if not builder.is_prepared():
+            raise FileNotFoundError(f"{dataset}/{config} is not built in {data_dir}; run "
+                                    f"{command}")
+        return {"xm3600": builder}
+    folders = {"images": corpus.images_dir(data_dir, dataset),
+               "captions": corpus.captions_dir(data_dir, dataset)}
+    for folder in folders.values():
+        if corpus.read_splits(folder) is None:
+            raise FileNotFoundError(f"{dataset} is not built in {data_dir} (no {folder}); run "
+                                    f"{command}")
+    return {kind: tfds.builder_from_directory(folder) for kind, folder in folders.items()}
+
+
 def register_tasks(dataset, *, tfds_data_dir, vocab_path, langs, tfds_config=None,
                    prompt_template=pipeline.DEFAULT_PROMPT_TEMPLATE, image_size=224):
     """Registers (or re-registers) one seqio task per language; returns their names.
 
     Args:
-        dataset: one of TASK_DATASETS; its TFDS build must exist in
-            `tfds_data_dir` (python -m data.build, or data.demo for the demo).
-        tfds_data_dir: the TFDS data directory.
+        dataset: one of TASK_DATASETS; its build must exist in `tfds_data_dir`
+            (python -m data.build, or data.demo for the demo).
+        tfds_data_dir: the data directory of the builds.
         vocab_path: SentencePiece model of inputs and targets.
         langs: language codes.
-        tfds_config: builder config ("all" | "core"); default: the smallest
-            holding `langs`.
+        tfds_config: xm3600's builder config ("all" | "core"); default: the
+            smallest holding `langs`.
         prompt_template: LangId prompt template (see data/pipeline.prompt_text).
         image_size: side of the square output images.
     """
@@ -109,12 +136,8 @@ def register_tasks(dataset, *, tfds_data_dir, vocab_path, langs, tfds_config=Non
         raise ValueError(f"unknown task dataset {dataset!r}; known: {', '.join(TASK_DATASETS)}")
     known = languages.XM3600_LANGS if dataset == "xm3600" else languages.TRAIN_35L_LANGS
     langs = languages.check_langs(langs, known=known, what=f"{dataset} language")
-    builder = build_lib.get_builder(dataset, data_dir=tfds_data_dir,
-                                    config=tfds_config or build_lib.config_for(langs))
-    if not builder.is_prepared():
-        raise FileNotFoundError(
-            f"{dataset}/{builder.builder_config.name} is not built in {tfds_data_dir}; run "
-            f"python -m data.build {dataset} --manual_dir ... --data_dir {tfds_data_dir}")
+    builders = _builders(dataset, tfds_data_dir, tfds_config or build_lib.config_for(langs))
+    builder = builders.get("captions", builders.get("xm3600"))
     vocab = tokenizer.seqio_vocabulary(vocab_path)
     features = {"inputs": seqio.Feature(vocab, add_eos=True),
                 "targets": seqio.Feature(vocab, add_eos=True)}
@@ -127,7 +150,7 @@ def register_tasks(dataset, *, tfds_data_dir, vocab_path, langs, tfds_config=Non
                 raise ValueError(f"{builder.data_dir} has no split {template.format(lang=lang)!r}")
             counts[split] = builder.info.splits[template.format(lang=lang)].num_examples
         source = seqio.FunctionDataSource(
-            functools.partial(_dataset_fn, builder, split_template, lang),
+            functools.partial(_dataset_fn, builders, split_template, lang),
             splits=list(split_template), num_input_examples=counts)
         name = task_name(dataset, lang)
         seqio.TaskRegistry.remove(name)

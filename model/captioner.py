@@ -12,6 +12,7 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from model import layers
 from model import partitioning as part
@@ -29,6 +30,30 @@ _MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", 
 _VIT_KEYS = ("variant", "pool", "posemb", "dropout", "width", "depth", "mlp_dim", "num_heads")
 _T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
             "num_decoder_layers", "vocab_size")
+
+
+def _unit_range_table():
+    """float32 [256]: pixel value x -> x * (2 / 255) - 1, rounded as data/images.py rounds it."""
+    table = np.arange(256).astype(np.float32)
+    table *= 2.0 / 255.0
+    table -= 1.0
+    return table
+
+
+_UNIT_RANGE = _unit_range_table()
+
+
+def unit_range(images):
+    """Model input in [-1, 1] from uint8 pixels (the input pipeline's); floats pass unchanged.
+
+    A table lookup, not `x * (2 / 255) - 1`, so that the values are the host's
+    bit for bit on every backend (a fused multiply-add would round differently).
+    """
+    if jnp.issubdtype(images.dtype, jnp.floating):
+        return images
+    if images.dtype != jnp.uint8:
+        raise TypeError(f"images must be uint8 pixels or floats in [-1, 1], got {images.dtype}")
+    return jnp.asarray(_UNIT_RANGE)[images]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +94,8 @@ class Captioner(nn.Module):
         """Encodes images and LangId prompts.
 
         Args:
-            images: [batch, H, W, 3] float32 in [-1, 1].
+            images: [batch, H, W, 3] uint8 pixels (mapped to [-1, 1] here), or
+                float32 already in [-1, 1].
             prompt_tokens: [batch, prompt_len] int32, 0 = padding.
             train: enables dropout.
 
@@ -78,7 +104,7 @@ class Captioner(nn.Module):
             encoder_mask: [batch, num_image_tokens + prompt_len] bool; image
                 positions always valid, prompt positions where not padding.
         """
-        pooled, patches = self.img(images, train=train)
+        pooled, patches = self.img(unit_range(images), train=train)
         # [batch, num_image_tokens, width]
         image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
         # [batch, num_image_tokens, emb]
@@ -120,7 +146,7 @@ class Captioner(nn.Module):
         """Teacher-forced logits [batch, target_len, vocab] float32.
 
         Args:
-            images: [batch, H, W, 3] float32 in [-1, 1].
+            images: [batch, H, W, 3] uint8 pixels or float32 in [-1, 1] (see `encode`).
             prompt_tokens: [batch, prompt_len] int32 LangId prompt, 0 = padding.
             decoder_input_tokens: [batch, target_len] int32, starting with 0.
             train: enables dropout (needs a 'dropout' rng).

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import train
+from data import images as image_lib
 from data import pipeline
 from tests.tiny import tiny_config
 from training import checkpointing
@@ -73,8 +74,10 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp
 
     def poisoned(*args, **kwargs):
         for step, batch in enumerate(real(*args, **kwargs), start=kwargs["start_step"] + 1):
+            # Float images (the model takes them as well as uint8 pixels) can carry a NaN.
+            batch = dict(batch, image=image_lib.to_unit_range(batch["image"]))
             if step == 3:
-                batch = dict(batch, image=np.full_like(batch["image"], np.nan))
+                batch["image"] = np.full_like(batch["image"], np.nan)
             yield batch
 
     monkeypatch.setattr(pipeline, "train_iterator", poisoned)
@@ -102,3 +105,17 @@ def test_unknown_language_names_the_known_ones(tiny_demo, tmp_path):
     config = _files_config(tiny_demo, **{"evals.xm3600.langs": ("en", "xx")})
     with pytest.raises(ValueError, match=r"unknown language 'xx'; known: ar, bn"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def test_data_that_is_not_built_is_one_clear_error(tiny_demo, tmp_path):
+    config = tiny_config(str(tiny_demo), **{"data.reader": "tfds",
+                                            "data.tfds_data_dir": str(tmp_path / "built")})
+    workdir = tmp_path / "run"
+    with pytest.raises(train.TrainingError, match=(
+            r"^config.data: coco35l is not built for these languages in .*built: missing the "
+            r"images and the captions of en, es, hi, zh \(about [\d.]+ [KM]B\); build it with: "
+            r"python -m data.build coco35l --manual_dir .*coco35l --data_dir .*built --langs "
+            r"en,es,hi,zh \(or run train.py with --build_data")):
+        train.train_and_evaluate(config, str(workdir))
+    assert not (workdir / "metrics.jsonl").exists()
+    assert not (tmp_path / "built").exists()  # Nothing was built unasked.

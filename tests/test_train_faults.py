@@ -243,11 +243,11 @@ def test_corrupt_training_image_is_found_before_the_first_evaluation(tiny_demo, 
     workdir = tmp_path / "run"
     with pytest.raises(train.TrainingError, match=rf"corrupt image .*{jpeg.stem[-6:]}.*"
                                                   r"--config.data.corrupt_images=skip"):
-        train.train_and_evaluate(config, str(workdir))
+        train.train_and_evaluate(config, str(workdir), build_data=True)
     assert not (workdir / "metrics.jsonl").exists()  # No evaluation ran first.
     skipping = tiny_config(str(data), **{"data.reader": "tfds",
                                          "data.corrupt_images": "skip", "total_steps": 2})
-    train.train_and_evaluate(skipping, str(tmp_path / "skipping"))
+    train.train_and_evaluate(skipping, str(tmp_path / "skipping"), build_data=True)
     assert checkpointing.steps(str(tmp_path / "skipping")) == [2]
 
 

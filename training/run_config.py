@@ -40,8 +40,9 @@ def _normalize(value):
 
 
 # Fields under those prefixes that change neither shapes nor maths (how to react to a bad
-# image, how many threads decode them, what a rematerialized layer keeps).
-MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.prefetch", "model.remat_policy")
+# image, how many threads or processes decode them, what a rematerialized layer keeps).
+MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.num_workers", "data.prefetch",
+              "model.remat_policy")
 
 
 def incompatible_changes(saved, current):

@@ -1,7 +1,5 @@
-"""TFDS builders of XM3600, COCO-35L and CC3M-35L from manually downloaded files.
+"""Builders of XM3600 (a TFDS builder), COCO-35L and CC3M-35L (data/builders/corpus.py).
 
-Importing this package registers the builders `xm3600`, `coco35l` and
-`cc3m35l` with TFDS; data/build.py builds them from the command line.
+data/build.py builds them from the command line. Nothing is imported here, so
+that the build's worker processes load only what they use (no TFDS).
 """
-
-from data.builders import cc3m35l_tfds, coco35l_tfds, xm3600_tfds  # noqa: F401  (registration)

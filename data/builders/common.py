@@ -1,25 +1,21 @@
-"""Pieces shared by the builders: language-subset configs and image checks."""
+"""Pieces of the TFDS builder of XM3600: language-subset configs and image checks."""
 
 import dataclasses
-import io
 import logging
 import sys
 
 import tensorflow_datasets as tfds
 from etils import epath
-from PIL import Image
 
-import errors
-
-CORRUPT_IMAGE_POLICIES = ("stop", "skip")
+from data.builders import corpus as corpus_builder
+from data.builders.corpus import CORRUPT_IMAGE_POLICIES, CorruptImageError  # noqa: F401
 
 
 @dataclasses.dataclass
 class LangsConfig(tfds.core.BuilderConfig):
     """A builder config that names the languages to build (one or two splits each).
 
-    Each language split stores its own copy of the images, so building a subset
-    ("core") costs a fraction of the disk of building all of them ("all").
+    Each language split stores its own copy of its images (XM3600 is small).
     """
     langs: tuple = ()
 
@@ -54,10 +50,6 @@ class ManualBuilder(tfds.core.GeneratorBasedBuilder):
         return epath.Path(sys.modules[cls.__module__].__file__)
 
 
-class CorruptImageError(errors.InputError):
-    """An image file exists but does not decode."""
-
-
 class ImageChecker:
     """Decodes each image once, to stop at or skip (and count) corrupt ones.
 
@@ -67,9 +59,7 @@ class ImageChecker:
     """
 
     def __init__(self, policy="stop"):
-        if policy not in CORRUPT_IMAGE_POLICIES:
-            raise ValueError(f"unknown corrupt image policy {policy!r}; known: "
-                             f"{', '.join(CORRUPT_IMAGE_POLICIES)}")
+        self.options = corpus_builder.ImageOptions(corrupt_images=policy)
         self.policy = policy
         self.skipped = []
         self._seen = {}
@@ -77,18 +67,8 @@ class ImageChecker:
     def ok(self, data, name):
         """True if `data` (encoded bytes) decodes; `name` identifies it in errors."""
         if name not in self._seen:
-            try:
-                with Image.open(io.BytesIO(data)) as image:
-                    image.draft("RGB", (64, 64))  # A reduced decode still reads every block.
-                    image.load()
-                good = True
-            except Exception as e:  # PIL raises many types for broken files.
-                if self.policy == "stop":
-                    raise CorruptImageError(
-                        f"corrupt image {name}: {e} (to skip and count such images, build "
-                        f"with --corrupt_images skip, or train with "
-                        f"--config.data.corrupt_images=skip)") from None
-                good = False
+            good = corpus_builder.prepare_image(data, name, self.options) is not None
+            if not good:
                 self.skipped.append(name)
             self._seen[name] = good
         return self._seen[name]

@@ -1,4 +1,4 @@
-"""Tests of data/eval_sets.py: XM3600 and COCO-dev sets, each image decoded once."""
+"""Tests of data/eval_sets.py: XM3600 and COCO-dev sets, each image decoded once (uint8)."""
 
 import shutil
 
@@ -28,7 +28,7 @@ def test_xm3600_set_matches_the_captions_file_and_images(demo_dir, vocab):
         keys, refs = xm3600_release.references(records, lang)
         assert shared.keys[lang] == keys[:10] and shared.references[lang] == refs[:10]
         # Each language's rows are its images, decoded independently here.
-        expected = np.stack([image_lib.read(xm3600_release.image_path(str(folder), key), 32)
+        expected = np.stack([image_lib.read_pixels(xm3600_release.image_path(str(folder), key), 32)
                              for key in keys[:10]])
         np.testing.assert_array_equal(shared.images[shared.rows[lang]], expected)
         assert vocab.decode([int(t) for t in shared.prompts[lang] if t > 1]) == f"<2{lang}>"
@@ -57,5 +57,28 @@ def test_coco_dev_set_has_the_translated_dev_references(demo_dir, vocab):
     for lang in ("en", "zh"):
         assert dev.keys[lang] == [str(e.cocoid) for e in examples[lang]]
         assert dev.references[lang] == [list(e.captions) for e in examples[lang]]
-        expected = np.stack([image_lib.read(e.image_path, 32) for e in examples[lang]])
+        expected = np.stack([image_lib.read_pixels(e.image_path, 32) for e in examples[lang]])
         np.testing.assert_array_equal(dev.images[dev.rows[lang]], expected)
+
+
+def test_coco_dev_set_from_the_build_equals_the_one_from_the_release(built_demo, vocab):
+    manual = str(built_demo / "coco35l")
+    kwargs = dict(image_size=32, prompt_template="<2{lang}>", max_prompt_len=4, max_images=5)
+    from_build = eval_sets.load_coco_dev(manual, ["en", "zh", "hi"], vocab, **kwargs)
+    assert eval_sets._built_dev(manual, ["en", "zh", "hi"]) is not None
+    assert eval_sets._built_dev(manual, ["en", "de"]) is None  # de is not built: the files.
+    built_dir = built_demo / "tfds"
+    hidden = built_demo / "tfds_hidden"
+    built_dir.rename(hidden)
+    try:
+        from_files = eval_sets.load_coco_dev(manual, ["en", "zh", "hi"], vocab, **kwargs)
+    finally:
+        hidden.rename(built_dir)
+    assert from_build.images.dtype == np.uint8
+    for field in ("keys", "references", "prompts", "rows"):
+        a, b = getattr(from_build, field), getattr(from_files, field)
+        assert a.keys() == b.keys()
+        for lang in a:
+            np.testing.assert_array_equal(np.asarray(a[lang], dtype=object),
+                                          np.asarray(b[lang], dtype=object))
+    np.testing.assert_array_equal(from_build.images, from_files.images)

@@ -74,3 +74,42 @@ def test_decode_lines_leaves_pipes_to_the_slow_path(tmp_path):
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None
+
+
+def _check(where, line):
+    obj = jsonl.parse_line(line, where)
+    if obj is not None and not isinstance(obj.get("a"), int):
+        raise jsonl.FormatError(f"{where}: no integer a")
+    return None if obj is None else _Pair(obj["a"], str(obj.get("b")))
+
+
+@pytest.mark.parametrize("name, opener, external", [
+    ("s.jsonl", open, True), ("s.jsonl.gz", gzip.open, True), ("s.jsonl.bz2", bz2.open, True),
+    ("s.jsonl.bz2", bz2.open, False)])
+def test_line_stream_across_chunks_and_decompressors(tmp_path, name, opener, external):
+    rows = [f'{{"a": {i}, "b": "{"é" * (i % 7)}"}}' for i in range(300)]
+    rows[5] = '{"a": 5, "b": 6}'  # msgspec rejects it (b is no string); the fallback takes it.
+    rows[7] = "  "
+    path = tmp_path / name
+    with opener(path, "wb") as f:
+        f.write(("\n".join(rows) + "\n\u3000").encode("utf-8"))  # Unicode blank last line.
+    stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, chunk_size=64,
+                              external=external)
+    got = list(stream)
+    assert [n for n, _ in got] == [i + 1 for i in range(300) if i != 7]
+    assert got[5] == (6, _Pair(5, "6")) and got[9] == (11, _Pair(10, "ééé"))
+    assert stream.lines == 301 and stream.position == stream.size == path.stat().st_size
+
+
+@pytest.mark.parametrize("external", [True, False])
+def test_line_stream_names_a_bad_line_and_a_broken_file(tmp_path, external):
+    path = tmp_path / "t.jsonl.bz2"
+    with bz2.open(path, "wb") as f:
+        f.write(b'{"a": 1, "b": "x"}\n{"a": "one"}\n')
+    stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, external=external)
+    with pytest.raises(jsonl.FormatError, match=r"t.jsonl.bz2:2: no integer a"):
+        list(stream)
+    path.write_bytes(path.read_bytes()[:30])
+    stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, external=external)
+    with pytest.raises(jsonl.FormatError, match=r"t.jsonl.bz2: not a readable"):
+        list(stream)

@@ -1,25 +1,29 @@
-"""Tests of data/pipeline.py on the demo data: batches, resumption, sharding, prompts."""
+"""Tests of data/pipeline.py on the demo data: batches, resumption, sharding, prompts, workers."""
 
+import os
+import subprocess
+import sys
+import textwrap
 
 import ml_collections
 import numpy as np
 import pytest
 
-from data import demo_captions, pipeline, tokenizer
+from data import corpus, demo_captions, pipeline, sources, tokenizer
 
 
 def _config(demo_dir, **overrides):
     config = ml_collections.ConfigDict(dict(
         dataset="coco35l", manual_dir=str(demo_dir / "coco35l"), langs=("en", "es", "hi", "zh"),
         mixture="uniform", prompt_template="<2{lang}>", max_prompt_len=4, max_target_len=16,
-        augment=True, num_threads=2))
+        augment=True, num_threads=2, num_workers=0))
     config.update(overrides)
     return config
 
 
 @pytest.fixture(scope="module", params=["files", "tfds"])
-def reader(request):
-    """Each reader; "tfds" builds the demo's TFDS copy on first use."""
+def reader(request, built_demo):
+    """Each reader ("tfds": the demo's built COCO-35L)."""
     return request.param
 
 
@@ -38,8 +42,8 @@ def _take(config, vocab, steps, **kwargs):
 
 def test_batch_shapes_dtypes_and_ranges(demo_dir, vocab, reader):
     batch = _take(_config(demo_dir, reader=reader), vocab, 1)[0]
-    assert batch["image"].shape == (8, 32, 32, 3) and batch["image"].dtype == np.float32
-    assert -1.0 <= batch["image"].min() < 0.0 < batch["image"].max() <= 1.0
+    assert batch["image"].shape == (8, 32, 32, 3) and batch["image"].dtype == np.uint8
+    assert batch["image"].min() < 128 < batch["image"].max()
     assert batch["prompt"].shape == (8, 4) and batch["prompt"].dtype == np.int32
     assert batch["targets"].shape == (8, 16) and batch["targets"].dtype == np.int32
     for row in batch["targets"]:
@@ -104,3 +108,118 @@ def test_prompt_template_is_configurable_and_checked(vocab):
 def test_unknown_language_lists_known_ones(demo_dir, vocab):
     with pytest.raises(ValueError, match=r"unknown training language 'xx'.*known: ar, bn"):
         _take(_config(demo_dir, langs=("en", "xx")), vocab, 1)
+
+
+def test_both_readers_give_the_same_batches(built_demo, vocab):
+    files = _take(_config(built_demo, reader="files", mixture="proportional"), vocab, 3)
+    built = _take(_config(built_demo, reader="tfds", mixture="proportional"), vocab, 3)
+    for a, b in zip(files, built, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_a_start_reads_the_build_not_the_release_files(built_demo, vocab, tmp_path):
+    release = tmp_path / "coco35l"
+    release.mkdir()  # The release folder is empty: only the build is read.
+    config = _config(built_demo, reader="tfds", manual_dir=str(release),
+                     tfds_data_dir=str(built_demo / "tfds"))
+    reference = _take(_config(built_demo, reader="tfds"), vocab, 2)
+    for a, b in zip(_take(config, vocab, 2), reference, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_worker_processes_make_the_same_batches_resumed_and_sharded(built_demo, vocab):
+    config = _config(built_demo, reader="tfds")
+    alone = _take(config, vocab, 6)
+    workers = _take(_config(built_demo, reader="tfds", num_workers=2, prefetch=1), vocab, 3,
+                    start_step=3, process_index=1, process_count=2)
+    for whole, part in zip(alone[3:], workers, strict=True):
+        for key in whole:
+            np.testing.assert_array_equal(whole[key][4:], part[key])
+
+
+def test_a_worker_error_reaches_the_trainer_with_its_type(built_demo, vocab, tmp_path):
+    data = tmp_path / "coco35l"
+    data.mkdir()
+    for name in os.listdir(built_demo / "coco35l"):
+        os.symlink(built_demo / "coco35l" / name, data / name)
+    config = _config(tmp_path, reader="files", num_workers=1, augment=False)
+    os.unlink(data / "train2014")
+    os.mkdir(data / "train2014")
+    for jpeg in (built_demo / "coco35l" / "train2014").iterdir():
+        (data / "train2014" / jpeg.name).write_bytes(b"\xff\xd8 not a jpeg")
+    with pytest.raises(ValueError, match=r"cannot decode image \d+_(en|es|hi|zh)"):
+        _take(config, vocab, 1)
+
+
+def test_missing_languages_are_an_error_naming_size_and_command(built_demo, vocab, tmp_path):
+    config = _config(built_demo, reader="tfds", langs=("en", "de", "fr"))
+    with pytest.raises(corpus.NotBuiltError) as error:
+        _take(config, vocab, 1)
+    message = str(error.value)
+    assert "missing the captions of de, fr (" in message, message
+    assert f"python -m data.build coco35l --manual_dir {built_demo / 'coco35l'} --data_dir " \
+           f"{built_demo / 'tfds'} --langs de,fr" in message
+    assert "--build_data" in message
+    empty = _config(built_demo, reader="tfds", tfds_data_dir=str(tmp_path / "none"))
+    with pytest.raises(corpus.NotBuiltError, match=r"missing the images and the captions of "
+                                                   r"en, es, hi, zh \(about [\d.]+ [KM]B\)"):
+        _take(empty, vocab, 1)
+
+
+def test_a_dataset_in_the_old_layout_names_the_rebuild_command(demo_dir, vocab, tmp_path):
+    (tmp_path / "coco35l" / "core" / "1.0.0").mkdir(parents=True)
+    config = _config(demo_dir, reader="tfds", tfds_data_dir=str(tmp_path))
+    with pytest.raises(corpus.OldLayoutError, match=r"coco35l/core/1.0.0 holds coco35l in the "
+                                                    r"layout before .*rebuild it with: python -m "
+                                                    r"data.build coco35l --manual_dir"):
+        _take(config, vocab, 1)
+
+
+def test_build_on_request_checks_free_space_first(demo_dir, vocab, tmp_path, monkeypatch):
+    import shutil
+
+    from data.builders import corpus as corpus_builder
+
+    config = _config(demo_dir, reader="tfds", tfds_data_dir=str(tmp_path / "built"),
+                     langs=("en", "zh"))
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    with pytest.raises(corpus_builder.NotEnoughSpaceError, match=r"needs about [\d.]+ [KM]B"):
+        sources.ensure_built(config, build=True)
+    assert not (tmp_path / "built" / "coco35l" / "images" / "2.0.0" / "dataset_info.json").exists()
+    monkeypatch.setattr(shutil, "disk_usage", real)
+    sources.ensure_built(config, build=True)
+    assert sources.missing(config) == (False, [])
+
+
+def test_reading_imports_no_tensorflow(built_demo, tmp_path):
+    """Batches from the built demo in processes (trainer and workers) where TensorFlow can't load.
+    """
+    (tmp_path / "sitecustomize.py").write_text(
+        'import sys\nsys.modules["tensorflow"] = None  # `import tensorflow` fails.\n')
+    script = textwrap.dedent(f"""
+        import sys
+        import ml_collections
+        from data import pipeline
+        config = ml_collections.ConfigDict(dict(
+            dataset="coco35l", manual_dir={str(built_demo / "coco35l")!r}, langs=("en", "zh"),
+            max_prompt_len=4, max_target_len=16, num_workers=1))
+        with open({str(built_demo / "spm" / "demo.model")!r}, "rb") as f:
+            encoder = pipeline.SentencePieceEncoder(f.read())
+        batches = pipeline.train_iterator(config, encoder, global_batch_size=4, image_size=32,
+                                          seed=0)
+        batch = next(batches)
+        batches.close()
+        assert batch["image"].shape == (4, 32, 32, 3), batch["image"].shape
+        loaded = sorted(m for m, module in sys.modules.items() if module is not None and
+                        m.split(".")[0] in ("tensorflow", "tensorflow_datasets", "seqio"))
+        print("loaded:", loaded, sys.modules["tensorflow"])
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "loaded: [] None", result.stdout
