@@ -13,9 +13,10 @@ Subclasses live with the code that raises them, each naming a kind of input or f
 - under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file), `ImageError`
   (data/images.py), `CorruptImageError` (data/builders/corpus.py), `NotBuiltError` and
   `OldLayoutError` (data/corpus.py: a dataset the config names is not built, or built in the
-  old layout), `ConfigError` (training/run_config.py: a config field or override), `MetricsFileError` (training/metrics.py:
-  a run's metrics.jsonl), `NormalizationError` (evaluation/cider/text.py), `UsageError`
-  (evaluation/evaluate.py: a flag of the checkpoint tool), one class per file kind that tools
+  old layout), `ConfigError` (training/run_config.py: a config field or override),
+  `MetricsFileError` (training/metrics.py: a run's metrics.jsonl), `NormalizationError`
+  (evaluation/cider/text.py), `UsageError` (evaluation/evaluate.py: a flag of the checkpoint
+  tool), one class per file kind that tools
   exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
   `ThumbError`, `SideBySideError`), `ResultsError` (evaluation/analysis/compare.py: two results
   folders that do not pair), `MetaError` (evaluation/analysis/meta_scores.py: the
