@@ -85,7 +85,7 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
     Args:
         data_dir: folder with captions.jsonl and images/<image/key>.jpg.
         langs: XM3600 language codes.
-        vocab: the seqio vocabulary (for the prompts).
+        vocab: the `tokenizer.Vocabulary` (for the prompts).
         image_size: side of the square model input.
         prompt_template: as in data/pipeline.prompt_text.
         max_prompt_len: prompt length with EOS and padding.

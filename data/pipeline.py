@@ -110,7 +110,7 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
             data/sources.py), num_workers (processes making batches; default:
             one per core; 0: a thread of this process, decoding on
             `num_threads` threads) and prefetch (batches made ahead, default 2).
-        vocab: a seqio vocabulary (data/tokenizer.get_vocabulary) or a
+        vocab: a `tokenizer.Vocabulary` (data/tokenizer.get_vocabulary) or a
             `SentencePieceEncoder`.
         global_batch_size: examples per step over all processes.
         image_size: side of the square model input in pixels.

@@ -85,7 +85,7 @@ class Setup:
     """What the trainer (or the checkpoint tool) gives every evaluator.
 
     Attributes:
-        vocab: the seqio vocabulary of the targets (prompts, detokenization).
+        vocab: the `tokenizer.Vocabulary` of the targets (prompts, detokenization).
         data_config: `config.data` (prompt template and length).
         image_size: the model's input resolution.
         make_predict_fn: (max_len, Decoding) -> jit-compiled
