@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 DEMO_DATA := demo_data
 DEMO_WORKDIR := runs/demo
 
-.PHONY: demo test lint clean-demo
+.PHONY: demo test test-fast lint clean-demo
 
 # A stamp per requirements file: the install reruns only when the file changed.
 $(VENV)/.stamp-runtime: requirements.txt
@@ -49,6 +49,10 @@ demo: $(VENV)/.stamp-runtime $(DEMO_DATA)/.complete
 TEST_WORKERS ?= 2
 test: $(VENV)/.stamp-test $(VENV)/.stamp-browser
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+# The edit loop: everything but the tests marked slow (tests/conftest.py), in under 3 minutes.
+test-fast: $(VENV)/.stamp-test $(VENV)/.stamp-browser
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow"
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .

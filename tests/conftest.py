@@ -9,8 +9,13 @@ Hypothesis runs derandomized (profile "ci", the default): every run of the suite
 examples, so a test passes or fails the same way on every run and on every machine; a failure
 prints the example and the blob that replays it. `HYPOTHESIS_PROFILE=explore` draws new random
 examples (and keeps Hypothesis's example database) to look for new failures on purpose.
+
+`make test-fast` (the edit loop) leaves out the tests marked `slow` here: those that train
+through train.py or in subprocesses, shard over simulated devices, drive a browser, or compile
+XLA programs for cost analysis. `make test` (CI) runs everything.
 """
 
+import fnmatch
 import os
 
 import hypothesis
@@ -29,6 +34,31 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 hypothesis.settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 hypothesis.settings.register_profile("explore", derandomize=False)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Modules (paths relative to the repository, fnmatch patterns) whose tests are `slow`.
+SLOW_MODULES = (
+    "tests/test_train*.py",  # train.py end to end, in process and as a command.
+    "tests/test_without_tensorflow.py",
+    "tests/training/test_distributed.py",
+    "tests/training/test_mixed_precision.py",
+    "tests/training/test_flops.py",
+    "tests/configs/test_baselines.py",
+    "tests/benchmarks/test_accelerator_report.py",
+    "tests/evaluation/test_evaluate.py",
+    "tests/evaluation/evaluators/test_evaluators.py",
+    "tests/evaluation/evaluators/test_vifidel.py",
+    "tests/captioning/test_browser.py",
+    "tests/humaneval/test_browser.py",
+)
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    del config
+    for item in items:
+        path = os.path.relpath(str(item.path), _REPO)
+        if any(fnmatch.fnmatch(path, pattern) for pattern in SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
