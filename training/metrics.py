@@ -237,7 +237,7 @@ def _read(path):
     try:
         with open(path, "rb") as f:
             return f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # A workdir that is not one: said later.
         return b""
     except OSError as e:
         raise MetricsFileError(f"{path}: cannot read it ({e.strerror})") from None
