@@ -317,7 +317,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     # Bad data shows before the first evaluation, not after it.
     batches, first_batch = _batches_or_error(train_batches, start_step)
     try:
-        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
+        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed,
+                               sync_every=config.checkpoint.every)
     except (MetricsFileError, MetricsWriteError) as e:
         batches.close()
         raise TrainingError(str(e)) from None
