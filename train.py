@@ -285,10 +285,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         check_metrics_file(workdir)
     except MetricsFileError as e:
         raise TrainingError(str(e)) from None
+    changes = check_config_matches_workdir(config, workdir, allow_change)
+    # The evaluators read their data now (nothing is compiled yet): a missing file stops
+    # the run before the workdir is written.
+    model = state_lib.create_model(config, vocab.vocab_size)
+    evaluators = build_evaluators(config, model, vocab)
 
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
-    changes = check_config_matches_workdir(config, workdir, allow_change)
 
     def train_batches(start_step):
         return pipeline.train_iterator(
@@ -296,9 +300,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
             process_index=jax.process_index(), process_count=jax.process_count())
 
-    # Model, optimizer and the shardings of their state. MFU counts the model's FLOPs
+    # The optimizer and the shardings of the state. MFU counts the model's FLOPs
     # (training/flops.py), not what remat or XLA adds.
-    model = state_lib.create_model(config, vocab.vocab_size)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
                                         config.data.max_prompt_len, config.data.max_target_len)
     tx, schedule = state_lib.create_optimizer(config)
@@ -313,7 +316,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
-    evaluators = build_evaluators(config, model, vocab)
     # Bad data shows before the first evaluation, not after it.
     batches, first_batch = _batches_or_error(train_batches, start_step)
     try:

@@ -1,8 +1,8 @@
 """Every value given to train.py is checked before any work, and nothing is written first.
 
 A bad value (out of range, NaN/inf, an unknown choice, a mesh the devices do not fit, a
-vocab_size smaller than the vocabulary, data that is not built, a stray positional
-argument) is one `error:` line with exit status 2, and a new workdir is not created.
+vocab_size smaller than the vocabulary, data that is not built or not there, a stray
+positional argument) is one `error:` line with exit status 2, and a new workdir is not created.
 In-process tests call `train.train_and_evaluate`; the command-line ones run train.py.
 """
 
@@ -77,7 +77,10 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
      r"config.mesh data=2 x model=1 does not cover the 1 devices here"),
     ({"vocab.path": "/nonexistent/spm.model"}, train.TrainingError,
      r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
-], ids=["mixture", "prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab"])
+    ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
+     r"XM3600 captions file not found: /nonexistent/captions.jsonl"),
+], ids=["mixture", "prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
+        "eval_data"])
 def test_bad_value_is_refused_before_the_workdir_is_created(tiny_demo, tmp_path, overrides,
                                                             error, message):
     workdir = tmp_path / "new" / "run"
