@@ -7,10 +7,10 @@ and `format_duration`, which both print with.
 `metrics.jsonl` has one JSON object per logged step (`step`, `train/loss`,
 `learning_rate`, ..., and after each evaluation `eval/cider_d/<lang>`,
 `eval/cider_d/avg`). It is appended to (each record flushed, synced to disk at
-checkpoint steps), so a resumed run continues the same file; on resume, `repair` drops the records of
-steps after the restored checkpoint (the file never holds two values for a
-step) and a record cut short by a crash at any byte (set aside in
-`metrics.jsonl.damaged`). A full disk is a `MetricsWriteError`: one line.
+checkpoint steps), so a resumed run continues the same file; on resume, `repair`
+drops the records of steps after the restored checkpoint (the file never holds
+two values for a step) and a record cut short by a crash at any byte (set aside
+in `metrics.jsonl.damaged`). A full disk is a `MetricsWriteError`: one line.
 """
 
 import contextlib
