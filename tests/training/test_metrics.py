@@ -250,6 +250,7 @@ def get_config():
 """
 
 
+@pytest.mark.slow  # train.py end to end (tests/conftest.py on main registers the marker).
 def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo, tmp_path):
     """train.py end to end, its TensorBoard event file filling up after a few steps."""
     config = tmp_path / f"config_{uuid.uuid4().hex[:6]}.py"
