@@ -14,7 +14,6 @@ before the run has really started.
 
 import json
 import os
-import sys
 
 import flax.linen as nn
 import jax
@@ -43,7 +42,13 @@ from training import (
     schedules,
 )
 from training import state as state_lib
-from training.metrics import MetricsFileError, MetricsLogger, StepTimer
+from training.metrics import (
+    MetricsFileError,
+    MetricsLogger,
+    MetricsWriteError,
+    StepTimer,
+    check_metrics_file,
+)
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
@@ -252,11 +257,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         run_config.ConfigError: a config field is wrong (nothing was written).
         TrainingError: the run cannot start or go on (the message says why).
     """
+    # Every check of the config, its devices, vocabulary and data comes before anything is
+    # written in the workdir: a bad value never leaves a new, empty one behind.
     check_config(config)
-    prepare_workdir(workdir)
-    compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
-    changes = check_config_matches_workdir(config, workdir, allow_change)
-    mesh = state_lib.make_mesh(config.mesh)
+    try:
+        mesh = state_lib.make_mesh(config.mesh)
+    except ValueError as e:
+        raise run_config.ConfigError(f"{e} here ({jax.devices()[0].platform})") from None
     rules = state_lib.axis_rules(config)
     batch_sharding = NamedSharding(mesh, P("data"))
     if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
@@ -269,10 +276,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         vocab = tokenizer.get_vocabulary(config.vocab.path)
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(f"config.vocab.path: {e}") from None
+    run_config.check_vocab(config, vocab)
     try:  # Data that is not built stops the run (or is built) before anything is compiled.
         sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
     except (OSError, errors.Error) as e:
         raise TrainingError(f"config.data: {e}") from None
+    try:
+        check_metrics_file(workdir)
+    except MetricsFileError as e:
+        raise TrainingError(str(e)) from None
+    changes = check_config_matches_workdir(config, workdir, allow_change)
+    # The evaluators read their data now (nothing is compiled yet): a missing file stops
+    # the run before the workdir is written.
+    model = state_lib.create_model(config, vocab.vocab_size)
+    evaluators = build_evaluators(config, model, vocab)
+
+    prepare_workdir(workdir)
+    compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
     def train_batches(start_step):
         return pipeline.train_iterator(
@@ -280,9 +300,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             image_size=config.model.image_size, seed=config.seed, start_step=start_step,
             process_index=jax.process_index(), process_count=jax.process_count())
 
-    # Model, optimizer and the shardings of their state. MFU counts the model's FLOPs
+    # The optimizer and the shardings of the state. MFU counts the model's FLOPs
     # (training/flops.py), not what remat or XLA adds.
-    model = state_lib.create_model(config, vocab.vocab_size)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
                                         config.data.max_prompt_len, config.data.max_target_len)
     tx, schedule = state_lib.create_optimizer(config)
@@ -297,12 +316,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
-    evaluators = build_evaluators(config, model, vocab)
     # Bad data shows before the first evaluation, not after it.
     batches, first_batch = _batches_or_error(train_batches, start_step)
     try:
-        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed)
-    except MetricsFileError as e:
+        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed,
+                               sync_every=config.checkpoint.every)
+    except (MetricsFileError, MetricsWriteError) as e:
         batches.close()
         raise TrainingError(str(e)) from None
     # Everything the user gave has been read: from here on the workdir is this run's.
@@ -413,19 +432,22 @@ def initialize_distributed():
 
 
 def parse_flags(argv):
-    """absl's flag parsing, with a bad flag or config override as one `error:` line."""
+    """absl's flag parsing; a bad flag or override, a stray argument or no --workdir is one
+    `error:` line (exit status 2) before anything starts."""
     try:
-        return run_config.parse_flags(flags.FLAGS, argv)
+        rest = run_config.parse_flags(flags.FLAGS, argv)
     except run_config.ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        errors.fail(e)
+    if len(rest) > 1:
+        errors.fail(f"unexpected argument {rest[1]!r}: train.py takes only flags "
+                    f"(--name=value; see --help)")
+    if _WORKDIR.value is None:
+        errors.fail("--workdir is required")
+    return rest
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    if _WORKDIR.value is None:
-        raise app.UsageError("--workdir is required")
+    del argv  # parse_flags refused any positional argument.
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
@@ -433,9 +455,8 @@ def main(argv):
         initialize_distributed()
         train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value,
                            _COMPILATION_CACHE.value, build_data=_BUILD_DATA.value)
-    except (run_config.ConfigError, TrainingError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    except errors.Error as e:  # Bad config or data, a full disk, ...: one line.
+        errors.fail(e)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,16 @@ something else. So the fields below must equal those of the saved
 `config.json`, unless the user passes `--allow_config_change`.
 """
 
+import dataclasses
 import json
+import math
 import os
 import re
 
 from absl import flags
 
 import errors
-from data import languages, sources
+from data import batches, languages, sampling, sources
 from model import captioner
 
 # Dotted prefixes of fields that change the state's shapes, the data order or the maths.
@@ -86,12 +88,74 @@ CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 SCHEDULES = ("rsqrt", "constant")
 
 
-def _check_int(config, key, low):
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The finite numbers from `low` to `high`; `open_low`/`open_high` leave an end out."""
+    low: float
+    high: float = math.inf
+    open_low: bool = False
+    open_high: bool = True
+
+    def __contains__(self, x):
+        return (math.isfinite(x) and (self.low < x if self.open_low else self.low <= x)
+                and (x < self.high if self.open_high else x <= self.high))
+
+    def __str__(self):
+        if self.high == math.inf:
+            return f"{'>' if self.open_low else '>='} {self.low:g}"
+        return (f"in {'(' if self.open_low else '['}{self.low:g}, "
+                f"{self.high:g}{')' if self.open_high else ']'}")
+
+
+POSITIVE, FRACTION = Range(0, open_low=True), Range(0, 1)
+# The numeric training fields and the values each may take. Integers: (key, lowest value);
+# numbers: (key, Range). OPTIONAL ones may be None or absent (= a default: the tower
+# variant's size, one batch worker per core, no update clipping, ...).
+INTS = (("seed", 0), ("total_steps", 0), ("batch_size", 1), ("grad_accum_steps", 1),
+        ("log_every", 0), ("checkpoint.every", 0), ("checkpoint.keep", 1),
+        ("data.max_prompt_len", 1), ("data.max_target_len", 1), ("model.image_size", 1))
+OPTIONAL_INTS = (("data.num_workers", 0), ("data.num_threads", 1), ("data.prefetch", 1),
+                 *((f"model.vit.{k}", 1) for k in ("width", "depth", "mlp_dim", "num_heads")),
+                 *((f"model.t5.{k}", 1) for k in ("emb_dim", "num_heads", "head_dim", "mlp_dim",
+                                                  "num_encoder_layers", "num_decoder_layers",
+                                                  "vocab_size")))
+NUMBERS = (("lr.base", POSITIVE), ("optimizer.decay_rate", POSITIVE),
+           ("label_smoothing", FRACTION), ("z_loss", Range(0)))
+OPTIONAL_NUMBERS = (("optimizer.clipping_threshold", POSITIVE), ("model.dropout", FRACTION),
+                    ("model.vit.dropout", FRACTION))
+_ABSENT = object()
+
+
+def _get(config, key):
+    """The value of a dotted `key`, or _ABSENT."""
     value = config
     for part in key.split("."):
-        value = value.get(part, None) if hasattr(value, "get") else None
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        if not hasattr(value, "get"):
+            return _ABSENT
+        value = value.get(part, _ABSENT)
+    return value
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int(config, key, low, optional=False):
+    value = _get(config, key)
+    if optional and value in (None, _ABSENT):
+        return
+    if not _is_int(value) or value < low:
+        value = None if value is _ABSENT else value
         raise ConfigError(f"config.{key}={value!r}; expected an integer >= {low}")
+
+
+def _check_number(config, key, allowed, optional=False):
+    value = _get(config, key)
+    if optional and value in (None, _ABSENT):
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value not in allowed:
+        value = None if value is _ABSENT else value
+        raise ConfigError(f"config.{key}={value!r}; expected a finite number {allowed}")
 
 
 def _check_choice(value, key, known):
@@ -99,33 +163,96 @@ def _check_choice(value, key, known):
         raise ConfigError(f"config.{key}={value!r}; known: {', '.join(known)}")
 
 
-def check(config):
-    """Checks the training fields of `config` (not `evals`: evaluation/evaluators checks those).
+def _check_mesh(mesh):
+    for axis in ("data", "model"):
+        value = mesh.get(axis, None)
+        if not _is_int(value) or not (value == -1 or value >= 1):
+            raise ConfigError(f"config.mesh.{axis}={value!r}; expected an integer >= 1, or -1 "
+                              f"(the devices the other axis leaves)")
+    if mesh.data == mesh.model == -1:
+        raise ConfigError("config.mesh.data and config.mesh.model are both -1; at most one "
+                          "axis may take the devices the other leaves")
 
-    Raises:
-        ConfigError: naming the first field at fault and what it may be.
-    """
-    for key, low in (("total_steps", 0), ("batch_size", 1), ("grad_accum_steps", 1),
-                     ("log_every", 0), ("checkpoint.every", 0), ("checkpoint.keep", 1),
-                     ("data.max_prompt_len", 1), ("data.max_target_len", 1)):
-        _check_int(config, key, low)
-    _check_choice(config.lr.schedule, "lr.schedule", SCHEDULES)
-    if not config.lr.base > 0:
-        raise ConfigError(f"config.lr.base={config.lr.base!r}; expected a number > 0")
-    data = config.data
+
+def _check_data(data):
     _check_choice(data.dataset, "data.dataset", sources.DATASETS)
-    _check_choice(data.get("reader", None) or "tfds", "data.reader", sources.READERS)
+    reader = data.get("reader", None) or "tfds"
+    _check_choice(reader, "data.reader", sources.READERS)
     _check_choice(data.get("corrupt_images", None) or "stop", "data.corrupt_images",
                   CORRUPT_IMAGE_POLICIES)
+    _check_choice(data.get("mixture", None) or "uniform", "data.mixture", sampling.MIXTURES)
+    template = data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    try:
+        batches.prompt_text("en", template)
+    except (ValueError, KeyError, IndexError) as e:
+        reason = str(e) if isinstance(e, ValueError) else f"unknown field {e}"
+        raise ConfigError(f"config.data.prompt_template={template!r}: {reason}; write "
+                          f"'{{lang}}' where the language code goes") from None
+    data_dir = data.get("tfds_data_dir", None)
+    if reader == "tfds" and data_dir and os.path.exists(data_dir) \
+            and not os.path.isdir(data_dir):
+        raise ConfigError(f"config.data.tfds_data_dir={data_dir!r} is a file, not a folder")
     try:
         languages.check_langs(data.langs, known=languages.TRAIN_35L_LANGS,
                               what="training language")
     except ValueError as e:
         raise ConfigError(f"config.data.langs: {e}") from None
+
+
+def check(config):
+    """Checks the training fields of `config` (not `evals`: evaluation/evaluators checks those).
+
+    Every number against its range (INTS, NUMBERS, ...: NaN and inf are never allowed),
+    every choice against the known ones, the model's fields by building its config.
+    What needs the vocabulary is checked by `check_vocab`, and whether config.mesh fits
+    the devices by train.py, once they are known (still before any work).
+
+    Raises:
+        ConfigError: naming the first field at fault and what it may be.
+    """
+    for key, low in INTS:
+        _check_int(config, key, low)
+    for key, low in OPTIONAL_INTS:
+        _check_int(config, key, low, optional=True)
+    for key, allowed in NUMBERS:
+        _check_number(config, key, allowed)
+    for key, allowed in OPTIONAL_NUMBERS:
+        _check_number(config, key, allowed, optional=True)
+    _check_choice(config.lr.schedule, "lr.schedule", SCHEDULES)
+    if config.lr.schedule == "rsqrt":  # The constant schedule ignores constant_steps.
+        _check_int(config, "lr.constant_steps", 1)
+    _check_mesh(config.mesh)
+    _check_data(config.data)
     try:
         captioner.captioner_config(config.model)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def check_vocab(config, vocab):
+    """Checks the fields that depend on the vocabulary, right after loading it.
+
+    Args:
+        config: the run's config.
+        vocab: its vocabulary (`vocab_size`, `encode`).
+
+    Raises:
+        ConfigError: naming the field at fault.
+    """
+    size = config.model.t5.get("vocab_size", None)
+    if size is not None and size < vocab.vocab_size:
+        raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
+                          f"{config.vocab.path} ({vocab.vocab_size} ids); leave it unset "
+                          f"(None) for the vocabulary's size")
+    template = config.data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
+                                                 for lang in evaluator.get("langs", ()))])
+    for lang in langs:
+        prompt = batches.prompt_text(lang, template)
+        tokens = len(vocab.encode(prompt)) + 1  # + EOS
+        if tokens > config.data.max_prompt_len:
+            raise ConfigError(f"config.data.max_prompt_len={config.data.max_prompt_len} is too "
+                              f"short for the prompt {prompt!r} ({tokens} tokens with EOS)")
 
 
 def parse_flags(flag_values, argv, config_flag="config"):

@@ -1,0 +1,99 @@
+"""Every value given to train.py is checked before any work, and nothing is written first.
+
+A bad value (out of range, NaN/inf, an unknown choice, a mesh the devices do not fit, a
+vocab_size smaller than the vocabulary, data that is not built or not there, a stray
+positional argument) is one `error:` line with exit status 2, and a new workdir is not created.
+In-process tests call `train.train_and_evaluate`; the command-line ones run train.py.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import train
+from tests.tiny import tiny_config
+from training import run_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{{"data.reader": "files"}})
+"""
+
+
+@pytest.fixture(scope="module")
+def config_file(tiny_demo, tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
+    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    return str(path)
+
+
+def _train_cli(config_file, workdir, *args):
+    return subprocess.run(
+        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config.model.dropout=1.5"],
+     r"config.model.dropout=1.5; expected a finite number in \[0, 1\)"),
+    (["--config.lr.base=inf"], r"config.lr.base=inf; expected a finite number > 0"),
+    (["--config.model.t5.vocab_size=10"],
+     r"config.model.t5.vocab_size=10 is smaller than the vocabulary .*demo.model \(\d+ ids\)"),
+    (["--config.mesh.model=3"],
+     r"config.mesh data=-1 x model=3 does not cover the 1 devices here \(cpu\)"),
+    (["stray"], r"unexpected argument 'stray': train.py takes only flags"),
+], ids=["dropout", "lr_inf", "vocab_size", "mesh", "positional"])
+def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_file, tmp_path,
+                                                                        args, message):
+    workdir = tmp_path / "run"
+    result = _train_cli(config_file, workdir, *args)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, \
+        result.stderr[-2000:]
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(rf"error: {message}", lines[0]), lines
+    assert not workdir.exists()
+
+
+@pytest.mark.parametrize("overrides,error,message", [
+    ({"data.mixture": "random"}, run_config.ConfigError,
+     r"config.data.mixture='random'; known: uniform, proportional"),
+    ({"data.prompt_template": "<2xx>"}, run_config.ConfigError,
+     r"config.data.prompt_template='<2xx>': prompt template '<2xx>' has no '\{lang\}' field"),
+    ({"data.max_prompt_len": 2}, run_config.ConfigError,
+     r"config.data.max_prompt_len=2 is too short for the prompt '<2en>'"),
+    ({"data.reader": "tfds", "data.tfds_data_dir": "/nonexistent/tfds"}, train.TrainingError,
+     r"config.data: coco35l is not built for these languages in /nonexistent/tfds"),
+    ({"mesh.data": 2}, run_config.ConfigError,
+     r"config.mesh data=2 x model=1 does not cover the 1 devices here"),
+    ({"vocab.path": "/nonexistent/spm.model"}, train.TrainingError,
+     r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
+    ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
+     r"XM3600 captions file not found: /nonexistent/captions.jsonl"),
+], ids=["mixture", "prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
+        "eval_data"])
+def test_bad_value_is_refused_before_the_workdir_is_created(tiny_demo, tmp_path, overrides,
+                                                            error, message):
+    workdir = tmp_path / "new" / "run"
+    config = tiny_config(str(tiny_demo), **{"data.reader": "files", **overrides})
+    with pytest.raises(error, match=message):
+        train.train_and_evaluate(config, str(workdir))
+    assert not (tmp_path / "new").exists()
+
+
+def test_metrics_file_that_is_a_folder_is_refused_before_any_work(tiny_demo, tmp_path):
+    workdir = tmp_path / "run"
+    (workdir / "metrics.jsonl").mkdir(parents=True)
+    with pytest.raises(train.TrainingError, match=r"run/metrics.jsonl is a folder, not a file"):
+        train.train_and_evaluate(tiny_config(str(tiny_demo), **{"data.reader": "files"}),
+                                 str(workdir))
+    assert os.listdir(workdir) == ["metrics.jsonl"]  # Nothing else written.
