@@ -344,8 +344,10 @@ def main(argv=None):
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
+    except ResultsNotWritten as e:  # The results went elsewhere: --out stays as it is.
+        errors.fail(e)
     except errors.Error as e:
-        if created and not isinstance(e, ResultsNotWritten):
+        if created:
             _remove_if_empty(flag_values.out)
         errors.fail(e)
     _print_summary(out, scores, paths)

@@ -10,7 +10,6 @@ bad input is one `error: ...` line naming the file, line and key, and exit
 status 2. See docs/cider.md.
 """
 
-import argparse
 import ctypes
 import gc
 import json
@@ -22,6 +21,7 @@ import numpy as np
 
 import errors
 from data import xm3600_release
+from evaluation import cli
 from evaluation.cider import corpus, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies
 from formats import per_image, predictions
@@ -40,7 +40,7 @@ def _format_table(results, metric):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m evaluation.cider",
         description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
     parser.add_argument("--references", required=True,
