@@ -28,3 +28,16 @@ def test_a_usage_error_is_one_line(capsys, main, argv, message):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
         lines
+
+
+def test_cider_refuses_a_repeated_key_in_one_line(tmp_path, capsys):
+    from tests.evaluation.cider.test_cli import write_references
+
+    refs = write_references(tmp_path / "captions.jsonl")
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"image/key": "img0", "lang": "en", "caption": "a dog", '
+                     '"caption": "a red bus"}\n')
+    assert cider_cli.main(["--references", refs, "--predictions", str(preds)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {preds}:1: key 'caption' appears twice in one object (a reader would keep "
+        f"only the last value)"]
