@@ -19,7 +19,6 @@ the message.
 
 import dataclasses
 import functools
-import itertools
 import operator
 import os
 import typing
@@ -153,13 +152,18 @@ class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
 
 
 def _count_keys(lines):
-    """The keys of decoded lines: image/key, image/locale, and each language's key and fields."""
-    count, unset = 2 * len(lines), itertools.repeat(msgspec.UNSET)
+    """The keys of decoded lines: image/key, image/locale, and each language's key and fields.
+
+    Every loop runs in C (map, filter, list.count): a Python loop over the 130,000 language
+    objects of XM3600 took longer than decoding them.
+    """
+    count, is_set = 2 * len(lines), functools.partial(operator.is_not, msgspec.UNSET)
     for lang in languages.XM3600_LANGS:
-        present = [v for v in map(operator.attrgetter(lang), lines) if v is not msgspec.UNSET]
+        present = list(filter(is_set, map(operator.attrgetter(lang), lines)))
         count += 2 * len(present)  # The language's key and its "caption".
         for field in _FIELD_NAMES:
-            count += sum(map(operator.is_not, map(operator.attrgetter(field), present), unset))
+            count += len(present) - list(map(operator.attrgetter(field), present)).count(
+                msgspec.UNSET)
     return count
 
 
