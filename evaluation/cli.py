@@ -4,11 +4,14 @@ argparse reports an unknown or stray argument with its whole usage (twenty lines
 meta-evaluation) before the error; `ArgumentParser` prints the one line `error: <message>`
 that every command line of the project prints, and exits with status 2. `count` and `number`
 are argparse types that check a value's range (and that a float is finite: NaN passes every
-comparison) while the arguments are parsed, before any work.
+comparison) while the arguments are parsed, before any work; `check_output_file` checks an
+output file's place before the work that fills it.
 """
 
 import argparse
 import math
+import os
+import tempfile
 
 import errors
 
@@ -52,3 +55,22 @@ def number(low, high, *, open_interval=False):
             raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
         return value
     return parse
+
+
+def check_output_file(path, flag):
+    """Checks, before any work, that the file `path` can be written (InputError naming `flag`).
+
+    The folder must exist and take a new file (one is created and removed); `path` itself
+    must not be a folder. An existing file is left as it is (the tool replaces it later).
+    """
+    if os.path.isdir(path):
+        raise errors.InputError(f"{flag} {path} is a folder; give a file name")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise errors.InputError(f"{flag} {path}: no folder {folder}")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise errors.InputError(f"{flag} {path}: cannot write there ({e.strerror or e})") \
+            from None

@@ -69,6 +69,8 @@ def main(argv=None):
     """Runs the CLI; returns the exit status (2 for bad input)."""
     args = _parser().parse_args(argv)
     try:
+        if args.per_image:
+            cli.check_output_file(args.per_image, "--per-image")
         settings = options.settings(args)
         records = xm3600_release.read_captions(args.references)
         preds = predictions.read(args.predictions)
