@@ -68,6 +68,7 @@ def check_configs(evals_config, best_metric=None):
         except ValueError as e:
             raise ValueError(f"config.evals.{name}: {e} (fields decode, beam_size, alpha)") \
                 from None
+        cls.check_config(name, eval_config)
         langs = cls.config_langs(name, eval_config.langs)
         if eval_config.every:
             logged += cls.metric_names_for(langs)

@@ -208,6 +208,10 @@ class CaptionEvaluator:
             raise ValueError(f"config.evals.{name}.langs: {e}") from None
 
     @classmethod
+    def check_config(cls, name, eval_config):
+        """Checks the evaluator's own fields without loading anything (ValueError naming one)."""
+
+    @classmethod
     def metric_names_for(cls, langs):
         """The names `run` returns for `langs`."""
         return [f"{cls.metric_prefix}{lang}" for lang in langs] + [f"{cls.metric_prefix}avg"]

@@ -141,3 +141,28 @@ def test_train_gets_the_evaluators_count_checks(tiny_demo):
         evaluators_lib.check_configs(config.evals)
     with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
         train.check_config(config)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"alpha": float("nan"), "decode": "beam"}, r"config.evals.xm3600: length-penalty alpha"),
+    ({"beam_size": 0, "decode": "beam"}, r"config.evals.xm3600: beam size must be an integer"),
+])
+def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, message):
+    config = tiny_config(str(tiny_demo))
+    config.unlock()
+    config.evals.xm3600.update(fields)
+    with pytest.raises(ValueError, match=message):
+        evaluators_lib.check_configs(config.evals)
+
+
+def test_an_evaluators_own_fields_are_checked_with_the_config(tiny_demo):
+    import ml_collections
+
+    config = tiny_config(str(tiny_demo))
+    config.unlock()
+    config.evals.vifidel = ml_collections.ConfigDict({
+        "type": "vifidel", "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
+        "batch_size": 4, "max_decode_len": 8, "vectors": "v/{lang}.vec",
+        "min_confidence": float("nan")})
+    with pytest.raises(ValueError, match=r"config.evals.vifidel: --min-confidence must be in"):
+        evaluators_lib.check_configs(config.evals)
