@@ -10,7 +10,8 @@ The message names what is at fault: the flag, the file and line, the key, the va
 
 Subclasses live with the code that raises them, each naming a kind of input or failure:
 
-- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file), `ImageError`
+- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file; its
+  `DuplicateKeyError`: a key twice in one JSON object), `ImageError`
   (data/images.py), `CorruptImageError` (data/builders/corpus.py), `NotBuiltError` and
   `OldLayoutError` (data/corpus.py: a dataset the config names is not built, or built in the
   old layout), `ConfigError` (training/run_config.py: a config field or override),

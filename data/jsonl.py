@@ -40,8 +40,9 @@ class FormatError(errors.InputError):
     """A file does not have the layout its reader expects."""
 
 
-class DuplicateKeyError(ValueError):
-    """`unique_keys` found a key twice in one JSON object; `key` is the key."""
+class DuplicateKeyError(FormatError):
+    """`unique_keys` found a key twice in one JSON object; `key` is the key. The readers add
+    the file and line (the hook does not know them)."""
 
     def __init__(self, key):
         super().__init__(f"key {key!r} appears twice in one object")
