@@ -10,7 +10,8 @@ The message names what is at fault: the flag, the file and line, the key, the va
 
 Subclasses live with the code that raises them, each naming a kind of input or failure:
 
-- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file), `ImageError`
+- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file; its
+  `DuplicateKeyError`: a key twice in one JSON object), `ImageError`
   (data/images.py), `CorruptImageError` (data/builders/corpus.py), `NotBuiltError` and
   `OldLayoutError` (data/corpus.py: a dataset the config names is not built, or built in the
   old layout), `ConfigError` (training/run_config.py: a config field or override),
@@ -24,7 +25,8 @@ Subclasses live with the code that raises them, each naming a kind of input or f
   (humaneval/web.py: a rating-app request answered with a page in the rater's language);
 - under `RunError`: `NotEnoughSpaceError` (data/builders/corpus.py), `TrainingError`
   (train.py), `CheckpointError` and `IncompatibleCheckpoint` (training/checkpointing.py),
-  `MetricsWriteError` (training/metrics.py: metrics.jsonl or the TensorBoard events).
+  `MetricsWriteError` (training/metrics.py: metrics.jsonl or the TensorBoard events),
+  `ResultsNotWritten` (evaluation/evaluate.py: results that went to a fallback folder).
 
 Code with no kind of its own (the CIDEr and VIFIDEL engines, the human-evaluation kit) raises
 `InputError` itself.

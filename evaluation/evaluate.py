@@ -26,12 +26,19 @@ by itself.
 
 `--langs all` gives each evaluator all its languages (XM3600: 36, COCO-dev:
 the 35 training languages), `config` those of its config, a list the listed
-ones it has. Bad input is one `error: ...` line and exit status 2; nothing
-is written before the evaluation has succeeded.
+ones it has. Bad input is one `error: ...` line and exit status 2: every
+flag (ranges, NaN, a stray positional argument) and config field is checked
+before any work, and the results folder is created and probed for a writable
+file before the checkpoint is restored (the default folder: once its step is
+known, before the evaluation); nothing else is written before the evaluation
+has succeeded. If writing the results still fails (a full disk), the scores
+are printed and the files written to a new folder under the system's
+temporary folder, which the `error:` line names.
 """
 
 import os
 import sys
+import tempfile
 
 import numpy as np
 from absl import flags, logging
@@ -40,7 +47,7 @@ from ml_collections import config_flags
 import errors
 from data import tokenizer
 from evaluation import evaluators as evaluators_lib
-from evaluation.analysis import report
+from evaluation.analysis import outputs, report
 from evaluation.evaluators import common
 from formats import eval_metrics
 from model import captioner
@@ -53,10 +60,16 @@ class UsageError(errors.InputError):
     """Bad command-line input; main() prints it as `error: ...` and exits with status 2."""
 
 
-def _define_flags(flag_values):
+class ResultsNotWritten(errors.RunError):
+    """The evaluation ran but its results folder could not be written; says where they went."""
+
+
+def _define_flags(flag_values, argv):
+    # sys_argv: ml_collections finds the --config.x overrides in it (default sys.argv, which
+    # is not what main(argv) was given).
     config = config_flags.DEFINE_config_file(
         "config", None, "The run's config file (`file.py:variant` and --config.x=y work).",
-        flag_values=flag_values, lock_config=True)
+        flag_values=flag_values, lock_config=True, sys_argv=argv)
     flags.DEFINE_string("workdir", None, "The run's folder (holds checkpoints/).",
                         flag_values=flag_values)
     flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).",
@@ -204,25 +217,65 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from None
     check_outputs(evaluators)
+    out = out or os.path.join(workdir, f"eval_step{step}")
+    prepare_out(out, "the results folder")
     print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
     results = {}
     for key, evaluator in evaluators.items():
         progress = Progress(sum(evaluator.num_images.values()), len(evaluator.langs), key)
         results[key] = evaluator.evaluate(params, progress)
-    out = out or os.path.join(workdir, f"eval_step{step}")
-    paths = write_results(out, step, evaluators, results, config_name=config_name,
-                          workdir=workdir, name=name or os.path.basename(os.path.abspath(workdir)))
     scores = {key: {lang: r.corpus for lang, r in results[key].items()} for key in evaluators}
+    name = name or os.path.basename(os.path.abspath(workdir))
+    paths = _write_or_fall_back(out, scores, lambda folder: write_results(
+        folder, step, evaluators, results, config_name=config_name, workdir=workdir, name=name))
     return out, scores, paths
 
 
-def _print_summary(out, scores, paths):
+def _write_or_fall_back(out, scores, write):
+    """write(out), or, when that fails, the scores printed and write(a new temporary folder).
+
+    Raises:
+        ResultsNotWritten: `out` could not be written (the cause and where the results are).
+    """
+    try:
+        return write(out)
+    except OSError as e:
+        cause = e.strerror or str(e)
+    _print_scores(scores)
+    try:
+        fallback = tempfile.mkdtemp(prefix=f"{os.path.basename(os.path.normpath(out))}_")
+        write(fallback)
+        saved = f"the results are in {fallback} instead"
+    except OSError as e:
+        saved = f"nor in a temporary folder ({e.strerror or e}); the scores are printed above"
+    raise ResultsNotWritten(f"cannot write the results into {out} ({cause}); {saved}")
+
+
+def prepare_out(out, flag):
+    """Creates the results folder `out` and checks a file can be written in it (UsageError).
+
+    Returns:
+        Whether the folder was created here (to remove it, still empty, if the run fails).
+    """
+    existed = os.path.isdir(out)
+    try:
+        outputs.prepare_out(out, flag)
+    except errors.InputError as e:
+        raise UsageError(str(e)) from None
+    return not existed
+
+
+def _print_scores(scores):
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     for key, by_lang in scores.items():
         avg = report.averages(by_lang)
         print(f"{key}: " + ", ".join(f"{lang} {value:.3f}" for lang, value in by_lang.items()))
         print(f"{key}: average of 35 languages {fmt(avg['avg_35'])}, of 36 {fmt(avg['avg_36'])}, "
-              f"of these {len(by_lang)} {np.mean(list(by_lang.values())):.3f}")
+              f"of these {len(by_lang)} {np.mean(list(by_lang.values())):.3f}", flush=True)
+
+
+def _print_summary(out, scores, paths):
+    _print_scores(scores)
     print(f"Results: {out}")
     for key in scores:  # The files of each evaluator but its predictions.
         files = [os.path.basename(str(p)) for kind, p in paths[key].items()
@@ -230,38 +283,72 @@ def _print_summary(out, scores, paths):
         print(f"  {key}: {', '.join(files)}, and predictions")
 
 
+def check_flags(flag_values):
+    """The numeric flags' ranges (UsageError); returns the `common.Decoding` of --decode or None.
+
+    --beam_size and --alpha are checked even when unused, and are an error without
+    --decode=beam, where they would be ignored.
+    """
+    if flag_values.step is not None and flag_values.step < 0:
+        raise UsageError(f"--step must be >= 0, got {flag_values.step}")
+    try:
+        beam = common.Decoding("beam", flag_values.beam_size, flag_values.alpha)
+    except ValueError as e:
+        flag = "--alpha" if "alpha" in str(e) else "--beam_size"
+        raise UsageError(f"{flag}: {e}") from None
+    given = [f"--{name}" for name in ("beam_size", "alpha") if flag_values[name].present]
+    if given and flag_values.decode != "beam":
+        raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
+                         f"leave them out")
+    if flag_values.decode == "beam":
+        return beam
+    return common.Decoding(flag_values.decode) if flag_values.decode else None
+
+
+def _remove_if_empty(folder):
+    """Removes the --out folder this run created, if nothing was written into it."""
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
 def main(argv=None):
     """The command-line tool; returns 0, or exits with status 2 and `error: ...`."""
     argv = list(sys.argv if argv is None else argv)
     flag_values = flags.FlagValues()
-    config_flag = _define_flags(flag_values)
+    config_flag = _define_flags(flag_values, argv)
     if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
         print(__doc__ + "\nFlags:\n" + flag_values.get_help())
         return 0
     if not any(arg in ("-v", "--verbosity") or arg.startswith("--verbosity=")
                for arg in argv[1:]):
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
+    created = False
     try:
-        run_config.parse_flags(flag_values, argv)
+        rest = run_config.parse_flags(flag_values, argv)
+        if len(rest) > 1:
+            raise UsageError(f"unexpected argument {rest[1]!r} (every input is a --flag; see "
+                             f"--help)")
         check_config(config_flag.value)
         if flag_values.config is None:
             raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
-        decoding = None
-        if flag_values.decode:
-            try:
-                decoding = common.Decoding(flag_values.decode, flag_values.beam_size,
-                                           flag_values.alpha)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+        decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
+        if flag_values.out:
+            created = prepare_out(flag_values.out, "--out")
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, paths = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
+    except ResultsNotWritten as e:  # The results went elsewhere: --out stays as it is.
+        errors.fail(e)
     except errors.Error as e:
+        if created:
+            _remove_if_empty(flag_values.out)
         errors.fail(e)
     _print_summary(out, scores, paths)
     return 0

@@ -15,13 +15,16 @@ def read(path, error, what):
         what: how to call the file in the message of a missing one ("scores file").
 
     Raises:
-        error: the file is missing, not UTF-8, not valid JSON (file:line) or not an object.
+        error: the file is missing, not UTF-8, not valid JSON (file:line), holds a key twice
+            in one object (the key named) or is not an object.
     """
     if not os.path.isfile(path):
         raise error(f"{what} not found: {path}")
     try:
         with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
+            obj = json.load(f, object_pairs_hook=jsonl.unique_keys)
+    except jsonl.DuplicateKeyError as e:
+        raise error(f"{path}: {e} (a reader would keep only the last value)") from None
     except UnicodeDecodeError as e:
         raise error(f"{path}: not UTF-8 ({e.reason})") from None
     except json.JSONDecodeError as e:

@@ -77,6 +77,11 @@ class _Line(msgspec.Struct, gc=False, rename={"key": "image/key"}):
 _DECODER = msgspec.json.Decoder(_Line)
 
 
+def _count_keys(lines):
+    """The keys of decoded lines (`jsonl.decode_lines` checks for repeated ones): three each."""
+    return len(FIELDS) * len(lines)
+
+
 def _check(obj, where):
     missing = [k for k in FIELDS if k not in obj]
     if missing:
@@ -110,7 +115,7 @@ def read(path):
     """
     if not os.path.exists(path):
         raise PredictionsError(f"predictions file not found: {path}")
-    decoded = jsonl.decode_lines(path, _DECODER)
+    decoded = jsonl.decode_lines(path, _DECODER, count_keys=_count_keys)
     if decoded:
         predictions = Predictions(path, decoded)
         for p in decoded:

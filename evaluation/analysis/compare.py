@@ -16,7 +16,6 @@ The per-image scores are held fixed while resampling: CIDEr-D's document frequen
 from the references, and a corpus score is the mean of its per-image scores.
 """
 
-import argparse
 import json
 import pathlib
 import re
@@ -29,6 +28,8 @@ import numpy as np
 
 import errors
 from data import languages
+from evaluation import cli
+from evaluation.analysis import outputs
 from formats import per_image
 
 _EXAMPLES = 3
@@ -224,33 +225,38 @@ def chart_path(results_a, results_b, out=None):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description="Per-language delta CIDEr-D (B - A) with paired bootstrap intervals.")
     parser.add_argument("results_a", help="results folder of model A (the baseline)")
     parser.add_argument("results_b", help="results folder of model B")
-    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    parser.add_argument("--samples", type=cli.count(1, cli.MAX_SAMPLES), default=1000,
+                        help="bootstrap resamples")
+    parser.add_argument("--seed", type=cli.count(0), default=0, help="seed of the resampling")
     parser.add_argument("--out", default=None,
                         help="folder for the chart (default: RESULTS_B)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
-    if args.samples < 1:
-        parser.error(f"--samples must be positive, got {args.samples}")
     try:
+        if args.out:
+            outputs.prepare_out(args.out)
         paired = align(read_per_image(args.results_a), read_per_image(args.results_b),
                        args.results_a, args.results_b)
     except errors.Error as e:
         errors.fail(e)
     result = compare(paired, args.samples, args.seed)
     path = chart_path(args.results_a, args.results_b, args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    plot_deltas(path, result, args.results_a, args.results_b)
     if args.json:
         print(json.dumps({"a": args.results_a, "b": args.results_b,
                           "samples": args.samples, "seed": args.seed, "chart": str(path),
-                          **result}, indent=2))
+                          **result}, indent=2), flush=True)
     else:
-        print(format_table(result, args.results_a, args.results_b))
+        print(format_table(result, args.results_a, args.results_b), flush=True)
+    try:  # After the results are printed: a chart that cannot be written loses none.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        plot_deltas(path, result, args.results_a, args.results_b)
+    except OSError as e:
+        errors.fail(outputs.not_written(args.out or args.results_b, e, args.json))
+    if not args.json:
         print(f"chart: {path}")
 
 

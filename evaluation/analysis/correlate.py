@@ -29,12 +29,12 @@ rounding of its inputs (S x S to 0.1, CIDEr to 0.001): jittering the inputs with
 rounding moves those cells over ranges that include the paper's values.
 """
 
-import argparse
 import json
 
 import numpy as np
 
 import errors
+from evaluation import cli
 from evaluation.analysis import coefficients as coefficients_lib
 from formats import side_by_side
 
@@ -168,7 +168,7 @@ def format_table(result, columns):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         description="Correlation of side-by-side human judgements with delta CIDEr "
                     "(Table 6 of the XM3600 paper).")
     parser.add_argument("--side-by-side", required=True, metavar="FILE",

@@ -47,12 +47,12 @@ caption (--scores, JSONL {"system", "image/key", "score"}) or per system (--syst
 system,score). Reported: Pearson, Spearman, Kendall tau-b and tau-c with cluster bootstrap
 intervals (resampling images, or side-by-side evaluations; at the system level systems and
 images both, and no interval below MIN_SYSTEMS_FOR_INTERVAL systems), and accuracies. With
---out (checked before any work): meta.md, meta.csv and meta.png. Bad input (a file whose
-systems or images do not match the others', a rating outside the rubric, an unknown --lang)
-is one `error:` line naming the file, line and value; exit status 2.
+--out (checked before any work; written after the results are printed): meta.md, meta.csv
+and meta.png. Bad input (a file whose systems or images do not match the others', a rating
+outside the rubric, an unknown --lang, a number out of range, a stray argument) is one `error:`
+line naming the file, line, flag and value; exit status 2.
 """
 
-import argparse
 import itertools
 import json
 import sys
@@ -61,6 +61,7 @@ import numpy as np
 
 import errors
 from data import languages
+from evaluation import cli
 from evaluation.analysis import coefficients as coefficients_lib
 from evaluation.analysis import (
     correlate,
@@ -273,8 +274,8 @@ def _thumb_inputs(args, tab, rounds, vifidel_settings):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m evaluation.analysis.meta",
-                                     description=__doc__.split("\n")[0])
+    parser = cli.ArgumentParser(prog="python -m evaluation.analysis.meta",
+                                description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--thumb", nargs="+", metavar="RATINGS", help="THUMB 1.0 file(s)")
     source.add_argument("--side-by-side", metavar="CSV", help="XM3600-paper side-by-side CSV")
@@ -300,9 +301,11 @@ def _parser():
                              "machine setting)")
     parser.add_argument("--curve", action="store_true",
                         help="pairs: accuracy for 1, 2, ... references per image")
-    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (0: none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--confidence", type=float, default=coefficients_lib.CONFIDENCE)
+    parser.add_argument("--samples", type=cli.count(0, cli.MAX_SAMPLES), default=1000,
+                        help="bootstrap resamples (0: none)")
+    parser.add_argument("--seed", type=cli.count(0), default=0)
+    parser.add_argument("--confidence", type=cli.number(0, 1, open_interval=True),
+                        default=coefficients_lib.CONFIDENCE)
     parser.add_argument("--out", help="folder for meta.md, meta.csv and meta.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     vifidel_options.add_arguments(parser, required=False)
@@ -409,21 +412,26 @@ def main(argv=None):
         rows, source, curves = run(args)
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
-    if args.out:
-        paths = meta_report.write(args.out, rows, source, args.confidence)
-        if curves:
-            paths.update(meta_report.write_curves(args.out, curves, source))
     if args.json:
         print(json.dumps({"source": source, "rows": rows,
                           "curves": {m: {k: [None if np.isnan(x) else float(x) for x in v]
                                          for k, v in c.items()}
-                                     for m, c in (curves or {}).items()}}, indent=2))
+                                     for m, c in (curves or {}).items()}}, indent=2),
+              flush=True)
     else:
         print(f"({source})")
         print(meta_report.text(rows))
         if curves:
             print(meta_report.curve_text(curves))
-        if args.out:
+        sys.stdout.flush()
+    if args.out:  # After the results are printed: a report that cannot be written loses none.
+        try:
+            paths = meta_report.write(args.out, rows, source, args.confidence)
+            if curves:
+                paths.update(meta_report.write_curves(args.out, curves, source))
+        except OSError as e:
+            return errors.print_error(outputs.not_written(args.out, e, args.json))
+        if not args.json:
             print(f"report: {', '.join(paths.values())}")
     return 0
 

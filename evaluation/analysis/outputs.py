@@ -24,3 +24,13 @@ def prepare_out(out, flag="--out"):
     except OSError as e:
         raise InputError(f"{flag} {out}: cannot write there ({e.strerror or e})") from None
     return out
+
+
+def not_written(out, error, printed_json=False):
+    """The InputError of a report that could not be written after the work (a full disk).
+
+    The command lines print their results before writing the report, so that it names
+    where they are: nothing is lost.
+    """
+    return InputError(f"--out {out}: cannot write the report ({error.strerror or error}); "
+                      f"the results are printed above{' (JSON)' if printed_json else ''}")

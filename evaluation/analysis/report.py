@@ -18,7 +18,6 @@ existing
 scores.json (for instance after the paper's file became available).
 """
 
-import argparse
 import csv
 import math
 import os
@@ -32,6 +31,7 @@ import matplotlib.pyplot as plt
 
 import errors
 from data import languages
+from evaluation import cli
 from formats import scores as scores_format
 
 METRIC = "cider-d"
@@ -355,7 +355,7 @@ def _write_scores_csv(path, scores, coco_dev_scores):
 
 def main(argv=None):
     """Redraws table.md and bars.png of a results folder from its scores.json."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results_dir", help="folder with scores.json")
     parser.add_argument("--name", default=None, help="this model's column heading "
                         "(default: the folder name)")

@@ -16,11 +16,11 @@ precision and recall": its P and its R each at least (at most) every other syste
 image. Ties count, as in the paper: on an image where two systems share the top P and R, both
 are best (this reproduces Table 3's Best row exactly from the release), and on an image where
 every system has the same P and R, every system is both best and worst. With one system there
-is nothing to compare: no best / worst. Output: a text table, or with --out `thumb.md`,
-`thumb.csv` and `thumb.png` (--out is checked before any work).
+is nothing to compare: no best / worst. Output: a text table (or JSON), and with --out
+`thumb.md`, `thumb.csv` and `thumb.png` (--out is checked before any work; the table is printed
+before the report is written, so a report that still cannot be written loses nothing).
 """
 
-import argparse
 import collections
 import csv
 import dataclasses
@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import errors
+from evaluation import cli
 from evaluation.analysis import outputs
 from formats import thumb_ratings
 
@@ -261,18 +262,17 @@ def plot(path, scores, confidence=CONFIDENCE):
 
 def main(argv=None):
     """Command line: see the module docstring. Returns the exit status (2 for bad input)."""
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m evaluation.analysis.thumb",
         description="THUMB 1.0 system scores with bootstrap intervals and best/worst counts.")
     parser.add_argument("ratings", nargs="+", help="release-layout JSONL file(s), one per round")
-    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--samples", type=cli.count(1, cli.MAX_SAMPLES), default=1000,
+                        help="bootstrap resamples")
+    parser.add_argument("--seed", type=cli.count(0), default=0)
     parser.add_argument("--out", help="folder for thumb.md, thumb.csv and thumb.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     try:
-        if args.samples < 1:
-            raise errors.InputError(f"--samples must be positive, got {args.samples}")
         if args.out:
             outputs.prepare_out(args.out)
         tab = table([thumb_ratings.read(path) for path in args.ratings])
@@ -284,16 +284,19 @@ def main(argv=None):
     scores = system_scores(tab, args.samples, args.seed)
     counts, compared, all_tied = best_worst(tab)
     note = best_worst_note(tab, counts, compared, all_tied)
-    if args.out:
-        paths = write_report(args.out, scores, counts, note, args.ratings)
     if args.json:
         print(json.dumps({"rounds": tab.rounds, "images": len(tab.images),
                           "num_systems": len(tab.systems), "systems": scores,
                           "best_worst": counts, "compared": compared, "all_tied": all_tied,
-                          "note": note}, indent=2))
+                          "note": note}, indent=2), flush=True)
     else:
-        print(format_table(scores, counts, note))
-        if args.out:
+        print(format_table(scores, counts, note), flush=True)
+    if args.out:
+        try:
+            paths = write_report(args.out, scores, counts, note, args.ratings)
+        except OSError as e:
+            return errors.print_error(outputs.not_written(args.out, e, args.json))
+        if not args.json:
             print(f"report: {paths['md']}, {paths['csv']}, {paths['png']}")
     return 0
 

@@ -10,7 +10,6 @@ bad input is one `error: ...` line naming the file, line and key, and exit
 status 2. See docs/cider.md.
 """
 
-import argparse
 import ctypes
 import gc
 import json
@@ -22,6 +21,7 @@ import numpy as np
 
 import errors
 from data import xm3600_release
+from evaluation import cli
 from evaluation.cider import corpus, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies
 from formats import per_image, predictions
@@ -40,7 +40,7 @@ def _format_table(results, metric):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m evaluation.cider",
         description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
     parser.add_argument("--references", required=True,
@@ -126,7 +126,7 @@ def _start_warm_up(metric, own_process):
 
 
 def _score(args, own_process):
-    """Reads the files, scores and writes --per-image and --save-df; returns the results."""
+    """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
     preds = predictions.read(args.predictions)
     if own_process:
@@ -143,6 +143,11 @@ def _score(args, own_process):
         if r.num_skipped:
             print(f"{r.lang}: scored {len(r.keys)} of {len(r.keys) + r.num_skipped} "
                   f"images; skipped {r.num_skipped} without a prediction", file=sys.stderr)
+    return results
+
+
+def _write_outputs(args, results):
+    """Writes --per-image and --save-df (after the scores are printed: a full disk loses none)."""
     if args.per_image:
         per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),
                                                           strict=True))
@@ -150,7 +155,6 @@ def _score(args, own_process):
     if args.save_df:
         save_document_frequencies(args.save_df,
                                   [r.scorer.document_frequency for r in results.values()])
-    return results
 
 
 def main(argv=None, own_process=False):
@@ -173,6 +177,9 @@ def main(argv=None, own_process=False):
     # Loading the compiled code overlaps with reading the files.
     warm_up = _start_warm_up(args.metric, own_process)
     try:
+        for flag, path in (("--per-image", args.per_image), ("--save-df", args.save_df)):
+            if path:
+                cli.check_output_file(path, flag)
         results = _score(args, own_process)
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
@@ -184,9 +191,14 @@ def main(argv=None, own_process=False):
             "scores": {r.lang: r.score for r in results.values()},
             "average": float(np.mean([r.score for r in results.values()])),
             "num_images": {r.lang: len(r.keys) for r in results.values()},
-        }, ensure_ascii=False))
+        }, ensure_ascii=False), flush=True)
     else:
-        print(_format_table(results, args.metric))
+        print(_format_table(results, args.metric), flush=True)
+    try:
+        _write_outputs(args, results)
+    except OSError as e:
+        return errors.print_error(f"cannot write {e.filename or 'an output file'} "
+                                  f"({e.strerror or e}); the scores are printed above")
     return 0
 
 

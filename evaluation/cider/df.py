@@ -93,9 +93,12 @@ def load_document_frequencies(path):
         raise InputError(f"document frequency file not found: {path}")
     with open(path, encoding="utf-8") as f:
         try:
-            payload = json.load(f)
+            payload = json.load(f, object_pairs_hook=jsonl.unique_keys)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+                from None
+        except jsonl.DuplicateKeyError as e:
+            raise InputError(f"{path}: {e} (a reader would keep only the last value)") \
                 from None
     if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
         raise InputError(f"{path}: not a document frequency file (no \"format\": "

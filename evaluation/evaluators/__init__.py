@@ -10,13 +10,18 @@ common.py). Adding an evaluator is a module with its class and one entry in
 the table; the loop and the checkpoint tool need no change.
 """
 
-from evaluation.evaluators import coco_dev_cider, vifidel, xm3600_cider
+from evaluation.evaluators import coco_dev_cider, common, vifidel, xm3600_cider
 
 EVALUATORS = {
     "xm3600_cider": xm3600_cider.Xm3600Cider,
     "coco_dev_cider": coco_dev_cider.CocoDevCider,
     "vifidel": vifidel.Xm3600Vifidel,
 }
+
+
+def _is_count(value, low):
+    """An integer (not a bool) >= low."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 def evaluator_class(name, eval_config):
@@ -28,7 +33,11 @@ def evaluator_class(name, eval_config):
 
 
 def check_configs(evals_config, best_metric=None):
-    """Checks `config.evals` without loading anything: types, `every`, batch sizes, languages.
+    """Checks `config.evals` without loading anything: types, counts, decoding, languages.
+
+    Counts are integers: `every` >= 0, `batch_size` and `max_decode_len` >= 1, `max_images`
+    None (all) or >= 1 (a negative one would slice images off the end, 0 leave none);
+    `decode`, `beam_size` and `alpha` must make a `common.Decoding` (alpha finite, >= 0).
 
     Args:
         evals_config: `config.evals`.
@@ -47,9 +56,19 @@ def check_configs(evals_config, best_metric=None):
         for field in ("every", "batch_size", "max_decode_len"):
             value = eval_config.get(field, None)
             low = 0 if field == "every" else 1
-            if not isinstance(value, int) or value < low:
+            if not _is_count(value, low):
                 raise ValueError(f"config.evals.{name}.{field}={value!r}; expected an integer "
                                  f">= {low}")
+        max_images = eval_config.get("max_images", None)
+        if max_images is not None and not _is_count(max_images, 1):
+            raise ValueError(f"config.evals.{name}.max_images={max_images!r}; expected None "
+                             f"(every image) or an integer >= 1")
+        try:
+            common.Decoding.from_config(eval_config)
+        except ValueError as e:
+            raise ValueError(f"config.evals.{name}: {e} (fields decode, beam_size, alpha)") \
+                from None
+        cls.check_config(name, eval_config)
         langs = cls.config_langs(name, eval_config.langs)
         if eval_config.every:
             logged += cls.metric_names_for(langs)

@@ -24,6 +24,7 @@ subclass says which set, which scorer, which names.
 import concurrent.futures
 import dataclasses
 import functools
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -52,8 +53,14 @@ class Decoding:
     def __post_init__(self):
         if self.method not in ("greedy", "beam"):
             raise ValueError(f"unknown decoding {self.method!r}; known: greedy, beam")
-        if self.beam_size < 1:
-            raise ValueError(f"beam size must be >= 1, got {self.beam_size}")
+        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) \
+                or self.beam_size < 1:
+            raise ValueError(f"beam size must be an integer >= 1, got {self.beam_size!r}")
+        # NaN passes every comparison a beam makes and decodes nonsense without a word.
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
+                or not math.isfinite(self.alpha) or self.alpha < 0:
+            raise ValueError(f"length-penalty alpha must be a finite number >= 0, got "
+                             f"{self.alpha!r}")
 
     @classmethod
     def from_config(cls, eval_config):
@@ -199,6 +206,10 @@ class CaptionEvaluator:
             return languages.check_langs(langs, known=cls.all_langs)
         except ValueError as e:
             raise ValueError(f"config.evals.{name}.langs: {e}") from None
+
+    @classmethod
+    def check_config(cls, name, eval_config):
+        """Checks the evaluator's own fields without loading anything (ValueError naming one)."""
 
     @classmethod
     def metric_names_for(cls, langs):

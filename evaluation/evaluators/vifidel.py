@@ -87,6 +87,10 @@ class Xm3600Vifidel(common.CaptionEvaluator):
     title = "VIFIDEL on XM3600"
     all_langs = tuple(languages.XM3600_LANGS)
 
+    @classmethod
+    def check_config(cls, name, eval_config):
+        settings_from_config(name, eval_config)
+
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
         langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         self.settings = settings_from_config(name, eval_config)

@@ -19,7 +19,6 @@ with --control how often an image's own caption scores above another image's cap
 is one `error: ...` line naming the file, line and value, and exit status 2.
 """
 
-import argparse
 import json
 import sys
 
@@ -27,12 +26,13 @@ import numpy as np
 
 import errors
 from data import xm3600_release
+from evaluation import cli
 from evaluation.vifidel import corpus, options
 from formats import per_image, predictions
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m evaluation.vifidel",
         description="VIFIDEL (visual fidelity: WMD between object labels and caption words, "
                     "in a shared multilingual word-vector space), per language.")
@@ -69,6 +69,8 @@ def main(argv=None):
     """Runs the CLI; returns the exit status (2 for bad input)."""
     args = _parser().parse_args(argv)
     try:
+        if args.per_image:
+            cli.check_output_file(args.per_image, "--per-image")
         settings = options.settings(args)
         records = xm3600_release.read_captions(args.references)
         preds = predictions.read(args.predictions)

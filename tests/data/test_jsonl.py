@@ -113,3 +113,68 @@ def test_line_stream_names_a_bad_line_and_a_broken_file(tmp_path, external):
     stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, external=external)
     with pytest.raises(jsonl.FormatError, match=r"t.jsonl.bz2: not a readable"):
         list(stream)
+
+
+# A key twice in one object (issue 21 item 9): JSON parsers keep the last value silently.
+
+@pytest.mark.parametrize("line, key", [
+    (b'{"a": 1, "b": "x", "a": 2}', "a"),                        # at the top
+    (b'{"a": 1, "b": {"c": [1], "d": 0, "c": [2]}}', "c"),        # nested
+    (b'{"a": 1, "b": "x", "\\u0061": 2}', "a"),                   # the same key, escaped
+])
+def test_a_repeated_key_is_an_error_at_its_line(tmp_path, line, key):
+    path = tmp_path / "dup.jsonl"
+    path.write_bytes(b'{"a": 0, "b": "ok"}\n' + line + b"\n")
+    with pytest.raises(jsonl.FormatError,
+                       match=rf"dup.jsonl:2: key '{key}' appears twice in one object"):
+        list(jsonl.read_objects(path))
+    # The fast path leaves it to the slow one, with or without the count of keys.
+    decoder = msgspec.json.Decoder(_Pair if key == "a" else dict)
+    assert jsonl.decode_lines(path, decoder) is None
+    assert jsonl.decode_lines(path, decoder, count_keys=lambda lines: 2 * len(lines)) is None
+
+
+def test_decode_lines_counts_keys_and_scans_only_when_the_colons_differ(tmp_path, monkeypatch):
+    path = tmp_path / "ok.jsonl"
+    path.write_bytes(b'{"a": 1, "b": "x"}\n{"a": 2, "b": "at 10:30"}\n')
+    scans = []
+    scan = jsonl._has_repeated_key
+    monkeypatch.setattr(jsonl, "_has_repeated_key", lambda data: scans.append(1) or scan(data))
+    two_keys = lambda lines: 2 * len(lines)  # noqa: E731
+    assert list(jsonl.decode_lines(path, msgspec.json.Decoder(_Pair), two_keys)) == [
+        _Pair(1, "x"), _Pair(2, "at 10:30")]
+    assert scans == [1]  # A colon inside a string: scanned, and no repeated key.
+    path.write_bytes(b'{"a": 1, "b": "x"}\n{"a": 2, "b": "y"}\n')
+    assert len(jsonl.decode_lines(path, msgspec.json.Decoder(_Pair), two_keys)) == 2
+    assert scans == [1]  # The colons are the keys: no scan.
+
+
+def test_the_cider_inputs_refuse_a_repeated_key(tmp_path):
+    from data import xm3600_release
+    from formats import predictions
+    from tests.evaluation.cider.test_cli import write_references
+
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"image/key": "img0", "lang": "en", "caption": "a dog"}\n'
+                     '{"image/key": "img1", "lang": "en", "caption": "a cat", '
+                     '"caption": "a cow"}\n')
+    with pytest.raises(predictions.PredictionsError,
+                       match=r"preds.jsonl:2: key 'caption' appears twice in one object"):
+        predictions.read(preds)
+    refs = write_references(tmp_path / "captions.jsonl")
+    assert xm3600_release.read_references(refs).get("en")[0]  # Well-formed: read fast.
+    lines = open(refs, encoding="utf-8").read().splitlines()
+    lines[1] = lines[1].replace('"caption": [', '"caption": ["x"], "caption": [', 1)
+    open(refs, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+    with pytest.raises(jsonl.FormatError,
+                       match=r"captions.jsonl:2: key 'caption' appears twice in one object"):
+        xm3600_release.read_references(refs)
+
+
+def test_a_json_object_file_refuses_a_repeated_key(tmp_path):
+    from formats import json_object
+
+    path = tmp_path / "scores.json"
+    path.write_text('{"step": 1,\n "step": 2}\n')
+    with pytest.raises(ValueError, match=r"scores.json: key 'step' appears twice in one object"):
+        json_object.read(str(path), ValueError, "scores file")

@@ -1,0 +1,168 @@
+"""Bad input to python -m evaluation.evaluate: one `error:` line before any work, results kept.
+
+Issue 21 items 4 and 8. The flag tests need no run: their --workdir does not exist, so an
+error about the flag (not "no checkpoint") shows that it was checked before anything was
+read. The disk-full test injects ENOSPC into the writer of the results folder (a fault-
+injecting writer rather than a small mounted filesystem, so that it runs without root).
+"""
+
+import errno
+import os
+import re
+import textwrap
+
+import pytest
+
+import train
+from evaluation import evaluate
+from evaluation import evaluators as evaluators_lib
+from formats import eval_metrics
+from tests.tiny import tiny_config
+
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{{"total_steps": 1, "checkpoint.every": 1,
+                                         "evals.xm3600.every": 0}})
+"""
+
+
+@pytest.fixture(scope="module")
+def config_path(tiny_demo, tmp_path_factory):
+    path = tmp_path_factory.mktemp("eval_inputs") / "tiny_config.py"
+    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_demo, config_path, tmp_path_factory):
+    """A one-step run with a checkpoint at step 1 (no in-loop evaluation)."""
+    workdir = str(tmp_path_factory.mktemp("eval_inputs_run") / "run")
+    train.train_and_evaluate(tiny_config(str(tiny_demo), **{
+        "total_steps": 1, "checkpoint.every": 1, "evals.xm3600.every": 0}), workdir)
+    return workdir
+
+
+def _fail(capsys, *args):
+    """Runs the tool, expecting status 2; returns its stderr lines."""
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(["evaluation.evaluate", *args])
+    assert exit_info.value.code == 2
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--decode=beam", "--alpha=nan"], r"--alpha: length-penalty alpha must be a finite number"),
+    (["--decode=beam", "--alpha=inf"], r"--alpha: .* finite number >= 0, got inf"),
+    (["--decode=beam", "--alpha=-0.5"], r"--alpha: .* >= 0, got -0.5"),
+    (["--decode=beam", "--beam_size=0"], r"--beam_size: beam size must be an integer >= 1"),
+    (["--alpha=0.3"], r"--alpha apply to --decode=beam only"),
+    (["--step=-1"], r"--step must be >= 0, got -1"),
+    (["stray"], r"unexpected argument 'stray'"),
+    (["--config.evals.xm3600.max_images=-3"],
+     r"config.evals.xm3600.max_images=-3; expected None \(every image\) or an integer >= 1"),
+    (["--config.evals.xm3600.max_images=0"], r"config.evals.xm3600.max_images=0; expected"),
+])
+def test_a_bad_flag_is_one_error_line_before_any_work(config_path, tmp_path, capsys, args,
+                                                      message):
+    lines = _fail(capsys, "--config", config_path, "--workdir", str(tmp_path / "no_run"),
+                  "--out", str(tmp_path / "out"), *args)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
+        lines
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("make_out, message", [
+    (lambda tmp: "/proc/x", r"--out /proc/x: cannot write there"),
+    (lambda tmp: (tmp / "file").write_text("x") and str(tmp / "file"), r"--out .*file is a file"),
+    (lambda tmp: (tmp / "file").write_text("x") and str(tmp / "file" / "sub"),
+     r"--out .*file/sub: cannot write there"),
+])
+def test_a_bad_out_is_one_error_line_before_any_work(config_path, tmp_path, capsys, make_out,
+                                                     message):
+    out = make_out(tmp_path)
+    # No run at --workdir: an error about --out shows it came before the checkpoint was read.
+    lines = _fail(capsys, "--config", config_path, "--workdir", str(tmp_path / "no_run"),
+                  "--out", out)
+    assert len(lines) == 1 and re.search(message, lines[0]), lines
+
+
+def test_an_out_created_for_a_run_that_fails_is_removed(config_path, tmp_path, capsys):
+    lines = _fail(capsys, "--config", config_path, "--workdir", str(tmp_path / "no_run"),
+                  "--out", str(tmp_path / "new" / "out"))
+    assert lines[0].startswith("error: no checkpoint in")
+    assert not (tmp_path / "new" / "out").exists()
+
+
+def test_the_default_results_folder_is_checked_before_the_evaluation(config_path, tiny_run,
+                                                                    capsys):
+    blocker = os.path.join(tiny_run, "eval_step1")
+    with open(blocker, "w") as f:
+        f.write("not a folder")
+    try:
+        lines = _fail(capsys, "--config", config_path, "--workdir", tiny_run, "--evals",
+                      "xm3600", "--langs", "en")
+    finally:
+        os.remove(blocker)
+    assert len(lines) == 1 and re.search(r"results folder .*eval_step1 is a file", lines[0])
+
+
+def test_results_are_kept_when_the_disk_fills_after_the_evaluation(config_path, tiny_run,
+                                                                  tmp_path, capsys,
+                                                                  monkeypatch):
+    out = str(tmp_path / "out")
+    write = eval_metrics.write
+
+    def full_disk(path, *args, **kwargs):  # The fault: ENOSPC for files in `out` only.
+        if os.path.dirname(os.path.abspath(path)) == out:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return write(path, *args, **kwargs)
+
+    monkeypatch.setattr(eval_metrics, "write", full_disk)
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(["evaluation.evaluate", "--config", config_path, "--workdir", tiny_run,
+                       "--evals", "xm3600", "--langs", "en", "--out", out])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    match = re.search(r"cannot write the results into .*out \(No space left on device\); the "
+                      r"results are in (\S+) instead", lines[0])
+    assert len(lines) == 1 and match, captured.err
+    fallback = match.group(1)
+    assert {"metrics.json", "predictions_en.jsonl"} <= set(os.listdir(fallback))
+    assert re.search(r"^xm3600: en \d", captured.out, re.M)  # The scores, printed too.
+
+
+def test_train_gets_the_evaluators_count_checks(tiny_demo):
+    config = tiny_config(str(tiny_demo), **{"evals.xm3600.max_images": -3})
+    with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
+        evaluators_lib.check_configs(config.evals)
+    with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
+        train.check_config(config)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"alpha": float("nan"), "decode": "beam"}, r"config.evals.xm3600: length-penalty alpha"),
+    ({"beam_size": 0, "decode": "beam"}, r"config.evals.xm3600: beam size must be an integer"),
+])
+def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, message):
+    config = tiny_config(str(tiny_demo))
+    config.unlock()
+    config.evals.xm3600.update(fields)
+    with pytest.raises(ValueError, match=message):
+        evaluators_lib.check_configs(config.evals)
+
+
+def test_an_evaluators_own_fields_are_checked_with_the_config(tiny_demo):
+    import ml_collections
+
+    config = tiny_config(str(tiny_demo))
+    config.unlock()
+    config.evals.vifidel = ml_collections.ConfigDict({
+        "type": "vifidel", "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
+        "batch_size": 4, "max_decode_len": 8, "vectors": "v/{lang}.vec",
+        "min_confidence": float("nan")})
+    with pytest.raises(ValueError, match=r"config.evals.vifidel: --min-confidence must be in"):
+        evaluators_lib.check_configs(config.evals)
