@@ -170,8 +170,8 @@ class Saver:
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
-            raise self._failure(step, e, needed) from None
-        self._pending = (step, needed)
+            raise self._failure(step, e, needed, available) from None
+        self._pending = (step, needed, available)
 
     def poll(self):
         """Raises SaveError if the background save has failed (cheap: call it every step)."""
@@ -184,8 +184,7 @@ class Saver:
         try:
             self._mngr.wait_until_finished()
         except Exception as e:  # noqa: BLE001  Orbax re-raises its background thread's error.
-            step, needed = pending or (None, 0)
-            raise self._failure(step, e, needed) from None
+            raise self._failure(*(pending or (None, 0, 0)), e) from None
 
     def _space(self, state):
         """Bytes the next save needs: the newest checkpoint's size, else the state's."""
@@ -194,16 +193,14 @@ class Saver:
             return _folder_bytes(os.path.join(self._folder, str(max(done))))
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
-    def _failure(self, step, error, needed):
+    def _failure(self, step, needed, available, error):
+        """The SaveError of `error`; a full disk says the space it needed and had."""
         if not _is_no_space(error):
             return SaveError(self._message(step, _first_line(error)))
-        # What a retry may use: the free space and what the half-written save holds
-        # (orbax removes it when the run starts again).
-        partial = sum(_folder_bytes(os.path.join(self._folder, name))
-                      for name in os.listdir(self._folder) if name.startswith(f"{step}."))
-        available = shutil.disk_usage(self._folder).free + partial
-        return SaveError(self._message(step, f"no space left on the device: "
-                                             f"{_space(needed, available)}"))
+        # The free space was checked against the estimate, so the save took more.
+        return SaveError(self._message(
+            step, f"no space left on the device: needs more than the {available / 1e6:.1f} MB "
+                  f"available when it started (estimated {needed / 1e6:.1f} MB)"))
 
     def _message(self, step, cause):
         done = sorted(int(name) for name in os.listdir(self._folder)
