@@ -188,7 +188,7 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
                 f"pass --allow_config_change to resume with the command line's config") \
                 from None
         logging.warning("%s; resuming with the command line's config (allowed)", e)
-        return ["config.json"]
+        return []
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
         raise TrainingError(
@@ -335,8 +335,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     # Everything the user gave has been read: from here on the workdir is this run's.
     if jax.process_index() == 0:
         run_config.save(workdir, config)
-    mngr = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
-    best_mngr = checkpointing.Saver(
+    saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
+    best_saver = checkpointing.Saver(
         checkpointing.best_manager(workdir, config.checkpoint.best_metric))
 
     def evaluate(step):
@@ -346,7 +346,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 scores = evaluator.run(state["params"])
                 logger.log(step, scores)
                 if step > 0 and config.checkpoint.best_metric in scores:
-                    best_mngr.save(step, state, metrics=scores)
+                    best_saver.save(step, state, metrics=scores)
 
     def next_batch(step):
         try:
@@ -401,8 +401,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 step, config.log_every, config.total_steps) else None
             evaluating = any(schedules.itstime(step, e.every, config.total_steps)
                              for e in evaluators.values())
-            mngr.poll()  # A failed background save stops the run now, not at the next save.
-            best_mngr.poll()
+            saver.poll()  # A failed background save stops the run now, not at the next save.
+            best_saver.poll()
             stop = preemption.should_stop()
             saving = stop or schedules.itstime(step, config.checkpoint.every, config.total_steps)
             if pending and (evaluating or saving):  # These wait for the step anyway.
@@ -413,9 +413,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 timer.restart(step)
             if saving:
                 check_finite(step, jax.device_get(measurements))
-                mngr.save(step, state)
+                saver.save(step, state)
             if stop:
-                mngr.wait()
+                saver.wait()
                 if jax.process_index() == 0:
                     print(f"Stopped by {preemption.reason()}: saved step {step} in "
                           f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
@@ -425,7 +425,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             log_train(*pending)
     finally:
         try:
-            checkpointing.wait_all(mngr, best_mngr)
+            checkpointing.wait_all(saver, best_saver)
         finally:
             logger.close()
             batches.close()

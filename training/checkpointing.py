@@ -152,7 +152,7 @@ class Saver:
     def __init__(self, mngr):
         self._mngr = mngr
         self._folder = str(mngr.directory)
-        self._pending = None  # The step being written in the background.
+        self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
 
     def save(self, step, state, metrics=None):
         """Starts saving `state` as checkpoint `step` (returns before it is written).
@@ -170,7 +170,7 @@ class Saver:
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
-            raise self._failure(step, e, needed, available) from None
+            raise self._failure(step, needed, available, e) from None
         self._pending = (step, needed, available)
 
     def poll(self):
@@ -234,7 +234,9 @@ def _folder_bytes(folder):
 
 def _is_no_space(error):
     """Whether `error` (or one it came from) is a full disk, as OSError or TensorStore says it."""
-    while error is not None:
+    for _ in range(10):  # The chain of causes, which a library could make circular.
+        if error is None:
+            return False
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
             return True
         if "No space left" in str(error):

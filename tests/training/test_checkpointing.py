@@ -166,3 +166,19 @@ def test_library_noise_is_recognised():
         co_filename=f"{os.sep}site-packages{os.sep}orbax{os.sep}checkpoint{os.sep}x.py"))
     traceback = types.SimpleNamespace(tb_frame=frame, tb_next=None)
     assert checkpointing._is_library_noise(Exception("Encountered error"), traceback)
+
+
+def test_injected_enospc_while_starting_the_save_is_one_line(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    manager = _FailingManager(str(folder), None)
+
+    def save(step, args=None, metrics=None, force=False):
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "4.orbax-tmp"))
+
+    manager.save = save
+    with pytest.raises(checkpointing.SaveError,
+                       match=r"step 4: saving checkpoint .*/checkpoints/4 failed: no space left "
+                             r"on the device: needs more than the [\d.]+ MB available when it "
+                             r"started \(estimated 0\.0 MB\); no checkpoint was saved before it"):
+        checkpointing.Saver(manager).save(4, _state(4, megabytes=0.01))
