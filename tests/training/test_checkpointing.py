@@ -7,8 +7,10 @@ the Saver's side.
 """
 
 import errno
+import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 import types
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from absl import logging as absl_logging
 
 from training import checkpointing
 
@@ -182,3 +185,47 @@ def test_injected_enospc_while_starting_the_save_is_one_line(tmp_path):
                              r"on the device: needs more than the [\d.]+ MB available when it "
                              r"started \(estimated 0\.0 MB\); no checkpoint was saved before it"):
         checkpointing.Saver(manager).save(4, _state(4, megabytes=0.01))
+
+
+class _RaisesWhenCollected:
+    """An object whose __del__ raises: Python reports that through sys.unraisablehook."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __del__(self):
+        raise self.error
+
+
+def test_quiet_library_logs_hides_only_the_libraries_reports(monkeypatch):
+    """What orbax, asyncio and TensorStore's callbacks print while a damaged checkpoint is read
+    (unraisable "Event loop is closed", "Task exception was never retrieved", orbax's logs)."""
+    monkeypatch.setattr(checkpointing, "_QUIET", {"installed": False})
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    loggers = [logging.getLogger("absl"), logging.getLogger("asyncio")]
+    filters = [list(logger.filters) for logger in loggers]
+    try:
+        checkpointing.quiet_library_logs()
+        _RaisesWhenCollected(RuntimeError("Event loop is closed"))
+        _RaisesWhenCollected(ValueError("a bug of ours"))
+        assert [str(e) for e in reported] == ["a bug of ours"]
+
+        def record(name, path):
+            return logging.LogRecord(name, logging.ERROR, path, 1, "message", None, None)
+
+        orbax_file = os.path.join("site-packages", "orbax", "checkpoint", "manager.py")
+        assert not loggers[0].filter(record("absl", orbax_file))
+        assert loggers[0].filter(record("absl", "train.py"))
+        assert not loggers[1].filter(record("asyncio", "base_events.py"))
+    finally:
+        for logger, kept in zip(loggers, filters, strict=True):
+            logger.filters[:] = kept
+
+
+def test_quiet_library_logs_hides_nothing_at_verbosity_info(monkeypatch):
+    monkeypatch.setattr(checkpointing, "_QUIET", {"installed": False})
+    monkeypatch.setattr(absl_logging, "get_verbosity", lambda: absl_logging.INFO)
+    hook = sys.unraisablehook
+    checkpointing.quiet_library_logs()
+    assert sys.unraisablehook is hook and not checkpointing._QUIET["installed"]
