@@ -5,8 +5,10 @@ releases whatever way its process ends; a lock file left by a dead process is
 taken over with a note.
 """
 
+import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,3 +122,27 @@ def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path):
                     f"2026-01-01T00:00:00+00:00); taking it over")
     assert workdir_lib.lock(str(workdir)) is None  # Released cleanly: no note.
     workdir_lib.release(str(workdir))
+
+
+def test_a_filesystem_without_locks_is_a_note_not_an_error(tmp_path, monkeypatch):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(workdir_lib.fcntl, "flock", no_locks)
+    note = workdir_lib.lock(str(tmp_path))
+    assert note == (f"note: cannot lock {tmp_path}/.lock (No locks available); nothing keeps a "
+                    f"second trainer off this workdir")
+    workdir_lib.release(str(tmp_path))  # Holds nothing: a no-op.
+
+
+def test_a_workdir_replaced_while_held_is_locked_anew(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    workdir_lib.lock(str(workdir))
+    shutil.rmtree(workdir)  # Deleted and made again by the user, the lock file with it.
+    workdir.mkdir()
+    assert workdir_lib.lock(str(workdir)) is None
+    try:
+        assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
+    finally:
+        workdir_lib.release(str(workdir))

@@ -11,6 +11,7 @@ no lock.
 """
 
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -47,15 +48,18 @@ def lock(workdir):
 
     Returns:
         A note for the user when the lock file was left by a process that is gone
-        (taken over), else None.
+        (taken over), or when the filesystem cannot lock files (the run goes on
+        unprotected), else None.
 
     Raises:
         WorkdirError: another live process holds it (the message names its host and pid).
     """
     key = os.path.realpath(workdir)
-    if key in _HELD:
-        return None
     path = os.path.join(workdir, LOCK_FILE)
+    if key in _HELD:
+        if _same_file(_HELD[key], path):
+            return None
+        os.close(_HELD.pop(key))  # The workdir was replaced since: lock the new one.
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
@@ -63,9 +67,12 @@ def lock(workdir):
                            f"({e.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as e:
         holder = _read_holder(fd)
         os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):  # No locks on this filesystem.
+            return (f"note: cannot lock {path} ({e.strerror}); nothing keeps a second "
+                    f"trainer off this workdir")
         raise WorkdirError(
             f"--workdir {workdir} is in use by another trainer ({_describe(holder)}; lock "
             f"file {path}); wait for it to finish or stop it, or use another --workdir") \
@@ -73,8 +80,11 @@ def lock(workdir):
     previous = _read_holder(fd)
     me = {"host": socket.gethostname(), "pid": os.getpid(),
           "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(me).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+    except OSError:
+        pass  # A full disk, say: the flock still holds; a second trainer's error names nobody.
     _HELD[key] = fd
     if previous:
         return (f"note: {path} was left by a trainer that is no longer running "
@@ -92,6 +102,13 @@ def release(workdir):
     except OSError:
         pass
     os.close(fd)  # Releases the flock.
+
+
+def _same_file(fd, path):
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
 
 
 def _read_holder(fd):
