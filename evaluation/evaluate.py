@@ -134,10 +134,11 @@ def _restore_newest(config, workdir, vocab):
                                     f"train first, or pass the --workdir of a run")
         try:
             return state_lib.restore_params(config, workdir, vocab.vocab_size, available[-1])
-        except (FileNotFoundError, checkpointing.CheckpointError) as e:
-            if available[-1] in checkpointing.steps(workdir) or \
-                    isinstance(e, checkpointing.IncompatibleCheckpoint):
-                raise  # Still there: damaged, or of another model.
+        except checkpointing.IncompatibleCheckpoint:
+            raise
+        except (FileNotFoundError, checkpointing.CheckpointError):
+            if available[-1] in checkpointing.steps(workdir):
+                raise  # Still there: damaged.
             remaining = checkpointing.steps(workdir)
             if remaining:  # Else the next round says there is none.
                 print(f"note: checkpoint step {available[-1]} was deleted while it was read "
