@@ -42,6 +42,7 @@ from training import (
     schedules,
 )
 from training import state as state_lib
+from training import workdir as workdir_lib
 from training.metrics import (
     MetricsFileError,
     MetricsLogger,
@@ -54,7 +55,9 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_c
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
     "allow_config_change", False,
-    "Resume even if model/optimizer/data fields differ from the workdir's config.json.")
+    "Resume even if model/optimizer/data fields differ from the workdir's config.json, or "
+    "adopt the command line's config when config.json beside the checkpoints is missing or "
+    "unreadable.")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None,
     "host:port of process 0 for jax.distributed; also read from JAX_COORDINATOR_ADDRESS. "
@@ -165,11 +168,31 @@ def build_evaluators(config, model, vocab):
 def check_config_matches_workdir(config, workdir, allow_change=False):
     """Refuses to resume a checkpoint whose config differs in a field that matters.
 
+    Checkpoints without a readable config.json beside them are refused too (nothing
+    could be checked against them) unless `allow_change` adopts the command line's.
+
     Returns:
         The changed fields (allowed), for messages.
     """
-    saved = run_config.load(workdir)
-    if saved is None or not checkpointing.has_checkpoint(workdir):
+    try:
+        has_checkpoint = checkpointing.has_checkpoint(workdir)
+    except checkpointing.CheckpointError as e:
+        raise TrainingError(str(e)) from None
+    if not has_checkpoint:
+        return []
+    try:
+        saved = run_config.load(workdir)
+        if saved is None:
+            raise run_config.SavedConfigError(
+                f"{run_config.path(workdir)}: missing beside the checkpoints in "
+                f"{checkpointing.checkpoint_dir(workdir)}")
+    except run_config.SavedConfigError as e:
+        if not allow_change:
+            raise TrainingError(
+                f"{e}; the checkpoints cannot be checked against the config. Restore it, or "
+                f"pass --allow_config_change to resume with the command line's config") \
+                from None
+        logging.warning("%s; resuming with the command line's config (allowed)", e)
         return []
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
@@ -183,15 +206,19 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
 
 
 def prepare_workdir(workdir):
-    """Creates `workdir` and checks that files can be written in it."""
+    """Creates `workdir`, checks that files can be written in it, and locks it (process 0).
+
+    The lock (training/workdir.py) is released at the end of the loop, or by the
+    process's end; an error before the loop leaves it to this process, which may
+    call again.
+    """
     try:
-        os.makedirs(workdir, exist_ok=True)
-        probe = os.path.join(workdir, f".write_test_{jax.process_index()}")
-        with open(probe, "w", encoding="utf-8"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise TrainingError(f"--workdir {workdir}: cannot write there ({e.strerror})") from None
+        workdir_lib.prepare(workdir, jax.process_index())
+        note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
+    except workdir_lib.WorkdirError as e:
+        raise TrainingError(str(e)) from None
+    if note:
+        print(note, flush=True)
 
 
 def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings, rng, changes):
@@ -327,8 +354,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     # Everything the user gave has been read: from here on the workdir is this run's.
     if jax.process_index() == 0:
         run_config.save(workdir, config)
-    mngr = checkpointing.manager(workdir, keep=config.checkpoint.keep)
-    best_mngr = checkpointing.best_manager(workdir, config.checkpoint.best_metric)
+    saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
+    best_saver = checkpointing.Saver(
+        checkpointing.best_manager(workdir, config.checkpoint.best_metric))
 
     def evaluate(step):
         """Runs the evaluators due at `step`; keeps the best checkpoint by its metric."""
@@ -337,7 +365,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 scores = evaluator.run(state["params"])
                 logger.log(step, scores)
                 if step > 0 and config.checkpoint.best_metric in scores:
-                    checkpointing.save(best_mngr, step, state, metrics=scores)
+                    best_saver.save(step, state, metrics=scores)
 
     def next_batch(step):
         try:
@@ -392,6 +420,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 step, config.log_every, config.total_steps) else None
             evaluating = any(schedules.itstime(step, e.every, config.total_steps)
                              for e in evaluators.values())
+            saver.poll()  # A failed background save stops the run now, not at the next save.
+            best_saver.poll()
             stop = preemption.should_stop()
             saving = stop or schedules.itstime(step, config.checkpoint.every, config.total_steps)
             if pending and (evaluating or saving):  # These wait for the step anyway.
@@ -402,9 +432,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 timer.restart(step)
             if saving:
                 check_finite(step, jax.device_get(measurements))
-                checkpointing.save(mngr, step, state)
+                saver.save(step, state)
             if stop:
-                mngr.wait_until_finished()
+                saver.wait()
                 if jax.process_index() == 0:
                     print(f"Stopped by {preemption.reason()}: saved step {step} in "
                           f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
@@ -413,11 +443,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         if pending:
             log_train(*pending)
     finally:
-        mngr.wait_until_finished()
-        best_mngr.wait_until_finished()
-        logger.close()
-        batches.close()
-        preemption.uninstall()
+        try:
+            checkpointing.wait_all(saver, best_saver)
+        finally:
+            logger.close()
+            batches.close()
+            preemption.uninstall()
+            workdir_lib.release(workdir)
     return state
 
 

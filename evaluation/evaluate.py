@@ -111,11 +111,21 @@ def resolve_langs(spec, evals_config, names):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint, with bad input as UsageError."""
-    saved = run_config.load(workdir)
+    """(model, params, step) of the run's checkpoint, with bad input as UsageError.
+
+    Without `step`, the newest checkpoint there is when it is read; one that the
+    trainer deletes meanwhile (it keeps only `checkpoint.keep`) is replaced by the
+    newest remaining, with a line saying so.
+    """
+    try:
+        saved = run_config.load(workdir)
+    except run_config.SavedConfigError:
+        saved = None  # Only for the hint below; the checkpoint itself is checked on reading.
     changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
                if c.startswith(("model.", "vocab."))] if saved else []
     try:
+        if step is None:
+            return _restore_newest(config, workdir, vocab)
         return state_lib.restore_params(config, workdir, vocab.vocab_size, step)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
@@ -126,6 +136,27 @@ def _restore(config, workdir, vocab, step):
     except checkpointing.CheckpointError as e:
         raise UsageError(f"{e}; pass --step with another of {checkpointing.steps(workdir)}") \
             from None
+
+
+def _restore_newest(config, workdir, vocab):
+    """restore_params of the newest checkpoint, retrying while the newest vanishes under it."""
+    while True:
+        available = checkpointing.steps(workdir)
+        if not available:
+            raise FileNotFoundError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: "
+                                    f"train first, or pass the --workdir of a run")
+        try:
+            return state_lib.restore_params(config, workdir, vocab.vocab_size, available[-1])
+        except checkpointing.IncompatibleCheckpoint:
+            raise
+        except (FileNotFoundError, checkpointing.CheckpointError):
+            if available[-1] in checkpointing.steps(workdir):
+                raise  # Still there: damaged.
+            remaining = checkpointing.steps(workdir)
+            if remaining:  # Else the next round says there is none.
+                print(f"note: checkpoint step {available[-1]} was deleted while it was read "
+                      f"(by the trainer, which keeps the newest); reading step "
+                      f"{remaining[-1]} instead", flush=True)
 
 
 def check_config(config):

@@ -8,13 +8,27 @@ Restoring reads the checkpoint's own metadata first: parameters of other
 shapes are reported by name (a config change), unreadable files as damage,
 and `restore_latest` sets a damaged newest checkpoint aside and resumes from
 the one before it.
+
+Saving goes through a `Saver`: orbax reports a failed background save only at
+the next save, so the trainer polls it every step (a local check, no
+collective), and a save that fails (a full disk, above all) stops training at
+once as one `SaveError` naming the step, the folder and the cause. A failed save
+never touches the checkpoints before it: orbax deletes old ones only after a
+new one is complete. Orbax's, asyncio's and TensorStore's own reports of such
+failures (tracebacks, spec dumps, "Event loop is closed") are hidden unless
+absl's verbosity is INFO or more (`--verbosity=0`): the errors here say it in a line.
 """
 
+import errno
+import logging
 import os
+import shutil
+import sys
 import time
 
 import jax
 import orbax.checkpoint as ocp
+from absl import logging as absl_logging
 from jax.experimental import multihost_utils
 
 import errors
@@ -30,6 +44,51 @@ def has_checkpoint(workdir):
     return bool(steps(workdir))
 
 
+def _is_library_noise(exc_value, exc_traceback):
+    """Whether an exception reported by a library thread or callback is one of orbax's
+    (a read or write that failed inside its event loop, whose failure the caller gets)."""
+    if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
+        return True
+    frames = []
+    while exc_traceback is not None:
+        frames.append(exc_traceback.tb_frame.f_code.co_filename)
+        exc_traceback = exc_traceback.tb_next
+    return any(f"{os.sep}orbax{os.sep}" in name for name in frames)
+
+
+class _LibraryNoiseFilter(logging.Filter):
+    """Drops orbax's records and asyncio's "Task exception was never retrieved"."""
+
+    def filter(self, record):
+        return not (f"{os.sep}orbax{os.sep}" in record.pathname or record.name == "asyncio")
+
+
+_QUIET = {"installed": False}
+
+
+def quiet_library_logs():
+    """Hides what orbax, asyncio and TensorStore report of a failed read or write.
+
+    Restoring a damaged checkpoint or a save that hits a full disk makes them log
+    tracebacks and TensorStore spec dumps from their threads (thousands of lines),
+    though the failure reaches the caller, which says it in one line. Nothing is
+    hidden when absl's verbosity asks for INFO logs (`--verbosity=0`). Idempotent.
+    """
+    if _QUIET["installed"] or absl_logging.get_verbosity() >= absl_logging.INFO:
+        return
+    _QUIET["installed"] = True
+    noise = _LibraryNoiseFilter()
+    logging.getLogger("absl").addFilter(noise)
+    logging.getLogger("asyncio").addFilter(noise)
+    default_hook = sys.unraisablehook
+
+    def unraisable_hook(unraisable):
+        if not _is_library_noise(unraisable.exc_value, unraisable.exc_traceback):
+            default_hook(unraisable)
+
+    sys.unraisablehook = unraisable_hook
+
+
 def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
     """Returns an orbax CheckpointManager for the run in `workdir`.
 
@@ -38,7 +97,12 @@ def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
         keep: how many of the most recent checkpoints to keep.
         asynchronous: save in a background thread (training goes on meanwhile).
         read_only: for evaluation tools, which must never write or delete.
+
+    Raises:
+        CheckpointError: `<workdir>/checkpoints` is not a folder.
     """
+    quiet_library_logs()
+    _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, create=not read_only, read_only=read_only,
         cleanup_tmp_directories=not read_only,  # Left behind by a process killed mid-save.
@@ -57,19 +121,9 @@ def best_manager(workdir, metric):
         # otherwise make the processes' barriers collide and hang a multi-process run.
         multiprocessing_options=ocp.options.MultiprocessingOptions(
             barrier_sync_key_prefix="best"))
+    quiet_library_logs()
+    _check_is_folder(checkpoint_dir(workdir, best=True))
     return ocp.CheckpointManager(checkpoint_dir(workdir, best=True), options=options)
-
-
-def save(mngr, step, state, metrics=None):
-    """Starts saving `state` as checkpoint `step` (returns before it is written when async).
-
-    Args:
-        mngr: from `manager()` or `best_manager()`.
-        step: the training step.
-        state: the training state pytree.
-        metrics: for `best_manager()`: the evaluation's scores (with its metric).
-    """
-    mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
 
 
 class CheckpointError(errors.RunError):
@@ -80,10 +134,128 @@ class IncompatibleCheckpoint(CheckpointError):
     """The checkpoint is readable but its parameters do not fit the model."""
 
 
+class SaveError(CheckpointError):
+    """A checkpoint could not be saved (names the step, the folder and the cause)."""
+
+
+class Saver:
+    """Saves checkpoints through an orbax manager; a failed save stops training at once.
+
+    `save` checks the free space first (against the size of the newest checkpoint,
+    or of the state for the first) and starts the save; `poll`, called every step,
+    reports a background save that failed as soon as it has (a local check: with
+    several processes each polls its own save, and one whose save failed stops at
+    once while the others stop at their next save or wait); `wait` waits for the
+    save in progress. Each raises SaveError naming the step, the folder and the cause.
+    """
+
+    def __init__(self, mngr):
+        self._mngr = mngr
+        self._folder = str(mngr.directory)
+        self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
+
+    def save(self, step, state, metrics=None):
+        """Starts saving `state` as checkpoint `step` (returns before it is written).
+
+        Args:
+            step: the training step.
+            state: the training state pytree.
+            metrics: for `best_manager()`: the evaluation's scores (with its metric).
+        """
+        self.wait()  # Orbax would wait for the previous save too; its failure comes first.
+        needed, available = self._space(state), shutil.disk_usage(self._folder).free
+        if available < needed:
+            raise SaveError(self._message(
+                step, f"not enough free space: {_space(needed, available)}"))
+        try:
+            self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
+        except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
+            raise self._failure(step, needed, available, e) from None
+        self._pending = (step, needed, available)
+
+    def poll(self):
+        """Raises SaveError if the background save has failed (cheap: call it every step)."""
+        if self._pending is not None and not self._mngr.is_saving_in_progress():
+            self.wait()
+
+    def wait(self):
+        """Waits for the save in progress; raises SaveError if it failed."""
+        pending, self._pending = self._pending, None
+        try:
+            self._mngr.wait_until_finished()
+        except Exception as e:  # noqa: BLE001  Orbax re-raises its background thread's error.
+            raise self._failure(*(pending or (None, 0, 0)), e) from None
+
+    def _space(self, state):
+        """Bytes the next save needs: the newest checkpoint's size, else the state's."""
+        done = [int(name) for name in os.listdir(self._folder) if name.isdigit()]
+        if done:
+            return _folder_bytes(os.path.join(self._folder, str(max(done))))
+        return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
+
+    def _failure(self, step, needed, available, error):
+        """The SaveError of `error`; a full disk says the space it needed and had."""
+        if not _is_no_space(error):
+            return SaveError(self._message(step, _first_line(error)))
+        # The free space was checked against the estimate, so the save took more.
+        return SaveError(self._message(
+            step, f"no space left on the device: needs more than the {available / 1e6:.1f} MB "
+                  f"available when it started (estimated {needed / 1e6:.1f} MB)"))
+
+    def _message(self, step, cause):
+        done = sorted(int(name) for name in os.listdir(self._folder)
+                      if name.isdigit() and int(name) != step)
+        kept = (f"the last good checkpoint, step {done[-1]}, is kept" if done
+                else "no checkpoint was saved before it")
+        return (f"step {step}: saving checkpoint {os.path.join(self._folder, str(step))} "
+                f"failed: {cause}; {kept}; make room and run the same command to resume")
+
+
+def wait_all(*savers):
+    """Waits for every saver's save in progress, then raises the first failure (SaveError)."""
+    failure = None
+    for saver in savers:
+        try:
+            saver.wait()
+        except SaveError as e:
+            failure = failure or e
+    if failure:
+        raise failure
+
+
+def _space(needed, available):
+    return f"needs about {needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available"
+
+
+def _folder_bytes(folder):
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(folder) for name in names)
+
+
+def _is_no_space(error):
+    """Whether `error` (or one it came from) is a full disk, as OSError or TensorStore says it."""
+    for _ in range(10):  # The chain of causes, which a library could make circular.
+        if error is None:
+            return False
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True
+        if "No space left" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _check_is_folder(folder):
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CheckpointError(f"{folder} is not a folder; move it away, or use another "
+                              f"--workdir")
+
+
 def steps(workdir, best=False):
     """The complete checkpoints of the run (with `best`: in checkpoints_best/), ascending
     (orbax renames a save's folder to its step number only when the save is complete)."""
     folder = checkpoint_dir(workdir, best)
+    _check_is_folder(folder)
     if not os.path.isdir(folder):
         return []
     return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
@@ -153,6 +325,7 @@ def restore_step(workdir, step, abstract_state, best=False):
                                 f"{steps(workdir, best) or 'none'}")
     path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
+    quiet_library_logs()
     try:
         saved = _saved_tree(path)
     except CheckpointError as e:
@@ -185,6 +358,7 @@ def restore_latest(workdir, abstract_state):
         IncompatibleCheckpoint: the newest readable checkpoint is of another model.
         CheckpointError: no checkpoint could be read.
     """
+    quiet_library_logs()
     damaged = []
     for step in reversed(steps(workdir)):
         try:

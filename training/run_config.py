@@ -64,24 +64,46 @@ def path(workdir):
     return os.path.join(workdir, "config.json")
 
 
+class ConfigError(errors.InputError):
+    """A config field is wrong; the message names it (`config.<key>`)."""
+
+
+class SavedConfigError(errors.RunError):
+    """A run's config.json cannot be read (the message names it, and where it is broken)."""
+
+
 def load(workdir):
-    """The saved config as a dict, or None when the run has none."""
-    if not os.path.exists(path(workdir)):
+    """The saved config as a dict, or None when the run has none.
+
+    Raises:
+        SavedConfigError: config.json is unreadable, not JSON (naming the line and
+            column), or not a JSON object.
+    """
+    file = path(workdir)
+    if not os.path.lexists(file):
         return None
-    with open(path(workdir), encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(file, encoding="utf-8") as f:
+            saved = json.load(f)
+    except json.JSONDecodeError as e:
+        raise SavedConfigError(f"{file}: not valid JSON (line {e.lineno} column {e.colno}: "
+                               f"{e.msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SavedConfigError(f"{file}: cannot read it ({getattr(e, 'strerror', None) or e})") \
+            from None
+    if not isinstance(saved, dict):
+        raise SavedConfigError(f"{file}: not a JSON object")
+    return saved
 
 
 def save(workdir, config):
-    """Writes the resolved config atomically (a crash never leaves half a file)."""
+    """Writes the resolved config atomically: a crash leaves the old file or the new one."""
     tmp = path(workdir) + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(config.to_json(indent=2))
+        f.flush()
+        os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
     os.replace(tmp, path(workdir))
-
-
-class ConfigError(errors.InputError):
-    """A config field is wrong; the message names it (`config.<key>`)."""
 
 
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")

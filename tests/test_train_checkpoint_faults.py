@@ -1,0 +1,176 @@
+"""Damaged checkpoints and a damaged config.json, as the command line shows them: one line each.
+
+A damaged newest checkpoint falls back to the one before it with one `warning:` line per
+damaged step and none of the libraries' logs (orbax, absl, asyncio, TensorStore's spec
+dumps) unless `--verbosity` asks for them; when none can be read, or `checkpoints` is a
+file, the `error:` line is the only line. A missing or unreadable config.json beside
+checkpoints is an error naming the file, and `--allow_config_change` adopts the command
+line's config.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import train
+from tests.tiny import tiny_config
+from training import checkpointing, run_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{{"evals.xm3600.every": 0}})
+"""
+
+
+def _env():
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def config_file(tiny_demo, tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
+    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_demo, tmp_path_factory):
+    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it."""
+    workdir = tmp_path_factory.mktemp("trained") / "run"
+    train.train_and_evaluate(tiny_config(str(tiny_demo), **{"evals.xm3600.every": 0}),
+                             str(workdir))
+    return workdir
+
+
+def _copy(trained, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(trained, workdir)
+    return workdir
+
+
+def _train_cli(config_file, workdir, *args):
+    return subprocess.run(
+        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
+
+
+def _lines(result):
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+
+
+def _truncate_ocdbt_file(step_dir):
+    data = [p for p in (step_dir / "default").rglob("*") if p.is_file() and p.parent.name == "d"]
+    largest = max(data, key=lambda p: p.stat().st_size)
+    with open(largest, "r+b") as f:
+        f.truncate(largest.stat().st_size // 3)
+
+
+def _remove_ocdbt_process_0(step_dir):
+    shutil.rmtree(step_dir / "default" / "ocdbt.process_0")
+
+
+DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
+           "missing ocdbt.process_0": _remove_ocdbt_process_0}
+
+
+# ----------------------------------------------------- damaged checkpoints ----
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_damaged_newest_checkpoint_is_one_warning_line(config_file, trained, tmp_path, damage):
+    workdir = _copy(trained, tmp_path)
+    DAMAGES[damage](workdir / "checkpoints" / "4")
+    result = _train_cli(config_file, workdir, "--config.total_steps=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(result)
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert len(warnings) == 1, lines[:40]
+    assert "checkpoints/4 (step 4) is damaged" in warnings[0]
+    assert "See full TensorStore details" not in warnings[0]
+    # The rest: the resumption, the compile and the progress lines.
+    others = [line for line in lines if not line.startswith(("warning: ", "step ", "Resuming",
+                                                             "Compiled the train step"))]
+    assert not others, others[:40]
+
+
+def test_no_readable_checkpoint_is_the_only_line(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    _truncate_ocdbt_file(workdir / "checkpoints" / "4")
+    _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
+    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = _lines(result)
+    assert len(lines) == 1, lines[:40]
+    assert lines[0].startswith("error: no checkpoint of the run can be read: "), lines
+    assert checkpointing.steps(str(workdir)) == [2, 4]  # Nothing moved.
+
+
+def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    shutil.rmtree(workdir / "checkpoints")
+    (workdir / "checkpoints").write_text("not a folder")
+    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = _lines(result)
+    assert len(lines) == 1, lines[:40]
+    assert lines[0].startswith("error: ") and "checkpoints" in lines[0] \
+        and "not a folder" in lines[0], lines
+    assert (workdir / "checkpoints").read_text() == "not a folder"
+
+
+def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    _truncate_ocdbt_file(workdir / "checkpoints" / "4")
+    result = _train_cli(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(_lines(result)) > 20
+
+
+# ------------------------------------------------------------- config.json ----
+def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    (workdir / "config.json").unlink()
+    result = _train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = _lines(result)
+    assert len(lines) == 1, lines[:40]
+    assert f"{workdir}/config.json" in lines[0] and "--allow_config_change" in lines[0], lines
+    assert not (workdir / "config.json").exists()  # Nothing written.
+    assert checkpointing.steps(str(workdir)) == [2, 4]
+    # Adopting the command line's config explicitly resumes, and saves it.
+    adopted = _train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7",
+                         "--allow_config_change")
+    assert adopted.returncode == 0, adopted.stderr[-3000:]
+    assert json.loads((workdir / "config.json").read_text())["seed"] == 7
+    assert checkpointing.steps(str(workdir))[-1] == 6
+
+
+def test_truncated_config_json_is_one_line_naming_it(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    text = (workdir / "config.json").read_text()
+    (workdir / "config.json").write_text(text[: len(text) // 2])
+    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = _lines(result)
+    assert len(lines) == 1, lines[:40]
+    assert f"{workdir}/config.json" in lines[0] and "line " in lines[0] \
+        and "column " in lines[0] and "--allow_config_change" in lines[0], lines
+    assert (workdir / "config.json").read_text() == text[: len(text) // 2]
+
+
+def test_load_names_the_file_and_position(tmp_path):
+    (tmp_path / "config.json").write_text('{"seed": 1,\n "model": ')
+    with pytest.raises(run_config.SavedConfigError,
+                       match=r"config.json: not valid JSON \(line 2 column 11: "):
+        run_config.load(str(tmp_path))
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(run_config.SavedConfigError, match=r"config.json: not a JSON object"):
+        run_config.load(str(tmp_path))
+    assert run_config.load(str(tmp_path / "none")) is None

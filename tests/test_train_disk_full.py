@@ -1,0 +1,109 @@
+"""train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest
+steps lost, and the same command resumes once there is room.
+
+The first test runs train.py on a real small filesystem (a 4 MB tmpfs mounted for the
+test, with a 1.5 MB file filling part of it) when the test may mount one (as root);
+otherwise it is skipped and the second test, in-process, injects the fault instead: it
+makes the disk that checkpointing sees report 4 MB less what the workdir holds.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import train
+from tests.tiny import tiny_config
+from training import checkpointing
+from training.metrics import read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
+             "checkpoint.keep": 2}
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{overrides!r})
+"""
+FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough free space: "
+        r"needs about 1\.\d MB, 0\.\d MB available; the last good checkpoint, step 4, is kept; "
+        r"make room and run the same command to resume")
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MB tmpfs (skips the test where mounting is not allowed)."""
+    folder = tmp_path / "fs"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                             capture_output=True, check=False)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _train_steps(workdir):
+    return [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+
+
+def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
+        tiny_demo, tmp_path, small_fs):
+    config_file = tmp_path / "tiny_config.py"
+    config_file.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo),
+                                                              overrides=OVERRIDES)))
+    workdir = small_fs / "run"
+    (small_fs / "filler").write_bytes(os.urandom(1_500_000))
+    cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    full = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert full.returncode == 2, full.stderr[-3000:]
+    lines = (full.stdout + full.stderr).splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, lines
+    assert re.fullmatch("error: " + FULL.format(workdir=re.escape(str(workdir))), errors[0])
+    others = [line for line in lines if not line.startswith(
+        ("error: ", "step ", "Starting", "Initialized the parameters", "Compiled the train"))]
+    assert not others, others  # No tracebacks, no library logs.
+    assert checkpointing.steps(str(workdir)) == [2, 4]
+    step, state = checkpointing.read_saved_state(str(workdir))
+    assert step == 4 and int(state["step"]) == 4
+    assert _train_steps(workdir) == list(range(1, 7))
+    # Room made: the same command resumes from step 4 and finishes.
+    (small_fs / "filler").unlink()
+    resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
+                             env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resuming {workdir} at step 4 of 10" in resumed.stdout
+    assert checkpointing.steps(str(workdir)) == [8, 10]
+    assert _train_steps(workdir) == list(range(1, 11))  # Each step once.
+
+
+def test_full_disk_injected_stops_training_at_the_save(tiny_demo, tmp_path, monkeypatch):
+    workdir = tmp_path / "run"
+    capacity = {"bytes": 4_000_000 - 1_500_000}
+    real_disk_usage = shutil.disk_usage
+
+    def small_disk(path):
+        used = sum(os.path.getsize(os.path.join(root, name))
+                   for root, _, names in os.walk(workdir) for name in names)
+        return real_disk_usage(path)._replace(free=max(capacity["bytes"] - used, 0))
+
+    monkeypatch.setattr(checkpointing.shutil, "disk_usage", small_disk)
+    config = tiny_config(str(tiny_demo), **OVERRIDES)
+    with pytest.raises(checkpointing.SaveError,
+                       match=FULL.format(workdir=re.escape(str(workdir)))):
+        train.train_and_evaluate(config, str(workdir))
+    assert checkpointing.steps(str(workdir)) == [2, 4]
+    assert _train_steps(workdir) == list(range(1, 7))
+    capacity["bytes"] = 4_000_000
+    state = train.train_and_evaluate(config, str(workdir))
+    assert int(state["step"]) == 10
+    assert checkpointing.steps(str(workdir)) == [8, 10]
+    assert _train_steps(workdir) == list(range(1, 11))

@@ -1,0 +1,148 @@
+"""One trainer per workdir: a second train.py is refused in one line naming the first.
+
+The lock (training/workdir.py) is a flock on `<workdir>/.lock`, which the kernel
+releases whatever way its process ends; a lock file left by a dead process is
+taken over with a note.
+"""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests import tiny
+from training import checkpointing
+from training import workdir as workdir_lib
+from training.metrics import read_metrics
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_FILE = """
+from tests import tiny
+
+
+def get_config():
+    return tiny.tiny_config({data!r}, **{{"evals.xm3600.every": 0, "total_steps": 100000,
+                                          "checkpoint.every": 1000000}})
+"""
+
+HOLDER = """
+import sys, time
+from training import workdir
+workdir.lock(sys.argv[1])
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def _env():
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid  # Reaped: no process of that pid (pids are not reused this fast).
+
+
+def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
+    config_file = tmp_path / "tiny_config.py"
+    config_file.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
+    first, lines = tiny.start_until_first_step(cmd, REPO, _env())
+    try:
+        second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                                env=_env())
+        assert first.poll() is None, "".join(lines)  # Still training.
+        assert second.returncode == 2, second.stderr[-3000:]
+        out = (second.stdout + second.stderr).splitlines()
+        assert len(out) == 1, out[:40]
+        assert out[0].startswith(f"error: --workdir {workdir} is in use by another trainer "
+                                 f"(pid {first.pid} on host {socket.gethostname()}, started "), out
+        assert "use another --workdir" in out[0]
+        first.send_signal(signal.SIGTERM)  # The first saves and exits normally.
+        rest = first.communicate(timeout=300)[0]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, rest[-3000:]
+    saved = checkpointing.steps(str(workdir))
+    assert len(saved) == 1
+    steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
+    assert steps == list(range(1, saved[0] + 1))  # Each step once.
+    assert (workdir / ".lock").read_text() == ""  # Released.
+
+
+def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = (workdir / ".lock").read_text()
+        with pytest.raises(workdir_lib.WorkdirError,
+                           match=rf"is in use by another trainer \(pid {holder.pid} on host "
+                                 rf"{socket.gethostname()}, started \d{{4}}-"):
+            workdir_lib.lock(str(workdir))
+        assert (workdir / ".lock").read_text() == before
+        assert sorted(os.listdir(workdir)) == [".lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its process gone (killed: no release), the lock is free and taken over with a note.
+    note = workdir_lib.lock(str(workdir))
+    try:
+        assert note.startswith(f"note: {workdir}/.lock was left by a trainer that is no longer "
+                               f"running (pid {holder.pid} on host "), note
+        assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
+        assert workdir_lib.lock(str(workdir)) is None  # The same process again: its own.
+    finally:
+        workdir_lib.release(str(workdir))
+    assert (workdir / ".lock").read_text() == ""
+
+
+def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    pid = _dead_pid()
+    (workdir / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": pid,
+                                               "started": "2026-01-01T00:00:00+00:00"}))
+    note = workdir_lib.lock(str(workdir))
+    workdir_lib.release(str(workdir))
+    assert note == (f"note: {workdir}/.lock was left by a trainer that is no longer running "
+                    f"(pid {pid} on host {socket.gethostname()}, started "
+                    f"2026-01-01T00:00:00+00:00); taking it over")
+    assert workdir_lib.lock(str(workdir)) is None  # Released cleanly: no note.
+    workdir_lib.release(str(workdir))
+
+
+def test_a_filesystem_without_locks_is_a_note_not_an_error(tmp_path, monkeypatch):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(workdir_lib.fcntl, "flock", no_locks)
+    note = workdir_lib.lock(str(tmp_path))
+    assert note == (f"note: cannot lock {tmp_path}/.lock (No locks available); nothing keeps a "
+                    f"second trainer off this workdir")
+    workdir_lib.release(str(tmp_path))  # Holds nothing: a no-op.
+
+
+def test_a_workdir_replaced_while_held_is_locked_anew(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    workdir_lib.lock(str(workdir))
+    shutil.rmtree(workdir)  # Deleted and made again by the user, the lock file with it.
+    workdir.mkdir()
+    assert workdir_lib.lock(str(workdir)) is None
+    try:
+        assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
+    finally:
+        workdir_lib.release(str(workdir))
