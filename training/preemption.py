@@ -111,6 +111,8 @@ def install():
     """
     if _installed or threading.current_thread() is not threading.main_thread():
         return False
+    # A parent may have blocked them (children inherit the mask): they would never arrive.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # The C handler must never block.
     previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
