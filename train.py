@@ -361,8 +361,12 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
                 for k, v in local.items()}
 
     def save_before_error(step, measurements, error):
-        """Saves the last completed `step` (unless saved or non-finite); names it in `error`."""
-        if step == start_step or step == saved_step:
+        """Saves the last completed `step` (unless saved or non-finite); names it in `error`.
+
+        Single-process runs only: a save is collective, and the other processes are
+        already in the next step.
+        """
+        if step in (start_step, saved_step) or jax.process_count() > 1:
             return error
         try:
             check_finite(step, jax.device_get(measurements))
