@@ -129,7 +129,7 @@ def available_cores():
 
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
-                   process_index=0, process_count=1, build=False):
+                   process_index=0, process_count=1, build=False, check_images=True):
     """Yields this process's share of each global training batch, forever.
 
     Args:
@@ -150,6 +150,8 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
             each takes a disjoint slice of every global batch.
         build: build the dataset's missing parts first (single process only;
             see data/sources.ensure_built); otherwise they are an error.
+        check_images: with reader "files", decode every image once first
+            (`check_image_files`), so that a corrupt one is an error here.
 
     Returns:
         An iterator of dicts image [b, H, W, 3] uint8, prompt [b, Lp] int32,
@@ -164,7 +166,8 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
             "process_index": process_index, "process_count": process_count}
     opened = sources.open_sources(config, "train")
     _, per_lang = opened
-    check_image_files(per_lang, config.get("num_threads", None))
+    if check_images:
+        check_image_files(per_lang, config.get("num_threads", None))
     spec["sizes"] = [len(s) for s in per_lang]
     sampling.Sampler(spec["sizes"], config.get("mixture", None) or "uniform", seed)  # Validates.
     num_workers = config.get("num_workers", None)
