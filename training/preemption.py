@@ -90,7 +90,8 @@ def _watch(read_fd):
             data = os.read(read_fd, 64)
         except OSError:
             return
-        if not data:
+        if not data:  # `uninstall` closed the other end.
+            os.close(read_fd)
             return
         for signum in data:
             if signum in _NAMES:
@@ -137,12 +138,11 @@ def uninstall():
     """Gives SIGINT and SIGTERM back their default behaviour (in-process callers, tests)."""
     if not _installed or threading.current_thread() is not threading.main_thread():
         return
-    read_fd, write_fd, previous = _installed.pop()
+    _, write_fd, previous = _installed.pop()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.set_wakeup_fd(previous)
-    os.close(write_fd)  # The watcher reads the end of the pipe and returns.
-    os.close(read_fd)
+    os.close(write_fd)  # The watcher reads the end of the pipe, closes it and returns.
     reset()
 
 
