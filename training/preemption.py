@@ -14,7 +14,9 @@ stage of the run:
   loop asks `should_stop()` after each step, saves a checkpoint and exits 0.
   A second Ctrl-C exits at once (130), without saving.
 - finished (the state is saved, the run is winding up): a signal exits at once
-  with 0, so that a late Ctrl-C never turns a successful save into a failure.
+  with 0, so that a late Ctrl-C never turns a successful save into a failure;
+  in the interpreter's last moments (after the exit handlers) signals are
+  ignored, for the same reason.
 
 Python runs a signal handler only when the main thread is back in the bytecode
 loop, which can take minutes while it compiles or waits for the device, and a
@@ -34,6 +36,7 @@ process stopping alone would hang the others). This module imports nothing
 heavy, so that it can be installed before JAX is imported.
 """
 
+import atexit
 import os
 import signal
 import threading
@@ -103,6 +106,15 @@ def _do_nothing(signum, frame):
     del signum, frame
 
 
+def _ignore_signals_at_exit():
+    """At the very end, Python itself gives the signals back their default action (kill, as
+    -SIGINT): a Ctrl-C then would turn a finished run's exit status into 130. Registered
+    first, this runs after every other exit handler (the watcher still acts during those)."""
+    if _installed:
+        for signum in SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def install():
     """Routes SIGINT and SIGTERM to `on_signal`, at the starting stage.
 
@@ -120,6 +132,8 @@ def install():
     for signum in SIGNALS:
         signal.signal(signum, _do_nothing)
     _installed.append((read_fd, write_fd, previous))
+    atexit.unregister(_ignore_signals_at_exit)
+    atexit.register(_ignore_signals_at_exit)
     reset()
     threading.Thread(target=_watch, args=(read_fd,), name="signal-watcher",
                      daemon=True).start()

@@ -149,3 +149,16 @@ def test_importing_it_imports_no_jax():
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_at_exit_the_signals_are_ignored_not_given_back_their_default(exits):
+    """Python's finalization would make a late Ctrl-C kill a finished run (-SIGINT)."""
+    assert preemption.install()
+    try:
+        preemption._ignore_signals_at_exit()  # What atexit runs last.
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        preemption.uninstall()
+    preemption._ignore_signals_at_exit()  # Not installed: nothing changes.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
