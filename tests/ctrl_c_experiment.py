@@ -230,7 +230,8 @@ def first_step_seconds(config_file, folder):
     for i in range(2):
         run = launch(config_file, os.path.join(folder, f"calibration{i}"), *run_args(
             os.path.join(folder, "cache")))
-        run.wait_for_line(r"^step 1/")
+        if run.wait_for_line(r"^step 1/") is None:
+            raise RuntimeError(f"the calibration run did not reach step 1:\n{run.text[-3000:]}")
         seconds = time.monotonic() - run.start
         run.signal()
         run.finish()
@@ -244,7 +245,8 @@ def experiment(starts, loops, doubles, ends, seed, folder, log=print, first_step
         first_step_s: the start tries' range (default: measured, two runs).
     """
     rng = random.Random(seed)
-    config_file = write_setup(folder)
+    config_file = write_setup(folder)  # The data and the compilation cache are reused...
+    folder = tempfile.mkdtemp(prefix="runs_", dir=folder)  # ...the workdirs are new.
     if first_step_s is None:
         first_step_s = first_step_seconds(config_file, folder)
         log(f"first step after {first_step_s:.1f} s (warm compilation cache)")
