@@ -455,7 +455,6 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         best_mngr.wait_until_finished()
         logger.close()
         batches.close()
-        preemption.uninstall()
     return state
 
 
