@@ -33,11 +33,10 @@ def config_file(tiny_demo, tmp_path_factory):
     return str(path)
 
 
-def _start(config_file, workdir, *args):
-    # The compilation cache of the test session ($JAX_COMPILATION_CACHE_DIR) unless args
-    # say otherwise.
+def _start(config_file, workdir, *args, env=None):
+    # The compilation cache of the test session ($JAX_COMPILATION_CACHE_DIR) unless told.
     flags = [a for a in experiment.run_args("none") if not a.startswith("--compilation_cache")]
-    return experiment.launch(config_file, workdir, *flags, *args)
+    return experiment.launch(config_file, workdir, *flags, *args, env=env)
 
 
 def _clean(run):
@@ -74,8 +73,9 @@ def test_a_signal_during_start_up_is_one_line_and_an_exit(config_file, tmp_path,
 
 
 def test_ctrl_c_while_compiling_exits_at_once(config_file, tmp_path):
-    run = _start(config_file, tmp_path / "run", "--compilation_cache=none",
-                 "--config.evals.xm3600.every=0")  # Nothing between init and compiling.
+    run = _start(config_file, tmp_path / "run", "--config.evals.xm3600.every=0",  # Nothing
+                 env={"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cold")})  # between init
+    # and compiling, and an empty compilation cache.
     assert run.wait_for_line(r"^Initialized the parameters"), run.text
     time.sleep(3)  # Compiling the train step takes ~10 s here without a cache.
     run.signal()
