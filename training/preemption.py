@@ -76,10 +76,10 @@ def on_signal(signum):
             _exit(0)
         elif not _stop.is_set():
             _reason.append(name)
-            _stop.set()
             if signum == signal.SIGINT:  # A user is waiting; a cluster is not.
                 _say("Ctrl-C: saving a checkpoint after this step, then exiting "
                      "(Ctrl-C again to exit now, without saving).")
+            _stop.set()  # After the line: the loop's "Stopped by" line comes after it.
         elif signum == signal.SIGINT:
             _say("Second Ctrl-C: exiting now, without saving.")
             _exit(exit_status(signum))
