@@ -15,6 +15,11 @@ before the run has really started.
 import json
 import os
 
+from training import preemption
+
+if __name__ == "__main__":  # Before the heavy imports: Ctrl-C during them is one line too.
+    preemption.install()
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -252,17 +257,29 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings,
     return state, False
 
 
-def _batches_or_error(make_batches, start_step):
-    """The training iterator and its first batch; bad data files as a TrainingError."""
+def _data_error(error, data_config, where="config.data"):
+    """A TrainingError for a data error of the training batches, saying what to do."""
+    if not isinstance(error, image_lib.ImageError):
+        return TrainingError(f"{where}: {error}")
+    if data_config.get("reader", None) == "files":  # Reads the files as they are: no skip.
+        return TrainingError(f"{where}: {error}; replace or delete that file (the files "
+                             f"reader leaves out images whose file is missing)")
+    return TrainingError(f"{where}: {error}; to drop such images, pass "
+                         f"--config.data.corrupt_images=skip")
+
+
+def _batches_or_error(make_batches, start_step, data_config):
+    """The training iterator and its first batch; bad data files as a TrainingError.
+
+    With data.reader=files the iterator decodes every training image first
+    (data/pipeline.py), so a corrupt one stops the run here, before any evaluation.
+    """
     batches = None
     try:
         batches = make_batches(start_step)
         return batches, next(batches)
-    except image_lib.ImageError as e:
-        error = TrainingError(f"config.data: {e}; to drop such images, pass "
-                              f"--config.data.corrupt_images=skip")
     except (OSError, errors.Error) as e:  # Missing or unbuilt files, no disk space, bad data.
-        error = TrainingError(f"config.data: {e}")
+        error = _data_error(e, data_config)
     if batches is not None:
         batches.close()
     raise error
@@ -271,6 +288,10 @@ def _batches_or_error(make_batches, start_step):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
                        compilation_cache_dir=None, build_data=False):
     """Trains (or resumes) the run in `workdir`; returns the final state.
+
+    SIGINT and SIGTERM stop it as training/preemption.py says (train.py's
+    __main__ routes them there before its imports; for other callers this
+    does, for the call's duration).
 
     Args:
         config: the run's config.
@@ -284,6 +305,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         run_config.ConfigError: a config field is wrong (nothing was written).
         TrainingError: the run cannot start or go on (the message says why).
     """
+    installed = preemption.install()
+    try:
+        return _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir,
+                                   build_data)
+    finally:
+        if installed:
+            preemption.uninstall()
+
+
+def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, build_data):
+    """`train_and_evaluate`, with the signals routed."""
     # Every check of the config, its devices, vocabulary and data comes before anything is
     # written in the workdir: a bad value never leaves a new, empty one behind.
     check_config(config)
@@ -344,7 +376,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
     # Bad data shows before the first evaluation, not after it.
-    batches, first_batch = _batches_or_error(train_batches, start_step)
+    batches, first_batch = _batches_or_error(train_batches, start_step, config.data)
     try:
         logger = MetricsLogger(workdir, config.total_steps, start_step, resumed,
                                sync_every=config.checkpoint.every)
@@ -370,11 +402,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
     def next_batch(step):
         try:
             local = next(batches)
-        except image_lib.ImageError as e:
-            raise TrainingError(f"step {step}: {e}; to drop such images, pass "
-                                f"--config.data.corrupt_images=skip") from None
+        except (OSError, errors.Error) as e:  # A file changed or went away while training.
+            raise _data_error(e, config.data, where=f"step {step}") from None
         return {k: jax.make_array_from_process_local_data(batch_sharding, v)
                 for k, v in local.items()}
+
+    def save_before_error(step, measurements, error):
+        """Saves the last completed `step` (unless saved or non-finite); names it in `error`.
+
+        Single-process runs only: a save is collective, and the other processes are
+        already in the next step.
+        """
+        if step in (start_step, saved_step) or jax.process_count() > 1:
+            return error
+        try:
+            check_finite(step, jax.device_get(measurements))
+        except TrainingError:
+            return error  # The last good checkpoint stays the latest.
+        saver.save(step, state)
+        saver.wait()
+        return TrainingError(f"{error}; saved step {step} in "
+                             f"{checkpointing.checkpoint_dir(workdir)} first")
 
     def log_train(step, measurements):
         """Fetches a step's measurements (waiting for the step), checks and logs them."""
@@ -386,22 +434,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         logger.progress(step, measurements)
 
     # Loop. Pending checkpoint writes finish even when training stops on an error.
-    preemption.install()  # Here: libraries set up above may have taken the signals.
+    preemption.reinstall()  # Here: libraries set up above may have taken the signals.
     try:
         if start_step == 0:
             evaluate(0)
         compiled_step, timer = None, StepTimer(start_step)
         # A log step's measurements are fetched once the next step is queued, so that the
         # device never waits while the host logs, loads a batch and sends it.
-        pending = None
+        pending, saved_step, measurements = None, start_step, None
         for step in range(start_step + 1, config.total_steps + 1):
+            if first_batch is not None:
+                batch, first_batch = {k: jax.make_array_from_process_local_data(
+                    batch_sharding, v) for k, v in first_batch.items()}, None
+            else:
+                try:
+                    batch = next_batch(step)
+                except TrainingError as e:  # Bad data: keep every completed step.
+                    if pending:
+                        log_train(*pending)
+                    raise save_before_error(step - 1, measurements, e) from None
             # Nothing here may wait for the device (no implicit transfer to the host).
             with jax.transfer_guard_device_to_host("disallow"):
-                if first_batch is not None:
-                    batch, first_batch = {k: jax.make_array_from_process_local_data(
-                        batch_sharding, v) for k, v in first_batch.items()}, None
-                else:
-                    batch = next_batch(step)
                 if compiled_step is None:
                     # Compiled ahead of the first step inside the mesh and axis rules, so
                     # that the model's logical activation constraints apply.
@@ -414,6 +467,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                     timer.restart(step - 1)
                 state, measurements = compiled_step(state, batch,
                                                     jax.random.fold_in(train_rng, step))
+            preemption.started_training()  # From here on a signal saves a step.
             if pending:
                 log_train(*pending)
             pending = (step, measurements) if schedules.itstime(
@@ -433,8 +487,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
             if saving:
                 check_finite(step, jax.device_get(measurements))
                 saver.save(step, state)
+                saved_step = step
             if stop:
                 saver.wait()
+                best_saver.wait()
+                preemption.finished()  # A Ctrl-C from now on exits 0: the step is saved.
                 if jax.process_index() == 0:
                     print(f"Stopped by {preemption.reason()}: saved step {step} in "
                           f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
@@ -448,7 +505,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         finally:
             logger.close()
             batches.close()
-            preemption.uninstall()
             workdir_lib.release(workdir)
     return state
 
@@ -489,6 +545,7 @@ def main(argv):
                            _COMPILATION_CACHE.value, build_data=_BUILD_DATA.value)
     except errors.Error as e:  # Bad config or data, a full disk, ...: one line.
         errors.fail(e)
+    preemption.finished()  # Done and saved: a late Ctrl-C exits 0, not 130.
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import queue
 import threading
 
 from data import batches, sampling, sources
+from data import images as image_lib
 from data.batches import (  # noqa: F401  (the prompt and tokenisation API, re-exported)
     DEFAULT_PROMPT_TEMPLATE,
     SentencePieceEncoder,
@@ -90,6 +91,35 @@ class _Prefetcher:
             pass  # At interpreter exit the queue/futures modules may be gone.
 
 
+def check_image_files(per_lang, num_threads=None):
+    """Decodes once every image that the sources read from files (data.reader=files).
+
+    The built datasets were checked when they were built; the release files are
+    read as they are, so without this a corrupt JPEG would stop a run only at the
+    first step whose batch holds it, after the first evaluation. Decoded at the
+    smallest DCT scale: 0.4 s for the demo's 2,000 images (64 x 64) on 2 cores.
+
+    Returns:
+        The number of images checked.
+
+    Raises:
+        images.ImageError, FileNotFoundError: for the first bad file, in path order.
+    """
+    names = {}
+    for source in per_lang:
+        if isinstance(source, sources.FileSource):
+            for item in source.fetch(range(len(source))):
+                names.setdefault(item.path, item.name)
+    pool = concurrent.futures.ThreadPoolExecutor(num_threads or available_cores())
+    try:
+        for _ in pool.map(lambda path: image_lib.read_pixels(path, 1, name=names[path]),
+                          sorted(names)):
+            pass
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return len(names)
+
+
 def available_cores():
     """The cores this process may run on."""
     try:
@@ -99,7 +129,7 @@ def available_cores():
 
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
-                   process_index=0, process_count=1, build=False):
+                   process_index=0, process_count=1, build=False, check_images=True):
     """Yields this process's share of each global training batch, forever.
 
     Args:
@@ -120,6 +150,8 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
             each takes a disjoint slice of every global batch.
         build: build the dataset's missing parts first (single process only;
             see data/sources.ensure_built); otherwise they are an error.
+        check_images: with reader "files", decode every image once first
+            (`check_image_files`), so that a corrupt one is an error here.
 
     Returns:
         An iterator of dicts image [b, H, W, 3] uint8, prompt [b, Lp] int32,
@@ -134,6 +166,8 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
             "process_index": process_index, "process_count": process_count}
     opened = sources.open_sources(config, "train")
     _, per_lang = opened
+    if check_images:
+        check_image_files(per_lang, config.get("num_threads", None))
     spec["sizes"] = [len(s) for s in per_lang]
     sampling.Sampler(spec["sizes"], config.get("mixture", None) or "uniform", seed)  # Validates.
     num_workers = config.get("num_workers", None)

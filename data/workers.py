@@ -189,8 +189,8 @@ def worker_main(serve_tasks, argv=None, extra=()):
     results = Connection(args.results, readable=False)
     try:
         serve_tasks(tasks, results, args)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # The parent is gone.
+    except (EOFError, OSError):
+        pass  # The parent is gone (mid-message too: it may have exited at any moment).
 
 
 if __name__ == "__main__":

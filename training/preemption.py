@@ -1,54 +1,181 @@
-"""Clean stops on SIGTERM (preemption) and Ctrl-C that every process agrees on.
+"""Ctrl-C and SIGTERM at any moment of a run: one line, the right exit status, nothing lost.
 
 A cluster preempting a job sends SIGTERM, then kills it after a grace period;
-a user stops a run with Ctrl-C (SIGINT). Either only sets a flag: the training
-loop asks `should_stop()` after each step, saves a checkpoint and exits, so a
-signal never lands inside a library (Python would raise KeyboardInterrupt
-wherever the main thread happens to be, even in a garbage-collection callback
-that swallows it). A second Ctrl-C exits at once, without saving. With
-several processes the flag is OR-reduced over all of them, so they stop at
-the same step (a checkpoint is a collective operation: one process stopping
-alone would hang the others).
+a user stops a run with Ctrl-C (SIGINT). What a signal does depends on the
+stage of the run:
+
+- starting (flags, data checks, initialization, the step-0 evaluation,
+  compiling; nothing new to save): one line and exit at once, 130 for Ctrl-C
+  and 143 for SIGTERM (128 + the signal, as a shell reports a process the
+  signal killed). What start-up writes survives an exit at any byte
+  (config.json is replaced atomically, a cut-short metrics line is repaired
+  on resume, orbax renames a checkpoint into place when it is complete).
+- training (from the first step on): the first signal only sets a flag; the
+  loop asks `should_stop()` after each step, saves a checkpoint and exits 0.
+  A second Ctrl-C exits at once (130), without saving.
+- finished (the state is saved, the run is winding up): a signal exits at once
+  with 0, so that a late Ctrl-C never turns a successful save into a failure;
+  in the interpreter's last moments (after the exit handlers) signals are
+  ignored, for the same reason.
+
+Python runs a signal handler only when the main thread is back in the bytecode
+loop, which can take minutes while it compiles or waits for the device, and a
+KeyboardInterrupt raised wherever the main thread happens to be can be
+swallowed (a garbage-collection callback prints "Exception ignored" and the
+run trains on) or become a 40-line traceback. So no handler raises: the
+Python-level handlers do nothing, and `signal.set_wakeup_fd` makes the C-level
+handler write each signal's number into a pipe at once; a watcher thread reads
+it and acts, even while the main thread is inside XLA (which releases the GIL).
+
+`install()` is called as early as possible: at the top of train.py when run as
+a script (before its heavy imports), else by `train_and_evaluate`. Between
+the interpreter's start and that line (tens of milliseconds) Python's default
+applies. With several processes the flag is OR-reduced over all of them, so
+they stop at the same step (a checkpoint is a collective operation: one
+process stopping alone would hang the others). This module imports nothing
+heavy, so that it can be installed before JAX is imported.
 """
 
+import atexit
 import os
 import signal
 import threading
 
-import jax
-import numpy as np
-from jax.experimental import multihost_utils
+STARTING, TRAINING, FINISHED = "starting", "training", "finished"
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
+_lock = threading.Lock()
 _stop = threading.Event()
-_SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
 _reason = []
+_stage = [STARTING]
+_installed = []  # [(read fd, write fd, previous wakeup fd)] while installed.
+_exit = os._exit  # Tests replace it.
 
 
-def _handler(signum, frame):
-    del frame
-    if signum == signal.SIGINT and _stop.is_set():
-        # The second Ctrl-C: the user does not want to wait for the save.
-        os.write(2, b"\nSecond Ctrl-C: exiting now, without saving this step.\n")
-        os._exit(130)
-    _reason.append(_SIGNAL_NAMES.get(signum, str(signum)))
-    _stop.set()
-    if signum == signal.SIGINT:
-        os.write(2, b"\nCtrl-C: saving a checkpoint after this step, then exiting "
-                    b"(Ctrl-C again to exit now, without saving).\n")
+def _say(text):
+    """Writes one line to stderr at once (no buffer, safe from any thread)."""
+    prefix = "\n" if os.isatty(2) else ""  # After the terminal's echoed "^C".
+    os.write(2, (prefix + text + "\n").encode())
+
+
+def exit_status(signum):
+    """128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + int(signum)
+
+
+def on_signal(signum):
+    """What SIGINT or SIGTERM does, by the stage of the run (the watcher thread calls it)."""
+    with _lock:
+        name = _NAMES.get(signum, f"signal {signum}")
+        if _stage[0] == STARTING:
+            _say(f"{name}: stopped before the first training step (nothing to save).")
+            _exit(exit_status(signum))
+        elif _stage[0] == FINISHED:
+            _say(f"{name}: exiting now (the run's state is saved).")
+            _exit(0)
+        elif not _stop.is_set():
+            _reason.append(name)
+            if signum == signal.SIGINT:  # A user is waiting; a cluster is not.
+                _say("Ctrl-C: saving a checkpoint after this step, then exiting "
+                     "(Ctrl-C again to exit now, without saving).")
+            _stop.set()  # After the line: the loop's "Stopped by" line comes after it.
+        elif signum == signal.SIGINT:
+            _say("Second Ctrl-C: exiting now, without saving.")
+            _exit(exit_status(signum))
+        # A repeated SIGTERM: the save is under way already.
+
+
+def _watch(read_fd):
+    """Acts on each signal number the C-level handler writes into the pipe."""
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not data:  # `uninstall` closed the other end.
+            os.close(read_fd)
+            return
+        for signum in data:
+            if signum in _NAMES:
+                on_signal(signum)
+
+
+def _do_nothing(signum, frame):
+    """The Python-level handler: the watcher thread acts (see the module docstring)."""
+    del signum, frame
+
+
+def _ignore_signals_at_exit():
+    """At the very end, Python itself gives the signals back their default action (kill, as
+    -SIGINT): a Ctrl-C then would turn a finished run's exit status into 130. Registered
+    first, this runs after every other exit handler (the watcher still acts during those)."""
+    if _installed:
+        for signum in SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def install():
-    """Routes SIGTERM and SIGINT to the stop flag (only the main thread can; else a no-op)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _handler)
-        signal.signal(signal.SIGINT, _handler)
+    """Routes SIGINT and SIGTERM to `on_signal`, at the starting stage.
+
+    Returns:
+        Whether this call installed them (False: already installed, or not
+        the main thread, where Python cannot set handlers).
+    """
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return False
+    # A parent may have blocked them (children inherit the mask): they would never arrive.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # The C handler must never block.
+    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for signum in SIGNALS:
+        signal.signal(signum, _do_nothing)
+    _installed.append((read_fd, write_fd, previous))
+    atexit.unregister(_ignore_signals_at_exit)
+    atexit.register(_ignore_signals_at_exit)
+    reset()
+    threading.Thread(target=_watch, args=(read_fd,), name="signal-watcher",
+                     daemon=True).start()
+    return True
+
+
+def reinstall():
+    """Puts the Python-level handlers back if a library replaced them (a no-op otherwise)."""
+    if _installed and threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            if signal.getsignal(signum) is not _do_nothing:
+                signal.signal(signum, _do_nothing)
 
 
 def uninstall():
-    """Gives SIGTERM and SIGINT back their default behaviour (after the loop)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    """Gives SIGINT and SIGTERM back their default behaviour (in-process callers, tests)."""
+    if not _installed or threading.current_thread() is not threading.main_thread():
+        return
+    _, write_fd, previous = _installed.pop()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.set_wakeup_fd(previous)
+    os.close(write_fd)  # The watcher reads the end of the pipe, closes it and returns.
+    reset()
+
+
+def started_training():
+    """From now on a signal saves the state (called once the first step has run)."""
+    with _lock:
+        if _stage[0] == STARTING:
+            _stage[0] = TRAINING
+
+
+def finished():
+    """The state is saved: a signal from now on exits at once with status 0."""
+    with _lock:
+        _stage[0] = FINISHED
+
+
+def stage():
+    """STARTING, TRAINING or FINISHED."""
+    return _stage[0]
 
 
 def reason():
@@ -58,16 +185,21 @@ def reason():
 
 def should_stop():
     """Whether any process has been asked to stop (collective with several processes)."""
+    import jax  # Deferred: this module is installed before JAX is imported.
+
     flag = _stop.is_set()
     if jax.process_count() == 1:
         return flag
+    import numpy as np
+    from jax.experimental import multihost_utils
+
     flags = multihost_utils.process_allgather(np.asarray(flag))
     return bool(np.any(flags))
 
 
 def reset():
-    """Clears the flag (tests)."""
-    _stop.clear()
-    _reason.clear()
-
-
+    """Clears the flag and goes back to the starting stage (tests, `install`)."""
+    with _lock:
+        _stop.clear()
+        _reason.clear()
+        _stage[0] = STARTING

@@ -150,6 +150,8 @@ def test_a_worker_error_reaches_the_trainer_with_its_type(built_demo, vocab, tmp
     for jpeg in (built_demo / "coco35l" / "train2014").iterdir():
         (data / "train2014" / jpeg.name).write_bytes(b"\xff\xd8 not a jpeg")
     with pytest.raises(ValueError, match=r"cannot decode image \d+_(en|es|hi|zh)"):
+        _take(config, vocab, 1, check_images=False)  # Else the check before the workers.
+    with pytest.raises(ValueError, match=r"cannot decode image \d+_(en|es|hi|zh)"):
         _take(config, vocab, 1)
 
 
