@@ -520,8 +520,8 @@ def initialize_distributed():
 
 
 def parse_flags(argv):
-    """absl's flag parsing; a bad flag or override, a stray argument or no --workdir is one
-    `error:` line (exit status 2) before anything starts."""
+    """absl's flag parsing; a bad flag or override or a stray argument is one `error:` line
+    (exit status 2) before anything starts (benchmarks/train_step.py parses with it too)."""
     try:
         rest = run_config.parse_flags(flags.FLAGS, argv)
     except run_config.ConfigError as e:
@@ -529,13 +529,13 @@ def parse_flags(argv):
     if len(rest) > 1:
         errors.fail(f"unexpected argument {rest[1]!r}: train.py takes only flags "
                     f"(--name=value; see --help)")
-    if _WORKDIR.value is None:
-        errors.fail("--workdir is required")
     return rest
 
 
 def main(argv):
     del argv  # parse_flags refused any positional argument.
+    if _WORKDIR.value is None:
+        errors.fail("--workdir is required")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
