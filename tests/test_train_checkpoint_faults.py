@@ -18,6 +18,7 @@ import textwrap
 import pytest
 
 import train
+from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing, run_config
 
@@ -32,7 +33,7 @@ def get_config():
 
 
 def _env():
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    return tiny.cli_env()
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import train
+from tests import tiny
 from tests.tiny import tiny_config
 from training import run_config
 
@@ -39,7 +40,7 @@ def _train_cli(config_file, workdir, *args):
     return subprocess.run(
         [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
         cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        env=tiny.cli_env())
 
 
 @pytest.mark.parametrize("args,message", [

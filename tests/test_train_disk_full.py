@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 import train
+from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing
 from training.metrics import read_metrics
@@ -61,7 +62,7 @@ def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
     workdir = small_fs / "run"
     (small_fs / "filler").write_bytes(os.urandom(1_500_000))
     cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    env = tiny.cli_env()
     full = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert full.returncode == 2, full.stderr[-3000:]
     lines = (full.stdout + full.stderr).splitlines()

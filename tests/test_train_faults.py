@@ -38,7 +38,7 @@ def _files_config(data_dir, **overrides):
 
 
 def _env():
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    return tiny.cli_env()
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ time.sleep(60)
 
 
 def _env():
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    return tiny.cli_env()
 
 
 def _dead_pid():

@@ -77,6 +77,17 @@ importlib.machinery.PathFinder.find_spec = classmethod(find_spec)
 """
 
 
+def cli_env(**extra):
+    """os.environ for a train.py subprocess whose numbers no test compares with another
+    process's: on the CPU, XLA's backend without LLVM's optimizations (such tests show what
+    happens, not how fast; programs compile in ~60% of the time)."""
+    xla_flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
+                                       "--xla_backend_optimization_level=0",
+                                       "--xla_llvm_disable_expensive_passes=true"]))
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1",
+            "XLA_FLAGS": xla_flags, **extra}
+
+
 def no_tensorflow_env(folder):
     """os.environ for a subprocess in which TensorFlow cannot be imported (a sitecustomize
     module written to `folder`, first on PYTHONPATH).
@@ -88,7 +99,4 @@ def no_tensorflow_env(folder):
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
         f.write(_NO_TENSORFLOW)
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
-    xla_flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
-                                       "--xla_backend_optimization_level=0",
-                                       "--xla_llvm_disable_expensive_passes=true"]))
-    return {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags}
+    return cli_env(PYTHONPATH=path)
