@@ -24,12 +24,6 @@ import pytest
 
 from tests import tiny
 
-# XLA's CPU backend without LLVM's optimizations: compiling dominates the suite, and such
-# programs compile in ~60% of the time (the suite checks numbers, not speed; the pinned scores
-# of tests/evaluation/evaluators/ are this setting's). Children inherit it.
-os.environ["XLA_FLAGS"] = " ".join(filter(None, [
-    os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0",
-    "--xla_llvm_disable_expensive_passes=true"]))
 CACHE_DIR = os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".cache", "jax"))
