@@ -40,14 +40,8 @@ FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough f
 @pytest.fixture
 def small_fs(tmp_path):
     """A 4 MB tmpfs (skips the test where mounting is not allowed)."""
-    folder = tmp_path / "fs"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-                             capture_output=True, check=False)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
+    with tiny.small_tmpfs(tmp_path / "fs", "4m") as folder:
+        yield folder
 
 
 def _train_steps(workdir):

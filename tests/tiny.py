@@ -1,7 +1,10 @@
 """Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses)."""
 
+import contextlib
 import os
 import subprocess
+
+import pytest
 
 from configs import demo as demo_config
 from data import demo
@@ -100,3 +103,18 @@ def no_tensorflow_env(folder):
         f.write(_NO_TENSORFLOW)
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
     return cli_env(PYTHONPATH=path)
+
+
+@contextlib.contextmanager
+def small_tmpfs(folder, size):
+    """Mounts a tmpfs of `size` ("4m", "64k") on the new folder `folder` for the block: a real
+    disk that fills up. Mounting needs root; elsewhere the test is skipped."""
+    os.makedirs(folder)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(folder)], capture_output=True, text=True, check=False)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)

@@ -9,7 +9,6 @@ the Saver's side.
 import errno
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 from absl import logging as absl_logging
 
+from tests import tiny
 from training import checkpointing
 
 
@@ -34,14 +34,8 @@ def _state(seed, megabytes=1):
 @pytest.fixture
 def small_fs(tmp_path):
     """A 3 MB tmpfs (skips the test where mounting is not allowed)."""
-    folder = tmp_path / "fs"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
-                             capture_output=True, check=False)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
+    with tiny.small_tmpfs(tmp_path / "fs", "3m") as folder:
+        yield folder
 
 
 def _poll_until_done(saver, timeout=60):

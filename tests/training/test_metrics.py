@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 import errors
+from tests import tiny
 from training import metrics
 from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError, read_metrics
 
@@ -213,12 +214,7 @@ def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, mon
 def test_full_disk_on_a_small_real_filesystem(tmp_path):
     """A 64 KiB tmpfs (mounted as root; skipped where `mount` is not allowed) fills up."""
     disk = tmp_path / "disk"
-    disk.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                           capture_output=True, text=True)
-    if mount.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
-    try:
+    with tiny.small_tmpfs(disk, "64k"):
         logger = MetricsLogger(str(disk), total_steps=10**6)
         with pytest.raises(MetricsWriteError, match=r"No space left on device"):
             for step in range(1, 10**6):
@@ -232,8 +228,6 @@ def test_full_disk_on_a_small_real_filesystem(tmp_path):
         _resume(disk, written[-1], steps=written[-1] + 3)
         records = read_metrics(str(disk))
         assert [r["step"] for r in records] == list(range(1, written[-1] + 4))
-    finally:
-        subprocess.run(["umount", "--lazy", str(disk)], check=False)
 
 
 CONFIG_WITH_A_FULL_DISK = """
