@@ -9,10 +9,7 @@ line's config.
 """
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -22,7 +19,6 @@ from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing, run_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_FILE = """
 from tests import tiny
 
@@ -30,10 +26,6 @@ from tests import tiny
 def get_config():
     return tiny.tiny_config({data!r}, **{{"evals.xm3600.every": 0}})
 """
-
-
-def _env():
-    return tiny.cli_env()
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +49,6 @@ def _copy(trained, tmp_path):
     shutil.copytree(trained, workdir)
     return workdir
 
-
-def _train_cli(config_file, workdir, *args):
-    return subprocess.run(
-        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
 
 
 def _lines(result):
@@ -88,7 +75,7 @@ DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
 def test_damaged_newest_checkpoint_is_one_warning_line(config_file, trained, tmp_path, damage):
     workdir = _copy(trained, tmp_path)
     DAMAGES[damage](workdir / "checkpoints" / "4")
-    result = _train_cli(config_file, workdir, "--config.total_steps=5")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _lines(result)
     warnings = [line for line in lines if line.startswith("warning: ")]
@@ -105,7 +92,7 @@ def test_no_readable_checkpoint_is_the_only_line(config_file, trained, tmp_path)
     workdir = _copy(trained, tmp_path)
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
     _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
-    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -117,7 +104,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_pat
     workdir = _copy(trained, tmp_path)
     shutil.rmtree(workdir / "checkpoints")
     (workdir / "checkpoints").write_text("not a folder")
-    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -129,7 +116,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_pat
 def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
-    result = _train_cli(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(_lines(result)) > 20
 
@@ -138,7 +125,7 @@ def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
 def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
     (workdir / "config.json").unlink()
-    result = _train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -146,7 +133,7 @@ def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained
     assert not (workdir / "config.json").exists()  # Nothing written.
     assert checkpointing.steps(str(workdir)) == [2, 4]
     # Adopting the command line's config explicitly resumes, and saves it.
-    adopted = _train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7",
+    adopted = tiny.train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7",
                          "--allow_config_change")
     assert adopted.returncode == 0, adopted.stderr[-3000:]
     assert json.loads((workdir / "config.json").read_text())["seed"] == 7
@@ -157,7 +144,7 @@ def test_truncated_config_json_is_one_line_naming_it(config_file, trained, tmp_p
     workdir = _copy(trained, tmp_path)
     text = (workdir / "config.json").read_text()
     (workdir / "config.json").write_text(text[: len(text) // 2])
-    result = _train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]

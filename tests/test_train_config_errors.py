@@ -8,8 +8,6 @@ In-process tests call `train.train_and_evaluate`; the command-line ones run trai
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -19,7 +17,6 @@ from tests import tiny
 from tests.tiny import tiny_config
 from training import run_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_FILE = """
 from tests import tiny
 
@@ -36,12 +33,6 @@ def config_file(tiny_demo, tmp_path_factory):
     return str(path)
 
 
-def _train_cli(config_file, workdir, *args):
-    return subprocess.run(
-        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-        env=tiny.cli_env())
-
 
 @pytest.mark.parametrize("args,message", [
     (["--config.model.dropout=1.5"],
@@ -56,7 +47,7 @@ def _train_cli(config_file, workdir, *args):
 def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_file, tmp_path,
                                                                         args, message):
     workdir = tmp_path / "run"
-    result = _train_cli(config_file, workdir, *args)
+    result = tiny.train_cli(config_file, workdir, *args)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, \
         result.stderr[-2000:]

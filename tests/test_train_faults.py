@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -37,21 +36,12 @@ def _files_config(data_dir, **overrides):
     return tiny_config(str(data_dir), **{"data.reader": "files", **overrides})
 
 
-def _env():
-    return tiny.cli_env()
-
-
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
     path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
     return str(path)
 
-
-def _train_cli(config_file, workdir, *args):
-    return subprocess.run(
-        [sys.executable, "train.py", "--config", config_file, "--workdir", str(workdir), *args],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env())
 
 
 def _one_error_line(result):
@@ -167,7 +157,7 @@ def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tm
     cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(tiny_demo),
            "--workdir", str(workdir), "--set", "total_steps=400", "--set",
            "evals.xm3600.every=0", "--set", "checkpoint.every=1000", "--set", "log_every=1"]
-    proc, lines = tiny.start_until_first_step(cmd, REPO, _env())
+    proc, lines = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
     proc.send_signal(signal.SIGINT)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
@@ -176,7 +166,7 @@ def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tm
     assert match, out[-2000:]
     assert checkpointing.steps(str(workdir)) == [int(match.group(1))]
     # Two Ctrl-Cs: the second exits at once with 130, without a traceback.
-    proc, _ = tiny.start_until_first_step(cmd, REPO, _env())
+    proc, _ = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
@@ -222,14 +212,14 @@ def test_unwritable_workdir_is_refused(tiny_demo, tmp_path):
 ])
 def test_bad_command_line_is_one_error_line(config_file, tmp_path, args, message):
     workdir = tmp_path / "run"
-    line = _one_error_line(_train_cli(config_file, workdir, *args))
+    line = _one_error_line(tiny.train_cli(config_file, workdir, *args))
     assert re.search(message, line), line
     assert not workdir.exists()
 
 
 def test_changed_batch_size_on_resume_is_one_error_line(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
-    line = _one_error_line(_train_cli(config_file, workdir, "--config.batch_size=4"))
+    line = _one_error_line(tiny.train_cli(config_file, workdir, "--config.batch_size=4"))
     assert re.search(r"holds checkpoints of a run with another config; changed fields: "
                      r"batch_size: 8 -> 4\. .*--allow_config_change", line), line
 
@@ -254,9 +244,9 @@ def test_corrupt_training_image_is_found_before_the_first_evaluation(tiny_demo, 
 # --------------------------------------------------------------- console ----
 def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp_path):
     workdir = tmp_path / "run"
-    first = _train_cli(config_file, workdir, "--config.total_steps=2")
+    first = tiny.train_cli(config_file, workdir, "--config.total_steps=2")
     assert first.returncode == 0, first.stderr[-2000:]
-    second = _train_cli(config_file, workdir, "--config.total_steps=4")
+    second = tiny.train_cli(config_file, workdir, "--config.total_steps=4")
     assert second.returncode == 0, second.stderr[-2000:]
     for result, opening in ((first, "Starting"), (second, "Resuming")):
         lines = (result.stdout + result.stderr).splitlines()
@@ -267,6 +257,6 @@ def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp
                             line), line
     assert json.loads((workdir / "config.json").read_text())["total_steps"] == 4
     # --verbosity brings the libraries' logs (and the config) back.
-    verbose = _train_cli(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
+    verbose = tiny.train_cli(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
     assert verbose.returncode == 0, verbose.stderr[-2000:]
     assert "Config:" in verbose.stderr

@@ -3,6 +3,7 @@
 import contextlib
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -78,6 +79,15 @@ def find_spec(cls, name, path=None, target=None):
 
 importlib.machinery.PathFinder.find_spec = classmethod(find_spec)
 """
+
+
+def train_cli(config_file, workdir, *args):
+    """Runs `python train.py --config <config_file> --workdir <workdir> <args>` as a user would
+    (the repository as the current folder, `cli_env`); returns the CompletedProcess."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(
+        [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir),
+         *args], cwd=repo, capture_output=True, text=True, timeout=600, env=cli_env())
 
 
 def cli_env(**extra):
