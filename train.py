@@ -14,11 +14,16 @@ before the run has really started.
 
 import json
 import os
+import sys
 
 from training import preemption
 
 if __name__ == "__main__":  # Before the heavy imports: Ctrl-C during them is one line too.
     preemption.install()
+    # One write per console line, even under PYTHONUNBUFFERED (print writes a line and its
+    # newline apart there), so that a signal's message never lands inside a progress line.
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True, write_through=False)
 
 import flax.linen as nn
 import jax
