@@ -41,13 +41,6 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG_FILE = """\
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r})
-"""
 # train.py's own lines about signals (training/preemption.py and the loop).
 SIGNAL_LINE = re.compile(r"^(Ctrl-C|SIGTERM|Second Ctrl-C|Stopped by)[: ]")
 # The console lines of a run (tests/test_train_faults.py's console test).
@@ -138,10 +131,7 @@ def write_setup(folder):
     data = os.path.join(folder, "data")
     if not os.path.isdir(data):
         tiny.write_demo(data)
-    path = os.path.join(folder, "tiny_config.py")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(CONFIG_FILE.format(data=data))
-    return path
+    return tiny.write_config_file(os.path.join(folder, "tiny_config.py"), data)
 
 
 def run_args(cache_dir):

@@ -10,7 +10,6 @@ line's config.
 
 import json
 import shutil
-import textwrap
 
 import pytest
 
@@ -19,20 +18,11 @@ from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing, run_config
 
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"evals.xm3600.every": 0}})
-"""
-
 
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
-    return str(path)
+    return tiny.write_config_file(path, tiny_demo, **{"evals.xm3600.every": 0})
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ In-process tests call `train.train_and_evaluate`; the command-line ones run trai
 
 import os
 import re
-import textwrap
 
 import pytest
 
@@ -17,20 +16,11 @@ from tests import tiny
 from tests.tiny import tiny_config
 from training import run_config
 
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"data.reader": "files"}})
-"""
-
 
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
-    return str(path)
+    return tiny.write_config_file(path, tiny_demo, **{"data.reader": "files"})
 
 
 

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -25,13 +24,6 @@ from training.metrics import read_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
              "checkpoint.keep": 2}
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{overrides!r})
-"""
 FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough free space: "
         r"needs about 1\.\d MB, 0\.\d MB available; the last good checkpoint, step 4, is kept; "
         r"make room and run the same command to resume")
@@ -51,8 +43,7 @@ def _train_steps(workdir):
 def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
         tiny_demo, tmp_path, small_fs):
     config_file = tmp_path / "tiny_config.py"
-    config_file.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo),
-                                                              overrides=OVERRIDES)))
+    tiny.write_config_file(config_file, tiny_demo, **OVERRIDES)
     workdir = small_fs / "run"
     (small_fs / "filler").write_bytes(os.urandom(1_500_000))
     cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]

@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import sys
-import textwrap
 import time
 
 import pytest
@@ -23,13 +22,6 @@ from training import checkpointing, run_config
 from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r})
-"""
 
 
 def _files_config(data_dir, **overrides):
@@ -39,8 +31,7 @@ def _files_config(data_dir, **overrides):
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
-    return str(path)
+    return tiny.write_config_file(path, tiny_demo)
 
 
 

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -23,14 +22,6 @@ from training import workdir as workdir_lib
 from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"evals.xm3600.every": 0, "total_steps": 100000,
-                                          "checkpoint.every": 1000000}})
-"""
 
 HOLDER = """
 import sys, time
@@ -53,7 +44,8 @@ def _dead_pid():
 
 def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
     config_file = tmp_path / "tiny_config.py"
-    config_file.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    tiny.write_config_file(config_file, tiny_demo, **{
+        "evals.xm3600.every": 0, "total_steps": 100000, "checkpoint.every": 1000000})
     workdir = tmp_path / "run"
     cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
     first, lines = tiny.start_until_first_step(cmd, REPO, _env())

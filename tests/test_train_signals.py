@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests import ctrl_c_experiment as experiment
+from tests import tiny
 from training import checkpointing
 
 STOPPED_BEFORE = "{}: stopped before the first training step (nothing to save)."
@@ -29,7 +30,7 @@ SLOW_STEPS = ("--config.batch_size=1024", "--config.data.num_workers=2")
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("signals") / "tiny_config.py"
-    path.write_text(experiment.CONFIG_FILE.format(data=str(tiny_demo)))
+    tiny.write_config_file(path, tiny_demo)
     return str(path)
 
 

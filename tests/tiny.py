@@ -81,6 +81,15 @@ importlib.machinery.PathFinder.find_spec = classmethod(find_spec)
 """
 
 
+def write_config_file(path, data_dir, **overrides):
+    """Writes a config file for `train.py --config` (and the tools) returning
+    `tiny_config(data_dir, **overrides)`; returns its path as a str."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"from tests import tiny\n\n\ndef get_config():\n"
+                f"    return tiny.tiny_config({str(data_dir)!r}, **{overrides!r})\n")
+    return str(path)
+
+
 def train_cli(config_file, workdir, *args):
     """Runs `python train.py --config <config_file> --workdir <workdir> <args>` as a user would
     (the repository as the current folder, `cli_env`); returns the CompletedProcess."""

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import ml_collections
 import numpy as np
@@ -30,20 +29,13 @@ from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
+from tests import tiny
 from tests.tiny import tiny_config
 from training import state as state_lib
 from training.metrics import Progress, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CONFIG_FILE = """
-from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"total_steps": 2, "evals.xm3600.every": 1,
-                                         "checkpoint.every": 1}})
-"""
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +43,8 @@ def tiny_run(tiny_demo, tmp_path_factory):
     """A 2-step tiny run with checkpoints and in-loop evaluations at steps 1 and 2."""
     root = tmp_path_factory.mktemp("eval_tool")
     config_path = root / "tiny_config.py"
-    config_path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
+    tiny.write_config_file(config_path, tiny_demo, **{"total_steps": 2, "evals.xm3600.every": 1,
+                                                     "checkpoint.every": 1})
     workdir = str(root / "run")
     config = tiny_config(str(tiny_demo), **{"total_steps": 2, "evals.xm3600.every": 1,
                                             "checkpoint.every": 1})

@@ -9,7 +9,6 @@ injecting writer rather than a small mounted filesystem, so that it runs without
 import errno
 import os
 import re
-import textwrap
 
 import pytest
 
@@ -17,23 +16,15 @@ import train
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
 from formats import eval_metrics
-from tests.tiny import tiny_config
-
-CONFIG_FILE = """
 from tests import tiny
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"total_steps": 1, "checkpoint.every": 1,
-                                         "evals.xm3600.every": 0}})
-"""
+from tests.tiny import tiny_config
 
 
 @pytest.fixture(scope="module")
 def config_path(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("eval_inputs") / "tiny_config.py"
-    path.write_text(textwrap.dedent(CONFIG_FILE.format(data=str(tiny_demo))))
-    return str(path)
+    return tiny.write_config_file(path, tiny_demo, **{"total_steps": 1, "checkpoint.every": 1,
+                                                      "evals.xm3600.every": 0})
 
 
 @pytest.fixture(scope="module")
