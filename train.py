@@ -218,9 +218,8 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
 def prepare_workdir(workdir):
     """Creates `workdir`, checks that files can be written in it, and locks it (process 0).
 
-    The lock (training/workdir.py) is released at the end of the loop, or by the
-    process's end; an error before the loop leaves it to this process, which may
-    call again.
+    The lock (training/workdir.py) is released when `train_and_evaluate` returns or
+    raises, or by the process's end.
     """
     try:
         workdir_lib.prepare(workdir, jax.process_index())
@@ -315,12 +314,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         return _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir,
                                    build_data)
     finally:
+        workdir_lib.release(workdir)  # A no-op unless prepare_workdir took the lock.
         if installed:
             preemption.uninstall()
 
 
 def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, build_data):
-    """`train_and_evaluate`, with the signals routed."""
+    """`train_and_evaluate`, with the signals routed and the workdir's lock released after."""
     # Every check of the config, its devices, vocabulary and data comes before anything is
     # written in the workdir: a bad value never leaves a new, empty one behind.
     check_config(config)
@@ -510,7 +510,6 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         finally:
             logger.close()
             batches.close()
-            workdir_lib.release(workdir)
     return state
 
 
