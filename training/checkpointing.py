@@ -166,7 +166,7 @@ class Saver:
         needed, available = self._space(state), shutil.disk_usage(self._folder).free
         if available < needed:
             raise SaveError(self._message(
-                step, f"not enough free space: {_space(needed, available)}"))
+                step, f"not enough free space: {_space_message(needed, available)}"))
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
@@ -188,9 +188,9 @@ class Saver:
 
     def _space(self, state):
         """Bytes the next save needs: the newest checkpoint's size, else the state's."""
-        done = [int(name) for name in os.listdir(self._folder) if name.isdigit()]
+        done = _steps_in(self._folder)
         if done:
-            return _folder_bytes(os.path.join(self._folder, str(max(done))))
+            return _folder_bytes(os.path.join(self._folder, str(done[-1])))
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
     def _failure(self, step, needed, available, error):
@@ -203,8 +203,7 @@ class Saver:
                   f"available when it started (estimated {needed / 1e6:.1f} MB)"))
 
     def _message(self, step, cause):
-        done = sorted(int(name) for name in os.listdir(self._folder)
-                      if name.isdigit() and int(name) != step)
+        done = [s for s in _steps_in(self._folder) if s != step]
         kept = (f"the last good checkpoint, step {done[-1]}, is kept" if done
                 else "no checkpoint was saved before it")
         return (f"step {step}: saving checkpoint {os.path.join(self._folder, str(step))} "
@@ -223,7 +222,7 @@ def wait_all(*savers):
         raise failure
 
 
-def _space(needed, available):
+def _space_message(needed, available):
     return f"needs about {needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available"
 
 
@@ -258,6 +257,11 @@ def steps(workdir, best=False):
     _check_is_folder(folder)
     if not os.path.isdir(folder):
         return []
+    return _steps_in(folder)
+
+
+def _steps_in(folder):
+    """The step folders of a manager's folder, ascending."""
     return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
 
 
