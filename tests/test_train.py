@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -12,11 +10,10 @@ import pytest
 import train
 from data import images as image_lib
 from data import pipeline
+from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing
 from training.metrics import read_metrics
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _files_config(data_dir, **overrides):
@@ -87,15 +84,8 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp
     assert checkpointing.manager(workdir).all_steps() == [2]
 
 
-def _run_train(*args):
-    return subprocess.run(
-        [sys.executable, "train.py", *args], cwd=REPO, capture_output=True, text=True,
-        timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-
-
 def test_unknown_config_field_is_a_clear_error(tmp_path):
-    result = _run_train("--config", "configs/demo.py", "--workdir", str(tmp_path),
-                        "--config.model.t5.no_such_field=3")
+    result = tiny.train_main("configs/demo.py", tmp_path, "--config.model.t5.no_such_field=3")
     assert result.returncode != 0
     assert "no_such_field" in result.stderr
     assert not os.path.exists(tmp_path / "checkpoints")

@@ -5,7 +5,7 @@ damaged step and none of the libraries' logs (orbax, absl, asyncio, TensorStore'
 dumps) unless `--verbosity` asks for them; when none can be read, or `checkpoints` is a
 file, the `error:` line is the only line. A missing or unreadable config.json beside
 checkpoints is an error naming the file, and `--allow_config_change` adopts the command
-line's config.
+line's config. The command line runs in the test process (`tiny.train_main`).
 """
 
 import json
@@ -65,7 +65,7 @@ DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
 def test_damaged_newest_checkpoint_is_one_warning_line(config_file, trained, tmp_path, damage):
     workdir = _copy(trained, tmp_path)
     DAMAGES[damage](workdir / "checkpoints" / "4")
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=5")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _lines(result)
     warnings = [line for line in lines if line.startswith("warning: ")]
@@ -82,7 +82,7 @@ def test_no_readable_checkpoint_is_the_only_line(config_file, trained, tmp_path)
     workdir = _copy(trained, tmp_path)
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
     _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -94,7 +94,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_pat
     workdir = _copy(trained, tmp_path)
     shutil.rmtree(workdir / "checkpoints")
     (workdir / "checkpoints").write_text("not a folder")
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -106,7 +106,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_pat
 def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(_lines(result)) > 20
 
@@ -115,7 +115,7 @@ def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
 def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
     (workdir / "config.json").unlink()
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -123,8 +123,8 @@ def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained
     assert not (workdir / "config.json").exists()  # Nothing written.
     assert checkpointing.steps(str(workdir)) == [2, 4]
     # Adopting the command line's config explicitly resumes, and saves it.
-    adopted = tiny.train_cli(config_file, workdir, "--config.total_steps=6", "--config.seed=7",
-                         "--allow_config_change")
+    adopted = tiny.train_main(config_file, workdir, "--config.total_steps=6",
+                              "--config.seed=7", "--allow_config_change")
     assert adopted.returncode == 0, adopted.stderr[-3000:]
     assert json.loads((workdir / "config.json").read_text())["seed"] == 7
     assert checkpointing.steps(str(workdir))[-1] == 6
@@ -134,7 +134,7 @@ def test_truncated_config_json_is_one_line_naming_it(config_file, trained, tmp_p
     workdir = _copy(trained, tmp_path)
     text = (workdir / "config.json").read_text()
     (workdir / "config.json").write_text(text[: len(text) // 2])
-    result = tiny.train_cli(config_file, workdir, "--config.total_steps=6")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]

@@ -3,7 +3,8 @@
 A bad value (out of range, NaN/inf, an unknown choice, a mesh the devices do not fit, a
 vocab_size smaller than the vocabulary, data that is not built or not there, a stray
 positional argument) is one `error:` line with exit status 2, and a new workdir is not created.
-In-process tests call `train.train_and_evaluate`; the command-line ones run train.py.
+In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's command
+line in the test process (`tiny.train_main`).
 """
 
 import os
@@ -37,7 +38,7 @@ def config_file(tiny_demo, tmp_path_factory):
 def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_file, tmp_path,
                                                                         args, message):
     workdir = tmp_path / "run"
-    result = tiny.train_cli(config_file, workdir, *args)
+    result = tiny.train_main(config_file, workdir, *args)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, \
         result.stderr[-2000:]

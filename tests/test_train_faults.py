@@ -1,8 +1,8 @@
 """Faults and bad input in train.py: nothing already written is lost, every error is one line.
 
-In-process tests call `train.train_and_evaluate`; the command-line ones run
-`python train.py` (or the tiny runner) as a user would, with a config file
-that wraps the tiny test config.
+In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's
+command line in the test process (`tiny.train_main`), with a config file that wraps the tiny
+test config, and the console test runs `python train.py` (or the tiny runner) as a user would.
 """
 
 import json
@@ -203,14 +203,14 @@ def test_unwritable_workdir_is_refused(tiny_demo, tmp_path):
 ])
 def test_bad_command_line_is_one_error_line(config_file, tmp_path, args, message):
     workdir = tmp_path / "run"
-    line = _one_error_line(tiny.train_cli(config_file, workdir, *args))
+    line = _one_error_line(tiny.train_main(config_file, workdir, *args))
     assert re.search(message, line), line
     assert not workdir.exists()
 
 
 def test_changed_batch_size_on_resume_is_one_error_line(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
-    line = _one_error_line(tiny.train_cli(config_file, workdir, "--config.batch_size=4"))
+    line = _one_error_line(tiny.train_main(config_file, workdir, "--config.batch_size=4"))
     assert re.search(r"holds checkpoints of a run with another config; changed fields: "
                      r"batch_size: 8 -> 4\. .*--allow_config_change", line), line
 
@@ -247,7 +247,8 @@ def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp
                             r"Compiled the train step) in [\d.]+ s \(persistent cache: ",
                             line), line
     assert json.loads((workdir / "config.json").read_text())["total_steps"] == 4
-    # --verbosity brings the libraries' logs (and the config) back.
-    verbose = tiny.train_cli(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
+    # --verbosity brings the libraries' logs (and the config) back. In the test process: what
+    # a new process alone shows is checked above; this is one more run of a finished workdir.
+    verbose = tiny.train_main(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
     assert verbose.returncode == 0, verbose.stderr[-2000:]
     assert "Config:" in verbose.stderr

@@ -1,9 +1,20 @@
-"""Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses)."""
+"""Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses).
+
+`train_main` runs train.py's command line in the test process, as `python train.py` would run
+it (`train_cli`) but without a new interpreter's imports and compilations: the tests of its
+error messages and exit statuses use it, and one test per entry point still starts the real
+command.
+"""
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
+import tempfile
+import threading
+import traceback
+import warnings
 
 import pytest
 
@@ -90,13 +101,211 @@ def write_config_file(path, data_dir, **overrides):
     return str(path)
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def train_main(config_file, workdir, *args):
+    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process, as
+    `python train.py` runs it; returns a CompletedProcess like `train_cli`'s.
+
+    What its `__main__` does (signals routed first, `app.run(main, flags_parser=parse_flags)`)
+    runs with the repository as the current folder, with what reaches file descriptors 1 and 2
+    (prints, library logs, C++ logs) captured as the process's stdout and stderr, and with what
+    a fresh interpreter would have: absl's log handler on the root logger, Python's default
+    warning filters, default hooks for exceptions no one catches. The returncode is the
+    SystemExit's status (0 when main returns; 1 and a traceback on stderr for an uncaught
+    exception). Flags, logging and signals are as they were afterwards.
+    """
+    argv = ["train.py", "--config", str(config_file), "--workdir", str(workdir), *args]
+    with _console() as console, contextlib.chdir(REPO), _command_line(argv):
+        returncode = _run_train_main(argv)
+    return subprocess.CompletedProcess(argv, returncode, console.stdout, console.stderr)
+
+
+def _run_train_main(argv):
+    """train.py's `__main__` on `argv`; returns the exit status."""
+    # Imported here: the tests that only need data and configs do not load the trainer.
+    from absl import app, flags
+
+    import train
+    from training import preemption
+
+    installed = preemption.install()
+    try:
+        # What `app.run` does before main (its once-per-process set-up aside).
+        app.define_help_flags()
+        flags.mark_flag_as_required("config")
+        rest = train.parse_flags(argv)
+        if flags.FLAGS["verbosity"].using_default_value:
+            flags.FLAGS.verbosity = 0
+        sys.exit(train.main(rest))
+    except SystemExit as e:
+        return _exit_status(e.code)
+    except Exception:  # noqa: BLE001  What the interpreter does with an uncaught exception.
+        traceback.print_exc()
+        return 1
+    finally:
+        if installed:
+            preemption.uninstall()
+        else:
+            preemption.reset()
+
+
+def _exit_status(code):
+    """The exit status of a process that raised SystemExit(code), printing what Python would."""
+    if code is None or isinstance(code, int):
+        return int(code or 0)
+    print(code, file=sys.stderr)
+    return 1
+
+
+class _Console:
+    """What a command wrote to stdout and stderr (set when its `_console` block ends)."""
+
+    stdout = stderr = ""
+
+
+@contextlib.contextmanager
+def _console():
+    """Captures file descriptors 1 and 2 (and sys.stdout and sys.stderr, line-buffered on
+    them, as train.py's `__main__` sets them) for the block; yields a `_Console`."""
+    console = _Console()
+    saved_streams = sys.stdout, sys.stderr
+    for stream in saved_streams:
+        stream.flush()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved_fds = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                          buffering=1, closefd=False)
+        try:
+            yield console
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.close()
+            sys.stdout, sys.stderr = saved_streams
+            for fd, saved in zip((1, 2), saved_fds, strict=True):
+                os.dup2(saved, fd)
+                os.close(saved)
+            for file, name in ((out, "stdout"), (err, "stderr")):
+                file.seek(0)
+                setattr(console, name, file.read().decode("utf-8", errors="replace"))
+
+
+@contextlib.contextmanager
+def _command_line(argv):
+    """The global state of a process started as `argv`, for the block; put back after (the
+    flags before the logging levels: setting absl's --verbosity sets those)."""
+    with _fresh_logging(), _fresh_flags(argv), _fresh_warnings_and_hooks():
+        yield
+
+
+@contextlib.contextmanager
+def _fresh_flags(argv):
+    """sys.argv = `argv` (ml_collections reads the `--config.<field>` overrides there) and absl's
+    flags unparsed; after the block, the flags that parsing defined (those overrides) are
+    removed and the others are as they were."""
+    from absl import flags
+
+    flag_values = flags.FLAGS
+    names = set(flag_values)
+    was_parsed = flag_values.is_parsed()
+    saved = {name: (flag_values[name].value, flag_values[name].present,
+                    flag_values[name].using_default_value, list(flag_values[name].validators))
+             for name in names}
+    saved_argv, sys.argv = sys.argv, list(argv)
+    flag_values.unparse_flags()
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        flag_values.unparse_flags()
+        for name in set(flag_values) - names:
+            delattr(flag_values, name)
+        for name, (value, present, using_default_value, validators) in saved.items():
+            flag = flag_values[name]
+            flag.validators[:] = validators  # `mark_flag_as_required` added one.
+            if was_parsed:
+                flag.value, flag.present, flag.using_default_value = \
+                    value, present, using_default_value
+        if was_parsed:
+            flag_values.mark_as_parsed()
+
+
+# Loggers that training/checkpointing.py's `quiet_library_logs` filters, once per process.
+_QUIETED_LOGGERS = ("absl", "asyncio")
+
+
+@contextlib.contextmanager
+def _fresh_logging():
+    """Logging as in a new train.py process: absl's handler on the root logger (as `app.run`
+    puts it) writing to the current sys.stderr, and the library logs not yet quieted (a new
+    process quiets them at its first checkpoint manager unless `--verbosity` asks for them).
+    Levels, handlers and filters are put back after the block."""
+    from absl import logging as absl_logging
+
+    from training import checkpointing
+
+    root = logging.getLogger()
+    loggers = [root, *map(logging.getLogger, _QUIETED_LOGGERS)]
+    saved = [(logger, logger.level, list(logger.handlers), list(logger.filters))
+             for logger in loggers]
+    python_handler = absl_logging.get_absl_handler().python_handler
+    saved_stream, saved_quiet = python_handler.stream, dict(checkpointing._QUIET)
+    for name in _QUIETED_LOGGERS:
+        logging.getLogger(name).filters.clear()
+    checkpointing._QUIET["installed"] = False
+    python_handler.setStream(sys.stderr)
+    absl_logging.use_absl_handler()
+    try:
+        yield
+    finally:
+        python_handler.setStream(saved_stream)
+        checkpointing._QUIET.update(saved_quiet)
+        for logger, level, handlers, filters in saved:
+            logger.setLevel(level)  # --verbosity and `main` set them.
+            logger.handlers[:], logger.filters[:] = handlers, filters
+
+
+# The warning filters of a fresh interpreter (Python's defaults, no -W options).
+_DEFAULT_WARNING_FILTERS = (("default", DeprecationWarning, "__main__"),
+                            ("ignore", DeprecationWarning, ""),
+                            ("ignore", PendingDeprecationWarning, ""),
+                            ("ignore", ImportWarning, ""),
+                            ("ignore", ResourceWarning, ""))
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None):
+    """Python's own way of showing a warning, on the current sys.stderr."""
+    del file
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+@contextlib.contextmanager
+def _fresh_warnings_and_hooks():
+    """Python's default warning filters, warnings printed on stderr, and the default hooks for
+    exceptions no one catches (pytest's would record them instead of printing them)."""
+    saved_hooks = sys.unraisablehook, threading.excepthook
+    sys.unraisablehook, threading.excepthook = sys.__unraisablehook__, threading.__excepthook__
+    try:
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in _DEFAULT_WARNING_FILTERS:
+                warnings.filterwarnings(action, category=category, module=module, append=True)
+            warnings.showwarning = _print_warning
+            yield
+    finally:
+        sys.unraisablehook, threading.excepthook = saved_hooks
+
+
 def train_cli(config_file, workdir, *args):
     """Runs `python train.py --config <config_file> --workdir <workdir> <args>` as a user would
     (the repository as the current folder, `cli_env`); returns the CompletedProcess."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(
         [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir),
-         *args], cwd=repo, capture_output=True, text=True, timeout=600, env=cli_env())
+         *args], cwd=REPO, capture_output=True, text=True, timeout=600, env=cli_env())
 
 
 def cli_env(**extra):

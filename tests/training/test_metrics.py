@@ -12,9 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
-import textwrap
-import uuid
 
 import pytest
 
@@ -23,7 +20,6 @@ from tests import tiny
 from training import metrics
 from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError, read_metrics
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 6
 
 
@@ -230,31 +226,16 @@ def test_full_disk_on_a_small_real_filesystem(tmp_path):
         assert [r["step"] for r in records] == list(range(1, written[-1] + 4))
 
 
-CONFIG_WITH_A_FULL_DISK = """
-import pytest
-
-from tests import tiny
-from tests.training.test_metrics import _fill_disk
-
-_fill_disk(pytest.MonkeyPatch(), ".v2", room={room})
-
-
-def get_config():
-    return tiny.tiny_config({data!r}, **{{"data.reader": "files", "evals.xm3600.every": 0}})
-"""
-
-
 @pytest.mark.slow  # train.py end to end (tests/conftest.py on main registers the marker).
-def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo, tmp_path):
-    """train.py end to end, its TensorBoard event file filling up after a few steps."""
-    config = tmp_path / f"config_{uuid.uuid4().hex[:6]}.py"
-    config.write_text(textwrap.dedent(CONFIG_WITH_A_FULL_DISK.format(room=600,
-                                                                     data=str(tiny_demo))))
+def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo, tmp_path,
+                                                                      monkeypatch):
+    """train.py's command line end to end (in this process, `tiny.train_main`), its TensorBoard
+    event file filling up after a few steps."""
+    config = tiny.write_config_file(tmp_path / "config.py", tiny_demo,
+                                    **{"data.reader": "files", "evals.xm3600.every": 0})
+    _fill_disk(monkeypatch, ".v2", room=600)
     workdir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "train.py", "--config", str(config), "--workdir", str(workdir)],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO})
+    result = tiny.train_main(config, workdir)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, \
         result.stderr[-3000:]
