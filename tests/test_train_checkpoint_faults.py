@@ -13,9 +13,7 @@ import shutil
 
 import pytest
 
-import train
 from tests import tiny
-from tests.tiny import tiny_config
 from training import checkpointing, run_config
 
 
@@ -27,11 +25,9 @@ def config_file(tiny_demo, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained(tiny_demo, tmp_path_factory):
-    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it."""
-    workdir = tmp_path_factory.mktemp("trained") / "run"
-    train.train_and_evaluate(tiny_config(str(tiny_demo), **{"evals.xm3600.every": 0}),
-                             str(workdir))
-    return workdir
+    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it
+    (the same run as test_train_faults.py's, trained once)."""
+    return tiny.trained_run(tiny_demo, tmp_path_factory)
 
 
 def _copy(trained, tmp_path):

@@ -46,11 +46,10 @@ def _one_error_line(result):
 
 @pytest.fixture(scope="module")
 def trained(tiny_demo, tmp_path_factory):
-    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it."""
-    workdir = tmp_path_factory.mktemp("trained") / "run"
-    train.train_and_evaluate(_files_config(tiny_demo, **{"evals.xm3600.every": 0}),
-                             str(workdir))
-    return workdir
+    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it
+    (`_files_config(tiny_demo, **{"evals.xm3600.every": 0})`, trained once for this module
+    and test_train_checkpoint_faults.py)."""
+    return tiny.trained_run(tiny_demo, tmp_path_factory)
 
 
 def _copy(trained, tmp_path):

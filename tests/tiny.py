@@ -57,6 +57,22 @@ def tiny_config(data_dir, **overrides):
     return c.lock()
 
 
+_TRAINED_RUNS = {}  # data folder -> the finished run's folder, for the test session.
+
+
+def trained_run(data_dir, tmp_path_factory):
+    """A finished 4-step tiny run on `data_dir` (checkpoints at steps 2 and 4, no in-loop
+    evaluation), trained once per test session; tests copy it before they harm it."""
+    if str(data_dir) not in _TRAINED_RUNS:
+        import train  # Here: the tests that only need data and configs do not load the trainer.
+
+        workdir = tmp_path_factory.mktemp("trained") / "run"
+        train.train_and_evaluate(tiny_config(str(data_dir), **{"evals.xm3600.every": 0}),
+                                 str(workdir))
+        _TRAINED_RUNS[str(data_dir)] = workdir
+    return _TRAINED_RUNS[str(data_dir)]
+
+
 def start_until_first_step(cmd, cwd, env):
     """Starts a training command and reads its output until its first progress line.
 
