@@ -132,24 +132,25 @@ def train_main(config_file, workdir, *args):
     SystemExit's status (0 when main returns; 1 and a traceback on stderr for an uncaught
     exception). Flags, logging and signals are as they were afterwards.
     """
+    # Imported here (the tests that only need data and configs do not load the trainer), and
+    # before the flags are set aside: its flags stay defined.
+    import train
+
     argv = ["train.py", "--config", str(config_file), "--workdir", str(workdir), *args]
     with _console() as console, contextlib.chdir(REPO), _command_line(argv):
-        returncode = _run_train_main(argv)
+        returncode = _run_train_main(train, argv)
     return subprocess.CompletedProcess(argv, returncode, console.stdout, console.stderr)
 
 
-def _run_train_main(argv):
+def _run_train_main(train, argv):
     """train.py's `__main__` on `argv`; returns the exit status."""
-    # Imported here: the tests that only need data and configs do not load the trainer.
-    from absl import app, flags
+    from absl import flags
 
-    import train
     from training import preemption
 
     installed = preemption.install()
     try:
         # What `app.run` does before main (its once-per-process set-up aside).
-        app.define_help_flags()
         flags.mark_flag_as_required("config")
         rest = train.parse_flags(argv)
         if flags.FLAGS["verbosity"].using_default_value:
@@ -223,8 +224,9 @@ def _fresh_flags(argv):
     """sys.argv = `argv` (ml_collections reads the `--config.<field>` overrides there) and absl's
     flags unparsed; after the block, the flags that parsing defined (those overrides) are
     removed and the others are as they were."""
-    from absl import flags
+    from absl import app, flags
 
+    app.define_help_flags()  # --help and the like, defined once per process (by app.run).
     flag_values = flags.FLAGS
     names = set(flag_values)
     was_parsed = flag_values.is_parsed()
