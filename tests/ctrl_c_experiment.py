@@ -171,9 +171,9 @@ def _double_ok(code, said):
         (code == 0 and _saved(code, said[:2]))
 
 
-def try_start(config_file, folder, rng, first_step_s, i):
-    cache = "none" if i % 4 == 3 else os.path.join(folder, "cache")
-    run = launch(config_file, os.path.join(folder, f"start{i}"), *run_args(cache))
+def try_start(config_file, folder, cache, rng, first_step_s, i):
+    run = launch(config_file, os.path.join(folder, f"start{i}"),
+                 *run_args("none" if i % 4 == 3 else cache))
     time.sleep(max(0.0, 0.1 + rng.random() * (first_step_s - 0.1) - (time.monotonic()
                                                                         - run.start)))
     run.signal()
@@ -181,9 +181,8 @@ def try_start(config_file, folder, rng, first_step_s, i):
     return outcome(run, code, latency, expect=_start_ok)
 
 
-def try_loop(config_file, folder, rng, i):
-    run = launch(config_file, os.path.join(folder, f"loop{i}"), *run_args(
-        os.path.join(folder, "cache")))
+def try_loop(config_file, folder, cache, rng, i):
+    run = launch(config_file, os.path.join(folder, f"loop{i}"), *run_args(cache))
     run.wait_for_line(rf"^step {rng.randint(1, 20)}/")
     time.sleep(rng.uniform(0, 0.3))
     run.signal()
@@ -191,9 +190,8 @@ def try_loop(config_file, folder, rng, i):
     return outcome(run, code, latency, expect=lambda code, said: _saved(code, said))
 
 
-def try_double(config_file, folder, rng, i):
-    run = launch(config_file, os.path.join(folder, f"double{i}"), *run_args(
-        os.path.join(folder, "cache")))
+def try_double(config_file, folder, cache, rng, i):
+    run = launch(config_file, os.path.join(folder, f"double{i}"), *run_args(cache))
     run.wait_for_line(rf"^step {rng.randint(1, 20)}/")
     run.signal()
     time.sleep(rng.uniform(0, 0.7))
@@ -202,9 +200,8 @@ def try_double(config_file, folder, rng, i):
     return outcome(run, code, latency, expect=_double_ok)
 
 
-def try_end(config_file, folder, rng, i):
-    run = launch(config_file, os.path.join(folder, f"end{i}"), *run_args(
-        os.path.join(folder, "cache")))
+def try_end(config_file, folder, cache, rng, i):
+    run = launch(config_file, os.path.join(folder, f"end{i}"), *run_args(cache))
     run.wait_for_line(rf"^step {rng.randint(1, 10)}/")
     run.signal()
     run.wait_for_line(r"^Stopped by Ctrl-C: saved step", timeout=120)
@@ -214,12 +211,11 @@ def try_end(config_file, folder, rng, i):
     return outcome(run, code, latency, expect=lambda code, said: _saved(code, said))
 
 
-def first_step_seconds(config_file, folder):
+def first_step_seconds(config_file, folder, cache):
     """Seconds from the launch to the first step with a warm compilation cache (the second
     of two runs; the first fills the cache)."""
     for i in range(2):
-        run = launch(config_file, os.path.join(folder, f"calibration{i}"), *run_args(
-            os.path.join(folder, "cache")))
+        run = launch(config_file, os.path.join(folder, f"calibration{i}"), *run_args(cache))
         if run.wait_for_line(r"^step 1/") is None:
             raise RuntimeError(f"the calibration run did not reach step 1:\n{run.text[-3000:]}")
         seconds = time.monotonic() - run.start
@@ -228,27 +224,31 @@ def first_step_seconds(config_file, folder):
     return seconds
 
 
-def experiment(starts, loops, doubles, ends, seed, folder, log=print, first_step_s=None):
+def experiment(starts, loops, doubles, ends, seed, folder, log=print, first_step_s=None,
+               cache=None):
     """Runs the tries; returns {kind: [outcome rows]}.
 
     Args:
         first_step_s: the start tries' range (default: measured, two runs).
+        cache: the tries' compilation cache (default: a new one in `folder`, filled by
+            the first try that compiles; every 4th start try has none).
     """
     rng = random.Random(seed)
-    config_file = write_setup(folder)  # The data and the compilation cache are reused...
+    config_file = write_setup(folder)  # The data is reused...
     folder = tempfile.mkdtemp(prefix="runs_", dir=folder)  # ...the workdirs are new.
+    cache = cache or os.path.join(folder, "cache")
     if first_step_s is None:
-        first_step_s = first_step_seconds(config_file, folder)
+        first_step_s = first_step_seconds(config_file, folder, cache)
         log(f"first step after {first_step_s:.1f} s (warm compilation cache)")
     results = collections.defaultdict(list)
     plan = ([("start", i) for i in range(starts)] + [("loop", i) for i in range(loops)]
             + [("double", i) for i in range(doubles)] + [("end", i) for i in range(ends)])
     for kind, i in plan:
         if kind == "start":
-            row = try_start(config_file, folder, rng, first_step_s, i)
+            row = try_start(config_file, folder, cache, rng, first_step_s, i)
         else:
             row = {"loop": try_loop, "double": try_double, "end": try_end}[kind](
-                config_file, folder, rng, i)
+                config_file, folder, cache, rng, i)
         results[kind].append(row)
         if not row["ok"]:
             log(f"{kind} {i}: unexpected outcome (exit {row['code']}):\n{row['output'][-2000:]}")

@@ -134,9 +134,12 @@ def test_ctrl_c_after_the_save_finished_keeps_exit_0(config_file, tmp_path):
 def test_the_ctrl_c_experiment_runs(tmp_path):
     """tests/ctrl_c_experiment.py (minutes, not in the suite) with two tries, so that it
     keeps working."""
+    # The tries load their programs from the suite's compilation cache (the tests above run
+    # the same ones) instead of compiling them into a new cache of their own.
     results = experiment.experiment(starts=1, loops=1, doubles=0, ends=0, seed=0,
                                     folder=str(tmp_path), log=lambda *a: None,
-                                    first_step_s=3.0)
+                                    first_step_s=3.0,
+                                    cache=os.environ["JAX_COMPILATION_CACHE_DIR"])
     assert [row["ok"] for rows in results.values() for row in rows] == [True, True], results
     assert "swallowed" in experiment.table(results)
     assert os.path.exists(tmp_path / "tiny_config.py")
