@@ -135,7 +135,8 @@ def test_rms_norm_matches_formula():
 def test_query_initializer_folds_in_depth_scaling():
     attn = t5.Attention(num_heads=4, head_dim=64)
     x = jnp.zeros((1, 2, 256))
-    params = nn.unbox(attn.init(jax.random.key(0), x, x)["params"])
+    # Jitted: one program instead of every op of the initializers compiled on its own.
+    params = nn.unbox(jax.jit(attn.init)(jax.random.key(0), x, x)["params"])
     # variance_scaling(1, fan_in, normal): std 1/sqrt(256); the query also / sqrt(64).
     np.testing.assert_allclose(np.std(params["key"]["kernel"]), 1 / 16, rtol=0.05)
     np.testing.assert_allclose(np.std(params["query"]["kernel"]), 1 / 16 / 8, rtol=0.05)
@@ -164,7 +165,8 @@ def test_decoder_is_causal(tiny):
 def _cached_logits(model, params, emb, mask, dec):
     """Feeds dec one position at a time through the cache."""
     variables = {"params": params}
-    encoded = model.apply(variables, emb, mask, method="encode")
+    # Jitted: op by op, every op of the encoder would compile on its own.
+    encoded = jax.jit(lambda e: model.apply(variables, e, mask, method="encode"))(emb)
     cache = jax.eval_shape(lambda: model.apply(
         variables, encoded, mask, dec, decode=True, method="decode", mutable=["cache"])[1])
     cache = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), cache["cache"])
