@@ -15,10 +15,12 @@ BATCH, ENC_LEN, DEC_LEN = 2, 5, 5
 
 
 def _inputs(cfg=TINY):
-    emb = jax.random.normal(jax.random.key(1), (BATCH, ENC_LEN, cfg.emb_dim))
+    # Drawn by numpy: jax.random would compile a sampler for each shape.
+    rng = np.random.default_rng(1)
+    emb = jnp.asarray(rng.standard_normal((BATCH, ENC_LEN, cfg.emb_dim)), jnp.float32)
     # Example 0 has 3 valid encoder positions, example 1 all 5.
     mask = jnp.arange(ENC_LEN)[None, :] < jnp.array([[3], [ENC_LEN]])
-    dec = jax.random.randint(jax.random.key(2), (BATCH, DEC_LEN), 0, cfg.vocab_size)
+    dec = jnp.asarray(rng.integers(0, cfg.vocab_size, (BATCH, DEC_LEN)), jnp.int32)
     return emb, mask, dec
 
 
