@@ -22,14 +22,11 @@ def _per_layer_tree(rng, scale_per_layer):
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), tree)
 
 
-def _updates(tx, params, grads_per_step, jit=False):
-    """The updates of `tx` over the steps; `jit`: each update one compiled program (as in the
-    train step) instead of op by op, which compiles every op for every new shape."""
+def _updates(tx, params, grads_per_step):
     state = tx.init(params)
-    update = jax.jit(tx.update) if jit else tx.update
     out = []
     for grads in grads_per_step:
-        updates, state = update(grads, state, params)
+        updates, state = tx.update(grads, state, params)
         params = optax.apply_updates(params, updates)
         out.append(updates)
     return out
@@ -51,9 +48,9 @@ def _tx(base_tx=optimizer.adafactor):
 
 def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned():
     params, grads = _steps()
-    unscanned = _updates(_tx(), params, grads, jit=True)
+    unscanned = _updates(_tx(), params, grads)
     scanned = _updates(_tx(), layers.layers_to_scan(params),
-                       [layers.layers_to_scan(g) for g in grads], jit=True)
+                       [layers.layers_to_scan(g) for g in grads])
     for want, got in zip(unscanned, scanned, strict=True):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12),
                      want, layers.scan_to_layers(got))
