@@ -27,7 +27,8 @@ def tiny():
         vit=dict(variant="mu/8"), t5=dict(variant="t5-tiny"), image_size=32))
     model = captioner.from_config(config)
     params = layers.random_params(captioner.abstract_params(model), seed=3)
-    images = jax.random.uniform(jax.random.key(1), (3, 32, 32, 3), minval=-1, maxval=1)
+    # Drawn by numpy: jax.random would compile a sampler for the shape.
+    images = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (3, 32, 32, 3)), jnp.float32)
     prompt = jnp.array([[5, 6, 0], [7, 0, 0], [9, 10, 11]], jnp.int32)
     argmax_path = _uncached_argmax_path(model, params, images, prompt, 6)
     return model, params, images, prompt, argmax_path

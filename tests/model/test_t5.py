@@ -15,10 +15,12 @@ BATCH, ENC_LEN, DEC_LEN = 2, 5, 5
 
 
 def _inputs(cfg=TINY):
-    emb = jax.random.normal(jax.random.key(1), (BATCH, ENC_LEN, cfg.emb_dim))
+    # Drawn by numpy: jax.random would compile a sampler for each shape.
+    rng = np.random.default_rng(1)
+    emb = jnp.asarray(rng.standard_normal((BATCH, ENC_LEN, cfg.emb_dim)), jnp.float32)
     # Example 0 has 3 valid encoder positions, example 1 all 5.
     mask = jnp.arange(ENC_LEN)[None, :] < jnp.array([[3], [ENC_LEN]])
-    dec = jax.random.randint(jax.random.key(2), (BATCH, DEC_LEN), 0, cfg.vocab_size)
+    dec = jnp.asarray(rng.integers(0, cfg.vocab_size, (BATCH, DEC_LEN)), jnp.int32)
     return emb, mask, dec
 
 
@@ -135,7 +137,8 @@ def test_rms_norm_matches_formula():
 def test_query_initializer_folds_in_depth_scaling():
     attn = t5.Attention(num_heads=4, head_dim=64)
     x = jnp.zeros((1, 2, 256))
-    params = nn.unbox(attn.init(jax.random.key(0), x, x)["params"])
+    # Jitted: one program instead of every op of the initializers compiled on its own.
+    params = nn.unbox(jax.jit(attn.init)(jax.random.key(0), x, x)["params"])
     # variance_scaling(1, fan_in, normal): std 1/sqrt(256); the query also / sqrt(64).
     np.testing.assert_allclose(np.std(params["key"]["kernel"]), 1 / 16, rtol=0.05)
     np.testing.assert_allclose(np.std(params["query"]["kernel"]), 1 / 16 / 8, rtol=0.05)
@@ -164,7 +167,8 @@ def test_decoder_is_causal(tiny):
 def _cached_logits(model, params, emb, mask, dec):
     """Feeds dec one position at a time through the cache."""
     variables = {"params": params}
-    encoded = model.apply(variables, emb, mask, method="encode")
+    # Jitted: op by op, every op of the encoder would compile on its own.
+    encoded = jax.jit(lambda e: model.apply(variables, e, mask, method="encode"))(emb)
     cache = jax.eval_shape(lambda: model.apply(
         variables, encoded, mask, dec, decode=True, method="decode", mutable=["cache"])[1])
     cache = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), cache["cache"])
