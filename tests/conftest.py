@@ -10,13 +10,21 @@ examples, so a test passes or fails the same way on every run and on every machi
 prints the example and the blob that replays it. `HYPOTHESIS_PROFILE=explore` draws new random
 examples (and keeps Hypothesis's example database) to look for new failures on purpose.
 
+The tiny trained runs that several test modules read (`four_step_run`, `two_step_run`) are
+trained once per test run: under pytest-xdist the first worker to need one trains it, under a
+file lock in the folder the workers' temporary folders share, and the others read it. They are
+shared, so a test only reads them; one that changes a run works on its own copy (`copy_to`).
+
 `make test-fast` (the edit loop) leaves out the tests marked `slow` here: those that train
 through train.py or in subprocesses, shard over simulated devices, drive a browser, or compile
 XLA programs for cost analysis. `make test` (CI) runs everything.
 """
 
+import dataclasses
+import fcntl
 import fnmatch
 import os
+import shutil
 
 import hypothesis
 import jax
@@ -67,3 +75,81 @@ def tiny_demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny_demo")
     tiny.write_demo(str(out))
     return out
+
+
+# Overrides of tiny.tiny_config for the shared runs.
+FOUR_STEPS = {}  # tiny_config as it is: checkpoints 2 and 4, the best at 2 (XM3600 every 2).
+TWO_STEPS = {"total_steps": 2, "evals.xm3600.every": 1, "checkpoint.every": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """A tiny run trained once per test run and shared by every test that asks for it.
+
+    Attributes:
+        workdir: the run's folder (named "run"); read it, never change it.
+        data_dir: the demo data it was trained on (tiny.write_demo's, the same files as
+            `tiny_demo`'s), shared too.
+        overrides: its tiny.tiny_config overrides.
+    """
+    workdir: str
+    data_dir: str
+    overrides: dict
+
+    def config(self):
+        """The run's config (tiny.tiny_config of data_dir and overrides)."""
+        return tiny.tiny_config(self.data_dir, **self.overrides)
+
+    def copy_to(self, folder):
+        """Copies the run to `folder` (which must not exist), for a test that changes it;
+        returns the copy's path as a str."""
+        shutil.copytree(self.workdir, folder)
+        return str(folder)
+
+
+def _shared_root(tmp_path_factory):
+    """The folder every process of this test run sees: under pytest-xdist the parent of the
+    workers' temporary folders (as pytest-xdist's docs show), else this session's."""
+    basetemp = tmp_path_factory.getbasetemp()
+    return basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+
+
+def _built_once(path, build):
+    """Returns `path`, built by `build(path)` by the first process of the test run to ask.
+
+    An exclusive lock on `path`.lock makes the others wait until it is built; `path`.done
+    marks a finished build (a folder left by a build that failed is built again).
+    """
+    with open(f"{path}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(f"{path}.done"):
+            shutil.rmtree(path, ignore_errors=True)
+            build(path)
+            open(f"{path}.done", "w", encoding="utf-8").close()
+    return path
+
+
+def _trained_run(tmp_path_factory, name, overrides):
+    """The TrainedRun `<shared root>/<name>/run` of tiny_config(**overrides), trained once
+    (in "run": the tools name a run by its folder)."""
+    import train  # Here: the tests that need no run don't import the trainer.
+
+    root = _shared_root(tmp_path_factory)
+    data_dir = _built_once(str(root / "shared_demo"), tiny.write_demo)
+    folder = _built_once(str(root / name), lambda path: train.train_and_evaluate(
+        tiny.tiny_config(data_dir, **overrides), os.path.join(path, "run")))
+    return TrainedRun(os.path.join(folder, "run"), data_dir, dict(overrides))
+
+
+@pytest.fixture(scope="session")
+def four_step_run(tmp_path_factory):
+    """tiny_config's run as it is: 4 steps, checkpoints/2 and /4, checkpoints_best/2 (its best
+    XM3600 evaluation), config.json (shared: read only)."""
+    return _trained_run(tmp_path_factory, "four_step_run", FOUR_STEPS)
+
+
+@pytest.fixture(scope="session")
+def two_step_run(tmp_path_factory):
+    """A 2-step run with checkpoints and in-loop XM3600 evaluations at steps 1 and 2 (shared:
+    read only)."""
+    return _trained_run(tmp_path_factory, "two_step_run", TWO_STEPS)

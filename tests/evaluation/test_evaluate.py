@@ -1,15 +1,16 @@
 """Tests of the checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators.
 
-The acceptance test trains a tiny run, then checks that the tool's CIDEr-D of
-each checkpoint equals what the in-loop callback logged at that step, and
-that its captions equal an independent full-batch decode of the checkpoint.
-Another registers a toy evaluator (a class and a table entry) and gets its
-predictions and report from the tool, which knows no evaluator class.
+The acceptance test takes a tiny trained run (a copy of tests/conftest.py's `two_step_run`),
+then checks that the tool's CIDEr-D of each checkpoint equals what the in-loop callback logged
+at that step, and that its captions equal an independent full-batch decode of the checkpoint.
+Another registers a toy evaluator (a class and a table entry) and gets its predictions and
+report from the tool, which knows no evaluator class.
 """
 
 import ast
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -18,7 +19,6 @@ import ml_collections
 import numpy as np
 import pytest
 
-import train
 from data import coco35l_release, languages, pipeline, tokenizer, xm3600_release
 from data import images as image_lib
 from evaluation import cider, evaluate
@@ -30,7 +30,6 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
 from tests import tiny
-from tests.tiny import tiny_config
 from training import state as state_lib
 from training.metrics import Progress, read_metrics
 
@@ -39,17 +38,22 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tiny_demo, tmp_path_factory):
-    """A 2-step tiny run with checkpoints and in-loop evaluations at steps 1 and 2."""
+def tiny_demo(two_step_run):
+    """The demo data the run was trained on (tests/conftest.py's `tiny_demo` holds the same
+    files; these are the ones the run's config names)."""
+    return pathlib.Path(two_step_run.data_dir)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(two_step_run, tmp_path_factory):
+    """(config file, run folder, config) of a 2-step tiny run with checkpoints and in-loop
+    evaluations at steps 1 and 2: the test run's shared `two_step_run`, copied (the tool
+    writes its default results folder into the run)."""
     root = tmp_path_factory.mktemp("eval_tool")
-    config_path = root / "tiny_config.py"
-    tiny.write_config_file(config_path, tiny_demo, **{"total_steps": 2, "evals.xm3600.every": 1,
-                                                     "checkpoint.every": 1})
-    workdir = str(root / "run")
-    config = tiny_config(str(tiny_demo), **{"total_steps": 2, "evals.xm3600.every": 1,
-                                            "checkpoint.every": 1})
-    train.train_and_evaluate(config, workdir)
-    return str(config_path), workdir, config
+    config_path = tiny.write_config_file(root / "tiny_config.py", two_step_run.data_dir,
+                                         **two_step_run.overrides)
+    workdir = two_step_run.copy_to(root / "run")
+    return config_path, workdir, two_step_run.config()
 
 
 def _main(*args):
@@ -239,18 +243,18 @@ def test_bad_input_is_a_clear_error(tiny_run, capsys, args, message):
     assert re.search(message, err[-1]), err[-1]
 
 
-def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path):
+def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path, capsys):
+    # In this process (the command as its own process: test_bad_config_override_is_one_error_
+    # line): any exception but the exit with status 2 would fail the test with its traceback.
     config_path, _, _ = tiny_run
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = subprocess.run(
-        [sys.executable, "-m", "evaluation.evaluate", "--config", config_path,
-         "--workdir", str(empty)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert f"error: no checkpoint in {empty}/checkpoints" in result.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        _main("--config", config_path, "--workdir", str(empty))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"error: no checkpoint in {empty}/checkpoints" in err
 
 
 def test_progress_reports_eta_after_the_first_batch():

@@ -9,6 +9,7 @@ injecting writer rather than a small mounted filesystem, so that it runs without
 import errno
 import os
 import re
+import shutil
 
 import pytest
 
@@ -28,11 +29,11 @@ def config_path(tiny_demo, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tiny_demo, config_path, tmp_path_factory):
-    """A one-step run with a checkpoint at step 1 (no in-loop evaluation)."""
-    workdir = str(tmp_path_factory.mktemp("eval_inputs_run") / "run")
-    train.train_and_evaluate(tiny_config(str(tiny_demo), **{
-        "total_steps": 1, "checkpoint.every": 1, "evals.xm3600.every": 0}), workdir)
+def tiny_run(two_step_run, tmp_path_factory):
+    """A run whose newest checkpoint is step 1: the test run's shared `two_step_run` copied
+    without its step-2 checkpoint (the tests write into it)."""
+    workdir = two_step_run.copy_to(tmp_path_factory.mktemp("eval_inputs_run") / "run")
+    shutil.rmtree(os.path.join(workdir, "checkpoints", "2"))
     return workdir
 
 

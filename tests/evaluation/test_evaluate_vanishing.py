@@ -6,22 +6,16 @@ import shutil
 
 import pytest
 
-import train
 from data import tokenizer
 from evaluation import evaluate
-from tests.tiny import tiny_config
 from training import checkpointing
-
-OVERRIDES = {"total_steps": 2, "evals.xm3600.every": 0, "checkpoint.every": 1}
 
 
 @pytest.fixture(scope="module")
-def run(tiny_demo, tmp_path_factory):
-    """A 2-step tiny run with checkpoints at steps 1 and 2."""
-    workdir = tmp_path_factory.mktemp("vanishing") / "run"
-    config = tiny_config(str(tiny_demo), **OVERRIDES)
-    train.train_and_evaluate(config, str(workdir))
-    return workdir, config
+def run(two_step_run):
+    """(folder, config) of a 2-step tiny run with checkpoints at steps 1 and 2: the test run's
+    shared `two_step_run`, which each test copies before deleting in it."""
+    return two_step_run.workdir, two_step_run.config()
 
 
 def _deleting_the_newest_while_reading(monkeypatch):
