@@ -21,6 +21,12 @@ import pytest
 from configs import demo as demo_config
 from data import demo
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# XLA's CPU backend without LLVM's optimizations of the machine code (the HLO passes are the
+# same): programs compile with ~30% less CPU. The suite runs with them (tests/conftest.py).
+UNOPTIMIZED_XLA_FLAGS = ("--xla_backend_optimization_level=0",
+                         "--xla_llvm_disable_expensive_passes=true")
+
 
 def write_demo(out_dir):
     """Writes a small demo dataset (release layouts and vocabulary, no TFDS build)."""
@@ -115,9 +121,6 @@ def write_config_file(path, data_dir, **overrides):
         f.write(f"from tests import tiny\n\n\ndef get_config():\n"
                 f"    return tiny.tiny_config({str(data_dir)!r}, **{overrides!r})\n")
     return str(path)
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def train_main(config_file, workdir, *args):
@@ -327,22 +330,18 @@ def train_cli(config_file, workdir, *args):
 
 
 def cli_env(**extra):
-    """os.environ for a train.py subprocess whose numbers no test compares with another
-    process's: on the CPU, XLA's backend without LLVM's optimizations (such tests show what
-    happens, not how fast; programs compile in ~60% of the time)."""
-    xla_flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
-                                       "--xla_backend_optimization_level=0",
-                                       "--xla_llvm_disable_expensive_passes=true"]))
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1",
-            "XLA_FLAGS": xla_flags, **extra}
+    """os.environ for a train.py subprocess: the CPU, output unbuffered, and XLA's flags of the
+    test process (tests/conftest.py: its backend without LLVM's optimizations, so that the
+    subprocess loads what the test process compiled from the compilation cache and the other
+    way round)."""
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", **extra}
 
 
 def no_tensorflow_env(folder):
     """os.environ for a subprocess in which TensorFlow cannot be imported (a sitecustomize
     module written to `folder`, first on PYTHONPATH).
 
-    XLA's CPU backend runs without LLVM's optimizations there: such processes show
-    that things run, not how fast, and compile in ~60% of the time.
+    XLA's flags are the test process's (`cli_env`).
     """
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
