@@ -47,10 +47,9 @@ def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
     workdir = small_fs / "run"
     (small_fs / "filler").write_bytes(os.urandom(1_500_000))
     cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
-    # Compiled as in this process (not tiny.cli_env's faster unoptimized backend): the
-    # in-process test below trains the same config and loads these programs from the
+    # The in-process test below trains the same config and loads these programs from the
     # compilation cache instead of compiling them again (or this one loads its programs).
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    env = tiny.cli_env()
     full = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert full.returncode == 2, full.stderr[-3000:]
     lines = (full.stdout + full.stderr).splitlines()

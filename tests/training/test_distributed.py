@@ -39,10 +39,6 @@ MESHES = {
 }
 
 
-def _env():
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
-
-
 def _losses(workdir):
     return [r["train/loss"] for r in read_metrics(str(workdir)) if "train/loss" in r]
 
@@ -64,9 +60,7 @@ def single_device_run(tiny_demo, tmp_path_factory):
 def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_path,
                                                                 single_device_run):
     reference = _losses(single_device_run)
-    # One process with 8 simulated devices trains each mesh in turn. It compiles without
-    # LLVM's optimizations (tiny.cli_env: ~25% less CPU): its losses agree with the optimized
-    # single-device reference to ~1e-7, as optimized ones do, far inside rtol 2e-5.
+    # One process with 8 simulated devices trains each mesh in turn.
     script = textwrap.dedent(f"""
         import os
         os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=8"
@@ -106,9 +100,6 @@ def _free_port():
 
 def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device_run):
     coordinator = f"localhost:{_free_port()}"
-    # Compiled without LLVM's optimizations (tiny.cli_env: ~25% less CPU); losses and
-    # parameters differ from the optimized reference as much as optimized ones do (~1e-7
-    # and ~2e-5 at most, measured).
     procs = [subprocess.Popen(
         _runner(tiny_demo, tmp_path / "two", *_sets(SHARDABLE), "--coordinator", coordinator,
                 "--num_processes", "2", "--process_id", str(i)),
@@ -153,14 +144,14 @@ def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path)
     # redone. (These were two of three random steps; the third, 9, killed a run with
     # checkpoints behind it between two checkpoints again: the second kill's case.)
     for target in (1, 7):
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=REPO, env=tiny.cli_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         _wait_for_step(workdir, target, proc)
         time.sleep(rng.uniform(0, 0.2))
         proc.kill()
         proc.wait()
     # Then a SIGTERM (preemption): save the current step and exit cleanly.
-    proc, lines = tiny.start_until_first_step(cmd, REPO, _env())
+    proc, lines = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
     proc.send_signal(signal.SIGTERM)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
@@ -169,7 +160,7 @@ def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path)
         logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)
         assert saved == logged
     # Finally run to the end.
-    result = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
+    result = subprocess.run(cmd, cwd=REPO, env=tiny.cli_env(), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     step, state = checkpointing.read_saved_state(str(workdir))
