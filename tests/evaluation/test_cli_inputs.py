@@ -8,6 +8,7 @@ import pytest
 from evaluation.analysis import compare, correlate
 from evaluation.cider import __main__ as cider_cli
 from evaluation.vifidel import __main__ as vifidel_cli
+from tests import cli
 
 
 @pytest.mark.parametrize("main, argv, message", [
@@ -22,10 +23,7 @@ from evaluation.vifidel import __main__ as vifidel_cli
     (correlate.main, ["--side-by-side", "f", "stray"], r"unrecognized arguments: stray"),
 ])
 def test_a_usage_error_is_one_line(capsys, main, argv, message):
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
+    lines = cli.error_lines(capsys, main, argv)
     assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
         lines
 

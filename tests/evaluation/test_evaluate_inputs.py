@@ -17,7 +17,7 @@ import train
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
 from formats import eval_metrics
-from tests import tiny
+from tests import cli, tiny
 from tests.tiny import tiny_config
 
 
@@ -39,10 +39,8 @@ def tiny_run(two_step_run, tmp_path_factory):
 
 def _fail(capsys, *args):
     """Runs the tool, expecting status 2; returns its stderr lines."""
-    with pytest.raises(SystemExit) as exit_info:
-        evaluate.main(["evaluation.evaluate", *args])
-    assert exit_info.value.code == 2
-    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    lines = cli.error_lines(capsys, evaluate.main, ["evaluation.evaluate", *args])
+    return [line for line in lines if line.strip()]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -7,14 +7,12 @@ import re
 import pytest
 
 from evaluation.analysis import meta, meta_report
+from tests import cli
 from tests.evaluation.analysis.test_meta import files  # noqa: F401 (a fixture)
 
 
 def _error_lines(capsys, argv):
-    with pytest.raises(SystemExit) as exit_info:
-        meta.main(argv)
-    assert exit_info.value.code == 2
-    return capsys.readouterr().err.strip().splitlines()
+    return cli.error_lines(capsys, meta.main, argv)
 
 
 @pytest.mark.parametrize("args, message", [

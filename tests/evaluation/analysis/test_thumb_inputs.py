@@ -7,6 +7,7 @@ import re
 import pytest
 
 from evaluation.analysis import thumb
+from tests import cli
 from tests.formats.thumb_files import row as _row
 from tests.formats.thumb_files import write as _write
 
@@ -15,10 +16,7 @@ RATINGS = [("Human", "1", 5, 5, 0, 0, 0), ("A", "1", 4, 3, 0, 0, 0),
 
 
 def _error_lines(capsys, argv):
-    with pytest.raises(SystemExit) as exit_info:
-        thumb.main(argv)
-    assert exit_info.value.code == 2
-    return capsys.readouterr().err.strip().splitlines()
+    return cli.error_lines(capsys, thumb.main, argv)
 
 
 @pytest.mark.parametrize("args, message", [
