@@ -2,8 +2,7 @@
 
 Per language, the number of references per image and the words (or, for ja,
 th and zh, characters) per caption follow the paper's Table 1
-(caption_stats.csv among the paper's tables, found as in
-evaluation/analysis/report.paper_reference_dir); words are drawn from a
+(paper_tables/caption_stats.csv); words are drawn from a
 Zipf-like vocabulary in the language's script, capitalized and punctuated, and
 each prediction is a noisy copy of one of its image's references or a fresh
 caption. Times, in one process:
@@ -50,12 +49,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import paper_tables  # noqa: E402
 from data import languages  # noqa: E402
-from evaluation.analysis import report  # noqa: E402
 from evaluation.cider import text  # noqa: E402
 from formats import predictions as predictions_format  # noqa: E402
 
-STATS = report.paper_reference_dir() / "caption_stats.csv"
+STATS = paper_tables.path(paper_tables.CAPTION_STATS)
 # First code point and size of an alphabet per script, for synthetic words.
 _SCRIPTS = {
     "ar": (0x0628, 26), "fa": (0x0628, 26), "bn": (0x0995, 30), "el": (0x03B1, 24),

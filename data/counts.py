@@ -1,7 +1,7 @@
 """Per-language counts of an XM3600 copy next to the paper's Table 1.
 
     python -m data.counts xm3600 --data_dir ~/data/xm3600 \
-        [--reference_dir ../shared/reference/xm3600_paper] [--tolerance 0.05]
+        [--reference_dir paper_tables] [--tolerance 0.05]
 
 Prints, per language, the images with captions, the captions, and the average
 words and characters per caption of the local copy and of Table 1
@@ -21,12 +21,11 @@ import dataclasses
 import os
 import sys
 
+import paper_tables
 from data import languages, xm3600_release
 
-DEFAULT_REFERENCE_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "reference",
-    "xm3600_paper")
-STATS_FILE = "caption_stats.csv"
+DEFAULT_REFERENCE_DIR = str(paper_tables.FOLDER)
+STATS_FILE = paper_tables.CAPTION_STATS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -227,8 +227,8 @@ def _parser():
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--paper-dir", default=None, help="the paper's tables (default as "
-                   "evaluation/analysis/report.py's paper_reference_dir)")
+    p.add_argument("--paper-dir", default=None,
+                   help="folder with the paper's tables (default: the repository's paper_tables/)")
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
     p.set_defaults(run=_analyze)

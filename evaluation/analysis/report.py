@@ -8,19 +8,17 @@ grouped bar chart). `write_metric_report` is the report of any other evaluator:
 `scores_<evaluator>.json` and `table_<evaluator>.md`, a row per language with the paper's
 averages, no baselines.
 
-The baselines come from the paper's per-language CIDEr, found in
-`../shared/reference/xm3600_paper/cider_per_language.csv` relative to the repository, or in
-the folder named by the `XM3600_PAPER_DIR` environment variable or the `paper_dir` argument.
-Without that file the report still gets written, with a note and without baseline columns.
+The baselines come from the paper's per-language CIDEr, the repository's
+`paper_tables/cider_per_language.csv` (Tables 8-11), or from the folder named by the
+`paper_dir` argument. Without that file the report still gets written, with a note and without
+baseline columns.
 
 Run `python -m evaluation.analysis.report RESULTS_DIR` to redraw table.md and bars.png from an
-existing
-scores.json (for instance after the paper's file became available).
+existing scores.json.
 """
 
 import csv
 import math
-import os
 import pathlib
 import textwrap
 
@@ -30,32 +28,20 @@ matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 
 import errors
+import paper_tables
 from data import languages
 from evaluation import cli
 from formats import scores as scores_format
 
 METRIC = "cider-d"
 BASELINES = ("BB+CC", "BB", "Bg", "Lg")
-PAPER_DIR_ENV = "XM3600_PAPER_DIR"
-PAPER_SCORES_FILE = "cider_per_language.csv"
+PAPER_SCORES_FILE = paper_tables.CIDER_PER_LANGUAGE
 PAPER_COLUMNS = {"xm3600": "cider_xm3600", "coco_dev": "cider_coco_dev"}
-_REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def paper_reference_dir(override=None):
-    """Folder with the paper's tables: `override`, else $XM3600_PAPER_DIR, else the default.
-
-    Args:
-        override: a folder path, or None.
-
-    Returns:
-        A `pathlib.Path` (which may not exist).
-    """
-    if override:
-        return pathlib.Path(override)
-    if os.environ.get(PAPER_DIR_ENV):
-        return pathlib.Path(os.environ[PAPER_DIR_ENV])
-    return _REPO_ROOT.parent / "shared" / "reference" / "xm3600_paper"
+    """Folder with the paper's tables: `override`, else the repository's `paper_tables/`."""
+    return pathlib.Path(override) if override else paper_tables.FOLDER
 
 
 def read_paper_scores(path):
@@ -256,8 +242,7 @@ def load_baselines(paper_dir=None):
     """
     path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
     if not path.is_file():
-        return {}, (f"Note: the paper's baselines are left out: {path} not found (set "
-                    f"{PAPER_DIR_ENV} to the folder holding {PAPER_SCORES_FILE}).")
+        return {}, f"Note: the paper's baselines are left out: {path} not found."
     return read_paper_scores(path), ""
 
 
@@ -360,8 +345,8 @@ def main(argv=None):
     parser.add_argument("--name", default=None, help="this model's column heading "
                         "(default: the folder name)")
     parser.add_argument("--paper-dir", default=None,
-                        help=f"folder with {PAPER_SCORES_FILE} (default: ${PAPER_DIR_ENV} or "
-                        "../shared/reference/xm3600_paper)")
+                        help=f"folder with {PAPER_SCORES_FILE} (default: the repository's "
+                        "paper_tables/)")
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
     path = results_dir / scores_format.file_name()

@@ -4,15 +4,15 @@ import csv
 import itertools
 import json
 import math
-import pathlib
 
 import numpy as np
 import pytest
 
+import paper_tables
 from evaluation.analysis import correlate
 from formats import side_by_side
 
-PAPER_DIR = pathlib.Path(__file__).resolve().parents[3].parent / "shared/reference/xm3600_paper"
+PAPER_DIR = paper_tables.FOLDER
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
 ROWS = [
     "A,B,en,core,-10.0,-0.10,-0.12,0.01",
@@ -30,8 +30,6 @@ def _write(tmp_path, text, name="sxs.csv"):
     return path
 
 
-@pytest.mark.skipif(not (PAPER_DIR / "side_by_side.csv").is_file(),
-                    reason="the paper's reference tables are not checked out")
 def test_reproduces_every_value_of_the_papers_table6():
     evaluations, columns = side_by_side.read(PAPER_DIR / "side_by_side.csv")
     result = correlate.table6(evaluations, columns)

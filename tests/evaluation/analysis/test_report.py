@@ -2,7 +2,6 @@
 
 import csv
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -11,9 +10,6 @@ from PIL import Image
 from data import languages
 from evaluation.analysis import report
 from formats import scores
-
-REAL_PAPER_DIR = (pathlib.Path(__file__).resolve().parents[3].parent
-                  / "shared/reference/xm3600_paper")
 
 
 def _scores(langs=languages.XM3600_LANGS, offset=0.0):
@@ -114,19 +110,15 @@ def test_without_the_papers_file_the_report_says_so(tmp_path):
     assert paths["bars"].is_file()
 
 
-def test_paper_dir_from_the_environment(tmp_path, monkeypatch):
+def test_paper_dir_argument(tmp_path):
     _write_paper(tmp_path / "elsewhere")
-    monkeypatch.setenv(report.PAPER_DIR_ENV, str(tmp_path / "elsewhere"))
-    assert report.paper_reference_dir() == tmp_path / "elsewhere"
     assert report.paper_reference_dir(tmp_path / "x") == tmp_path / "x"
-    paths = report.write_report(tmp_path / "out", {"en": 0.4}, {"en": 10})
+    paths = report.write_report(tmp_path / "out", {"en": 0.4}, {"en": 10},
+                                paper_dir=tmp_path / "elsewhere")
     assert _table_rows(paths["table"].read_text())["en"][0] == "0.106"
 
 
-@pytest.mark.skipif(not (REAL_PAPER_DIR / "cider_per_language.csv").is_file(),
-                    reason="the paper's reference tables are not checked out")
-def test_default_paper_dir_holds_the_papers_numbers(monkeypatch):
-    monkeypatch.delenv(report.PAPER_DIR_ENV, raising=False)
+def test_default_paper_dir_holds_the_papers_numbers():
     paper = report.read_paper_scores(report.paper_reference_dir() / "cider_per_language.csv")
     assert paper["xm3600"]["BB+CC"]["en"] == 0.584
     assert set(paper["xm3600"]) == set(report.BASELINES)
