@@ -1,0 +1,99 @@
+"""The one way the project writes an output file: whole, or not at all.
+
+`replacing(path)` opens a temporary file beside `path`; when the `with` block ends without an
+error, the file is flushed, synced to disk and renamed onto `path` (a rename within one
+folder is atomic), so a reader sees the previous file or the new one, never a half-written
+or empty one. On any error (a full disk, a bad value, Ctrl-C) the temporary file is removed
+and `path` is left as it was. `replacing_folder(path)` does the same for a folder of files.
+
+    with files.replacing("scores.csv", newline="") as f:
+        csv.writer(f).writerows(rows)
+    files.write_json("metrics.json", metrics)
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+
+
+@contextlib.contextmanager
+def replacing(path, mode="w", encoding="utf-8", newline=None):
+    """A file object whose contents replace `path` when the block ends without an error.
+
+    Args:
+        path: the file to write.
+        mode: "w" (text) or "wb" (bytes).
+        encoding, newline: as `open`'s, for text.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        if "b" in mode:
+            f = os.fdopen(fd, mode)
+        else:
+            f = os.fdopen(fd, mode, encoding=encoding, newline=newline)
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a plain open would not.
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def write_text(path, text):
+    """Replaces `path` with `text` (UTF-8), whole or not at all."""
+    with replacing(path) as f:
+        f.write(text)
+
+
+def write_bytes(path, data):
+    """Replaces `path` with `data`, whole or not at all."""
+    with replacing(path, "wb") as f:
+        f.write(data)
+
+
+def write_json(path, obj, indent=1):
+    """Replaces `path` with `obj` as JSON (UTF-8, a final newline), whole or not at all."""
+    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+@contextlib.contextmanager
+def replacing_folder(path):
+    """A temporary folder beside `path` that becomes `path` when the block ends without error.
+
+    Yields the temporary folder's path: write the files there. An existing `path` is
+    replaced (it is moved aside first, and deleted once the new folder is in place); on an
+    error the temporary folder is deleted and `path` is left as it was.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        old = None
+        if os.path.lexists(path):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old",
+                                   dir=parent)
+            os.rmdir(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
