@@ -43,6 +43,7 @@ so a run cut short keeps what it measured).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -101,7 +102,10 @@ def run_child(args, json_path, timeout, say):
         say(f"  {line}")
     if proc.returncode:
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        tail = lines[-1] if lines else ""
+        # The exception's own line, not JAX's note on filtered frames that follows it.
+        raised = [line for line in lines
+                  if re.match(r"\s*[\w.]+(Error|Exception|Exhausted)\b", line)]
+        tail = (raised or lines or [""])[-1].strip()
         if "RESOURCE_EXHAUSTED" in proc.stdout or "out of memory" in proc.stdout.lower():
             tail = "out of memory: " + tail
         return None, seconds, f"exit status {proc.returncode}: {tail[:300]}"

@@ -111,16 +111,17 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
 def attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias):
     """Which `jax.nn.dot_product_attention` backend suits these shapes: "cudnn" or "xla".
 
-    cuDNN's fused (flash) attention runs on NVIDIA GPUs in bf16/fp16 with a
-    head dimension that is a multiple of 8 up to 128, and, with a bias that
-    needs a gradient (T5's relative positions), even sequence lengths. XLA's
-    einsum-softmax-einsum everywhere else (CPU, TPU, odd lengths).
+    cuDNN's fused (flash) attention runs on NVIDIA GPUs in bf16/fp16, with a head dimension
+    that is a multiple of 8 up to 128, and (JAX 0.11 on an H100) even sequence lengths only:
+    it refused BB's ViT (197 x 197), mT5 encoder (17 x 17), cross-attention (64 x 17) and the
+    g/14's MAP head (1 x 256). With a bias (T5's relative positions, masks) it ran the one
+    shape it took (64 x 64) 1.8x slower than XLA (benchmarks/accelerator_report.py's
+    attention section), so biased attention stays on XLA. XLA's einsum-softmax-einsum runs
+    everywhere else (CPU, TPU).
     """
     if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
         return "xla"
-    if head_dim % 8 or head_dim > 128:
-        return "xla"
-    if has_bias and (q_len % 2 or kv_len % 2):
+    if head_dim % 8 or head_dim > 128 or has_bias or q_len % 2 or kv_len % 2:
         return "xla"
     return "cudnn"
 
@@ -156,9 +157,13 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
         implementation = attention_implementation(
             jax.default_backend(), dtype, query.shape[-1], query.shape[1], key.shape[1],
             bias is not None)
-        return jax.nn.dot_product_attention(
-            query, key, value, bias=bias, scale=1.0,
-            implementation=None if implementation == "xla" else implementation)
+        if implementation == "cudnn":
+            try:
+                return jax.nn.dot_product_attention(query, key, value, scale=1.0,
+                                                    implementation="cudnn")
+            except NotImplementedError:  # cuDNN's own rules for shapes change between versions.
+                pass
+        return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0)
     # [batch, heads, q_len, kv_len], accumulated in float32 as jax's.
     logits = jnp.einsum("bqhd,bkhd->bhqk", query, key, preferred_element_type=jnp.float32)
     if bias is not None:

@@ -62,13 +62,14 @@ def test_attention_in_bfloat16_stays_close_to_float32():
 
 
 @pytest.mark.parametrize("platform, dtype, head_dim, q_len, kv_len, has_bias, want", [
-    ("cpu", jnp.bfloat16, 64, 197, 197, False, "xla"),
-    ("tpu", jnp.bfloat16, 64, 64, 64, True, "xla"),
-    ("gpu", jnp.float32, 64, 197, 197, False, "xla"),      # cuDNN: bf16/fp16 only
-    ("gpu", jnp.bfloat16, 64, 197, 197, False, "cudnn"),   # ViT-B/16 blocks
-    ("gpu", jnp.bfloat16, 64, 64, 64, True, "cudnn"),      # mT5 decoder self-attention
-    ("gpu", jnp.bfloat16, 64, 17, 17, True, "xla"),        # odd length with a bias
-    ("gpu", jnp.bfloat16, 88, 257, 257, False, "cudnn"),   # ViT-g/14 (1408 / 16 heads)
+    ("cpu", jnp.bfloat16, 64, 196, 196, False, "xla"),
+    ("tpu", jnp.bfloat16, 64, 64, 64, False, "xla"),
+    ("gpu", jnp.float32, 64, 196, 196, False, "xla"),      # cuDNN: bf16/fp16 only
+    ("gpu", jnp.bfloat16, 64, 196, 196, False, "cudnn"),   # ViT-B/16 blocks, MAP pooling
+    ("gpu", jnp.bfloat16, 64, 197, 197, False, "xla"),     # ... with a [cls] token: odd
+    ("gpu", jnp.bfloat16, 88, 1, 256, False, "xla"),       # the g/14's MAP head: one query
+    ("gpu", jnp.bfloat16, 64, 64, 64, True, "xla"),        # mT5 attention: a bias
+    ("gpu", jnp.bfloat16, 88, 256, 256, False, "cudnn"),   # ViT-g/14 (1408 / 16 heads)
     ("gpu", jnp.bfloat16, 100, 64, 64, False, "xla"),      # head_dim not a multiple of 8
 ])
 def test_attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias, want):
