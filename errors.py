@@ -19,10 +19,10 @@ Subclasses live with the code that raises them, each naming a kind of input or f
   (evaluation/cider/text.py), `UsageError` (evaluation/evaluate.py: a flag of the checkpoint
   tool), one class per file kind that tools
   exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
-  `ThumbError`, `SideBySideError`), `ResultsError` (evaluation/analysis/compare.py: two results
-  folders that do not pair), `MetaError` (evaluation/analysis/meta_scores.py: the
-  meta-evaluation's own inputs), `DuplicateRating` (humaneval/store.py), `Refused`
-  (humaneval/web.py: a rating-app request answered with a page in the rater's language);
+  `ThumbError`, `SideBySideError`), `ResultsError` (tools/analysis/compare.py: two results
+  folders that do not pair), `MetaError` (tools/analysis/meta_scores.py: the
+  meta-evaluation's own inputs), `DuplicateRating` (tools/humaneval/store.py), `Refused`
+  (tools/humaneval/web.py: a rating-app request answered with a page in the rater's language);
 - under `RunError`: `NotEnoughSpaceError` (data/builders/corpus.py), `TrainingError`
   (train.py), `CheckpointError`, `IncompatibleCheckpoint` and `SaveError`
   (training/checkpointing.py), `WorkdirError` (training/workdir.py: a workdir not writable or

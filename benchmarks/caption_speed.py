@@ -3,10 +3,10 @@ r"""Captions per second of the captioning API on a trained run, and of its expor
     python benchmarks/caption_speed.py --workdir runs/demo --images demo_data/xm3600/images \
         [--num_images 64] [--langs en] [--beam_size 4] [--repeats 10]
 
-Exports the run's latest checkpoint (python -m captioning.export's file, into a temporary
+Exports the run's latest checkpoint (python -m tools.captioning.export's file, into a temporary
 folder: its size is printed), then captions the first `--num_images` images of `--images`
 (files, folders or patterns, as the command line takes them) in one batch per language,
-greedy and with beam search, with the run's captioner (captioning.Captioner.from_run) and
+greedy and with beam search, with the run's captioner (tools.captioning.Captioner.from_run) and
 with the exported one (Captioner.from_exported), alternating the two in every repeat so that
 both see the same machine. A run is the API end to end: reading and preprocessing the
 images, decoding, scoring, detokenizing. The first call of each compiles and is reported
@@ -23,8 +23,8 @@ import jax
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from captioning import Captioner, Decoding, export, inputs, restore  # noqa: E402
 from errors import InputError  # noqa: E402
+from tools.captioning import Captioner, Decoding, export, inputs, restore  # noqa: E402
 
 
 def _timed(captioner, images, langs, decoding):

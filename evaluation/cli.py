@@ -1,4 +1,4 @@
-"""What the evaluation command lines share: one `error:` line for bad arguments, checked numbers.
+"""What the command lines share: one `error:` line, checked numbers, checked output places.
 
 argparse reports an unknown or stray argument with its whole usage (twenty lines for the
 meta-evaluation) before the error; `ArgumentParser` prints the one line `error: <message>`
@@ -74,3 +74,34 @@ def check_output_file(path, flag):
     except OSError as e:
         raise errors.InputError(f"{flag} {path}: cannot write there ({e.strerror or e})") \
             from None
+
+
+def prepare_out(out, flag="--out"):
+    """Creates the folder `out` if needed and checks that a file can be written in it.
+
+    Called before the work, so that a bad --out (a file, /proc/x, a read-only place) is one
+    error line at once rather than a traceback after the work.
+
+    Raises:
+        InputError: `out` is a file, or cannot be created or written (the cause named).
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise errors.InputError(f"{flag} {out} is a file; the report goes in a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise errors.InputError(f"{flag} {out}: cannot write there ({e.strerror or e})") \
+            from None
+    return out
+
+
+def not_written(out, error, printed_json=False):
+    """The InputError of a report that could not be written after the work (a full disk).
+
+    The command lines print their results before writing the report, so that it names
+    where they are: nothing is lost.
+    """
+    return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
+                             f"; the results are printed above{' (JSON)' if printed_json else ''}")

@@ -46,8 +46,8 @@ from ml_collections import config_flags
 
 import errors
 from data import tokenizer
+from evaluation import cli, report
 from evaluation import evaluators as evaluators_lib
-from evaluation.analysis import outputs, report
 from evaluation.evaluators import common
 from formats import eval_metrics
 from model import captioner
@@ -290,7 +290,7 @@ def prepare_out(out, flag):
     """
     existed = os.path.isdir(out)
     try:
-        outputs.prepare_out(out, flag)
+        cli.prepare_out(out, flag)
     except errors.InputError as e:
         raise UsageError(str(e)) from None
     return not existed

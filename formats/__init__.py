@@ -2,23 +2,23 @@
 
 - `predictions`: `predictions_<lang>.jsonl`, one caption per image and language
   (`PredictionsError`). Written by the evaluators through the checkpoint tool; read by
-  `python -m evaluation.cider`, `python -m evaluation.vifidel` and humaneval.
+  `python -m evaluation.cider`, `python -m tools.vifidel` and tools.humaneval.
 - `per_image`: `per_image.jsonl`, one score per image and language (`PerImageError`).
   Written by the evaluators and by the metric command lines' `--per-image`; read by
-  `python -m evaluation.analysis.compare` and humaneval.
+  `python -m tools.analysis.compare` and tools.humaneval.
 - `scores`: `scores.json`, corpus scores per language (`ScoresError`). Written by the
-  evaluators' reports (evaluation/analysis/report.py); read by the report command line and
-  humaneval.
+  evaluators' reports (evaluation/report.py); read by the report command line and
+  tools.humaneval.
 - `eval_metrics`: `metrics.json`, every metric of one evaluated checkpoint
   (`EvalMetricsError`). Written by the checkpoint tool.
 - `thumb_ratings`: THUMB 1.0 ratings, `thumb.jsonl` / `thumb_<k>.jsonl`, and the THUMB rubric
-  (`ThumbError`). Written by humaneval's export; read by `python -m evaluation.analysis.thumb`
-  and `python -m evaluation.analysis.meta`; the rubric also checks humaneval's rating form.
+  (`ThumbError`). Written by humaneval's export; read by `python -m tools.analysis.thumb`
+  and `python -m tools.analysis.meta`; the rubric also checks humaneval's rating form.
 - `side_by_side`: `side_by_side.csv`, the XM3600 paper's side-by-side evaluations
   (`SideBySideError`). Written by humaneval's export and report; read by
-  `python -m evaluation.analysis.correlate`, `... meta --side-by-side` and humaneval.
+  `python -m tools.analysis.correlate`, `... meta --side-by-side` and tools.humaneval.
 - `triplet_judgements`: the CIDEr paper's triplet judgements (`triplets.jsonl` by default;
-  `TripletError`). Read by `python -m evaluation.analysis.meta --triplets`.
+  `TripletError`). Read by `python -m tools.analysis.meta --triplets`.
 
 Evaluators other than XM3600's write the same formats under their own names
 (`predictions_<evaluator>_<lang>.jsonl`, `per_image_<evaluator>.jsonl`,

@@ -5,8 +5,8 @@ at most one line per (image, language). An image whose score is undefined (VIFID
 without a known label: NaN) has no line. The checkpoint tool writes one file per evaluator
 into a results folder (`file_name`: `per_image.jsonl` for XM3600's CIDEr-D,
 `per_image_<evaluator>.jsonl` for the others), and so do `python -m evaluation.cider
---per-image` and `python -m evaluation.vifidel --per-image`; the comparison of two
-checkpoints (evaluation/analysis/compare.py) and the human-evaluation kit read them.
+--per-image` and `python -m tools.vifidel --per-image`; the comparison of two
+checkpoints (tools/analysis/compare.py) and the human-evaluation kit read them.
 """
 
 import json

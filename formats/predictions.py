@@ -4,7 +4,7 @@ Each line is {"image/key": str (not empty), "lang": an XM3600 code, "caption": s
 fields are ignored). The checkpoint tool writes one file per evaluator and language into a
 results folder (`file_name`: `predictions_<lang>.jsonl` for XM3600,
 `predictions_<evaluator>_<lang>.jsonl` for the others); the metric command lines
-(`python -m evaluation.cider`, `python -m evaluation.vifidel`) and the human-evaluation kit
+(`python -m evaluation.cider`, `python -m tools.vifidel`) and the human-evaluation kit
 read them, with any mix of languages in one file.
 
 A file of all of XM3600 has 129,600 lines, so `read` decodes it in bulk first

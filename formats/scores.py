@@ -12,7 +12,7 @@ One JSON object:
 
 Languages are XM3600 codes. The checkpoint tool writes one file per evaluator (`file_name`:
 `scores.json` for XM3600's CIDEr-D report, `scores_<evaluator>.json` for the others, through
-evaluation/analysis/report.py); the report command line, the human-evaluation kit and the
+evaluation/report.py); the report command line, the human-evaluation kit and the
 tests read them back.
 """
 

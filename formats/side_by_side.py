@@ -8,7 +8,7 @@ where `set` is core (en, es, hi, zh) or ext, delta_sxs is wins minus losses of m
 and each delta_cider_* column is CIDEr(m2) - CIDEr(m1) on some reference set (the paper has
 xm600, xm3600 and coco_dev: COLUMNS). An empty or NA cell is a missing value. The paper's file
 (Tables 5 and 7) and the human-evaluation kit's export are in this layout; the correlation
-with delta CIDEr (Table 6, evaluation/analysis/correlate.py), the meta-evaluation and the
+with delta CIDEr (Table 6, tools/analysis/correlate.py), the meta-evaluation and the
 kit's report read it.
 """
 

@@ -14,7 +14,7 @@ one triplet):
   pair has one kind;
 - `lang` is the captions' language (default: the tool's --lang).
 
-The protocol's aggregation is evaluation/analysis/triplets.py. The file name is free
+The protocol's aggregation is tools/analysis/triplets.py. The file name is free
 (`file_name()` suggests `triplets.jsonl`).
 """
 

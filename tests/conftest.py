@@ -63,9 +63,9 @@ SLOW_MODULES = (
     "tests/benchmarks/test_accelerator_report.py",
     "tests/evaluation/test_evaluate.py",
     "tests/evaluation/evaluators/test_evaluators.py",
-    "tests/evaluation/evaluators/test_vifidel.py",
-    "tests/captioning/test_browser.py",
-    "tests/humaneval/test_browser.py",
+    "tests/tools/vifidel/test_evaluator.py",
+    "tests/tools/captioning/test_browser.py",
+    "tests/tools/humaneval/test_browser.py",
 )
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,12 +10,16 @@ common.py). Adding an evaluator is a module with its class and one entry in
 the table; the loop and the checkpoint tool need no change.
 """
 
-from evaluation.evaluators import coco_dev_cider, common, vifidel, xm3600_cider
+import importlib
 
+from evaluation.evaluators import common
+
+# type -> "module:Class", imported when a config names it: the training process loads only
+# the evaluators it runs (VIFIDEL, a tool, brings word vectors and POT).
 EVALUATORS = {
-    "xm3600_cider": xm3600_cider.Xm3600Cider,
-    "coco_dev_cider": coco_dev_cider.CocoDevCider,
-    "vifidel": vifidel.Xm3600Vifidel,
+    "xm3600_cider": "evaluation.evaluators.xm3600_cider:Xm3600Cider",
+    "coco_dev_cider": "evaluation.evaluators.coco_dev_cider:CocoDevCider",
+    "vifidel": "tools.vifidel.evaluator:Xm3600Vifidel",
 }
 
 
@@ -29,7 +33,11 @@ def evaluator_class(name, eval_config):
     kind = eval_config.get("type", None)
     if kind not in EVALUATORS:
         raise ValueError(f"config.evals.{name}.type={kind!r}; known: {', '.join(EVALUATORS)}")
-    return EVALUATORS[kind]
+    entry = EVALUATORS[kind]
+    if not isinstance(entry, str):  # A class put in the table directly.
+        return entry
+    module, _, cls = entry.partition(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def check_configs(evals_config, best_metric=None):

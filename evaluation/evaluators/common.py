@@ -37,7 +37,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from data import eval_sets, languages, pipeline, tokenizer
-from evaluation.analysis import report as report_lib
+from evaluation import report as report_lib
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from model import decode
@@ -349,7 +349,7 @@ class CaptionEvaluator:
 
     def report(self, out_dir, results, checkpoint):
         """Writes this evaluator's report: scores_<outputs_name>.json and table_<outputs_name>.md
-        (evaluation/analysis/report.write_metric_report); returns {file kind: path}."""
+        (tools/analysis/report.write_metric_report); returns {file kind: path}."""
         scores = {lang: r.corpus for lang, r in results.items()}
         scored = {lang: int(np.count_nonzero(~np.isnan(r.per_image)))
                   for lang, r in results.items()}

@@ -6,12 +6,12 @@ images/), `langs`, `every`, `batch_size`, `max_decode_len`, `max_images`
 `eval/cider_d/<lang>` and `eval/cider_d/avg` (the names every run so far has
 logged). Its files in a results folder: `predictions_<lang>.jsonl`,
 `per_image.jsonl` and the Table 8 report (scores.json, scores.csv, table.md,
-bars.png; evaluation/analysis/report.py), with the COCO-dev column when the
+bars.png; evaluation/report.py), with the COCO-dev column when the
 checkpoint was also evaluated on COCO-dev.
 """
 
 from data import languages
-from evaluation.analysis import report as report_lib
+from evaluation import report as report_lib
 from evaluation.evaluators import cider_d, coco_dev_cider, common
 
 

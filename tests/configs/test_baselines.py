@@ -12,7 +12,7 @@ import pytest
 import train
 from configs import common, demo
 from data import languages
-from evaluation.analysis import report
+from evaluation import report
 from model import captioner, summary
 from training import state as state_lib
 from training.metrics import read_metrics

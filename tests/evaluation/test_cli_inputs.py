@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from evaluation.analysis import compare, correlate
 from evaluation.cider import __main__ as cider_cli
-from evaluation.vifidel import __main__ as vifidel_cli
 from tests import cli
+from tools.analysis import compare, correlate
+from tools.vifidel import __main__ as vifidel_cli
 
 
 @pytest.mark.parametrize("main, argv, message", [

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from evaluation.analysis import compare
 from formats import per_image
+from tools.analysis import compare
 
 
 @pytest.mark.parametrize("line, message", [

@@ -1,0 +1,370 @@
+"""The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
+
+`write_report` is XM3600's CIDEr-D report: `scores.json` (the numbers other tools read back,
+formats/scores.py), `scores.csv`, `table.md` (a Markdown table laid out like Table 8 of the
+XM3600 paper: a row per language, the paper's four baselines and this model as columns, and
+the COCO-dev column when there are COCO-dev scores) and `bars.png` (the same numbers as a
+grouped bar chart). `write_metric_report` is the report of any other evaluator:
+`scores_<evaluator>.json` and `table_<evaluator>.md`, a row per language with the paper's
+averages, no baselines.
+
+The baselines come from the paper's per-language CIDEr, the repository's
+`paper_tables/cider_per_language.csv` (Tables 8-11), or from the folder named by the
+`paper_dir` argument. Without that file the report still gets written, with a note and without
+baseline columns.
+
+Run `python -m evaluation.report RESULTS_DIR` to redraw table.md and bars.png from an
+existing scores.json.
+"""
+
+import csv
+import math
+import pathlib
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: set before pyplot is imported
+import matplotlib.pyplot as plt
+
+import errors
+import paper_tables
+from data import languages
+from evaluation import cli
+from formats import scores as scores_format
+
+METRIC = "cider-d"
+BASELINES = ("BB+CC", "BB", "Bg", "Lg")
+PAPER_SCORES_FILE = paper_tables.CIDER_PER_LANGUAGE
+PAPER_COLUMNS = {"xm3600": "cider_xm3600", "coco_dev": "cider_coco_dev"}
+
+
+def paper_reference_dir(override=None):
+    """Folder with the paper's tables: `override`, else the repository's `paper_tables/`."""
+    return pathlib.Path(override) if override else paper_tables.FOLDER
+
+
+def read_paper_scores(path):
+    """Reads the paper's per-language CIDEr (cider_per_language.csv).
+
+    Args:
+        path: the CSV file, with columns model, lang, cider_xm3600, cider_coco_dev.
+
+    Returns:
+        {"xm3600": {model: {lang: score}}, "coco_dev": {model: {lang: score}}}.
+
+    Raises:
+        errors.InputError: a column is missing or a cell is malformed (the message names file:line).
+    """
+    out = {kind: {} for kind in PAPER_COLUMNS}
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values())
+                   if c not in (reader.fieldnames or [])]
+        if missing:
+            raise errors.InputError(f"{path}: missing column(s) {', '.join(missing)}")
+        for lineno, row in enumerate(reader, start=2):
+            if row["lang"] not in languages.XM3600_LANGS:
+                raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
+            for kind, column in PAPER_COLUMNS.items():
+                try:
+                    value = float(row[column])
+                except (TypeError, ValueError):
+                    raise errors.InputError(
+                        f"{path}:{lineno}: column {column}: not a number: "
+                        f"{row[column]!r}") from None
+                out[kind].setdefault(row["model"], {})[row["lang"]] = value
+    return out
+
+
+def _mean_or_none(scores, langs):
+    missing = tuple(lang for lang in langs if lang not in scores)
+    if missing:
+        return None, missing
+    return sum(scores[lang] for lang in langs) / len(langs), ()
+
+
+def averages(scores):
+    """The paper's averages: over the 35 training languages (no quz) and over all 36.
+
+    Args:
+        scores: {lang: score}.
+
+    Returns:
+        {"avg_35": float or None, "avg_36": float or None, "missing_35": tuple of langs,
+        "missing_36": tuple of langs}; an average is None when a language it needs is
+        missing from `scores`, and the matching `missing_*` entry says which.
+    """
+    avg_35, missing_35 = _mean_or_none(scores, languages.TRAIN_35L_LANGS)
+    avg_36, missing_36 = _mean_or_none(scores, languages.XM3600_LANGS)
+    return {"avg_35": avg_35, "avg_36": avg_36,
+            "missing_35": missing_35, "missing_36": missing_36}
+
+
+def _ordered(langs):
+    """Languages in the paper's order (XM3600_LANGS)."""
+    return [lang for lang in languages.XM3600_LANGS if lang in langs]
+
+
+def _fmt(value):
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _table(title, baselines, scores, name, extra=None, with_quz=True):
+    """One Markdown table: a row per language, then the 35- and 36-language averages.
+
+    Args:
+        title: the section heading.
+        baselines: {model: {lang: score}} for the paper's columns (possibly empty).
+        scores: this model's {lang: score}.
+        name: this model's column heading.
+        extra: optional (heading, {lang: value}) for a last column (image counts).
+        with_quz: whether the 36-language average applies (COCO-dev has no quz).
+    """
+    models = [m for m in BASELINES if m in baselines]
+    header = ["lang", *models, name] + ([extra[0]] if extra else [])
+    lines = [f"## {title}", ""]
+    lines += ["| " + " | ".join(header) + " |",
+              "| --- |" + " ---: |" * (len(header) - 1)]
+    for lang in _ordered(scores):
+        cells = [lang] + [_fmt(baselines[m].get(lang)) for m in models] + [_fmt(scores[lang])]
+        if extra:
+            cells.append(str(extra[1][lang]))
+        lines.append("| " + " | ".join(cells) + " |")
+    own = averages(scores)
+    rows = [("avg_35", "average, 35 languages (no quz)", 35),
+            ("avg_36", "average, 36 languages", 36)][:2 if with_quz else 1]
+    for key, label, _ in rows:
+        cells = [f"**{label}**"]
+        cells += [_fmt(averages(baselines[m])[key]) for m in models] + [_fmt(own[key])]
+        if extra:
+            cells.append("")
+        lines.append("| " + " | ".join(cells) + " |")
+    for key, _, count in rows:
+        missing = own[key.replace("avg", "missing")]
+        if missing and len(missing) <= 10:
+            lines.append(f"\n{name}: no {count}-language average; missing: "
+                         f"{', '.join(missing)}.")
+        elif missing:
+            lines.append(f"\n{name}: no {count}-language average; only "
+                         f"{len(scores)} language(s) scored.")
+    return lines + [""]
+
+
+def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step):
+    heading = f"# CIDEr-D on XM3600: {name}"
+    intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
+             "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
+    if step is not None:
+        intro += f" Checkpoint step {step}."
+    lines = [heading, "", intro, ""] + ([paper_note, ""] if paper_note else [])
+    lines += _table("XM3600 (human references)", paper.get("xm3600", {}), scores, name,
+                    extra=("images", num_images))
+    if coco_dev_scores:
+        lines += _table("COCO-dev (machine-translated references)",
+                        paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
+    return "\n".join(lines)
+
+
+_BASELINE_COLORS = {"BB+CC": "#756bb1", "BB": "#c6dbef", "Bg": "#6baed6", "Lg": "#2171b5"}
+_MODEL_COLOR = "#e6550d"
+_GROUPS_PER_ROW = 19
+
+
+def plot_bars(path, scores, baselines, name):
+    """Draws a grouped bar chart, one group per language, of `scores` and the baselines.
+
+    Args:
+        path: the PNG file to write.
+        scores: this model's {lang: score}.
+        baselines: {model: {lang: score}} (possibly empty).
+        name: this model's legend label.
+    """
+    groups = _ordered(scores)
+    series = {m: [baselines[m].get(lang) for lang in groups]
+              for m in BASELINES if m in baselines}
+    colors = [_BASELINE_COLORS[m] for m in series] + [_MODEL_COLOR]
+    own = [scores[lang] for lang in groups]
+    own_avg = averages(scores)["avg_35"]
+    if own_avg is not None:
+        groups = groups + ["avg35"]
+        for m, values in series.items():
+            values.append(averages(baselines[m])["avg_35"])
+        own.append(own_avg)
+    series = list(series.items()) + [(name, own)]
+    # Two rows for all 36 languages, so that the labels stay legible at page width.
+    rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
+    per_row = math.ceil(len(groups) / rows)
+    fig_width = max(6.0, 0.6 * per_row + 1.5)
+    fig, axes = plt.subplots(rows, 1, squeeze=False, sharey=True,
+                             figsize=(fig_width, 3.2 * rows + 0.8))
+    top = max(v for _, values in series for v in values if v is not None)
+    width = 0.8 / len(series)
+    for r, ax in enumerate(axes[:, 0]):
+        first = r * per_row
+        row_groups = groups[first:first + per_row]
+        for i, (label, values) in enumerate(series):
+            offset = (i - (len(series) - 1) / 2) * width
+            shown = [(g + offset, v) for g, v in enumerate(values[first:first + per_row])
+                     if v is not None]
+            ax.bar([x for x, _ in shown], [v for _, v in shown], width=width,
+                   label=label, color=colors[i], edgecolor="none")
+        ax.set_xticks(range(len(row_groups)))
+        ax.set_xticklabels(row_groups, fontsize=10)
+        ax.set_xlim(-0.6, per_row - 0.4)
+        ax.set_ylim(0, top * 1.08)
+        ax.set_ylabel("CIDEr-D")
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+    # Wrapped to the figure's width (about 8 characters an inch at this size): a narrow
+    # chart of a few languages would cut a one-line title off.
+    title = f"CIDEr-D on XM3600 per language: {name} vs the paper's baselines"
+    axes[0, 0].set_title(textwrap.fill(title, width=int(fig_width * 8)), fontsize=11)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    # As many legend entries a row as the width holds (about 12 characters an inch).
+    entry = max(len(label) for label in labels) + 4
+    ncol = max(1, min(len(series), int(fig_width * 12) // entry))
+    legend_rows = math.ceil(len(series) / ncol)
+    fig.legend(handles, labels, ncol=ncol, loc="lower center", frameon=False, fontsize=10)
+    fig.tight_layout(rect=(0, 0.07 * legend_rows / rows, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def load_baselines(paper_dir=None):
+    """The paper's per-language scores, or ({}, a note) when its file is absent.
+
+    Args:
+        paper_dir: override of the folder (see `paper_reference_dir`).
+
+    Returns:
+        (scores as returned by `read_paper_scores` or {}, note string or "").
+    """
+    path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
+    if not path.is_file():
+        return {}, f"Note: the paper's baselines are left out: {path} not found."
+    return read_paper_scores(path), ""
+
+
+def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name="this model",
+                 step=None, config=None, paper_dir=None, extra=None):
+    """Writes scores.json, scores.csv, table.md and bars.png to results_dir.
+
+    Args:
+        results_dir: the folder to write (created when missing).
+        scores: {lang: CIDEr-D on XM3600}.
+        num_images: {lang: number of images scored}, the same languages as `scores`.
+        coco_dev_scores: optional {lang: CIDEr-D on COCO-dev}.
+        name: this model's column heading and legend label.
+        step: optional checkpoint step, recorded in scores.json and table.md.
+        config: optional config name or text, recorded in scores.json.
+        paper_dir: override of the folder with the paper's tables.
+        extra: optional further fields of scores.json (JSON-serializable).
+
+    Returns:
+        {file kind: path written}.
+
+    Raises:
+        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
+        errors.InputError: a malformed file of the paper's (file:line).
+    """
+    # Check everything before writing anything, so bad input leaves no half-written folder.
+    summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
+                                 coco_dev_scores=coco_dev_scores, extra=extra)
+    scores, num_images = summary["scores"], summary["num_images"]
+    coco_dev_scores = summary.get("coco_dev_scores")
+    paper, paper_note = load_baselines(paper_dir)
+
+    results_dir = pathlib.Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    paths = {kind: results_dir / file for kind, file in (
+        ("json", scores_format.file_name()), ("csv", "scores.csv"), ("table", "table.md"),
+        ("bars", "bars.png"))}
+    scores_format.write(paths["json"], summary)
+    _write_scores_csv(paths["csv"], scores, coco_dev_scores)
+    paths["table"].write_text(
+        _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step))
+    plot_bars(paths["bars"], scores, paper.get("xm3600", {}), name)
+    return paths
+
+
+def write_metric_report(results_dir, outputs, metric, title, scores, num_images, *,
+                        name="this model", step=None, config=None, with_quz=True, extra=None):
+    """Writes an evaluator's report: scores_<outputs>.json and table_<outputs>.md.
+
+    Args:
+        results_dir: the folder to write (created when missing).
+        outputs: the evaluator's outputs name (in the file names).
+        metric: the metric's name, recorded in the scores file.
+        title: what was measured, the table's heading (e.g. "VIFIDEL on XM3600").
+        scores: {lang: corpus score}.
+        num_images: {lang: number of images scored}, the same languages.
+        name: this model's column heading.
+        step, config, extra: as `write_report`.
+        with_quz: whether the 36-language average applies (not on COCO-dev, which has no quz).
+
+    Returns:
+        {file kind: path written}.
+
+    Raises:
+        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
+    """
+    if not outputs:
+        raise ValueError("an evaluator's report needs its outputs name (scores.json and "
+                         "table.md are XM3600's, write_report)")
+    summary = scores_format.make(metric, scores, num_images, step=step, config=config,
+                                 extra=extra)
+    results_dir = pathlib.Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": results_dir / scores_format.file_name(outputs),
+             "table": results_dir / f"table_{outputs}.md"}
+    scores_format.write(paths["json"], summary)
+    heading = f"# {title}: {name}" + (f", checkpoint step {step}" if step is not None else "")
+    lines = [heading, ""] + _table(title, {}, summary["scores"], name,
+                                   extra=("images", summary["num_images"]), with_quz=with_quz)
+    paths["table"].write_text("\n".join(lines))
+    return paths
+
+
+def _write_scores_csv(path, scores, coco_dev_scores):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["lang", "cider_xm3600"] + (["cider_coco_dev"] if coco_dev_scores
+                                                     else []))
+        for lang in _ordered(set(scores) | set(coco_dev_scores or {})):
+            row = [lang, scores.get(lang, "")]
+            if coco_dev_scores:
+                row.append(coco_dev_scores.get(lang, ""))
+            writer.writerow(row)
+
+
+def main(argv=None):
+    """Redraws table.md and bars.png of a results folder from its scores.json."""
+    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results_dir", help="folder with scores.json")
+    parser.add_argument("--name", default=None, help="this model's column heading "
+                        "(default: the folder name)")
+    parser.add_argument("--paper-dir", default=None,
+                        help=f"folder with {PAPER_SCORES_FILE} (default: the repository's "
+                        "paper_tables/)")
+    args = parser.parse_args(argv)
+    results_dir = pathlib.Path(args.results_dir)
+    path = results_dir / scores_format.file_name()
+    if not path.is_file():
+        parser.error(f"{path} not found")
+    try:
+        summary = scores_format.read(path)
+        paths = write_report(
+            results_dir, summary["scores"], summary["num_images"],
+            coco_dev_scores=summary.get("coco_dev_scores"),
+            name=args.name or results_dir.resolve().name, step=summary.get("step"),
+            config=summary.get("config"), paper_dir=args.paper_dir,
+            extra={k: v for k, v in summary.items() if k not in scores_format.FIELDS})
+    except errors.Error as e:
+        errors.fail(e)
+    for path in paths.values():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Tests of tools.analysis.compare: reading, pairing, paired bootstrap, command line."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tools.analysis import compare
+
+
+def _write_results(folder, scores):
+    """Writes per_image.jsonl for {lang: {key: score}}; returns the folder as a string."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "per_image.jsonl", "w") as f:
+        f.writelines(json.dumps({"image/key": key, "lang": lang, "score": score}) + "\n"
+                     for lang, by_key in scores.items() for key, score in by_key.items())
+    return str(folder)
+
+
+def _paired(deltas, base=None):
+    """align() output for one language from per-image deltas (B - A)."""
+    deltas = np.asarray(deltas, dtype=float)
+    a = np.zeros_like(deltas) if base is None else np.asarray(base, dtype=float)
+    return {"en": ([f"k{i}" for i in range(len(deltas))], a, a + deltas)}
+
+
+def test_read_per_image_round_trip(tmp_path):
+    scores = {"en": {"a": 0.5, "b": 1.25}, "de": {"a": 0.0}}
+    folder = _write_results(tmp_path / "r", scores)
+    assert compare.read_per_image(folder) == scores
+
+
+def test_missing_file_names_the_folder(tmp_path):
+    with pytest.raises(compare.ResultsError, match=r"r_a: no per_image.jsonl"):
+        compare.read_per_image(tmp_path / "r_a")
+
+
+def test_align_reports_different_languages():
+    a = {"en": {"x": 1.0}, "quz": {"x": 1.0}}
+    b = {"en": {"x": 1.0}, "de": {"x": 1.0}}
+    with pytest.raises(compare.ResultsError,
+                       match="only in runA: quz; only in runB: de"):
+        compare.align(a, b, "runA", "runB")
+
+
+def test_align_reports_different_images_with_examples():
+    a = {"en": {f"k{i}": 1.0 for i in range(10)}}
+    b = {"en": {f"k{i}": 1.0 for i in range(2, 10)}}
+    with pytest.raises(compare.ResultsError) as info:
+        compare.align(a, b, "runA", "runB")
+    message = str(info.value)
+    assert "language 'en'" in message and "(10 vs 8)" in message
+    assert "2 only in runA (e.g. 'k0', 'k1')" in message and "0 only in runB" in message
+
+
+def test_align_pairs_scores_by_key_in_paper_order():
+    a = {"zh": {"x": 1.0, "y": 2.0}, "en": {"y": 0.0, "x": 5.0}}
+    b = {"en": {"x": 6.0, "y": 1.0}, "zh": {"y": 4.0, "x": 1.5}}
+    paired = compare.align(a, b)
+    assert list(paired) == ["en", "zh"]
+    keys, sa, sb = paired["zh"]
+    assert keys == ["x", "y"]
+    np.testing.assert_array_equal(sb - sa, [0.5, 2.0])
+
+
+def test_constant_shift_has_a_point_interval():
+    rng = np.random.default_rng(0)
+    base = rng.random(500)
+    result = compare.compare(_paired(np.full(500, 0.05), base), samples=200)
+    row = result["languages"]["en"]
+    assert row["delta"] == pytest.approx(0.05)
+    assert row["ci"] == pytest.approx([0.05, 0.05])
+    assert row["significant"]
+
+
+def test_interval_matches_the_normal_approximation():
+    rng = np.random.default_rng(1)
+    deltas = rng.normal(0.01, 0.2, size=3000)
+    row = compare.compare(_paired(deltas), samples=4000, seed=3)["languages"]["en"]
+    se = deltas.std(ddof=1) / np.sqrt(len(deltas))
+    # The percentile bounds of 4000 resamples are off by about 0.04 se (Monte Carlo).
+    assert row["ci"][0] == pytest.approx(deltas.mean() - 1.96 * se, abs=0.2 * se)
+    assert row["ci"][1] == pytest.approx(deltas.mean() + 1.96 * se, abs=0.2 * se)
+
+
+def test_pairing_removes_the_per_image_variance():
+    rng = np.random.default_rng(2)
+    a = rng.gamma(1.0, 0.5, size=2000)  # images differ a lot in difficulty
+    b = a + 0.01 + rng.normal(0, 0.02, size=2000)  # B is slightly better on each
+    row = compare.compare({"en": ([str(i) for i in range(2000)], a, b)})["languages"]["en"]
+    unpaired_width = 2 * 1.96 * np.sqrt((a.var() + b.var()) / 2000)
+    assert row["significant"] and row["ci"][0] > 0
+    assert row["ci"][1] - row["ci"][0] < 0.1 * unpaired_width
+
+
+def test_intervals_cover_the_true_delta_about_95_percent_of_the_time():
+    rng = np.random.default_rng(4)
+    covered = 0
+    for seed in range(300):
+        deltas = rng.exponential(1.0, size=200) - 1.0  # skewed, true mean 0
+        row = compare.compare(_paired(deltas), samples=400, seed=seed)["languages"]["en"]
+        covered += row["ci"][0] <= 0 <= row["ci"][1]
+    # Binomial(300, 0.95) has sd 0.0126; the percentile bootstrap undercovers a little.
+    assert 0.88 <= covered / 300 <= 0.99
+
+
+def test_average_uses_one_draw_of_images_for_all_languages():
+    rng = np.random.default_rng(5)
+    keys = [str(i) for i in range(1000)]
+    deltas = rng.normal(0.0, 0.3, size=1000)
+    zeros = np.zeros(1000)
+    same = {"en": (keys, zeros, deltas), "de": (keys, zeros, deltas.copy())}
+    result = compare.compare(same, samples=500)
+    assert result["joint_images"]
+    # Identical languages: the average is perfectly correlated with each of them.
+    assert result["average"]["ci"] == pytest.approx(result["languages"]["en"]["ci"])
+    assert result["average"]["n"] == 2
+    # Different image sets: independent draws, the average's interval narrows by ~sqrt(2).
+    other = {"en": (keys, zeros, deltas), "de": (keys[:-1] + ["z"], zeros, deltas.copy())}
+    result = compare.compare(other, samples=2000)
+    assert not result["joint_images"]
+    ratio = np.ptp(result["average"]["ci"]) / np.ptp(result["languages"]["en"]["ci"])
+    assert ratio == pytest.approx(1 / np.sqrt(2), rel=0.1)
+
+
+def test_bootstrap_is_fast_enough_for_xm3600():
+    rng = np.random.default_rng(6)
+    paired = _paired(rng.normal(0, 0.3, 3600), rng.random(3600))
+    start = time.perf_counter()
+    compare.compare(paired, samples=1000)
+    assert time.perf_counter() - start < 1.0
+
+
+def _two_results(tmp_path, shift):
+    rng = np.random.default_rng(7)
+    a, b = {}, {}
+    for lang, effect in (("en", shift), ("de", 0.0), ("zh", -shift)):
+        base = rng.random(300)
+        a[lang] = {f"k{i}": float(v) for i, v in enumerate(base)}
+        b[lang] = {f"k{i}": float(v + effect + rng.normal(0, 0.01))
+                   for i, v in enumerate(base)}
+    return _write_results(tmp_path / "run_a", a), _write_results(tmp_path / "run_b", b)
+
+
+def test_command_line_table_json_and_chart(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)
+    compare.main([dir_a, dir_b, "--samples", "200"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert rows["en"].endswith("*") and rows["zh"].endswith("*")
+    assert "+0.050" in rows["en"] and "-0.050" in rows["zh"]
+    assert "avg(3)" in rows
+    chart = tmp_path / "run_b" / "compare_run_a.png"
+    assert chart.is_file()
+    with Image.open(chart) as image:
+        assert image.format == "PNG" and image.size[0] > 400
+
+    compare.main([dir_a, dir_b, "--samples", "200", "--json", "--out", str(tmp_path / "o")])
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["languages"]) == {"en", "de", "zh"}
+    assert result["languages"]["en"]["delta"] == pytest.approx(0.05, abs=0.002)
+    assert result["languages"]["en"]["significant"]
+    assert result["average"]["delta"] == pytest.approx(
+        np.mean([r["delta"] for r in result["languages"].values()]))
+    assert (tmp_path / "o" / "compare_run_a.png").is_file()
+
+
+def test_command_line_errors_name_the_folders(tmp_path):
+    dir_a, _ = _two_results(tmp_path, 0.05)
+    with pytest.raises(SystemExit, match="nowhere: no per_image.jsonl"):
+        compare.main([dir_a, str(tmp_path / "nowhere")])
+    other = _write_results(tmp_path / "run_c", {"en": {"k0": 1.0}})
+    with pytest.raises(SystemExit, match="only in .*run_a: de, zh"):
+        compare.main([dir_a, other])

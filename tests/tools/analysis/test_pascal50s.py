@@ -1,0 +1,153 @@
+"""Tests of tools/analysis/pascal50s.py and `meta --pascal50s` on small files written here
+with scipy.io.savemat in the layout of the CIDEr authors' PASCAL-50S release."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from scipy import io as scipy_io
+
+from evaluation import cider
+from tools.analysis import meta, pascal50s
+
+IMAGES = ("2008_000032", "2008_000037", "2008_000041")
+COLOURS = ("red", "blue", "green", "white", "black")
+THINGS = ("car", "boat", "dog")
+MACHINE = ("a {} {} on a road", "a {} {} near tree 3")
+
+
+def _sentences(i):
+    """50 sentences of image i: two (its HC pair's) and 48 about its thing in varied words."""
+    thing = THINGS[i]
+    return [f"a red {thing} parked by a big tree", f"one {thing}"] + [
+        f"a {COLOURS[k % 5]} {thing} {'near' if k % 2 else 'by'} tree {k}" for k in range(48)]
+
+
+def _pairs():
+    """(image index, B, C, category, new_data row, B's triplet wins out of 48)."""
+    out = []
+    for i in range(len(IMAGES)):
+        own, other = _sentences(i), _sentences((i + 1) % len(IMAGES))
+        machine = [m.format("red", THINGS[i]) for m in MACHINE]
+        out += [(i, own[0], own[1], 1, (6, 6), 30),               # HC
+                (i, other[0], own[0], 2, (7, 6), 3),              # HI: C (of the image) wins
+                (i, own[1], machine[0], 3, (6, 2), 24 if i == 0 else 40),  # HM (a tie on 0)
+                (i, machine[0], machine[1], 4, (2, 5), 10)]       # MM
+    return out
+
+
+def _cell(text):
+    return np.array([[text]], dtype=object)
+
+
+def write_release(folder, *, break_triplet=False, category=None, with_sentences=True):
+    """The three files in the release's layout (struct fields by position)."""
+    if with_sentences:
+        images = np.zeros((1, len(IMAGES)), dtype=[("name", "O"), ("sentences", "O")])
+        for i, key in enumerate(IMAGES):
+            images[0, i]["name"] = f"http://vision.cs.uiuc.edu/pascal-sentences/x/{key}.jpg"
+            images[0, i]["sentences"] = np.array([_sentences(i)], dtype=object)
+        scipy_io.savemat(folder / "pascal50S.mat", {"train_sent_final": images})
+    pairs = _pairs()
+    new_input = np.zeros((1, len(pairs)), dtype=[("image", "O"), ("b", "O"), ("c", "O")])
+    votes = np.zeros((1, 48 * len(pairs)), dtype=[("a", "O"), ("b", "O"), ("c", "O"),
+                                                  ("winner", "O")])
+    for p, (i, b, c, _, _, wins) in enumerate(pairs):
+        new_input[0, p] = (f"{IMAGES[i]}.jpg", b, c)
+        # The 48 references: the image's sentences other than its HC pair's two.
+        for t, reference in enumerate(_sentences(i)[2:]):
+            votes[0, 48 * p + t] = (_cell(reference), _cell(b), _cell(c),
+                                    1.0 if t < wins else -1.0)
+    if break_triplet:
+        votes[0, 50]["c"] = _cell("a different caption")
+    categories = [pair[3] for pair in pairs]
+    if category is not None:
+        categories[0] = category
+    scipy_io.savemat(folder / "pair_pascal.mat", {
+        "new_input": new_input, "new_data": np.array([pair[4] for pair in pairs], float),
+        "category": np.array([categories], float)})
+    scipy_io.savemat(folder / "consensus_pascal.mat", {"triplets": votes})
+    return folder
+
+
+@pytest.fixture
+def release(tmp_path):
+    return write_release(tmp_path)
+
+
+def test_the_files_have_the_layout_that_public_readers_index(release):
+    # The access paths of the public code that reads the real files (see pascal50s.py).
+    pair = scipy_io.loadmat(release / "pair_pascal.mat")["new_input"][0][1]
+    image, b, c = (x[0] for x in pair)
+    assert image == "2008_000032.jpg" and isinstance(b, str)
+    a, b, c, winner = (x[0][0] for x in scipy_io.loadmat(
+        release / "consensus_pascal.mat")["triplets"][0][0])
+    assert isinstance(a[0], str) and winner == 1
+    element = scipy_io.loadmat(release / "pascal50S.mat")["train_sent_final"][0, 0]
+    assert element[0][0].endswith("2008_000032.jpg") and element[1][0].size == 50
+
+
+def test_read_gives_pairs_kinds_winners_and_references(release):
+    got = pascal50s.read(str(release))
+    assert len(got.pairs) == 12 and len(got.triplets) == 12 * 48
+    assert [p.kind for p in got.pairs[:4]] == ["HC", "HI", "HM", "MM"]
+    # B wins with 30 of 48 triplets, loses with 3 or 10, ties at 24.
+    assert [p.human for p in got.pairs[:4]] == [1, -1, 0, -1]
+    assert got.pairs[6].human == 1  # HM of image 2: 40 of 48
+    assert got.references["2008_000032"] == _sentences(0)[2:]
+    assert got.sentences["2008_000037"] == _sentences(1)
+    assert "144 of 144 among the image's sentences in pascal50S.mat" in got.note
+
+
+def test_accuracy_per_kind_equals_a_direct_computation(release, capsys):
+    status = meta.main(["--pascal50s", str(release), "--metric", "cider-d", "--draws", "1",
+                        "--samples", "0", "--json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    rows = {r["subset"]: r for r in json.loads(captured.out)["rows"]}
+    got = pascal50s.read(str(release))
+    scorer = cider.CiderScorer([_sentences(i)[2:] for i in range(3)], "en", "cider-d")
+    agree = {}
+    for (i, *_), pair in zip(_pairs(), got.pairs, strict=True):
+        if pair.human:
+            diff = (scorer.score([pair.a], indices=[i]).per_image[0]
+                    - scorer.score([pair.b], indices=[i]).per_image[0])
+            assert diff != 0
+            agree.setdefault(pair.kind, []).append(np.sign(diff) == pair.human)
+    for kind, values in agree.items():
+        assert rows[f"{kind}, all (48) refs"]["accuracy"] == pytest.approx(np.mean(values))
+    everything = rows["all (48) refs"]
+    assert everything["n"] == 11 and everything["human_ties"] == 1
+    assert everything["accuracy"] == pytest.approx(np.mean(sum(agree.values(), [])))
+
+
+def test_five_references_and_the_curve_to_48(release, tmp_path, capsys):
+    out = tmp_path / "report"
+    status = meta.main(["--pascal50s", str(release), "--metric", "cider", "--num-refs", "5",
+                        "--draws", "2", "--samples", "0", "--curve", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert "HC, 5 refs" in captured.out and "accuracy of cider by references" in captured.out
+    lines = (out / "meta_curve.csv").read_text().splitlines()
+    assert len(lines) == 1 + 5 * 48  # all, HC, HI, HM, MM at 1..48 references
+    assert (out / "meta_curve.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda t: write_release(t, break_triplet=True),
+     r"consensus_pascal.mat: triplet 51 \(pair 2\): its candidates .* are not the pair's"),
+    (lambda t: write_release(t, category=5),
+     r"pair_pascal.mat: pair 1: category 5 is not 1-4 \(HC, HI, HM, MM\)"),
+    (lambda t: t, r"PASCAL-50S file not found: .*pair_pascal.mat"),
+])
+def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, message):
+    folder = make(tmp_path)
+    assert meta.main(["--pascal50s", str(folder), "--metric", "cider-d"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+
+
+def test_pascal50s_mat_is_optional(tmp_path):
+    got = pascal50s.read(str(write_release(tmp_path, with_sentences=False)))
+    assert got.sentences is None and "pascal50S.mat" not in got.note

@@ -1,0 +1,57 @@
+"""Bad input to python -m tools.analysis.thumb: one `error:` line before the work, and a
+report that cannot be written after it loses nothing (issue 21 items 4, 8 and 9)."""
+
+import errno
+import re
+
+import pytest
+
+from tests import cli
+from tests.formats.thumb_files import row as _row
+from tests.formats.thumb_files import write as _write
+from tools.analysis import thumb
+
+RATINGS = [("Human", "1", 5, 5, 0, 0, 0), ("A", "1", 4, 3, 0, 0, 0),
+           ("Human", "2", 5, 4, 0, -0.5, 0), ("A", "2", 5, 4, 0, 0, 0)]
+
+
+def _error_lines(capsys, argv):
+    return cli.error_lines(capsys, thumb.main, argv)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], r"argument --seed: expected an integer >= 0, got -1"),
+    (["--samples", "100000000000"], r"argument --samples: expected an integer in 1\.\.100000, "),
+    (["--samples", "0"], r"argument --samples: expected an integer in 1\.\."),
+    (["--bogus"], r"unrecognized arguments: --bogus"),
+])
+def test_a_bad_flag_is_one_error_line_before_the_ratings_are_read(tmp_path, capsys, args,
+                                                                  message):
+    lines = _error_lines(capsys, [str(tmp_path / "missing.jsonl"), *args])
+    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
+        lines
+
+
+def test_a_report_that_cannot_be_written_after_the_work_keeps_the_results(tmp_path, capsys,
+                                                                        monkeypatch):
+    path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS])
+
+    def full_disk(path, *args, **kwargs):  # The fault: the disk fills while the plot is saved.
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(thumb, "plot", full_disk)
+    out = tmp_path / "report"
+    assert thumb.main([path, "--out", str(out), "--samples", "20"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[1].split()[:2] == ["Human", "2"]  # The table came first.
+    assert captured.err.strip().splitlines() == [
+        f"error: --out {out}: cannot write the report (No space left on device); the results "
+        f"are printed above"]
+
+
+def test_one_system_gets_a_note_and_no_best_or_worst(tmp_path, capsys):
+    path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS if r[0] == "A"])
+    assert thumb.main([path, "--samples", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to compare" in out
+    assert re.search(r"^A .* –\s+–$", out, re.M)

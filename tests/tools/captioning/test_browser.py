@@ -1,0 +1,90 @@
+"""The captioning page in a real headless browser (Debian's chromium through chromedriver).
+
+A user chooses an image, ticks languages and a decoding, and reads the captions: they must
+be the API's; dropping an image works as choosing one; an unreadable image shows its
+message. The browser is required: `make test` installs chromium and chromium-driver when
+missing, and this test fails (never skips) without them.
+"""
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.tools.captioning import page_screenshot as page
+from tools.captioning import Decoding
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        with page.chromium() as driver:
+            yield driver
+    except RuntimeError as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="module")
+def url(captioner):
+    with page.serving(captioner) as base:
+        yield base
+
+
+def _rows(captions):
+    return [(c.lang, c.text, f"{c.log_prob:.3f}") for c in captions]
+
+
+def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, demo_images,
+                                                       tmp_path):
+    browser.get(url)
+    sample_settings = browser.find_element(By.CSS_SELECTOR, '.settings[data-for="sample"]')
+    assert not sample_settings.is_displayed()  # greedy is chosen: no sampling settings
+    browser.find_element(By.ID, "image").send_keys(demo_images[0])
+    WebDriverWait(browser, 10).until(
+        lambda d: d.find_element(By.ID, "preview").is_displayed())
+    assert browser.find_element(By.ID, "drop-text").text == demo_images[0].rsplit("/", 1)[1]
+
+    page.choose(browser, ("en", "es", "zh"), "beam", {"beam_size": 3, "alpha": 0.6})
+    got = page.caption(browser)
+    want = captioner.caption(demo_images[:1], ("en", "es", "zh"), Decoding("beam", beam_size=3))
+    assert got == _rows(want)
+    assert [e.get_attribute("lang") for e in browser.find_elements(
+        By.CSS_SELECTOR, "td.caption")] == ["en", "es", "zh"]
+    assert "beam search (3 beams, alpha 0.6)" in browser.find_element(By.ID, "status").text
+
+    browser.find_element(By.ID, "all-langs").click()
+    assert all(box.is_selected() for box in browser.find_elements(
+        By.CSS_SELECTOR, 'input[name="langs"]'))
+    page.choose(browser, None, "sample", {"temperature": 0.8, "top_k": 20, "seed": 4})
+    assert sample_settings.is_displayed()
+    got = page.caption(browser)
+    want = captioner.caption(demo_images[:1], "all",
+                             Decoding("sample", temperature=0.8, top_k=20, seed=4))
+    assert got == _rows(want)
+
+    out = tmp_path / "page.png"
+    browser.save_screenshot(str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_drop_an_image_and_an_unreadable_one(browser, url, captioner, demo_images, tmp_path):
+    browser.get(url)
+    # A file dropped on the zone (a DataTransfer holding it, as a real drop carries).
+    holder = browser.execute_script(
+        "const i = document.createElement('input'); i.type = 'file'; i.id = 'holder';"
+        "document.body.appendChild(i); return i;")
+    holder.send_keys(demo_images[1])
+    browser.execute_script(
+        "const t = new DataTransfer(); t.items.add(arguments[0].files[0]);"
+        "arguments[1].dispatchEvent(new DragEvent('drop', {dataTransfer: t, bubbles: true}));",
+        holder, browser.find_element(By.ID, "drop"))
+    assert browser.find_element(By.ID, "drop-text").text == demo_images[1].rsplit("/", 1)[1]
+    page.choose(browser, ("en",), "greedy")
+    assert page.caption(browser) == _rows(captioner.caption(demo_images[1:2], "en"))
+
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8\xff broken")
+    browser.find_element(By.ID, "image").send_keys(str(broken))
+    assert page.caption(browser) == []  # the table is hidden
+    status = browser.find_element(By.ID, "status")
+    assert status.text == "cannot decode image broken.jpg: not an image in a format PIL reads"
+    assert "error" in status.get_attribute("class")

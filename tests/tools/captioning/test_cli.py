@@ -1,0 +1,175 @@
+"""Tests of the command line (python -m tools.captioning) on the session's tiny trained run.
+
+In-process (`__main__.main`), but for one test that runs the README's command as its own
+process. Every bad input must be one `error:` line, exit status 2, and leave what was
+already written alone.
+"""
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.tools.captioning.test_export import _rewrite
+from tools.captioning import Decoding
+from tools.captioning import __main__ as cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _main(*args):
+    return cli.main([str(a) for a in args])
+
+
+def _fails(capsys, *args):
+    """Runs the command line expecting bad input; returns its one error line."""
+    with pytest.raises(SystemExit) as exit_info:
+        _main(*args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert captured.out == ""
+    return captured.err
+
+
+def _jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def photos(demo_images, tmp_path_factory):
+    """A folder with three of the demo images."""
+    folder = tmp_path_factory.mktemp("photos")
+    for image in demo_images[:3]:
+        shutil.copy(image, folder)
+    return folder
+
+
+def test_table_of_a_folder(caption_run, captioner, photos, capsys):
+    assert _main(photos, "--workdir", caption_run, "--langs", "en,es,hi,zh",
+                 "--batch_size", "4") == 0
+    captured = capsys.readouterr()
+    files = sorted(str(photos / name) for name in os.listdir(photos))
+    want = captioner.caption(files, "en,es,hi,zh", batch_size=4)
+    lines = captured.out.splitlines()
+    assert lines[0] == files[0] and len(lines) == 3 * 5
+    for i, caption in enumerate(want):
+        image, row = divmod(i, 4)
+        line = lines[image * 5 + 1 + row]
+        assert line == f"  {caption.lang}  {caption.log_prob:7.2f}  {caption.text}"
+    assert captured.err.startswith("captioned 3 image(s) in 4 language(s) with greedy, step 4")
+
+
+def test_jsonl_out_file_and_exported_model(caption_run, captioner, exported, photos, tmp_path,
+                                           capsys):
+    out = tmp_path / "captions.jsonl"
+    pattern = str(photos / "*.jpg")
+    assert _main(pattern, "--workdir", caption_run, "--langs", "all", "--decode", "beam",
+                 "--beam_size", "3", "--format", "jsonl", "--out", out, "--batch_size",
+                 "4") == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"captions in {out}" in captured.err
+    files = sorted(str(photos / name) for name in os.listdir(photos))
+    want = captioner.caption(files, "all", Decoding("beam", beam_size=3), batch_size=4)
+    assert _jsonl(out) == [c.record() for c in want]
+    # The exported model: its own beam settings by default, the same captions.
+    again = tmp_path / "exported.jsonl"
+    assert _main(pattern, "--exported", exported, "--langs", "all", "--decode", "beam",
+                 "--format", "jsonl", "--out", again, "--batch_size", "4") == 0
+    assert _jsonl(again) == _jsonl(out)
+
+
+def test_sampling_settings_reach_the_decoder(caption_run, captioner, demo_images, capsys):
+    # 8 images in 2 batches: each batch its own key, folded from the seed.
+    args = ("--workdir", caption_run, "--decode", "sample", "--temperature", "0.8",
+            "--top_k", "20", "--seed", "9", "--format", "jsonl", "--batch_size", "4")
+    assert _main(*demo_images[:8], *args) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    want = captioner.caption(demo_images[:8], "en", Decoding("sample", temperature=0.8,
+                                                             top_k=20, seed=9), batch_size=4)
+    assert got == [c.record() for c in want]
+
+
+def test_unreadable_images_stop_or_are_skipped(caption_run, demo_images, tmp_path, capsys):
+    corrupt = tmp_path / "corrupt.png"
+    corrupt.write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    images = [demo_images[0], demo_images[1], corrupt, demo_images[2]]
+    out = tmp_path / "out.jsonl"
+    # Stop: the error names the image; the captions before it stay in the out file.
+    error = _fails(capsys, *images, "--workdir", caption_run, "--format", "jsonl",
+                   "--out", out, "--batch_size", "1")
+    assert error == f"error: cannot decode image {corrupt}: not an image in a format PIL reads\n"
+    assert [r["image"] for r in _jsonl(out)] == demo_images[:2]
+    # Skip: named on stderr, the others captioned.
+    assert _main(*images, "--workdir", caption_run, "--on_error", "skip", "--format", "jsonl",
+                 "--out", out) == 0
+    err = capsys.readouterr().err
+    assert f"skipped: cannot decode image {corrupt}: not an image" in err
+    assert ", skipped 1 " in err
+    assert [r["image"] for r in _jsonl(out)] == [demo_images[i] for i in (0, 1, 2)]
+    # A missing file stops before anything is decoded or written.
+    before = out.read_text()
+    missing = tmp_path / "missing.jpg"
+    assert _fails(capsys, demo_images[0], missing, "--workdir", caption_run, "--out", out) \
+        == f"error: image file not found: {missing}\n"
+    assert out.read_text() == before
+
+
+def test_bad_input_is_one_error_line(caption_run, exported, demo_images, tmp_path, capsys):
+    out = tmp_path / "kept.jsonl"
+    out.write_text("{\"earlier\": \"results\"}\n")
+    untrained = tmp_path / "untrained"
+    untrained.mkdir()
+    shutil.copy(os.path.join(caption_run, "config.json"), untrained)
+    newer = _rewrite(exported, tmp_path / "v2.npz", lambda m: m.update(version=2))
+    image = demo_images[0]
+    cases = [  # (arguments, a regular expression the error line matches)
+        ((image, "--workdir", caption_run, "--langs", "en,xx"),
+         "unknown language 'xx'; known: en, es, hi, zh"),
+        ((image, "--workdir", untrained), "no checkpoint in .*untrained/checkpoints"),
+        ((image, "--workdir", caption_run, "--step", "3"), "no checkpoint of step 3"),
+        ((image, "--exported", newer), "v2.npz is format version 2; this code reads version 1"),
+        ((image, "--exported", exported, "--step", "2"), "--step is a setting of --workdir"),
+        ((image, "--exported", exported, "--decode", "beam", "--beam_size", "8"),
+         r"was exported with beam search \(3 beams"),
+        ((tmp_path / "nothing*.jpg", "--workdir", caption_run), "no file matches the pattern"),
+        ((image, "--workdir", caption_run, "--batch_size", "0"), "--batch_size must be >= 1"),
+        ((image, "--workdir", caption_run, "--decode", "nucleus"), "invalid choice: 'nucleus'"),
+        ((image, "--workdir", caption_run, "--exported", exported), "not allowed with argument"),
+    ]
+    for args, message in cases:
+        assert re.search(message, _fails(capsys, *args, "--out", out))
+        assert out.read_text() == "{\"earlier\": \"results\"}\n"  # never opened
+    nowhere = tmp_path / "no" / "such.jsonl"
+    assert _fails(capsys, image, "--workdir", caption_run, "--out", nowhere) == \
+        f"error: --out {nowhere}: No such file or directory\n"
+
+
+def test_progress_bar_on_a_terminal(caption_run, demo_images, capsys, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert _main(*demo_images[:3], "--workdir", caption_run, "--batch_size", "1") == 0
+    assert "3/3" in terminal.getvalue() and "image" in terminal.getvalue()
+    assert capsys.readouterr().out.count(".jpg\n") == 3  # the table, apart from the bar
+
+
+def test_readme_command_as_its_own_process(caption_run, demo_images):
+    # The README's command after `make demo`, on the tiny run.
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.captioning", demo_images[0], "--workdir", caption_run,
+         "--langs", "en,es,hi,zh"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == demo_images[0]
+    assert [line.split()[0] for line in lines[1:]] == ["en", "es", "hi", "zh"]
+    assert "captioned 1 image(s) in 4 language(s)" in result.stderr

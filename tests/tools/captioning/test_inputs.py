@@ -1,0 +1,123 @@
+"""Tests of tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads.
+
+The pixels are checked against data/images.read (what training and evaluation see) on the
+same picture stored plainly: an EXIF-rotated JPEG must give the upright picture's pixels, a
+transparent PNG the picture composited onto white by hand, and so on.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from data import images as image_lib
+from errors import InputError
+from tools.captioning import inputs
+
+SIZE = 16
+
+
+def _picture(width=24, height=16):
+    """An RGB picture with distinct corners, so that a rotation shows."""
+    y, x = np.mgrid[0:height, 0:width]
+    return np.stack([x * 255 // width, y * 255 // height, (x + y) % 256], -1).astype(np.uint8)
+
+
+def _save(path, image, **kwargs):
+    image.save(path, **kwargs)
+    return str(path)
+
+
+def test_plain_images_are_read_as_training_reads_them(tmp_path):
+    for ext in ("jpg", "png", "bmp", "webp", "tiff", "gif"):
+        path = _save(tmp_path / f"a.{ext}", Image.fromarray(_picture()).convert(
+            "P" if ext == "gif" else "RGB"))
+        np.testing.assert_array_equal(inputs.model_input(path, SIZE),
+                                      image_lib.read(path, SIZE), err_msg=ext)
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    picture = Image.fromarray(_picture())
+    upright = _save(tmp_path / "upright.png", picture)
+    # Stored turned 90 degrees clockwise, with orientation 6 ("rotate 90 CW to view"):
+    # a viewer, and the captioner, must see the upright picture.
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    stored = _save(tmp_path / "stored.png", picture.transpose(Image.Transpose.ROTATE_90),
+                   exif=exif.tobytes())
+    np.testing.assert_array_equal(inputs.model_input(stored, SIZE),
+                                  image_lib.read(upright, SIZE))
+    # Training keeps the stored pixels.
+    assert not np.array_equal(image_lib.read(stored, SIZE), image_lib.read(upright, SIZE))
+
+
+def test_transparency_is_composited_onto_white(tmp_path):
+    rgba = np.zeros((16, 16, 4), np.uint8)
+    rgba[..., 0] = 200
+    rgba[..., 3] = np.linspace(0, 255, 16).astype(np.uint8)[None, :]  # transparent to opaque
+    path = _save(tmp_path / "alpha.png", Image.fromarray(rgba, "RGBA"))
+    alpha = rgba[..., 3:] / 255.0
+    by_hand = np.round(rgba[..., :3] * alpha + 255 * (1 - alpha)).astype(np.uint8)
+    plain = _save(tmp_path / "by_hand.png", Image.fromarray(by_hand))
+    np.testing.assert_allclose(inputs.model_input(path, SIZE), image_lib.read(plain, SIZE),
+                               atol=2.5 / 255)
+    # A fully transparent corner is white (1.0), not the black under it.
+    assert np.all(inputs.model_input(path, SIZE)[:, 0] > 0.95)
+
+
+def test_grayscale_cmyk_and_16_bit_images(tmp_path):
+    gray = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    gray_path = _save(tmp_path / "gray.png", Image.fromarray(gray, "L"))
+    rgb_path = _save(tmp_path / "rgb.png", Image.fromarray(np.repeat(gray[..., None], 3, -1)))
+    np.testing.assert_array_equal(inputs.model_input(gray_path, SIZE),
+                                  image_lib.read(rgb_path, SIZE))
+    # 16 bits per pixel: 257 * v is v in 8 bits (PIL alone would clip it to white).
+    wide = _save(tmp_path / "gray16.png", Image.fromarray(gray.astype(np.uint16) * 257))
+    assert Image.open(wide).mode.startswith("I")
+    np.testing.assert_array_equal(inputs.model_input(wide, SIZE),
+                                  image_lib.read(rgb_path, SIZE))
+    cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # pure red in print colours
+    red = inputs.model_input(_save(tmp_path / "cmyk.tiff", cmyk), SIZE)
+    np.testing.assert_allclose(red[..., 0], 1.0)
+    np.testing.assert_allclose(red[..., 1:], -1.0)
+
+
+def test_bytes_and_unreadable_images(tmp_path):
+    path = _save(tmp_path / "a.jpg", Image.fromarray(_picture()))
+    with open(path, "rb") as f:
+        data = f.read()
+    np.testing.assert_array_equal(inputs.model_input(data, SIZE), image_lib.read(path, SIZE))
+    with pytest.raises(InputError, match=r"image file not found: .*missing\.jpg"):
+        inputs.model_input(str(tmp_path / "missing.jpg"), SIZE)
+    with pytest.raises(InputError, match=r"cannot decode image notes\.txt: not an image"):
+        inputs.model_input(b"hello", SIZE, name="notes.txt")
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(data[:len(data) // 2])
+    with pytest.raises(InputError, match="cannot decode image .*truncated.jpg"):
+        inputs.model_input(str(truncated), SIZE)
+
+
+def test_expand_files_folders_and_patterns(tmp_path):
+    folder = tmp_path / "photos"
+    (folder / "deeper").mkdir(parents=True)
+    for name in ("b.jpg", "a.PNG", "deeper/c.webp"):
+        _save(folder / name, Image.fromarray(_picture()))
+    (folder / "notes.txt").write_text("not an image")
+    a, b, c = (str(folder / n) for n in ("a.PNG", "b.jpg", "deeper/c.webp"))
+    assert inputs.expand([str(folder)]) == [a, b]  # not recursive, images only
+    assert inputs.expand([str(folder / "**" / "*.webp")]) == [c]
+    # Named files are kept as given (even a missing one: reading it decides), each once.
+    missing = str(tmp_path / "missing.jpg")
+    assert inputs.expand([b, str(folder), missing]) == [b, a, missing]
+    with pytest.raises(InputError, match="no file matches the pattern .*nothing"):
+        inputs.expand([str(tmp_path / "nothing*.jpg")])
+    with pytest.raises(InputError, match="folder .*deeper/none has no image files"):
+        os.mkdir(folder / "deeper" / "none")
+        inputs.expand([str(folder / "deeper" / "none")])
+
+
+def test_expand_knows_what_pil_reads():
+    assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
+    assert ".txt" not in inputs.image_extensions()
+

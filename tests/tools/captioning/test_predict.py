@@ -1,0 +1,194 @@
+"""Tests of the Python API (tools/captioning/predict.py) on the session's tiny trained run.
+
+The captions are checked against an independent pipeline built from the repository's
+parts: the trainer's restore, seqio's vocabulary (not the API's sentencepiece one), the
+evaluation's image reader, model/decode.greedy, and log-probabilities summed here in
+float64 from teacher-forced logits.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from data import images as image_lib
+from data import pipeline, tokenizer
+from model import decode
+from tests import tiny
+from tests.tools.captioning.conftest import EXPORTED
+from tools.captioning import Captioner, Decoding, InputError, restore
+from training import checkpointing
+from training import state as state_lib
+
+
+def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
+    """[(tokens, caption, log_prob)] of (image, lang) rows in the API's order, decoded here
+    greedily, or by beam search with `beam` = (beam_size, alpha)."""
+    config = tiny.tiny_config(str(tiny_demo))
+    vocab = tokenizer.get_vocabulary(config.vocab.path)  # seqio
+    model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    rows = [(image, lang) for image in images for lang in langs]
+    pixels = np.stack([image_lib.read(image, config.model.image_size) for image, _ in rows])
+    prompts = np.stack([pipeline.tokenize_prompt(vocab, lang, "<2{lang}>",
+                                                 config.data.max_prompt_len)
+                        for _, lang in rows])
+    if beam is None:
+        tokens = decode.greedy(model, params, pixels, prompts, max_len)
+    else:
+        tokens, _ = decode.beam_search(model, params, pixels, prompts, max_len, *beam)
+    tokens = np.asarray(tokens)
+    inputs = np.pad(tokens[:, :-1], ((0, 0), (1, 0)))
+    forward = jax.jit(lambda *args: model.apply({"params": params}, *args))  # teacher-forced
+    logits = np.asarray(forward(pixels, prompts, inputs), np.float64)
+    log_softmax = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1,
+                                         keepdims=True)) - logits.max(-1, keepdims=True)
+    out = []
+    for row, row_log_softmax in zip(tokens, log_softmax, strict=True):
+        ids = row.tolist()
+        end = ids.index(tokenizer.EOS_ID) + 1 if tokenizer.EOS_ID in ids else len(ids)
+        out.append((tuple(ids[:end]), tokenizer.detokenize(vocab, row[None])[0],
+                    sum(row_log_softmax[t, ids[t]] for t in range(end))))
+    return out
+
+
+def test_captions_equal_an_independent_decode(captioner, caption_run, tiny_demo, demo_images):
+    images = demo_images[:2]
+    captions = captioner.caption(images, langs="en,zh", decode="greedy")
+    assert [(c.image, c.lang) for c in captions] == [(i, lang) for i in images
+                                                     for lang in ("en", "zh")]
+    want = _independent(tiny_demo, caption_run, images, ("en", "zh"), captioner.max_len)
+    assert [(c.tokens, c.text) for c in captions] == [(ids, text) for ids, text, _ in want]
+    np.testing.assert_allclose([c.log_prob for c in captions], [lp for _, _, lp in want],
+                               rtol=1e-4)
+    assert all(c.text for c in captions)  # nonsense, but not empty: a real comparison
+    assert captions[0].record() == {"image": images[0], "lang": "en",
+                                    "caption": captions[0].text,
+                                    "log_prob": round(captions[0].log_prob, 4)}
+
+
+def test_checkpoint_choice(caption_run, captioner, demo_images):
+    assert captioner.source == f"step 4 of {caption_run}"
+    assert captioner.langs == ("en", "es", "hi", "zh")  # data.langs, then the evaluators'
+    assert captioner.max_len == 16  # the run's data.max_target_len
+    # The best checkpoint is step 2's (read back here by orbax without a target).
+    best = restore.restore(caption_run, "best")
+    assert (best.step, best.best) == (2, True)
+    _, saved = checkpointing.read_saved_state(caption_run, 2)
+    for got, want in zip(jax.tree.leaves(best.params), jax.tree.leaves(saved["params"]),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+    by_best = Captioner.from_run(caption_run, step="best")
+    assert by_best.source == f"step 2 (best) of {caption_run}"
+    images = demo_images[:2]
+    assert [c.tokens for c in by_best.caption(images, "en,zh")] != \
+        [c.tokens for c in captioner.caption(images, "en,zh")]
+    short = Captioner.from_run(caption_run, step=2, max_len=5)
+    assert (short.source, short.max_len) == (f"step 2 of {caption_run}", 5)
+    assert all(len(c.tokens) <= 5 for c in short.caption(images[:1], "en"))
+
+
+@pytest.mark.parametrize("step, message", [
+    (7, r"no checkpoint of step 7 in .*checkpoints; available steps: 2, 4"),
+    ("last", r"step 'last': expected a number or 'best'"),
+])
+def test_bad_steps(caption_run, step, message):
+    with pytest.raises(InputError, match=message):
+        Captioner.from_run(caption_run, step=step)
+
+
+def test_runs_that_cannot_caption(caption_run, tmp_path):
+    with pytest.raises(InputError, match=r"run folder .*nowhere not found"):
+        Captioner.from_run(str(tmp_path / "nowhere"))
+    with pytest.raises(InputError, match=r"has no config.json: not a run folder"):
+        Captioner.from_run(str(tmp_path))
+    untrained = tmp_path / "untrained"
+    untrained.mkdir()
+    (untrained / "config.json").write_text(open(f"{caption_run}/config.json").read())
+    with pytest.raises(InputError, match=r"no checkpoint in .*untrained/checkpoints: train"):
+        Captioner.from_run(str(untrained))
+    with pytest.raises(InputError, match=r"no checkpoint in .*untrained/checkpoints_best"):
+        Captioner.from_run(str(untrained), step="best")
+
+
+def test_languages(captioner, demo_images):
+    assert captioner.check_langs("all") == ("en", "es", "hi", "zh")
+    assert captioner.check_langs(["hi", "en"]) == ("hi", "en")
+    with pytest.raises(InputError, match=r"unknown language 'fr'; known: en, es, hi, zh"):
+        captioner.caption(demo_images[:1], langs="en,fr")
+
+
+def test_decodings(captioner, caption_run, tiny_demo, demo_images):
+    images = demo_images[:2]
+    # Beam search with these settings is model/decode's, called here on the same rows.
+    beam = captioner.caption(images, "en,es", EXPORTED[1])
+    want = _independent(tiny_demo, caption_run, images, ("en", "es"), captioner.max_len,
+                        beam=(EXPORTED[1].beam_size, EXPORTED[1].alpha))
+    assert [c.tokens for c in beam] == [ids for ids, _, _ in want]
+    assert [c.tokens for c in beam] != [c.tokens for c in captioner.caption(images, "en,es")]
+    # One seed, one sample; another seed, another.
+    first, again = (captioner.caption(images, "en,es", dataclasses.replace(EXPORTED[2], seed=3))
+                    for _ in range(2))
+    assert [c.tokens for c in first] == [c.tokens for c in again]
+    other = captioner.caption(images, "en,es", dataclasses.replace(EXPORTED[2], seed=4))
+    assert [c.tokens for c in first] != [c.tokens for c in other]
+    with pytest.raises(InputError, match="unknown decoding 'nucleus'"):
+        captioner.caption(images, "en", "nucleus")
+    with pytest.raises(InputError, match=r"top_k=100000 exceeds the model's 768 logits"):
+        captioner.caption(images, "en", Decoding("sample", top_k=100000))
+
+
+def test_batches_are_padded_and_split(captioner, demo_images):
+    images = demo_images[:3]
+    # 3 images x 2 languages in batches of 4 rows: the second batch is padded (repeating
+    # its last row), which changes none of its captions.
+    split = captioner.caption(images, "en,zh", batch_size=4)
+    assert [(c.image, c.lang) for c in split] == [(i, lang) for i in images
+                                                  for lang in ("en", "zh")]
+    first = captioner.caption(images[:2], "en,zh", batch_size=4)
+    last = captioner.caption([images[2], images[2]], "en,zh", batch_size=4)[:2]
+    assert [c.tokens for c in split] == [c.tokens for c in first + last]
+    with pytest.raises(InputError, match="batch size must be >= 1"):
+        captioner.caption(images, "en", batch_size=0)
+
+
+def test_unreadable_images_stop_or_are_skipped(captioner, demo_images, tmp_path):
+    corrupt = tmp_path / "corrupt.jpg"
+    corrupt.write_bytes(b"\xff\xd8 not really a JPEG")
+    images = [demo_images[0], str(corrupt), demo_images[1]]
+    skipped = []
+    captions = captioner.caption(images, "en", on_error="skip",
+                                 skipped=lambda name, message: skipped.append((name, message)))
+    assert [c.image for c in captions] == [demo_images[0], demo_images[1]]
+    assert skipped == [(str(corrupt), f"cannot decode image {corrupt}: not an image in a "
+                                      f"format PIL reads")]
+    # Stop: the captions of the images before it (in the same batch) come first.
+    got = []
+    with pytest.raises(InputError, match=f"cannot decode image {corrupt}"):
+        for caption in captioner.iter_captions(images, "en", batch_size=8):
+            got.append(caption.image)
+    assert got == [demo_images[0]]
+    with pytest.raises(InputError, match="on_error 'ignore'; known: stop, skip"):
+        captioner.caption(images, "en", on_error="ignore")
+
+
+def test_images_as_bytes(captioner, demo_images):
+    with open(demo_images[0], "rb") as f:
+        data = f.read()
+    by_path, = captioner.caption(demo_images[:1], "en", batch_size=1)
+    raw, named = captioner.caption([data, ("upload.jpg", data)], "en", batch_size=1)
+    assert (raw.image, named.image) == ("image[0]", "upload.jpg")
+    assert raw.tokens == named.tokens == by_path.tokens
+    with pytest.raises(TypeError, match=r"images\[0\]: expected a path, bytes or"):
+        captioner.caption([np.zeros((4, 4, 3))], "en")
+
+
+def test_no_tensorflow_needed(captioner):
+    # The API's vocabulary is sentencepiece's: same ids as seqio's, without TensorFlow.
+    seqio_vocab = tokenizer.get_vocabulary(captioner.vocab.name)
+    text = "un círculo rojo 一个大的黄色圆形"
+    assert list(captioner.vocab.encode(text)) == list(seqio_vocab.encode(text))
+    ids = list(seqio_vocab.encode(text))
+    assert captioner.vocab.decode(ids) == seqio_vocab.decode(ids)
+    assert captioner.vocab.vocab_size == seqio_vocab.vocab_size
+    assert jax.devices()  # (the API runs on whatever JAX has)

@@ -1,0 +1,106 @@
+"""Tests of the captioning page's server side (tools/captioning/web.py) with Flask's test client.
+
+The browser itself is driven in test_browser.py; here: the page's choices, the answers of
+POST /caption against the API's captions, and bad input answered 400 / 413 with a message.
+"""
+
+import io
+
+import pytest
+
+from tools.captioning import Captioner, Decoding, web
+
+
+@pytest.fixture(scope="module")
+def client(captioner):
+    return web.create_app(captioner).test_client()
+
+
+def _post(client, image=None, name="photo.jpg", **form):
+    data = dict(form)
+    if image is not None:
+        data["image"] = (io.BytesIO(image), name)
+    return client.post("/caption", data=data, content_type="multipart/form-data")
+
+
+def _bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_page_offers_the_models_languages_and_decodings(client, caption_run):
+    page = client.get("/").get_data(as_text=True)
+    for lang in ("en", "es", "hi", "zh"):
+        assert f'name="langs" value="{lang}"' in page
+    assert page.count("checked>") == 5  # the core four, and greedy
+    for method in ("greedy", "beam", "sample"):
+        assert f'name="decode" value="{method}"' in page
+    assert f"step 4 of {caption_run}" in page
+
+
+def test_captions_are_the_apis(client, captioner, demo_images):
+    image = _bytes(demo_images[0])
+    langs = ("zh", "en", "es", "hi")
+    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3",
+                   alpha="0.6")
+    assert answer.status_code == 200
+    body = answer.get_json()
+    want = captioner.caption([("photo.jpg", image)], langs, Decoding("beam", beam_size=3))
+    assert body["image"] == "photo.jpg"
+    assert body["decoding"] == "beam search (3 beams, alpha 0.6)"
+    assert body["captions"] == [{"lang": c.lang, "caption": c.text, "log_prob": c.log_prob}
+                                for c in want]
+    # Settings of another decoding are ignored; sampling takes its own.
+    sampled = _post(client, image, langs=list(langs), decode="sample", beam_size="x",
+                    temperature="0.8", top_k="20", seed="2").get_json()
+    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20,
+                                                      seed=2))
+    assert [c["caption"] for c in sampled["captions"]] == [c.text for c in want]
+
+
+@pytest.mark.parametrize("form, image, message", [
+    ({"langs": "en"}, None, "no image: choose or drop one"),
+    ({}, "demo", "no language ticked"),
+    ({"langs": "fr"}, "demo", "unknown language 'fr'; known: en, es, hi, zh"),
+    ({"langs": "en"}, b"GIF89a broken", "cannot decode image photo.jpg"),
+    ({"langs": "en", "decode": "beam", "beam_size": "four"}, "demo",
+     "beam_size: expected an integer, got 'four'"),
+    ({"langs": "en", "decode": "beam", "beam_size": "0"}, "demo", "beam size must be >= 1"),
+    ({"langs": "en", "decode": "nucleus"}, "demo", "unknown decoding 'nucleus'"),
+])
+def test_bad_input_is_a_400_with_its_message(client, demo_images, form, image, message):
+    if image == "demo":
+        image = _bytes(demo_images[0])
+    answer = _post(client, image, **form)
+    assert answer.status_code == 400
+    assert message in answer.get_json()["error"]
+
+
+def test_an_image_over_the_limit_is_a_413(client):
+    answer = _post(client, b"\0" * (web.MAX_IMAGE_BYTES + 1), langs="en")
+    assert answer.status_code == 413
+    assert answer.get_json()["error"] == "the image is over 32 MiB"
+
+
+def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
+    client = web.create_app(Captioner.from_exported(exported)).test_client()
+    page = client.get("/").get_data(as_text=True)
+    assert "(as exported)" in page and 'value="3" readonly' in page
+    answer = _post(client, _bytes(demo_images[0]), langs="en", decode="beam", beam_size="4")
+    assert answer.status_code == 400 and "was exported with beam search (3 beams" in \
+        answer.get_json()["error"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--exported", "{tmp}/missing.npz"], "exported model {tmp}/missing.npz not found"),
+    (["--exported", "{tmp}/missing.npz", "--step", "2"], "--step is a setting of --workdir"),
+    (["--workdir", "{tmp}"], "{tmp} has no config.json"),
+    (["--port", "80"], "one of the arguments --workdir --exported is required"),
+])
+def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        web.main([a.format(tmp=tmp_path) for a in args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert message.format(tmp=tmp_path) in err

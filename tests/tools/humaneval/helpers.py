@@ -1,0 +1,98 @@
+"""Inputs of the human-evaluation tests: a tiny release and results folders written here.
+
+The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
+a right-to-left script is covered. A results folder is written by the evaluation tool's own
+writers (formats/ for the predictions and per-image files, tools/analysis/report.write_report):
+each image's caption is its
+first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
+(high for its own reference, low otherwise); no model is trained.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from evaluation import report
+from formats import per_image as per_image_format
+from formats import predictions
+
+ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
+
+
+def write_release(demo_xm3600, out):
+    """Copies the demo's XM3600 split to `out`, adding two Arabic captions per image."""
+    os.makedirs(out, exist_ok=True)
+    shutil.copytree(os.path.join(demo_xm3600, "images"), os.path.join(out, "images"))
+    with open(os.path.join(demo_xm3600, "captions.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    with open(os.path.join(out, "captions.jsonl"), "w", encoding="utf-8") as f:
+        for n, record in enumerate(records):
+            refs = [f"{ARABIC[n % 3]} {n}", f"{ARABIC[(n + 1) % 3]} رقم {n}"]
+            record["ar"] = {"caption": refs, "caption/tokenized": refs}
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return out
+
+
+def release_records(release):
+    """[(key, {lang: [references]})] of a release folder, in file order."""
+    with open(os.path.join(release, "captions.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["image/key"], {k: v["caption"] for k, v in r.items() if isinstance(v, dict)})
+            for r in rows]
+
+
+def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None,
+                  coco_dev=True):
+    """Writes a results folder for `langs` (the evaluation tool's files).
+
+    Args:
+        out: the folder.
+        release: the release folder.
+        langs: languages to write predictions for.
+        good: probability that an image's caption is its own first reference.
+        seed: of that choice.
+        keys: the images to caption (default: all of the release's).
+        lang_field: a wrong "lang" to write into the predictions (a malformed folder).
+        coco_dev: also write COCO-dev scores.
+
+    Returns:
+        {lang: {key: caption}}.
+    """
+    rng = np.random.default_rng(seed)
+    records = release_records(release)
+    keys = keys or [k for k, _ in records]
+    refs = dict(records)
+    captions, per_image = {}, {}
+    for lang in langs:
+        captions[lang], per_image[lang] = {}, {}
+        for n, key in enumerate(keys):
+            own = rng.random() < good
+            source = key if own else keys[(n + 1) % len(keys)]
+            captions[lang][key] = refs[source][lang][0]
+            per_image[lang][key] = (1.0 if own else 0.1) + 0.01 * n
+        os.makedirs(out, exist_ok=True)
+        predictions.write(os.path.join(out, predictions.file_name(lang)),
+                          {lang_field or lang: captions[lang]})
+    scores = {lang: float(np.mean(list(v.values()))) for lang, v in per_image.items()}
+    per_image_format.write(os.path.join(out, per_image_format.file_name()), per_image)
+    report.write_report(out, scores, {lang: len(keys) for lang in langs},
+                        coco_dev_scores={lang: s / 2 for lang, s in scores.items()}
+                        if coco_dev else None, name=os.path.basename(out), step=1)
+    return captions
+
+
+def pass_introduction(session, raters=None):
+    """Marks the introduction (consent, guidelines, practice) as passed by `raters` (default:
+    all), straight in the store, for tests of what comes after it."""
+    from tools.humaneval import store
+    store.init(session.db_path, session.digest)
+    with store.Store(session.db_path) as db:
+        for rater in session.raters:
+            if raters is not None and rater.name not in raters:
+                continue
+            db.pass_step(rater.name, "consent")
+            db.pass_step(rater.name, "guidelines")
+            for item in session.practice[rater.lang]:
+                db.add_practice(rater.name, item["id"], {}, True)

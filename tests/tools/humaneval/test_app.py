@@ -1,0 +1,225 @@
+"""Tests of the rating web app through Flask's test client (tools/humaneval/app.py)."""
+
+import re
+
+import pytest
+
+from tests.tools.humaneval import helpers
+from tools.humaneval import app as app_lib
+from tools.humaneval import store
+
+FIELD = r'<(?:input|button|select|textarea)\b[^>]*\bname="([^"]+)"'
+
+@pytest.fixture
+def blind_session(make_session, results_pair):
+    """An sxs session whose model names are easy to look for in pages (every rater past the
+    introduction)."""
+    session = make_session(systems=(("modelAlpha", results_pair[0]),
+                                    ("modelBeta", results_pair[1])),
+                           langs=("en", "ar"), replication=2, raters=("en=ann,bob,cyd", "2"))
+    helpers.pass_introduction(session)
+    return session
+
+
+def _client(session):
+    return app_lib.create_app(session.folder).test_client()
+
+
+def _ratings(session):
+    with store.Store(session.db_path) as db:
+        return db.ratings()
+
+
+def test_rate_resume_and_finish(blind_session):
+    client, rater = _client(blind_session), blind_session.by_name["ann"]
+    items = blind_session.assignments["ann"]
+    response = client.get(f"/r/{rater.token}")
+    assert response.status_code == 303 and response.location.endswith("/item/1")
+    page = client.get(response.location).get_data(as_text=True)
+    assert f"Item 1 of {len(items)}" in page
+    response = client.post(f"/r/{rater.token}/item/1", data={"choice": "-2"})
+    assert response.status_code == 303 and response.location.endswith(f"/r/{rater.token}")
+    # Resuming goes to the first item not rated; a rated item is not shown again.
+    assert client.get(f"/r/{rater.token}").location.endswith("/item/2")
+    assert client.get(f"/r/{rater.token}/item/1").status_code == 303
+    for n in range(2, len(items) + 1):
+        assert client.post(f"/r/{rater.token}/item/{n}", data={"choice": "0"}).status_code == 303
+    done = client.get(f"/r/{rater.token}")
+    assert done.status_code == 200 and f"all {len(items)} items" in done.get_data(as_text=True)
+    rows = _ratings(blind_session)
+    assert [r["item"] for r in rows] == list(items)
+    assert rows[0]["answer"] == {"choice": -2} and rows[0]["seconds"] is not None
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"choice": "9"}, "outside -3..3"),
+    ({"choice": "left"}, "expected an integer"),
+    ({}, "missing: choice"),
+    ({"choice": "1", "system": "m2"}, "unknown: system"),
+    ({"choice": ["1", "2"]}, "sent more than once"),
+])
+def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
+    client, token = _client(blind_session), blind_session.by_name["bob"].token
+    response = client.post(f"/r/{token}/item/1", data=data)
+    assert response.status_code == 400
+    assert message in response.get_data(as_text=True)
+    assert _ratings(blind_session) == []
+
+
+def test_unknown_tokens_places_and_duplicates(blind_session):
+    client, token = _client(blind_session), blind_session.by_name["cyd"].token
+    count = len(blind_session.assignments["cyd"])
+    for url in ("/r/0123456789abcdef", f"/r/{token}/item/0", f"/r/{token}/item/{count + 1}",
+                f"/r/{token}/item/{count + 1}/image", "/r/nobody/item/1/image", "/nothing"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+    page = client.get("/r/nobody").get_data(as_text=True)
+    assert "This link is not known" in page and 'id="forward"' not in page
+    # A place beyond the rater's list: a way back to where they are.
+    page = client.get(f"/r/{token}/item/{count + 1}").get_data(as_text=True)
+    assert "no such item" in page and f'id="forward" href="/r/{token}"' in page
+    assert client.post("/r/nobody/item/1", data={"choice": "1"}).status_code == 404
+    assert client.post(f"/r/{token}/item/1", data={"choice": "1"}).status_code == 303
+    again = client.post(f"/r/{token}/item/1", data={"choice": "-3"})
+    page = again.get_data(as_text=True)
+    assert again.status_code == 409 and "your first answer is kept" in page
+    assert f'id="forward" href="/r/{token}"' in page  # the way on: the next item
+    # The page's script gets the same as JSON, with the way on.
+    again = client.post(f"/r/{token}/item/1", data={"choice": "-3"},
+                        headers={"Accept": "application/json"})
+    assert again.status_code == 409
+    assert again.get_json()["next"] == f"/r/{token}" and "first answer" in again.get_json()["error"]
+    assert [r["answer"] for r in _ratings(blind_session)] == [{"choice": 1}]
+
+
+def test_nothing_tells_which_model_wrote_a_caption(blind_session):
+    client = _client(blind_session)
+    secrets = ["modelAlpha", "modelBeta", "m1", "m2", "base", "test", "gold",
+               *(s["results"] for s in blind_session.data["systems"])]
+    for rater in blind_session.raters:
+        for n, item_id in enumerate(blind_session.assignments[rater.name], start=1):
+            item = blind_session.items[item_id]
+            response = client.get(f"/r/{rater.token}/item/{n}")
+            page = response.get_data(as_text=True)
+            for secret in [*secrets, item.image, item.id]:
+                assert secret not in page, (secret, n)
+            # The form sends positional choices only, under the rater's own URL.
+            assert set(re.findall(FIELD, page)) == {"choice"}
+            assert set(re.findall(r'(?:src|action|href)="([^"]+)"', page)) == {
+                f"/r/{rater.token}/item/{n}/image", f"/r/{rater.token}/item/{n}",
+                f"/r/{rater.token}/guidelines", "/static/style.css", "/static/rate.js"}
+            image = client.get(f"/r/{rater.token}/item/{n}/image")
+            assert image.status_code == 200 and image.mimetype == "image/jpeg"
+            headers = str(image.headers)
+            assert item.image not in headers and "ETag" not in headers
+
+
+def test_a_token_reaches_only_its_raters_items(blind_session):
+    client = _client(blind_session)
+    ann, bob = blind_session.by_name["ann"], blind_session.by_name["bob"]
+    assert set(blind_session.assignments["ann"]) - set(blind_session.assignments["bob"])
+    # Every place under bob's token is one of bob's items (so none of ann's alone).
+    for n, item_id in enumerate(blind_session.assignments["bob"], start=1):
+        page = client.get(f"/r/{bob.token}/item/{n}").get_data(as_text=True)
+        shown = tuple(re.findall(r'<p class="caption"[^>]*>([^<]*)</p>', page))
+        assert shown == blind_session.items[item_id].texts
+    client.post(f"/r/{ann.token}/item/1", data={"choice": "3"})
+    client.post(f"/r/{bob.token}/item/1", data={"choice": "-3"})
+    rows = {r["rater"]: r for r in _ratings(blind_session)}
+    assert rows["ann"]["item"] == blind_session.assignments["ann"][0]
+    assert rows["ann"]["answer"] == {"choice": 3}
+    assert rows["bob"]["item"] == blind_session.assignments["bob"][0]
+
+
+def test_right_to_left_captions(blind_session):
+    client = _client(blind_session)
+    arabic = next(r for r in blind_session.raters if r.lang == "ar")
+    page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
+    assert page.count('lang="ar" dir="rtl"') == 2
+    english = blind_session.by_name["ann"]
+    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(
+        as_text=True)
+
+
+def test_quality_and_thumb_pages(make_session):
+    quality = make_session(type="quality", systems=(), references=True, langs=("en",),
+                           replication=1, gold_share=0.0)
+    helpers.pass_introduction(quality)
+    client, token = _client(quality), quality.raters[0].token
+    page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
+    assert "Not-Enough-Info" in page and 'name="quality"' in page
+    assert client.post(f"/r/{token}/item/1", data={"quality": "Good"}).status_code == 303
+    assert client.post(f"/r/{token}/item/2", data={"quality": "Great"}).status_code == 400
+
+    thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
+                         replication=1, gold_share=0.0)
+    helpers.pass_introduction(thumb)
+    client, token = _client(thumb), thumb.raters[0].token
+    page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
+    assert set(re.findall(FIELD, page)) == {"P", "R", "Fl", "Con", "Inc"}
+    answer = {"P": "5", "R": "4", "Fl": "-0.1", "Con": "0.0", "Inc": "-0.5"}
+    assert client.post(f"/r/{token}/item/1", data=answer).status_code == 303
+    bad = client.post(f"/r/{token}/item/2", data=dict(answer, P="7"))
+    assert bad.status_code == 400 and "outside 1-5" in bad.get_data(as_text=True)
+    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0,
+                                            "Inc": -0.5}
+
+
+def test_headers_of_every_answer(blind_session):
+    client, token = _client(blind_session), blind_session.by_name["ann"].token
+    for url in (f"/r/{token}/item/1", f"/r/{token}/item/1/image", "/r/nobody", "/",
+                f"/dashboard/{blind_session.owner_token}"):
+        headers = client.get(url).headers
+        assert headers["X-Frame-Options"] == "DENY", url
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], url
+        assert headers["Referrer-Policy"] == "no-referrer", url  # tokens are in the URLs
+        assert headers["X-Content-Type-Options"] == "nosniff", url
+    # Pages are never kept by the browser (Back reloads them); images may be.
+    assert client.get(f"/r/{token}/item/1").headers["Cache-Control"] == "no-store"
+    assert client.get(f"/r/{token}").headers["Cache-Control"] == "no-store"
+    assert "no-store" not in client.get(f"/r/{token}/item/1/image").headers["Cache-Control"]
+
+
+def test_answers_for_the_pages_script_are_json(blind_session):
+    client, token = _client(blind_session), blind_session.by_name["bob"].token
+    json_accept = {"Accept": "application/json"}
+    ok = client.post(f"/r/{token}/item/1", data={"choice": "2"}, headers=json_accept)
+    assert ok.status_code == 200 and ok.get_json() == {"next": f"/r/{token}"}
+    bad = client.post(f"/r/{token}/item/2", data={"choice": "8"}, headers=json_accept)
+    assert bad.status_code == 400 and "outside -3..3" in bad.get_json()["error"]
+
+
+@pytest.mark.parametrize("sent, stored", [("2500", 2.5), (None, None), ("99999999", "wall")])
+def test_active_time_is_kept_within_the_wall_clock(blind_session, sent, stored):
+    client, rater = _client(blind_session), blind_session.by_name["ann"]
+    client.get(f"/r/{rater.token}/item/1")  # the first view
+    item = blind_session.assignments["ann"][0]
+    with store.Store(blind_session.db_path) as db:  # seen ten seconds ago
+        db.conn.execute("UPDATE views SET first_shown = first_shown - 10 WHERE item = ?",
+                        (item,))
+    data = {"choice": "1"} if sent is None else {"choice": "1", "active_ms": sent}
+    assert client.post(f"/r/{rater.token}/item/1", data=data).status_code == 303
+    (row,) = _ratings(blind_session)
+    assert row["seconds"] == pytest.approx(10.0, abs=1.0)
+    expected = row["seconds"] if stored == "wall" else stored
+    assert row["active_seconds"] == (None if expected is None else pytest.approx(expected))
+
+
+def test_malformed_active_time_is_400(blind_session):
+    client, token = _client(blind_session), blind_session.by_name["ann"].token
+    response = client.post(f"/r/{token}/item/1", data={"choice": "1", "active_ms": "-5"})
+    assert response.status_code == 400 and "active_ms" in response.get_data(as_text=True)
+    assert _ratings(blind_session) == []
+
+
+def test_items_wait_for_the_introduction(make_session):
+    session = make_session(langs=("en",))
+    client, token = _client(session), session.raters[0].token
+    # Before the guidelines and practice: item pages lead back, answers are refused.
+    response = client.get(f"/r/{token}/item/1")
+    assert response.status_code == 303 and response.location.endswith(f"/r/{token}")
+    assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/guidelines")
+    refused = client.post(f"/r/{token}/item/1", data={"choice": "1"})
+    assert refused.status_code == 409 and "finish the introduction" in refused.get_data(
+        as_text=True)
+    assert _ratings(session) == []

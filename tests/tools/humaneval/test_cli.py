@@ -1,0 +1,132 @@
+"""The command line (python -m tools.humaneval): the study end to end, and bad input as one line."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tools.humaneval import __main__ as cli
+from tools.humaneval import session as session_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _create_args(release, results_pair, out, *extra):
+    return ["create", "--type", "sxs", "--release", release, "--langs", "en,zh",
+            "--m1", results_pair[0], "--m2", results_pair[1], "--subset-size", "6",
+            "--out", out, *extra]
+
+
+def _error(capsys, argv):
+    """Runs the CLI expecting bad input: returns its one stderr line."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_the_study_end_to_end(release, results_pair, tmp_path, capsys):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out, "--m1-name", "BB", "--m2-name", "Bg"))
+    assert "wrote" in capsys.readouterr().out
+    cli.main(["simulate", "--session", out, "--bias", "en-1=0.5"])
+    assert "SIMULATED" in capsys.readouterr().out
+    cli.main(["status", "--session", out])
+    assert capsys.readouterr().out.count("\n") == 6  # one line per rater
+    cli.main(["export", "--session", out, "--out", str(tmp_path / "export")])
+    cli.main(["analyze", "--session", out, "--out", str(tmp_path / "report")])
+    with open(tmp_path / "export" / "side_by_side.csv", encoding="utf-8") as f:
+        assert f.readline().strip() == ("m2,m1,lang,set,delta_sxs,delta_cider_xm600,"
+                                        "delta_cider_xm3600,delta_cider_coco_dev")
+        assert f.readline().startswith("Bg,BB,en,core,")
+    assert os.path.exists(tmp_path / "report" / "report.md")
+
+
+def test_bad_create_flags(release, results_pair, tmp_path, capsys):
+    out = str(tmp_path / "s")
+    assert "no predictions in 'es'" in _error(capsys, _create_args(
+        release, results_pair, out, "--langs", "en,es"))
+    assert "unknown language 'xx'" in _error(capsys, _create_args(
+        release, results_pair, out, "--langs", "xx"))
+    assert "--m2" in _error(capsys, ["create", "--type", "sxs", "--release", release,
+                                     "--langs", "en", "--m1", results_pair[0], "--out", out])
+    assert "the following arguments are required: --out" in _error(
+        capsys, ["create", "--type", "sxs", "--release", release, "--langs", "en"])
+    assert "captions file not found" in _error(capsys, _create_args(
+        str(tmp_path), results_pair, out))
+    assert not os.path.exists(os.path.join(out, "session.json"))
+
+
+def test_commands_on_a_hand_edited_or_missing_session(release, results_pair, tmp_path, capsys):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out))
+    cli.main(["simulate", "--session", out])
+    capsys.readouterr()
+    path = os.path.join(out, "session.json")
+    original = open(path, encoding="utf-8").read()
+    data = json.loads(original)
+    data["items"][0]["texts"].reverse()  # which model wrote which side, changed by hand
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    for command in (["serve", "--session", out], ["status", "--session", out],
+                    ["export", "--session", out, "--out", str(tmp_path / "x")],
+                    ["analyze", "--session", out, "--out", str(tmp_path / "y")]):
+        assert "does not match its digest" in _error(capsys, command)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(original)
+    ratings = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
+    count = ratings.execute("SELECT COUNT(*) FROM ratings").fetchone()[0]
+    ratings.close()
+    assert count == sum(map(len, session_lib.load(out).assignments.values()))  # none lost
+    assert "not found" in _error(capsys, ["serve", "--session", str(tmp_path / "none")])
+    assert "exists" in _error(capsys, _create_args(release, results_pair, out))
+    assert open(path, encoding="utf-8").read() == original
+    assert "no rater 'zz'" in _error(capsys, ["simulate", "--session", out, "--bias", "zz=1"])
+
+
+def test_a_tampered_rating_is_named(release, results_pair, tmp_path, capsys):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out))
+    cli.main(["simulate", "--session", out])
+    capsys.readouterr()
+    conn = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
+    conn.execute("""UPDATE ratings SET answer = '{"choice": 9}' WHERE id = 3""")
+    conn.commit()
+    conn.close()
+    err = _error(capsys, ["analyze", "--session", out, "--out", str(tmp_path / "r")])
+    assert "ratings row id 3" in err and "outside -3..3" in err
+
+
+def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.humaneval", "serve", "--session", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys):
+    consent = tmp_path / "consent.txt"
+    consent.write_text("I agree.", encoding="utf-8")
+    translation = tmp_path / "zh.json"
+    translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
+    out = str(tmp_path / "crowd")
+    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--crowd", "--consent",
+                          str(consent), "--translation", f"zh={translation}",
+                          "--completion-code", "ABC"))
+    captured = capsys.readouterr()
+    assert "wrote" in captured.out
+    # What deserves a look comes as warning lines; the session is made.
+    assert all(line.startswith("warning: ") for line in captured.err.splitlines())
+    assert "not translated, shown in English" in captured.err
+    session = session_lib.load(out)
+    assert session.crowd["completion_code"] == "ABC" and session.crowd["quota"] == 4
+    assert session.data["study"]["translations"]["zh"] == {"submit": "提交"}
+    assert "--translation 'zh': expected LANG=FILE" in _error(
+        capsys, _create_args(release, results_pair, str(tmp_path / "x"), "--translation", "zh"))

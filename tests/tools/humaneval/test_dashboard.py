@@ -1,0 +1,75 @@
+"""The study owner's dashboard (tools/humaneval/dashboard.py): its numbers from the database."""
+
+import statistics
+
+import numpy as np
+import pytest
+
+from tests.tools.humaneval import helpers
+from tools.humaneval import app as app_lib
+from tools.humaneval import dashboard, rating_stats, simulate, store
+
+
+@pytest.fixture
+def running(make_session):
+    """An sxs session in en and zh where en is simulated in full, and zh-1 has rated two
+    items by hand with known active times."""
+    session = make_session(langs=("en", "zh"), gold_share=0.34)
+    simulate.simulate(session, raters={"en-1", "en-2", "en-3"}, careless={"en-2": 1.0},
+                      seed=4)
+    helpers.pass_introduction(session, raters={"zh-1"})
+    with store.Store(session.db_path) as db:
+        for n, active in ((1, 4.0), (2, 10.0)):
+            item = session.assignments["zh-1"][n - 1]
+            db.mark_shown("zh-1", item, now=1000.0)
+            db.add_rating("zh-1", item, n, {"choice": 1}, now=1030.0, active_seconds=active)
+        db.enrol("prolific", "pid9", ["zh-2"], {"STUDY_ID": "s"})
+    return session
+
+
+def test_overview_equals_a_direct_count(running):
+    data = dashboard.overview(running, now=1090.0)
+    ratings = rating_stats.load_ratings(running)
+    assert data["ratings"] == {"web": 2, "simulated": sum(r.source == "simulated"
+                                                           for r in ratings)}
+    by_lang = {row["lang"]: row for row in data["langs"]}
+    en_tests = [i for i in running.items.values() if i.lang == "en" and not i.is_gold]
+    assert by_lang["en"]["complete"] == len(en_tests) == by_lang["en"]["items"]
+    assert by_lang["zh"]["complete"] == 0
+    zh_first = {running.assignments["zh-1"][0], running.assignments["zh-1"][1]}
+    assert by_lang["zh"]["begun"] == sum(not running.items[i].is_gold for i in zh_first)
+    assert by_lang["zh"]["median_seconds"] == 7.0 and by_lang["en"]["median_seconds"] is None
+    assert by_lang["zh"]["p90_seconds"] == pytest.approx(np.percentile([4.0, 10.0], 90))
+    table = rating_stats.agreement_table(running, ratings)
+    assert by_lang["en"]["alpha"]["score"] == table[("en", "score")]["alpha"]
+    rows = {row["name"]: row for row in data["raters"]}
+    assert rows["zh-1"]["rated"] == 2 and rows["zh-1"]["last"] == "60 s ago"
+    assert rows["zh-1"]["median_seconds"] == statistics.median([4.0, 10.0])
+    assert rows["zh-1"]["practice"] == "3 / 3" and rows["zh-1"]["guidelines"]
+    assert rows["zh-2"]["participant"]["participant"] == "pid9"
+    assert rows["en-2"]["flagged"] and rows["en-2"]["gold_failed"] > 0
+    assert not rows["en-1"]["flagged"]
+
+
+def test_pages_and_plots(running):
+    client = app_lib.create_app(running.folder).test_client()
+    token = running.owner_token
+    page = client.get(f"/dashboard/{token}").get_data(as_text=True)
+    assert 'data-rater="en-2" class="flagged"' in page and "SIMULATED" in page
+    panel = client.get(f"/dashboard/{token}/panel").get_data(as_text=True)
+    assert panel.count("<tr data-rater=") == len(running.raters) and "<html" not in panel
+    for name in dashboard.PLOTS:
+        plot = client.get(f"/dashboard/{token}/plot/{name}.png")
+        assert plot.mimetype == "image/png" and plot.data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert client.get(f"/dashboard/{token}/plot/other.png").status_code == 404
+    for url in ("/dashboard/x", "/dashboard/x/panel", "/dashboard/x/plot/times.png",
+                f"/dashboard/{running.raters[0].token}"):
+        assert client.get(url).status_code == 404, url
+
+
+def test_a_fresh_session(make_session):
+    session = make_session(langs=("en",))
+    data = dashboard.overview(session)
+    assert data["ratings"] == {"web": 0, "simulated": 0}
+    assert all(row["last"] == "–" for row in data["raters"])
+    assert dashboard.times_png(data)[:4] == b"\x89PNG"

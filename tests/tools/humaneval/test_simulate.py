@@ -1,0 +1,64 @@
+"""Simulated raters (tools/humaneval/simulate.py) never mix silently with people's ratings."""
+
+import csv
+
+import pytest
+
+from errors import InputError
+from tools.humaneval import __main__ as cli
+from tools.humaneval import export, rating_stats, simulate, store, study_report
+
+
+@pytest.fixture
+def rated_by_people(make_session):
+    """An sxs session in en where en-1 has rated two items by hand."""
+    session = make_session(langs=("en",))
+    store.init(session.db_path, session.digest)
+    with store.Store(session.db_path) as db:
+        for n in (1, 2):
+            db.add_rating("en-1", session.assignments["en-1"][n - 1], n, {"choice": 2})
+    return session
+
+
+def _rows(session):
+    with store.Store(session.db_path) as db:
+        return db.ratings()
+
+
+def test_refused_where_people_rated(rated_by_people, capsys):
+    before = _rows(rated_by_people)
+    with pytest.raises(InputError, match="holds 2 rating\\(s\\) by people"):
+        simulate.simulate(rated_by_people)
+    assert _rows(rated_by_people) == before  # nothing stored
+    with pytest.raises(SystemExit):
+        cli.main(["simulate", "--session", rated_by_people.folder])
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--force" in err
+
+
+def test_forced_ratings_are_marked_and_can_be_left_out(rated_by_people, tmp_path, capsys):
+    count = simulate.simulate(rated_by_people, force=True)
+    rows = _rows(rated_by_people)
+    assert count == len(rows) - 2
+    assert [r["source"] for r in rows[:2]] == ["web", "web"]
+    assert {r["source"] for r in rows[2:]} == {"simulated"}
+    # Export: everything (with a warning), or people's ratings only.
+    warnings = []
+    paths = export.export(rated_by_people, str(tmp_path / "all"), warn=warnings.append)
+    assert any(f"{count} of its {len(rows)} ratings are SIMULATED" in w for w in warnings)
+    with open(paths["csv"], newline="", encoding="utf-8") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    cli.main(["export", "--session", rated_by_people.folder, "--out", str(tmp_path / "web"),
+              "--exclude-simulated"])
+    assert "warning" not in capsys.readouterr().err
+    with open(tmp_path / "web" / "ratings.csv", newline="", encoding="utf-8") as f:
+        kept = list(csv.DictReader(f))
+    assert [r["source"] for r in kept] == ["web", "web"]
+    # Analysis: flagged on the first line, or left out.
+    report = study_report.write_report([rated_by_people], str(tmp_path / "r1"), resamples=0)
+    assert "**SIMULATED ratings**" in open(report["markdown"], encoding="utf-8").read()
+    report = study_report.write_report([rated_by_people], str(tmp_path / "r2"), resamples=0,
+                                       exclude_simulated=True)
+    text = open(report["markdown"], encoding="utf-8").read()
+    assert "SIMULATED" not in text and "; 2 ratings)" in text
+    assert len(rating_stats.load_ratings(rated_by_people, exclude_simulated=True)) == 2

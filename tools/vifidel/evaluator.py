@@ -1,0 +1,114 @@
+"""The VIFIDEL evaluator (type `vifidel`): visual fidelity of XM3600 captions to object labels.
+
+Decodes the XM3600 images in each language (as `xm3600_cider` does) and scores the captions
+with VIFIDEL (tools/vifidel/): exp(-WMD) between each image's object labels (Open Images
+labels, XM3600's images being Open Images images) and the caption's content words, in one
+aligned word-vector space, with the references' importance penalty unless `use_references` is
+False. The settings are those of `python -m tools.vifidel`, each default the paper's.
+
+Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `langs`, `every`,
+`batch_size`, `max_decode_len`, `max_images`, `labels` (label files or glob patterns; default
+`<data_dir>/*-annotations-human-imagelabels*.csv`), `class_descriptions` (default
+`<data_dir>/oidv7-class-descriptions.csv`), `vectors` (a pattern with {lang}, or a tuple of
+patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
+`penalty` ("halved": Eq. 4; or "clipped"), `cost_power` (2: Eq. 1; or 1: the authors' script),
+`stopwords` ("iso": the stopwordsiso lists; "none"; or a folder of <lang>.txt), `label_weights`
+("instances" or "binary"), `multiword` ("mean"), `min_confidence` (1.0),
+`allow_missing_labels` (False), `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>`
+and `eval/vifidel/avg`. Its files in a results folder (the evaluator contract's defaults,
+evaluation/evaluators/common.py): `predictions_vifidel_<lang>.jsonl`,
+`per_image_vifidel.jsonl` (no line for an image without a known label), `scores_vifidel.json`
+and `table_vifidel.md`.
+"""
+
+import os
+
+import errors
+from data import languages
+from evaluation import cider
+from evaluation.evaluators import common
+from tools import vifidel as vifidel_lib
+
+DEFAULT_LABELS = "*-annotations-human-imagelabels*.csv"
+DEFAULT_CLASS_DESCRIPTIONS = "oidv7-class-descriptions.csv"
+
+
+def settings_from_config(name, eval_config):
+    """The `tools.vifidel.Settings` of `config.evals.<name>`.
+
+    Raises:
+        ValueError: `vectors` is missing or a setting is outside its choices (the field is
+            named).
+    """
+    data_dir = eval_config.data_dir
+    vectors = eval_config.get("vectors", None)
+    if not vectors:
+        raise ValueError(f"config.evals.{name}.vectors is required: a path pattern with "
+                         f"{{lang}} (e.g. vectors/wiki.{{lang}}.align.vec) or LANG=PATH entries")
+    labels = eval_config.get("labels", None) or os.path.join(data_dir, DEFAULT_LABELS)
+    settings = vifidel_lib.Settings(
+        vectors=(vectors,) if isinstance(vectors, str) else tuple(vectors),
+        labels=(labels,) if isinstance(labels, str) else tuple(labels),
+        class_descriptions=eval_config.get("class_descriptions", None) or os.path.join(
+            data_dir, DEFAULT_CLASS_DESCRIPTIONS),
+        label_lang=eval_config.get("label_lang", "en"),
+        use_references=eval_config.get("use_references", True),
+        penalty=eval_config.get("penalty", "halved"),
+        cost_power=eval_config.get("cost_power", 2),
+        stopwords=eval_config.get("stopwords", "iso") or "none",
+        label_weights=eval_config.get("label_weights", "instances"),
+        multiword=eval_config.get("multiword", "mean"),
+        min_confidence=eval_config.get("min_confidence", 1.0),
+        allow_missing_labels=eval_config.get("allow_missing_labels", False))
+    try:
+        settings.check()
+    except errors.InputError as e:
+        raise ValueError(f"config.evals.{name}: {e}") from None
+    return settings
+
+
+class Xm3600Vifidel(common.CaptionEvaluator):
+    """Decodes the XM3600 images in each language and scores them with VIFIDEL.
+
+    Args:
+        name: the key in `config.evals`.
+        eval_config: its ConfigDict (see the module docstring).
+        setup: an `evaluation.evaluators.common.Setup`.
+        langs: languages instead of `eval_config.langs`.
+        decoding: a `Decoding` instead of the config's.
+
+    Raises:
+        ValueError: a bad field, or bad label / vector files (the message names the field,
+            file, line or value).
+    """
+    metric_prefix = "eval/vifidel/"
+    outputs_name = "vifidel"
+    metric = "vifidel"
+    title = "VIFIDEL on XM3600"
+    all_langs = tuple(languages.XM3600_LANGS)
+
+    @classmethod
+    def check_config(cls, name, eval_config):
+        settings_from_config(name, eval_config)
+
+    def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
+        self.settings = settings_from_config(name, eval_config)
+        caption_set = common.load_xm3600_set(eval_config, setup, langs)
+        try:
+            super().__init__(name, eval_config, caption_set, setup, decoding)
+        except errors.InputError as e:
+            raise ValueError(f"config.evals.{name}: {e}") from None
+
+    def make_scorers(self, langs):
+        scorers = vifidel_lib.build_scorers({lang: self.data.keys[lang] for lang in langs},
+                                        {lang: self.data.references[lang] for lang in langs},
+                                        self.settings, map_fn=cider.map_languages)
+
+        def scorer_fn(scorer):
+            def score(captions):
+                result = scorer.score(captions)
+                return result.corpus, result.per_image
+            return score
+
+        return [scorer_fn(scorers[lang]) for lang in langs]
