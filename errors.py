@@ -34,6 +34,7 @@ Code with no kind of its own (the CIDEr and VIFIDEL engines, the human-evaluatio
 `InputError` itself.
 """
 
+import os
 import sys
 
 EXIT_STATUS = 2  # Of a command line that stopped on bad input.
@@ -72,3 +73,37 @@ def fail(error):
     """Prints `error: <message>` on stderr and exits with status 2 (raises `Exit`)."""
     print_error(error)
     raise Exit(str(error))
+
+
+def run_main(main, *args):
+    """Runs a command line's `main(*args)` and exits with its status, the same way everywhere.
+
+    An `Error` is one `error:` line and status 2; Ctrl-C is one line, `stopped (Ctrl-C)`, and
+    status 130; a reader that closed the pipe early (`... | head`) ends the command quietly
+    with status 0, its remaining output dropped, and no traceback.
+    """
+    try:
+        status = main(*args)
+    except Error as e:
+        status = print_error(e)
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        status = 130
+    except BrokenPipeError:
+        status = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    # The interpreter flushes stdout again at exit; pointed at /dev/null that cannot fail.
+    if not _stdout_is_open():
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(status or 0)
+
+
+def _stdout_is_open():
+    try:
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        return False

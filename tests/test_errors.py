@@ -60,3 +60,38 @@ def test_fail_prints_one_line_and_exits_with_status_2(capsys):
     assert info.value.code == 2 and str(info.value) == "data.jsonl:3: not valid JSON"
     assert capsys.readouterr().err == "error: data.jsonl:3: not valid JSON\n"
     assert errors.print_error(errors.RunError("x")) == 2
+
+
+_RUN_MAIN = """
+import os, signal, sys
+import errors
+def main(kind):
+    if kind == "error":
+        raise errors.InputError("bad.csv:3: no caption")
+    if kind == "interrupt":
+        raise KeyboardInterrupt
+    for i in range(200_000):
+        print("line", i)
+    return 0
+errors.run_main(main, sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("kind, status, stderr", [
+    ("error", 2, "error: bad.csv:3: no caption\n"),
+    ("interrupt", 130, "stopped (Ctrl-C)\n"),
+    ("pipe", 0, ""),
+])
+def test_run_main_ends_a_command_line_in_one_line(tmp_path, kind, status, stderr):
+    import subprocess
+    import sys
+    script = tmp_path / "cli.py"
+    script.write_text(_RUN_MAIN)
+    env = {"PYTHONPATH": str(test_structure.ROOT), "PATH": "/usr/bin:/bin"}
+    # `| head -1`: the reader closes the pipe after one line.
+    proc = subprocess.run(f"{sys.executable} {script} {kind} | head -1; exit ${{PIPESTATUS[0]}}",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == status
+    assert proc.stderr == stderr
+    assert proc.stdout == ("line 0\n" if kind == "pipe" else "")
