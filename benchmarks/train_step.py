@@ -42,6 +42,7 @@ from absl import app, flags, logging  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+import files  # noqa: E402
 import train  # noqa: E402
 from training import compilation_cache, flops, run_config  # noqa: E402
 from training import state as state_lib  # noqa: E402
@@ -57,6 +58,10 @@ _MEMORY_ONLY = flags.DEFINE_bool(
     "memory_only", False, "Compile for abstract inputs and print the memory analysis; "
     "allocate and run nothing.")
 _JSON = flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
+_PROFILE = flags.DEFINE_string(
+    "profile", None, "Also trace 3 steps with jax.profiler into this folder (its "
+    "plugins/profile/*/*.trace.json.gz opens in Perfetto or TensorBoard) and write the step's "
+    "optimized HLO there (train_step.hlo.txt: the trace's kernel names are its instructions).")
 _TIME_OPTIMIZER = flags.DEFINE_bool(
     "time_optimizer", False, "Also time the optimizer's update alone (Adafactor and applying "
     "it), with XLA's kernel count and bytes accessed of it.")
@@ -273,7 +278,7 @@ def optimizer_figures(tx, state, repeats=5):
 
 
 def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
-            time_optimizer=False, say=print):
+            time_optimizer=False, profile_dir=None, say=print):
     """Compiles and times the train step of `config`; returns its figures (a dict).
 
     Prints each figure with `say` as soon as it is known. The persistent
@@ -349,6 +354,13 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     jax.block_until_ready(m)
     seconds = (time.perf_counter() - start) / steps
     out["loss"] = float(m["train/loss"])
+    if profile_dir:
+        with jax.profiler.trace(profile_dir):
+            for i in range(3):
+                state, m = compiled(state, batch, jax.random.key(i))
+            jax.block_until_ready(m)
+        files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), compiled.as_text())
+        say(f"profile:       3 steps traced into {profile_dir}")
 
     stats = device.memory_stats() or {}
     if "peak_bytes_in_use" in stats:
@@ -402,7 +414,7 @@ def main(argv):
         figures = measure(config, default_vocab_size(config, _VOCAB_SIZE.value),
                           steps=_STEPS.value, caption_len=_CAPTION_LEN.value,
                           memory_only=_MEMORY_ONLY.value, time_optimizer=_TIME_OPTIMIZER.value,
-                          say=lambda s: print(s, flush=True))
+                          profile_dir=_PROFILE.value, say=lambda s: print(s, flush=True))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
