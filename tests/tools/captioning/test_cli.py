@@ -15,11 +15,12 @@ import sys
 
 import pytest
 
+from tests import tiny
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = tiny.REPO
 
 
 def _main(*args):

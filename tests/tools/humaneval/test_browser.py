@@ -10,7 +10,6 @@ keyboard of the three scales. The browser is required: `make test` installs chro
 chromium-driver when missing, and this test fails (never skips) without them.
 """
 
-import os
 import shutil
 import signal
 import subprocess
@@ -28,10 +27,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from errors import InputError
 from formats import predictions
+from tests import tiny
 from tests.tools.humaneval import helpers
 from tools.humaneval import screenshot, server, store
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = tiny.REPO
 WINDOW = (1100, 900)
 
 

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
+from tests import tiny
 from tools.humaneval import __main__ as cli
 from tools.humaneval import session as session_lib
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = tiny.REPO
 
 
 def _create_args(release, results_pair, out, *extra):

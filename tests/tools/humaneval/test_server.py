@@ -4,7 +4,6 @@ real command as a subprocess); a port in use; links behind a reverse proxy; the 
 import http.client
 import io
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -13,10 +12,11 @@ import urllib.parse
 import pytest
 
 from errors import InputError
+from tests import tiny
 from tests.tools.humaneval import helpers
 from tools.humaneval import server, store
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = tiny.REPO
 
 
 def _start(session):
