@@ -239,14 +239,12 @@ def _parser():
 
 
 def main(argv=None):
-    """Runs one command; bad input exits with status 2 and one `error: ...` line."""
+    """Runs one command; returns 0. Bad input raises `errors.Error` (run_main prints it as one
+    `error: ...` line, status 2) or exits with status 2 after one line (usage)."""
     args = _parser().parse_args(argv)
-    try:
-        args.run(args)
-    except errors.Error as e:
-        errors.fail(e)
+    args.run(args)
     return 0
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -24,6 +24,7 @@ import csv
 import json
 import os
 
+import files
 from formats import side_by_side, thumb_ratings
 from tools.humaneval import rating_stats, scales
 
@@ -149,12 +150,12 @@ def export(session, out, exclude_simulated=False, warn=None):
     rows = [rating_row(session, r) for r in ratings]
     paths = {"csv": os.path.join(out, "ratings.csv"),
              "jsonl": os.path.join(out, "ratings.jsonl")}
-    with open(paths["csv"], "w", newline="", encoding="utf-8") as f:
+    with files.replacing(paths["csv"], newline="") as f:
         writer = csv.DictWriter(f, RATING_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(dict(row, answer=json.dumps(row["answer"], sort_keys=True))
                          for row in rows)
-    with open(paths["jsonl"], "w", encoding="utf-8") as f:
+    with files.replacing(paths["jsonl"]) as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if session.type == "sxs":
         paths["side_by_side"] = side_by_side.write(os.path.join(out, side_by_side.FILE_NAME),

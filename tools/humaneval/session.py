@@ -33,13 +33,15 @@ raters' tokens, the dashboard's and the enrolment link's), so it is written read
 owner only (0600).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 
+import files
 from data import languages
-from errors import InputError
+from errors import InputError, RunError
 from tools.humaneval.scales import SESSION_TYPES
 
 FORMAT = "xm3600-humaneval-session/2"
@@ -145,17 +147,27 @@ def write(folder, data):
 
     Raises:
         InputError: the folder already holds a session or ratings (nothing is overwritten).
+        RunError: the file could not be written (a full disk): nothing is left of it.
     """
     check_new_folder(folder)
-    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, SESSION_FILE)
     data = dict(data, digest=digest(data))
-    tmp = path + ".tmp"
-    # Created 0600: the file holds the raters' tokens and the dashboard's.
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
-              encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    created = not os.path.isdir(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        # Whole or not at all (files.py), 0600: the file holds the raters' tokens and the
+        # dashboard's. files.replacing gives the file the umask's permissions.
+        old = os.umask(0o077)
+        try:
+            files.write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        finally:
+            os.umask(old)
+    except OSError as e:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise RunError(f"{path}: the session could not be written ({e.strerror or e}); "
+                       f"nothing was written: make room and create it again") from None
     return path
 
 

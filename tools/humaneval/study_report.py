@@ -36,6 +36,7 @@ import os
 
 import numpy as np
 
+import files
 from evaluation import report as eval_report
 from formats import side_by_side, thumb_ratings
 from tools.analysis import correlate
@@ -48,7 +49,7 @@ TABLE2_COLUMNS = ("lang", "system", "captions", "good_plus", "med_plus", "bad", 
 
 
 def _write_csv(path, columns, rows):
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with files.replacing(path, newline="") as f:
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
@@ -306,6 +307,5 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None,
                  "report shows the pipeline, not what people think of the captions "
                  "(`analyze --exclude-simulated` leaves them out).", ""]
     paths["markdown"] = os.path.join(out, "report.md")
-    with open(paths["markdown"], "w", encoding="utf-8") as f:
-        f.write("\n".join(head + lines) + "\n")
+    files.write_text(paths["markdown"], "\n".join(head + lines) + "\n")
     return paths

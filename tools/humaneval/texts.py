@@ -17,6 +17,7 @@ import string
 
 import markupsafe
 
+import files
 from errors import InputError
 from formats import json_object
 
@@ -221,8 +222,7 @@ def read_translation(path, lang):
 
 def write_english(path):
     """Writes the English catalogue as a translation file to start from; returns `path`."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(ENGLISH, indent=1, ensure_ascii=False) + "\n")
+    files.write_text(path, json.dumps(ENGLISH, indent=1, ensure_ascii=False) + "\n")
     return path
 
 

@@ -31,7 +31,7 @@ from formats import predictions
 from tests.tools.humaneval import helpers
 from tools.humaneval import screenshot, server, store
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 WINDOW = (1100, 900)
 
 

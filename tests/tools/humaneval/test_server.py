@@ -12,11 +12,12 @@ import urllib.parse
 
 import pytest
 
+import errors
 from errors import InputError
 from tests.tools.humaneval import helpers
 from tools.humaneval import server, store
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _start(session):
@@ -93,7 +94,8 @@ def test_a_port_in_use_is_one_error_line(make_session, capsys):
     try:
         port = busy.getsockname()[1]
         with pytest.raises(SystemExit) as exit_info:
-            cli.main(["serve", "--session", session.folder, "--port", str(port)])
+            errors.run_main(cli.main, ["serve", "--session", session.folder, "--port",
+                                       str(port)])
     finally:
         busy.close()
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ import csv
 
 import pytest
 
+import errors
 from errors import InputError
 from tools.humaneval import __main__ as cli
 from tools.humaneval import export, rating_stats, simulate, store, study_report
@@ -31,7 +32,7 @@ def test_refused_where_people_rated(rated_by_people, capsys):
         simulate.simulate(rated_by_people)
     assert _rows(rated_by_people) == before  # nothing stored
     with pytest.raises(SystemExit):
-        cli.main(["simulate", "--session", rated_by_people.folder])
+        errors.run_main(cli.main, ["simulate", "--session", rated_by_people.folder])
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "--force" in err
 
