@@ -118,7 +118,8 @@ def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, ca
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
     out = str(tmp_path / "crowd")
-    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--crowd", "--consent",
+    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--gold-share", "0.34",
+                          "--crowd", "--consent",
                           str(consent), "--translation", f"zh={translation}",
                           "--completion-code", "ABC"))
     captured = capsys.readouterr()
@@ -152,7 +153,7 @@ def test_create_on_a_full_disk_is_one_line_and_leaves_nothing(release, results_p
 
 def test_status_into_a_closed_pipe_ends_quietly(release, results_pair, tmp_path):
     out = str(tmp_path / "session")
-    cli.main(_create_args(release, results_pair, out, "--raters", "40"))
+    cli.main(_create_args(release, results_pair, out, "--raters", "40", "--gold-share", "0"))
     command = (f"{sys.executable} -m tools.humaneval status --session {out} | head -1")
     result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
