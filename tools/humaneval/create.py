@@ -34,9 +34,9 @@ from data import languages, xm3600_release
 from errors import InputError
 from formats import predictions as predictions_format
 from tools.humaneval import practice, subsets, texts
-from tools.humaneval.rating_stats import MIN_RATINGS, STRAIGHT_SHARE
 from tools.humaneval import results as results_lib
 from tools.humaneval import session as session_lib
+from tools.humaneval.rating_stats import MIN_RATINGS, STRAIGHT_SHARE
 
 REFERENCES = "references"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -39,7 +39,6 @@ from formats import thumb_ratings
 from tools.humaneval import agreement, scales
 from tools.humaneval import store as store_lib
 
-
 FLAGS = ("gold", "fast", "straight")
 STRAIGHT_SHARE = 0.9  # one answer to at least this share of a rater's items: straight-lining
 MIN_RATINGS = 8  # a rater is judged fast or straight-lining from this many ratings on
