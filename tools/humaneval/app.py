@@ -181,14 +181,14 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
         if arrival.participant is None:
             raise web.Refused(400, "join.no_id", arrival.problem or "")
         candidates = [r.name for r in session.raters if r.lang == lang]
-        name, _ = web.open_store().enrol(arrival.platform, arrival.participant, candidates,
-                                         arrival.details)
+        name, token, _ = web.open_store().enrol(arrival.platform, arrival.participant,
+                                                candidates, arrival.details)
         if name is None:
             rater = next(r for r in session.raters if r.lang == lang)
             ui = web.wording(rater)
             return web.render("message.html", rater, code=409, title=ui("full.title"),
                               text=ui("full.body"), forward=None), 409
-        return flask.redirect(flask.url_for("resume", token=session.by_name[name].token), 303)
+        return flask.redirect(flask.url_for("resume", token=token), 303)
 
     def image_response(key):
         path = xm3600_release.image_path(session.data["release"], key)

@@ -65,12 +65,14 @@ def register(app):
         if choice != "decline":
             raise web.Refused(400, "error.400", "field 'consent': expected agree or decline",
                               rater)
-        db.decline(rater.name)
-        return web.moved_on(flask.url_for("declined", token=token))
+        db.decline(rater.name)  # a crowd participant's link dies here
+        return web.moved_on(flask.url_for("declined", lang=rater.lang))
 
-    @app.get("/r/<token>/declined")
-    def declined(token):
-        rater = web.rater_of(token)
+    @app.get("/declined/<lang>")
+    def declined(lang):
+        if lang not in web.session().langs:
+            raise web.Refused(404, "error.unknown_link")
+        rater = next(r for r in web.session().raters if r.lang == lang)
         ui = web.wording(rater)
         return web.render("message.html", rater, code=200, title=ui("declined.title"),
                           text=ui("declined.body"), forward=None)

@@ -28,7 +28,8 @@ def _rows(session):
 
 def test_refused_where_people_rated(rated_by_people, capsys):
     before = _rows(rated_by_people)
-    with pytest.raises(InputError, match="holds 2 rating\\(s\\) by people"):
+    with pytest.raises(InputError, match=r"people have begun under 1 rater\(s\) \(e.g. en-1 "
+                                         r"\(rated\)\)"):
         simulate.simulate(rated_by_people)
     assert _rows(rated_by_people) == before  # nothing stored
     with pytest.raises(SystemExit):
