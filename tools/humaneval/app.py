@@ -34,7 +34,6 @@ from errors import InputError
 from tools.humaneval import crowd, dashboard, onboarding, store, web
 from tools.humaneval import session as session_lib
 
-IDLE_SECONDS = 60  # the page stops counting active time after this long without any input
 _MTURK = " ".join(crowd.MTURK_SITES)
 _CSP = ("default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
         "object-src 'none'; base-uri 'none'; form-action 'self' " + _MTURK + "; "
@@ -82,12 +81,13 @@ def _register_errors(app):
                                                 rater=flask.g.get("rater")))
 
 
-def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
+def create_app(session_folder, idle_seconds=None, dashboard_refresh=10):
     """The Flask app of one session.
 
     Args:
         session_folder: a folder written by `python -m tools.humaneval create`.
-        idle_seconds: after this long without input the page stops counting active time.
+        idle_seconds: a pause without input longer than this is not active time; default
+            the session's (create --idle-seconds).
         dashboard_refresh: seconds between the dashboard's updates.
 
     Returns:
@@ -101,7 +101,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
     app.config["HUMANEVAL_SESSION"] = session
-    app.config["IDLE_SECONDS"] = idle_seconds
+    app.config["IDLE_SECONDS"] = idle_seconds or session.checks["idle_seconds"]
     app.config["DASHBOARD_REFRESH"] = dashboard_refresh
     app.teardown_appcontext(web.close_store)
     app.after_request(_headers)

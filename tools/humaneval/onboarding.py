@@ -117,7 +117,10 @@ def register(app):
                 yours=practice.describe(session.type, answer, ui),
                 expected=practice.describe_accepted(session.type, item, ui), why=item["why"],
                 next_url=web.resume_url(rater) if last else
-                flask.url_for("practice_item", token=token, n=n + 1), last=last)
+                flask.url_for("practice_item", token=token, n=n + 1), last=last,
+                texts=item["texts"], type=session.type, lang=rater.lang,
+                direction=scales.text_direction(rater.lang),
+                image_url=flask.url_for("practice_image", token=token, n=n))
         if "guidelines" not in db.steps(rater.name):
             return flask.redirect(web.resume_url(rater), 303)
         return web.item_page(rater, item["texts"], n, total, practice=True,

@@ -65,7 +65,8 @@ ENGLISH = {
     "js.offline": "The server cannot be reached: your answer was NOT saved. Check your "
                   "connection, then choose again.",
     "js.failed": "Your answer was not saved:",
-    "js.idle": "Paused: the clock stops while you are away.",
+    "js.idle": "Paused: no input for {seconds} s, so this pause is not counted as working "
+               "time. Move the mouse or press a key to go on.",
     # Consent.
     "consent.title": "Before you start",
     "consent.agree": "I agree and want to take part",
