@@ -46,6 +46,12 @@ def _practice_at(rater, n):
 
 def register(app):
     """Adds the consent, guidelines and practice pages to the rating app."""
+    _register_consent(app)
+    _register_guidelines(app)
+    _register_practice(app)
+
+
+def _register_consent(app):
 
     @app.get("/r/<token>/consent")
     def consent(token):
@@ -77,6 +83,9 @@ def register(app):
         return web.render("message.html", rater, code=200, title=ui("declined.title"),
                           text=ui("declined.body"), forward=None)
 
+
+
+def _register_guidelines(app):
     @app.get("/r/<token>/guidelines")
     def guidelines(token):
         rater = web.rater_of(token)
@@ -100,6 +109,9 @@ def register(app):
         rater = web.rater_of(token)
         return app.config["HUMANEVAL_IMAGE"](web.session().examples[rater.lang]["image"])
 
+
+
+def _register_practice(app):
     @app.get("/r/<token>/practice/<int:n>")
     def practice_item(token, n):
         rater = web.rater_of(token)
