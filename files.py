@@ -19,13 +19,15 @@ import tempfile
 
 
 @contextlib.contextmanager
-def replacing(path, mode="w", encoding="utf-8", newline=None):
+def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
     """A file object whose contents replace `path` when the block ends without an error.
 
     Args:
         path: the file to write.
         mode: "w" (text) or "wb" (bytes).
         encoding, newline: as `open`'s, for text.
+        permissions: the file's mode bits (e.g. 0o600 for secrets); default: as `open` makes
+            them (0o666 less the umask).
     """
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
@@ -39,7 +41,8 @@ def replacing(path, mode="w", encoding="utf-8", newline=None):
             yield f
             f.flush()
             os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a plain open would not.
+        # mkstemp makes it 0600; a plain open would not.
+        os.chmod(tmp, 0o666 & ~_umask() if permissions is None else permissions)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -47,9 +50,9 @@ def replacing(path, mode="w", encoding="utf-8", newline=None):
         raise
 
 
-def write_text(path, text):
+def write_text(path, text, permissions=None):
     """Replaces `path` with `text` (UTF-8), whole or not at all."""
-    with replacing(path) as f:
+    with replacing(path, permissions=permissions) as f:
         f.write(text)
 
 

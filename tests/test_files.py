@@ -14,6 +14,8 @@ def test_replaces_the_file_and_leaves_nothing_beside_it(tmp_path):
     files.write_text(path, "new")
     assert path.read_text() == "new"
     assert os.listdir(tmp_path) == ["out.txt"]
+    files.write_text(tmp_path / "secret", "token", permissions=0o600)
+    assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
     files.write_json(tmp_path / "x.json", {"a": "é"})
     assert (tmp_path / "x.json").read_text(encoding="utf-8") == '{\n "a": "é"\n}\n'
 

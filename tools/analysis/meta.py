@@ -30,8 +30,10 @@ Human judgements, five kinds:
   "b" | "tie", "lang" (optional)}: one human winner per pair as given (pairwise.py).
 - Triplet judgements (formats/triplet_judgements.py): the CIDEr paper's protocol as written,
   the majority of each triplet's judgements, then of each pair's triplets (triplets.py).
-- PASCAL-50S as its authors released it (pascal50s.py): accuracy per kind of pair (HC, HI, HM,
-  MM) and overall.
+- PASCAL-50S as its authors released it, in either public layout (pascal50s.py): accuracy per
+  kind of pair (HC, HI, HM, MM) and overall, against the majority of each pair's 11 votes
+  (the CIDEr code repository's pair_pascal.mat) and against the majority of its 48 triplets
+  (the dataset's consensus_pascal.mat), whichever the folder holds.
 
 For pairs: the share of pairs where the metric scores the human winner higher, a metric tie
 broken at random; each image's references sub-sampled to --num-refs (at least 1, at most the
@@ -281,8 +283,9 @@ def _parser():
     source.add_argument("--pairwise", metavar="JSONL", help="pairwise preferences")
     source.add_argument("--triplets", metavar="JSONL", help="triplet judgements (CIDEr paper)")
     source.add_argument("--pascal50s", metavar="DIR",
-                        help="folder of the PASCAL-50S release (pair_pascal.mat, "
-                             "consensus_pascal.mat, pascal50S.mat)")
+                        help="folder of PASCAL-50S in either layout (pair_pascal.mat with "
+                             "consensus_pascal.mat, or with its votes, pascal50S.mat and "
+                             "pascal_cands.mat)")
     parser.add_argument("--references", help="XM3600 captions.jsonl or THUMB references")
     parser.add_argument("--metric", action="append", choices=meta_scores.METRICS)
     parser.add_argument("--scores", action="append", metavar="NAME=FILE")
@@ -311,6 +314,33 @@ def _parser():
     return parser
 
 
+def _pair_sources(args):
+    """The pairs to score (--pairwise, --triplets, --pascal50s): ([(pairs, references,
+    triplets or None, analysis, target, where)], description of the inputs)."""
+    if args.pairwise:
+        if not args.references:
+            raise MetaError("--pairwise needs --references")
+        pairs = pairwise.read_preferences(args.pairwise, args.lang)
+        references = meta_scores.read_references(args.references, args.lang)
+        return [(pairs, references, None, "pairwise", "preference", args.references)], \
+            args.pairwise
+    if args.triplets:
+        judgements = triplet_judgements.read(args.triplets)
+        pairs, references, summary = triplets.aggregate(judgements, args.lang)
+        where = args.triplets
+        if args.references:
+            references = meta_scores.read_references(args.references, args.lang)
+            where = args.references
+        return [(pairs, references, triplets.triplets_from_judgements(judgements)[0],
+                 "triplets", "majority of triplets", where)], \
+            f"{args.triplets} ({summary.describe()})"
+    release = pascal50s.read(args.pascal50s, args.lang)
+    jobs = [(a.pairs, a.references,
+             release.triplets if a.target == pascal50s.TRIPLETS else None, "pascal50s",
+             a.target, args.pascal50s) for a in release.analyses]
+    return jobs, f"PASCAL-50S {args.pascal50s} ({release.note})"
+
+
 def _pairs(args, vifidel_settings):
     """Pairwise accuracies (--pairwise, --triplets, --pascal50s): (rows, source, curves)."""
     if not args.metric:
@@ -320,49 +350,34 @@ def _pairs(args, vifidel_settings):
                         "--triplets or --pascal50s, without --references")
     if args.split_references and args.curve:
         raise MetaError("--curve and --split-references: choose one")
-    triplet_list = None
-    if args.pairwise:
-        if not args.references:
-            raise MetaError("--pairwise needs --references")
-        pairs = pairwise.read_preferences(args.pairwise, args.lang)
-        references = meta_scores.read_references(args.references, args.lang)
-        analysis, target, where = "pairwise", "preference", args.references
-        source = args.pairwise
-    elif args.triplets:
-        judgements = triplet_judgements.read(args.triplets)
-        pairs, references, summary = triplets.aggregate(judgements, args.lang)
-        triplet_list = triplets.triplets_from_judgements(judgements)[0]
-        analysis, target, where = "triplets", "majority of triplets", args.triplets
-        if args.references:
-            references = meta_scores.read_references(args.references, args.lang)
-            where = args.references
-        source = f"{args.triplets} ({summary.describe()})"
-    else:
-        release = pascal50s.read(args.pascal50s, args.lang)
-        pairs, references, triplet_list = release.pairs, release.references, release.triplets
-        analysis, target, where = "pascal50s", "majority of triplets", args.pascal50s
-        source = f"PASCAL-50S {args.pascal50s} ({release.note})"
-    ties = sum(p.human == 0 for p in pairs)
-    source += (f"; {ties} of {len(pairs)} pairs are human ties, "
-               + ("left out" if args.human_ties == "drop" else "broken at random"))
-    common = dict(num_refs=args.num_refs, draws=args.draws, seed=args.seed,
-                  samples=args.samples, confidence=args.confidence, human_ties=args.human_ties,
-                  vifidel_settings=vifidel_settings, where=where)
+    jobs, source = _pair_sources(args)
     if args.split_references:
-        rows = triplets.split_rows(triplet_list, args.lang, args.metric, analysis=analysis,
-                                   **common)
-        return rows, source, None
-    rows = pairwise.rows(pairs, references, args.metric, analysis=analysis, target=target,
-                         **common)
-    curves = None
-    if args.curve:
-        max_refs = min(len(references[p.image]) for p in pairs)
-        curves = {metric: pairwise.curve(pairs, references, metric, max_refs,
-                                         draws=args.draws, seed=args.seed,
-                                         human_ties=args.human_ties,
-                                         vifidel_settings=vifidel_settings, where=where)
-                  for metric in args.metric}
-    return rows, source, curves
+        jobs = [job for job in jobs if job[2] is not None]
+        if not jobs:
+            raise MetaError(f"--split-references needs the triplets ({pascal50s.VOTES_FILE})")
+    rows, curves = [], {}
+    for pairs, references, triplet_list, analysis, target, where in jobs:
+        ties = sum(p.human == 0 for p in pairs)
+        source += (f"; {target}: {ties} of {len(pairs)} pairs are human ties, "
+                   + ("left out" if args.human_ties == "drop" else "broken at random"))
+        common = dict(num_refs=args.num_refs, draws=args.draws, seed=args.seed,
+                      samples=args.samples, confidence=args.confidence,
+                      human_ties=args.human_ties, vifidel_settings=vifidel_settings,
+                      where=where)
+        if args.split_references:
+            rows += triplets.split_rows(triplet_list, args.lang, args.metric,
+                                        analysis=analysis, **common)
+            continue
+        rows += pairwise.rows(pairs, references, args.metric, analysis=analysis,
+                              target=target, **common)
+        if args.curve:
+            max_refs = min(len(references[p.image]) for p in pairs)
+            for metric in args.metric:
+                name = metric if len(jobs) == 1 else f"{metric} ({target})"
+                curves[name] = pairwise.curve(
+                    pairs, references, metric, max_refs, draws=args.draws, seed=args.seed,
+                    human_ties=args.human_ties, vifidel_settings=vifidel_settings, where=where)
+    return rows, source, curves or None
 
 
 def run(args):

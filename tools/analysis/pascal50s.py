@@ -1,10 +1,17 @@
-"""PASCAL-50S as the CIDEr authors released it (Vedantam et al., CVPR 2015): a reader.
+"""PASCAL-50S as the CIDEr authors released it (Vedantam et al., CVPR 2015): a reader of both
+public layouts.
 
-The release (the CIDEr project's data, MATLAB files) holds three files; their variables, as
-the public code that reads them uses them (the struct fields are read by position: their names
-are not documented):
+The data comes in two layouts, MATLAB files whose struct fields are read by position (their
+names differ between copies and are not documented):
 
-- `pascal50S.mat`, variable `train_sent_final`: a 1 x 1000 struct array, one element per
+- the dataset's release: `pair_pascal.mat` and `consensus_pascal.mat` (the triplets), with
+  `pascal50S.mat` holding `train_sent_final` (optional here);
+- the CIDEr authors' code repository (its data/ folder): `pair_pascal.mat` with the pairwise
+  votes (`result`), `pascal50S.mat` holding `refs`, and `pascal_cands.mat` (optional).
+
+Their variables:
+
+- `pascal50S.mat`: `train_sent_final` or `refs`, a 1 x 1000 struct array, one element per
   image: its name (the image's URL or file name, `.../2008_000032.jpg`) and a 1 x 50 cell of
   reference sentences;
 - `pair_pascal.mat`, 4000 candidate pairs: `new_input`, a 1 x 4000 struct array of (image file
@@ -12,33 +19,61 @@ are not documented):
   five machine systems, 6: a human sentence of the image, 7: a human sentence of another
   image); `category`, 1 x 4000: the pair's kind, 1 HC (two human sentences of the image), 2 HI
   (one of the image and one of another image), 3 HM (human and machine), 4 MM (two machines),
-  1000 pairs each;
-- `consensus_pascal.mat`, the human votes: `triplets`, a 1 x (48 x 4000) struct array, the 48
-  triplets of each pair in pair order, each (reference A, candidate B, candidate C, winner),
-  A, B and C each a 1 x 1 cell of text and the winner 1 (B is more like A) or -1 (C). The
-  release stores each triplet's winner, the majority of its three judgements already taken.
+  1000 pairs each; in the code repository's copy also `result`, a 1 x 4000 struct array whose
+  one field holds the pair's human votes "which of B or C is better", 1 x 11 (1 x 10 for a
+  few pairs), each 1 (B) or -1 (C);
+- `pascal_cands.mat`: `cands`, a 1 x 4000 struct array of (image name, 1 x 2 cell of the
+  pair's candidates B and C), the pairs again as candidates to score; checked against the
+  pairs when it is there;
+- `consensus_pascal.mat`, the triplet judgements: `triplets`, a 1 x (48 x 4000) struct array,
+  the 48 triplets of each pair in pair order, each (reference A, candidate B, candidate C,
+  winner), A, B and C each a 1 x 1 cell of text and the winner 1 (B is more like A) or -1 (C).
+  The release stores each triplet's winner, the majority of its three judgements taken.
 
-`read` turns them into triplets (tools/analysis/triplets.py), whose majorities give each
-pair's winner; the references the metric draws from are each image's triplet references (48:
-the image's 50 sentences less the two of its HC pair), checked against `pascal50S.mat` when
-that file is there. Pairs and triplets that do not match (a triplet of other candidates, a kind
-outside 1-4, a winner other than +-1) are errors naming the pair and the triplet.
+`read` gives one `Analysis` per source of human winners the folder has: the majority of each
+pair's votes (`VOTES`: more 1s than -1s, B; fewer, C; as many, a human tie), with each
+image's 50 sentences of `pascal50S.mat` as the references the metric draws from; and the
+majority of each pair's triplets (`TRIPLETS`, tools/analysis/triplets.py), with each image's
+triplet references (48: the image's 50 sentences less the two of its HC pair), checked
+against `pascal50S.mat` when that file is there. Pairs, candidates and triplets that do not
+match (a triplet of other candidates, a kind outside 1-4, a vote or winner other than +-1)
+are errors naming the file and the entry.
 """
 
+import collections
 import dataclasses
 import os
 
 import numpy as np
 from scipy import io as scipy_io
 
+from tools.analysis import pairwise
 from tools.analysis import triplets as triplets_lib
 from tools.analysis.meta_scores import MetaError
 
 REFERENCES_FILE = "pascal50S.mat"
+REFERENCES_VARIABLES = ("train_sent_final", "refs")  # the dataset's, the code repository's
+CANDIDATES_FILE = "pascal_cands.mat"
 PAIRS_FILE = "pair_pascal.mat"
 VOTES_FILE = "consensus_pascal.mat"
 KINDS = {1: "HC", 2: "HI", 3: "HM", 4: "MM"}
 SOURCES = {**{k: "machine" for k in range(1, 6)}, 6: "human", 7: "human (other image)"}
+VOTES = "majority of pairwise votes"
+TRIPLETS = "majority of triplets"
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """One source of human winners and the references that go with it.
+
+    Attributes:
+        target: VOTES or TRIPLETS.
+        pairs: [pairwise.Pair] with their human winners, in pair order.
+        references: {image: [references the metric draws from]}.
+    """
+    target: str
+    pairs: list
+    references: dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +81,15 @@ class Release:
     """PASCAL-50S read.
 
     Attributes:
-        triplets: [triplets.Triplet], 48 per pair, in pair order.
-        pairs: [pairwise.Pair] with their winners by the majority of their triplets.
-        references: {image: [its triplet references]}.
+        analyses: [Analysis]: the pairwise votes' where the folder has them, then the
+            triplets' where it has those.
+        triplets: [triplets.Triplet], 48 per pair, in pair order; None without
+            consensus_pascal.mat.
         sentences: {image: [its 50 sentences]} from pascal50S.mat, or None without it.
-        note: what was checked, for reports.
+        note: what was read and checked, for reports.
     """
-    triplets: list
-    pairs: list
-    references: dict
+    analyses: list
+    triplets: list | None
     sentences: dict | None
     note: str
 
@@ -111,11 +146,17 @@ def _same(a, b):
 
 
 def read_sentences(path):
-    """pascal50S.mat: {image key: [its sentences]}."""
-    entries = _load(path, ["train_sent_final"])["train_sent_final"]
+    """pascal50S.mat (`train_sent_final` or `refs`): {image key: [its sentences]}."""
+    mat = _load(path, [])
+    names = [v for v in REFERENCES_VARIABLES if v in mat]
+    if not names:
+        found = sorted(k for k in mat if not k.startswith("__"))
+        raise MetaError(f"{path}: no variable {' or '.join(REFERENCES_VARIABLES)} (found: "
+                        f"{', '.join(found) or 'none'})")
+    entries = mat[names[0]]
     out = {}
     for i, element in enumerate(entries.flat):
-        where = f"{path}: train_sent_final({i + 1})"
+        where = f"{path}: {names[0]}({i + 1})"
         name, sentences = _fields(element, 2, where)
         cell = sentences if isinstance(sentences, np.ndarray) else np.array([sentences])
         out[_image_key(_text(name, where))] = [
@@ -126,7 +167,8 @@ def read_sentences(path):
 
 
 def read_pairs(path):
-    """pair_pascal.mat: [(image key, B, C, kind)]."""
+    """pair_pascal.mat: ([(image key, B, C, kind)], each pair's votes or None without
+    `result`)."""
     mat = _load(path, ["new_input", "category"])
     entries, kinds = mat["new_input"], np.asarray(mat["category"]).ravel()
     if entries.size != kinds.size:
@@ -139,7 +181,38 @@ def read_pairs(path):
         if kind not in KINDS:
             raise MetaError(f"{where}: category {kind:g} is not 1-4 (HC, HI, HM, MM)")
         out.append((_image_key(image), b, c, KINDS[int(kind)]))
+    return out, _read_pair_votes(mat, path, len(out)) if "result" in mat else None
+
+
+def _read_pair_votes(mat, path, count):
+    """`result`: each pair's votes, a list of +1 (B) / -1 (C) per pair."""
+    entries = mat["result"]
+    if entries.size != count:
+        raise MetaError(f"{path}: {count} pairs in new_input but {entries.size} in result")
+    out = []
+    for i, element in enumerate(entries.flat):
+        where = f"{path}: result of pair {i + 1}"
+        values = np.asarray(_fields(element, 1, where)[0]).ravel()
+        if values.size == 0 or not np.isin(values, (1, -1)).all():
+            raise MetaError(f"{where}: votes {values.tolist()!r} are not each 1 (B) or -1 (C)")
+        out.append(values.astype(int).tolist())
     return out
+
+
+def check_candidates(path, pairs):
+    """pascal_cands.mat: each entry the image and the two candidates of the same pair."""
+    entries = _load(path, ["cands"])["cands"]
+    if entries.size != len(pairs):
+        raise MetaError(f"{path}: {entries.size} entries for {len(pairs)} pairs")
+    for i, (element, (image, b, c, _)) in enumerate(zip(entries.flat, pairs, strict=True)):
+        where = f"{path}: cands({i + 1})"
+        name, sentences = _fields(element, 2, where)
+        cell = sentences if isinstance(sentences, np.ndarray) else np.array([sentences])
+        texts = [_text(t, where) for t in cell.flat]
+        if _image_key(_text(name, where)) != image or len(texts) != 2 or not (
+                _same(texts[0], b) and _same(texts[1], c)):
+            raise MetaError(f"{where}: not the image and candidates of pair {i + 1} in "
+                            f"{PAIRS_FILE} ({image}: {b[:40]!r} / {c[:40]!r})")
 
 
 def read_votes(path, pairs):
@@ -166,17 +239,15 @@ def read_votes(path, pairs):
     return out
 
 
-def read(folder, lang="en"):
-    """Reads the release from a folder holding its files (pascal50S.mat optional).
+def _vote_pairs(pairs, votes, where, lang):
+    """The pairs with the majority of their votes as the human winner (a tie: 0)."""
+    return [pairwise.Pair(image, lang, b, c, int(np.sign(sum(v))), f"{where}: pair {i + 1}",
+                          kind)
+            for i, ((image, b, c, kind), v) in enumerate(zip(pairs, votes, strict=True))]
 
-    Returns:
-        A `Release`.
 
-    Raises:
-        MetaError: a missing file or variable, a malformed entry, triplets that do not match
-            their pairs (file and entry named).
-    """
-    pairs = read_pairs(os.path.join(folder, PAIRS_FILE))
+def _triplet_analysis(folder, pairs, lang):
+    """The triplets, their pairs' winners and the images' triplet references."""
     triplets = read_votes(os.path.join(folder, VOTES_FILE), pairs)
     scored, _ = triplets_lib.pairs_from_triplets(triplets, lang)
     # The references of an image: the A's of its first pair's triplets, in order (a sentence
@@ -189,20 +260,66 @@ def read(folder, lang="en"):
     if len(scored) != len(pairs):
         raise MetaError(f"{os.path.join(folder, PAIRS_FILE)}: {len(pairs)} pairs, of which "
                         f"{len(pairs) - len(scored)} repeat another pair of their image")
+    return triplets, Analysis(TRIPLETS, scored, references)
+
+
+def _sentences_note(sentences, references):
+    """How many triplet references are among the images' sentences of pascal50S.mat."""
+    missing = sorted(image for image in references if image not in sentences)
+    if missing:
+        raise MetaError(f"{REFERENCES_FILE}: no sentences for image {missing[0]!r} "
+                        f"({len(missing)} images of the pairs are not there)")
+    known = {image: {_normalized(s) for s in sentences[image]} for image in references}
+    outside = sum(_normalized(r) not in known[image]
+                  for image, refs in references.items() for r in refs)
+    total = sum(len(refs) for refs in references.values())
+    return f"{total - outside} of {total} among the image's sentences in {REFERENCES_FILE}"
+
+
+def read(folder, lang="en"):
+    """Reads PASCAL-50S from a folder in either layout (the module docstring).
+
+    Returns:
+        A `Release`.
+
+    Raises:
+        MetaError: a missing file or variable, a malformed entry, candidates or triplets that
+            do not match their pairs (file and entry named).
+    """
+    pairs_path = os.path.join(folder, PAIRS_FILE)
+    pairs, votes = read_pairs(pairs_path)
+    has_triplets = os.path.isfile(os.path.join(folder, VOTES_FILE))
+    if votes is None and not has_triplets:
+        raise MetaError(f"{folder}: no human judgements: PASCAL-50S needs {VOTES_FILE} (the "
+                        f"dataset's triplets) or a {PAIRS_FILE} with 'result' (the pairwise "
+                        f"votes of the CIDEr code repository)")
     sentences_path = os.path.join(folder, REFERENCES_FILE)
-    sentences = None
-    note = (f"{len(scored)} pairs, {len(triplets) // len(scored)} triplets each; references: "
-            f"each image's triplet references")
-    if os.path.isfile(sentences_path):
-        sentences = read_sentences(sentences_path)
-        missing = sorted(image for image in references if image not in sentences)
+    sentences = read_sentences(sentences_path) if os.path.isfile(sentences_path) else None
+    analyses, notes, triplets = [], [f"{len(pairs)} pairs"], None
+    if votes is not None:
+        if sentences is None:
+            raise MetaError(f"{sentences_path} not found: the pairwise votes of {PAIRS_FILE} "
+                            f"are scored against each image's sentences there")
+        missing = sorted({image for image, *_ in pairs} - set(sentences))
         if missing:
             raise MetaError(f"{sentences_path}: no sentences for image {missing[0]!r} "
                             f"({len(missing)} images of the pairs are not there)")
-        known = {image: {_normalized(s) for s in sentences[image]} for image in references}
-        outside = sum(_normalized(r) not in known[image]
-                      for image, refs in references.items() for r in refs)
-        total = sum(len(refs) for refs in references.values())
-        note += (f", {total - outside} of {total} among the image's sentences in "
-                 f"{REFERENCES_FILE}")
-    return Release(triplets, scored, references, sentences, note)
+        if os.path.isfile(os.path.join(folder, CANDIDATES_FILE)):
+            check_candidates(os.path.join(folder, CANDIDATES_FILE), pairs)
+            notes.append(f"{CANDIDATES_FILE} matches them")
+        scored = _vote_pairs(pairs, votes, pairs_path, lang)
+        sizes = sorted(collections.Counter(map(len, votes)).items(), reverse=True)
+        notes.append(f"{VOTES}: {', '.join(f'{n} pairs of {k}' for k, n in sizes)} votes, "
+                     f"{sum(p.human == 0 for p in scored)} ties; references: each image's "
+                     f"{'/'.join(str(n) for n in sorted({len(v) for v in sentences.values()}))}"
+                     f" sentences of {REFERENCES_FILE}")
+        analyses.append(Analysis(VOTES, scored, {image: sentences[image]
+                                                 for image, *_ in pairs}))
+    if has_triplets:
+        triplets, analysis = _triplet_analysis(folder, pairs, lang)
+        analyses.append(analysis)
+        notes.append(f"{TRIPLETS}: {len(triplets) // len(pairs)} triplets each; references: "
+                     f"each image's triplet references"
+                     + (f", {_sentences_note(sentences, analysis.references)}"
+                        if sentences is not None else ""))
+    return Release(analyses, triplets, sentences, "; ".join(notes))

@@ -4,15 +4,16 @@
         --m1 results/base --m2 results/test [--subset-size 100 --subset-seed 0] \
         [--replication 3] [--raters 3 | --quota 40] [--gold-share 0.1] \
         [--consent consent.txt] [--translation zh=zh.json ...] \
-        [--crowd [--completion-code CODE] [--completion-url URL]] --out sessions/base_vs_test
+        [--crowd [--completion-code CODE] [--completion-url URL]] \
+        [--idle-seconds 30] [--min-seconds 2] --out sessions/base_vs_test
     python -m tools.humaneval serve --session sessions/base_vs_test [--host 127.0.0.1 --port 8000] \
         [--threads 8] [--public-url https://rate.example.org/study1]
     python -m tools.humaneval status --session sessions/base_vs_test
     python -m tools.humaneval simulate --session sessions/base_vs_test [--force]
     python -m tools.humaneval export --session sessions/base_vs_test --out exports/base_vs_test \
-        [--exclude-simulated]
+        [--exclude-simulated] [--exclude-flagged]
     python -m tools.humaneval analyze --session S1 [--session S2 ...] --out reports/study \
-        [--exclude-simulated]
+        [--exclude-simulated] [--exclude-flagged]
     python -m tools.humaneval texts --out en.json   # the English texts, to translate
 
 Bad input exits with status 2 after one line `error: ...`; nothing already written (a session,
@@ -24,6 +25,7 @@ import os
 import sys
 
 import errors
+from tools.humaneval import create as create_lib
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,7 +56,7 @@ def _translation_flag(value):
 
 
 def _create(args):
-    from tools.humaneval import create
+    create = create_lib
     if args.type == "sxs":
         if not (args.m1 and args.m2) or args.results:
             raise errors.InputError("--type sxs needs --m1 BASE_RESULTS and --m2 TEST_RESULTS "
@@ -78,7 +80,8 @@ def _create(args):
         consent=args.consent, translations=tuple(_translation_flag(v)
                                                  for v in args.translation or ()),
         crowd=args.crowd, quota=args.quota, completion_code=args.completion_code,
-        completion_url=args.completion_url)
+        completion_url=args.completion_url, idle_seconds=args.idle_seconds,
+        min_seconds=args.min_seconds)
     session = create.create(spec, args.out, warn=_warn)
     gold = sum(i.is_gold for i in session.items.values())
     print(f"wrote {session.folder}/session.json: {session.type}, "
@@ -132,7 +135,8 @@ def _export(args):
     from tools.humaneval import export
     from tools.humaneval import session as session_lib
     paths = export.export(session_lib.load(args.session), args.out,
-                          exclude_simulated=args.exclude_simulated, warn=_warn)
+                          exclude_simulated=args.exclude_simulated,
+                          exclude_flagged=args.exclude_flagged, warn=_warn)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
 
@@ -143,7 +147,8 @@ def _analyze(args):
     sessions = [session_lib.load(s) for s in args.session]
     paths = study_report.write_report(sessions, args.out, resamples=args.resamples,
                                       seed=args.seed, paper_dir=args.paper_dir,
-                                      exclude_simulated=args.exclude_simulated)
+                                      exclude_simulated=args.exclude_simulated,
+                                      exclude_flagged=args.exclude_flagged)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
 
@@ -153,9 +158,7 @@ def _texts(args):
     print(texts.write_english(args.out))
 
 
-def _parser():
-    parser = _Parser(prog="python -m tools.humaneval", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _create_parser(sub):
     p = sub.add_parser("create", help="a session from results folders")
     p.add_argument("--type", required=True, choices=("sxs", "quality", "thumb"))
     p.add_argument("--release", required=True, help="XM3600 release folder (captions.jsonl, "
@@ -179,6 +182,12 @@ def _parser():
                    help="attention-check items, as a share of the test items")
     p.add_argument("--gold-max-failure-rate", type=float, default=0.0,
                    help="a rater failing a larger share of gold items is flagged")
+    p.add_argument("--idle-seconds", type=float, default=create_lib.IDLE_SECONDS,
+                   help="a pause without input longer than this is left out of the active "
+                        "(paid) time, whole")
+    p.add_argument("--min-seconds", type=float, default=create_lib.MIN_SECONDS,
+                   help="a rater whose median active time per item is below this is "
+                        "flagged as too fast")
     p.add_argument("--seed", type=int, default=0, help="seeds every random choice")
     p.add_argument("--name", help="the session's name (default: the --out folder's)")
     p.add_argument("--consent", metavar="FILE", help="the consent text raters agree to before "
@@ -196,6 +205,12 @@ def _parser():
                    "({code} is replaced; default: Prolific's completion URL for Prolific)")
     p.add_argument("--out", required=True, help="the new session folder")
     p.set_defaults(run=_create)
+
+
+def _parser():
+    parser = _Parser(prog="python -m tools.humaneval", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _create_parser(sub)
     p = sub.add_parser("serve", help="the rating web app")
     p.add_argument("--session", required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -221,6 +236,8 @@ def _parser():
     p.add_argument("--out", required=True)
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
+    p.add_argument("--exclude-flagged", action="store_true",
+                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
     p.set_defaults(run=_export)
     p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
     p.add_argument("--session", required=True, action="append", help="repeatable")
@@ -231,6 +248,8 @@ def _parser():
                    help="folder with the paper's tables (default: the repository's paper_tables/)")
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
+    p.add_argument("--exclude-flagged", action="store_true",
+                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
     p.set_defaults(run=_analyze)
     p = sub.add_parser("texts", help="write the kit's English texts (to translate)")
     p.add_argument("--out", required=True, help="the JSON file to write")
@@ -239,14 +258,12 @@ def _parser():
 
 
 def main(argv=None):
-    """Runs one command; bad input exits with status 2 and one `error: ...` line."""
+    """Runs one command; returns 0. Bad input raises `errors.Error` (run_main prints it as one
+    `error: ...` line, status 2) or exits with status 2 after one line (usage)."""
     args = _parser().parse_args(argv)
-    try:
-        args.run(args)
-    except errors.Error as e:
-        errors.fail(e)
+    args.run(args)
     return 0
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -34,7 +34,6 @@ from errors import InputError
 from tools.humaneval import crowd, dashboard, onboarding, store, web
 from tools.humaneval import session as session_lib
 
-IDLE_SECONDS = 60  # the page stops counting active time after this long without any input
 _MTURK = " ".join(crowd.MTURK_SITES)
 _CSP = ("default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
         "object-src 'none'; base-uri 'none'; form-action 'self' " + _MTURK + "; "
@@ -82,12 +81,13 @@ def _register_errors(app):
                                                 rater=flask.g.get("rater")))
 
 
-def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
+def create_app(session_folder, idle_seconds=None, dashboard_refresh=10):
     """The Flask app of one session.
 
     Args:
         session_folder: a folder written by `python -m tools.humaneval create`.
-        idle_seconds: after this long without input the page stops counting active time.
+        idle_seconds: a pause without input longer than this is not active time; default
+            the session's (create --idle-seconds).
         dashboard_refresh: seconds between the dashboard's updates.
 
     Returns:
@@ -101,19 +101,28 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
     app.config["HUMANEVAL_SESSION"] = session
-    app.config["IDLE_SECONDS"] = idle_seconds
+    app.config["IDLE_SECONDS"] = idle_seconds or session.checks["idle_seconds"]
     app.config["DASHBOARD_REFRESH"] = dashboard_refresh
+    app.config["HUMANEVAL_IMAGE"] = _image_response
     app.teardown_appcontext(web.close_store)
     app.after_request(_headers)
     _register_errors(app)
+    _register_rating(app)
+    app.get("/join/<enrol_token>/<lang>")(_join)
     onboarding.register(app)
     dashboard.register(app)
+    return app
 
-    def item_at(rater, n):
-        items = session.assignments[rater.name]
-        if not 1 <= n <= len(items):
-            raise web.Refused(404, "error.no_item", f"1 to {len(items)}", rater)
-        return session.items[items[n - 1]]
+
+def _item_at(rater, n):
+    items = web.session().assignments[rater.name]
+    if not 1 <= n <= len(items):
+        raise web.Refused(404, "error.no_item", f"1 to {len(items)}", rater)
+    return web.session().items[items[n - 1]]
+
+
+def _register_rating(app):
+    """The rater's pages: where they are, an item, its answer, its image."""
 
     @app.get("/")
     def index():
@@ -126,6 +135,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
         step = onboarding.next_step(rater, db)
         if step is not None:
             return flask.redirect(step, 303)
+        session = web.session()
         rated = db.rated_items(rater.name)
         for n, item_id in enumerate(session.assignments[rater.name], start=1):
             if item_id not in rated:
@@ -139,7 +149,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
     @app.get("/r/<token>/item/<int:n>")
     def show(token, n):
         rater = web.rater_of(token)
-        item = item_at(rater, n)
+        item = _item_at(rater, n)
         db = web.open_store()
         if onboarding.next_step(rater, db) is not None:
             return flask.redirect(flask.url_for("resume", token=token), 303)
@@ -147,7 +157,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
         if item.id in rated:
             return flask.redirect(flask.url_for("resume", token=token), 303)
         db.mark_shown(rater.name, item.id)
-        return web.item_page(rater, item.texts, n, len(session.assignments[rater.name]),
+        return web.item_page(rater, item.texts, n, len(web.session().assignments[rater.name]),
                              done=len(rated), total_seconds=db.rater_seconds(rater.name),
                              image_url=flask.url_for("image", token=token, n=n),
                              action=flask.url_for("rate", token=token, n=n))
@@ -155,7 +165,7 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
     @app.post("/r/<token>/item/<int:n>")
     def rate(token, n):
         rater = web.rater_of(token)
-        item = item_at(rater, n)
+        item = _item_at(rater, n)
         db = web.open_store()
         if onboarding.next_step(rater, db) is not None:
             raise web.Refused(409, "error.introduction", rater=rater)
@@ -165,39 +175,39 @@ def create_app(session_folder, idle_seconds=IDLE_SECONDS, dashboard_refresh=10):
 
     @app.get("/r/<token>/item/<int:n>/image")
     def image(token, n):
-        return image_response(item_at(web.rater_of(token), n).image)
+        return _image_response(_item_at(web.rater_of(token), n).image)
 
-    @app.get("/join/<enrol_token>/<lang>")
-    def join(enrol_token, lang):
-        if session.crowd is None or lang not in session.langs \
-                or not secrets.compare_digest(enrol_token, session.crowd["enrol_token"]):
-            raise web.Refused(404, "error.unknown_link")
-        arrival = crowd.arrival(flask.request.args)
-        if arrival.platform == "mturk":
-            flask.g.framed = True
-        if arrival.preview:
-            return web.render("message.html", code=200, title=web.wording()("preview.title"),
-                              text=web.wording()("preview.body"), forward=None)
-        if arrival.participant is None:
-            raise web.Refused(400, "join.no_id", arrival.problem or "")
-        candidates = [r.name for r in session.raters if r.lang == lang]
-        name, _ = web.open_store().enrol(arrival.platform, arrival.participant, candidates,
-                                         arrival.details)
-        if name is None:
-            rater = next(r for r in session.raters if r.lang == lang)
-            ui = web.wording(rater)
-            return web.render("message.html", rater, code=409, title=ui("full.title"),
-                              text=ui("full.body"), forward=None), 409
-        return flask.redirect(flask.url_for("resume", token=session.by_name[name].token), 303)
 
-    def image_response(key):
-        path = xm3600_release.image_path(session.data["release"], key)
-        if not os.path.isfile(path):
-            raise web.Refused(404, "error.404", "the image is missing from the release folder")
-        # The bytes only: no file name, ETag or modification time reaches the browser.
-        with open(path, "rb") as f:
-            return flask.Response(f.read(), mimetype="image/jpeg",
-                                  headers={"Cache-Control": "private, max-age=3600"})
+def _join(enrol_token, lang):
+    """A crowd participant arriving through a language's enrolment link."""
+    session = web.session()
+    if session.crowd is None or lang not in session.langs \
+            or not secrets.compare_digest(enrol_token, session.crowd["enrol_token"]):
+        raise web.Refused(404, "error.unknown_link")
+    arrival = crowd.arrival(flask.request.args)
+    if arrival.platform == "mturk":
+        flask.g.framed = True
+    if arrival.preview:
+        return web.render("message.html", code=200, title=web.wording()("preview.title"),
+                          text=web.wording()("preview.body"), forward=None)
+    if arrival.participant is None:
+        raise web.Refused(400, "join.no_id", arrival.problem or "")
+    candidates = [r.name for r in session.raters if r.lang == lang]
+    name, token, _ = web.open_store().enrol(arrival.platform, arrival.participant,
+                                            candidates, arrival.details)
+    if name is None:
+        rater = next(r for r in session.raters if r.lang == lang)
+        ui = web.wording(rater)
+        return web.render("message.html", rater, code=409, title=ui("full.title"),
+                          text=ui("full.body"), forward=None), 409
+    return flask.redirect(flask.url_for("resume", token=token), 303)
 
-    app.config["HUMANEVAL_IMAGE"] = image_response
-    return app
+
+def _image_response(key):
+    path = xm3600_release.image_path(web.session().data["release"], key)
+    if not os.path.isfile(path):
+        raise web.Refused(404, "error.404", "the image is missing from the release folder")
+    # The bytes only: no file name, ETag or modification time reaches the browser.
+    with open(path, "rb") as f:
+        return flask.Response(f.read(), mimetype="image/jpeg",
+                              headers={"Cache-Control": "private, max-age=3600"})

@@ -36,12 +36,15 @@ from formats import predictions as predictions_format
 from tools.humaneval import practice, subsets, texts
 from tools.humaneval import results as results_lib
 from tools.humaneval import session as session_lib
+from tools.humaneval.rating_stats import MIN_RATINGS, STRAIGHT_SHARE
 
 REFERENCES = "references"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _CODE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LONG_CAPTION = 400  # characters: a caption longer than this is warned about
 UNBROKEN_RUN = 80  # characters without a space: warned about (the page breaks them anyway)
+IDLE_SECONDS = 30.0  # default of --idle-seconds: a pause longer than this is not active time
+MIN_SECONDS = 2.0  # default of --min-seconds: a median time per item below it is too fast
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +63,10 @@ class Spec:
         raters: --raters values (see `parse_raters`).
         gold_share: gold items per language as a share of its test items.
         gold_max_failure_rate: a rater failing more than this share of gold items is flagged.
+        idle_seconds: the rating page stops counting active time after this long without
+            input, and leaves out the whole pause (rate.js).
+        min_seconds: a rater whose median active time per item is below this is flagged as
+            too fast (rating_stats.rater_flags).
         seed: seeds every random choice.
         name: the session's name in reports.
         consent: a text file with the consent the raters agree to before they start (None:
@@ -82,6 +89,8 @@ class Spec:
     raters: tuple = ()
     gold_share: float = 0.1
     gold_max_failure_rate: float = 0.0
+    idle_seconds: float = IDLE_SECONDS
+    min_seconds: float = MIN_SECONDS
     seed: int = 0
     name: str = "session"
     consent: str | None = None
@@ -157,6 +166,10 @@ def _check_spec(spec):
                         ("--gold-max-failure-rate", spec.gold_max_failure_rate)):
         if not 0 <= value <= 1:
             raise InputError(f"{flag} must be in [0, 1], got {value}")
+    if not 1 <= spec.idle_seconds <= 600:
+        raise InputError(f"--idle-seconds must be in [1, 600], got {spec.idle_seconds}")
+    if not 0 <= spec.min_seconds <= 600:
+        raise InputError(f"--min-seconds must be in [0, 600], got {spec.min_seconds}")
     if spec.quota is not None and (spec.quota < 1 or spec.raters):
         raise InputError("--quota N (N >= 1) sizes the rater slots itself: give --quota or "
                          "--raters, not both")
@@ -201,10 +214,15 @@ def _examples(keys):
 
 
 def _check_captions(results, keys, warn):
-    """Warnings about captions that raters would see badly: empty, over-long, unbroken."""
+    """Warnings about captions that raters would see badly: empty, over-long, unbroken; an
+    error when every caption of a language is empty (nothing to rate)."""
     for lang, by_key in results.captions.items():
         where = os.path.join(results.path, predictions_format.file_name(lang))
         blank = [k for k in keys if not by_key[k].strip()]
+        if len(blank) == len(keys):
+            raise InputError(f"{where}: all {len(keys)} of the session's captions in {lang!r} "
+                             f"are empty: there is nothing to rate (a failed decoding?); "
+                             f"evaluate the model again or leave {lang!r} out of --langs")
         if blank:
             warn(f"{where}: {len(blank)} of the session's {len(keys)} captions are empty or "
                  f"blank (e.g. image {_examples(blank)}); raters see them marked as empty")
@@ -327,13 +345,31 @@ def _gold_items(session_type, lang, keys, captions, count, rng):
 
 
 def _assign(items, names, replication, rng):
-    """{rater: [item ids in their order]}: each item to `replication` raters, round-robin."""
+    """{rater: [item ids in their order]}: each item to `replication` raters, round-robin.
+
+    The attention checks go first, so that they spread over the raters: with at least as
+    many of their assignments as raters (`_check_gold_spread`), every rater gets one; the
+    test items go on where they stop, so loads differ by at most one item."""
     assignments = {name: [] for name in names}
+    items = [i for i in items if i["kind"] != "test"] + [i for i in items if i["kind"] == "test"]
     for j, item in enumerate(items):
         for t in range(replication):
             assignments[names[(j * replication + t) % len(names)]].append(item["id"])
     return {name: [ids[i] for i in rng.permutation(len(ids))]
             for name, ids in assignments.items()}
+
+
+def _check_gold_spread(spec, lang, tests, gold, raters):
+    """Refuses a share of attention checks too small for every rater to get one."""
+    if spec.gold_share == 0 or gold * spec.replication >= raters:
+        return
+    share = math.ceil(1000 * math.ceil(raters / spec.replication) / tests) / 1000
+    raise InputError(
+        f"--gold-share {spec.gold_share:g}: {lang!r} gets {gold} attention check(s) for "
+        f"{raters} rater slots ({gold * spec.replication} assignments at replication "
+        f"{spec.replication}): {raters - gold * spec.replication} slots would have none. Give "
+        + (f"--gold-share {share:g} or more, " if share <= 1 else "")
+        + "a larger --quota (fewer slots), or --gold-share 0 for no attention checks at all")
 
 
 def _read_consent(path):
@@ -416,6 +452,7 @@ def build(spec, warn=None):
             item["id"] = f"{lang}-{n + 1:05d}"
         items += lang_items
         names = _rater_names(spec, lang, len(lang_items), raters)
+        _check_gold_spread(spec, lang, len(tests), len(gold), len(names))
         rater_list += [{"name": name, "lang": lang, "token": secrets.token_hex(16)}
                        for name in names]
         assignments.update(_assign(lang_items, names, spec.replication, rng))
@@ -425,6 +462,8 @@ def build(spec, warn=None):
         "seed": spec.seed, "release": os.path.abspath(spec.release),
         "langs": list(spec.langs), "replication": spec.replication, "subset": subset,
         "gold": {"share": spec.gold_share, "max_failure_rate": spec.gold_max_failure_rate},
+        "checks": {"idle_seconds": spec.idle_seconds, "min_seconds": spec.min_seconds,
+                   "straight_share": STRAIGHT_SHARE, "min_ratings": MIN_RATINGS},
         "systems": systems, "items": items, "raters": rater_list,
         "assignments": assignments, "study": _study(spec, records, keys, warn)}
 

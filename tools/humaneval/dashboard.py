@@ -11,14 +11,19 @@ study as it is, while the server runs, without a restart; the page's script
 - per rater: the crowd participant holding the slot (platform and id), the introduction
   passed (consent, guidelines, practice right / answered), ratings of those assigned, gold
   checks failed (a flagged rater in red), median active seconds, last rating;
+- the raters' flags (rating_stats: gold, fast, straight) and the share of their most common
+  answer; a crowd session's untaken slots (no participant, nothing done) folded away;
 - two plots (PNG, matplotlib's object API, safe in the server's threads): progress per
-  language, and the distribution of active time per item.
+  language, and the distribution of active time per item;
+- `/dashboard/<owner token>/items`: every item's progress (ratings of the replication, by
+  whom), per language.
 
 A view's panel and its two plots share one reading of the database (kept for a second at
 least, half the refresh interval at most), so the owner's page costs the raters' server one
 computation per refresh, not three.
 """
 
+import collections
 import io
 import secrets
 import statistics
@@ -87,15 +92,35 @@ def overview(session, now=None):
         steps = state["steps"].get(rater.name, {})
         answers = state["practice"].get(rater.name, [])
         mine = [r.rated_at for r in ratings if r.rater == rater.name]
+        participant = state["participants"].get(rater.name)
         rows.append(dict(
-            stats, name=rater.name, participant=state["participants"].get(rater.name),
+            stats, name=rater.name, participant=participant,
             consent="consent" in steps, guidelines="guidelines" in steps,
             practice=f"{sum(a['correct'] for a in answers)} / {len(answers)}",
-            last=_ago(now - max(mine)) if mine else "–"))
+            last=_ago(now - max(mine)) if mine else "–",
+            # A crowd slot nobody holds or has rated under: folded away on the page.
+            untaken=session.crowd is not None and participant is None and not mine
+            and not steps))
     by_source = {source: sum(r.source == source for r in ratings) for source in store.SOURCES}
     return {"ratings": by_source, "declined": state["declined"], "langs": langs,
             "raters": rows, "stamp": f"{len(ratings)}-{len(state['practice'])}-"
                                      f"{sum(map(len, state['steps'].values()))}"}
+
+
+def item_rows(session, ratings):
+    """Per language, each item's progress: [{"id", "kind", "image", "position"s, "ratings",
+    "raters", "status"}] in item order ("complete" at the replication, "begun", "not begun")."""
+    raters = collections.defaultdict(list)
+    for r in ratings:
+        raters[r.item.id].append(r.rater)
+    out = {lang: [] for lang in session.langs}
+    for item in session.items.values():
+        names = raters[item.id]
+        status = ("complete" if len(names) >= session.replication else
+                  "begun" if names else "not begun")
+        out[item.lang].append({"id": item.id, "kind": item.kind, "image": item.image,
+                               "ratings": len(names), "raters": names, "status": status})
+    return out
 
 
 def _png(fig):
@@ -170,6 +195,7 @@ def register(app):
             template, session=session, data=current(),
             refresh=app.config["DASHBOARD_REFRESH"], t=web.wording(), ui=web.wording(),
             panel_url=flask.url_for("dashboard_panel", token=token),
+            items_url=flask.url_for("dashboard_items", token=token),
             plot_url=lambda name: flask.url_for("dashboard_plot", token=token, name=name))
 
     @app.get("/dashboard/<token>")
@@ -179,6 +205,15 @@ def register(app):
     @app.get("/dashboard/<token>/panel")
     def dashboard_panel(token):
         return page("dashboard_panel.html", token)
+
+    @app.get("/dashboard/<token>/items")
+    def dashboard_items(token):
+        owner(token)
+        session = web.session()
+        return flask.render_template(
+            "dashboard_items.html", session=session, t=web.wording(), ui=web.wording(),
+            langs=item_rows(session, rating_stats.load_ratings(session)),
+            back=flask.url_for("dashboard", token=token))
 
     @app.get("/dashboard/<token>/plot/<name>.png")
     def dashboard_plot(token, name):

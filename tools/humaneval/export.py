@@ -8,7 +8,11 @@
   active time, the page visible and in use, empty where not measured; `wall_seconds`: first
   view to rating, idle time included) and `source` ("web", or "simulated" for the ratings of
   `python -m tools.humaneval simulate`; `--exclude-simulated` leaves those out of every file, and a
-  session mixing both is warned about). Practice answers are never exported.
+  session mixing both is warned about), and `rater_flags`: the flags of the rater
+  (rating_stats: gold, fast, straight; `--exclude-flagged` leaves the flagged raters' ratings
+  out). Practice answers are never exported.
+- `raters.csv`: per rater, the crowd participant holding the slot, progress, median time,
+  attention checks failed, the share of their most common answer, and their flags.
 - sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7;
   formats/side_by_side.py): one row per language, m2, m1, lang, set (core = en, es, hi, zh;
   else ext), delta_sxs (majority of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on
@@ -24,11 +28,15 @@ import csv
 import json
 import os
 
+import files
 from formats import side_by_side, thumb_ratings
-from tools.humaneval import rating_stats, scales
+from tools.humaneval import rating_stats, scales, store
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",
-                  "system", "answer", "score", "label", "seconds", "wall_seconds", "source")
+                  "system", "answer", "score", "label", "seconds", "wall_seconds", "source",
+                  "rater_flags")
+RATER_COLUMNS = ("rater", "lang", "participant", "assigned", "rated", "median_seconds",
+                 "gold", "gold_failed", "same_answer", "flags")
 
 
 def _system_name(session, source):
@@ -131,13 +139,28 @@ def warn_if_mixed(session, ratings, warn):
              f"them out")
 
 
-def export(session, out, exclude_simulated=False, warn=None):
+def rater_rows(session, table):
+    """Per rater (rating_stats.rater_table): the crowd participant, progress, flags."""
+    participants = store.read_state(session.db_path, session.digest)["participants"]
+    return [{"rater": name, "lang": row["lang"],
+             "participant": (f"{participants[name]['platform']}:"
+                             f"{participants[name]['participant']}"
+                             if name in participants else ""),
+             "assigned": row["assigned"], "rated": row["rated"],
+             "median_seconds": row["median_seconds"], "gold": row["gold"],
+             "gold_failed": row["gold_failed"], "same_answer": row["same_answer"],
+             "flags": " ".join(row["flags"])} for name, row in table.items()]
+
+
+def export(session, out, exclude_simulated=False, exclude_flagged=False, warn=None):
     """Writes the export files of `session` into the folder `out`.
 
     Args:
         session: a `Session`.
         out: the folder (created).
         exclude_simulated: leave out simulated ratings.
+        exclude_flagged: leave out the ratings of flagged raters (raters.csv still lists
+            them).
         warn: fn(message) for a session mixing people's and simulated ratings.
 
     Returns:
@@ -145,16 +168,25 @@ def export(session, out, exclude_simulated=False, warn=None):
     """
     ratings = rating_stats.load_ratings(session, exclude_simulated=exclude_simulated)
     warn_if_mixed(session, ratings, warn)
+    table = rating_stats.rater_table(session, ratings)
+    if exclude_flagged:
+        ratings = [r for r in ratings if not table[r.rater]["flagged"]]
     os.makedirs(out, exist_ok=True)
-    rows = [rating_row(session, r) for r in ratings]
+    rows = [dict(rating_row(session, r), rater_flags=" ".join(table[r.rater]["flags"]))
+            for r in ratings]
     paths = {"csv": os.path.join(out, "ratings.csv"),
-             "jsonl": os.path.join(out, "ratings.jsonl")}
-    with open(paths["csv"], "w", newline="", encoding="utf-8") as f:
+             "jsonl": os.path.join(out, "ratings.jsonl"),
+             "raters": os.path.join(out, "raters.csv")}
+    with files.replacing(paths["raters"], newline="") as f:
+        writer = csv.DictWriter(f, RATER_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rater_rows(session, table))
+    with files.replacing(paths["csv"], newline="") as f:
         writer = csv.DictWriter(f, RATING_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(dict(row, answer=json.dumps(row["answer"], sort_keys=True))
                          for row in rows)
-    with open(paths["jsonl"], "w", encoding="utf-8") as f:
+    with files.replacing(paths["jsonl"]) as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if session.type == "sxs":
         paths["side_by_side"] = side_by_side.write(os.path.join(out, side_by_side.FILE_NAME),

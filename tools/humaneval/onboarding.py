@@ -46,6 +46,12 @@ def _practice_at(rater, n):
 
 def register(app):
     """Adds the consent, guidelines and practice pages to the rating app."""
+    _register_consent(app)
+    _register_guidelines(app)
+    _register_practice(app)
+
+
+def _register_consent(app):
 
     @app.get("/r/<token>/consent")
     def consent(token):
@@ -65,16 +71,21 @@ def register(app):
         if choice != "decline":
             raise web.Refused(400, "error.400", "field 'consent': expected agree or decline",
                               rater)
-        db.decline(rater.name)
-        return web.moved_on(flask.url_for("declined", token=token))
+        db.decline(rater.name)  # a crowd participant's link dies here
+        return web.moved_on(flask.url_for("declined", lang=rater.lang))
 
-    @app.get("/r/<token>/declined")
-    def declined(token):
-        rater = web.rater_of(token)
+    @app.get("/declined/<lang>")
+    def declined(lang):
+        if lang not in web.session().langs:
+            raise web.Refused(404, "error.unknown_link")
+        rater = next(r for r in web.session().raters if r.lang == lang)
         ui = web.wording(rater)
         return web.render("message.html", rater, code=200, title=ui("declined.title"),
                           text=ui("declined.body"), forward=None)
 
+
+
+def _register_guidelines(app):
     @app.get("/r/<token>/guidelines")
     def guidelines(token):
         rater = web.rater_of(token)
@@ -98,6 +109,9 @@ def register(app):
         rater = web.rater_of(token)
         return app.config["HUMANEVAL_IMAGE"](web.session().examples[rater.lang]["image"])
 
+
+
+def _register_practice(app):
     @app.get("/r/<token>/practice/<int:n>")
     def practice_item(token, n):
         rater = web.rater_of(token)
@@ -115,7 +129,10 @@ def register(app):
                 yours=practice.describe(session.type, answer, ui),
                 expected=practice.describe_accepted(session.type, item, ui), why=item["why"],
                 next_url=web.resume_url(rater) if last else
-                flask.url_for("practice_item", token=token, n=n + 1), last=last)
+                flask.url_for("practice_item", token=token, n=n + 1), last=last,
+                texts=item["texts"], type=session.type, lang=rater.lang,
+                direction=scales.text_direction(rater.lang),
+                image_url=flask.url_for("practice_image", token=token, n=n))
         if "guidelines" not in db.steps(rater.name):
             return flask.redirect(web.resume_url(rater), 303)
         return web.item_page(rater, item["texts"], n, total, practice=True,

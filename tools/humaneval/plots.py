@@ -6,6 +6,7 @@ matplotlib.use("Agg")  # headless: set before pyplot is imported
 import matplotlib.pyplot as plt
 import numpy as np
 
+import files
 from formats import side_by_side
 from tools.analysis import correlate
 
@@ -48,7 +49,8 @@ def sxs_bars(path, rows):
     ax.set_title("ΔS×S per language (majority of raters, 95% intervals)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with files.replacing(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path
 
@@ -85,6 +87,7 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
         ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with files.replacing(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return path

@@ -8,10 +8,28 @@ the rated images, delta S x S = Wins - Losses. Only test items with at least `re
 ratings count (incomplete ones are reported); gold items never count. Intervals are percentile
 bootstraps over images: per language, and over languages (the mean of the languages' deltas,
 each language resampled on its own).
+
+Raters are flagged (`rater_table`, `FLAGS`) for what a study owner paying for ratings must
+look at, each by a rule fixed in the session's "gold" and "checks" blocks:
+
+- "gold": failing more than `gold.max_failure_rate` of their attention checks (any, by
+  default);
+- "fast": a median time per rated item (active time; the wall clock where the page did not
+  measure it) below `checks.min_seconds` (create --min-seconds, default 2 s), over at least
+  `checks.min_ratings` (MIN_RATINGS) timed ratings;
+- "straight" (straight-lining): one answer for nearly every item, "nearly" meaning at least
+  `checks.straight_share` (STRAIGHT_SHARE, 90%) of at least `checks.min_ratings` rated items
+  (attention checks included) with the same answer as given: the same button of the 7-point
+  scale (so "always Left much better" counts, whichever model was on the left), the same
+  5-level label, or the same THUMB precision and recall.
+
+`load_ratings(..., exclude_flagged=True)` leaves the flagged raters' ratings out, so that a
+report can be computed with and without them.
 """
 
 import collections
 import dataclasses
+import json
 import statistics
 
 import numpy as np
@@ -20,6 +38,10 @@ from errors import InputError
 from formats import thumb_ratings
 from tools.humaneval import agreement, scales
 from tools.humaneval import store as store_lib
+
+FLAGS = ("gold", "fast", "straight")
+STRAIGHT_SHARE = 0.9  # one answer to at least this share of a rater's items: straight-lining
+MIN_RATINGS = 8  # a rater is judged fast or straight-lining from this many ratings on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +69,15 @@ class Rating:
     rated_at: float
 
 
-def load_ratings(session, exclude_simulated=False):
+def load_ratings(session, exclude_simulated=False, exclude_flagged=False):
     """The session's ratings, each answer checked against the scale (read-only: the database
     is neither created nor changed; no database yet is no rating).
 
     Args:
         session: a `Session`.
         exclude_simulated: leave out the ratings of `python -m tools.humaneval simulate`.
+        exclude_flagged: leave out the ratings of the raters `rater_table` flags (judged on
+            the ratings kept otherwise).
 
     Raises:
         InputError: the database is not the session's, a stored row names an unknown rater or
@@ -75,6 +99,9 @@ def load_ratings(session, exclude_simulated=False):
             continue
         out.append(Rating(row["rater"], item, answer, row["active_seconds"], row["seconds"],
                           row["source"], row["rated_at"]))
+    if exclude_flagged:
+        flagged = {name for name, row in rater_table(session, out).items() if row["flagged"]}
+        out = [r for r in out if r.rater not in flagged]
     return out
 
 
@@ -234,16 +261,45 @@ def gold_passed(session_type, item, answer):
     return answer["P"] <= 2
 
 
+def _given_answer(session_type, answer):
+    """An answer as the rater gave it, for straight-lining: the button, the label, or THUMB's
+    precision and recall."""
+    if session_type == "thumb":
+        return (answer["P"], answer["R"])
+    return json.dumps(answer, sort_keys=True)
+
+
+def rater_flags(session, mine, gold_failed, gold_count):
+    """The flags (FLAGS, the module docstring) of a rater with ratings `mine`; also the
+    share of their most common answer."""
+    checks = session.checks
+    flags = []
+    if gold_count and gold_failed and gold_failed / gold_count > \
+            session.data["gold"]["max_failure_rate"]:
+        flags.append("gold")
+    times = [r.seconds if r.seconds is not None else r.wall_seconds for r in mine]
+    times = [t for t in times if t is not None]
+    if len(times) >= checks["min_ratings"] and statistics.median(times) < checks["min_seconds"]:
+        flags.append("fast")
+    share = None
+    if mine:
+        counts = collections.Counter(_given_answer(session.type, r.answer) for r in mine)
+        share = counts.most_common(1)[0][1] / len(mine)
+        if len(mine) >= checks["min_ratings"] and share >= checks["straight_share"]:
+            flags.append("straight")
+    return flags, share
+
+
 def rater_table(session, ratings):
-    """Per-rater statistics and gold-check results.
+    """Per-rater statistics, gold-check results and flags.
 
     Returns:
         {rater name: {"lang", "assigned", "rated", "median_seconds", "mean_score",
         "majority_agreement" (sxs: share of complete test items whose majority the rater's
-        sign matches), "gold", "gold_failed", "gold_failure_rate", "flagged"}}.
+        sign matches), "gold", "gold_failed", "gold_failure_rate", "same_answer" (share of
+        the most common answer), "flags" (of FLAGS), "flagged"}}.
     """
     per_lang, _ = sxs_outcomes(session, ratings) if session.type == "sxs" else ({}, None)
-    max_rate = session.data["gold"]["max_failure_rate"]
     by_rater = collections.defaultdict(list)
     for r in ratings:
         by_rater[r.rater].append(r)
@@ -263,7 +319,8 @@ def rater_table(session, ratings):
                "mean_score": float(np.mean(values)) if values else None,
                "majority_agreement": None, "gold": len(gold), "gold_failed": failed,
                "gold_failure_rate": failed / len(gold) if gold else None}
-        row["flagged"] = bool(gold) and failed > 0 and failed / len(gold) > max_rate
+        row["flags"], row["same_answer"] = rater_flags(session, mine, failed, len(gold))
+        row["flagged"] = bool(row["flags"])
         if session.type == "sxs":
             outcomes = per_lang[rater.lang][0]
             signs = [(int(np.sign(m2_score(r))), outcomes[r.item.image]) for r in tests

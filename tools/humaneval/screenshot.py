@@ -53,6 +53,10 @@ def take(session_folder, rater_name, out, size=(1100, 820), page="current"):
     if page != "dashboard" and rater_name not in session.by_name:
         raise InputError(f"no rater {rater_name!r} in the session; raters: "
                          f"{', '.join(session.by_name)}")
+    if page != "dashboard" and session.crowd is not None:
+        raise InputError("a crowd session's rater pages are reached through their "
+                         "participants' own links only: screenshot a personal-link session, "
+                         "or the dashboard")
     httpd, thread, _, base = server.serve_in_thread(session_folder, port=0)
     profile = tempfile.mkdtemp(prefix="humaneval-chromium-")
     try:

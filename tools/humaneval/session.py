@@ -8,6 +8,10 @@ see tools/humaneval/create.py) and `ratings.sqlite` (tools/humaneval/store.py). 
      "subset": {"kind": "xm600" | "seeded", "size", "seed", "keys": [...],
                 "release_index": [line of each key in captions.jsonl, from 0]},
      "gold": {"share", "max_failure_rate"},
+     "checks": {"idle_seconds": the pause after which the page stops counting active time,
+                "min_seconds": a median active time per item below it flags a rater,
+                "straight_share", "min_ratings": a rater giving one answer to at least
+                    that share of at least that many items is flagged (rating_stats)},
      "systems": [{"id": "m1" | "m2" | "s1".. | "references", "name", "results", "step",
                   "cider_xm3600": {lang: x}, "cider_coco_dev": {lang: x},
                   "cider_subset": {lang: x}, "cider_per_image": {lang: {key: x}}}, ...],
@@ -33,22 +37,26 @@ raters' tokens, the dashboard's and the enrolment link's), so it is written read
 owner only (0600).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 
+import files
 from data import languages
-from errors import InputError
+from errors import InputError, RunError
 from tools.humaneval.scales import SESSION_TYPES
 
-FORMAT = "xm3600-humaneval-session/2"
+FORMAT = "xm3600-humaneval-session/3"
 SESSION_FILE = "session.json"
 ITEM_KINDS = ("test", "gold-identical", "gold-other-image")
 _TOP_LEVEL = {"format": str, "type": str, "name": str, "created": str, "seed": int,
               "release": str, "langs": list, "replication": int, "subset": dict, "gold": dict,
               "systems": list, "items": list, "raters": list, "assignments": dict,
-              "study": dict, "digest": str}
+              "study": dict, "checks": dict, "digest": str}
+_CHECKS = {"idle_seconds": (1, 600), "min_seconds": (0, 600), "straight_share": (0, 1),
+           "min_ratings": (1, 10 ** 6)}
 _STUDY = {"owner_token": str, "consent": str, "translations": dict, "examples": list,
           "practice": list}
 
@@ -105,6 +113,7 @@ class Session:
         self.positions = {name: {item_id: n for n, item_id in enumerate(ids, start=1)}
                           for name, ids in self.assignments.items()}
         study = data["study"]
+        self.checks = data["checks"]
         self.owner_token = study["owner_token"]
         self.crowd = study["crowd"]
         self.examples = {e["lang"]: e for e in study["examples"]}
@@ -145,17 +154,23 @@ def write(folder, data):
 
     Raises:
         InputError: the folder already holds a session or ratings (nothing is overwritten).
+        RunError: the file could not be written (a full disk): nothing is left of it.
     """
     check_new_folder(folder)
-    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, SESSION_FILE)
     data = dict(data, digest=digest(data))
-    tmp = path + ".tmp"
-    # Created 0600: the file holds the raters' tokens and the dashboard's.
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
-              encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    created = not os.path.isdir(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        # Whole or not at all, 0600: the file holds the raters' tokens and the dashboard's.
+        files.write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                         permissions=0o600)
+    except OSError as e:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        raise RunError(f"{path}: the session could not be written ({e.strerror or e}); "
+                       f"nothing was written: make room and create it again") from None
     return path
 
 
@@ -269,7 +284,7 @@ def check(data, path):
             and data["format"].startswith("xm3600-humaneval-session/"):
         raise InputError(f"{path}: format {data['format']!r} was written by an older version "
                          f"of the kit (this one reads {FORMAT!r}: guidelines, practice, "
-                         f"consent and crowd links); create the session again")
+                         f"consent, crowd links, rater checks); create the session again")
     for key, kind in _TOP_LEVEL.items():
         if key not in data:
             raise InputError(f"{path}: missing key {key!r}")
@@ -299,6 +314,12 @@ def check(data, path):
         value = data["gold"].get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise InputError(f"{path}: gold.{key}: expected a number in [0, 1], got {value!r}")
+    for key, (low, high) in _CHECKS.items():
+        value = data["checks"].get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not low <= value <= high:
+            raise InputError(f"{path}: checks.{key}: expected a number in [{low}, {high}], "
+                             f"got {value!r}")
     if digest(data) != data["digest"]:
         raise InputError(f"{path}: its content does not match its digest: the file was edited "
                          f"after `python -m tools.humaneval create` wrote it; restore it or "

@@ -3,10 +3,13 @@
 For the tests (a synthetic session whose answers are known) and for trying the whole pipeline
 before real raters exist: `python -m tools.humaneval simulate --session S`. Simulated ratings are
 stored with source "simulated", and reports say so on their first line; they are never a
-substitute for people. A session where people have rated already is refused: simulated
-ratings would fill the rest of every rater's list (the raters would then find it done) and
-mix with theirs. `force=True` (`--force`) stores them anyway, marked "simulated" as always;
-`export --exclude-simulated` and `analyze --exclude-simulated` leave them out again.
+substitute for people. A session where any person has begun is refused: a participant
+enrolled, an introduction step or practice answer, an item shown or a rating by a person
+(store.people): simulated ratings would fill the rest of that rater's list (the person would
+then find it done, and a crowd participant get the completion code) and mix with theirs.
+`force=True` (`--force`) simulates anyway, but only the raters no person has begun (their
+lists stay theirs), marked "simulated" as always; `export --exclude-simulated` and
+`analyze --exclude-simulated` leave them out again.
 
 A simulated rater answers a test item from a latent value: `truth(item)` plus the rater's
 bias plus Gaussian noise, rounded and clipped to the scale. sxs: the latent value is m2's
@@ -93,13 +96,14 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
         careless: {rater name: probability of a random answer on a gold item}.
         seed: of the noise.
         raters: names of the raters to simulate (default all).
-        force: store them even when people have rated (see the module docstring).
+        force: simulate the raters no person has begun even when people have begun under
+            others (see the module docstring).
 
     Returns:
         The number of ratings stored.
 
     Raises:
-        InputError: people have rated in the session and `force` is not set (nothing is
+        InputError: a person has begun in the session and `force` is not set (nothing is
             stored).
     """
     truth = truth or cider_truth(session)
@@ -107,15 +111,18 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
     store_lib.init(session.db_path, session.digest)
     stored = 0
     with store_lib.Store(session.db_path) as db:
-        people = db.count_by_source().get("web", 0)
+        people = db.people()
         if people and not force:
+            begun = ", ".join(f"{name} ({', '.join(what)})"
+                              for name, what in sorted(people.items())[:3])
             raise InputError(
-                f"{session.db_path} holds {people} rating(s) by people: simulated ratings "
-                f"would fill the rest of their lists and mix with theirs. Simulate in a copy "
-                f"of the session, or pass --force (the ratings stay marked simulated; export "
-                f"and analyze --exclude-simulated leave them out)")
+                f"{session.db_path}: people have begun under {len(people)} rater(s) (e.g. "
+                f"{begun}): simulated ratings would fill their lists and mix with theirs. "
+                f"Simulate in a copy of the session, or pass --force (only the raters no "
+                f"person has begun are simulated; the ratings stay marked simulated, and "
+                f"export and analyze --exclude-simulated leave them out)")
         for rater in session.raters:
-            if raters is not None and rater.name not in raters:
+            if (raters is not None and rater.name not in raters) or rater.name in people:
                 continue
             done = db.rated_items(rater.name)
             bias = (biases or {}).get(rater.name, 0.0)

@@ -14,9 +14,11 @@
                                            "guidelines" (passed once, kept)
     practice(rater, item, answer, correct, at)   practice answers: never ratings, never in a
                                            result
-    participants(rater, platform, participant, details, enrolled_at, last_seen)
+    participants(rater, platform, participant, details, enrolled_at, last_seen, token)
         crowd enrolment: the rater slot a platform's participant holds, UNIQUE (platform,
-        participant): one slot per participant, found again when they come back
+        participant): one slot per participant, found again when they come back; `token`
+        the secret of this participant's link to the slot (a new one for each enrolment, so
+        that a slot given up and taken by someone else is out of the first one's reach)
     declined(platform, participant, at)    participants who did not consent (slot released)
 
 The database runs in WAL mode with synchronous=FULL, and a rating's transaction is committed
@@ -33,12 +35,13 @@ import contextlib
 import json
 import os
 import pathlib
+import secrets
 import sqlite3
 import time
 
 from errors import InputError
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 SOURCES = ("web", "simulated")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -59,7 +62,7 @@ CREATE TABLE IF NOT EXISTS practice (
 CREATE TABLE IF NOT EXISTS participants (
     rater TEXT PRIMARY KEY, platform TEXT NOT NULL, participant TEXT NOT NULL,
     details TEXT NOT NULL, enrolled_at REAL NOT NULL, last_seen REAL NOT NULL,
-    UNIQUE (platform, participant));
+    token TEXT NOT NULL UNIQUE, UNIQUE (platform, participant));
 CREATE TABLE IF NOT EXISTS declined (
     platform TEXT NOT NULL, participant TEXT NOT NULL, at REAL NOT NULL);
 """
@@ -192,7 +195,9 @@ def read_state(path, session_digest):
             state["practice"].setdefault(row["rater"], []).append(
                 {"item": row["item"], "correct": bool(row["correct"]), "at": row["at"]})
         for row in conn.execute("SELECT * FROM participants"):
-            state["participants"][row["rater"]] = dict(row, details=json.loads(row["details"]))
+            state["participants"][row["rater"]] = {
+                **{k: row[k] for k in row.keys() if k != "token"},  # the link's secret stays
+                "details": json.loads(row["details"])}
         state["declined"] = conn.execute("SELECT COUNT(*) FROM declined").fetchone()[0]
     return state
 
@@ -290,6 +295,20 @@ class Store:
             (rater,)).fetchone()[0]
         return value or 0.0
 
+    def people(self):
+        """{rater: what a person did under it}: raters with a participant, an introduction
+        step, a practice answer, an item shown or a rating from the web: every rater whose
+        link a person has opened past the consent."""
+        out = {}
+        for what, query in (("enrolled", "SELECT rater FROM participants"),
+                            ("introduction", "SELECT rater FROM steps UNION "
+                                             "SELECT rater FROM practice"),
+                            ("item shown", "SELECT rater FROM views"),
+                            ("rated", "SELECT rater FROM ratings WHERE source = 'web'")):
+            for rater in {row[0] for row in self.conn.execute(query)}:
+                out.setdefault(rater, []).append(what)
+        return out
+
     def count_by_source(self):
         """{source: number of ratings}."""
         return dict(self.conn.execute("SELECT source, COUNT(*) FROM ratings GROUP BY source")
@@ -341,27 +360,36 @@ class Store:
             now: the time (default: now).
 
         Returns:
-            (rater name or None when every slot is taken, True when newly enrolled).
+            (rater name, the token of the participant's link, True when newly enrolled);
+            (None, None, False) when every slot is taken.
         """
         now = time.time() if now is None else now
         with self._transaction():
             row = self.conn.execute(
-                "SELECT rater FROM participants WHERE platform = ? AND participant = ?",
+                "SELECT rater, token FROM participants WHERE platform = ? AND participant = ?",
                 (platform, participant)).fetchone()
             if row is not None:
                 self.conn.execute("UPDATE participants SET last_seen = ? WHERE rater = ?",
                                   (now, row[0]))
-                return row[0], False
+                return row[0], row[1], False
             used = {r[0] for r in self.conn.execute(
                 "SELECT rater FROM participants UNION SELECT rater FROM ratings "
                 "UNION SELECT rater FROM steps")}
             free = [name for name in candidates if name not in used]
             if not free:
-                return None, False
-            self.conn.execute("INSERT INTO participants VALUES (?, ?, ?, ?, ?, ?)",
+                return None, None, False
+            token = secrets.token_hex(16)
+            self.conn.execute("INSERT INTO participants VALUES (?, ?, ?, ?, ?, ?, ?)",
                               (free[0], platform, participant,
-                               json.dumps(details, sort_keys=True), now, now))
-        return free[0], True
+                               json.dumps(details, sort_keys=True), now, now, token))
+        return free[0], token, True
+
+    def rater_of_token(self, token):
+        """The rater slot whose participant's link has `token`, or None (never enrolled, or
+        given up: declined)."""
+        row = self.conn.execute("SELECT rater FROM participants WHERE token = ?",
+                                (token,)).fetchone()
+        return None if row is None else row[0]
 
     def participant(self, rater):
         """The participant record holding `rater`'s slot, or None."""
@@ -371,7 +399,8 @@ class Store:
 
     def decline(self, rater, now=None):
         """A participant who does not consent: the slot is freed for someone else (when
-        nothing was rated under it) and the decline is counted. Returns True when freed."""
+        nothing was rated under it) and the decline is counted; the participant's link dies
+        with their record, before anyone else can get the slot. Returns True when freed."""
         now = time.time() if now is None else now
         with self._transaction():
             if self.conn.execute("SELECT 1 FROM ratings WHERE rater = ?", (rater,)).fetchone():

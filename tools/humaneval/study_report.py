@@ -17,7 +17,10 @@ writes to DIR:
   (two evaluations are four points on two lines through the origin), and with no cell left
   there is no Table 6 at all: the report says how many evaluations it has and why.
 - `agreement.csv`: Krippendorff's alpha per session, language and field.
-- `raters.csv`: per-rater statistics and gold-check failure rates (flagged raters).
+- `raters.csv`: per-rater statistics, gold-check failure rates and flags (gold, fast,
+  straight: rating_stats); `exclude_flagged` (`analyze --exclude-flagged`) computes
+  everything else without the flagged raters' ratings, and the report's first lines say which
+  raters are flagged either way.
 - quality sessions: `quality_table2.csv`, the paper's Table 2 (each caption's rating is the
   median of its raters', rating_stats.quality_level; cumulative %Good+, %Med+ and %Bad per
   language and model), beside `quality.csv`, each label's share of all ratings.
@@ -36,6 +39,7 @@ import os
 
 import numpy as np
 
+import files
 from evaluation import report as eval_report
 from formats import side_by_side, thumb_ratings
 from tools.analysis import correlate
@@ -48,7 +52,7 @@ TABLE2_COLUMNS = ("lang", "system", "captions", "good_plus", "med_plus", "bad", 
 
 
 def _write_csv(path, columns, rows):
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with files.replacing(path, newline="") as f:
         writer = csv.DictWriter(f, columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
@@ -183,14 +187,14 @@ def _summary_lines(columns, rows):
 
 def _rater_lines(session, raters, rater_rows):
     columns = ("rater", "lang", "rated", "median_seconds", "mean_score", "majority_agreement",
-               "gold", "gold_failed", "flagged")
+               "gold", "gold_failed", "same_answer", "flagged")
     rows = []
     for name, row in raters.items():
-        row = dict(row, session=session.data["name"], rater=name)
+        row = dict(row, session=session.data["name"], rater=name, flags=" ".join(row["flags"]))
         rater_rows.append(row)
         rows.append({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()})
         rows[-1]["rated"] = f"{row['rated']} / {row['assigned']}"
-        rows[-1]["flagged"] = "**FLAGGED**" if row["flagged"] else ""
+        rows[-1]["flagged"] = f"**FLAGGED: {row['flags']}**" if row["flagged"] else ""
     return _summary_lines(columns, rows)
 
 
@@ -223,8 +227,62 @@ def _table6_section(paths, out, side_rows, paper_dir):
     return lines + [""] + _table6_markdown(result, paper) + [""], rated
 
 
+def _session_lines(session, ratings, table, resamples, seed, rows):
+    """The report's section of one session; its CSV rows go into `rows` (lists by file)."""
+    lines = []
+    if session.type == "sxs":
+        lines += _sxs_section(session, ratings, resamples, seed, rows["sxs"])
+        rows["side"] += export.side_by_side_rows(session, ratings)
+    elif session.type == "quality":
+        lines += _quality_table2_lines(session, ratings, rows["table2"])
+        quality = _quality_rows(session, ratings)
+        rows["quality"] += quality
+        lines += ["Each label's share of all ratings (%; every rating counted once):", ""]
+        lines += _summary_lines(("lang", "system", "ratings", *scales.QUALITY_VALUES), quality)
+    else:
+        thumb = _thumb_rows(session, ratings)
+        rows["thumb"] += thumb
+        lines += _summary_lines(("lang", "system", "ratings", *thumb_ratings.FIELDS, "total"),
+                                thumb)
+    agreement = rating_stats.agreement_table(session, ratings)
+    lines += ["Agreement (Krippendorff's alpha over test items):", "",
+              "| lang | field | level | alpha | items | ratings |",
+              "| --- | --- | --- | ---: | ---: | ---: |"]
+    for (lang, field), row in agreement.items():
+        rows["agreement"].append(dict(row, session=session.data["name"], lang=lang,
+                                      field=field))
+        lines.append(f"| {lang} | {field} | {row['level']} | {_fmt(row['alpha'], 3)} | "
+                     f"{row['units']} | {row['values']} |")
+    checks = session.checks
+    lines += ["", f"Raters, flagged (rating_stats.FLAGS) for: gold, failing more than "
+              f"{session.data['gold']['max_failure_rate']:.0%} of their attention checks; "
+              f"fast, a median below {checks['min_seconds']:g} s per item; straight, one "
+              f"answer to {checks['straight_share']:.0%} or more of their items (each from "
+              f"{checks['min_ratings']} ratings on):", ""]
+    return lines + _rater_lines(session, table, rows["raters"])
+
+
+def _write_tables(out, paths, rows):
+    """The CSV files of the report's rows."""
+    tables = (("sxs", ("session", "m2", "m1", "lang", "images", "incomplete", "wins", "losses",
+                       "delta_sxs", "low", "high", "averaged")),
+              ("agreement", ("session", "lang", "field", "level", "alpha", "units", "values")),
+              ("raters", ("session", "rater", "lang", "assigned", "rated", "median_seconds",
+                          "mean_score", "majority_agreement", "gold", "gold_failed",
+                          "gold_failure_rate", "same_answer", "flags", "flagged")),
+              ("quality", ("session", "lang", "system", "ratings", *scales.QUALITY_VALUES)),
+              ("table2", ("session", *TABLE2_COLUMNS)),
+              ("thumb", ("session", "lang", "system", "ratings", *thumb_ratings.FIELDS,
+                         "total")))
+    names = {"table2": "quality_table2"}
+    for key, columns in tables:
+        if rows[key] or key in ("agreement", "raters"):
+            name = names.get(key, key)
+            paths[name] = _write_csv(os.path.join(out, f"{name}.csv"), columns, rows[key])
+
+
 def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None,
-                 exclude_simulated=False):
+                 exclude_simulated=False, exclude_flagged=False):
     """Analyzes `sessions` together and writes the report files into `out`.
 
     Args:
@@ -234,78 +292,44 @@ def write_report(sessions, out, resamples=1000, seed=0, paper_dir=None,
         seed: bootstrap seed.
         paper_dir: the paper's tables (tools/analysis/report.paper_reference_dir).
         exclude_simulated: leave out the ratings of `python -m tools.humaneval simulate`.
+        exclude_flagged: leave out the ratings of flagged raters (rating_stats.FLAGS); the
+            raters' table still lists them, flagged.
 
     Returns:
         {kind: path written}.
     """
     os.makedirs(out, exist_ok=True)
-    paths, lines = {}, []
-    sxs_rows, side_rows, agree_rows, rater_rows = [], [], [], []
-    quality_rows, table2_rows, thumb_rows = [], [], []
-    simulated = False
+    paths, lines, rows = {}, [], collections.defaultdict(list)
+    simulated, flagged = False, []
     for session in sessions:
         ratings = rating_stats.load_ratings(session, exclude_simulated=exclude_simulated)
+        table = rating_stats.rater_table(session, ratings)
+        names = [name for name, row in table.items() if row["flagged"]]
+        flagged += [f"{session.data['name']}/{name}" for name in names]
+        if exclude_flagged:
+            ratings = [r for r in ratings if r.rater not in names]
         simulated |= any(r.source == "simulated" for r in ratings)
         lines += [f"## Session {session.data['name']} ({session.type}, "
                   f"{', '.join(session.langs)}; {len(ratings)} ratings)", ""]
-        if session.type == "sxs":
-            lines += _sxs_section(session, ratings, resamples, seed, sxs_rows)
-            side_rows += export.side_by_side_rows(session, ratings)
-        elif session.type == "quality":
-            lines += _quality_table2_lines(session, ratings, table2_rows)
-            rows = _quality_rows(session, ratings)
-            quality_rows += rows
-            lines += ["Each label's share of all ratings (%; every rating counted once):", ""]
-            lines += _summary_lines(("lang", "system", "ratings", *scales.QUALITY_VALUES), rows)
-        else:
-            rows = _thumb_rows(session, ratings)
-            thumb_rows += rows
-            lines += _summary_lines(
-                ("lang", "system", "ratings", *thumb_ratings.FIELDS, "total"), rows)
-        agreement = rating_stats.agreement_table(session, ratings)
-        lines += ["Agreement (Krippendorff's alpha over test items):", "",
-                  "| lang | field | level | alpha | items | ratings |",
-                  "| --- | --- | --- | ---: | ---: | ---: |"]
-        for (lang, field), row in agreement.items():
-            agree_rows.append(dict(row, session=session.data["name"], lang=lang, field=field))
-            lines.append(f"| {lang} | {field} | {row['level']} | {_fmt(row['alpha'], 3)} | "
-                         f"{row['units']} | {row['values']} |")
-        lines += ["", "Raters (gold: attention checks; a rater who failed more than "
-                  f"{session.data['gold']['max_failure_rate']:.0%} of theirs is flagged):", ""]
-        lines += _rater_lines(session, rating_stats.rater_table(session, ratings), rater_rows)
-
-    if side_rows:
-        table6_lines, rated = _table6_section(paths, out, side_rows, paper_dir)
+        lines += _session_lines(session, ratings, table, resamples, seed, rows)
+    if rows["side"]:
+        table6_lines, rated = _table6_section(paths, out, rows["side"], paper_dir)
         lines += table6_lines
-        paths["sxs"] = _write_csv(os.path.join(out, "sxs.csv"), (
-            "session", "m2", "m1", "lang", "images", "incomplete", "wins", "losses",
-            "delta_sxs", "low", "high", "averaged"), sxs_rows)
-        paths["sxs_png"] = plots.sxs_bars(os.path.join(out, "sxs.png"), sxs_rows)
+        paths["sxs_png"] = plots.sxs_bars(os.path.join(out, "sxs.png"), rows["sxs"])
         paths["correlation_png"] = plots.correlation_scatter(
             os.path.join(out, "correlation.png"), rated,
             eval_report.paper_reference_dir(paper_dir) / side_by_side.FILE_NAME)
-    paths["agreement"] = _write_csv(os.path.join(out, "agreement.csv"), (
-        "session", "lang", "field", "level", "alpha", "units", "values"), agree_rows)
-    paths["raters"] = _write_csv(os.path.join(out, "raters.csv"), (
-        "session", "rater", "lang", "assigned", "rated", "median_seconds", "mean_score",
-        "majority_agreement", "gold", "gold_failed", "gold_failure_rate", "flagged"),
-        rater_rows)
-    if quality_rows:
-        paths["quality"] = _write_csv(os.path.join(out, "quality.csv"), (
-            "session", "lang", "system", "ratings", *scales.QUALITY_VALUES), quality_rows)
-    if table2_rows:
-        paths["quality_table2"] = _write_csv(os.path.join(out, "quality_table2.csv"),
-                                             ("session", *TABLE2_COLUMNS), table2_rows)
-    if thumb_rows:
-        paths["thumb"] = _write_csv(os.path.join(out, "thumb.csv"), (
-            "session", "lang", "system", "ratings", *thumb_ratings.FIELDS, "total"),
-            thumb_rows)
+    _write_tables(out, paths, rows)
     head = ["# Human evaluation report", ""]
     if simulated:
         head += ["**SIMULATED ratings** (python -m tools.humaneval simulate) are among these: this "
                  "report shows the pipeline, not what people think of the captions "
                  "(`analyze --exclude-simulated` leaves them out).", ""]
+    if flagged:
+        head += [f"**Flagged raters' ratings left out** ({len(flagged)}: {', '.join(flagged)})."
+                 if exclude_flagged else
+                 f"**{len(flagged)} flagged rater(s)** among these ({', '.join(flagged)}); "
+                 f"`analyze --exclude-flagged` computes the report without them.", ""]
     paths["markdown"] = os.path.join(out, "report.md")
-    with open(paths["markdown"], "w", encoding="utf-8") as f:
-        f.write("\n".join(head + lines) + "\n")
+    files.write_text(paths["markdown"], "\n".join(head + lines) + "\n")
     return paths

@@ -17,6 +17,7 @@ import string
 
 import markupsafe
 
+import files
 from errors import InputError
 from formats import json_object
 
@@ -64,7 +65,8 @@ ENGLISH = {
     "js.offline": "The server cannot be reached: your answer was NOT saved. Check your "
                   "connection, then choose again.",
     "js.failed": "Your answer was not saved:",
-    "js.idle": "Paused: the clock stops while you are away.",
+    "js.idle": "Paused: no input for {seconds} s, so this pause is not counted as working "
+               "time. Move the mouse or press a key to go on.",
     # Consent.
     "consent.title": "Before you start",
     "consent.agree": "I agree and want to take part",
@@ -221,8 +223,7 @@ def read_translation(path, lang):
 
 def write_english(path):
     """Writes the English catalogue as a translation file to start from; returns `path`."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(ENGLISH, indent=1, ensure_ascii=False) + "\n")
+    files.write_text(path, json.dumps(ENGLISH, indent=1, ensure_ascii=False) + "\n")
     return path
 
 

@@ -9,6 +9,8 @@ they are in their list), or, for the page's script, JSON {"error", "next"}: no r
 ends on a bare status page. The page's script asks for JSON with `Accept: application/json`.
 """
 
+import dataclasses
+
 import flask
 
 from errors import InputError
@@ -48,8 +50,19 @@ def close_store(_=None):
 
 
 def rater_of(token):
-    """The rater of a link's token, or a 404 refusal."""
-    rater = session().by_token.get(token)
+    """The rater of a link's token, or a 404 refusal.
+
+    A personal link's token is the rater's, in session.json. In a crowd session a slot is
+    reached only through its participant's own token (store.enrol), so the returned rater
+    carries that token (every link of their pages is made with it); a token of a participant
+    who gave the slot up (declined) reaches nothing, even when someone else holds the slot.
+    """
+    if session().crowd is None:
+        rater = session().by_token.get(token)
+    else:
+        name = open_store().rater_of_token(token)
+        rater = None if name is None else dataclasses.replace(session().by_name[name],
+                                                              token=token)
     if rater is None:
         raise Refused(404, "error.unknown_link")
     flask.g.rater = rater

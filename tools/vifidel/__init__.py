@@ -7,7 +7,7 @@ Parts, in the order the data flows:
 | --- | --- |
 | `labels` | Open Images label CSVs (image-level, boxes), class descriptions, JSONL labels |
 | `vectors` | word2vec text / binary and fastText `.vec` files, read once, cached, memory-mapped |
-| `stopwords` | the stop words of each language (stopwordsiso lists, none, or a folder) |
+| `stopwords` | the stop words of each language (UD function words, stopwordsiso, none, a folder) |
 | `bags` | captions and labels as bags of vector keys (ja/th/zh word matching, stop words, OOV) |
 | `wmd` | Eqs. 1-5: the cost (p = 2 or 1), the penalty of Eq. 4, the transport (POT), the score |
 | `scorer` | `VifidelScorer`: labels and references prepared once, `score(captions)` per call |

@@ -5,14 +5,15 @@
         --class-descriptions DIR/oidv7-class-descriptions.csv \
         --vectors 'vectors/wiki.{lang}.align.vec' [--vectors fr=other.vec] \
         [--langs en,es] [--label-lang en] [--no-references] [--penalty halved|clipped] \
-        [--cost-power 2|1] [--stopwords iso|none|DIR] [--label-weights instances|binary] \
+        [--cost-power 2|1] [--stopwords function|iso|none|DIR] \
+        [--label-weights instances|binary] \
         [--multiword mean|split] [--min-confidence 1] [--vectors-format auto|text|binary] \
         [--max-words N] [--allow-missing] [--allow-missing-labels] [--control] \
         [--per-image OUT.jsonl] [--json]
 
 The defaults are the paper's setting (tools/vifidel/wmd.py): the halved penalty of Eq. 4,
-p = 2 in Eq. 1, stop words removed (the stopwordsiso lists), labels weighted by their number of
-boxes where box files are given.
+p = 2 in Eq. 1, function words removed (tools/vifidel/stopwords.py), labels weighted by their
+number of boxes where box files are given.
 
 Prints a table (or one JSON object) of per-language VIFIDEL, the share of unknown tokens, and
 with --control how often an image's own caption scores above another image's caption. Bad input

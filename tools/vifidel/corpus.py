@@ -42,7 +42,8 @@ class Settings:
         use_references: weight the cost by the references (Eqs. 4-5) when there are some.
         penalty: "halved" (Eq. 4) or "clipped" (tools/vifidel/wmd.py).
         cost_power: the exponent p of the cost, 2 (Eq. 1) or 1 (the authors' script).
-        stopwords: "iso" (the stopwordsiso lists), "none", or a folder of `<lang>.txt` lists
+        stopwords: "function" (function words from Universal Dependencies treebanks), "iso"
+            (the stopwordsiso lists), "none", or a folder of `<lang>.txt` lists
             (tools/vifidel/stopwords.py).
         label_weights: "instances" (a label weighs its number of boxes where box files are
             given, 1 with image-level labels) or "binary" (every label once: the paper's
@@ -61,7 +62,7 @@ class Settings:
     use_references: bool = True
     penalty: str = "halved"
     cost_power: int = 2
-    stopwords: str | None = "iso"
+    stopwords: str | None = stop_lists.DEFAULT
     label_weights: str = "instances"
     multiword: str = "mean"
     min_confidence: float = 1.0

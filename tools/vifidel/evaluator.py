@@ -12,7 +12,8 @@ Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `l
 `<data_dir>/oidv7-class-descriptions.csv`), `vectors` (a pattern with {lang}, or a tuple of
 patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_references` (True),
 `penalty` ("halved": Eq. 4; or "clipped"), `cost_power` (2: Eq. 1; or 1: the authors' script),
-`stopwords` ("iso": the stopwordsiso lists; "none"; or a folder of <lang>.txt), `label_weights`
+`stopwords` ("function": function words from Universal Dependencies; "iso": the stopwordsiso
+lists; "none"; or a folder of <lang>.txt), `label_weights`
 ("instances" or "binary"), `multiword` ("mean"), `min_confidence` (1.0),
 `allow_missing_labels` (False), `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>`
 and `eval/vifidel/avg`. Its files in a results folder (the evaluator contract's defaults,
@@ -28,6 +29,7 @@ from data import languages
 from evaluation import cider
 from evaluation.evaluators import common
 from tools import vifidel as vifidel_lib
+from tools.vifidel import stopwords as stop_lists
 
 DEFAULT_LABELS = "*-annotations-human-imagelabels*.csv"
 DEFAULT_CLASS_DESCRIPTIONS = "oidv7-class-descriptions.csv"
@@ -55,7 +57,7 @@ def settings_from_config(name, eval_config):
         use_references=eval_config.get("use_references", True),
         penalty=eval_config.get("penalty", "halved"),
         cost_power=eval_config.get("cost_power", 2),
-        stopwords=eval_config.get("stopwords", "iso") or "none",
+        stopwords=eval_config.get("stopwords", stop_lists.DEFAULT) or "none",
         label_weights=eval_config.get("label_weights", "instances"),
         multiword=eval_config.get("multiword", "mean"),
         min_confidence=eval_config.get("min_confidence", 1.0),

@@ -4,7 +4,7 @@ settings under the same names (and the in-loop evaluator the same fields,
 tools/vifidel/evaluator.py).
 """
 
-from tools.vifidel import bags, corpus, vectors, wmd
+from tools.vifidel import bags, corpus, stopwords, vectors, wmd
 
 
 def add_arguments(parser, *, required=True):
@@ -34,8 +34,10 @@ def add_arguments(parser, *, required=True):
     group.add_argument("--cost-power", type=int, choices=wmd.COST_POWERS, default=2,
                        help="exponent p of the cost ||x_i - x_j||^p: 2 = Eq. 1 (default), "
                             "1 = the authors' script")
-    group.add_argument("--stopwords", default="iso", metavar="iso|none|DIR",
-                       help="stop words: iso = the stopwordsiso lists (default), none, or a "
+    group.add_argument("--stopwords", default=stopwords.DEFAULT,
+                       metavar="function|iso|none|DIR",
+                       help="stop words: function = function words from Universal "
+                            "Dependencies (default), iso = the stopwordsiso lists, none, or a "
                             "folder of <lang>.txt")
     group.add_argument("--label-weights", choices=corpus.LABEL_WEIGHTS, default="instances",
                        help="instances: a label weighs its number of boxes (box files), "

@@ -12,6 +12,7 @@ import numpy as np
 
 from errors import InputError
 from tools.vifidel import bags, wmd
+from tools.vifidel import stopwords as stop_lists
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +46,11 @@ class VifidelScorer:
         label_lang: the language of the label names.
         references: per image, a list of reference captions in `lang` for the importance
             penalty of Eq. 4, or None for the plain metric.
-        stopwords: vector keys of `lang` to drop from captions and references.
-        label_stopwords: vector keys of `label_lang` to drop inside multi-word labels.
+        stopwords: vector keys of `lang` to drop from captions and references; None (the
+            default) drops the function words of `lang` (stopwords.DEFAULT, as `Settings`
+            and the command line do), an empty set none.
+        label_stopwords: vector keys of `label_lang` to drop inside multi-word labels; None:
+            its function words.
         multiword: "mean" or "split" (tools/vifidel/bags.py).
         penalty: the importance penalty, "halved" (Eq. 4) or "clipped" (tools/vifidel/wmd.py).
         cost_power: the cost's exponent p, 2 (Eq. 1) or 1 (the authors' script).
@@ -57,7 +61,7 @@ class VifidelScorer:
     """
 
     def __init__(self, labels, lang, vectors, *, label_vectors=None, label_lang="en",
-                 references=None, stopwords=frozenset(), label_stopwords=frozenset(),
+                 references=None, stopwords=None, label_stopwords=None,
                  multiword="mean", penalty="halved", cost_power=2):
         if penalty not in wmd.PENALTIES:
             raise InputError(f"unknown penalty {penalty!r}; known: {', '.join(wmd.PENALTIES)}")
@@ -74,6 +78,10 @@ class VifidelScorer:
         self.vectors = vectors
         self.penalty = penalty
         self.cost_power = cost_power
+        if stopwords is None:
+            stopwords = stop_lists.load(stop_lists.DEFAULT, lang).keys
+        if label_stopwords is None:
+            label_stopwords = stop_lists.load(stop_lists.DEFAULT, label_lang).keys
         self.stopwords = frozenset(stopwords)
         label_maker = bags.BagMaker(label_vectors, label_lang, label_stopwords)
         self._labels = []

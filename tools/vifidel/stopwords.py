@@ -2,11 +2,20 @@
 
 Where the lists come from (`source`):
 
-- "iso" (default): the Stopwords ISO lists of the `stopwordsiso` package (pinned in
-  requirements.txt). It has 32 of XM3600's 36 languages; Filipino (fil) takes its Tagalog
-  list (tl: Filipino is standardized Tagalog, and ISO 639-1 has no code of its own for it);
-  Maori (mi), Cusco Quechua (quz) and Telugu (te) have no list there and keep every word
-  (`missing_iso` names them; the command lines say so).
+- "function" (default): the function words of each language, derived from a Universal
+  Dependencies treebank of it by tools/vifidel/derive_function_words.py (the words that carry
+  UD's closed-class tags: adpositions, auxiliaries, conjunctions, determiners, particles,
+  pronouns) and kept in the repository (tools/vifidel/function_lists/<lang>.txt, each file
+  naming its treebank). Numerals, nouns and adjectives are never on them, so "two", "man",
+  "big", "top" or "front" stay in a caption. 33 of XM3600's 36 languages have a list (Filipino
+  from the Tagalog treebanks); Maori (mi), Cusco Quechua (quz) and Swahili (sw) have no UD
+  treebank with text and keep every word (`missing` names them; the command lines say so).
+- "iso": the Stopwords ISO lists of the `stopwordsiso` package (pinned in requirements.txt),
+  the lists used before: a union of many lists that also holds content words (en: man, men,
+  big, small, large, top, side, front, group, two). It has 32 of XM3600's 36 languages;
+  Filipino (fil) takes its Tagalog list (tl: Filipino is standardized Tagalog, and ISO 639-1
+  has no code of its own for it); Maori (mi), Cusco Quechua (quz) and Telugu (te) have no
+  list there and keep every word (`missing_iso` names them).
 - "none": every word is kept (the plain bag of words).
 - any other value is a folder of `<lang>.txt` files, one word per line (`#` starts a comment);
   a language without a file keeps every word.
@@ -23,7 +32,9 @@ import os
 from errors import InputError
 from evaluation.cider import text
 
-SOURCES = ("iso", "none")
+SOURCES = ("function", "iso", "none")
+DEFAULT = "function"
+FUNCTION_LISTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "function_lists")
 ISO_PACKAGE = "stopwordsiso"
 # XM3600 codes that the package knows under another code.
 ISO_ALIASES = {"fil": "tl"}
@@ -95,19 +106,39 @@ def _iso(lang):
     return StopWords(lang, _keys(words, lang), f"{name} ({lang}{via}, {len(words)} words)")
 
 
+def missing(langs):
+    """The languages of `langs` without a function-word list (they keep every word)."""
+    return [lang for lang in langs
+            if not os.path.isfile(os.path.join(FUNCTION_LISTS, f"{lang}.txt"))]
+
+
+@functools.cache
+def _function(lang):
+    path = os.path.join(FUNCTION_LISTS, f"{lang}.txt")
+    if not os.path.isfile(path):
+        return StopWords(lang, frozenset(), f"no function-word list for {lang!r} (no "
+                         f"Universal Dependencies treebank): every word kept", missing=True)
+    keys = read_file(path, lang)
+    return StopWords(lang, keys, f"function words of {lang} ({len(keys)}, Universal "
+                                 f"Dependencies closed classes)")
+
+
 def load(source, lang):
-    """The stop words of `lang` from `source` ("iso", "none" or a folder; module docstring).
+    """The stop words of `lang` from `source` ("function", "iso", "none" or a folder; module
+    docstring).
 
     Raises:
         InputError: a folder that does not exist, or a list that is not UTF-8.
     """
     if source is None or source == "none":
         return StopWords(lang, frozenset(), "none: every word kept")
+    if source == "function":
+        return _function(lang)
     if source == "iso":
         return _iso(lang)
     if not os.path.isdir(source):
-        raise InputError(f"stop words {source!r}: expected 'iso', 'none' or a folder of "
-                         f"<lang>.txt files; no such folder")
+        raise InputError(f"stop words {source!r}: expected 'function', 'iso', 'none' or a "
+                         f"folder of <lang>.txt files; no such folder")
     path = os.path.join(source, f"{lang}.txt")
     if not os.path.isfile(path):
         return StopWords(lang, frozenset(), f"{source} has no {lang}.txt: every word kept",

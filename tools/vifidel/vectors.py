@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 from absl import logging
 
+import files
 from data import languages
 from errors import InputError
 from evaluation.cider import text
@@ -290,11 +291,8 @@ def _write_cache(folder, digest, keys, matrix, info):
         for suffix, write in ((".npy", lambda f: np.save(f, matrix)),
                               (".keys", lambda f: f.write("\n".join(keys).encode("utf-8"))),
                               (".json", lambda f: f.write(json.dumps(info).encode()))):
-            final = os.path.join(folder, digest + suffix)
-            tmp = f"{final}.tmp{os.getpid()}"
-            with open(tmp, "wb") as f:
+            with files.replacing(os.path.join(folder, digest + suffix), "wb") as f:
                 write(f)
-            os.replace(tmp, final)
     except OSError as e:
         logging.warning("vifidel: could not write the vector cache in %s (%s); the file will "
                         "be parsed again next time", folder, e)

@@ -1,5 +1,7 @@
 """Tests of tools/analysis/pascal50s.py and `meta --pascal50s` on small files written here
-with scipy.io.savemat in the layout of the CIDEr authors' PASCAL-50S release."""
+with scipy.io.savemat in the two layouts of the CIDEr authors' PASCAL-50S: the dataset's
+release (triplets, consensus_pascal.mat) and their code repository's data (pairwise votes in
+pair_pascal.mat's `result`, references in pascal50S.mat's `refs`, pascal_cands.mat)."""
 
 import json
 import re
@@ -90,12 +92,14 @@ def test_the_files_have_the_layout_that_public_readers_index(release):
 
 def test_read_gives_pairs_kinds_winners_and_references(release):
     got = pascal50s.read(str(release))
-    assert len(got.pairs) == 12 and len(got.triplets) == 12 * 48
-    assert [p.kind for p in got.pairs[:4]] == ["HC", "HI", "HM", "MM"]
+    (analysis,) = got.analyses
+    assert analysis.target == pascal50s.TRIPLETS
+    assert len(analysis.pairs) == 12 and len(got.triplets) == 12 * 48
+    assert [p.kind for p in analysis.pairs[:4]] == ["HC", "HI", "HM", "MM"]
     # B wins with 30 of 48 triplets, loses with 3 or 10, ties at 24.
-    assert [p.human for p in got.pairs[:4]] == [1, -1, 0, -1]
-    assert got.pairs[6].human == 1  # HM of image 2: 40 of 48
-    assert got.references["2008_000032"] == _sentences(0)[2:]
+    assert [p.human for p in analysis.pairs[:4]] == [1, -1, 0, -1]
+    assert analysis.pairs[6].human == 1  # HM of image 2: 40 of 48
+    assert analysis.references["2008_000032"] == _sentences(0)[2:]
     assert got.sentences["2008_000037"] == _sentences(1)
     assert "144 of 144 among the image's sentences in pascal50S.mat" in got.note
 
@@ -109,7 +113,7 @@ def test_accuracy_per_kind_equals_a_direct_computation(release, capsys):
     got = pascal50s.read(str(release))
     scorer = cider.CiderScorer([_sentences(i)[2:] for i in range(3)], "en", "cider-d")
     agree = {}
-    for (i, *_), pair in zip(_pairs(), got.pairs, strict=True):
+    for (i, *_), pair in zip(_pairs(), got.analyses[0].pairs, strict=True):
         if pair.human:
             diff = (scorer.score([pair.a], indices=[i]).per_image[0]
                     - scorer.score([pair.b], indices=[i]).per_image[0])
@@ -151,3 +155,117 @@ def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, mess
 def test_pascal50s_mat_is_optional(tmp_path):
     got = pascal50s.read(str(write_release(tmp_path, with_sentences=False)))
     assert got.sentences is None and "pascal50S.mat" not in got.note
+
+
+# The code repository's layout: 11 votes per pair (10 for one pair), 1 for B and -1 for C.
+VOTES = (9, 2, 6, 11, 7, 5, 4, 8, 5, 1, 10, 3)  # B's votes of pair p (pair 5: 5 of 10, a tie)
+
+
+def _votes(p):
+    count = 10 if p == 5 else 11
+    return [1] * VOTES[p] + [-1] * (count - VOTES[p])
+
+
+def write_code_layout(folder, *, bad_vote=False, other_candidate=False, with_cands=True):
+    """pascal50S.mat (refs), pascal_cands.mat (cands) and pair_pascal.mat with its votes."""
+    refs = np.zeros((1, len(IMAGES)), dtype=[("image", "O"), ("sent", "O")])
+    for i, key in enumerate(IMAGES):
+        refs[0, i] = (f"{key}.jpg", np.array([[" " + s for s in _sentences(i)]], dtype=object))
+    scipy_io.savemat(folder / "pascal50S.mat", {"refs": refs})
+    pairs = _pairs()
+    new_input = np.zeros((1, len(pairs)), dtype=[("name", "O"), ("sent1", "O"), ("sent2", "O")])
+    cands = np.zeros((1, len(pairs)), dtype=[("image", "O"), ("sent", "O")])
+    result = np.zeros((1, len(pairs)), dtype=[("result", "O")])
+    for p, (i, b, c, *_) in enumerate(pairs):
+        new_input[0, p] = (f"{IMAGES[i]}.jpg", " " + b, " " + c)
+        cands[0, p] = (f"{IMAGES[i]}.jpg", np.array([[b, "x" if other_candidate and p == 3
+                                                     else c]], dtype=object))
+        votes = np.array([_votes(p)], dtype=np.int16)
+        if bad_vote and p == 2:
+            votes[0, 0] = 2
+        result[0, p]["result"] = votes
+    scipy_io.savemat(folder / "pair_pascal.mat", {
+        "new_input": new_input, "new_data": np.array([pair[4] for pair in pairs], np.uint8),
+        "category": np.array([[pair[3] for pair in pairs]], np.uint8), "result": result})
+    if with_cands:
+        scipy_io.savemat(folder / "pascal_cands.mat", {"cands": cands})
+    return folder
+
+
+def test_the_code_layout_has_the_shapes_of_the_repository_files(tmp_path):
+    folder = write_code_layout(tmp_path)
+    mat = scipy_io.loadmat(folder / "pair_pascal.mat")
+    assert mat["new_input"].dtype.names == ("name", "sent1", "sent2")
+    assert mat["result"][0, 0]["result"].shape == (1, 11)
+    assert mat["result"][0, 5]["result"].shape == (1, 10)
+    refs = scipy_io.loadmat(folder / "pascal50S.mat")["refs"]
+    assert refs.dtype.names == ("image", "sent") and refs[0, 0]["sent"].shape == (1, 50)
+    cands = scipy_io.loadmat(folder / "pascal_cands.mat")["cands"]
+    assert cands[0, 0]["sent"].shape == (1, 2)
+
+
+def _direct_accuracy(pairs, winners, references):
+    """Per kind: the share of pairs (ties left out) where CIDEr-D with all references prefers
+    the winner, counted here with the CIDEr engine on its own."""
+    scorer = cider.CiderScorer([references[k] for k in IMAGES], "en", "cider-d")
+    agree = {}
+    for (i, b, c, kind, *_), winner in zip(pairs, winners, strict=True):
+        if winner:
+            diff = (scorer.score([b], indices=[i]).per_image[0]
+                    - scorer.score([c], indices=[i]).per_image[0])
+            assert diff != 0
+            agree.setdefault(pascal50s.KINDS[kind], []).append(np.sign(diff) == winner)
+    return {kind: float(np.mean(v)) for kind, v in agree.items()}
+
+
+def test_pairwise_votes_give_the_accuracy_per_kind(tmp_path, capsys):
+    folder = write_code_layout(tmp_path)
+    got = pascal50s.read(str(folder))
+    (analysis,) = got.analyses
+    winners = [int(np.sign(2 * VOTES[p] - len(_votes(p)))) for p in range(12)]
+    assert [p.human for p in analysis.pairs] == winners and winners[5] == 0
+    assert analysis.references["2008_000037"] == _sentences(1)  # all 50, stripped
+    assert "pascal_cands.mat matches them" in got.note and "11 pairs of 11" in got.note
+    status = meta.main(["--pascal50s", str(folder), "--metric", "cider-d", "--draws", "1",
+                        "--samples", "0", "--json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    rows = {r["subset"]: r for r in json.loads(captured.out)["rows"]}
+    expected = _direct_accuracy(_pairs(), winners, {k: _sentences(i)
+                                                    for i, k in enumerate(IMAGES)})
+    # The figures the tool must reproduce: 2 of 3 HC pairs, 2 of 2 HI (the tie of the sixth
+    # pair left out), 2 of 3 HM, 1 of 3 MM.
+    assert expected == {"HC": 2 / 3, "HI": 1.0, "HM": 2 / 3, "MM": 1 / 3}
+    for kind, value in expected.items():
+        row = rows[f"{kind}, all (50) refs"]
+        assert row["target"] == pascal50s.VOTES and row["accuracy"] == pytest.approx(value)
+    assert rows["all (50) refs"]["n"] == 11 and rows["all (50) refs"]["human_ties"] == 1
+
+
+def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
+    write_release(tmp_path, with_sentences=False)
+    write_code_layout(tmp_path)  # its pascal50S.mat (refs) holds all 50 sentences
+    got = pascal50s.read(str(tmp_path))
+    assert [a.target for a in got.analyses] == [pascal50s.VOTES, pascal50s.TRIPLETS]
+    assert "144 of 144 among the image's sentences" in got.note
+    assert meta.main(["--pascal50s", str(tmp_path), "--metric", "cider-d", "--draws", "1",
+                      "--samples", "0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {(r["target"], r["subset"].split(",")[0]) for r in rows} >= {
+        (pascal50s.VOTES, "HC"), (pascal50s.TRIPLETS, "MM")}
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda t: write_code_layout(t, bad_vote=True),
+     r"pair_pascal.mat: result of pair 3: votes \[2, .*\] are not each 1 \(B\) or -1 \(C\)"),
+    (lambda t: write_code_layout(t, other_candidate=True),
+     r"pascal_cands.mat: cands\(4\): not the image and candidates of pair 4"),
+    (lambda t: (write_code_layout(t), (t / "pascal50S.mat").unlink()),
+     r"pascal50S.mat not found: the pairwise votes of pair_pascal.mat are scored against"),
+])
+def test_code_layout_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make,
+                                                                message):
+    make(tmp_path)
+    assert meta.main(["--pascal50s", str(tmp_path), "--metric", "cider-d"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err

@@ -233,10 +233,11 @@ def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve,
     browser.get(f"{join}?PROLIFIC_PID=pidC&STUDY_ID=study1&SESSION_ID=c")
     assert "full" in browser.find_element(By.TAG_NAME, "h1").text
     state = store.read_state(session.db_path, session.digest)
+    with store.Store(session.db_path) as db:
+        slots = {pid: db.rater_of_token(token) for pid, token in tokens.items()}
     assert {r: (p["participant"], p["details"]["SESSION_ID"])
             for r, p in state["participants"].items()} == {
-        session.by_token[tokens["pidA"]].name: ("pidA", "sess-pidA"),
-        session.by_token[tokens["pidB"]].name: ("pidB", "sess-pidB")}
+        slots["pidA"]: ("pidA", "sess-pidA"), slots["pidB"]: ("pidB", "sess-pidB")}
     # Practice answers are no ratings: every rating is of a session item.
     with store.Store(session.db_path) as db:
         rows = db.ratings()
@@ -393,8 +394,17 @@ def test_phone_layout_and_over_long_captions(browser_tab, make_session, results_
         assert browser.execute_script("return document.documentElement.scrollWidth") <= inner
         buttons = {int(b.get_attribute("value")): _box(browser, b)
                    for b in browser.find_elements(By.CSS_SELECTOR, "button[name=choice]")}
-        # The buttons stay within reach: below the captions, not thousands of pixels down.
+        # The buttons stay within reach: below the captions, not thousands of pixels down,
+        # and on the phone on the first screen, each one clickable where it shows.
         assert max(top for _, top, _, _ in buttons.values()) < 2.5 * height
+        if width == 390:
+            inner = browser.execute_script("return window.innerHeight")
+            assert max(top + h for _, top, _, h in buttons.values()) <= inner
+            for button in browser.find_elements(By.CSS_SELECTOR, "button[name=choice]"):
+                assert browser.execute_script(
+                    "const r = arguments[0].getBoundingClientRect();"
+                    "return document.elementFromPoint(r.left + r.width / 2, "
+                    "r.top + r.height / 2) === arguments[0];", button)
         centre = {v: left + w / 2 for v, (left, _, w, _) in buttons.items()}
         # Left points on the left, Similar in the middle, right points on the right.
         assert max(centre[v] for v in (-3, -2, -1)) < centre[0] < min(centre[v]
@@ -457,7 +467,8 @@ def test_active_time_leaves_out_idle_and_hidden_time(browser_tab, served, serve)
     with store.Store(session.db_path) as db:
         rows = [r for r in db.ratings() if r["rater"] == "emad"]
     idle, busy = rows
-    assert idle["seconds"] >= 1.5 and idle["active_seconds"] <= 1.0
+    # The pause counts nothing, whole (not up to the idle threshold).
+    assert idle["seconds"] >= 1.5 and idle["active_seconds"] <= 0.3
     # The hidden 1.2 s (at least) are left out, give or take the clock's half-second tick.
     assert busy["seconds"] >= 2.4 and 0.7 <= busy["active_seconds"] <= busy["seconds"] - 0.7
 
@@ -473,3 +484,76 @@ def test_screenshot_of_a_raters_page(served, tmp_path):
         screenshot.take(session.folder, "nobody", str(tmp_path / "x.png"))
     with pytest.raises(InputError, match="--page 'other'"):
         screenshot.take(session.folder, "ann", str(tmp_path / "x.png"), page="other")
+
+
+def test_the_pause_is_said_to_the_rater(browser_tab, served, serve):
+    session, _ = served
+    base = serve(session, idle_seconds=1)
+    browser_tab.get(f"{base}/r/{session.by_name['dina'].token}")
+    _wait_for_url(browser_tab, "/item/1")
+    paused = browser_tab.find_element(By.ID, "paused")
+    assert not paused.is_displayed()
+    WebDriverWait(browser_tab, 20).until(lambda d: paused.is_displayed())
+    assert "not counted" in paused.text
+    assert browser_tab.find_element(By.ID, "item-time").text == "0 min 00 s"
+    _press(browser_tab, "x")  # any input: the clock goes on
+    WebDriverWait(browser_tab, 20).until(lambda d: not paused.is_displayed())
+
+
+def test_practice_feedback_shows_the_image_and_the_captions(browser_tab, make_session, serve):
+    session = make_session(langs=("en",), replication=1, gold_share=0.0)
+    rater = session.raters[0]
+    base = serve(session)
+    browser_tab.get(f"{base}/r/{rater.token}")
+    _wait_for_url(browser_tab, "/guidelines")
+    browser_tab.find_element(By.ID, "guidelines-continue").click()
+    _wait_for_url(browser_tab, "/practice/1")
+    _press(browser_tab, "1")
+    _wait_for(browser_tab, "#verdict")
+    image = browser_tab.find_element(By.ID, "image")
+    WebDriverWait(browser_tab, 20).until(
+        lambda d: d.execute_script("return arguments[0].naturalWidth", image) > 0)
+    assert _captions(browser_tab) == tuple(session.practice["en"][0]["texts"])
+
+
+def test_the_dashboard_shows_flagged_raters(browser_tab, make_session, serve, tmp_path):
+    consent = tmp_path / "consent.txt"
+    consent.write_text("Consent.", encoding="utf-8")
+    session = make_session(langs=("en",), subset_size=8, quota=10, gold_share=0.25,
+                           replication=4, crowd=True, consent=str(consent))
+    base = serve(session, dashboard_refresh=0.5)
+    browser = browser_tab
+    join = f"{base}/join/{session.crowd['enrol_token']}/en"
+    # One participant answers everything "Similar" at once, through the pages.
+    browser.get(f"{join}?PROLIFIC_PID=SIMILAR")
+    _wait_for_url(browser, "/consent")
+    browser.find_element(By.ID, "agree").click()
+    _wait_for_url(browser, "/guidelines")
+    browser.find_element(By.ID, "guidelines-continue").click()
+    for n in (1, 2, 3):
+        _wait_for_url(browser, f"/practice/{n}")
+        _press(browser, "4")
+        _wait_for(browser, "#verdict")
+        browser.find_element(By.ID, "next").click()
+    for n in range(1, 11):
+        _wait_for_url(browser, f"/item/{n}")
+        _press(browser, "4")
+    _wait_for(browser, "#completion-code")
+    browser.get("about:blank")
+    browser.get(f"{base}/dashboard/{session.owner_token}")
+    row = "#raters tr[data-rater='en-1']"
+    WebDriverWait(browser, 20).until(lambda d: "FLAGGED" in (_text(d, row) or ""))
+    flags = _text(browser, f"{row} td.flags")
+    assert "straight" in flags and "fast" in flags, flags
+    assert browser.execute_script(
+        "return document.querySelector(arguments[0]).className", row) == "flagged"
+    # The three untaken slots are folded away, and the item view counts the ratings.
+    assert "3 untaken slot(s)" in _text(browser, "#untaken summary")
+    assert browser.execute_script(
+        "return [...document.querySelectorAll('#raters tbody tr')].length") == 1
+    browser.find_element(By.ID, "items-link").click()
+    WebDriverWait(browser, 20).until(lambda d: "/items" in d.current_url)
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('tr[data-item] td.ratings')]"
+        ".map(c => c.textContent)")
+    assert len(cells) == 10 and set(cells) == {"1 / 4"}

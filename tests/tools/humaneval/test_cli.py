@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import errors
 from tests import tiny
 from tools.humaneval import __main__ as cli
 from tools.humaneval import session as session_lib
@@ -24,7 +25,7 @@ def _create_args(release, results_pair, out, *extra):
 def _error(capsys, argv):
     """Runs the CLI expecting bad input: returns its one stderr line."""
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
+        errors.run_main(cli.main, argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: "), err
@@ -118,7 +119,8 @@ def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, ca
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
     out = str(tmp_path / "crowd")
-    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--crowd", "--consent",
+    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--gold-share", "0.34",
+                          "--crowd", "--consent",
                           str(consent), "--translation", f"zh={translation}",
                           "--completion-code", "ABC"))
     captured = capsys.readouterr()
@@ -131,3 +133,30 @@ def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, ca
     assert session.data["study"]["translations"]["zh"] == {"submit": "提交"}
     assert "--translation 'zh': expected LANG=FILE" in _error(
         capsys, _create_args(release, results_pair, str(tmp_path / "x"), "--translation", "zh"))
+
+
+def test_create_on_a_full_disk_is_one_line_and_leaves_nothing(release, results_pair, tmp_path):
+    from tests import tiny
+    with tiny.small_tmpfs(tmp_path / "disk", "32k") as disk:
+        (disk / "filler").write_bytes(b"x" * 28 * 1024)
+        out = disk / "session"
+        result = subprocess.run(
+            [sys.executable, "-m", "tools.humaneval", *_create_args(release, results_pair,
+                                                                    str(out))],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, result.stderr
+        errors_ = [line for line in result.stderr.splitlines()
+                   if not line.startswith("warning: ")]
+        assert len(errors_) == 1 and errors_[0].startswith("error: ")
+        assert "could not be written" in errors_[0] and "Traceback" not in result.stderr
+        assert sorted(os.listdir(disk)) == ["filler"]  # no session.json, no temporary file
+
+
+def test_status_into_a_closed_pipe_ends_quietly(release, results_pair, tmp_path):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out, "--raters", "40", "--gold-share", "0"))
+    command = (f"{sys.executable} -m tools.humaneval status --session {out} | head -1")
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.stdout.count("\n") == 1 and result.stderr == "", result.stderr
+    assert result.returncode == 0

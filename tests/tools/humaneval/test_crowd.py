@@ -29,6 +29,12 @@ def _token(response):
     return response.location.rsplit("/r/", 1)[1]
 
 
+def _slot(session, token):
+    """The rater slot a participant's link reaches."""
+    with store.Store(session.db_path) as db:
+        return db.rater_of_token(token)
+
+
 def test_quota_sizes_the_slots(crowd_session):
     for lang in ("en", "zh"):
         names = [r.name for r in crowd_session.raters if r.lang == lang]
@@ -66,24 +72,25 @@ def test_enrolment_slots(crowd_session):
                          SESSION_ID="a"))
     second = _token(_join(client, crowd_session, "en", PROLIFIC_PID="p2"))
     # The slots in the session's order; a returning id gets its own back, not another.
-    assert [crowd_session.by_token[t].name for t in (first, second)] == ["en-1", "en-2"]
+    assert [_slot(crowd_session, t) for t in (first, second)] == ["en-1", "en-2"]
     assert _token(_join(client, crowd_session, "en", PROLIFIC_PID="p1",
                         SESSION_ID="b")) == first
     # The same id on another platform is another participant; the same participant through
     # another language's link still has one slot: their own.
-    assert crowd_session.by_token[_token(_join(client, crowd_session, "en",
-                                               participant="p1"))].name == "en-3"
+    assert _slot(crowd_session, _token(_join(client, crowd_session, "en",
+                                             participant="p1"))) == "en-3"
     assert _token(_join(client, crowd_session, "zh", PROLIFIC_PID="p1")) == first
-    assert crowd_session.by_token[_token(_join(client, crowd_session, "zh",
-                                               PROLIFIC_PID="p9"))].name == "zh-1"
+    assert _slot(crowd_session, _token(_join(client, crowd_session, "zh",
+                                             PROLIFIC_PID="p9"))) == "zh-1"
     state = store.read_state(crowd_session.db_path, crowd_session.digest)
     assert state["participants"]["en-1"]["details"] == {"STUDY_ID": "s", "SESSION_ID": "a"}
     assert _token(_join(client, crowd_session, "en", PROLIFIC_PID="p4")) != first
     full = _join(client, crowd_session, "en", PROLIFIC_PID="p5")
     assert full.status_code == 409 and "The study is full" in full.get_data(as_text=True)
-    # Declining consent frees the slot for the next participant.
+    # Declining consent frees the slot for the next participant, under a new link.
     client.post(f"/r/{second}/consent", data={"consent": "decline"})
-    assert _token(_join(client, crowd_session, "en", PROLIFIC_PID="p5")) == second
+    newcomer = _token(_join(client, crowd_session, "en", PROLIFIC_PID="p5"))
+    assert _slot(crowd_session, newcomer) == "en-2" and newcomer != second
     assert store.read_state(crowd_session.db_path, crowd_session.digest)["declined"] == 1
 
 
@@ -126,7 +133,7 @@ def test_mturk_participants_get_framed_pages_and_the_submit_form(crowd_session):
                          hitId="h", turkSubmitTo="https://www.mturk.com"))
     page = client.get(f"/r/{token}/consent")
     assert "X-Frame-Options" not in page.headers
-    rater = crowd_session.by_token[token]
+    rater = crowd_session.by_name[_slot(crowd_session, token)]
     with store.Store(crowd_session.db_path) as db:  # the whole list rated, and the intro
         for step in ("consent", "guidelines"):
             db.pass_step(rater.name, step)

@@ -94,8 +94,8 @@ def test_declining_consent_ends_and_keeps_nothing(study):
     client, token = _client(session), session.by_name["en-3"].token
     response = client.post(f"/r/{token}/consent", data={"consent": "decline"},
                            headers={"Accept": "application/json"})
-    assert response.get_json() == {"next": f"/r/{token}/declined"}
-    assert "chose not to take part" in _page(client, f"/r/{token}/declined")
+    assert response.get_json() == {"next": "/declined/en"}
+    assert "chose not to take part" in _page(client, "/declined/en")
     assert client.get(f"/r/{token}").location.endswith("/consent")  # asked again on return
     assert client.post(f"/r/{token}/consent", data={"consent": "maybe"}).status_code == 400
 

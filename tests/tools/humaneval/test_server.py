@@ -11,6 +11,7 @@ import urllib.parse
 
 import pytest
 
+import errors
 from errors import InputError
 from tests import tiny
 from tests.tools.humaneval import helpers
@@ -93,7 +94,8 @@ def test_a_port_in_use_is_one_error_line(make_session, capsys):
     try:
         port = busy.getsockname()[1]
         with pytest.raises(SystemExit) as exit_info:
-            cli.main(["serve", "--session", session.folder, "--port", str(port)])
+            errors.run_main(cli.main, ["serve", "--session", session.folder, "--port",
+                                       str(port)])
     finally:
         busy.close()
     err = capsys.readouterr().err

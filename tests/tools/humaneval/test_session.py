@@ -108,7 +108,7 @@ def test_a_database_of_another_schema_is_refused(make_session):
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
     conn.commit()
     conn.close()
-    with pytest.raises(InputError, match="schema '1', this kit reads schema '2'"):
+    with pytest.raises(InputError, match="schema '1', this kit reads schema '3'"):
         store.init(session.db_path, session.digest)
     with pytest.raises(InputError, match="schema '1'"):
         store.read_ratings(session.db_path, session.digest)

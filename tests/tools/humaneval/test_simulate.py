@@ -4,6 +4,7 @@ import csv
 
 import pytest
 
+import errors
 from errors import InputError
 from tools.humaneval import __main__ as cli
 from tools.humaneval import export, rating_stats, simulate, store, study_report
@@ -27,11 +28,12 @@ def _rows(session):
 
 def test_refused_where_people_rated(rated_by_people, capsys):
     before = _rows(rated_by_people)
-    with pytest.raises(InputError, match="holds 2 rating\\(s\\) by people"):
+    with pytest.raises(InputError, match=r"people have begun under 1 rater\(s\) \(e.g. en-1 "
+                                         r"\(rated\)\)"):
         simulate.simulate(rated_by_people)
     assert _rows(rated_by_people) == before  # nothing stored
     with pytest.raises(SystemExit):
-        cli.main(["simulate", "--session", rated_by_people.folder])
+        errors.run_main(cli.main, ["simulate", "--session", rated_by_people.folder])
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "--force" in err
 

@@ -95,7 +95,7 @@ def test_settings_from_config_has_the_command_lines_options():
     config = ml_collections.ConfigDict({"data_dir": "d", "vectors": "v/{lang}.vec"})
     default = vifidel_evaluator.settings_from_config("vifidel", config)
     assert (default.penalty, default.cost_power, default.stopwords, default.label_weights) == (
-        "halved", 2, "iso", "instances")  # the paper's setting
+        "halved", 2, "function", "instances")  # the paper's setting
     config.update({"penalty": "clipped", "cost_power": 1, "stopwords": "none",
                    "label_weights": "binary", "min_confidence": 0.5})
     chosen = vifidel_evaluator.settings_from_config("vifidel", config)

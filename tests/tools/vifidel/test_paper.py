@@ -1,13 +1,15 @@
 """VIFIDEL end to end against an independent implementation of the paper's Eqs. 1-5.
 
 The reference below is written from the equations alone (shared/reference/metric_papers):
-bags of content words (stop words from the stopwordsiso package itself) and of labels weighted
+bags of content words (stop words read from their own sources: the function-word file, the
+stopwordsiso package) and of labels weighted
 by their number of boxes, the penalty of Eq. 4, the cost of Eqs. 1 and 5, and the transport
 problem of Eq. 2 as a plain linear program (scipy's HiGHS), exp(-WMD) as Eq. 3. The repository
 computes the same through Open Images box files, a word2vec text file, its normalizer and POT.
 """
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from scipy import optimize
 
 from tests.tools.vifidel.conftest import write_vec
 from tools.vifidel import corpus
+from tools.vifidel import stopwords as stopwords_lib
 
 WORDS = ("dog", "frisbee", "grass", "park", "man", "ball", "cat", "sofa", "running", "red")
 LABELS = {"aaaa": {"Dog": 2, "Frisbee": 1}, "bbbb": {"Cat": 1, "Sofa": 3},
@@ -95,9 +98,19 @@ def _settings(folder, **kwargs):
                            class_descriptions=f"{folder}/descriptions.csv", **kwargs)
 
 
+def _stop_list(source):
+    """The words of a stop list, read here from its own source (not through the module)."""
+    if source == "iso":
+        return set(stopwordsiso.stopwords("en"))
+    if source == "function":
+        with open(os.path.join(stopwords_lib.FUNCTION_LISTS, "en.txt"), encoding="utf-8") as f:
+            return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    return set()
+
+
 @pytest.mark.parametrize("p", [1, 2])
 @pytest.mark.parametrize("use_references", [True, False], ids=["references", "plain"])
-@pytest.mark.parametrize("stopwords", ["iso", "none"])
+@pytest.mark.parametrize("stopwords", ["function", "iso", "none"])
 def test_scores_equal_eqs_1_to_5(files, vectors, p, use_references, stopwords):
     keys = list(LABELS)
     scorer = corpus.build_scorers(
@@ -105,7 +118,7 @@ def test_scores_equal_eqs_1_to_5(files, vectors, p, use_references, stopwords):
         _settings(files, cost_power=p, use_references=use_references,
                   stopwords=stopwords))["en"]
     got = scorer.score([CAPTIONS[k] for k in keys]).per_image
-    stop = set(stopwordsiso.stopwords("en")) if stopwords == "iso" else set()
+    stop = _stop_list(stopwords)
     expected = [paper_vifidel(LABELS[k], CAPTIONS[k], REFERENCES[k] if use_references else None,
                               vectors, p, stop) for k in keys]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
@@ -116,7 +129,7 @@ def test_binary_label_weights_are_the_ablation(files, vectors):
     scorer = corpus.build_scorers({"en": keys}, {"en": [REFERENCES[k] for k in keys]},
                                   _settings(files, label_weights="binary"))["en"]
     got = scorer.score([CAPTIONS[k] for k in keys]).per_image
-    stop = set(stopwordsiso.stopwords("en"))
+    stop = _stop_list("function")  # the default
     expected = [paper_vifidel(LABELS[k], CAPTIONS[k], REFERENCES[k], vectors, 2, stop,
                               binary=True) for k in keys]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)

@@ -32,7 +32,7 @@ def test_none_and_folder_sources(tmp_path):
     assert stopwords.load(str(tmp_path), "en").keys == {"the", "on"}
     es = stopwords.load(str(tmp_path), "es")
     assert es.missing and "has no es.txt" in es.origin
-    with pytest.raises(InputError, match="expected 'iso', 'none' or a folder"):
+    with pytest.raises(InputError, match="expected 'function', 'iso', 'none' or a folder"):
         stopwords.load(str(tmp_path / "nowhere"), "en")
     (tmp_path / "fr.txt").write_bytes(b"\xff\n")
     with pytest.raises(InputError, match="fr.txt: not UTF-8"):

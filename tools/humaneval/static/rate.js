@@ -7,9 +7,12 @@
 //   work again, so a dead server, a second tab or a stale page never swallow a click.
 // - Back with the browser's back-forward cache shows a page frozen in the past: it is
 //   reloaded at once (pageshow.persisted), so the server sends the rater where they are.
-// - Active time: a second counts while the page is visible and the rater used mouse, keys,
-//   touch or scroll within the last `data-idle-seconds` (the page's start counts as input).
-//   It survives a reload (sessionStorage, per tab and item) and is sent as active_ms.
+// - Active time: the time the page is visible, from one input (mouse, keys, touch, scroll; the
+//   page's start counts as one) to the next, when the gap is at most `data-idle-seconds`. A
+//   longer gap is a pause and counts nothing, whole (the page cannot tell when the rater
+//   left): the clock then drops back to the time counted and a bar says the clock is paused
+//   until the next input. It survives a reload (sessionStorage, per tab and item) and is
+//   sent as active_ms.
 (function () {
   "use strict";
   const body = document.body;
@@ -45,16 +48,25 @@
   const timed = form && form.dataset.timed === "yes";
   const key = "active:" + window.location.pathname;
   let active = timed ? Number(window.sessionStorage.getItem(key) || 0) : 0;
+  let settle = () => {};  // counts the time since the last input (on an input, on submit)
   if (timed) {
-    const idleMs = 1000 * Number(form.dataset.idleSeconds || 60);
+    const idleMs = 1000 * Number(form.dataset.idleSeconds || 30);
     const before = 1000 * Number(form.dataset.totalSeconds || 0);
     const itemClock = document.getElementById("item-time");
     const totalClock = document.getElementById("total-time");
+    const pausedBar = document.getElementById("paused");
     let lastInput = Date.now();
+    let pending = 0;  // visible time since the last input, counted if the gap stays short
     let last = Date.now();
+    settle = () => {
+      const now = Date.now();
+      if (now - lastInput <= idleMs) active += pending;
+      pending = 0;
+      lastInput = now;
+      window.sessionStorage.setItem(key, String(active));
+    };
     ["pointermove", "pointerdown", "keydown", "wheel", "scroll", "touchstart"].forEach(
-      (name) => window.addEventListener(name, () => { lastInput = Date.now(); },
-                                        {passive: true, capture: true}));
+      (name) => window.addEventListener(name, settle, {passive: true, capture: true}));
     const show = (el, ms) => {
       const s = Math.floor(ms / 1000);
       el.textContent = Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s";
@@ -62,18 +74,16 @@
     const tick = () => {
       const now = Date.now();
       const idle = now - lastInput > idleMs;
-      if (document.visibilityState === "visible" && !idle) {
-        active += Math.min(now - last, 2000);
-        window.sessionStorage.setItem(key, String(active));
-      }
+      if (document.visibilityState === "visible") pending += Math.min(now - last, 2000);
       last = now;
+      const shown = idle ? active : active + pending;
       itemClock.classList.toggle("paused", idle);
-      itemClock.title = idle ? body.dataset.idle : "";
-      show(itemClock, active);
-      show(totalClock, before + active);
+      pausedBar.hidden = !idle;
+      show(itemClock, shown);
+      show(totalClock, before + shown);
     };
     tick();
-    setInterval(tick, 500);
+    setInterval(tick, 250);
   }
 
   // Sending a form: one at a time; whatever happens is said in the status box.
@@ -84,6 +94,7 @@
   async function send(form, submitter) {
     const data = new URLSearchParams(new FormData(form, submitter));
     if (form === document.getElementById("rating-form") && timed) {
+      settle();
       data.set("active_ms", String(Math.round(active)));
     }
     sending = true;
