@@ -15,22 +15,25 @@ import sys
 
 import pytest
 
+import errors
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 def _main(*args):
-    return cli.main([str(a) for a in args])
+    """Runs the command line as `python -m tools.captioning` does; returns its exit status."""
+    with pytest.raises(SystemExit) as exit_info:
+        errors.run_main(cli.main, [str(a) for a in args])
+    return exit_info.value.code
 
 
 def _fails(capsys, *args):
     """Runs the command line expecting bad input; returns its one error line."""
-    with pytest.raises(SystemExit) as exit_info:
-        _main(*args)
-    assert exit_info.value.code == 2
+    assert _main(*args) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert captured.out == ""
@@ -104,7 +107,8 @@ def test_unreadable_images_stop_or_are_skipped(caption_run, demo_images, tmp_pat
     # Stop: the error names the image; the captions before it stay in the out file.
     error = _fails(capsys, *images, "--workdir", caption_run, "--format", "jsonl",
                    "--out", out, "--batch_size", "1")
-    assert error == f"error: cannot decode image {corrupt}: not an image in a format PIL reads\n"
+    assert error == (f"error: cannot decode image {corrupt}: not an image in a format PIL "
+                     f"reads; the captions of the 2 image(s) before it are in {out}\n")
     assert [r["image"] for r in _jsonl(out)] == demo_images[:2]
     # Skip: named on stderr, the others captioned.
     assert _main(*images, "--workdir", caption_run, "--on_error", "skip", "--format", "jsonl",

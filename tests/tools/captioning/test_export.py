@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import errors
 from tests.tools.captioning.conftest import EXPORTED
 from tools.captioning import Captioner, Decoding, InputError, export, restore
 from tools.captioning import run_exported as runner_module
@@ -80,7 +81,8 @@ def test_stand_alone_runner(captioner, exported, demo_images, odd_images, tmp_pa
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
-    assert imported - {"argparse", "json", "sys"} == {"jax", "numpy", "sentencepiece", "PIL"}
+    assert imported - {"argparse", "json", "os", "sys", "warnings", "zipfile", "zlib"} == {
+        "jax", "numpy", "sentencepiece", "PIL"}
     # Run from a folder holding the script alone, with no path into the repository.
     shutil.copy(runner_module.__file__, tmp_path / "run_exported.py")
     images = demo_images[:1] + odd_images  # read as the API reads them, or captions differ
@@ -137,16 +139,16 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
 def test_export_command_line(export_cli, caption_run, tmp_path, capsys):
     path, printed = export_cli
     size = os.path.getsize(path) / 2**20
-    assert printed == (f"wrote {path} ({size:.1f} MiB): step 4 of {caption_run}, 4 languages, "
+    assert printed == (f"wrote {path} ({size:.2f} MiB): step 4 of {caption_run}, 4 languages, "
                        f"programs greedy, beam search (3 beams, alpha 0.6), sampling "
                        f"(temperature 0.8, top-20)\n")
     for args, message in (
             (["--out", str(tmp_path / "nowhere" / "x.npz")], "its folder does not exist"),
             (["--out", str(tmp_path / "x.npz"), "--step", "9"], "no checkpoint of step 9"),
             (["--out", str(tmp_path / "x.npz"), "--top_k", "5000"],
-             "top_k=5000 exceeds the model's 768 logits")):
+             "top_k: top-k 5000 exceeds the model's 768 logits")):
         with pytest.raises(SystemExit) as exit_info:
-            export.main(["--workdir", caption_run, *args])
+            errors.run_main(export.main, ["--workdir", caption_run, *args])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1
