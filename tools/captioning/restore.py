@@ -3,7 +3,7 @@
 train.py writes `<workdir>/config.json` (the resolved config) and orbax checkpoints in
 `<workdir>/checkpoints/<step>` and `<workdir>/checkpoints_best/<step>`; that is all the
 captioning tools need. Paths inside config.json (the vocabulary's) are as the run was
-launched, so relative ones are read from the current folder.
+launched: a relative one is read from the current folder, else from the repository's.
 """
 
 import dataclasses
@@ -21,6 +21,8 @@ from errors import InputError
 from model import captioner
 from training import checkpointing, run_config
 from training import state as state_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Vocabulary:
@@ -47,17 +49,22 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path):
-        """Reads a local `.model` file (or, through seqio, a `gs://` one)."""
+        """Reads a local `.model` file (or, through seqio, a `gs://` one).
+
+        A relative path is read from the current folder, else from the repository's (where
+        `make demo` trains): a run trained there is found from any folder.
+        """
         if "://" in path:
             return cls(tokenizer.get_vocabulary(path).sp_model, path)
+        found = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
         try:
-            with open(path, "rb") as f:
-                return cls(f.read(), path)
+            with open(found, "rb") as f:
+                return cls(f.read(), found)
         except FileNotFoundError:
             raise InputError(
-                f"vocabulary {path} (the run's config.json vocab.path) not found; relative "
-                f"paths are read from the current folder: run from the folder the run was "
-                f"trained in") from None
+                f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
+                f"path is read from the current folder, else from the repository's "
+                f"({REPO})") from None
 
     @property
     def vocab_size(self):

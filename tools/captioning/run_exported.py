@@ -85,6 +85,8 @@ def load(path, method):
         params = [archive[f"param_{i:05d}"] for i in range(info["num_params"])]
         program = export.deserialize(bytearray(archive[f"program_{method}"]))
         vocab = sentencepiece.SentencePieceProcessor(model_proto=archive["vocab"].tobytes())
+    except ImportError as e:  # jax.export reads programs with flatbuffers, installed apart.
+        fail(f"{e} (pip install flatbuffers)")
     except Exception as e:  # noqa: BLE001  Whatever a damaged member makes its reader raise.
         fail(f"{path} is damaged ({str(e).splitlines()[0] if str(e) else repr(e)})")
     for i, (param, aval) in enumerate(zip(params, program.in_avals, strict=False)):

@@ -16,6 +16,8 @@ import sys
 import pytest
 
 import errors
+from evaluation.cider import __main__ as cider
+from formats import predictions
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
@@ -177,3 +179,24 @@ def test_readme_command_as_its_own_process(caption_run, demo_images):
     assert lines[0] == demo_images[0]
     assert [line.split()[0] for line in lines[1:]] == ["en", "es", "hi", "zh"]
     assert "captioned 1 image(s) in 4 language(s)" in result.stderr
+
+
+def test_jsonl_captions_are_scored_by_evaluation_cider_as_written(caption_run, tiny_demo,
+                                                                  tmp_path, capsys):
+    # The XM3600 images captioned as the run's evaluator decodes them (greedy, its
+    # max_decode_len of 8 tokens), then scored: the in-loop scores of that step, exactly.
+    out = tmp_path / "p.jsonl"
+    xm3600 = tiny_demo / "xm3600"
+    assert _main(xm3600 / "images", "--workdir", caption_run, "--step", "2", "--langs",
+                 "en,zh", "--max_len", "8", "--format", "jsonl", "--out", out) == 0
+    capsys.readouterr()
+    assert cider.main(["--predictions", str(out), "--references",
+                       str(xm3600 / "captions.jsonl"), "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)["scores"]
+    logged = {}
+    for record in _jsonl(os.path.join(caption_run, "metrics.jsonl")):
+        if record["step"] == 2:
+            logged.update(record)
+    assert scores == {"en": logged["eval/cider_d/en"], "zh": logged["eval/cider_d/zh"]}
+    assert scores["zh"] > 0  # a comparison of real scores, not of zeros
+    assert set(predictions.read(str(out))) == {"en", "zh"}
