@@ -12,6 +12,10 @@ and `decode(encoded, encoder_mask, tokens, decode=True)` methods; `params`
 is its parameter tree or the variables dict {'params': ...}. The functions
 are jit-compiled here with `model`, `max_len` and the other Python options
 static.
+
+`Decoding` is a decoding's settings (method, beam size, length penalty,
+temperature, top-k, seed), checked when made: the one place where the
+captioning tools and the evaluation tool check what a user asked for.
 """
 
 import dataclasses

@@ -1,13 +1,15 @@
 r"""The captioning web page: drop or choose an image, tick languages and a decoding, read captions.
 
     python -m tools.captioning.web (--workdir RUN [--step N|best] | --exported FILE.npz) \
-        [--host 127.0.0.1] [--port 8000]
+        [--host 127.0.0.1] [--port 8000] [--compilation_cache DIR|none]
 
 One page (`GET /`) and one call (`POST /caption`, multipart: `image`, `langs` repeated,
-`decode`, and the decoding's settings) answering JSON {"image", "decoding", "seconds",
-"captions": [{"lang", "caption", "log_prob"}]} or, for bad input, {"error": message} with
-status 400 (413 for an image over 32 MiB). Served by waitress, as tools/humaneval/'s rating app;
-requests decode one at a time (one model in memory, compiled once per batch shape).
+`decode`, and that decoding's settings, checked by model/decode.Decoding) answering JSON
+{"image", "decoding", "seconds", "captions": [{"lang", "caption", "log_prob"}]} or, for bad
+input, {"error": message} with status 400 (413 for an image over 32 MiB). The page disables
+its button while a request is out, and fits a phone's width. Served by waitress, as
+tools/humaneval/'s rating app; requests decode one at a time (one model in memory, compiled
+once per batch shape).
 """
 
 import dataclasses
