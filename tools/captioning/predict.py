@@ -249,8 +249,11 @@ class Captioner:
         return self._programs.default(method)
 
     def check_decoding(self, decode):
-        """`decode` (a Decoding or a method name) as a Decoding this model can run."""
-        return self._programs.check(decode if isinstance(decode, Decoding) else Decoding(decode))
+        """`decode` (a Decoding, or a method name: its default settings) as a Decoding this
+        model can run."""
+        if not isinstance(decode, Decoding):
+            decode = self.default_decoding(decode)  # An export's: its program's settings.
+        return self._programs.check(decode)
 
     def caption(self, images, langs="en", decode="greedy", **kwargs):
         """Captions of every image in every language, image by image: a list of `Caption`.

@@ -133,6 +133,9 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
         Captioner.from_exported(str(tmp_path / "missing.npz"))
     # Its programs' settings are fixed.
     assert from_export.default_decoding("beam") == Decoding("beam", beam_size=3, alpha=0.6)
+    by_name = from_export.caption(demo_images[:1], "en", "beam")  # the program's settings
+    assert [c.tokens for c in by_name] == [c.tokens for c in from_export.caption(
+        demo_images[:1], "en", Decoding("beam", beam_size=3, alpha=0.6))]
     with pytest.raises(InputError, match=r"was exported with beam search \(3 beams, alpha "
                                          r"0.6\), not beam search \(5 beams"):
         from_export.caption(demo_images[:1], "en", Decoding("beam", beam_size=5))
