@@ -40,8 +40,11 @@ import os
 import sys
 import tempfile
 
+import flax.linen as nn
+import jax
 import numpy as np
 from absl import flags, logging
+from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
 import errors
@@ -50,7 +53,7 @@ from evaluation import cli, report
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common
 from formats import eval_metrics
-from model import captioner
+from model import captioner, decode
 from training import checkpointing, compilation_cache, run_config
 from training import state as state_lib
 from training.metrics import Progress
@@ -81,9 +84,10 @@ def _define_flags(flag_values, argv):
     flags.DEFINE_enum("decode", None, ["greedy", "beam"], "Decoding (default: each "
                       "evaluator's config, greedy unless it says otherwise).",
                       flag_values=flag_values)
-    flags.DEFINE_integer("beam_size", 4, "Beams, with --decode=beam.", flag_values=flag_values)
-    flags.DEFINE_float("alpha", 0.6, "Beam search length-penalty exponent (T5X), with "
-                       "--decode=beam.", flag_values=flag_values)
+    flags.DEFINE_integer("beam_size", None, "Beams, with --decode=beam (default 4).",
+                         flag_values=flag_values)
+    flags.DEFINE_float("alpha", None, "Beam search length-penalty exponent (T5X), with "
+                       "--decode=beam (default 0.6).", flag_values=flag_values)
     flags.DEFINE_string("out", None, "Results folder (default <workdir>/eval_step<N>).",
                         flag_values=flag_values)
     flags.DEFINE_string("name", None, "This model's column in table.md (default: the "
@@ -111,7 +115,8 @@ def resolve_langs(spec, evals_config, names):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint, with bad input as UsageError.
+    """(model, params, step) of the run's checkpoint, with bad input as UsageError: its
+    parameters only (no optimizer is built and its state is not read).
 
     Without `step`, the newest checkpoint there is when it is read; one that the
     trainer deletes meanwhile (it keeps only `checkpoint.keep`) is replaced by the
@@ -123,10 +128,12 @@ def _restore(config, workdir, vocab, step):
         saved = None  # Only for the hint below; the checkpoint itself is checked on reading.
     changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
                if c.startswith(("model.", "vocab."))] if saved else []
+    model = state_lib.create_model(config, vocab.vocab_size)
+    abstract = _abstract_params(config, model)
     try:
         if step is None:
-            return _restore_newest(config, workdir, vocab)
-        return state_lib.restore_params(config, workdir, vocab.vocab_size, step)
+            return model, *_restore_newest(workdir, abstract)
+        return model, checkpointing.restore_params(workdir, abstract, step), step
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     except checkpointing.IncompatibleCheckpoint as e:
@@ -138,15 +145,27 @@ def _restore(config, workdir, vocab, step):
             from None
 
 
-def _restore_newest(config, workdir, vocab):
-    """restore_params of the newest checkpoint, retrying while the newest vanishes under it."""
+def _abstract_params(config, model):
+    """The model's parameters as ShapeDtypeStructs, sharded over the config's mesh as the
+    trainer shards them (the evaluators split batches over its 'data' axis)."""
+    mesh = state_lib.make_mesh(config.mesh)
+    boxed = captioner.abstract_params(model, boxed=True)
+    specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), state_lib.axis_rules(config))
+    return jax.tree.map(
+        lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec)),
+        nn.unbox(boxed), specs)
+
+
+def _restore_newest(workdir, abstract_params):
+    """(params, step) of the newest checkpoint, retrying while the newest vanishes under it."""
     while True:
         available = checkpointing.steps(workdir)
         if not available:
             raise FileNotFoundError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: "
                                     f"train first, or pass the --workdir of a run")
         try:
-            return state_lib.restore_params(config, workdir, vocab.vocab_size, available[-1])
+            return checkpointing.restore_params(workdir, abstract_params, available[-1]), \
+                available[-1]
         except checkpointing.IncompatibleCheckpoint:
             raise
         except (FileNotFoundError, checkpointing.CheckpointError):
@@ -210,7 +229,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
         step: checkpoint step, None for the latest.
         names: evaluator names of `config.evals` (default: all).
         langs: "all", "config" or comma-separated codes (see the module docstring).
-        decoding: a `common.Decoding` for every evaluator (default: their configs').
+        decoding: a `model.decode.Decoding` for every evaluator (default: their configs').
         out: the results folder (default <workdir>/eval_step<step>).
         name: this model's column heading in table.md.
         config_name: recorded in scores.json.
@@ -315,25 +334,24 @@ def _print_summary(out, scores, paths):
 
 
 def check_flags(flag_values):
-    """The numeric flags' ranges (UsageError); returns the `common.Decoding` of --decode or None.
+    """The numeric flags' ranges (UsageError); returns the `Decoding` of --decode or None.
 
-    --beam_size and --alpha are checked even when unused, and are an error without
-    --decode=beam, where they would be ignored.
+    The decoding's settings are checked by `model.decode.Decoding`; --beam_size and --alpha
+    without --decode=beam are an error, never ignored.
     """
     if flag_values.step is not None and flag_values.step < 0:
         raise UsageError(f"--step must be >= 0, got {flag_values.step}")
+    settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
+    given = [f"--{name}" for name, value in settings.items() if value is not None]
+    if flag_values.decode is None:
+        if given:
+            raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
+                             f"leave them out")
+        return None
     try:
-        beam = common.Decoding("beam", flag_values.beam_size, flag_values.alpha)
-    except ValueError as e:
-        flag = "--alpha" if "alpha" in str(e) else "--beam_size"
-        raise UsageError(f"{flag}: {e}") from None
-    given = [f"--{name}" for name in ("beam_size", "alpha") if flag_values[name].present]
-    if given and flag_values.decode != "beam":
-        raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
-                         f"leave them out")
-    if flag_values.decode == "beam":
-        return beam
-    return common.Decoding(flag_values.decode) if flag_values.decode else None
+        return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
+    except decode.DecodingError as e:
+        raise UsageError(str(e)) from None
 
 
 def _remove_if_empty(folder):

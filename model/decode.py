@@ -12,14 +12,23 @@ and `decode(encoded, encoder_mask, tokens, decode=True)` methods; `params`
 is its parameter tree or the variables dict {'params': ...}. The functions
 are jit-compiled here with `model`, `max_len` and the other Python options
 static.
+
+`Decoding` is a decoding's settings (method, beam size, length penalty,
+temperature, top-k, seed), checked when made: the one place where the
+captioning tools and the evaluation tool check what a user asked for.
 """
 
+import dataclasses
 import functools
+import math
+import numbers
 from typing import Any
 
 import flax
 import jax
 import jax.numpy as jnp
+
+import errors
 
 # Log-probability of impossible continuations (finite, as T5X, to keep
 # arithmetic NaN-free).
@@ -335,3 +344,142 @@ def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     is_eos = tokens == eos_id
     after_eos = (jnp.cumsum(is_eos, axis=1) - is_eos) > 0
     return jnp.sum(jnp.where(after_eos, 0.0, token_log_probs), axis=1)
+
+
+# The settings of a decoding, checked in one place for every caller (the captioning command
+# line, API, page and export, and the evaluation tool's flags and config.evals fields).
+
+METHODS = ("greedy", "beam", "sample")
+# Each setting: its decoding, default, name in messages, kind, and range. Beyond alpha 10
+# ((5 + length) / 6) ** alpha nears float32's overflow (at 36 for length 64); temperatures
+# under 0.01 are argmax in all but name (say 0), over 100 uniform noise; jax.random.key folds
+# seeds over 2**32 - 1 onto smaller ones.
+_SETTINGS = {"beam_size": ("beam", 4, "beam size", int, 1, None),
+             "alpha": ("beam", 0.6, "length-penalty alpha", float, 0, 10),
+             "temperature": ("sample", 1.0, "temperature", float, 0, 100),
+             "top_k": ("sample", 0, "top-k", int, 0, None),
+             "seed": ("sample", 0, "seed", int, 0, 2**32 - 1)}
+SETTINGS = tuple(_SETTINGS)
+MIN_TEMPERATURE = 0.01
+
+
+class DecodingError(errors.InputError):
+    """A decoding setting of the wrong kind, out of range, or of another decoding.
+
+    Attributes:
+        setting: its name as the caller's user spells it ("alpha", "--alpha", ...).
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, setting, problem):
+        super().__init__(f"{setting}: {problem}")
+        self.setting, self.problem = setting, problem
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _checked(name, value):
+    """A setting's value checked and made an int or a float, or DecodingError."""
+    _, _, label, kind, low, high = _SETTINGS[name]
+    what = "an integer" if kind is int else "a finite number"
+    ok = not isinstance(value, bool) and isinstance(
+        value, numbers.Integral if kind is int else numbers.Real)
+    if not ok or not (kind is int or math.isfinite(value)) or value < low:
+        raise DecodingError(name, f"{label} must be {what} >= {low}, got {_shown(value)}")
+    if high is not None and value > high:
+        raise DecodingError(name, f"{label} must be at most {high}, got {_shown(value)}")
+    if name == "temperature" and 0 < value < MIN_TEMPERATURE:
+        raise DecodingError(name, f"temperature must be 0 (argmax) or at least "
+                                  f"{MIN_TEMPERATURE:g}, got {value!r}")
+    return kind(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """A decoding and its settings, checked when made (DecodingError naming the setting).
+
+    The settings of the chosen method default as below; those of another method must be
+    left None (a beam size given to greedy decoding is an error, never ignored).
+
+    Attributes:
+        method: "greedy" (argmax), "beam" (T5X beam search) or "sample" (ancestral).
+        beam_size: beams, for "beam" (an integer >= 1; default 4).
+        alpha: T5X's length-penalty exponent, for "beam" (in [0, 10]; 0: plain
+            log-probability; default 0.6).
+        temperature: softmax temperature, for "sample" (0: argmax, or in [0.01, 100];
+            default 1).
+        top_k: sample among the k most likely tokens only, for "sample" (0: all; default 0).
+        seed: the sampling seed, for "sample" (in [0, 2**32 - 1]; default 0).
+    """
+    method: str = "greedy"
+    beam_size: int | None = None
+    alpha: float | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise DecodingError("decode", f"unknown decoding {self.method!r}; known: "
+                                          f"{', '.join(METHODS)}")
+        for name, (method, default, *_) in _SETTINGS.items():
+            value = getattr(self, name)
+            if method != self.method:
+                if value is not None:
+                    raise DecodingError(name, f"applies to {method} decoding only, not to "
+                                              f"{self.method}")
+                continue
+            object.__setattr__(self, name, _checked(name, default if value is None else value))
+
+    @classmethod
+    def create(cls, method, settings, spell="{}"):
+        """Decoding(method, **settings), its errors naming each setting as `spell.format(name)`.
+
+        Args:
+            method: "greedy", "beam" or "sample".
+            settings: {setting name: value}; None values are left out (not given).
+            spell: how the caller's user writes a setting, e.g. "--{}" for a flag.
+        """
+        given = {k: v for k, v in settings.items() if v is not None}
+        unknown = [k for k in given if k not in _SETTINGS]
+        if unknown:
+            raise DecodingError(spell.format(unknown[0]), f"unknown decoding setting; known: "
+                                                          f"{', '.join(SETTINGS)}")
+        try:
+            return cls(method, **given)
+        except DecodingError as e:
+            raise DecodingError(spell.format(e.setting), e.problem) from None
+
+    @classmethod
+    def from_config(cls, eval_config, spell="{}"):
+        """The decoding of an evaluator config (`config.evals.<name>`): its optional `decode`
+        (default "greedy") and that decoding's settings. An evaluation decodes greedy or beam:
+        a score that the seed changes measures nothing."""
+        method = eval_config.get("decode", None) or "greedy"
+        if method == "sample":
+            raise DecodingError(spell.format("decode"), "an evaluation decodes greedy or beam "
+                                                        "(sampled captions score by chance)")
+        return cls.create(method, {k: eval_config.get(k, None) for k in SETTINGS}, spell)
+
+    def as_dict(self):
+        """{"method", and this decoding's settings}: what a results file records."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def describe(self, seed=True):
+        """E.g. "beam search (4 beams, alpha 0.6)"; `seed`: say the sampling seed."""
+        if self.method == "beam":
+            return f"beam search ({self.beam_size} beams, alpha {self.alpha:g})"
+        if self.method == "sample":
+            top = f", top-{self.top_k}" if self.top_k else ""
+            seed = f", seed {self.seed}" if seed else ""
+            return f"sampling (temperature {self.temperature:g}{top}{seed})"
+        return "greedy"
+
+    def check_logits(self, num_logits):
+        """DecodingError when top-k sampling asks for more than the model's `num_logits`."""
+        if self.method == "sample" and self.top_k > num_logits:
+            raise DecodingError("top_k", f"top-k {self.top_k} exceeds the model's {num_logits} "
+                                         f"logits")

@@ -313,15 +313,10 @@ def _shape_mismatches(saved_params, params):
     return out
 
 
-def restore_step(workdir, step, abstract_state, best=False):
-    """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
+def _readable_step(workdir, step, abstract_params, best):
+    """(path, what to call it) of checkpoint `step`, checked against `abstract_params`.
 
-    With `best`, the one of `<workdir>/checkpoints_best`.
-
-    Raises:
-        FileNotFoundError: no checkpoint of that step (the message lists those there are).
-        CheckpointError: its files are unreadable, or its parameters do not have the
-            model's shapes (every differing one named); the message names the folder.
+    Raises: as `restore_step`.
     """
     if step not in steps(workdir, best):
         raise FileNotFoundError(f"no checkpoint of step {step} in "
@@ -335,14 +330,61 @@ def restore_step(workdir, step, abstract_state, best=False):
     except CheckpointError as e:
         raise CheckpointError(f"{where} is damaged: {e}") from None
     if isinstance(saved, dict) and "params" in saved:
-        mismatches = _shape_mismatches(saved["params"], abstract_state["params"])
+        mismatches = _shape_mismatches(saved["params"], abstract_params)
         if mismatches:
             raise IncompatibleCheckpoint(
                 f"{where} does not fit the model of the config: {'; '.join(mismatches[:10])}"
                 + (f"; and {len(mismatches) - 10} more" if len(mismatches) > 10 else ""))
+    return path, where
+
+
+def restore_step(workdir, step, abstract_state, best=False):
+    """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
+
+    With `best`, the one of `<workdir>/checkpoints_best`.
+
+    Raises:
+        FileNotFoundError: no checkpoint of that step (the message lists those there are).
+        CheckpointError: its files are unreadable, or its parameters do not have the
+            model's shapes (every differing one named); the message names the folder.
+    """
+    path, where = _readable_step(workdir, step, abstract_state["params"], best)
     target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
     try:
         return _restore(path, target)
+    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
+        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+
+
+def restore_params(workdir, abstract_params, step, best=False):
+    """Restores only the parameters of checkpoint `step`, for what does not train.
+
+    Orbax's partial restore reads the "params" subtree alone: the optimizer state is
+    neither built (no optimizer, no schedule) nor read from disk.
+
+    Args:
+        workdir: the run's folder.
+        abstract_params: the model's parameters as `jax.ShapeDtypeStruct`s, with the
+            shardings to restore them into.
+        step: the checkpoint's step.
+        best: of `<workdir>/checkpoints_best`.
+
+    Returns:
+        The parameter tree.
+
+    Raises:
+        As `restore_step`.
+    """
+    path, where = _readable_step(workdir, step, abstract_params, best)
+    target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_params)}
+    restore = ocp.args.PyTreeRestore(
+        item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True)
+    checkpointer = ocp.Checkpointer(ocp.CompositeCheckpointHandler(
+        default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
+    try:
+        return checkpointer.restore(path, args=ocp.args.Composite(default=restore))[
+            "default"]["params"]
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 

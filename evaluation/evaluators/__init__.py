@@ -45,7 +45,7 @@ def check_configs(evals_config, best_metric=None):
 
     Counts are integers: `every` >= 0, `batch_size` and `max_decode_len` >= 1, `max_images`
     None (all) or >= 1 (a negative one would slice images off the end, 0 leave none);
-    `decode`, `beam_size` and `alpha` must make a `common.Decoding` (alpha finite, >= 0).
+    `decode` and its settings must make a `Decoding` (model/decode.py: greedy or beam here).
 
     Args:
         evals_config: `config.evals`.
@@ -71,11 +71,7 @@ def check_configs(evals_config, best_metric=None):
         if max_images is not None and not _is_count(max_images, 1):
             raise ValueError(f"config.evals.{name}.max_images={max_images!r}; expected None "
                              f"(every image) or an integer >= 1")
-        try:
-            common.Decoding.from_config(eval_config)
-        except ValueError as e:
-            raise ValueError(f"config.evals.{name}: {e} (fields decode, beam_size, alpha)") \
-                from None
+        common.Decoding.from_config(eval_config, spell=f"config.evals.{name}.{{}}")
         cls.check_config(name, eval_config)
         langs = cls.config_langs(name, eval_config.langs)
         if eval_config.every:

@@ -24,7 +24,6 @@ subclass says which set, which scorer, which names.
 import concurrent.futures
 import dataclasses
 import functools
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -41,32 +40,7 @@ from evaluation import report as report_lib
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from model import decode
-
-
-@dataclasses.dataclass(frozen=True)
-class Decoding:
-    """How captions are decoded: "greedy", or "beam" with T5X's length penalty alpha."""
-    method: str = "greedy"
-    beam_size: int = 4
-    alpha: float = 0.6
-
-    def __post_init__(self):
-        if self.method not in ("greedy", "beam"):
-            raise ValueError(f"unknown decoding {self.method!r}; known: greedy, beam")
-        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) \
-                or self.beam_size < 1:
-            raise ValueError(f"beam size must be an integer >= 1, got {self.beam_size!r}")
-        # NaN passes every comparison a beam makes and decodes nonsense without a word.
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
-                or not math.isfinite(self.alpha) or self.alpha < 0:
-            raise ValueError(f"length-penalty alpha must be a finite number >= 0, got "
-                             f"{self.alpha!r}")
-
-    @classmethod
-    def from_config(cls, eval_config):
-        """The `decode`, `beam_size` and `alpha` fields of an evaluator config (all optional)."""
-        return cls(eval_config.get("decode", cls.method), eval_config.get("beam_size", 4),
-                   eval_config.get("alpha", 0.6))
+from model.decode import Decoding
 
 
 @functools.lru_cache(maxsize=8)
@@ -345,7 +319,7 @@ class CaptionEvaluator:
         36-language averages, the decoding and the run's folder."""
         averages = report_lib.averages(scores)
         return {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],
-                "decoding": dataclasses.asdict(self.decoding), "workdir": checkpoint.workdir}
+                "decoding": self.decoding.as_dict(), "workdir": checkpoint.workdir}
 
     def report(self, out_dir, results, checkpoint):
         """Writes this evaluator's report: scores_<outputs_name>.json and table_<outputs_name>.md

@@ -2,6 +2,7 @@
 
 import pytest
 
+import errors
 from benchmarks import caption_speed
 
 
@@ -15,7 +16,7 @@ from benchmarks import caption_speed
 ])
 def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        caption_speed.main([a.format(tmp=tmp_path) for a in args])
+        errors.run_main(caption_speed.main, [a.format(tmp=tmp_path) for a in args])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1

@@ -49,6 +49,9 @@ def _fail(capsys, *args):
     (["--decode=beam", "--alpha=-0.5"], r"--alpha: .* >= 0, got -0.5"),
     (["--decode=beam", "--beam_size=0"], r"--beam_size: beam size must be an integer >= 1"),
     (["--alpha=0.3"], r"--alpha apply to --decode=beam only"),
+    (["--decode=greedy", "--beam_size=4"], r"--beam_size: applies to beam decoding only, not "
+                                           r"to greedy"),
+    (["--decode=beam", "--alpha=50"], r"--alpha: length-penalty alpha must be at most 10"),
     (["--step=-1"], r"--step must be >= 0, got -1"),
     (["stray"], r"unexpected argument 'stray'"),
     (["--config.evals.xm3600.max_images=-3"],
@@ -134,8 +137,13 @@ def test_train_gets_the_evaluators_count_checks(tiny_demo):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"alpha": float("nan"), "decode": "beam"}, r"config.evals.xm3600: length-penalty alpha"),
-    ({"beam_size": 0, "decode": "beam"}, r"config.evals.xm3600: beam size must be an integer"),
+    ({"alpha": float("nan"), "decode": "beam"},
+     r"config.evals.xm3600.alpha: length-penalty alpha must be a finite number >= 0, got nan"),
+    ({"beam_size": 0, "decode": "beam"}, r"config.evals.xm3600.beam_size: beam size must be an "
+                                         r"integer >= 1, got 0"),
+    ({"beam_size": 4}, r"config.evals.xm3600.beam_size: applies to beam decoding only, not to "
+                       r"greedy"),
+    ({"decode": "sample"}, r"config.evals.xm3600.decode: an evaluation decodes greedy or beam"),
 ])
 def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, message):
     config = tiny_config(str(tiny_demo))

@@ -78,10 +78,16 @@ def owners_violations(source, name="module"):
     return found
 
 
+# The exported model's runner imports nothing of the project (it runs without it), so it
+# writes its predictions lines itself; tests/tools/captioning/test_export.py reads them with
+# formats/predictions.py.
+STAND_ALONE = ("tools.captioning.run_exported",)
+
+
 def test_no_module_outside_formats_names_an_exchanged_file():
     bad = []
     for name, path in test_structure.project_modules().items():
-        if not test_structure.within(name, "formats"):
+        if not test_structure.within(name, "formats") and name not in STAND_ALONE:
             bad += owners_violations(path.read_text(encoding="utf-8"), name)
     assert not bad, "read or write these files through formats/:\n" + "\n".join(bad)
 

@@ -1,4 +1,4 @@
-"""How captions are decoded: the settings, and the function that the run and the export share.
+"""The prediction function that the run and the export share, for a `model.decode.Decoding`.
 
 `predict_fn` is the whole prediction of a batch (decode, then score the result) as one
 jittable function of (params, images, prompts, rng). The in-repository captioner jits it;
@@ -10,69 +10,15 @@ import dataclasses
 
 import jax
 
-from errors import InputError
 from model import decode
 
-METHODS = ("greedy", "beam", "sample")
 
-
-@dataclasses.dataclass(frozen=True)
-class Decoding:
-    """A decoding and its settings.
-
-    Attributes:
-        method: "greedy" (argmax), "beam" (T5X beam search) or "sample" (ancestral).
-        beam_size: beams, for "beam".
-        alpha: T5X's length-penalty exponent, for "beam" (0: plain log-probability).
-        temperature: softmax temperature, for "sample" (0: argmax).
-        top_k: sample among the k most likely tokens only, for "sample" (0: all).
-        seed: the sampling seed; batch b draws from fold_in(key(seed), b).
-    """
-    method: str = "greedy"
-    beam_size: int = 4
-    alpha: float = 0.6
-    temperature: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise InputError(f"unknown decoding {self.method!r}; known: {', '.join(METHODS)}")
-        if self.beam_size < 1:
-            raise InputError(f"beam size must be >= 1, got {self.beam_size}")
-        if self.temperature < 0:
-            raise InputError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise InputError(f"top_k must be >= 0, got {self.top_k}")
-
-    @classmethod
-    def of(cls, decoding):
-        """A Decoding from a Decoding or a method name ("beam": its default settings)."""
-        return decoding if isinstance(decoding, cls) else cls(method=decoding)
-
-    @property
-    def program(self):
-        """This decoding with only the settings its compiled program depends on (no seed)."""
-        if self.method == "beam":
-            return Decoding("beam", beam_size=self.beam_size, alpha=self.alpha)
-        if self.method == "sample":
-            return Decoding("sample", temperature=self.temperature, top_k=self.top_k)
-        return Decoding("greedy")
-
-    def describe(self, seed=True):
-        """E.g. "beam search (4 beams, alpha 0.6)"; `seed`: say the sampling seed."""
-        if self.method == "beam":
-            return f"beam search ({self.beam_size} beams, alpha {self.alpha:g})"
-        if self.method == "sample":
-            top = f", top-{self.top_k}" if self.top_k else ""
-            seed = f", seed {self.seed}" if seed else ""
-            return f"sampling (temperature {self.temperature:g}{top}{seed})"
-        return "greedy"
-
-    def check_logits(self, num_logits):
-        """Raises InputError when top-k sampling asks for more than the model's logits."""
-        if self.method == "sample" and self.top_k > num_logits:
-            raise InputError(f"top_k={self.top_k} exceeds the model's {num_logits} logits")
+def program(decoding):
+    """`decoding` with only the settings its compiled program depends on (the seed reset):
+    the key of the compilations a captioner keeps."""
+    if decoding.method == "sample":
+        return dataclasses.replace(decoding, seed=None)
+    return decoding
 
 
 def rng_data(seed, batch_index):

@@ -17,13 +17,14 @@ writes one `.npz` file (numpy's zip of arrays) holding
   `param_00001`, ... in order.
 
 tools/captioning/run_exported.py reads and runs it with jax, numpy, PIL and sentencepiece alone.
-The file is written to a temporary name and renamed when complete.
+The file is written whole or not at all (files.replacing).
 """
 
 import dataclasses
 import json
 import os
-import sys
+import zipfile
+import zlib
 from typing import Any
 
 import jax
@@ -31,9 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import export as jax_export
 
+import errors
+import files
 from data import images as image_lib
 from data import tokenizer
 from errors import InputError
+from model import decode
 from tools.captioning import decoding as decoding_lib
 from tools.captioning import restore
 from tools.captioning.arguments import ArgumentParser
@@ -52,12 +56,11 @@ def _bytes(data):
 
 
 def program_settings(decoding):
-    """The manifest's settings of a decoding's program."""
-    if decoding.method == "beam":
-        return {"beam_size": decoding.beam_size, "alpha": decoding.alpha}
-    if decoding.method == "sample":
-        return {"temperature": decoding.temperature, "top_k": decoding.top_k}
-    return {}
+    """The manifest's settings of a decoding's program (the seed is an input, not a setting)."""
+    settings = decoding.as_dict()
+    del settings["method"]
+    settings.pop("seed", None)
+    return settings
 
 
 def export_program(run, decoding, platforms=PLATFORMS):
@@ -100,7 +103,7 @@ def write(run, path, decodings, platforms=PLATFORMS):
     Args:
         run: a restore.Run.
         path: the `.npz` file to write (replaced only once complete).
-        decodings: `decoding.Decoding`s of distinct methods.
+        decodings: `model.decode.Decoding`s of distinct methods.
         platforms: where the programs may run.
 
     Returns:
@@ -118,10 +121,8 @@ def write(run, path, decodings, platforms=PLATFORMS):
         arrays[_param_key(i)] = np.asarray(leaf)
     info = manifest(run, decodings, platforms)
     arrays["manifest"] = _bytes(json.dumps(info, indent=1).encode())
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
+    with files.replacing(path, "wb") as f:
         np.savez(f, **arrays)
-    os.replace(tmp, path)
     return info
 
 
@@ -142,7 +143,8 @@ def load(path):
     """Reads an exported captioner written by `write`.
 
     Raises:
-        InputError: no such file, not an exported captioner, or another format version.
+        InputError: no such file, not an exported captioner (or a truncated one), another
+            format version, or parameters that do not fit its programs.
     """
     if not os.path.isfile(path):
         raise InputError(f"exported model {path} not found")
@@ -151,8 +153,8 @@ def load(path):
         info = json.loads(archive["manifest"].tobytes())
         if not isinstance(info, dict):
             raise ValueError("the manifest is not a JSON object")
-    except (OSError, ValueError, KeyError) as e:  # zipfile.BadZipFile is an OSError.
-        raise InputError(f"{path} is not an exported captioner ({e})") from None
+    except (*_DAMAGED, AttributeError) as e:  # np.load: a pickle's or a .npy's errors.
+        raise InputError(f"{path} is not an exported captioner ({_gist(e)})") from None
     if info.get("format") != FORMAT:
         raise InputError(f"{path} is not an exported captioner (format "
                          f"{info.get('format')!r}, expected {FORMAT!r})")
@@ -165,13 +167,32 @@ def load(path):
         programs = {m: jax_export.deserialize(bytearray(archive[f"program_{m}"]))
                     for m in info["programs"]}
         vocab = restore.Vocabulary(archive["vocab"].tobytes(), f"{path}:vocab")
-    except (KeyError, ValueError) as e:
-        raise InputError(f"{path} is damaged ({e})") from None
+    except (*_DAMAGED, TypeError) as e:
+        raise InputError(f"{path} is damaged ({_gist(e)})") from None
+    for method, program in programs.items():
+        _check_params(path, params, program, method)
     return Exported(path, info, params, vocab, programs)
 
 
+# What numpy and zipfile raise for a truncated or altered file.
+_DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _gist(error):
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+
+
+def _check_params(path, params, program, method):
+    """InputError when a parameter's shape or dtype is not what `program` takes."""
+    for i, (param, aval) in enumerate(zip(params, program.in_avals, strict=False)):
+        if tuple(param.shape) != tuple(aval.shape) or param.dtype != aval.dtype:
+            raise InputError(f"{path} is damaged: {_param_key(i)} is {param.dtype}"
+                             f"{list(param.shape)}, its {method} program takes {aval.dtype}"
+                             f"{list(aval.shape)}")
+
+
 def main(argv=None):
-    """Command line: see the module docstring."""
+    """Command line: see the module docstring (bad input raises an `errors.Error`)."""
     parser = ArgumentParser(
         prog="python -m tools.captioning.export",
         description="Exports a run's captioner as one file that runs without this repository "
@@ -180,33 +201,35 @@ def main(argv=None):
     parser.add_argument("--step", default=None,
                         help="checkpoint: a step, 'best' (checkpoints_best/), default the latest")
     parser.add_argument("--out", required=True, help="the .npz file to write")
-    parser.add_argument("--beam_size", type=int, default=4, help="the beam program's beams")
-    parser.add_argument("--alpha", type=float, default=0.6,
-                        help="the beam program's length-penalty exponent")
-    parser.add_argument("--temperature", type=float, default=1.0,
-                        help="the sampling program's temperature")
-    parser.add_argument("--top_k", type=int, default=0, help="the sampling program's top-k")
+    parser.add_argument("--beam_size", type=int, default=None,
+                        help="the beam program's beams (default 4)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="the beam program's length-penalty exponent (default 0.6)")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="the sampling program's temperature (default 1.0)")
+    parser.add_argument("--top_k", type=int, default=None,
+                        help="the sampling program's top-k (default 0: all)")
     parser.add_argument("--max_len", type=int, default=None,
                         help="decoding length (default: the run's data.max_target_len)")
     args = parser.parse_args(argv)
+    decodings = [decode.Decoding.create(method, {k: getattr(args, k) for k in names}, "--{}")
+                 for method, names in (("greedy", ()), ("beam", ("beam_size", "alpha")),
+                                       ("sample", ("temperature", "top_k")))]
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise InputError(f"--out {args.out}: its folder does not exist")
+    if args.max_len is not None and args.max_len < 1:
+        raise InputError(f"--max_len must be >= 1, got {args.max_len}")
+    run = restore.restore(args.workdir, args.step, max_len=args.max_len)
     try:
-        decodings = [decoding_lib.Decoding("greedy"),
-                     decoding_lib.Decoding("beam", beam_size=args.beam_size, alpha=args.alpha),
-                     decoding_lib.Decoding("sample", temperature=args.temperature,
-                                           top_k=args.top_k)]
-        if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
-            raise InputError(f"--out {args.out}: its folder does not exist")
-        run = restore.restore(args.workdir, args.step, max_len=args.max_len)
         info = write(run, args.out, decodings)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    except OSError as e:
+        raise InputError(f"--out {args.out}: {e.strerror or e}") from None
     size = os.path.getsize(args.out)
-    print(f"wrote {args.out} ({size / 2**20:.1f} MiB): step {run.step} of {args.workdir}, "
+    print(f"wrote {args.out} ({size / 2**20:.2f} MiB): step {run.step} of {args.workdir}, "
           f"{len(info['prompts'])} languages, programs "
           f"{', '.join(d.describe(seed=False) for d in decodings)}")
     return 0
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -1,13 +1,16 @@
 """The images to caption: command-line arguments as files, and one image as the model's input.
 
-`model_input` is the one place where the captioning tools turn an image into pixels
-(through data/images.py, as training does, plus the EXIF orientation); `expand` turns
-files, folders and glob patterns into the list of files to caption.
+`model_input` is the one place where the captioning tools turn an image (a file, its bytes, a
+PIL image or pixels) into the model's input (through data/images.py, as training does, plus
+the EXIF orientation); `expand` turns files, folders and glob patterns into the list of files
+to caption.
 """
 
 import glob
 import os
+import warnings
 
+import numpy as np
 from PIL import Image
 
 from data import images as image_lib
@@ -61,7 +64,8 @@ def model_input(image, size, name=None):
     """One image as the model's input: float32 [size, size, 3] in [-1, 1], upright RGB.
 
     Args:
-        image: a path, or the encoded bytes of an image in any format PIL reads.
+        image: a path; the encoded bytes of an image in any format PIL reads; a PIL image;
+            or uint8 pixels [H, W] (gray), [H, W, 3] (RGB) or [H, W, 4] (RGBA).
         size: the model's input side in pixels.
         name: what to call the image in errors (default: the path).
 
@@ -69,17 +73,38 @@ def model_input(image, size, name=None):
         InputError: the file is missing or unreadable, or not an image PIL decodes.
     """
     name = name or str(image)
-    if isinstance(image, bytes):
-        data = image
-    else:
+    with warnings.catch_warnings():
+        # Over 89 megapixels PIL warns, with its own file and line; the pixels are read as any
+        # others (over twice that, it refuses: an ImageError, one line).
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        if isinstance(image, np.ndarray):
+            image = _from_array(image, name)
+        if isinstance(image, Image.Image):
+            rgb = image_lib.to_rgb(image, upright=True)
+            return image_lib.to_unit_range(np.asarray(rgb.resize((size, size), Image.BILINEAR)))
         try:
-            with open(image, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            raise InputError(f"image file not found: {name}") from None
-        except OSError as e:  # A folder, no permission, an I/O error.
-            raise InputError(f"cannot read image {name}: {e.strerror or e}") from None
+            return image_lib.decode(_read(image, name), size, name=name, upright=True)
+        except image_lib.ImageError as e:
+            raise InputError(str(e)) from None
+
+
+def _read(image, name):
+    """The encoded bytes of a path or of bytes."""
+    if isinstance(image, bytes):
+        return image
     try:
-        return image_lib.decode(data, size, name=name, upright=True)
-    except image_lib.ImageError as e:
-        raise InputError(str(e)) from None
+        with open(image, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InputError(f"image file not found: {name}") from None
+    except OSError as e:  # A folder, no permission, an I/O error.
+        raise InputError(f"cannot read image {name}: {e.strerror or e}") from None
+
+
+def _from_array(pixels, name):
+    """uint8 pixels [H, W], [H, W, 3] or [H, W, 4] as a PIL image (InputError otherwise)."""
+    shape_ok = pixels.ndim == 2 or (pixels.ndim == 3 and pixels.shape[-1] in (3, 4))
+    if pixels.dtype != np.uint8 or not shape_ok or 0 in pixels.shape:
+        raise InputError(f"{name}: expected uint8 pixels [H, W], [H, W, 3] or [H, W, 4], got "
+                         f"{pixels.dtype} {list(pixels.shape)}")
+    return Image.fromarray(pixels)

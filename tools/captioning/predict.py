@@ -18,12 +18,15 @@ import os
 
 import jax
 import numpy as np
+from PIL import Image
 
 from data import languages, tokenizer
 from errors import InputError
+from formats import predictions as predictions_format
+from model.decode import Decoding
 from tools.captioning import decoding as decoding_lib
 from tools.captioning import export, inputs, restore
-from tools.captioning.decoding import Decoding
+from training import compilation_cache as cache_lib
 
 ON_ERROR = ("stop", "skip")
 
@@ -33,7 +36,7 @@ class Caption:
     """One caption of one image in one language.
 
     Attributes:
-        image: the image's path (or the name given with its bytes).
+        image: the image's path (or the name given with its bytes, "image[i]" without one).
         lang: the language code.
         text: the caption.
         log_prob: its log-probability under the model (sum over its tokens and EOS).
@@ -45,15 +48,44 @@ class Caption:
     log_prob: float
     tokens: tuple
 
+    @property
+    def key(self):
+        """The image's key in a predictions file: its file name without the extension, as
+        XM3600's images are named (`images/<key>.jpg`)."""
+        return os.path.splitext(os.path.basename(self.image))[0]
+
     def record(self):
-        """The JSON object of a JSONL line: image, lang, caption, log_prob."""
-        return {"image": self.image, "lang": self.lang, "caption": self.text,
-                "log_prob": round(self.log_prob, 4)}
+        """The JSON object of a JSONL line: a predictions file's line (image/key, lang,
+        caption), with the image's path and the log-probability, which its readers ignore."""
+        return predictions_line(self.key, self.lang, self.text, image=self.image,
+                                log_prob=round(self.log_prob, 4))
+
+
+def predictions_line(key, lang, caption, **extra):
+    """A line of a predictions file (formats/predictions.py's FIELDS), with `extra` fields.
+
+    Here until formats/predictions.py has its own line function, which replaces it.
+    """
+    return {**dict(zip(predictions_format.FIELDS, (key, lang, caption), strict=True)), **extra}
+
+
+def use_compilation_cache(setting, workdir=None):
+    """Turns JAX's persistent compilation cache on as the checkpoint tool does.
+
+    Args:
+        setting: None (a cache jax already uses, else `training/compilation_cache`'s
+            default: $JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache, else
+            ~/.cache/xm3600/jax), "none" (off), or the cache's folder.
+        workdir: the run's folder, or None (an export).
+    """
+    if setting is None and cache_lib.current_dir():
+        return
+    cache_lib.enable_from_flag(setting, workdir)
 
 
 @functools.lru_cache(maxsize=16)
 def _jitted(model, program, max_len):
-    """predict_fn of a `Decoding.program`, jitted: one per model and program, so that every
+    """predict_fn of a `decoding.program(...)`, jitted: one per model and program, so that every
     captioner of a run (its other steps, its best) shares the compilations."""
     return jax.jit(decoding_lib.predict_fn(model, program, max_len))
 
@@ -72,7 +104,7 @@ class _RunPrograms:
         return decoding
 
     def __call__(self, decoding, images, prompts, rng):
-        fn = _jitted(self.run.model, decoding.program, self.run.max_len)
+        fn = _jitted(self.run.model, decoding_lib.program(decoding), self.run.max_len)
         return fn(self.run.params, images, prompts, rng)
 
 
@@ -104,16 +136,26 @@ class _ExportedPrograms:
         return self._calls[decoding.method](self.exported.params, images, prompts, rng)
 
 
+def _items(images):
+    """`images` as a list of images: one image (a path, bytes, a PIL image, pixels) is a list
+    of one, a 4-d array [n, H, W, C] a list of n; anything else is iterated."""
+    if isinstance(images, (str, os.PathLike, bytes, Image.Image)):
+        return [images]
+    if isinstance(images, np.ndarray):
+        return list(images) if images.ndim == 4 else [images]
+    return list(images)
+
+
 def _named(image, index):
-    """(name, path or bytes) of an `images` item."""
-    if isinstance(image, bytes):
-        return f"image[{index}]", image
+    """(name, path, bytes, PIL image or pixels) of an `images` item."""
     if isinstance(image, tuple) and len(image) == 2 and isinstance(image[1], bytes):
         return str(image[0]), image[1]
     if isinstance(image, (str, os.PathLike)):
         return os.fspath(image), image
-    raise TypeError(f"images[{index}]: expected a path, bytes or (name, bytes), got "
-                    f"{type(image).__name__}")
+    if isinstance(image, (bytes, Image.Image, np.ndarray)):
+        return f"image[{index}]", image
+    raise InputError(f"images[{index}]: expected a path, bytes, a (name, bytes) pair, a PIL "
+                     f"image or uint8 pixels, got {type(image).__name__}")
 
 
 def _bucket(rows):
@@ -147,30 +189,37 @@ class Captioner:
         self.source = source
 
     @classmethod
-    def from_run(cls, workdir, step=None, *, max_len=None):
+    def from_run(cls, workdir, step=None, *, max_len=None, compilation_cache=None):
         """The captioner of a run's checkpoint.
 
         Args:
             workdir: the run's folder (config.json, checkpoints/).
             step: None (the latest checkpoint), "best" (checkpoints_best/) or a step.
             max_len: decoding length (default: the run's data.max_target_len).
+            compilation_cache: see `use_compilation_cache`.
 
         Raises:
             InputError: see tools/captioning/restore.restore.
         """
         run = restore.restore(workdir, step, max_len=max_len)
+        use_compilation_cache(compilation_cache, workdir)
         best = " (best)" if run.best else ""
         return cls(_RunPrograms(run), run.vocab, run.prompts, run.image_size, run.max_len,
                    f"step {run.step}{best} of {workdir}")
 
     @classmethod
-    def from_exported(cls, path):
+    def from_exported(cls, path, *, compilation_cache=None):
         """The captioner of a file written by tools/captioning/export.py.
+
+        Args:
+            path: the file.
+            compilation_cache: see `use_compilation_cache`.
 
         Raises:
             InputError: see tools/captioning/export.load.
         """
         exported = export.load(path)
+        use_compilation_cache(compilation_cache)
         info = exported.manifest
         prompts = {lang: np.asarray(ids, np.int32) for lang, ids in info["prompts"].items()}
         source = info["source"]
@@ -200,8 +249,11 @@ class Captioner:
         return self._programs.default(method)
 
     def check_decoding(self, decode):
-        """`decode` (a Decoding or a method name) as a Decoding this model can run."""
-        return self._programs.check(Decoding.of(decode))
+        """`decode` (a Decoding, or a method name: its default settings) as a Decoding this
+        model can run."""
+        if not isinstance(decode, Decoding):
+            decode = self.default_decoding(decode)  # An export's: its program's settings.
+        return self._programs.check(decode)
 
     def caption(self, images, langs="en", decode="greedy", **kwargs):
         """Captions of every image in every language, image by image: a list of `Caption`.
@@ -215,7 +267,8 @@ class Captioner:
         """Yields a `Caption` per image and language, in that order, as batches finish.
 
         Args:
-            images: paths, encoded bytes, or (name, bytes) pairs.
+            images: an image or a list of them: paths, encoded bytes, (name, bytes) pairs,
+                PIL images, uint8 pixels [H, W(, 3|4)] (a 4-d array: one image per row).
             langs: "all", "en,es", or a sequence of codes.
             decode: a `Decoding`, or "greedy" | "beam" | "sample" with default settings.
             batch_size: (image, language) rows per batch.
@@ -232,7 +285,7 @@ class Captioner:
             raise InputError(f"on_error {on_error!r}; known: {', '.join(ON_ERROR)}")
         if batch_size < 1:
             raise InputError(f"batch size must be >= 1, got {batch_size}")
-        images = [_named(image, i) for i, image in enumerate(images)]
+        images = [_named(image, i) for i, image in enumerate(_items(images))]
         batch_size = min(batch_size, _bucket(len(images) * len(langs)))
         rows, batch_index = [], 0
         for name, source in images:
@@ -260,7 +313,7 @@ class Captioner:
         images = np.stack([pixels for _, pixels, _ in padded])  # [b, S, S, 3]
         prompts = np.stack([self._prompts[lang] for _, _, lang in padded])  # [b, Lp]
         tokens, log_probs = self._programs(decoding, images, prompts,
-                                           decoding_lib.rng_data(decoding.seed, batch_index))
+                                           decoding_lib.rng_data(decoding.seed or 0, batch_index))
         tokens, log_probs = np.asarray(tokens), np.asarray(log_probs)
         texts = tokenizer.detokenize(self.vocab, tokens[:len(rows)])
         for (name, _, lang), row, text, log_prob in zip(rows, tokens, texts, log_probs,

@@ -3,13 +3,15 @@
 train.py writes `<workdir>/config.json` (the resolved config) and orbax checkpoints in
 `<workdir>/checkpoints/<step>` and `<workdir>/checkpoints_best/<step>`; that is all the
 captioning tools need. Paths inside config.json (the vocabulary's) are as the run was
-launched, so relative ones are read from the current folder.
+launched: a relative one is read from the current folder, else from the repository's.
 """
 
 import dataclasses
+import numbers
 import os
 from typing import Any
 
+import jax
 import ml_collections
 import numpy as np
 import sentencepiece as spm
@@ -19,6 +21,8 @@ from errors import InputError
 from model import captioner
 from training import checkpointing, run_config
 from training import state as state_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Vocabulary:
@@ -45,17 +49,22 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path):
-        """Reads a local `.model` file (or, through seqio, a `gs://` one)."""
+        """Reads a local `.model` file (or, through seqio, a `gs://` one).
+
+        A relative path is read from the current folder, else from the repository's (where
+        `make demo` trains): a run trained there is found from any folder.
+        """
         if "://" in path:
             return cls(tokenizer.get_vocabulary(path).sp_model, path)
+        found = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
         try:
-            with open(path, "rb") as f:
-                return cls(f.read(), path)
+            with open(found, "rb") as f:
+                return cls(f.read(), found)
         except FileNotFoundError:
             raise InputError(
-                f"vocabulary {path} (the run's config.json vocab.path) not found; relative "
-                f"paths are read from the current folder: run from the folder the run was "
-                f"trained in") from None
+                f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
+                f"path is read from the current folder, else from the repository's "
+                f"({REPO})") from None
 
     @property
     def vocab_size(self):
@@ -141,8 +150,25 @@ def _step(workdir, step):
     return step, best
 
 
+def _max_len(max_len, config):
+    """The decoding length: `max_len` (an integer >= 1) or the run's data.max_target_len."""
+    if max_len is None:
+        return int(config.data.max_target_len)
+    if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
+        raise InputError(f"max_len must be an integer >= 1, got {max_len!r}")
+    return int(max_len)
+
+
+def _abstract_params(model):
+    """The model's parameters as ShapeDtypeStructs on this process's first device."""
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
+                        captioner.abstract_params(model, boxed=False))
+
+
 def restore(workdir, step=None, *, max_len=None):
-    """Reads a run's captioner.
+    """Reads a run's captioner: its config, vocabulary and the parameters of a checkpoint
+    (only those: no optimizer is built and its state is not read).
 
     Args:
         workdir: the run's folder.
@@ -154,22 +180,20 @@ def restore(workdir, step=None, *, max_len=None):
 
     Raises:
         InputError: no such folder, no config.json, no (such) checkpoint, a damaged or
-            incompatible checkpoint, or the vocabulary is missing.
+            incompatible checkpoint, the vocabulary is missing, or a bad max_len.
     """
     config, langs = _read_config(workdir)
+    max_len = _max_len(max_len, config)
     step, best = _step(workdir, step)
     vocab = Vocabulary.load(config.vocab.path)
+    model = state_lib.create_model(config, vocab.vocab_size)
     try:
-        model, params, step = state_lib.restore_params(config, workdir, vocab.vocab_size, step,
-                                                       best)
+        params = checkpointing.restore_params(workdir, _abstract_params(model), step, best)
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise InputError(str(e)) from None
     template = config.data.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
     prompts = {lang: pipeline.tokenize_prompt(vocab, lang, template, config.data.max_prompt_len)
                for lang in langs}
-    max_len = int(max_len or config.data.max_target_len)
-    if max_len < 1:
-        raise InputError(f"max_len must be >= 1, got {max_len}")
     return Run(workdir=workdir, step=step, best=best, model=model,
                params=params, vocab=vocab, image_size=int(config.model.image_size),
                prompts={lang: np.asarray(p, np.int32) for lang, p in prompts.items()},

@@ -3,19 +3,35 @@
     python run_exported.py MODEL.npz IMAGE... [--langs en,es] [--decode greedy|beam|sample]
         [--seed 0]
 
-Prints one JSON line per image and language: {"image", "lang", "caption", "log_prob"}, as
-`python -m tools.captioning --format jsonl` (all rows in one batch, sampling from fold_in(key(seed),
-0)). Imports nothing of the repository: copy it next to the model file and run it anywhere.
+Prints one JSON line per image and language, {"image/key", "lang", "caption", "image",
+"log_prob"}, as `python -m tools.captioning --format jsonl` (all rows in one batch, sampling
+from fold_in(key(seed), 0)). Imports nothing of the repository: copy it next to the model file
+and run it anywhere with `pip install jax jaxlib numpy pillow sentencepiece flatbuffers`
+(jax.export reads its programs with flatbuffers). Bad input is one `error: ...` line and exit
+status 2.
 """
 import argparse
 import json
+import os
 import sys
+import warnings
+import zipfile
+import zlib
 
 import jax
 import numpy as np
 import sentencepiece
 from jax import export
 from PIL import Image, ImageOps
+
+# What numpy and zipfile raise for a truncated or altered file.
+DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def fail(message):
+    """Bad input: one `error: ...` line on stderr, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def pixels(path, spec):
@@ -39,6 +55,72 @@ def pixels(path, spec):
     return x
 
 
+def read_image(path, spec):
+    """`pixels`, or an error line naming the file."""
+    try:
+        with warnings.catch_warnings():  # PIL's over 89 megapixels; it refuses over twice that.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            return pixels(path, spec)
+    except FileNotFoundError:
+        fail(f"image file not found: {path}")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        fail(f"cannot decode image {path}: {str(e).splitlines()[0]}")
+
+
+def load(path, method):
+    """(manifest, parameters, program, vocabulary) of an export; an error line if none."""
+    try:
+        archive = np.load(path)
+        info = json.loads(archive["manifest"].tobytes())
+    except FileNotFoundError:
+        fail(f"exported model {path} not found")
+    except (*DAMAGED, AttributeError) as e:
+        fail(f"{path} is not an exported captioner ({str(e).splitlines()[0] if str(e) else e})")
+    if not isinstance(info, dict) or (info.get("format"), info.get("version")) != (
+            "xm3600-captioner", 1):
+        fail(f"{path} is not an xm3600-captioner file of version 1")
+    if method not in info["programs"]:
+        fail(f"--decode {method}: {path} has programs {', '.join(info['programs'])}")
+    try:
+        params = [archive[f"param_{i:05d}"] for i in range(info["num_params"])]
+        program = export.deserialize(bytearray(archive[f"program_{method}"]))
+        vocab = sentencepiece.SentencePieceProcessor(model_proto=archive["vocab"].tobytes())
+    except ImportError as e:  # jax.export reads programs with flatbuffers, installed apart.
+        fail(f"{e} (pip install flatbuffers)")
+    except Exception as e:  # noqa: BLE001  Whatever a damaged member makes its reader raise.
+        fail(f"{path} is damaged ({str(e).splitlines()[0] if str(e) else repr(e)})")
+    for i, (param, aval) in enumerate(zip(params, program.in_avals, strict=False)):
+        if tuple(param.shape) != tuple(aval.shape) or param.dtype != aval.dtype:
+            fail(f"{path} is damaged: param_{i:05d} is {param.dtype}{list(param.shape)}, "
+                 f"its {method} program takes {aval.dtype}{list(aval.shape)}")
+    return info, params, program, vocab
+
+
+def caption(args):
+    """Prints the captions of the arguments' images (an error line for bad input)."""
+    info, params, program, vocab = load(args.model, args.decode)
+    langs = args.langs.split(",")
+    unknown = [lang for lang in langs if lang not in info["prompts"]]
+    if unknown:
+        fail(f"--langs: unknown language {unknown[0]!r}; known: "
+                      f"{', '.join(info['prompts'])}")
+    rows = [(path, lang) for path in args.images for lang in langs]
+    images = {path: read_image(path, info["image"]) for path in args.images}
+    prompts = np.stack([np.asarray(info["prompts"][lang], np.int32) for _, lang in rows])
+    rng = jax.random.key_data(jax.random.fold_in(jax.random.key(args.seed), 0))
+    tokens, log_probs = program.call(params, np.stack([images[p] for p, _ in rows]), prompts,
+                                     rng)
+    eos = info["eos_id"]
+    for (path, lang), ids, log_prob in zip(rows, np.asarray(tokens).tolist(),
+                                           np.asarray(log_probs), strict=True):
+        ids = [i for i in ids[:ids.index(eos) if eos in ids else None]
+               if 0 < i < vocab.get_piece_size()]
+        key = os.path.splitext(os.path.basename(path))[0]
+        print(json.dumps({"image/key": key, "lang": lang, "caption": vocab.decode_ids(ids),
+                          "image": path, "log_prob": round(float(log_prob), 4)},
+                         ensure_ascii=False))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -47,27 +129,13 @@ def main():
     parser.add_argument("--decode", default="greedy")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    archive = np.load(args.model)
-    info = json.loads(archive["manifest"].tobytes())
-    if (info.get("format"), info.get("version")) != ("xm3600-captioner", 1):
-        print(f"error: {args.model} is not an xm3600-captioner file of version 1",
-              file=sys.stderr)
-        sys.exit(2)
-    params = [archive[f"param_{i:05d}"] for i in range(info["num_params"])]
-    program = export.deserialize(bytearray(archive[f"program_{args.decode}"]))
-    vocab = sentencepiece.SentencePieceProcessor(model_proto=archive["vocab"].tobytes())
-    rows = [(path, lang) for path in args.images for lang in args.langs.split(",")]
-    images = np.stack([pixels(path, info["image"]) for path, _ in rows])
-    prompts = np.stack([np.asarray(info["prompts"][lang], np.int32) for _, lang in rows])
-    rng = jax.random.key_data(jax.random.fold_in(jax.random.key(args.seed), 0))
-    tokens, log_probs = program.call(params, images, prompts, rng)
-    eos = info["eos_id"]
-    for (path, lang), ids, log_prob in zip(rows, np.asarray(tokens).tolist(),
-                                           np.asarray(log_probs), strict=True):
-        ids = [i for i in ids[:ids.index(eos) if eos in ids else None]
-               if 0 < i < vocab.get_piece_size()]
-        print(json.dumps({"image": path, "lang": lang, "caption": vocab.decode_ids(ids),
-                          "log_prob": round(float(log_prob), 4)}, ensure_ascii=False))
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
+    try:
+        caption(args)
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,18 @@
 r"""The captioning web page: drop or choose an image, tick languages and a decoding, read captions.
 
     python -m tools.captioning.web (--workdir RUN [--step N|best] | --exported FILE.npz) \
-        [--host 127.0.0.1] [--port 8000]
+        [--host 127.0.0.1] [--port 8000] [--compilation_cache DIR|none]
 
 One page (`GET /`) and one call (`POST /caption`, multipart: `image`, `langs` repeated,
-`decode`, and the decoding's settings) answering JSON {"image", "decoding", "seconds",
-"captions": [{"lang", "caption", "log_prob"}]} or, for bad input, {"error": message} with
-status 400 (413 for an image over 32 MiB). Served by waitress, as tools/humaneval/'s rating app;
-requests decode one at a time (one model in memory, compiled once per batch shape).
+`decode`, and that decoding's settings, checked by model/decode.Decoding) answering JSON
+{"image", "decoding", "seconds", "captions": [{"lang", "caption", "log_prob"}]} or, for bad
+input, {"error": message} with status 400 (413 for an image over 32 MiB). The page disables
+its button while a request is out, and fits a phone's width. Served by waitress, as
+tools/humaneval/'s rating app; requests decode one at a time (one model in memory, compiled
+once per batch shape).
 """
 
 import dataclasses
-import sys
 import threading
 import time
 
@@ -19,37 +20,35 @@ import flask
 import waitress
 import werkzeug.exceptions
 
+import errors
 from data import languages
 from errors import InputError
-from tools.captioning import decoding as decoding_lib
+from model import decode
 from tools.captioning.arguments import ArgumentParser
 from tools.captioning.predict import Captioner
 
 MAX_IMAGE_BYTES = 32 * 2**20
-# Each setting of the form: its parser and the methods it belongs to.
-_SETTINGS = {"beam_size": (int, "beam"), "alpha": (float, "beam"),
-             "temperature": (float, "sample"), "top_k": (int, "sample"),
-             "seed": (int, "sample")}
+# The form's settings and how each is parsed; those of the decoding not chosen are not sent
+# (the page disables their fields), and are an error when a request has them.
+_PARSERS = {"beam_size": int, "alpha": float, "temperature": float, "top_k": int, "seed": int}
 
 
 def _form_decoding(form, captioner):
     """The Decoding of the form's `decode` and settings (InputError naming a bad field)."""
     method = form.get("decode", "greedy")
-    if method not in decoding_lib.METHODS:
-        raise InputError(f"unknown decoding {method!r}; known: "
-                         f"{', '.join(decoding_lib.METHODS)}")
-    given = {}
-    for name, (parse, used_by) in _SETTINGS.items():
+    settings = dataclasses.asdict(captioner.default_decoding(method)) \
+        if method in decode.METHODS else {}
+    settings.pop("method", None)
+    for name, parse in _PARSERS.items():
         text = form.get(name, "").strip()
-        if used_by != method or not text:
+        if not text:
             continue
         try:
-            given[name] = parse(text)
+            settings[name] = parse(text)
         except ValueError:
             raise InputError(f"{name}: expected {'an integer' if parse is int else 'a number'}"
                              f", got {text!r}") from None
-    return captioner.check_decoding(
-        dataclasses.replace(captioner.default_decoding(method), **given))
+    return captioner.check_decoding(decode.Decoding.create(method, settings))
 
 
 def create_app(captioner):
@@ -57,7 +56,7 @@ def create_app(captioner):
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = MAX_IMAGE_BYTES
     lock = threading.Lock()
-    defaults = {m: captioner.default_decoding(m) for m in decoding_lib.METHODS}
+    defaults = {m: captioner.default_decoding(m) for m in decode.METHODS}
     checked = [lang for lang in languages.CORE_LANGS if lang in captioner.langs] \
         or list(captioner.langs[:1])
 
@@ -105,7 +104,7 @@ def make_server(captioner, host="127.0.0.1", port=8000, threads=4):
 
 
 def main(argv=None):
-    """Command line: see the module docstring."""
+    """Command line: see the module docstring (bad input raises an `errors.Error`)."""
     parser = ArgumentParser(prog="python -m tools.captioning.web",
                             description=__doc__.splitlines()[0])
     model = parser.add_mutually_exclusive_group(required=True)
@@ -115,18 +114,23 @@ def main(argv=None):
                         help="with --workdir: a checkpoint step, or 'best' (default: latest)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0: any free port")
+    parser.add_argument("--compilation_cache", default=None,
+                        help="JAX's persistent compilation cache, as python -m "
+                             "tools.captioning's; 'none' turns it off")
     args = parser.parse_args(argv)
+    if args.exported:
+        if args.step is not None:
+            raise InputError("--step is a setting of --workdir")
+        captioner = Captioner.from_exported(args.exported,
+                                            compilation_cache=args.compilation_cache)
+    else:
+        captioner = Captioner.from_run(args.workdir, args.step,
+                                       compilation_cache=args.compilation_cache)
     try:
-        if args.exported:
-            if args.step is not None:
-                raise InputError("--step is a setting of --workdir")
-            captioner = Captioner.from_exported(args.exported)
-        else:
-            captioner = Captioner.from_run(args.workdir, args.step)
         server = make_server(captioner, args.host, args.port)
-    except (InputError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    except OSError as e:
+        raise InputError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") \
+            from None
     print(f"serving http://{args.host}:{server.effective_port} ({captioner.source})",
           flush=True)
     try:
@@ -139,4 +143,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

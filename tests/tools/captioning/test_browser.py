@@ -88,3 +88,59 @@ def test_drop_an_image_and_an_unreadable_one(browser, url, captioner, demo_image
     status = browser.find_element(By.ID, "status")
     assert status.text == "cannot decode image broken.jpg: not an image in a format PIL reads"
     assert "error" in status.get_attribute("class")
+
+
+def test_the_button_is_disabled_while_captioning(browser, url, demo_images):
+    browser.get(url)
+    # The server's answer held back 1 s, each request counted.
+    browser.execute_script(
+        "window.requests = 0; const real = window.fetch;"
+        "window.fetch = (...args) => { window.requests += 1;"
+        "  return new Promise(r => setTimeout(r, 1000)).then(() => real(...args)); };")
+    browser.find_element(By.ID, "image").send_keys(demo_images[0])
+    page.choose(browser, ("en",), "greedy")
+    submit = browser.find_element(By.ID, "submit")
+    submit.click()
+    assert not submit.is_enabled() and submit.text == "Captioning…"
+    assert browser.find_element(By.ID, "form").get_attribute("aria-busy") == "true"
+    browser.execute_script("arguments[0].requestSubmit()", browser.find_element(By.ID, "form"))
+    WebDriverWait(browser, 60).until(lambda d: submit.is_enabled())
+    assert submit.text == "Caption" and browser.execute_script("return window.requests") == 1
+    assert browser.find_elements(By.CSS_SELECTOR, "tr.caption-row")
+
+
+def _outside(browser):
+    """The page's overflow on the current window: [what sticks out], empty when none."""
+    return browser.execute_script("""
+        const width = window.innerWidth, out = [];
+        if (document.documentElement.scrollWidth > width) {
+          out.push(`page ${document.documentElement.scrollWidth} px wide in ${width}`);
+        }
+        const controls = document.querySelectorAll(
+          "#drop, #form input, #form button, #form label, legend, #captions td, #status");
+        for (const e of controls) {
+          const box = e.getBoundingClientRect();
+          const shown = box.width > 0 && box.height > 0;
+          if (shown && (box.left < 0 || box.right > width + 0.5)) {
+            out.push(`${e.tagName}#${e.id || e.name || e.textContent.trim().slice(0, 20)}: `
+                     + `${box.left.toFixed(1)}..${box.right.toFixed(1)}`);
+          }
+        }
+        return out;""")
+
+
+def test_the_page_fits_a_phone(browser, url, demo_images):
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        browser.get(url)
+        assert browser.execute_script("return window.innerWidth") == 390
+        browser.find_element(By.ID, "image").send_keys(demo_images[0])
+        browser.find_element(By.ID, "all-langs").click()
+        for decoding in ("greedy", "beam", "sample"):  # each with its settings shown
+            page.choose(browser, None, decoding)
+            assert _outside(browser) == [], decoding
+        assert page.caption(browser)  # and with the captions' table
+        assert _outside(browser) == []
+    finally:
+        browser.set_window_size(size["width"], size["height"])

@@ -15,6 +15,9 @@ import sys
 
 import pytest
 
+import errors
+from evaluation.cider import __main__ as cider
+from formats import predictions
 from tests import tiny
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
@@ -24,14 +27,15 @@ REPO = tiny.REPO
 
 
 def _main(*args):
-    return cli.main([str(a) for a in args])
+    """Runs the command line as `python -m tools.captioning` does; returns its exit status."""
+    with pytest.raises(SystemExit) as exit_info:
+        errors.run_main(cli.main, [str(a) for a in args])
+    return exit_info.value.code
 
 
 def _fails(capsys, *args):
     """Runs the command line expecting bad input; returns its one error line."""
-    with pytest.raises(SystemExit) as exit_info:
-        _main(*args)
-    assert exit_info.value.code == 2
+    assert _main(*args) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert captured.out == ""
@@ -105,7 +109,8 @@ def test_unreadable_images_stop_or_are_skipped(caption_run, demo_images, tmp_pat
     # Stop: the error names the image; the captions before it stay in the out file.
     error = _fails(capsys, *images, "--workdir", caption_run, "--format", "jsonl",
                    "--out", out, "--batch_size", "1")
-    assert error == f"error: cannot decode image {corrupt}: not an image in a format PIL reads\n"
+    assert error == (f"error: cannot decode image {corrupt}: not an image in a format PIL "
+                     f"reads; the captions of the 2 image(s) before it are in {out}\n")
     assert [r["image"] for r in _jsonl(out)] == demo_images[:2]
     # Skip: named on stderr, the others captioned.
     assert _main(*images, "--workdir", caption_run, "--on_error", "skip", "--format", "jsonl",
@@ -174,3 +179,24 @@ def test_readme_command_as_its_own_process(caption_run, demo_images):
     assert lines[0] == demo_images[0]
     assert [line.split()[0] for line in lines[1:]] == ["en", "es", "hi", "zh"]
     assert "captioned 1 image(s) in 4 language(s)" in result.stderr
+
+
+def test_jsonl_captions_are_scored_by_evaluation_cider_as_written(caption_run, tiny_demo,
+                                                                  tmp_path, capsys):
+    # The XM3600 images captioned as the run's evaluator decodes them (greedy, its
+    # max_decode_len of 8 tokens), then scored: the in-loop scores of that step, exactly.
+    out = tmp_path / "p.jsonl"
+    xm3600 = tiny_demo / "xm3600"
+    assert _main(xm3600 / "images", "--workdir", caption_run, "--step", "2", "--langs",
+                 "en,zh", "--max_len", "8", "--format", "jsonl", "--out", out) == 0
+    capsys.readouterr()
+    assert cider.main(["--predictions", str(out), "--references",
+                       str(xm3600 / "captions.jsonl"), "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)["scores"]
+    logged = {}
+    for record in _jsonl(os.path.join(caption_run, "metrics.jsonl")):
+        if record["step"] == 2:
+            logged.update(record)
+    assert scores == {"en": logged["eval/cider_d/en"], "zh": logged["eval/cider_d/zh"]}
+    assert scores["zh"] > 0  # a comparison of real scores, not of zeros
+    assert set(predictions.read(str(out))) == {"en", "zh"}

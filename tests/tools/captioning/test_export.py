@@ -8,6 +8,7 @@ of the repository) and run as its own process.
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import errors
 from tests.tools.captioning.conftest import EXPORTED
 from tools.captioning import Captioner, Decoding, InputError, export, restore
+from tools.captioning import __main__ as cli
 from tools.captioning import run_exported as runner_module
 
 
@@ -80,7 +83,8 @@ def test_stand_alone_runner(captioner, exported, demo_images, odd_images, tmp_pa
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
-    assert imported - {"argparse", "json", "sys"} == {"jax", "numpy", "sentencepiece", "PIL"}
+    assert imported - {"argparse", "json", "os", "sys", "warnings", "zipfile", "zlib"} == {
+        "jax", "numpy", "sentencepiece", "PIL"}
     # Run from a folder holding the script alone, with no path into the repository.
     shutil.copy(runner_module.__file__, tmp_path / "run_exported.py")
     images = demo_images[:1] + odd_images  # read as the API reads them, or captions differ
@@ -129,6 +133,9 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
         Captioner.from_exported(str(tmp_path / "missing.npz"))
     # Its programs' settings are fixed.
     assert from_export.default_decoding("beam") == Decoding("beam", beam_size=3, alpha=0.6)
+    by_name = from_export.caption(demo_images[:1], "en", "beam")  # the program's settings
+    assert [c.tokens for c in by_name] == [c.tokens for c in from_export.caption(
+        demo_images[:1], "en", Decoding("beam", beam_size=3, alpha=0.6))]
     with pytest.raises(InputError, match=r"was exported with beam search \(3 beams, alpha "
                                          r"0.6\), not beam search \(5 beams"):
         from_export.caption(demo_images[:1], "en", Decoding("beam", beam_size=5))
@@ -137,17 +144,83 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
 def test_export_command_line(export_cli, caption_run, tmp_path, capsys):
     path, printed = export_cli
     size = os.path.getsize(path) / 2**20
-    assert printed == (f"wrote {path} ({size:.1f} MiB): step 4 of {caption_run}, 4 languages, "
+    assert printed == (f"wrote {path} ({size:.2f} MiB): step 4 of {caption_run}, 4 languages, "
                        f"programs greedy, beam search (3 beams, alpha 0.6), sampling "
                        f"(temperature 0.8, top-20)\n")
     for args, message in (
             (["--out", str(tmp_path / "nowhere" / "x.npz")], "its folder does not exist"),
             (["--out", str(tmp_path / "x.npz"), "--step", "9"], "no checkpoint of step 9"),
             (["--out", str(tmp_path / "x.npz"), "--top_k", "5000"],
-             "top_k=5000 exceeds the model's 768 logits")):
+             "top_k: top-k 5000 exceeds the model's 768 logits")):
         with pytest.raises(SystemExit) as exit_info:
-            export.main(["--workdir", caption_run, *args])
+            errors.run_main(export.main, ["--workdir", caption_run, *args])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "x.npz").exists()
+
+
+def _damaged_exports(exported, folder):
+    """{what: path} of files that are not a readable export of the session's run."""
+    with open(exported, "rb") as f:
+        data = f.read()
+    truncated = folder / "truncated.npz"
+    truncated.write_bytes(data[:len(data) // 2])
+    random = folder / "random.npz"
+    random.write_bytes(np.random.default_rng(0).bytes(4096))
+    reshaped = folder / "reshaped.npz"
+    with np.load(exported) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    arrays["param_00003"] = arrays["param_00003"].reshape(-1)
+    with open(reshaped, "wb") as f:
+        np.savez(f, **arrays)
+    return {"truncated": str(truncated), "random": str(random), "reshaped": str(reshaped)}
+
+
+DAMAGED = {"truncated": r"truncated.npz is not an exported captioner \(",
+           "random": r"random.npz is not an exported captioner \(",
+           "reshaped": r"reshaped.npz is damaged: param_00003 is float32\[\d+\], its \w+ "
+                       r"program takes float32\[\d+, \d+\]"}
+
+
+def test_damaged_exports_are_one_error_line(exported, tmp_path, demo_images, capsys):
+    for what, path in _damaged_exports(exported, tmp_path).items():
+        with pytest.raises(InputError, match=DAMAGED[what]):
+            Captioner.from_exported(path)
+        with pytest.raises(SystemExit) as info:  # python -m tools.captioning --exported
+            errors.run_main(cli.main, [demo_images[0], "--exported", path])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("\n") == 1 and re.search(DAMAGED[what], err)
+
+
+def _run_exported(monkeypatch, capsys, *args):
+    """(exit status, stdout, stderr) of run_exported.py's main, in this process."""
+    monkeypatch.setattr(sys, "argv", ["run_exported.py", *map(str, args)])
+    try:
+        runner_module.main()
+        status = 0
+    except SystemExit as e:
+        status = e.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_stand_alone_runner_bad_input_is_one_error_line(exported, tmp_path, demo_images,
+                                                        monkeypatch, capsys):
+    not_an_image = tmp_path / "notes.jpg"
+    not_an_image.write_text("not an image")
+    cases = [(path, demo_images[0], "--langs", "en", DAMAGED[what])
+             for what, path in _damaged_exports(exported, tmp_path).items()]
+    cases += [
+        (exported, not_an_image, f"cannot decode image {not_an_image}: cannot identify"),
+        (exported, tmp_path / "missing.jpg", "image file not found: .*missing.jpg"),
+        (exported, demo_images[0], "--langs", "en,xx",
+         "--langs: unknown language 'xx'; known: en, es, hi, zh"),
+        (exported, demo_images[0], "--decode", "nucleus",
+         "--decode nucleus: .* has programs greedy, beam, sample"),
+        (tmp_path / "missing.npz", demo_images[0], "exported model .*missing.npz not found"),
+    ]
+    for *args, message in cases:
+        status, out, err = _run_exported(monkeypatch, capsys, *args)
+        assert (status, out) == (2, "") and err.startswith("error: ") and err.count("\n") == 1
+        assert re.search(message, err), err

@@ -6,6 +6,9 @@ transparent PNG the picture composited onto white by hand, and so on.
 """
 
 import os
+import subprocess
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +16,8 @@ from PIL import Image
 
 from data import images as image_lib
 from errors import InputError
-from tools.captioning import inputs
+from tests.tools.captioning.test_minimal_venv import REPO
+from tools.captioning import inputs, run_exported
 
 SIZE = 16
 
@@ -121,3 +125,30 @@ def test_expand_knows_what_pil_reads():
     assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
     assert ".txt" not in inputs.image_extensions()
 
+
+
+def test_very_large_images_are_read_quietly_or_refused_in_one_line(tmp_path, monkeypatch):
+    # PIL warns (with its own file and line) over MAX_IMAGE_PIXELS and refuses over twice
+    # that; the limit lowered here so that a 24x16 picture (384 pixels) is "large".
+    path = _save(tmp_path / "large.png", Image.fromarray(_picture()))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Any warning fails the test.
+        pixels = inputs.model_input(path, SIZE)
+        exported = run_exported.read_image(path, {"size": SIZE, "value_range": [-1.0, 1.0],
+                                                  "jpeg_draft": True, "upright": True,
+                                                  "background": [255, 255, 255]})
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    np.testing.assert_array_equal(pixels, inputs.model_input(path, SIZE))
+    np.testing.assert_allclose(exported, pixels, atol=1e-6)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 150)
+    with pytest.raises(InputError, match=r"cannot decode image .*large.png: Image size \(384 "
+                                         r"pixels\) exceeds limit of 300 pixels"):
+        inputs.model_input(path, SIZE)
+
+
+def test_the_export_command_runs_without_a_runpy_warning():
+    # A module that the package's __init__ imported would be run a second time as __main__.
+    result = subprocess.run([sys.executable, "-W", "always", "-m", "tools.captioning.export",
+                             "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stderr == ""

@@ -7,10 +7,12 @@ float64 from teacher-forced logits.
 """
 
 import dataclasses
+import os
 
 import jax
 import numpy as np
 import pytest
+from PIL import Image
 
 from data import images as image_lib
 from data import pipeline, tokenizer
@@ -62,8 +64,9 @@ def test_captions_equal_an_independent_decode(captioner, caption_run, tiny_demo,
     np.testing.assert_allclose([c.log_prob for c in captions], [lp for _, _, lp in want],
                                rtol=1e-4)
     assert all(c.text for c in captions)  # nonsense, but not empty: a real comparison
-    assert captions[0].record() == {"image": images[0], "lang": "en",
-                                    "caption": captions[0].text,
+    key = os.path.splitext(os.path.basename(images[0]))[0]  # XM3600's images/<key>.jpg
+    assert captions[0].record() == {"image/key": key, "lang": "en",
+                                    "caption": captions[0].text, "image": images[0],
                                     "log_prob": round(captions[0].log_prob, 4)}
 
 
@@ -134,7 +137,7 @@ def test_decodings(captioner, caption_run, tiny_demo, demo_images):
     assert [c.tokens for c in first] != [c.tokens for c in other]
     with pytest.raises(InputError, match="unknown decoding 'nucleus'"):
         captioner.caption(images, "en", "nucleus")
-    with pytest.raises(InputError, match=r"top_k=100000 exceeds the model's 768 logits"):
+    with pytest.raises(InputError, match=r"top_k: top-k 100000 exceeds the model's 768 logits"):
         captioner.caption(images, "en", Decoding("sample", top_k=100000))
 
 
@@ -172,15 +175,26 @@ def test_unreadable_images_stop_or_are_skipped(captioner, demo_images, tmp_path)
         captioner.caption(images, "en", on_error="ignore")
 
 
-def test_images_as_bytes(captioner, demo_images):
+def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
     with open(demo_images[0], "rb") as f:
         data = f.read()
     by_path, = captioner.caption(demo_images[:1], "en", batch_size=1)
+    one, = captioner.caption(demo_images[0], "en", batch_size=1)  # a path, not its letters
     raw, named = captioner.caption([data, ("upload.jpg", data)], "en", batch_size=1)
-    assert (raw.image, named.image) == ("image[0]", "upload.jpg")
-    assert raw.tokens == named.tokens == by_path.tokens
-    with pytest.raises(TypeError, match=r"images\[0\]: expected a path, bytes or"):
+    assert (one.image, raw.image, named.image) == (demo_images[0], "image[0]", "upload.jpg")
+    assert one.tokens == raw.tokens == named.tokens == by_path.tokens
+    # Decoded pixels (no JPEG draft scaling: the demo's 32x32 images have none to do).
+    pixels = np.asarray(Image.open(demo_images[0]).convert("RGB"))
+    picture, array = captioner.caption([Image.open(demo_images[0]), pixels], "en",
+                                       batch_size=1)
+    assert picture.tokens == array.tokens == by_path.tokens
+    assert array.image == "image[1]"
+    stacked = captioner.caption(np.stack([pixels, pixels]), "en", batch_size=2)
+    assert [c.tokens for c in stacked] == [by_path.tokens] * 2
+    with pytest.raises(InputError, match=r"image\[0\]: expected uint8 pixels .* got float64"):
         captioner.caption([np.zeros((4, 4, 3))], "en")
+    with pytest.raises(InputError, match=r"images\[0\]: expected a path, bytes, .* got int"):
+        captioner.caption([3], "en")
 
 
 def test_no_tensorflow_needed(captioner):

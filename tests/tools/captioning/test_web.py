@@ -8,6 +8,7 @@ import io
 
 import pytest
 
+import errors
 from tools.captioning import Captioner, Decoding, web
 
 
@@ -50,9 +51,9 @@ def test_captions_are_the_apis(client, captioner, demo_images):
     assert body["decoding"] == "beam search (3 beams, alpha 0.6)"
     assert body["captions"] == [{"lang": c.lang, "caption": c.text, "log_prob": c.log_prob}
                                 for c in want]
-    # Settings of another decoding are ignored; sampling takes its own.
-    sampled = _post(client, image, langs=list(langs), decode="sample", beam_size="x",
-                    temperature="0.8", top_k="20", seed="2").get_json()
+    # Sampling takes its own settings.
+    sampled = _post(client, image, langs=list(langs), decode="sample", temperature="0.8",
+                    top_k="20", seed="2").get_json()
     want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20,
                                                       seed=2))
     assert [c["caption"] for c in sampled["captions"]] == [c.text for c in want]
@@ -65,7 +66,8 @@ def test_captions_are_the_apis(client, captioner, demo_images):
     ({"langs": "en"}, b"GIF89a broken", "cannot decode image photo.jpg"),
     ({"langs": "en", "decode": "beam", "beam_size": "four"}, "demo",
      "beam_size: expected an integer, got 'four'"),
-    ({"langs": "en", "decode": "beam", "beam_size": "0"}, "demo", "beam size must be >= 1"),
+    ({"langs": "en", "decode": "beam", "beam_size": "0"}, "demo",
+     "beam_size: beam size must be an integer >= 1, got 0"),
     ({"langs": "en", "decode": "nucleus"}, "demo", "unknown decoding 'nucleus'"),
 ])
 def test_bad_input_is_a_400_with_its_message(client, demo_images, form, image, message):
@@ -99,7 +101,7 @@ def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
 ])
 def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        web.main([a.format(tmp=tmp_path) for a in args])
+        errors.run_main(web.main, [a.format(tmp=tmp_path) for a in args])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1

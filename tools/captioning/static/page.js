@@ -31,11 +31,12 @@
   document.getElementById("all-langs").addEventListener("click", () => tickAll(true));
   document.getElementById("no-langs").addEventListener("click", () => tickAll(false));
 
-  // Only the chosen decoding's settings are shown.
+  // Only the chosen decoding's settings are shown, and sent (a disabled field is not).
   function showSettings() {
     const method = form.elements.decode.value;
     for (const span of document.querySelectorAll(".settings")) {
       span.hidden = span.dataset.for !== method;
+      for (const field of span.querySelectorAll("input")) field.disabled = span.hidden;
     }
   }
   for (const radio of form.elements.decode) radio.addEventListener("change", showSettings);
@@ -62,19 +63,32 @@
     status.className = "status";
   }
 
+  // While a request is out the button is disabled and says so (a first request for a new
+  // decoding or number of languages compiles, which takes seconds).
+  const submit = document.getElementById("submit");
+  function busy(on) {
+    submit.disabled = on;
+    submit.textContent = on ? "Captioning…" : "Caption";
+    form.setAttribute("aria-busy", on ? "true" : "false");
+  }
+
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     const data = new FormData(form);
     data.delete("image");
     if (image) data.append("image", image, image.name);
     status.textContent = "Captioning…";
     status.className = "status busy";
+    busy(true);
     let answer;
     try {
       const response = await fetch(form.action, { method: "POST", body: data });
       answer = await response.json();
     } catch (err) {
       answer = { error: `no answer from the server (${err})` };
+    } finally {
+      busy(false);
     }
     if (answer.error) {
       status.textContent = answer.error;

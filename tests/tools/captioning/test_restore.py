@@ -1,0 +1,119 @@
+"""The parameters-only restore: captioning and the checkpoint tool read no optimizer state.
+
+training/checkpointing.restore_params reads a checkpoint's "params" alone (orbax's partial
+restore), so neither tools/captioning/restore.py nor evaluation/evaluate.py builds Adafactor or
+its schedule. Proven on copies of the session's run whose step-4 checkpoint holds the same
+parameters with the optimizer state replaced by NaNs of another structure, or left out: the
+full restore of the trainer refuses both, these restores give the run's own parameters and
+captions bit for bit.
+"""
+
+import os
+import shutil
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from data import tokenizer
+from evaluation import evaluate
+from model import captioner as captioner_lib
+from tools.captioning import Captioner, Decoding, restore
+from training import checkpointing, run_config
+from training import state as state_lib
+
+
+@pytest.fixture(scope="module")
+def saved(caption_run):
+    """The run's step-4 checkpoint as saved (orbax's own read, no target)."""
+    return checkpointing.read_saved_state(caption_run, 4)[1]
+
+
+@pytest.fixture(scope="module")
+def optimizer_state_gone(caption_run, saved, tmp_path_factory):
+    """{"corrupted" | "deleted": a copy of the run whose step-4 checkpoint has the run's
+    parameters and, as optimizer state, NaNs of another structure or nothing}."""
+    runs = {}
+    for name, opt_state in (("corrupted", {"v": np.full((3, 5), np.nan, np.float32)}),
+                            ("deleted", None)):
+        workdir = tmp_path_factory.mktemp(f"opt_state_{name}") / "run"
+        workdir.mkdir()
+        shutil.copy(os.path.join(caption_run, "config.json"), workdir)
+        state = {"params": saved["params"], "step": saved["step"]}
+        if opt_state is not None:
+            state["opt_state"] = opt_state
+        saver = checkpointing.Saver(checkpointing.manager(str(workdir), asynchronous=False))
+        saver.save(4, state)  # As the trainer writes its checkpoints.
+        saver.wait()
+        runs[name] = str(workdir)
+    return runs
+
+
+def _equal(tree, other):
+    return jax.tree.all(jax.tree.map(
+        lambda a, b: a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b)),
+        tree, other))
+
+
+def _config(workdir):
+    return ml_collections.ConfigDict(run_config.load(workdir))
+
+
+def test_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gone, caption_run):
+    # What these copies prove: a restore of the whole state cannot read them.
+    config = _config(caption_run)
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
+    for workdir in optimizer_state_gone.values():
+        with pytest.raises(checkpointing.CheckpointError, match="is damaged"):
+            state_lib.restore_params(config, workdir, vocab.vocab_size, 4)
+
+
+def test_captions_need_only_the_parameters(optimizer_state_gone, captioner, demo_images):
+    want = captioner.caption(demo_images[:2], "en,zh", Decoding("beam", beam_size=3))
+    for workdir in optimizer_state_gone.values():
+        got = Captioner.from_run(workdir).caption(demo_images[:2], "en,zh",
+                                                  Decoding("beam", beam_size=3))
+        assert [(c.tokens, c.text, c.log_prob) for c in got] == \
+            [(c.tokens, c.text, c.log_prob) for c in want]
+
+
+def test_the_checkpoint_tool_restores_only_the_parameters(optimizer_state_gone, saved):
+    for workdir in optimizer_state_gone.values():
+        config = _config(workdir)
+        vocab = tokenizer.get_vocabulary(config.vocab.path)
+        for step in (None, 4):  # The newest, and a step asked for.
+            _, params, got_step = evaluate._restore(config, workdir, vocab, step)
+            assert got_step == 4 and _equal(params, saved["params"])
+
+
+def test_restore_params_reads_what_was_saved(caption_run, saved):
+    run = restore.restore(caption_run)
+    assert run.step == 4 and _equal(run.params, saved["params"])
+    best = restore.restore(caption_run, "best")
+    orbax_best = checkpointing._restore(
+        os.path.join(caption_run, "checkpoints_best", "2"),
+        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), saved))
+    assert (best.step, best.best) == (2, True) and _equal(best.params, orbax_best["params"])
+
+
+def test_restore_params_errors(caption_run, tmp_path):
+    model = restore.restore(caption_run).model
+    abstract = captioner_lib.abstract_params(model, boxed=False)
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* \[2, 4\]"):
+        checkpointing.restore_params(caption_run, abstract, 3)
+    # Another model's shapes: each differing parameter named.
+    other = jax.tree.map(lambda x: x, abstract)
+    kernel = other["t5"]["decoder"]["logits_dense"]["kernel"]
+    other["t5"]["decoder"]["logits_dense"]["kernel"] = jax.ShapeDtypeStruct(
+        (kernel.shape[0], kernel.shape[1] + 1), kernel.dtype)
+    with pytest.raises(checkpointing.IncompatibleCheckpoint,
+                       match=r"t5/decoder/logits_dense/kernel: \(32, 768\) -> \(32, 769\)"):
+        checkpointing.restore_params(caption_run, other, 4)
+    # A checkpoint without its metadata: damaged, named.
+    copy = tmp_path / "run"
+    shutil.copytree(caption_run, copy)
+    os.remove(copy / "checkpoints" / "4" / "default" / "_METADATA")
+    with pytest.raises(checkpointing.CheckpointError, match=r"checkpoints/4 \(step 4\) is "
+                                                            r"damaged"):
+        checkpointing.restore_params(str(copy), abstract, 4)

@@ -1,0 +1,170 @@
+"""Decoding settings are checked in one place (model/decode.Decoding), whoever gives them.
+
+Each bad value (not finite, out of range, not an integer, or a setting of another decoding)
+is refused naming the setting as its user wrote it: through the API (`Decoding`), the
+command line (`--alpha`: one `error:` line, status 2, the --out file untouched), the page's
+POST /caption (400) and the export (no file written). Without the checks, alpha NaN or -50
+decoded garbage, temperature NaN empty captions and inf random tokens, and a beam size given
+to greedy decoding or `--max_len 0` were silently ignored.
+"""
+
+import io
+
+import pytest
+
+import errors
+from model import decode
+from tools.captioning import Decoding, export, web
+from tools.captioning import __main__ as cli
+
+# (decoding, setting, the value as typed, what the message says of it)
+BAD = [
+    ("beam", "alpha", "nan", "length-penalty alpha must be a finite number >= 0, got nan"),
+    ("beam", "alpha", "-50", "length-penalty alpha must be a finite number >= 0, got -50"),
+    ("beam", "alpha", "50", "length-penalty alpha must be at most 10, got 50"),
+    ("beam", "beam_size", "0", "beam size must be an integer >= 1, got 0"),
+    ("sample", "temperature", "nan", "temperature must be a finite number >= 0, got nan"),
+    ("sample", "temperature", "inf", "temperature must be a finite number >= 0, got inf"),
+    ("sample", "temperature", "-1", "temperature must be a finite number >= 0, got -1"),
+    ("sample", "temperature", "0.001", "temperature must be 0 (argmax) or at least 0.01, got "
+                                       "0.001"),
+    ("sample", "temperature", "1000", "temperature must be at most 100, got 1000"),
+    ("sample", "top_k", "-1", "top-k must be an integer >= 0, got -1"),
+    ("sample", "seed", "-1", "seed must be an integer >= 0, got -1"),
+    ("sample", "seed", "4294967296", "seed must be at most 4294967295, got 4294967296"),
+    ("greedy", "beam_size", "4", "applies to beam decoding only, not to greedy"),
+    ("greedy", "temperature", "0.5", "applies to sample decoding only, not to greedy"),
+    ("beam", "seed", "3", "applies to sample decoding only, not to beam"),
+]
+INTEGERS = ("beam_size", "top_k", "seed")
+IDS = [f"{method}-{setting}={value}" for method, setting, value, _ in BAD]
+
+
+def _value(setting, text):
+    return int(text) if setting in INTEGERS else float(text)
+
+
+def _message(setting, message):
+    """The message as the value parsed prints in it: a float's "-50" is "-50.0"."""
+    head, got, value = message.rpartition(", got ")
+    if not got or setting in INTEGERS:
+        return message
+    return f"{head}, got {float(value)!r}"
+
+
+@pytest.mark.parametrize("method, setting, text, message", BAD, ids=IDS)
+def test_the_api_refuses_each_bad_value(method, setting, text, message):
+    with pytest.raises(decode.DecodingError) as info:
+        Decoding(method, **{setting: _value(setting, text)})
+    assert str(info.value) == f"{setting}: {_message(setting, message)}"
+    assert info.value.setting == setting and isinstance(info.value, errors.InputError)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="beam", beam_size=4.5), "beam_size: beam size must be an integer >= 1, got 4.5"),
+    (dict(method="beam", beam_size=4.0), "beam_size: beam size must be an integer >= 1, got 4.0"),
+    (dict(method="beam", beam_size=True), "beam_size: beam size must be an integer >= 1, got "
+                                          "True"),
+    (dict(method="sample", top_k="3"), "top_k: top-k must be an integer >= 0, got '3'"),
+    (dict(method="beam", alpha="0.6"), "alpha: length-penalty alpha must be a finite number "
+                                       ">= 0, got '0.6'"),
+    (dict(method="nucleus"), "decode: unknown decoding 'nucleus'; known: greedy, beam, sample"),
+])
+def test_the_api_wants_integers_and_numbers(kwargs, message):
+    with pytest.raises(decode.DecodingError) as info:
+        Decoding(**kwargs)
+    assert str(info.value) == message
+
+
+def test_good_settings_and_their_defaults():
+    assert Decoding("beam") == Decoding("beam", beam_size=4, alpha=0.6)
+    assert isinstance(Decoding("beam", alpha=0).alpha, float)
+    sample = Decoding("sample", temperature=0, top_k=3, seed=2**32 - 1)
+    assert sample.as_dict() == {"method": "sample", "temperature": 0.0, "top_k": 3,
+                                "seed": 2**32 - 1}
+    assert Decoding().as_dict() == {"method": "greedy"}
+
+
+@pytest.mark.parametrize("method, setting, text, message", BAD, ids=IDS)
+def test_the_command_line_refuses_each_bad_value(caption_run, demo_images, tmp_path, capsys,
+                                                method, setting, text, message):
+    out = tmp_path / "kept.jsonl"
+    out.write_text("earlier\n")
+    with pytest.raises(SystemExit) as info:
+        errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, "--decode",
+                                   method, f"--{setting}", text, "--out", str(out)])
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: --{setting}: {_message(setting, message)}\n"
+    assert out.read_text() == "earlier\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max_len", "0"], "--max_len must be >= 1, got 0"),
+    (["--decode", "beam", "--beam_size", "4.5"], "argument --beam_size: invalid int value: "
+                                                 "'4.5'"),
+    (["--decode", "sample", "--top_k", "5000"],
+     "--top_k: top-k 5000 exceeds the model's 768 logits"),
+])
+def test_the_command_line_refuses_the_other_bad_values(caption_run, demo_images, capsys, args,
+                                                       message):
+    with pytest.raises(SystemExit) as info:
+        errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_the_api_refuses_max_len_0(caption_run):
+    with pytest.raises(errors.InputError, match=r"max_len must be an integer >= 1, got 0"):
+        cli.Captioner.from_run(caption_run, max_len=0)
+
+
+@pytest.fixture(scope="module")
+def client(captioner):
+    return web.create_app(captioner).test_client()
+
+
+@pytest.mark.parametrize("method, setting, text, message", BAD, ids=IDS)
+def test_the_page_refuses_each_bad_value(client, demo_images, method, setting, text, message):
+    with open(demo_images[0], "rb") as f:
+        data = {"image": (io.BytesIO(f.read()), "photo.jpg"), "langs": "en", "decode": method,
+                setting: text}
+    answer = client.post("/caption", data=data, content_type="multipart/form-data")
+    assert answer.status_code == 400
+    assert answer.get_json() == {"error": f"{setting}: {_message(setting, message)}"}
+
+
+def test_the_page_wants_integers(client, demo_images):
+    with open(demo_images[0], "rb") as f:
+        data = {"image": (io.BytesIO(f.read()), "photo.jpg"), "langs": "en", "decode": "beam",
+                "beam_size": "4.5"}
+    answer = client.post("/caption", data=data, content_type="multipart/form-data")
+    assert answer.get_json() == {"error": "beam_size: expected an integer, got '4.5'"}
+
+
+EXPORT_FLAGS = {"beam": ("beam_size", "alpha"), "sample": ("temperature", "top_k")}
+
+
+@pytest.mark.parametrize("method, setting, text, message",
+                         [case for case in BAD if case[1] in EXPORT_FLAGS.get(case[0], ())],
+                         ids=[i for i, case in zip(IDS, BAD, strict=True)
+                              if case[1] in EXPORT_FLAGS.get(case[0], ())])
+def test_the_export_refuses_each_bad_value(caption_run, tmp_path, capsys, method, setting,
+                                           text, message):
+    out = tmp_path / "model.npz"
+    with pytest.raises(SystemExit) as info:
+        errors.run_main(export.main, ["--workdir", caption_run, "--out", str(out),
+                                      f"--{setting}", text])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"error: --{setting}: {_message(setting, message)}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_export_refuses_max_len_0(caption_run, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        errors.run_main(export.main, ["--workdir", caption_run, "--out",
+                                      str(tmp_path / "m.npz"), "--max_len", "0"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == "error: --max_len must be >= 1, got 0\n"
+    assert list(tmp_path.iterdir()) == []
