@@ -22,7 +22,7 @@ import numpy as np
 import errors
 from data import xm3600_release
 from evaluation import cli
-from evaluation.cider import corpus, scorer, text
+from evaluation.cider import per_language, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies
 from formats import per_image, predictions
 
@@ -60,7 +60,8 @@ def _parser():
     parser.add_argument("--segmenter", choices=text.SEGMENTERS, default="char",
                         help="ja/th/zh: characters (default) or words (needs jieba, "
                              "fugashi+unidic-lite, pythainlp)")
-    parser.add_argument("--reference-field", choices=corpus.REFERENCE_FIELDS, default="caption")
+    parser.add_argument("--reference-field", choices=per_language.REFERENCE_FIELDS,
+                        default="caption")
     return parser
 
 
@@ -135,7 +136,7 @@ def _score(args, own_process):
     df = load_document_frequencies(args.df) if args.df else None
     # Without --save-df no scorer is kept: each language's tables are
     # freed once it is scored, and the next reuses their memory.
-    results = corpus.score_languages(
+    results = per_language.score_languages(
         references, preds, langs=args.langs, metric=args.metric, df=df,
         segmenter=args.segmenter, reference_field=args.reference_field,
         allow_missing=args.allow_missing, keep_scorers=bool(args.save_df))
