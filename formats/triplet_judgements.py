@@ -23,6 +23,7 @@ import json
 import os
 
 import errors
+import files
 from data import jsonl, languages
 
 FIELDS = ("image/key", "reference", "b", "c", "choice")
@@ -126,7 +127,7 @@ def write(path, rows):
     """
     rows = list(rows)
     _check_kinds([_parse(row, f"{path}: entry {i}") for i, row in enumerate(rows)])
-    with open(path, "w", encoding="utf-8") as f:
+    with files.replacing(path) as f:
         f.writelines(json.dumps({k: row[k] for k in (*FIELDS, *OPTIONAL) if k in row},
                                 ensure_ascii=False) + "\n" for row in rows)
     return path

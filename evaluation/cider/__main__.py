@@ -5,9 +5,13 @@
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
 
-Prints a table (or one JSON object) of per-language scores and their average;
-bad input is one `error: ...` line naming the file, line and key, and exit
-status 2. See docs/cider.md.
+--predictions is a predictions file or a pycocoevalcap results list
+(`[{"image_id": ..., "caption": ...}]`, formats/predictions.py); a list
+without "lang" fields is read in the one language --langs names. Prints a
+table (or one JSON object) of per-language scores and their average; bad
+input is one `error: ...` line naming the file, line and key, and exit
+status 2. --per-image and --save-df are written whole or not at all, after
+the scores are printed. See docs/cider.md.
 """
 
 import ctypes
@@ -46,8 +50,10 @@ def _parser():
     parser.add_argument("--references", required=True,
                         help="XM3600 captions.jsonl (release layout)")
     parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per line')
-    parser.add_argument("--langs", help="comma-separated languages (default: all predicted)")
+                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per '
+                             'line, or a pycocoevalcap results list')
+    parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
+                        "one: the language of a results list without \"lang\" fields)")
     parser.add_argument("--metric", choices=scorer.METRICS, default="cider-d")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--per-image", metavar="OUT.jsonl",
@@ -129,7 +135,9 @@ def _start_warm_up(metric, own_process):
 def _score(args, own_process):
     """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
-    preds = predictions.read(args.predictions)
+    langs = args.langs.split(",") if args.langs else []
+    preds = predictions.read(args.predictions,
+                             lang=langs[0].strip() if len(langs) == 1 else None)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()
@@ -204,4 +212,4 @@ def main(argv=None, own_process=False):
 
 
 if __name__ == "__main__":
-    sys.exit(main(own_process=True))
+    errors.run_main(lambda: main(own_process=True))

@@ -3,16 +3,17 @@
 `config.evals` is a dict of named evaluator configs; each has a `type`, a key
 of `EVALUATORS` below, and `every` (steps between runs; 0 = only when the
 checkpoint tool asks). `build` turns it into evaluator objects with what
-they need (`common.Setup`: vocabulary, prompts, image size, the compiled
-decoder); each `run(params)` returns `{metric name: value}`, and
-`write_outputs` writes its files into a results folder (the contract:
-common.py). Adding an evaluator is a module with its class and one entry in
-the table; the loop and the checkpoint tool need no change.
+they need (`caption_evaluator.Setup`: vocabulary, prompts, image size, the
+compiled decoder); each `run(params)` returns `{metric name: value}`, with the
+captions and per-image scores behind them for the checkpoint tool, which
+writes the files (the contract: caption_evaluator.py). Adding an evaluator is a
+module with its class and one entry in the table; the loop and the checkpoint
+tool need no change.
 """
 
 import importlib
 
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 
 # type -> "module:Class", imported when a config names it: the training process loads only
 # the evaluators it runs (VIFIDEL, a tool, brings word vectors and POT).
@@ -45,7 +46,7 @@ def check_configs(evals_config, best_metric=None):
 
     Counts are integers: `every` >= 0, `batch_size` and `max_decode_len` >= 1, `max_images`
     None (all) or >= 1 (a negative one would slice images off the end, 0 leave none);
-    `decode`, `beam_size` and `alpha` must make a `common.Decoding` (alpha finite, >= 0).
+    `decode`, `beam_size` and `alpha` must make a `caption_evaluator.Decoding` (alpha finite, >= 0).
 
     Args:
         evals_config: `config.evals`.
@@ -72,7 +73,7 @@ def check_configs(evals_config, best_metric=None):
             raise ValueError(f"config.evals.{name}.max_images={max_images!r}; expected None "
                              f"(every image) or an integer >= 1")
         try:
-            common.Decoding.from_config(eval_config)
+            caption_evaluator.Decoding.from_config(eval_config)
         except ValueError as e:
             raise ValueError(f"config.evals.{name}: {e} (fields decode, beam_size, alpha)") \
                 from None
@@ -91,10 +92,10 @@ def build(evals_config, setup, *, names=None, langs=None, decoding=None):
 
     Args:
         evals_config: `config.evals`, {name: evaluator ConfigDict}.
-        setup: a `common.Setup`.
+        setup: a `caption_evaluator.Setup`.
         names: build only these (default: all).
         langs: {name: languages} instead of the configs' (the checkpoint tool's --langs).
-        decoding: a `common.Decoding` for all of them instead of the configs'.
+        decoding: a `caption_evaluator.Decoding` for all of them instead of the configs'.
 
     Returns:
         {name: evaluator}, in config order.

@@ -23,7 +23,7 @@ from data import coco35l_release, languages, pipeline, tokenizer, xm3600_release
 from data import images as image_lib
 from evaluation import cider, evaluate
 from evaluation import evaluators as evaluators_lib
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
@@ -148,7 +148,7 @@ def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_dem
         assert "COCO-dev" in f.read()
 
 
-class CaptionLength(common.CaptionEvaluator):
+class CaptionLength(caption_evaluator.CaptionEvaluator):
     """A toy evaluator, as a new one would be written: a caption's length in characters."""
     metric_prefix = "eval/length/"
     outputs_name = "length"
@@ -158,8 +158,8 @@ class CaptionLength(common.CaptionEvaluator):
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
         langs = self.config_langs(name, eval_config.langs if langs is None else langs)
-        super().__init__(name, eval_config, common.load_xm3600_set(eval_config, setup, langs),
-                         setup, decoding)
+        caption_set = caption_evaluator.load_xm3600_set(eval_config, setup, langs)
+        super().__init__(name, eval_config, caption_set, setup, decoding)
 
     def make_scorers(self, langs):
         def score(captions):
@@ -201,7 +201,7 @@ def test_the_tool_names_no_evaluator_class():
         tree = ast.parse(f.read())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 and node.module == "evaluation.evaluators" for alias in node.names}
-    assert imported == {"common"}
+    assert imported == {"caption_evaluator"}
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert not names & {"isinstance", "type", "Xm3600Cider", "CocoDevCider", "Xm3600Vifidel"}
 
@@ -226,9 +226,7 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--step", "7"], r"no checkpoint of step 7 in .*; available steps: \[1, 2\]"),
     (["--langs", "en,xx"], r"unknown language 'xx'; known: ar, bn, "),
-    (["--evals", "xm3600", "--langs", "all"],
-     r"has no captions in ar, bn, .*; it has en, es, hi, zh"),
-    (["--langs", "all"], r"COCO-35L dev in .* has no examples in 'ar'"),
+    (["--evals", "xm3600", "--langs", "ar,en"], r"has no captions in ar; it has en, es, hi, zh"),
     (["--evals", "xm3600,vifidel"], r"--evals: no evaluator 'vifidel' in config.evals; it has "
                                     r"coco_dev, xm3600"),
     (["--decode", "sample"], r"--decode"),

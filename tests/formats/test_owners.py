@@ -78,10 +78,15 @@ def owners_violations(source, name="module"):
     return found
 
 
+# Modules that may name these files: the paper's tables are files of the paper's (its
+# side_by_side.csv among them), named where they lie and read through formats/.
+NAMING_ALLOWED = ("formats", "paper_tables")
+
+
 def test_no_module_outside_formats_names_an_exchanged_file():
     bad = []
     for name, path in test_structure.project_modules().items():
-        if not test_structure.within(name, "formats"):
+        if not any(test_structure.within(name, allowed) for allowed in NAMING_ALLOWED):
             bad += owners_violations(path.read_text(encoding="utf-8"), name)
     assert not bad, "read or write these files through formats/:\n" + "\n".join(bad)
 

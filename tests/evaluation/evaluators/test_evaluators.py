@@ -20,7 +20,7 @@ from configs import demo as demo_config
 from data import tokenizer
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 from tests.tiny import tiny_config
 from training import checkpointing
 from training import state as state_lib
@@ -90,7 +90,7 @@ def test_coco_dev_runs_in_the_loop_and_equals_the_tool(pinned_run, tmp_path):
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model = state_lib.create_model(config, vocab.vocab_size)
-    return common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
 
 
 def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
