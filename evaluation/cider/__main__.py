@@ -156,14 +156,26 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df (after the scores are printed: a full disk loses none)."""
+    """Writes --per-image and --save-df, each whole or not at all (after the scores are
+    printed: a full disk loses none).
+
+    Raises:
+        InputError: an output could not be written (named, with the cause).
+    """
+    outputs = []
     if args.per_image:
-        per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),
-                                                          strict=True))
-                                         for r in results.values()})
+        outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
+            r.lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
+            for r in results.values()})))
     if args.save_df:
-        save_document_frequencies(args.save_df,
-                                  [r.scorer.document_frequency for r in results.values()])
+        outputs.append((args.save_df, lambda: save_document_frequencies(
+            args.save_df, [r.scorer.document_frequency for r in results.values()])))
+    for path, write in outputs:
+        try:
+            write()
+        except OSError as e:
+            raise errors.InputError(f"cannot write {path} ({e.strerror or e}); the scores are "
+                                    f"printed above") from None
 
 
 def main(argv=None, own_process=False):
@@ -205,9 +217,8 @@ def main(argv=None, own_process=False):
         print(_format_table(results, args.metric), flush=True)
     try:
         _write_outputs(args, results)
-    except OSError as e:
-        return errors.print_error(f"cannot write {e.filename or 'an output file'} "
-                                  f"({e.strerror or e}); the scores are printed above")
+    except errors.Error as e:
+        return errors.print_error(e)
     return 0
 
 

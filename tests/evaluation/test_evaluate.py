@@ -21,8 +21,9 @@ import pytest
 
 from data import coco35l_release, languages, pipeline, tokenizer, xm3600_release
 from data import images as image_lib
-from evaluation import cider, evaluate
+from evaluation import cider, evaluate, report
 from evaluation import evaluators as evaluators_lib
+from evaluation.cider import __main__ as cider_main
 from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
 from formats import per_image as per_image_format
@@ -221,6 +222,63 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
     assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
+    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
+        assert "Captions by beam search (2 beams, length penalty alpha 0.6)." in f.read()
+
+
+def test_without_langs_every_language_the_data_has_is_evaluated(tiny_run, tmp_path, capsys):
+    config_path, workdir, _ = tiny_run
+    out = tmp_path / "all"
+    _main("--config", config_path, "--workdir", workdir, "--out", str(out))
+    printed = capsys.readouterr().out
+    assert ("note: xm3600: its data has 4 of its 36 languages (en, es, hi, zh); the others are "
+            "left out") in printed
+    summary = scores_format.read(out / "scores.json")
+    assert list(summary["scores"]) == ["en", "es", "hi", "zh"]
+    assert list(summary["coco_dev_scores"]) == ["en", "es", "hi", "zh"]
+    table = (out / "table.md").read_text()
+    assert "Checkpoint step 2. Captions by greedy decoding." in table
+    assert "no 36-language average; missing: " not in table  # More than ten: one line says so.
+    assert "no 36-language average; only 4 language(s) scored" in table
+
+
+def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_run, tiny_demo,
+                                                                         tmp_path, capsys):
+    config_path, workdir, _ = tiny_run
+    out = pathlib.Path(workdir) / "eval_step2"
+    if not out.is_dir():
+        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+    capsys.readouterr()
+    tool = scores_format.read(out / "scores.json")
+    tool_per_image = per_image_format.read(out / "per_image.jsonl")
+    captions = {lang: predictions_format.read_language(out / f"predictions_{lang}.jsonl", lang)
+                for lang in tool["scores"]}
+    # The lines tools.captioning --format jsonl writes: through predictions.line, with its own
+    # fields; and a pycocoevalcap results list per language, image_id the image's file name.
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text("".join(predictions_format.line(key, lang, caption,
+                                                     image=f"xm3600/images/{key}.jpg",
+                                                     log_prob=-2.5)
+                             for lang, by_key in captions.items()
+                             for key, caption in by_key.items()), encoding="utf-8")
+    references = str(tiny_demo / "xm3600" / "captions.jsonl")
+
+    def cider_json(predictions, *args):
+        assert cider_main.main(["--references", references, "--predictions", str(predictions),
+                                "--json", *args]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert cider_json(jsonl)["scores"] == tool["scores"]
+    for lang, by_key in captions.items():
+        results = tmp_path / f"results_{lang}.json"
+        results.write_text(json.dumps([{"image_id": f"{key}.jpg", "caption": caption}
+                                       for key, caption in by_key.items()]))
+        assert cider_json(results, "--langs", lang)["scores"] == {lang: tool["scores"][lang]}
+    # Beside the paper's baselines, as the tool's report: the same scores and per-image ones.
+    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references",
+                 references])
+    assert scores_format.read(tmp_path / "mine" / "scores.json")["scores"] == tool["scores"]
+    assert per_image_format.read(tmp_path / "mine" / "per_image.jsonl") == tool_per_image
 
 
 @pytest.mark.parametrize("args,message", [

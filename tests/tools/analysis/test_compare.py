@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import errors
+from tests.evaluation import full_disk
 from tools.analysis import compare
 
 
@@ -192,3 +194,14 @@ def test_two_folders_of_different_languages_compare_the_shared_ones(tmp_path, ca
     assert result["left_out"] == {"a": ["de"], "b": []}
     assert captured.err.strip() == (f"note: comparing the languages both have; left out: de "
                                     f"only in {dir_a}")
+
+
+def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        with pytest.raises(errors.Error) as info:
+            compare.main([dir_a, dir_b, "--samples", "20", "--out", str(disk)])
+        assert full_disk.listing(disk) == {}  # No empty compare_run_a.png.
+    assert "avg(3)" in capsys.readouterr().out  # The table came first.
+    assert str(info.value) == (f"--out {disk}: cannot write the report (No space left on "
+                               f"device); the results are printed above")
