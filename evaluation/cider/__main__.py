@@ -135,9 +135,8 @@ def _start_warm_up(metric, own_process):
 def _score(args, own_process):
     """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
-    langs = args.langs.split(",") if args.langs else []
-    preds = predictions.read(args.predictions,
-                             lang=langs[0].strip() if len(langs) == 1 else None)
+    langs = [code.strip() for code in (args.langs or "").split(",") if code.strip()]
+    preds = predictions.read(args.predictions, lang=langs[0] if len(langs) == 1 else None)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()
