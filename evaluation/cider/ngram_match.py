@@ -118,7 +118,7 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
             hyp_norm2[image[c] * MAX_N + n - 1] += norm2
 
 
-@numba.njit(nogil=True)
+@numba.njit(inline="always")
 def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys, union_ids,
              union_offset, union_size, known_keys, known_ids, known_size, union_known, union,
              known):
