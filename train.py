@@ -40,7 +40,7 @@ import errors
 from data import images as image_lib
 from data import pipeline, sources, tokenizer
 from evaluation import evaluators as evaluators_lib
-from evaluation.evaluators import common as eval_common
+from evaluation.evaluators import caption_evaluator
 from training import (
     checkpointing,
     compilation_cache,
@@ -166,7 +166,7 @@ def check_config(config):
 
 def build_evaluators(config, model, vocab):
     """The evaluators of `config.evals` that run in the loop (`every` > 0), by name."""
-    setup = eval_common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    setup = caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
     in_loop = [name for name, c in config.evals.items() if c.every]
     try:
         return evaluators_lib.build(config.evals, setup, names=in_loop)

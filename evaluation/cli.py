@@ -1,11 +1,15 @@
-"""What the command lines share: one `error:` line, checked numbers, checked output places.
+"""What the command lines share: one `error:` line, checked numbers, checked output places,
+charts.
 
 argparse reports an unknown or stray argument with its whole usage (twenty lines for the
 meta-evaluation) before the error; `ArgumentParser` prints the one line `error: <message>`
 that every command line of the project prints, and exits with status 2. `count` and `number`
 are argparse types that check a value's range (and that a float is finite: NaN passes every
-comparison) while the arguments are parsed, before any work; `check_output_file` checks an
-output file's place before the work that fills it.
+comparison) while the arguments are parsed, before any work; `check_output_file`,
+`prepare_out` and `check_results_folder` check an output's place before the work that fills
+it. `pyplot` imports matplotlib when a chart is drawn (never at a module's import: the
+training process loads no plotting library), and `save_figure` writes a chart whole or not
+at all.
 """
 
 import argparse
@@ -14,6 +18,7 @@ import os
 import tempfile
 
 import errors
+import files
 
 # Bootstrap resamples at most: 10^5 resamples put the Monte Carlo error of a 95% interval's
 # ends far below the interval's width, and a typo of 10^11 would otherwise die allocating
@@ -105,3 +110,63 @@ def not_written(out, error, printed_json=False):
     """
     return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
                              f"; the results are printed above{' (JSON)' if printed_json else ''}")
+
+
+def check_results_folder(path, flag, marker=None):
+    """Checks, before any work, that a results folder can be written at `path` whole.
+
+    The folder is written beside `path` and renamed onto it at the end (files.replacing_folder),
+    replacing what is there: so `path` must not be a file, and an existing folder must be
+    empty or a results folder (holding the file `marker`), never a folder of other files.
+
+    Returns:
+        The nearest existing folder at or above `path` (where the space is taken).
+
+    Raises:
+        InputError: naming `flag` and why.
+    """
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise errors.InputError(f"{flag} {path} is a file; the results go in a folder")
+    if os.path.isdir(path) and os.listdir(path) and (
+            marker is None or not os.path.isfile(os.path.join(path, marker))):
+        what = f"and no {marker}" if marker else "(the results replace the folder whole)"
+        raise errors.InputError(f"{flag} {path} holds other files {what}; give a new or empty "
+                                f"folder")
+    existing = os.path.dirname(path)
+    while not os.path.isdir(existing):
+        if os.path.exists(existing):
+            raise errors.InputError(f"{flag} {path}: cannot write there ({existing} is a file)")
+        existing = os.path.dirname(existing)
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise errors.InputError(f"{flag} {path}: cannot write there ({e.strerror or e})") \
+            from None
+    return existing
+
+
+def free_bytes(folder):
+    """Bytes an unprivileged writer may still write on the file system of `folder`."""
+    stat = os.statvfs(folder)
+    return stat.f_bavail * stat.f_frsize
+
+
+def pyplot():
+    """matplotlib.pyplot, headless (the Agg backend), imported on this first use."""
+    import matplotlib  # noqa: PLC0415 - a chart's import, kept out of every module's load
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def save_figure(fig, path, dpi):
+    """Writes `fig` to the PNG file `path`, whole or not at all, and closes the figure."""
+    try:
+        with files.replacing(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=dpi)
+    finally:
+        pyplot().close(fig)

@@ -8,32 +8,30 @@ r"""Evaluates a checkpoint of a run with the evaluators of its config, and write
 It parses the flags, restores the checkpoint (the latest, or `--step`),
 builds the evaluators of `config.evals` (all of them, or those named by
 `--evals`) exactly as train.py does, runs them with progress and ETA, and
-writes the results folder (default `<workdir>/eval_step<N>/`):
+writes the results folder (default `<workdir>/eval_step<N>/`;
+evaluation/results_folder.py): `metrics.json` (every evaluator's metrics, as
+train.py would log them), and per evaluator a predictions file per language
+(the input of `python -m evaluation.cider`), its per-image scores and its
+report: XM3600's are `predictions_<lang>.jsonl`, `per_image.jsonl` and
+Table 8 (scores.json, scores.csv, table.md, bars.png); another evaluator's
+carry its name (`predictions_coco_dev_<lang>.jsonl`,
+`per_image_vifidel.jsonl`, `scores_vifidel.json`, `table_vifidel.md`). The
+tool knows no evaluator class: a new evaluator (a module and an entry in the
+name table of evaluation/evaluators/__init__.py) gets its files by itself.
 
-- `metrics.json`: every evaluator's metrics, as train.py would log them
-  (formats/eval_metrics.py);
-- each evaluator's own files (`write_outputs` of the evaluator contract,
-  evaluation/evaluators/common.py): a predictions file per language (the
-  input of `python -m evaluation.cider`), its per-image scores and its
-  report. XM3600's are `predictions_<lang>.jsonl`, `per_image.jsonl` and
-  Table 8 (scores.json, scores.csv, table.md, bars.png); another
-  evaluator's carry its name (`predictions_coco_dev_<lang>.jsonl`,
-  `per_image_vifidel.jsonl`, `scores_vifidel.json`, `table_vifidel.md`).
-
-The tool knows no evaluator class: a new evaluator (a module and an entry
-in the name table of evaluation/evaluators/__init__.py) gets its files here
-by itself.
-
-`--langs all` gives each evaluator all its languages (XM3600: 36, COCO-dev:
-the 35 training languages), `config` those of its config, a list the listed
-ones it has. Bad input is one `error: ...` line and exit status 2: every
-flag (ranges, NaN, a stray positional argument) and config field is checked
-before any work, and the results folder is created and probed for a writable
-file before the checkpoint is restored (the default folder: once its step is
-known, before the evaluation); nothing else is written before the evaluation
-has succeeded. If writing the results still fails (a full disk), the scores
-are printed and the files written to a new folder under the system's
-temporary folder, which the `error:` line names.
+`--langs all` (the default) gives each evaluator every language of its own
+that its data has (XM3600's release: 36; COCO-dev's: the 35 training
+languages; the demo's data: en, es, hi, zh), saying which it leaves out;
+`config` those of its config; a list the listed ones it has. Bad input is
+one `error: ...` line and exit status 2: every flag (ranges, NaN, a stray
+positional argument) and config field is checked before any work, and
+`--out` is checked (not a file, not a folder of other files, writable) before
+the checkpoint is restored, and with the default folder the room the results
+need is checked before the evaluation. The folder is written whole at the
+end (a temporary folder beside it, renamed), replacing an earlier result; if
+that still fails (a full disk), the scores are printed and the files written
+to a new folder under the system's temporary folder, which the `error:` line
+names, and `--out` is left as it was.
 """
 
 import os
@@ -49,9 +47,9 @@ from ml_collections import config_flags
 
 import errors
 from data import tokenizer
-from evaluation import cli, report
+from evaluation import cli, report, results_folder
 from evaluation import evaluators as evaluators_lib
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
 from model import captioner, decode
 from training import checkpointing, compilation_cache, run_config
@@ -79,8 +77,8 @@ def _define_flags(flag_values, argv):
                          flag_values=flag_values)
     flags.DEFINE_string("evals", None, "Comma-separated names of config.evals to run "
                         "(default: all).", flag_values=flag_values)
-    flags.DEFINE_string("langs", "all", "all | config | comma-separated codes.",
-                        flag_values=flag_values)
+    flags.DEFINE_string("langs", "all", "all (every language of an evaluator's that its data "
+                        "has) | config | comma-separated codes.", flag_values=flag_values)
     flags.DEFINE_enum("decode", None, ["greedy", "beam"], "Decoding (default: each "
                       "evaluator's config, greedy unless it says otherwise).",
                       flag_values=flag_values)
@@ -104,7 +102,7 @@ def resolve_langs(spec, evals_config, names):
         return None
     classes = {name: evaluators_lib.evaluator_class(name, evals_config[name]) for name in names}
     if spec == "all":
-        return {name: cls.all_langs for name, cls in classes.items()}
+        return {name: _data_langs(name, cls, evals_config[name]) for name, cls in classes.items()}
     codes = [code.strip() for code in spec.split(",") if code.strip()]
     known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
     unknown = [code for code in codes if code not in known]
@@ -112,6 +110,16 @@ def resolve_langs(spec, evals_config, names):
         raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: {', '.join(known)}")
     return {name: tuple(lang for lang in codes if lang in cls.all_langs)
             for name, cls in classes.items()}
+
+
+def _data_langs(name, cls, eval_config):
+    """The languages of `cls` that the evaluator's data has, with a note naming the others."""
+    langs = cls.data_langs(eval_config)
+    left_out = [lang for lang in cls.all_langs if lang not in langs]
+    if left_out:
+        print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
+              f"({', '.join(langs) or 'none'}); the others are left out", flush=True)
+    return langs
 
 
 def _restore(config, workdir, vocab, step):
@@ -200,25 +208,6 @@ def check_outputs(evaluators):
         writer[evaluator.outputs_name] = key
 
 
-def write_results(out, step, evaluators, results, *, name, config_name, workdir):
-    """Writes the results folder: metrics.json, then each evaluator's own files.
-
-    Returns:
-        {evaluator name: {file kind: path}}, and "metrics.json" -> its path.
-    """
-    metrics = {}
-    for key, evaluator in evaluators.items():
-        metrics.update(evaluator.metrics(results[key]))
-    checkpoint = common.Checkpoint(step=step, name=name, workdir=os.path.abspath(workdir),
-                                   config_name=config_name, metrics=metrics)
-    os.makedirs(out, exist_ok=True)
-    paths = {eval_metrics.FILE_NAME: eval_metrics.write(
-        os.path.join(out, eval_metrics.FILE_NAME), step, metrics)}
-    for key, evaluator in evaluators.items():
-        paths[key] = evaluator.write_outputs(out, results[key], checkpoint)
-    return paths
-
-
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
@@ -235,13 +224,45 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
         config_name: recorded in scores.json.
 
     Returns:
-        (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: {file
-        kind: path}} and "metrics.json" -> its path).
+        (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: [its file
+        names but the predictions]} and "metrics.json").
 
     Raises:
         UsageError: bad input (no checkpoint, unknown step, evaluator or language,
-            missing data).
+            missing data, a results folder that cannot hold the results).
     """
+    names, per_name_langs, vocab = _check_request(config, workdir, names, langs)
+    model, params, step = _restore(config, workdir, vocab, step)
+    setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
+                                              config.model.image_size)
+    try:
+        evaluators = evaluators_lib.build(config.evals, setup, names=names,
+                                          langs=per_name_langs, decoding=decoding)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    check_outputs(evaluators)
+    flag = "--out" if out else "the results folder"
+    out = out or os.path.join(workdir, f"eval_step{step}")
+    try:
+        results_folder.check_room(out, evaluators, flag)
+    except errors.InputError as e:
+        raise UsageError(str(e)) from None
+    print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
+    results = {}
+    for key, evaluator in evaluators.items():
+        progress = Progress(sum(evaluator.num_images.values()), len(evaluator.langs), key)
+        results[key] = evaluator.run(params, progress)
+    scores = {key: {lang: r.corpus for lang, r in results[key].by_lang.items()}
+              for key in evaluators}
+    name = name or os.path.basename(os.path.abspath(workdir))
+    written = _write_or_fall_back(out, scores, lambda folder: results_folder.write(
+        folder, step, evaluators, results, config_name=config_name, workdir=workdir, name=name))
+    return out, scores, written
+
+
+def _check_request(config, workdir, names, langs):
+    """(evaluator names, {name: languages} or None, vocabulary) of a request, checked before
+    the checkpoint is read (UsageError)."""
     names = list(config.evals) if names is None else names
     try:
         unknown = [n for n in names if n not in config.evals]
@@ -259,26 +280,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
         raise UsageError(f"config.vocab.path: {e}") from None
     except ValueError as e:
         raise UsageError(str(e)) from None
-    model, params, step = _restore(config, workdir, vocab, step)
-    setup = common.Setup.for_model(model, vocab, config.data, config.model.image_size)
-    try:
-        evaluators = evaluators_lib.build(config.evals, setup, names=names,
-                                          langs=per_name_langs, decoding=decoding)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
-    check_outputs(evaluators)
-    out = out or os.path.join(workdir, f"eval_step{step}")
-    prepare_out(out, "the results folder")
-    print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
-    results = {}
-    for key, evaluator in evaluators.items():
-        progress = Progress(sum(evaluator.num_images.values()), len(evaluator.langs), key)
-        results[key] = evaluator.evaluate(params, progress)
-    scores = {key: {lang: r.corpus for lang, r in results[key].items()} for key in evaluators}
-    name = name or os.path.basename(os.path.abspath(workdir))
-    paths = _write_or_fall_back(out, scores, lambda folder: write_results(
-        folder, step, evaluators, results, config_name=config_name, workdir=workdir, name=name))
-    return out, scores, paths
+    return names, per_name_langs, vocab
 
 
 def _write_or_fall_back(out, scores, write):
@@ -293,26 +295,13 @@ def _write_or_fall_back(out, scores, write):
         cause = e.strerror or str(e)
     _print_scores(scores)
     try:
-        fallback = tempfile.mkdtemp(prefix=f"{os.path.basename(os.path.normpath(out))}_")
+        fallback = os.path.join(tempfile.mkdtemp(prefix="evaluation_"),
+                                os.path.basename(os.path.normpath(out)))
         write(fallback)
         saved = f"the results are in {fallback} instead"
     except OSError as e:
         saved = f"nor in a temporary folder ({e.strerror or e}); the scores are printed above"
     raise ResultsNotWritten(f"cannot write the results into {out} ({cause}); {saved}")
-
-
-def prepare_out(out, flag):
-    """Creates the results folder `out` and checks a file can be written in it (UsageError).
-
-    Returns:
-        Whether the folder was created here (to remove it, still empty, if the run fails).
-    """
-    existed = os.path.isdir(out)
-    try:
-        cli.prepare_out(out, flag)
-    except errors.InputError as e:
-        raise UsageError(str(e)) from None
-    return not existed
 
 
 def _print_scores(scores):
@@ -324,13 +313,11 @@ def _print_scores(scores):
               f"of these {len(by_lang)} {np.mean(list(by_lang.values())):.3f}", flush=True)
 
 
-def _print_summary(out, scores, paths):
+def _print_summary(out, scores, written):
     _print_scores(scores)
     print(f"Results: {out}")
     for key in scores:  # The files of each evaluator but its predictions.
-        files = [os.path.basename(str(p)) for kind, p in paths[key].items()
-                 if kind != "predictions"]
-        print(f"  {key}: {', '.join(files)}, and predictions")
+        print(f"  {key}: {', '.join(written[key])}, and predictions")
 
 
 def check_flags(flag_values):
@@ -354,14 +341,6 @@ def check_flags(flag_values):
         raise UsageError(str(e)) from None
 
 
-def _remove_if_empty(folder):
-    """Removes the --out folder this run created, if nothing was written into it."""
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
-
-
 def main(argv=None):
     """The command-line tool; returns 0, or exits with status 2 and `error: ...`."""
     argv = list(sys.argv if argv is None else argv)
@@ -373,7 +352,6 @@ def main(argv=None):
     if not any(arg in ("-v", "--verbosity") or arg.startswith("--verbosity=")
                for arg in argv[1:]):
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
-    created = False
     try:
         rest = run_config.parse_flags(flag_values, argv)
         if len(rest) > 1:
@@ -387,21 +365,25 @@ def main(argv=None):
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
-            created = prepare_out(flag_values.out, "--out")
+            _check_out(flag_values.out)
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, paths = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
-    except ResultsNotWritten as e:  # The results went elsewhere: --out stays as it is.
-        errors.fail(e)
     except errors.Error as e:
-        if created:
-            _remove_if_empty(flag_values.out)
         errors.fail(e)
     _print_summary(out, scores, paths)
     return 0
 
 
+def _check_out(out):
+    """--out checked before any work (UsageError): see `cli.check_results_folder`."""
+    try:
+        cli.check_results_folder(out, "--out", eval_metrics.FILE_NAME)
+    except errors.InputError as e:
+        raise UsageError(str(e)) from None
+
+
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -13,24 +13,35 @@ The baselines come from the paper's per-language CIDEr, the repository's
 `paper_dir` argument. Without that file the report still gets written, with a note and without
 baseline columns.
 
-Run `python -m evaluation.report RESULTS_DIR` to redraw table.md and bars.png from an
-existing scores.json.
+The command line writes the report of any captioner:
+
+    python -m evaluation.report RESULTS_DIR [--name NAME]
+    python -m evaluation.report RESULTS_DIR --predictions FILE --references captions.jsonl \
+        [--langs en,es] [--name NAME]
+
+The first redraws table.md and bars.png from RESULTS_DIR's scores.json (a results folder of
+the checkpoint tool, say). The second scores FILE, a predictions file or a pycocoevalcap
+results list (formats/predictions.py), with CIDEr-D against an XM3600 `captions.jsonl` and
+writes RESULTS_DIR whole as the checkpoint tool would: `predictions_<lang>.jsonl`,
+`per_image.jsonl` (which `python -m tools.analysis.compare` reads) and the report, every
+language of the file beside the paper's baselines. Every file is written whole or not at
+all (files.py); matplotlib is imported when a chart is drawn, never by the training process.
 """
 
 import csv
 import math
+import os
 import pathlib
 import textwrap
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: set before pyplot is imported
-import matplotlib.pyplot as plt
-
 import errors
+import files
 import paper_tables
-from data import languages
-from evaluation import cli
+from data import languages, xm3600_release
+from evaluation import cider, cli
+from formats import csv_table
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
 from formats import scores as scores_format
 
 METRIC = "cider-d"
@@ -57,23 +68,26 @@ def read_paper_scores(path):
         errors.InputError: a column is missing or a cell is malformed (the message names file:line).
     """
     out = {kind: {} for kind in PAPER_COLUMNS}
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values())
-                   if c not in (reader.fieldnames or [])]
-        if missing:
-            raise errors.InputError(f"{path}: missing column(s) {', '.join(missing)}")
-        for lineno, row in enumerate(reader, start=2):
-            if row["lang"] not in languages.XM3600_LANGS:
-                raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
-            for kind, column in PAPER_COLUMNS.items():
-                try:
-                    value = float(row[column])
-                except (TypeError, ValueError):
-                    raise errors.InputError(
-                        f"{path}:{lineno}: column {column}: not a number: "
-                        f"{row[column]!r}") from None
-                out[kind].setdefault(row["model"], {})[row["lang"]] = value
+    header, rows = csv_table.read(path, errors.InputError, "the paper's scores")
+    missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values()) if c not in header]
+    if missing:
+        raise errors.InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    first = {}
+    for lineno, row in rows:
+        if row["lang"] not in languages.XM3600_LANGS:
+            raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
+        if (row["model"], row["lang"]) in first:
+            raise errors.InputError(f"{path}:{lineno}: model {row['model']!r} in "
+                                    f"{row['lang']!r} again (first at line "
+                                    f"{first[row['model'], row['lang']]})")
+        first[row["model"], row["lang"]] = lineno
+        for kind, column in PAPER_COLUMNS.items():
+            try:
+                value = float(row[column])
+            except ValueError:
+                raise errors.InputError(f"{path}:{lineno}: column {column}: not a number: "
+                                        f"{row[column]!r}") from None
+            out[kind].setdefault(row["model"], {})[row["lang"]] = value
     return out
 
 
@@ -151,12 +165,33 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     return lines + [""]
 
 
-def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step):
+def describe_decoding(decoding):
+    """How captions were decoded, in words, from a `Decoding` as a dict (scores.json's
+    "decoding" field), or "" when it is not known."""
+    if not isinstance(decoding, dict) or "method" not in decoding:
+        return ""
+    if decoding["method"] == "beam":
+        return (f"beam search ({decoding.get('beam_size')} beams, length penalty alpha "
+                f"{decoding.get('alpha')})")
+    details = ", ".join(f"{k} {v}" for k, v in decoding.items() if k != "method")
+    return f"{decoding['method']} decoding" + (f" ({details})" if details and
+                                                decoding["method"] != "greedy" else "")
+
+
+def _intro(step, decoding):
+    """The sentence after a report's heading: checkpoint step and decoding, as known."""
+    parts = [f"Checkpoint step {step}." if step is not None else "",
+             f"Captions by {describe_decoding(decoding)}." if describe_decoding(decoding)
+             else ""]
+    return " ".join(p for p in parts if p)
+
+
+def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step, decoding):
     heading = f"# CIDEr-D on XM3600: {name}"
     intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
              "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
-    if step is not None:
-        intro += f" Checkpoint step {step}."
+    if _intro(step, decoding):
+        intro += " " + _intro(step, decoding)
     lines = [heading, "", intro, ""] + ([paper_note, ""] if paper_note else [])
     lines += _table("XM3600 (human references)", paper.get("xm3600", {}), scores, name,
                     extra=("images", num_images))
@@ -196,6 +231,7 @@ def plot_bars(path, scores, baselines, name):
     rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
     per_row = math.ceil(len(groups) / rows)
     fig_width = max(6.0, 0.6 * per_row + 1.5)
+    plt = cli.pyplot()
     fig, axes = plt.subplots(rows, 1, squeeze=False, sharey=True,
                              figsize=(fig_width, 3.2 * rows + 0.8))
     top = max(v for _, values in series for v in values if v is not None)
@@ -227,8 +263,7 @@ def plot_bars(path, scores, baselines, name):
     legend_rows = math.ceil(len(series) / ncol)
     fig.legend(handles, labels, ncol=ncol, loc="lower center", frameon=False, fontsize=10)
     fig.tight_layout(rect=(0, 0.07 * legend_rows / rows, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    cli.save_figure(fig, path, dpi=110)
 
 
 def load_baselines(paper_dir=None):
@@ -282,8 +317,8 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         ("bars", "bars.png"))}
     scores_format.write(paths["json"], summary)
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    paths["table"].write_text(
-        _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step))
+    files.write_text(paths["table"], _markdown(scores, num_images, coco_dev_scores, paper,
+                                               paper_note, name, step, summary.get("decoding")))
     plot_bars(paths["bars"], scores, paper.get("xm3600", {}), name)
     return paths
 
@@ -320,14 +355,16 @@ def write_metric_report(results_dir, outputs, metric, title, scores, num_images,
              "table": results_dir / f"table_{outputs}.md"}
     scores_format.write(paths["json"], summary)
     heading = f"# {title}: {name}" + (f", checkpoint step {step}" if step is not None else "")
-    lines = [heading, ""] + _table(title, {}, summary["scores"], name,
-                                   extra=("images", summary["num_images"]), with_quz=with_quz)
-    paths["table"].write_text("\n".join(lines))
+    decoding = describe_decoding(summary.get("decoding"))
+    lines = [heading, ""] + ([f"Captions by {decoding}.", ""] if decoding else []) + _table(
+        title, {}, summary["scores"], name, extra=("images", summary["num_images"]),
+        with_quz=with_quz)
+    files.write_text(paths["table"], "\n".join(lines))
     return paths
 
 
 def _write_scores_csv(path, scores, coco_dev_scores):
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with files.replacing(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["lang", "cider_xm3600"] + (["cider_coco_dev"] if coco_dev_scores
                                                      else []))
@@ -338,33 +375,85 @@ def _write_scores_csv(path, scores, coco_dev_scores):
             writer.writerow(row)
 
 
-def main(argv=None):
-    """Redraws table.md and bars.png of a results folder from its scores.json."""
-    parser = cli.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results_dir", help="folder with scores.json")
+def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
+    """Writes `python -m evaluation.report --predictions`'s results folder, whole.
+
+    Args:
+        results_dir: the folder (replaced whole if it exists; see `cli.check_results_folder`).
+        results: {lang: `cider.LanguageScore`}.
+        predictions: {lang: {image key: caption}}, what was scored.
+        name, paper_dir: as `write_report`.
+
+    Returns:
+        {file kind: file name}.
+    """
+    with files.replacing_folder(results_dir) as folder:
+        for lang, r in results.items():
+            predictions_format.write(os.path.join(folder, predictions_format.file_name(lang)),
+                                     {lang: {key: predictions[lang][key] for key in r.keys}})
+        per_image_format.write(os.path.join(folder, per_image_format.file_name()), {
+            lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
+            for lang, r in results.items()})
+        paths = write_report(folder, {lang: r.score for lang, r in results.items()},
+                             {lang: len(r.keys) for lang, r in results.items()}, name=name,
+                             paper_dir=paper_dir)
+    return {kind: path.name for kind, path in paths.items()}
+
+
+def _score(args):
+    """({lang: LanguageScore}, the predictions) of --predictions against --references."""
+    langs = [code.strip() for code in args.langs.split(",") if code.strip()] \
+        if args.langs else None
+    references = xm3600_release.read_references(args.references)
+    predictions = predictions_format.read(
+        args.predictions, lang=langs[0] if langs and len(langs) == 1 else None)
+    return cider.score_languages(references, predictions, langs=langs,
+                                 keep_scorers=False), predictions
+
+
+def _parser():
+    parser = cli.ArgumentParser(prog="python -m evaluation.report",
+                                description=__doc__.splitlines()[0])
+    parser.add_argument("results_dir", help="results folder (with scores.json, or to write)")
     parser.add_argument("--name", default=None, help="this model's column heading "
                         "(default: the folder name)")
+    parser.add_argument("--predictions", metavar="FILE",
+                        help="score FILE (a predictions file or a pycocoevalcap results list) "
+                             "and write RESULTS_DIR from it")
+    parser.add_argument("--references", metavar="captions.jsonl",
+                        help="with --predictions: the XM3600 references")
+    parser.add_argument("--langs", help="with --predictions: the languages to score (default: "
+                        "all of the file's); one language is that of a results list without "
+                        "\"lang\" fields")
     parser.add_argument("--paper-dir", default=None,
                         help=f"folder with {PAPER_SCORES_FILE} (default: the repository's "
                         "paper_tables/)")
+    return parser
+
+
+def main(argv=None):
+    """Writes the report of a results folder, or scores predictions into one (module
+    docstring); returns the exit status."""
+    parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
-    path = results_dir / scores_format.file_name()
-    if not path.is_file():
-        parser.error(f"{path} not found")
-    try:
-        summary = scores_format.read(path)
+    name = args.name or results_dir.resolve().name
+    if args.predictions or args.references or args.langs:
+        if not (args.predictions and args.references):
+            parser.error("--predictions and --references go together")
+        cli.check_results_folder(results_dir, "RESULTS_DIR", scores_format.file_name())
+        written = write_scored(results_dir, *_score(args), name=name, paper_dir=args.paper_dir)
+    else:
+        summary = scores_format.read(results_dir / scores_format.file_name())
         paths = write_report(
             results_dir, summary["scores"], summary["num_images"],
-            coco_dev_scores=summary.get("coco_dev_scores"),
-            name=args.name or results_dir.resolve().name, step=summary.get("step"),
-            config=summary.get("config"), paper_dir=args.paper_dir,
+            coco_dev_scores=summary.get("coco_dev_scores"), name=name,
+            step=summary.get("step"), config=summary.get("config"), paper_dir=args.paper_dir,
             extra={k: v for k, v in summary.items() if k not in scores_format.FIELDS})
-    except errors.Error as e:
-        errors.fail(e)
-    for path in paths.values():
-        print(path)
+        written = {kind: path.name for kind, path in paths.items()}
+    print(f"{results_dir}: {', '.join(written.values())}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -1,14 +1,15 @@
 """The files that tools exchange: one module each, the only code that reads or writes them.
 
 - `predictions`: `predictions_<lang>.jsonl`, one caption per image and language
-  (`PredictionsError`). Written by the evaluators through the checkpoint tool; read by
-  `python -m evaluation.cider`, `python -m tools.vifidel` and tools.humaneval.
+  (`PredictionsError`). Written by the checkpoint tool and `python -m evaluation.report
+  --predictions`, and line by line (`line`) by `python -m tools.captioning --format jsonl`;
+  read by `python -m evaluation.cider`, `python -m tools.vifidel`, the report and
+  tools.humaneval, which also take a pycocoevalcap results list.
 - `per_image`: `per_image.jsonl`, one score per image and language (`PerImageError`).
-  Written by the evaluators and by the metric command lines' `--per-image`; read by
+  Written by the checkpoint tool and by the metric command lines' `--per-image`; read by
   `python -m tools.analysis.compare` and tools.humaneval.
 - `scores`: `scores.json`, corpus scores per language (`ScoresError`). Written by the
-  evaluators' reports (evaluation/report.py); read by the report command line and
-  tools.humaneval.
+  reports (evaluation/report.py); read by the report command line and tools.humaneval.
 - `eval_metrics`: `metrics.json`, every metric of one evaluated checkpoint
   (`EvalMetricsError`). Written by the checkpoint tool.
 - `thumb_ratings`: THUMB 1.0 ratings, `thumb.jsonl` / `thumb_<k>.jsonl`, and the THUMB rubric
@@ -29,7 +30,10 @@ through it, and one error class, an `errors.InputError` whose message names the 
 line (or entry, field, column) at fault. Readers are strict: an unknown language, a repeated
 key, a value of the wrong kind is an error, never skipped or overwritten; writers check
 everything before they write anything. The rest of the repository reads and writes these
-files only through here (tests/formats/test_owners.py checks it). `json_object` reads the
-two JSON files for their owners. This package imports only `data` (languages, the JSON Lines
-reader) and `errors`.
+files only through here (tests/formats/test_owners.py checks it). Every writer writes whole
+or not at all (`files.replacing`: a full disk leaves the previous file or none). `json_object`
+reads the two JSON files for their owners, `csv_table` the CSV files (side_by_side.csv here,
+the paper's tables and system scores elsewhere), each naming the file and line of a binary
+or malformed input. This package imports only `data` (languages, the JSON Lines reader),
+`errors` and `files`.
 """

@@ -12,6 +12,7 @@ import math
 import numbers
 
 import errors
+import files
 from formats import json_object
 
 FILE_NAME = "metrics.json"
@@ -49,8 +50,7 @@ def write(path, step, metrics):
         EvalMetricsError: a bad step, name or value; nothing is written then.
     """
     step, metrics = _check(step, metrics)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"step": step, **metrics}, indent=2) + "\n")
+    files.write_text(path, json.dumps({"step": step, **metrics}, indent=2) + "\n")
     return path
 
 

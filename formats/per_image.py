@@ -15,6 +15,7 @@ import numbers
 import os
 
 import errors
+import files
 from data import jsonl, languages
 
 FIELDS = ("image/key", "lang", "score")
@@ -127,6 +128,6 @@ def write(path, per_image):
         PerImageError: as `check`; nothing is written then.
     """
     rows = _rows(per_image)
-    with open(path, "w", encoding="utf-8") as f:
+    with files.replacing(path) as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return path

@@ -21,6 +21,7 @@ import math
 import numbers
 
 import errors
+import files
 from data import languages
 from formats import json_object
 
@@ -148,9 +149,7 @@ def write(path, summary):
         ScoresError: as `read` would for the file; nothing is written then.
     """
     summary = _check(summary)
-    text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    files.write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return path
 
 

@@ -6,7 +6,9 @@ One row per evaluation of model m2 against model m1 in one language, with column
 
 where `set` is core (en, es, hi, zh) or ext, delta_sxs is wins minus losses of m2 in percent,
 and each delta_cider_* column is CIDEr(m2) - CIDEr(m1) on some reference set (the paper has
-xm600, xm3600 and coco_dev: COLUMNS). An empty or NA cell is a missing value. The paper's file
+xm600, xm3600 and coco_dev: COLUMNS). An empty or NA cell is a missing value. A pair of
+models is evaluated once per language: a second row of the same two models (in either order)
+and language is an error, since it would count that evaluation twice. The paper's file
 (Tables 5 and 7) and the human-evaluation kit's export are in this layout; the correlation
 with delta CIDEr (Table 6, tools/analysis/correlate.py), the meta-evaluation and the
 kit's report read it.
@@ -18,7 +20,9 @@ import math
 import numbers
 
 import errors
+import files
 from data import languages
+from formats import csv_table
 
 FILE_NAME = "side_by_side.csv"
 REQUIRED_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs")
@@ -86,10 +90,6 @@ def _check_header(header, where):
 
 
 def _parse_row(row, columns, where, lineno):
-    if None in row:
-        raise SideBySideError(f"{where}: more cells than columns in the header")
-    if any(row[c] is None for c in REQUIRED_COLUMNS + columns):
-        raise SideBySideError(f"{where}: fewer cells than columns in the header")
     set_name = row["set"].strip()
     if set_name not in KNOWN_SETS:
         raise SideBySideError(
@@ -104,6 +104,20 @@ def _parse_row(row, columns, where, lineno):
         deltas={c: _number(row[c], where, c) for c in columns}, line=lineno)
 
 
+def _check_once(evaluations, path, unit="line"):
+    """SideBySideError at the second row of one pair of models (either order) and language;
+    `unit` says what an evaluation's `line` counts: "line" (of a file) or "entry"."""
+    first = {}
+    for e in evaluations:
+        pair = (frozenset((e.m1, e.m2)), e.lang)
+        if pair in first:
+            where = f"{path}:{e.line}" if unit == "line" else f"{path}: entry {e.line}"
+            raise SideBySideError(f"{where}: {e.m2} vs {e.m1} in {e.lang!r} again (first at "
+                                  f"{unit} {first[pair]}); each pair of models is evaluated "
+                                  f"once per language")
+        first[pair] = e.line
+
+
 def read(path):
     """Reads and checks a side-by-side CSV.
 
@@ -114,23 +128,17 @@ def read(path):
         (list of `Evaluation` in file order, tuple of the delta CIDEr column names).
 
     Raises:
-        SideBySideError: a missing file or column (named), a value that is not a number, an
-            unknown set or language (file:line and column), or no evaluation at all.
+        SideBySideError: a missing file or column (named), a file that is not UTF-8 text or
+            not CSV, a value that is not a number, an unknown set or language, a second row
+            of one pair of models and language (file:line and column), or no evaluation at
+            all.
     """
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise SideBySideError(f"side-by-side file not found: {path}") from None
-    with f:
-        reader = csv.DictReader(f)
-        header = [name.strip() for name in (reader.fieldnames or [])]
-        reader.fieldnames = header
-        columns = _check_header(header, path)
-        evaluations = [_parse_row(row, columns, f"{path}:{lineno}", lineno)
-                       for lineno, row in enumerate(reader, start=2)
-                       if any((v or "").strip() for v in row.values() if isinstance(v, str))]
+    header, rows = csv_table.read(path, SideBySideError, "side-by-side file")
+    columns = _check_header(header, path)
+    evaluations = [_parse_row(row, columns, f"{path}:{lineno}", lineno) for lineno, row in rows]
     if not evaluations:
         raise SideBySideError(f"{path}: no evaluations (only a header)")
+    _check_once(evaluations, path)
     return evaluations, columns
 
 
@@ -155,15 +163,15 @@ def write(path, rows, columns=COLUMNS):
 
     Raises:
         SideBySideError: a missing or unknown column, an unknown set or language, a value that
-            is neither a finite number nor None (the entry and column named); nothing is
-            written then.
+            is neither a finite number nor None, a second row of one pair of models and
+            language (the entry and column named); nothing is written then.
     """
     columns = tuple(columns)
     deltas = _check_header(columns, "columns")
     unknown = [c for c in columns if c not in REQUIRED_COLUMNS and c not in deltas]
     if unknown:
         raise SideBySideError(f"columns: unknown column(s) {', '.join(unknown)}")
-    cells = []
+    cells, evaluations = [], []
     for i, row in enumerate(rows):
         where = f"{path}: entry {i}"
         missing = [c for c in columns if c not in row]
@@ -171,9 +179,11 @@ def write(path, rows, columns=COLUMNS):
             raise SideBySideError(f"{where}: missing column(s) {', '.join(missing)}")
         line = {c: str(row[c]) for c in ("m2", "m1", "lang", "set")}
         line.update({c: _cell(row[c], c, where) for c in ("delta_sxs", *deltas)})
-        _parse_row(line, deltas, where, i)  # The reader's checks of names, set, language.
+        # The reader's checks of names, set, language.
+        evaluations.append(_parse_row(line, deltas, where, i))
         cells.append(line)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    _check_once(evaluations, path, "entry")
+    with files.replacing(path, newline="") as f:
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows(cells)

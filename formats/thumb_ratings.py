@@ -29,6 +29,7 @@ import math
 import os
 
 import errors
+import files
 from data import jsonl
 
 FIELDS = ("P", "R", "Fl", "Con", "Inc")
@@ -210,7 +211,7 @@ def write(path, rows):
     """
     rows = list(rows)
     _round(_parse(row, f"{path}: entry {i}") for i, row in enumerate(rows))
-    with open(path, "w", encoding="utf-8") as f:
+    with files.replacing(path) as f:
         f.writelines(json.dumps({k: row[k] for k in RELEASE_FIELDS}, ensure_ascii=False) + "\n"
                      for row in rows)
     return path

@@ -12,7 +12,10 @@ one triplet):
 - `kind` names the kind of pair (PASCAL-50S: HC two human captions of the image, HI a human
   caption of the image and one of another image, HM human and machine, MM two machines); a
   pair has one kind;
-- `lang` is the captions' language (default: the tool's --lang).
+- `lang` is the captions' language (default: the tool's --lang);
+- equal lines are two judgements, not a repeated row: a line is one person's answer and names
+  no rater, so two people who answer a triplet alike write the same line (the aggregation
+  counts the answers). What must be one is checked: a pair's kind.
 
 The protocol's aggregation is tools/analysis/triplets.py. The file name is free
 (`file_name()` suggests `triplets.jsonl`).
@@ -23,6 +26,7 @@ import json
 import os
 
 import errors
+import files
 from data import jsonl, languages
 
 FIELDS = ("image/key", "reference", "b", "c", "choice")
@@ -126,7 +130,7 @@ def write(path, rows):
     """
     rows = list(rows)
     _check_kinds([_parse(row, f"{path}: entry {i}") for i, row in enumerate(rows)])
-    with open(path, "w", encoding="utf-8") as f:
+    with files.replacing(path) as f:
         f.writelines(json.dumps({k: row[k] for k in (*FIELDS, *OPTIONAL) if k in row},
                                 ensure_ascii=False) + "\n" for row in rows)
     return path

@@ -32,8 +32,10 @@ FORBIDDEN = [
     ("data", ("training", "evaluation", "model", "train", "configs") + TOOLS),
     ("training", ("evaluation", "train", "configs") + TOOLS),
     ("evaluation.cider", ("evaluation.evaluators", "evaluation.evaluate", "evaluation.report",
-                          "training", "train", "model") + TOOLS),
-    ("evaluation.evaluators", ("evaluation.evaluate", "train") + TOOLS),
+                          "evaluation.results_folder", "training", "train", "model") + TOOLS),
+    # Evaluators return numbers and predictions; the tool that asked writes the files.
+    ("evaluation.evaluators", ("evaluation.evaluate", "evaluation.report",
+                               "evaluation.results_folder", "train") + TOOLS),
     ("evaluation", ("train",) + TOOLS),
     ("configs", ("train",) + TOOLS),
     ("train", TOOLS),

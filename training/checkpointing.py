@@ -376,17 +376,22 @@ def restore_params(workdir, abstract_params, step, best=False):
         As `restore_step`.
     """
     path, where = _readable_step(workdir, step, abstract_params, best)
+    try:
+        return _restore_params(path, abstract_params)
+    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
+        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+
+
+def _restore_params(path, abstract_params):
+    """The "params" subtree of the checkpoint folder `path` (orbax's partial restore)."""
     target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_params)}
     restore = ocp.args.PyTreeRestore(
         item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
         partial_restore=True)
     checkpointer = ocp.Checkpointer(ocp.CompositeCheckpointHandler(
         default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
-    try:
-        return checkpointer.restore(path, args=ocp.args.Composite(default=restore))[
-            "default"]["params"]
-    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
-        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+    return checkpointer.restore(path, args=ocp.args.Composite(default=restore))[
+        "default"]["params"]
 
 
 def restore_latest(workdir, abstract_state):

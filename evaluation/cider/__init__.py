@@ -10,20 +10,20 @@ Parts, in the order the data flows:
 | `kernel` | the jit-compiled JAX kernel: cosines, length penalties, per-image means |
 | `df` | document frequencies and their files |
 | `scorer` | `CiderScorer`: references prepared once, `score(predictions)` per call |
-| `corpus` | predictions scored against an XM3600 `captions.jsonl`, language by language |
+| `per_language` | predictions scored against an XM3600 `captions.jsonl`, language by language |
 | `__main__` | the command line, `python -m evaluation.cider` |
 
 The names below are the Python API (docs/cider.md); prediction files are read with
 `formats.predictions.read`, and bad input is an `errors.InputError`.
 """
 
-from evaluation.cider.corpus import REFERENCE_FIELDS, LanguageScore, score_languages
 from evaluation.cider.df import (
     MAX_N,
     DocumentFrequency,
     load_document_frequencies,
     save_document_frequencies,
 )
+from evaluation.cider.per_language import REFERENCE_FIELDS, LanguageScore, score_languages
 from evaluation.cider.scorer import (
     METRICS,
     SIGMA,

@@ -5,9 +5,13 @@
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
 
-Prints a table (or one JSON object) of per-language scores and their average;
-bad input is one `error: ...` line naming the file, line and key, and exit
-status 2. See docs/cider.md.
+--predictions is a predictions file or a pycocoevalcap results list
+(`[{"image_id": ..., "caption": ...}]`, formats/predictions.py); a list
+without "lang" fields is read in the one language --langs names. Prints a
+table (or one JSON object) of per-language scores and their average; bad
+input is one `error: ...` line naming the file, line and key, and exit
+status 2. --per-image and --save-df are written whole or not at all, after
+the scores are printed. See docs/cider.md.
 """
 
 import ctypes
@@ -22,7 +26,7 @@ import numpy as np
 import errors
 from data import xm3600_release
 from evaluation import cli
-from evaluation.cider import corpus, scorer, text
+from evaluation.cider import per_language, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies
 from formats import per_image, predictions
 
@@ -46,8 +50,10 @@ def _parser():
     parser.add_argument("--references", required=True,
                         help="XM3600 captions.jsonl (release layout)")
     parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per line')
-    parser.add_argument("--langs", help="comma-separated languages (default: all predicted)")
+                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per '
+                             'line, or a pycocoevalcap results list')
+    parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
+                        "one: the language of a results list without \"lang\" fields)")
     parser.add_argument("--metric", choices=scorer.METRICS, default="cider-d")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--per-image", metavar="OUT.jsonl",
@@ -60,7 +66,8 @@ def _parser():
     parser.add_argument("--segmenter", choices=text.SEGMENTERS, default="char",
                         help="ja/th/zh: characters (default) or words (needs jieba, "
                              "fugashi+unidic-lite, pythainlp)")
-    parser.add_argument("--reference-field", choices=corpus.REFERENCE_FIELDS, default="caption")
+    parser.add_argument("--reference-field", choices=per_language.REFERENCE_FIELDS,
+                        default="caption")
     return parser
 
 
@@ -128,14 +135,15 @@ def _start_warm_up(metric, own_process):
 def _score(args, own_process):
     """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
-    preds = predictions.read(args.predictions)
+    langs = [code.strip() for code in (args.langs or "").split(",") if code.strip()]
+    preds = predictions.read(args.predictions, lang=langs[0] if len(langs) == 1 else None)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()
     df = load_document_frequencies(args.df) if args.df else None
     # Without --save-df no scorer is kept: each language's tables are
     # freed once it is scored, and the next reuses their memory.
-    results = corpus.score_languages(
+    results = per_language.score_languages(
         references, preds, langs=args.langs, metric=args.metric, df=df,
         segmenter=args.segmenter, reference_field=args.reference_field,
         allow_missing=args.allow_missing, keep_scorers=bool(args.save_df))
@@ -147,14 +155,26 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df (after the scores are printed: a full disk loses none)."""
+    """Writes --per-image and --save-df, each whole or not at all (after the scores are
+    printed: a full disk loses none).
+
+    Raises:
+        InputError: an output could not be written (named, with the cause).
+    """
+    outputs = []
     if args.per_image:
-        per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),
-                                                          strict=True))
-                                         for r in results.values()})
+        outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
+            r.lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
+            for r in results.values()})))
     if args.save_df:
-        save_document_frequencies(args.save_df,
-                                  [r.scorer.document_frequency for r in results.values()])
+        outputs.append((args.save_df, lambda: save_document_frequencies(
+            args.save_df, [r.scorer.document_frequency for r in results.values()])))
+    for path, write in outputs:
+        try:
+            write()
+        except OSError as e:
+            raise errors.InputError(f"cannot write {path} ({e.strerror or e}); the scores are "
+                                    f"printed above") from None
 
 
 def main(argv=None, own_process=False):
@@ -196,11 +216,10 @@ def main(argv=None, own_process=False):
         print(_format_table(results, args.metric), flush=True)
     try:
         _write_outputs(args, results)
-    except OSError as e:
-        return errors.print_error(f"cannot write {e.filename or 'an output file'} "
-                                  f"({e.strerror or e}); the scores are printed above")
+    except errors.Error as e:
+        return errors.print_error(e)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(own_process=True))
+    errors.run_main(lambda: main(own_process=True))

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 
+import files
 from data import jsonl
 from errors import InputError
 
@@ -63,7 +64,7 @@ def save_document_frequencies(path, dfs):
     payload = {"format": _DF_FORMAT, "version": 1, "languages": {
         df.lang: {"num_images": df.num_images, "normalization": df.normalization,
                   "df": df.counts} for df in dfs}}
-    with open(path, "w", encoding="utf-8") as f:
+    with files.replacing(path) as f:
         json.dump(payload, f, ensure_ascii=False)
 
 
@@ -89,17 +90,21 @@ def _parse_df_entry(path, lang, entry):
 
 def load_document_frequencies(path):
     """Reads a file written by `save_document_frequencies`; returns {lang: DocumentFrequency}."""
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise InputError(f"document frequency file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            payload = json.load(f, object_pairs_hook=jsonl.unique_keys)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-                from None
-        except jsonl.DuplicateKeyError as e:
-            raise InputError(f"{path}: {e} (a reader would keep only the last value)") \
-                from None
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        payload = json.loads(data.decode("utf-8"), object_pairs_hook=jsonl.unique_keys)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path}:{line}: not UTF-8 ({e.reason}); not a document frequency "
+                         f"file") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
+            from None
+    except jsonl.DuplicateKeyError as e:
+        raise InputError(f"{path}: {e} (a reader would keep only the last value)") from None
     if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
         raise InputError(f"{path}: not a document frequency file (no \"format\": "
                          f"\"{_DF_FORMAT}\")")

@@ -101,72 +101,101 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
     # (`tf`), updated in place order by order; `count` is indexed by first
     # positions.
     union, known, group, tf, count = work
-    last_idf2 = idf2[idf2.size - 1]
     for n in range(1, MAX_N + 1):
-        # Lookups first, in a loop of their own: its iterations are independent,
-        # so the CPU overlaps their cache misses.
-        for c in range(starts.size - 1):
-            img = image[c]
-            region_offset, region_size = union_offset[img], union_size[img]
-            for p in range(starts[c], starts[c + 1] - n + 1):
-                token = ids[p + n - 1]
-                u = k = np.int64(-1)
-                if n == 1:
-                    if token <= vocab_size:
-                        u = _find(union_keys, union_ids, region_offset, region_size,
-                                  (img << token_bits) | token)
-                        k = token - 1
-                else:
-                    if union[p] >= 0 and union[p + 1] >= 0:
-                        u = _find(union_keys, union_ids, region_offset, region_size,
-                                  ((num_images + union[p]) << token_bits) | token)
-                    if u >= 0:
-                        k = union_known[u]
-                    elif known[p] >= 0 and known[p + 1] >= 0:
-                        k = _find(known_keys, known_ids, 0, known_size,
-                                  ((1 + known[p]) << token_bits) | token)
-                union[p], known[p] = u, k
+        _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys,
+                 union_ids, union_offset, union_size, known_keys, known_ids, known_size,
+                 union_known, union, known)
         for c in range(starts.size - 1):
             first, last = starts[c], starts[c + 1] - n + 1
-            # Equal n-grams: equal tokens, or, for n > 1, equal (n-1)-grams
-            # (which must repeat) and equal last tokens.
-            if n == 1:
-                for p in range(first, last):
-                    if first_of_token[ids[p]] < 0:
-                        first_of_token[ids[p]] = p
-                    group[p] = first_of_token[ids[p]]
-                for p in range(first, last):
-                    first_of_token[ids[p]] = -1
-            else:
-                # Descending p: group[q] for q < p is still the (n-1)-gram's,
-                # whose first occurrence it is.
-                for p in range(last - 1, first - 1, -1):
-                    same = p
-                    if tf[p] >= 2:
-                        prefix = group[p]
-                        for q in range(prefix, p):
-                            if group[q] == prefix and ids[q + n - 1] == ids[p + n - 1]:
-                                same = q
-                                break
-                    group[p] = same
+            _group(n, ids, first, last, first_of_token, group, tf)
             for p in range(first, last):
                 count[group[p]] += 1
-            # Each distinct n-gram once, at its first position.
-            norm2 = 0.0
-            for p in range(first, last):
-                tf[p] = count[group[p]]
-                if group[p] != p:
-                    continue
-                u, k = union[p], known[p]
-                norm2 += tf[p] * tf[p] * (union_idf2[u] if u >= 0 else
-                                          idf2[k] if k >= 0 else last_idf2)
-                if u >= 0:
-                    for e in range(column_start[u], column_start[u + 1]):
-                        weight = min(tf[p], entry_tf[e]) if clipped else tf[p]
-                        dot[entry_segment[e]] += weight * entry_weight[e]
+            norm2 = _add_distinct(first, last, union, known, group, tf, count, idf2,
+                                  union_idf2, column_start, entry_segment, entry_weight,
+                                  entry_tf, clipped, dot)
             for p in range(first, last):
                 count[p] = 0
             hyp_norm2[image[c] * MAX_N + n - 1] += norm2
+
+
+@numba.njit(inline="always")
+def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys, union_ids,
+             union_offset, union_size, known_keys, known_ids, known_size, union_known, union,
+             known):
+    """Sets union[p] and known[p] to the ids of the n-gram of order `n` at each position p of
+    the predictions (-1: none), from those of the (n-1)-grams at p and p + 1 (the arguments as
+    `prediction_statistics`')."""
+    # Lookups in a loop of their own: its iterations are independent, so the
+    # CPU overlaps their cache misses.
+    for c in range(starts.size - 1):
+        img = image[c]
+        region_offset, region_size = union_offset[img], union_size[img]
+        for p in range(starts[c], starts[c + 1] - n + 1):
+            token = ids[p + n - 1]
+            u = k = np.int64(-1)
+            if n == 1:
+                if token <= vocab_size:
+                    u = _find(union_keys, union_ids, region_offset, region_size,
+                              (img << token_bits) | token)
+                    k = token - 1
+            else:
+                if union[p] >= 0 and union[p + 1] >= 0:
+                    u = _find(union_keys, union_ids, region_offset, region_size,
+                              ((num_images + union[p]) << token_bits) | token)
+                if u >= 0:
+                    k = union_known[u]
+                elif known[p] >= 0 and known[p + 1] >= 0:
+                    k = _find(known_keys, known_ids, 0, known_size,
+                              ((1 + known[p]) << token_bits) | token)
+            union[p], known[p] = u, k
+
+
+@numba.njit(inline="always")
+def _group(n, ids, first, last, first_of_token, group, tf):
+    """Sets group[p], for p in [first, last) of one prediction, to the first position of the
+    n-gram at p there. Equal n-grams: equal tokens, or, for n > 1, equal (n-1)-grams (which
+    must repeat: tf[p] of order n - 1 at least 2) and equal last tokens."""
+    if n == 1:
+        for p in range(first, last):
+            if first_of_token[ids[p]] < 0:
+                first_of_token[ids[p]] = p
+            group[p] = first_of_token[ids[p]]
+        for p in range(first, last):
+            first_of_token[ids[p]] = -1
+    else:
+        # Descending p: group[q] for q < p is still the (n-1)-gram's,
+        # whose first occurrence it is.
+        for p in range(last - 1, first - 1, -1):
+            same = p
+            if tf[p] >= 2:
+                prefix = group[p]
+                for q in range(prefix, p):
+                    if group[q] == prefix and ids[q + n - 1] == ids[p + n - 1]:
+                        same = q
+                        break
+            group[p] = same
+
+
+@numba.njit(inline="always")
+def _add_distinct(first, last, union, known, group, tf, count, idf2, union_idf2, column_start,
+                  entry_segment, entry_weight, entry_tf, clipped, dot):
+    """Adds the dot products of one prediction's n-grams (positions [first, last), each
+    distinct one once, at its first position) to `dot`; sets tf[p]; returns the sum of
+    (tf_h idf)^2."""
+    last_idf2 = idf2[idf2.size - 1]
+    norm2 = 0.0
+    for p in range(first, last):
+        tf[p] = count[group[p]]
+        if group[p] != p:
+            continue
+        u, k = union[p], known[p]
+        norm2 += tf[p] * tf[p] * (union_idf2[u] if u >= 0 else
+                                  idf2[k] if k >= 0 else last_idf2)
+        if u >= 0:
+            for e in range(column_start[u], column_start[u + 1]):
+                weight = min(tf[p], entry_tf[e]) if clipped else tf[p]
+                dot[entry_segment[e]] += weight * entry_weight[e]
+    return norm2
 
 
 @numba.njit(inline="always")

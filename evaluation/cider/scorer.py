@@ -22,7 +22,7 @@ the predictions and runs one compiled loop over their positions
 union id (or, failing that, its known id), counts within the prediction are
 exact, and the union's entries give the per-(reference, n) sums
 min(tf_h, tf_r) tf_r idf^2. Document frequency files live in
-`evaluation.cider.df`, reading and scoring prediction files in `evaluation.cider.corpus`,
+`evaluation.cider.df`, reading and scoring prediction files in `evaluation.cider.per_language`,
 the command line in `evaluation.cider.__main__`. The jit-compiled JAX kernel
 (`evaluation.cider.kernel`) turns those sums and
 the per-(image, n) norms into cosines, length penalties and per-image means,
@@ -51,6 +51,8 @@ from evaluation.cider.df import MAX_N, DocumentFrequency
 
 METRICS = ("cider-d", "cider")
 SIGMA = kernel.SIGMA
+
+
 def num_cores():
     """CPU cores this process may use."""
     if hasattr(os, "sched_getaffinity"):  # Linux
@@ -105,6 +107,37 @@ class CiderResult:
     """
     corpus: float
     per_image: np.ndarray
+
+
+class _Tables:
+    """What `CiderScorer._prepare` collects order by order, for one table of each kind (see
+    `evaluation.cider.ngram_match`), and what it needs to count document frequencies.
+
+    Args:
+        sequence: int64 per token position, its sequence: a reference, then the df n-grams.
+        lengths: int64 tokens per sequence.
+        num_refs: the references (the sequences before the df n-grams).
+    """
+
+    def __init__(self, sequence, lengths, num_refs):
+        self.sequence, self.lengths, self.num_refs = sequence, lengths, num_refs
+        self.known_keys, self.known_first, self.doc_freq, self.idf = [], [], [], []
+        self.union_keys, self.union_image, self.union_known, self.entries = [], [], [], []
+        self.num_known = self.num_union = 0
+
+    def document_frequency(self, n, df, at, known, order_union_known):
+        """int64 document frequency of each known n-gram of order `n`: counted over the
+        images' distinct reference n-grams, or the given `df`'s."""
+        if df is None:
+            return np.bincount(order_union_known, minlength=known.first.size)
+        # Each df n-gram is a sequence of its own, whose n-gram of order
+        # len(sequence) starts at its first token.
+        doc_freq = np.zeros(known.first.size, dtype=np.int64)
+        sequence = self.sequence[at]
+        whole = np.flatnonzero((sequence >= self.num_refs) & (self.lengths[sequence] == n))
+        counts = np.fromiter(df.counts.values(), np.int64, count=len(df.counts))
+        doc_freq[known.group[whole]] = counts[self.sequence[at[whole]] - self.num_refs]
+        return doc_freq
 
 
 class CiderScorer:
@@ -186,6 +219,33 @@ class CiderScorer:
                 look `ref_tokens` up.
             ref_tokens: the reference tokens as strings, when ref_ids is None.
         """
+        ids, lengths = self._token_ids(df, ref_vocab, ref_ids, ref_tokens)
+        sequence, remaining = ngram_index.positions(lengths)
+        self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
+        tables = _Tables(sequence, lengths, num_refs=self._ref_lengths.size)
+        # Positions where an n-gram starts, reference tokens first; the key
+        # prefix of the (n-1)-grams there, starting with the empty 0-grams:
+        # 0 (known), the image (union), the reference (entry).
+        at, ref_end = np.arange(ids.size), int(self._ref_lengths.sum())
+        prefixes = (np.zeros(ids.size, dtype=np.int64), self._ref_image[sequence[:ref_end]],
+                    sequence[:ref_end])
+        for n in range(1, MAX_N + 1):
+            if n > 1:
+                keep = np.flatnonzero(remaining[at] >= n)
+                ref_keep = keep[:np.searchsorted(keep, ref_end)]
+                at, ref_end = at[keep], ref_keep.size
+                prefixes = (prefixes[0][keep], prefixes[1][ref_keep], prefixes[2][ref_keep])
+            prefixes = self._index_order(n, ids[at + n - 1], at, ref_end, prefixes, df, tables)
+        self._known_first, self._doc_freq = tables.known_first, tables.doc_freq
+        self._finish(tables)
+
+    def _token_ids(self, df, ref_vocab, ref_ids, ref_tokens):
+        """The vocabulary of the references and of the df file's n-grams, and their tokens.
+
+        Returns:
+            (ids, lengths): int64 token ids of the references, then of each df n-gram, and
+            the number of tokens of each of these sequences.
+        """
         df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
         df_tokens = [t for ngram in df_ngrams for t in ngram]
         self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
@@ -195,95 +255,80 @@ class CiderScorer:
                                   count=len(ref_tokens))
         ids = np.concatenate([ref_ids, np.fromiter(map(self._vocab.index.__getitem__, df_tokens),
                                                    np.int64, count=len(df_tokens))])
-        num_refs = self._ref_lengths.size
         lengths = np.concatenate([self._ref_lengths,
                                   np.array([len(g) for g in df_ngrams], dtype=np.int64)])
-        sequence, remaining = ngram_index.positions(lengths)
-        num_ref_tokens = int(self._ref_lengths.sum())
-        self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
+        return ids, lengths
+
+    def _index_order(self, n, token, at, ref_end, prefixes, df, tables):
+        """Indexes the n-grams of order `n`, adding them to `tables`.
+
+        Args:
+            n: the order.
+            token: int64 the last token of the n-gram at each position of `at`.
+            at: int64 positions where an n-gram of order n starts, reference tokens first.
+            ref_end: how many of them are in the references.
+            prefixes: the ids of the (n-1)-grams there, as keys of (known, union, entry).
+
+        Returns:
+            The prefixes of order n + 1: global ids, past the images for unions.
+        """
         bits = self._token_bits
+        prev_known, prev_union, prev_entry = prefixes
+        # Global ids of the n-grams of the references and of the df file,
+        # numbered by first occurrence. Token ids are too, so the id of a
+        # unigram is its token id - 1 (which `evaluation.cider.ngram_match` relies on).
+        keys = ngram_index.shift_key(prev_known, token, bits)
+        known = ngram_index.group_keys(keys)
+        if n == 1 and not np.array_equal(keys[known.first], np.arange(1, len(self._vocab) + 1)):
+            raise AssertionError("unigram ids are not token ids - 1")
+        tables.known_keys.append(keys[known.first])
+        tables.known_first.append(at[known.first])
 
-        self._known_first, self._doc_freq = [], []
-        # Per order, collected for one table of each kind (see `evaluation.cider.ngram_match`).
-        union_keys, union_image, union_known, known_keys, idf, entries = [], [], [], [], [], []
-        num_union = num_known = 0
-        # Positions where an n-gram starts, reference tokens first; the key
-        # prefix of the (n-1)-grams there, starting with the empty 0-grams:
-        # the image (union), 0 (known), the reference (entry).
-        at, ref_end = np.arange(ids.size), num_ref_tokens
-        known_ids = np.zeros(ids.size, dtype=np.int64)
-        union_ids = self._ref_image[sequence[:num_ref_tokens]]
-        entry_ids = sequence[:num_ref_tokens]
-        for n in range(1, MAX_N + 1):
-            prev_known, prev_union, prev_entry = known_ids, union_ids, entry_ids
-            if n > 1:
-                keep = np.flatnonzero(remaining[at] >= n)
-                ref_keep = keep[:np.searchsorted(keep, ref_end)]
-                at, ref_end = at[keep], ref_keep.size
-                prev_known = known_ids[keep]
-                prev_union, prev_entry = union_ids[ref_keep], entry_ids[ref_keep]
-            token = ids[at + n - 1]
-            # Global ids of the n-grams of the references and of the df file,
-            # numbered by first occurrence. Token ids are too, so the id of a
-            # unigram is its token id - 1 (which `evaluation.cider.ngram_match` relies on).
-            keys = ngram_index.shift_key(prev_known, token, bits)
-            known = ngram_index.group_keys(keys)
-            if n == 1 and not np.array_equal(keys[known.first],
-                                             np.arange(1, len(self._vocab) + 1)):
-                raise AssertionError("unigram ids are not token ids - 1")
-            known_keys.append(keys[known.first])
-            self._known_first.append(at[known.first])
+        # Per image, its distinct reference n-grams: the union entries.
+        ref_at, ref_token = at[:ref_end], token[:ref_end]
+        keys = ngram_index.shift_key(prev_union, ref_token, bits)
+        union = ngram_index.group_keys(keys)
+        tables.union_keys.append(keys[union.first])
+        tables.union_image.append(self._ref_image[tables.sequence[ref_at[union.first]]])
+        order_union_known = known.group[:ref_end][union.first]
+        tables.union_known.append(tables.num_known + order_union_known)
 
-            # Per image, its distinct reference n-grams: the union entries.
-            ref_at, ref_token = at[:ref_end], token[:ref_end]
-            keys = ngram_index.shift_key(prev_union, ref_token, bits)
-            union = ngram_index.group_keys(keys)
-            union_keys.append(keys[union.first])
-            union_image.append(self._ref_image[sequence[ref_at[union.first]]])
-            order_union_known = known.group[:ref_end][union.first]
-            union_known.append(num_known + order_union_known)
+        doc_freq = tables.document_frequency(n, df, at, known, order_union_known)
+        tables.doc_freq.append(doc_freq)
+        idf = self._log_n - np.log(np.maximum(1.0, doc_freq))
+        tables.idf.append(idf)
 
-            if df is None:
-                doc_freq = np.bincount(order_union_known, minlength=known.first.size)
-            else:
-                # Each df n-gram is a sequence of its own, whose n-gram of order
-                # len(sequence) starts at its first token.
-                doc_freq = np.zeros(known.first.size, dtype=np.int64)
-                whole = np.flatnonzero((sequence[at] >= num_refs)
-                                       & (lengths[sequence[at]] == n))
-                counts = np.fromiter(df.counts.values(), np.int64, count=len(df.counts))
-                doc_freq[known.group[whole]] = counts[sequence[at[whole]] - num_refs]
-            self._doc_freq.append(doc_freq)
-            idf.append(self._log_n - np.log(np.maximum(1.0, doc_freq)))
+        # Per reference, its distinct n-grams and their counts ("entries"),
+        # sorted by union entry. They come image by image, and so do the
+        # union ids, in runs a stable sort (timsort) merges 3x faster than
+        # an unstable sort of (id, position) packed into one int64.
+        entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
+        entry_union = union.group[entry.first]
+        by_union = np.argsort(entry_union, kind="stable")
+        entry_idf = idf[order_union_known[entry_union[by_union]]]
+        tables.entries.append((tables.sequence[ref_at[entry.first]][by_union] * MAX_N + (n - 1),
+                               entry.count[by_union], entry_idf,
+                               np.bincount(entry_union, minlength=union.first.size)))
 
-            # Per reference, its distinct n-grams and their counts ("entries"),
-            # sorted by union entry. They come image by image, and so do the
-            # union ids, in runs a stable sort (timsort) merges 3x faster than
-            # an unstable sort of (id, position) packed into one int64.
-            entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
-            entry_union = union.group[entry.first]
-            by_union = np.argsort(entry_union, kind="stable")
-            entry_idf = idf[-1][order_union_known[entry_union[by_union]]]
-            entries.append((sequence[ref_at[entry.first]][by_union] * MAX_N + (n - 1),
-                            entry.count[by_union], entry_idf,
-                            np.bincount(entry_union, minlength=union.first.size)))
+        prefixes = (1 + tables.num_known + known.group,
+                    self.num_images + tables.num_union + union.group, entry.group)
+        tables.num_known += known.first.size
+        tables.num_union += union.first.size
+        return prefixes
 
-            # Key prefixes of order n + 1: global ids, past the images for unions.
-            known_ids = 1 + num_known + known.group
-            union_ids = self.num_images + num_union + union.group
-            entry_ids = entry.group
-            num_known += known.first.size
-            num_union += union.first.size
-
-        self._union = ngram_index.KeyTable(np.concatenate(union_keys),
-                                           region=np.concatenate(union_image),
+    def _finish(self, tables):
+        """The lookup tables of `evaluation.cider.ngram_match` and the kernel's reference arrays
+        from the orders' pieces."""
+        num_refs = tables.num_refs
+        self._union = ngram_index.KeyTable(np.concatenate(tables.union_keys),
+                                           region=np.concatenate(tables.union_image),
                                            num_regions=self.num_images)
-        self._known = ngram_index.KeyTable(np.concatenate(known_keys))
-        self._union_known = np.concatenate(union_known)
-        self._idf2 = np.append(np.concatenate(idf), self._log_n) ** 2
+        self._known = ngram_index.KeyTable(np.concatenate(tables.known_keys))
+        self._union_known = np.concatenate(tables.union_known)
+        self._idf2 = np.append(np.concatenate(tables.idf), self._log_n) ** 2
         self._union_idf2 = self._idf2[self._union_known]
         segments, entry_tf, entry_idf, column_sizes = (
-            np.concatenate(a) for a in zip(*entries, strict=True))
+            np.concatenate(a) for a in zip(*tables.entries, strict=True))
         self._entry_segment, self._entry_tf = segments, entry_tf
         self._entry_weight = entry_tf * entry_idf ** 2
         self._column_start = np.concatenate([[0], np.cumsum(column_sizes)])
@@ -298,9 +343,9 @@ class CiderScorer:
             ref_len=kernel.pad(ref_len, num_refs_pad, 0.0),
             # Padding references score 0; the last image can absorb them.
             ref_image=kernel.pad(self._ref_image, num_refs_pad,
-                                       num_images_pad - 1).astype(np.int32),
+                                 num_images_pad - 1).astype(np.int32),
             ref_count=kernel.pad(np.bincount(self._ref_image).astype(np.float64),
-                                       num_images_pad, 1.0))
+                                 num_images_pad, 1.0))
         # float64 in the kernel: float32 sums of idf^2 terms (up to ~70 each)
         # lose about 1e-6 relative, which is the agreement promised.
         # device_put copies the arrays as they are; jnp.asarray would compile

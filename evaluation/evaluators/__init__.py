@@ -3,16 +3,17 @@
 `config.evals` is a dict of named evaluator configs; each has a `type`, a key
 of `EVALUATORS` below, and `every` (steps between runs; 0 = only when the
 checkpoint tool asks). `build` turns it into evaluator objects with what
-they need (`common.Setup`: vocabulary, prompts, image size, the compiled
-decoder); each `run(params)` returns `{metric name: value}`, and
-`write_outputs` writes its files into a results folder (the contract:
-common.py). Adding an evaluator is a module with its class and one entry in
-the table; the loop and the checkpoint tool need no change.
+they need (`caption_evaluator.Setup`: vocabulary, prompts, image size, the
+compiled decoder); each `run(params)` returns `{metric name: value}`, with the
+captions and per-image scores behind them for the checkpoint tool, which
+writes the files (the contract: caption_evaluator.py). Adding an evaluator is a
+module with its class and one entry in the table; the loop and the checkpoint
+tool need no change.
 """
 
 import importlib
 
-from evaluation.evaluators import common
+from model import decode
 
 # type -> "module:Class", imported when a config names it: the training process loads only
 # the evaluators it runs (VIFIDEL, a tool, brings word vectors and POT).
@@ -71,7 +72,7 @@ def check_configs(evals_config, best_metric=None):
         if max_images is not None and not _is_count(max_images, 1):
             raise ValueError(f"config.evals.{name}.max_images={max_images!r}; expected None "
                              f"(every image) or an integer >= 1")
-        common.Decoding.from_config(eval_config, spell=f"config.evals.{name}.{{}}")
+        decode.Decoding.from_config(eval_config, spell=f"config.evals.{name}.{{}}")
         cls.check_config(name, eval_config)
         langs = cls.config_langs(name, eval_config.langs)
         if eval_config.every:
@@ -87,10 +88,10 @@ def build(evals_config, setup, *, names=None, langs=None, decoding=None):
 
     Args:
         evals_config: `config.evals`, {name: evaluator ConfigDict}.
-        setup: a `common.Setup`.
+        setup: a `caption_evaluator.Setup`.
         names: build only these (default: all).
         langs: {name: languages} instead of the configs' (the checkpoint tool's --langs).
-        decoding: a `common.Decoding` for all of them instead of the configs'.
+        decoding: a `model.decode.Decoding` for all of them instead of the configs'.
 
     Returns:
         {name: evaluator}, in config order.

@@ -1,10 +1,10 @@
 """CIDEr-D scoring of decoded captions, shared by the XM3600 and COCO-dev evaluators."""
 
 from evaluation import cider
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 
 
-class CiderDEvaluator(common.CaptionEvaluator):
+class CiderDEvaluator(caption_evaluator.CaptionEvaluator):
     """A CaptionEvaluator whose metric is CIDEr-D against the set's references.
 
     Each language's references are prepared once (on one thread per core);

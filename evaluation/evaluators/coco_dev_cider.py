@@ -6,12 +6,12 @@ machine-translated references. Config fields (`config.evals.<name>`):
 languages), `every`, `batch_size`, `max_decode_len`, `max_images` (None: all
 5000), optional `decode` / `beam_size` / `alpha`. Metrics:
 `eval/coco_dev/cider_d/<lang>` and `eval/coco_dev/cider_d/avg`. Its files
-in a results folder: `predictions_coco_dev_<lang>.jsonl`,
+in the checkpoint tool's results folder: `predictions_coco_dev_<lang>.jsonl`,
 `per_image_coco_dev.jsonl`, `scores_coco_dev.json` and `table_coco_dev.md`
 (and its scores are the COCO-dev column of XM3600's Table 8 report).
 """
 
-from data import eval_sets, languages
+from data import coco35l_release, eval_sets, languages
 from evaluation.evaluators import cider_d
 
 
@@ -26,6 +26,14 @@ class CocoDevCider(cider_d.CiderDEvaluator):
     outputs_name = "coco_dev"
     title = "CIDEr-D on COCO-dev"
     all_langs = tuple(languages.TRAIN_35L_LANGS)
+    paper_column = "coco_dev"
+
+    @classmethod
+    def data_langs(cls, eval_config):
+        """The training languages that COCO-35L's dev split in `manual_dir` has."""
+        examples, _ = coco35l_release.read_split(eval_config.manual_dir, "dev", cls.all_langs,
+                                                 check_images=False)
+        return tuple(lang for lang in cls.all_langs if examples[lang])
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
         langs = self.config_langs(name, eval_config.langs if langs is None else langs)

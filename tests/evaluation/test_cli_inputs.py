@@ -1,14 +1,25 @@
-"""The evaluation command lines' usage errors: one `error:` line, exit status 2 (issue 21 item
-8): a stray argument, a number out of range, checked while the arguments are parsed."""
+"""The evaluation command lines' bad input and failures: one `error:` line, exit status 2
+(issue 21 item 8: a stray argument, a number out of range, checked while the arguments are
+parsed; issue 31: a binary input file, a repeated row, a closed pipe, a full disk, which
+leaves the previous output file or none, never an empty or partial one)."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
+import errors
+import paper_tables
 from evaluation.cider import __main__ as cider_cli
+from formats import side_by_side
 from tests import cli
-from tools.analysis import compare, correlate
+from tests.evaluation import full_disk
+from tools.analysis import compare, correlate, meta
 from tools.vifidel import __main__ as vifidel_cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("main, argv, message", [
@@ -55,21 +66,75 @@ def test_cider_checks_its_output_files_before_reading_the_inputs(tmp_path, capsy
     assert status == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
 
 
-def test_cider_prints_the_scores_before_an_output_file_fails(tmp_path, capsys, monkeypatch):
-    import errno
-
+def _cider_files(tmp_path):
     from tests.evaluation.cider.test_cli import PREDS, write_lines, write_references
 
-    refs = write_references(tmp_path / "captions.jsonl")
-    preds = write_lines(tmp_path / "preds.jsonl", PREDS)
-    out = str(tmp_path / "per_image.jsonl")
+    return (write_references(tmp_path / "captions.jsonl"),
+            write_lines(tmp_path / "preds.jsonl", PREDS))
 
-    def full_disk(path, *args, **kwargs):  # The fault: the disk fills while it is written.
-        raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    monkeypatch.setattr(cider_cli.per_image, "write", full_disk)
-    status = cider_cli.main(["--references", refs, "--predictions", preds, "--per-image", out])
+@pytest.mark.parametrize("flag", ["--per-image", "--save-df"])
+@pytest.mark.parametrize("previous", [None, "the previous file\n"])
+def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys, flag,
+                                                               previous):
+    refs, preds = _cider_files(tmp_path)
+    with full_disk.full_disk(tmp_path / "disk", keep=previous and {"out": previous}) as disk:
+        status = cider_cli.main(["--references", refs, "--predictions", preds,
+                                 flag, str(disk / "out")])
+        left = full_disk.listing(disk)
+        kept = (disk / "out").read_text() if left else None
     captured = capsys.readouterr()
-    assert status == 2 and "average" in captured.out
+    assert status == 2 and "average" in captured.out  # The scores, printed first.
     assert captured.err.strip().splitlines() == [
-        f"error: cannot write {out} (No space left on device); the scores are printed above"]
+        f"error: cannot write {disk}/out (No space left on device); the scores are printed "
+        f"above"]
+    assert (left, kept) == (({"out": len(previous)}, previous) if previous else ({}, None))
+
+
+def test_cider_names_a_binary_df_file(tmp_path, capsys):
+    refs, preds = _cider_files(tmp_path)
+    (tmp_path / "df.bin").write_bytes(b"\x00\x01\n\xff\xfe binary")
+    status = cider_cli.main(["--references", refs, "--predictions", preds, "--df",
+                             str(tmp_path / "df.bin")])
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {tmp_path}/df.bin:2: not UTF-8 (invalid start byte); not a document "
+        f"frequency file"]
+
+
+BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\xff"
+
+
+@pytest.mark.parametrize("main", [correlate.main, meta.main], ids=["correlate", "meta"])
+def test_a_binary_side_by_side_file_is_one_error_line(tmp_path, capsys, main):
+    path = tmp_path / "d.csv"
+    path.write_bytes(BINARY)
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(main, argv),
+                            ["--side-by-side", str(path)])
+    assert lines == [f"error: {path}:1: not UTF-8 text (invalid start byte); is it a CSV file?"]
+
+
+def test_a_repeated_side_by_side_row_is_an_error_not_more_points(tmp_path, capsys):
+    rows = paper_tables.path(side_by_side.FILE_NAME).read_text().splitlines()
+    path = tmp_path / "d.csv"
+    path.write_text("\n".join(rows + [rows[5]]) + "\n")
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(correlate.main, argv),
+                            ["--side-by-side", str(path)])
+    m2, m1, lang = rows[5].split(",")[:3]
+    assert lines == [f"error: {path}:{len(rows) + 1}: {m2} vs {m1} in {lang!r} again (first at "
+                     f"line 6); each pair of models is evaluated once per language"]
+
+
+def test_compare_into_a_closed_pipe_ends_quietly(tmp_path):
+    from tests.tools.analysis.test_compare import _two_results
+
+    dir_a, dir_b = _two_results(tmp_path, 0.05)
+    read, write = os.pipe()
+    os.close(read)  # As `| head` does once it has its lines.
+    try:
+        result = subprocess.run([sys.executable, "-m", "tools.analysis.compare", dir_a, dir_b,
+                                 "--json", "--samples", "20"], cwd=REPO, stdout=write,
+                                stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (0, "")

@@ -2,11 +2,9 @@
 
 Issue 21 items 4 and 8. The flag tests need no run: their --workdir does not exist, so an
 error about the flag (not "no checkpoint") shows that it was checked before anything was
-read. The disk-full test injects ENOSPC into the writer of the results folder (a fault-
-injecting writer rather than a small mounted filesystem, so that it runs without root).
+read. The full-disk tests run on a small real file system (a tmpfs).
 """
 
-import errno
 import os
 import re
 import shutil
@@ -14,10 +12,10 @@ import shutil
 import pytest
 
 import train
-from evaluation import evaluate
+from evaluation import evaluate, results_folder
 from evaluation import evaluators as evaluators_lib
-from formats import eval_metrics
 from tests import cli, tiny
+from tests.evaluation import full_disk
 from tests.tiny import tiny_config
 
 
@@ -102,29 +100,43 @@ def test_the_default_results_folder_is_checked_before_the_evaluation(config_path
     assert len(lines) == 1 and re.search(r"results folder .*eval_step1 is a file", lines[0])
 
 
-def test_results_are_kept_when_the_disk_fills_after_the_evaluation(config_path, tiny_run,
-                                                                  tmp_path, capsys,
-                                                                  monkeypatch):
-    out = str(tmp_path / "out")
-    write = eval_metrics.write
+def test_a_full_disk_is_refused_before_the_evaluation(config_path, tiny_run, tmp_path, capsys):
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        lines = _fail(capsys, "--config", config_path, "--workdir", tiny_run, "--evals",
+                      "xm3600", "--langs", "en", "--out", str(disk / "out"))
+        assert full_disk.listing(disk) == {}
+    assert len(lines) == 1 and re.search(r"--out .*disk/out: 0.0 MB free there, and the "
+                                         r"results need up to 1.\d MB \(8 captions", lines[0])
 
-    def full_disk(path, *args, **kwargs):  # The fault: ENOSPC for files in `out` only.
-        if os.path.dirname(os.path.abspath(path)) == out:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-        return write(path, *args, **kwargs)
 
-    monkeypatch.setattr(eval_metrics, "write", full_disk)
-    with pytest.raises(SystemExit) as exit_info:
-        evaluate.main(["evaluation.evaluate", "--config", config_path, "--workdir", tiny_run,
-                       "--evals", "xm3600", "--langs", "en", "--out", out])
+def test_a_disk_that_fills_during_the_evaluation_leaves_the_earlier_results(
+        config_path, tiny_run, tmp_path, capsys, monkeypatch):
+    args = ["evaluation.evaluate", "--config", config_path, "--workdir", tiny_run, "--evals",
+            "xm3600", "--langs", "en"]
+    with tiny.small_tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "out"
+        evaluate.main([*args, "--out", str(out)])
+        before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+        check_room = results_folder.check_room
+
+        def room_then_none(*check_args, **kwargs):  # Another process fills the disk.
+            check_room(*check_args, **kwargs)
+            full_disk.fill(disk)
+
+        monkeypatch.setattr(results_folder, "check_room", room_then_none)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate.main([*args, "--out", str(out), "--name", "second"])
+        # The earlier results, whole; no half folder beside them.
+        assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+        assert sorted(os.listdir(disk)) == [".filler", "out"]
     assert exit_info.value.code == 2
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.startswith("error:")]
     match = re.search(r"cannot write the results into .*out \(No space left on device\); the "
                       r"results are in (\S+) instead", lines[0])
     assert len(lines) == 1 and match, captured.err
-    fallback = match.group(1)
-    assert {"metrics.json", "predictions_en.jsonl"} <= set(os.listdir(fallback))
+    assert sorted(os.listdir(match.group(1))) == sorted(before)  # Complete, elsewhere.
     assert re.search(r"^xm3600: en \d", captured.out, re.M)  # The scores, printed too.
 
 

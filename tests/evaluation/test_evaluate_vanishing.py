@@ -20,7 +20,7 @@ def run(two_step_run):
 
 def _deleting_the_newest_while_reading(monkeypatch):
     """Makes the next read of a checkpoint delete its folder first, as the trainer would."""
-    real_restore = checkpointing._restore
+    real_restore = checkpointing._restore_params
     deleted = []
 
     def restore(path, target):
@@ -29,7 +29,7 @@ def _deleting_the_newest_while_reading(monkeypatch):
             shutil.rmtree(path)
         return real_restore(path, target)
 
-    monkeypatch.setattr(checkpointing, "_restore", restore)
+    monkeypatch.setattr(checkpointing, "_restore_params", restore)
     return deleted
 
 

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data import languages
-from evaluation import report
-from formats import scores
+import errors
+from data import languages, xm3600_release
+from evaluation import cider, report
+from formats import per_image, predictions, scores
+from tests import cli
 
 
 def _scores(langs=languages.XM3600_LANGS, offset=0.0):
@@ -148,6 +150,11 @@ def test_malformed_paper_file_names_file_and_line(tmp_path):
     (tmp_path / "cider_per_language.csv").write_text("model,lang,cider\n")
     with pytest.raises(ValueError, match="missing column"):
         report.read_paper_scores(tmp_path / "cider_per_language.csv")
+    (tmp_path / "cider_per_language.csv").write_text(
+        "model,lang,cider_xm3600,cider_coco_dev\nBB,en,0.3,0.8\nBB,de,0.2,0.8\nBB,en,0.4,0.8\n")
+    with pytest.raises(ValueError, match=r"cider_per_language.csv:4: model 'BB' in 'en' again "
+                                         r"\(first at line 2\)"):
+        report.read_paper_scores(tmp_path / "cider_per_language.csv")
 
 
 def test_command_line_redraws_from_scores_json(tmp_path, capsys):
@@ -158,8 +165,9 @@ def test_command_line_redraws_from_scores_json(tmp_path, capsys):
     text = (tmp_path / "run7" / "table.md").read_text()
     assert "run7" in _table_rows(text)["lang"] and "step 7" in text
     assert "table.md" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        report.main([str(tmp_path / "missing")])
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv),
+                            [str(tmp_path / "missing")])
+    assert lines == [f"error: scores file not found: {tmp_path}/missing/scores.json"]
 
 
 def test_numpy_numbers_are_accepted(tmp_path):
@@ -189,3 +197,53 @@ def test_an_evaluators_own_report(tmp_path):
     assert "36 languages" not in text
     with pytest.raises(ValueError, match="outputs name"):
         report.write_metric_report(tmp_path, "", "cider-d", "x", coco, {})
+
+
+@pytest.mark.parametrize("decoding, said", [
+    ({"method": "greedy", "beam_size": 4, "alpha": 0.6}, "Captions by greedy decoding."),
+    ({"method": "beam", "beam_size": 2, "alpha": 0.6},
+     "Captions by beam search (2 beams, length penalty alpha 0.6)."),
+])
+def test_the_table_says_which_decoding_made_the_captions(tmp_path, decoding, said):
+    paths = report.write_report(tmp_path / "x", {"en": 0.4}, {"en": 5}, step=7,
+                                paper_dir=tmp_path, extra={"decoding": decoding})
+    assert said in paths["table"].read_text()
+    other = report.write_metric_report(tmp_path / "y", "length", "chars", "Length", {"en": 3.0},
+                                       {"en": 5}, extra={"decoding": decoding})
+    assert said in other["table"].read_text()
+    # Redrawn from scores.json, the table says it again.
+    paths["table"].unlink()
+    report.main([str(tmp_path / "x"), "--paper-dir", str(tmp_path)])
+    assert said in paths["table"].read_text()
+
+
+def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, capsys):
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+
+    references = write_references(tmp_path / "captions.jsonl")
+    results = tmp_path / "results_en.json"  # What captioning papers' code writes.
+    results.write_text(json.dumps([{"image_id": f"images/{p['image/key']}.jpg",
+                                    "caption": p["caption"]}
+                                   for p in PREDS if p["lang"] == "en"]))
+    out = tmp_path / "mine"
+    assert report.main([str(out), "--predictions", str(results), "--references", references,
+                        "--langs", "en", "--paper-dir", str(tmp_path)]) == 0
+    assert "table.md" in capsys.readouterr().out
+    summary = scores.read(out / "scores.json")
+    expected = cider.score_languages(
+        xm3600_release.read_references(references),
+        {"en": {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}})["en"]
+    assert summary["scores"] == {"en": expected.score} and summary["num_images"] == {"en": 3}
+    assert per_image.read(out / "per_image.jsonl") == {
+        "en": dict(zip(expected.keys, expected.per_image.tolist(), strict=True))}
+    assert predictions.read_language(out / "predictions_en.jsonl", "en") == {
+        p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
+    assert "| en |" in (out / "table.md").read_text()
+    # A folder of other files is not replaced.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv), [
+        str(tmp_path / "other"), "--predictions", str(results), "--references", references,
+        "--langs", "en"])
+    assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"

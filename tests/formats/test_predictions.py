@@ -90,3 +90,64 @@ def test_write_refuses_bad_input_and_writes_nothing(tmp_path, written, message):
     with pytest.raises(predictions.PredictionsError, match=message):
         predictions.write(str(path), written)
     assert not path.exists()
+
+
+def test_line_is_what_the_reader_reads_with_the_writers_own_fields(tmp_path):
+    text = predictions.line("a1", "zh", "两只猫", image="images/a1.jpg", log_prob=-1.5)
+    assert text == ('{"image/key": "a1", "lang": "zh", "caption": "两只猫", "image": '
+                    '"images/a1.jpg", "log_prob": -1.5}\n')
+    path = tmp_path / "p.jsonl"
+    path.write_text(text + predictions.line("b2", "en", "a dog"), encoding="utf-8")
+    assert predictions.read(path) == {"zh": {"a1": "两只猫"}, "en": {"b2": "a dog"}}
+    with pytest.raises(predictions.PredictionsError, match="unknown language 'xx'"):
+        predictions.line("a1", "xx", "x")
+
+
+def _write_list(path, entries, indent=1):
+    path.write_text(json.dumps(entries, ensure_ascii=False, indent=indent), encoding="utf-8")
+    return path
+
+
+def test_a_pycocoevalcap_results_list_is_read_by_image_id(tmp_path):
+    entries = [{"image_id": "000411001ff7dd4f", "caption": "a dog"},
+               {"image_id": "images/0a1b2c3d4e5f6a7b.jpg", "caption": "two cats"},
+               {"image_id": "C:\\xm3600\\images\\ffeeddccbbaa9988.JPEG", "caption": "a car"},
+               {"image_id": 391895, "caption": "a man", "id": 7},
+               {"image_id": "1a.2b", "caption": "a dot in the key"},
+               {"image_id": "00aa", "caption": "un perro", "lang": "es"}]
+    path = _write_list(tmp_path / "results.json", entries)
+    assert predictions.read(path, lang="en") == {
+        "en": {"000411001ff7dd4f": "a dog", "0a1b2c3d4e5f6a7b": "two cats",
+               "ffeeddccbbaa9988": "a car", "391895": "a man", "1a.2b": "a dot in the key"},
+        "es": {"00aa": "un perro"}}
+    # One line per entry (indent=None): lines still name the entry.
+    one_line = _write_list(tmp_path / "one.json", entries[:1], indent=None)
+    assert predictions.read(one_line, "en").where("en", "000411001ff7dd4f") == f"{one_line}:1"
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([{"image_id": "a", "caption": "x"}], r"results.json:2: entry 0 has no \"lang\", and no "
+                                          r"language was given"),
+    ([{"image_id": "a", "caption": "x", "lang": "en"}, {"image_id": "b.jpg"}],
+     r"results.json:7: entry 1: expected an object with \"image_id\" and \"caption\""),
+    ([{"image_id": "a", "caption": "x", "lang": "en"},
+      {"image_id": "images/a.jpg", "caption": "y", "lang": "en"}],
+     r"results.json:7: second prediction for image 'a' in 'en' \(the first is at "
+     r".*results.json:2\)"),
+    ([{"image_id": True, "caption": "x", "lang": "en"}], r"results.json:2: \"image_id\" must be"),
+    ([{"image_id": "a", "caption": 3, "lang": "en"}], r"results.json:2: .*must be a string"),
+    ([], r"no predictions \(the list is empty\)"),
+])
+def test_a_bad_results_list_names_the_line(tmp_path, entries, message):
+    with pytest.raises(predictions.PredictionsError, match=message):
+        predictions.read(_write_list(tmp_path / "results.json", entries))
+
+
+def test_a_results_list_with_a_key_twice_in_an_entry_or_not_json(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text('[{"image_id": "a", "caption": "x", "caption": "y"}]')
+    with pytest.raises(predictions.PredictionsError, match="'caption' appears twice"):
+        predictions.read(path, "en")
+    path.write_text('[{"image_id": "a",\n "caption": }]')
+    with pytest.raises(predictions.PredictionsError, match=r"results.json:2: not valid JSON"):
+        predictions.read(path, "en")

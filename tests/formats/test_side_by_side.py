@@ -24,6 +24,12 @@ def _write(tmp_path, text, name="sxs.csv"):
     (HEADER + "A,B,de,ext,-3.0,0.1,-0.02\n", "sxs.csv:2: fewer cells"),
     (HEADER + "A,B,de,ext,-3.0,inf,-0.02,0.1\n", "not a finite number"),
     (HEADER, "no evaluations"),
+    (HEADER + ROWS[0] + "\n" + ROWS[0] + "\n",
+     "sxs.csv:3: A vs B in 'en' again (first at line 2)"),
+    (HEADER + ROWS[0] + "\nB,A,en,core,10.0,0.10,0.12,-0.01\n",
+     "sxs.csv:3: B vs A in 'en' again (first at line 2)"),
+    ("m2,m1,lang,set,delta_sxs,delta_sxs,delta_cider_xm3600\n", "sxs.csv:1: column 'delta_sxs' "
+                                                               "appears twice in the header"),
 ])
 def test_bad_input_names_what_is_wrong(tmp_path, text, message):
     with pytest.raises(side_by_side.SideBySideError) as info:
@@ -60,4 +66,31 @@ def test_write_refuses_and_writes_nothing(tmp_path, change, message):
            "delta_cider_xm600": 0.0, "delta_cider_xm3600": 0.0, "delta_cider_coco_dev": 0.0}
     with pytest.raises(side_by_side.SideBySideError, match=message):
         side_by_side.write(tmp_path / "s.csv", [dict(row, **change)])
+    assert not (tmp_path / "s.csv").exists()
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", r"sxs.csv:1: not UTF-8 text"),
+    (HEADER.encode() + b"A,B,en,core,\x00,1,2,3\n", r"sxs.csv:2: a NUL character"),
+])
+def test_a_binary_file_is_named_not_a_traceback(tmp_path, data, message):
+    path = tmp_path / "sxs.csv"
+    path.write_bytes(data)
+    with pytest.raises(side_by_side.SideBySideError, match=message):
+        side_by_side.read(path)
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_column(tmp_path):
+    path = tmp_path / "sxs.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + ROWS[0] + "\n").encode())
+    (evaluation,), _ = side_by_side.read(path)
+    assert (evaluation.m2, evaluation.m1, evaluation.delta_sxs) == ("A", "B", -10.0)
+
+
+def test_write_refuses_a_pair_twice_in_one_language(tmp_path):
+    row = dict(m2="A", m1="B", lang="en", set="core", delta_sxs=1.0, delta_cider_xm600=None,
+               delta_cider_xm3600=0.1, delta_cider_coco_dev=None)
+    with pytest.raises(side_by_side.SideBySideError, match=r"entry 1: B vs A in 'en' again "
+                                                            r"\(first at entry 0\)"):
+        side_by_side.write(tmp_path / "s.csv", [row, dict(row, m2="B", m1="A")])
     assert not (tmp_path / "s.csv").exists()

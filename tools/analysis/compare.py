@@ -3,9 +3,10 @@
     python -m tools.analysis.compare RESULTS_A RESULTS_B [--samples 1000] [--seed 0] \
         [--out DIR] [--json]
 
-reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`;
-read by formats/per_image.py), and
-prints, per language, the delta CIDEr-D (B - A) with a 95% paired bootstrap interval: the
+reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`
+or `python -m evaluation.report --predictions`; read by formats/per_image.py) and prints, per
+language the two share (a note names those only one of them has), the delta CIDEr-D (B - A)
+with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
 2.5 and 97.5 percentiles of the resampled deltas. A delta whose interval excludes 0 is
 flagged as significant. The average over languages gets an interval the same way; when all
@@ -19,11 +20,8 @@ from the references, and a corpus score is the mean of its per-image scores.
 import json
 import pathlib
 import re
+import sys
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: set before pyplot is imported
-import matplotlib.pyplot as plt
 import numpy as np
 
 import errors
@@ -35,8 +33,8 @@ _EXAMPLES = 3
 
 
 class ResultsError(errors.InputError):
-    """Two results folders that cannot be compared: a missing per_image.jsonl, other
-    languages or other images."""
+    """Two results folders that cannot be compared: a missing per_image.jsonl, no language in
+    common, or other images."""
 
 
 def read_per_image(results_dir):
@@ -58,28 +56,46 @@ def _examples(keys):
     return shown + (", ..." if len(keys) > _EXAMPLES else "")
 
 
+def left_out(scores_a, scores_b, name_a="A", name_b="B"):
+    """A note naming the languages only one of two results has, or "" when they have the same.
+
+    Raises:
+        ResultsError: the two have no language in common.
+    """
+    only_a = _ordered(set(scores_a) - set(scores_b))
+    only_b = _ordered(set(scores_b) - set(scores_a))
+    if not set(scores_a) & set(scores_b):
+        raise ResultsError(f"{name_a} and {name_b} have no language in common ({name_a}: "
+                           f"{', '.join(_ordered(scores_a))}; {name_b}: "
+                           f"{', '.join(_ordered(scores_b))})")
+    parts = [f"{', '.join(langs)} only in {name}" for langs, name in ((only_a, name_a),
+                                                                       (only_b, name_b)) if langs]
+    return f"note: comparing the languages both have; left out: {'; '.join(parts)}" \
+        if parts else ""
+
+
+def _ordered(langs):
+    return [lang for lang in languages.XM3600_LANGS if lang in langs]
+
+
 def align(scores_a, scores_b, name_a="A", name_b="B"):
-    """Pairs the per-image scores of two results on the same languages and images.
+    """Pairs the per-image scores of two results on the languages they share and their images.
 
     Args:
         scores_a, scores_b: {lang: {image key: score}} as from `read_per_image`.
         name_a, name_b: how to call the two results in error messages (their folders).
 
     Returns:
-        {lang: (keys, a, b)} in the paper's language order; keys is a sorted list, a and
-        b are float arrays [num_images] in the order of keys.
+        {lang: (keys, a, b)} for the languages both have, in the paper's language order; keys
+        is a sorted list, a and b are float arrays [num_images] in the order of keys
+        (`left_out` names the languages left out).
 
     Raises:
-        ResultsError: the language sets differ, or the image sets of a language differ.
+        ResultsError: no language in common, or the image sets of a shared language differ.
     """
-    only_a = sorted(set(scores_a) - set(scores_b))
-    only_b = sorted(set(scores_b) - set(scores_a))
-    if only_a or only_b:
-        raise ResultsError(
-            f"{name_a} and {name_b} cover different languages: only in {name_a}: "
-            f"{', '.join(only_a) or 'none'}; only in {name_b}: {', '.join(only_b) or 'none'}")
+    left_out(scores_a, scores_b, name_a, name_b)
     paired = {}
-    for lang in [lang for lang in languages.XM3600_LANGS if lang in scores_a]:
+    for lang in _ordered(set(scores_a) & set(scores_b)):
         keys_a, keys_b = set(scores_a[lang]), set(scores_b[lang])
         if keys_a != keys_b:
             missing_b, missing_a = keys_a - keys_b, keys_b - keys_a
@@ -190,7 +206,7 @@ def plot_deltas(path, result, name_a, name_b):
         name_a, name_b: names of the two results.
     """
     items = list(result["languages"].items()) + [("average", result["average"])]
-    fig, ax = plt.subplots(figsize=(7.0, 1.2 + 0.26 * len(items)))
+    fig, ax = cli.pyplot().subplots(figsize=(7.0, 1.2 + 0.26 * len(items)))
     for y, (lang, row) in enumerate(items):
         low, high = row["ci"]
         color = "#7f7f7f"
@@ -208,8 +224,7 @@ def plot_deltas(path, result, name_a, name_b):
     ax.set_title(f"B = {name_b}\nvs A = {name_a}", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    cli.save_figure(fig, path, dpi=110)
 
 
 def _name(results_dir):
@@ -235,18 +250,20 @@ def main(argv=None):
                         help="folder for the chart (default: RESULTS_B)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
-    try:
-        if args.out:
-            cli.prepare_out(args.out)
-        paired = align(read_per_image(args.results_a), read_per_image(args.results_b),
-                       args.results_a, args.results_b)
-    except errors.Error as e:
-        errors.fail(e)
+    if args.out:
+        cli.prepare_out(args.out)
+    scores_a, scores_b = read_per_image(args.results_a), read_per_image(args.results_b)
+    paired = align(scores_a, scores_b, args.results_a, args.results_b)
+    note = left_out(scores_a, scores_b, args.results_a, args.results_b)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     result = compare(paired, args.samples, args.seed)
     path = chart_path(args.results_a, args.results_b, args.out)
     if args.json:
         print(json.dumps({"a": args.results_a, "b": args.results_b,
                           "samples": args.samples, "seed": args.seed, "chart": str(path),
+                          "left_out": {"a": _ordered(set(scores_a) - set(scores_b)),
+                                       "b": _ordered(set(scores_b) - set(scores_a))},
                           **result}, indent=2), flush=True)
     else:
         print(format_table(result, args.results_a, args.results_b), flush=True)
@@ -254,10 +271,10 @@ def main(argv=None):
         path.parent.mkdir(parents=True, exist_ok=True)
         plot_deltas(path, result, args.results_a, args.results_b)
     except OSError as e:
-        errors.fail(cli.not_written(args.out or args.results_b, e, args.json))
+        raise cli.not_written(args.out or args.results_b, e, args.json) from None
     if not args.json:
         print(f"chart: {path}")
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -187,4 +187,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    errors.run_main(main)

@@ -451,4 +451,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    errors.run_main(main)

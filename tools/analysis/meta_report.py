@@ -13,12 +13,10 @@ MIN_SYSTEMS_FOR_INTERVAL systems it has no interval.
 import csv
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: set before pyplot is imported
-import matplotlib.pyplot as plt
 import numpy as np
 
+import files
+from evaluation import cli
 from tools.analysis.coefficients import COEFFICIENTS
 
 KEYS = ("analysis", "subset", "level", "target", "metric", "n")
@@ -108,7 +106,7 @@ def write_csv(path, rows):
     """One line per row: the keys, each coefficient with its interval, the accuracies."""
     header = [*KEYS, *(f"{c}{s}" for c in COEFFICIENTS for s in ("", "_low", "_high")), *EXTRA,
               "accuracy_low", "accuracy_high"]
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with files.replacing(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         for r in rows:
@@ -135,7 +133,7 @@ def plot(path, rows, confidence):
         labels.append(f"{r['subset']} | {r['level']} | {r['target']} | {r['metric']}")
         values.append(value)
         errors.append((value - ci[0], ci[1] - value) if ci else (0.0, 0.0))
-    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.28 * len(labels) + 1)))
+    fig, ax = cli.pyplot().subplots(figsize=(9, max(2.5, 0.28 * len(labels) + 1)))
     y = np.arange(len(labels))
     ax.barh(y, values, xerr=np.array(errors).T if errors else None, capsize=2,
             color=["tab:orange" if "pairwise" in label else "tab:blue" for label in labels])
@@ -144,16 +142,14 @@ def plot(path, rows, confidence):
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_xlabel(f"Pearson r (pairwise: accuracy), {int(round(confidence * 100))}% intervals")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    cli.save_figure(fig, path, dpi=120)
 
 
 def write(out, rows, source, confidence):
     """Writes meta.md, meta.csv and meta.png into `out`; returns {kind: path}."""
     os.makedirs(out, exist_ok=True)
     paths = {kind: os.path.join(out, f"meta.{kind}") for kind in ("md", "csv", "png")}
-    with open(paths["md"], "w", encoding="utf-8") as f:
-        f.write(markdown(rows, source, confidence))
+    files.write_text(paths["md"], markdown(rows, source, confidence))
     write_csv(paths["csv"], rows)
     plot(paths["png"], rows, confidence)
     return paths
@@ -177,14 +173,14 @@ def write_curves(out, curves, source):
     os.makedirs(out, exist_ok=True)
     paths = {"curve_csv": os.path.join(out, "meta_curve.csv"),
              "curve_png": os.path.join(out, "meta_curve.png")}
-    with open(paths["curve_csv"], "w", newline="", encoding="utf-8") as f:
+    with files.replacing(paths["curve_csv"], newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["metric", "kind", "refs", "accuracy"])
         for metric, by_kind in curves.items():
             for kind, values in by_kind.items():
                 writer.writerows([metric, kind, k + 1, "" if np.isnan(v) else f"{v:.6f}"]
                                  for k, v in enumerate(values))
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = cli.pyplot().subplots(figsize=(7, 4))
     for metric, by_kind in curves.items():
         for kind, values in by_kind.items():
             ax.plot(np.arange(1, len(values) + 1), values, marker="." if len(values) < 60
@@ -196,6 +192,5 @@ def write_curves(out, curves, source):
     ax.legend(fontsize=7, ncols=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(paths["curve_png"], dpi=120)
-    plt.close(fig)
+    cli.save_figure(fig, paths["curve_png"], dpi=120)
     return paths

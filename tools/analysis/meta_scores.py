@@ -10,7 +10,6 @@
   (CSV system,score): scores computed elsewhere.
 """
 
-import csv
 import json
 import math
 import os
@@ -20,7 +19,7 @@ import numpy as np
 import errors
 from data import jsonl, xm3600_release
 from evaluation import cider
-from formats import thumb_ratings
+from formats import csv_table, thumb_ratings
 from tools import vifidel as vifidel_lib
 
 METRICS = ("cider-d", "cider", "vifidel")
@@ -138,22 +137,20 @@ def read_caption_scores(path):
 
 def read_system_scores(path):
     """Per-system scores: CSV with columns system, score -> ({system: score}, {system: where})."""
-    if not os.path.isfile(path):
-        raise MetaError(f"system scores not found: {path}")
+    header, rows = csv_table.read(path, MetaError, "system scores")
+    if not {"system", "score"} <= set(header):
+        raise MetaError(f"{path}: expected columns system,score; found "
+                        f"{', '.join(header) or 'nothing'}")
     scores, lines = {}, {}
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if not {"system", "score"} <= set(reader.fieldnames or []):
-            raise MetaError(f"{path}: expected columns system,score; found "
-                            f"{', '.join(reader.fieldnames or []) or 'nothing'}")
-        for lineno, row in enumerate(reader, start=2):
-            where = f"{path}:{lineno}"
-            try:
-                value = float(row["score"])
-            except (TypeError, ValueError):
-                raise MetaError(f"{where}: column score: not a number: {row['score']!r}") from None
-            if row["system"] in scores:
-                raise MetaError(f"{where}: system {row['system']!r} appears twice")
-            scores[row["system"]] = _score(value, where)
-            lines[row["system"]] = where
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        try:
+            value = float(row["score"])
+        except ValueError:
+            raise MetaError(f"{where}: column score: not a number: {row['score']!r}") from None
+        if row["system"] in scores:
+            raise MetaError(f"{where}: system {row['system']!r} appears twice (first at "
+                            f"{lines[row['system']]})")
+        scores[row["system"]] = _score(value, where)
+        lines[row["system"]] = where
     return scores, lines

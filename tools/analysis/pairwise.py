@@ -52,7 +52,7 @@ class Pair:
 def read_preferences(path, lang):
     """Reads per-pair preferences, JSONL {"image/key", "a", "b", "preference": "a" | "b" |
     "tie", "lang" (optional)}: [Pair] (a tie has human 0)."""
-    pairs = []
+    pairs, first = [], {}
     try:
         for where, obj in jsonl.read_objects(path, error=MetaError):
             image, a, b, pref = (obj.get(k) for k in ("image/key", "a", "b", "preference"))
@@ -62,8 +62,14 @@ def read_preferences(path, lang):
                                 f"\"preference\"}} with caption strings")
             if pref not in ("a", "b", "tie"):
                 raise MetaError(f"{where}: field 'preference': {pref!r} is not a, b or tie")
-            pairs.append(Pair(str(image), obj.get("lang", lang), a, b,
-                              {"a": 1, "b": -1, "tie": 0}[pref], where))
+            pair = Pair(str(image), obj.get("lang", lang), a, b,
+                        {"a": 1, "b": -1, "tie": 0}[pref], where)
+            same = (pair.image, pair.lang, frozenset((a, b)))
+            if same in first:  # One human winner per pair: a second line would count twice.
+                raise MetaError(f"{where}: the pair of captions of image {pair.image!r} again "
+                                f"(first at {first[same]})")
+            first[same] = where
+            pairs.append(pair)
     except FileNotFoundError:
         raise MetaError(f"pairwise preferences not found: {path}") from None
     if not any(p.human for p in pairs):

@@ -28,13 +28,10 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: set before pyplot is imported
-import matplotlib.pyplot as plt
 import numpy as np
 
 import errors
+import files
 from evaluation import cli
 from formats import thumb_ratings
 
@@ -209,7 +206,7 @@ def write_report(out, scores, counts, note, sources, confidence=CONFIDENCE):
     """Writes thumb.md, thumb.csv and thumb.png into `out`; returns their paths."""
     os.makedirs(out, exist_ok=True)
     paths = {kind: os.path.join(out, f"thumb.{kind}") for kind in ("md", "csv", "png")}
-    with open(paths["csv"], "w", newline="", encoding="utf-8") as f:
+    with files.replacing(paths["csv"], newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["system", "n", *(f"{n}{suffix}" for n in thumb_ratings.SCORES
                                           for suffix in ("", "_low", "_high")),
@@ -231,8 +228,7 @@ def write_report(out, scores, counts, note, sources, confidence=CONFIDENCE):
                  for n in thumb_ratings.SCORES]
         lines.append(f"| {system} | {row['n']} | " + " | ".join(cells)
                      + f" | {_count(counts, system, 'best')} | {_count(counts, system, 'worst')} |")
-    with open(paths["md"], "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    files.write_text(paths["md"], "\n".join(lines) + "\n")
     plot(paths["png"], scores, confidence)
     return paths
 
@@ -240,7 +236,7 @@ def write_report(out, scores, counts, note, sources, confidence=CONFIDENCE):
 def plot(path, scores, confidence=CONFIDENCE):
     """Grouped bars of P, R and total per system with their bootstrap intervals."""
     systems = list(scores)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(systems)), 4))
+    fig, ax = cli.pyplot().subplots(figsize=(max(6.0, 1.4 * len(systems)), 4))
     width = 0.27
     for k, name in enumerate(("P", "R", "total")):
         means = np.array([scores[s][name]["mean"] for s in systems])
@@ -255,8 +251,7 @@ def plot(path, scores, confidence=CONFIDENCE):
                  f"intervals)")
     ax.legend(ncols=3, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    cli.save_figure(fig, path, dpi=120)
 
 
 def main(argv=None):
@@ -301,4 +296,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    errors.run_main(main)

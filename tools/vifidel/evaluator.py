@@ -17,7 +17,7 @@ lists; "none"; or a folder of <lang>.txt), `label_weights`
 ("instances" or "binary"), `multiword` ("mean"), `min_confidence` (1.0),
 `allow_missing_labels` (False), `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>`
 and `eval/vifidel/avg`. Its files in a results folder (the evaluator contract's defaults,
-evaluation/evaluators/common.py): `predictions_vifidel_<lang>.jsonl`,
+evaluation/evaluators/caption_evaluator.py): `predictions_vifidel_<lang>.jsonl`,
 `per_image_vifidel.jsonl` (no line for an image without a known label), `scores_vifidel.json`
 and `table_vifidel.md`.
 """
@@ -27,7 +27,7 @@ import os
 import errors
 from data import languages
 from evaluation import cider
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 from tools import vifidel as vifidel_lib
 from tools.vifidel import stopwords as stop_lists
 
@@ -69,13 +69,13 @@ def settings_from_config(name, eval_config):
     return settings
 
 
-class Xm3600Vifidel(common.CaptionEvaluator):
+class Xm3600Vifidel(caption_evaluator.CaptionEvaluator):
     """Decodes the XM3600 images in each language and scores them with VIFIDEL.
 
     Args:
         name: the key in `config.evals`.
         eval_config: its ConfigDict (see the module docstring).
-        setup: an `evaluation.evaluators.common.Setup`.
+        setup: an `evaluation.evaluators.caption_evaluator.Setup`.
         langs: languages instead of `eval_config.langs`.
         decoding: a `Decoding` instead of the config's.
 
@@ -96,7 +96,7 @@ class Xm3600Vifidel(common.CaptionEvaluator):
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
         langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         self.settings = settings_from_config(name, eval_config)
-        caption_set = common.load_xm3600_set(eval_config, setup, langs)
+        caption_set = caption_evaluator.load_xm3600_set(eval_config, setup, langs)
         try:
             super().__init__(name, eval_config, caption_set, setup, decoding)
         except errors.InputError as e:

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import errors
+from tests.evaluation import full_disk
 from tools.analysis import compare
 
 
@@ -37,12 +39,17 @@ def test_missing_file_names_the_folder(tmp_path):
         compare.read_per_image(tmp_path / "r_a")
 
 
-def test_align_reports_different_languages():
-    a = {"en": {"x": 1.0}, "quz": {"x": 1.0}}
-    b = {"en": {"x": 1.0}, "de": {"x": 1.0}}
-    with pytest.raises(compare.ResultsError,
-                       match="only in runA: quz; only in runB: de"):
-        compare.align(a, b, "runA", "runB")
+def test_align_pairs_the_shared_languages_and_names_the_others():
+    a = {"en": {"x": 1.0}, "quz": {"x": 1.0}, "ar": {"x": 0.5}}
+    b = {"en": {"x": 2.0}, "de": {"x": 1.0}}
+    assert list(compare.align(a, b, "runA", "runB")) == ["en"]
+    assert compare.left_out(a, b, "runA", "runB") == (
+        "note: comparing the languages both have; left out: ar, quz only in runA; de only in "
+        "runB")
+    assert compare.left_out(a, a) == ""
+    with pytest.raises(compare.ResultsError, match=r"runA and runB have no language in common "
+                                                   r"\(runA: en; runB: de\)"):
+        compare.align({"en": {"x": 1.0}}, {"de": {"x": 1.0}}, "runA", "runB")
 
 
 def test_align_reports_different_images_with_examples():
@@ -169,8 +176,32 @@ def test_command_line_table_json_and_chart(tmp_path, capsys):
 
 def test_command_line_errors_name_the_folders(tmp_path):
     dir_a, _ = _two_results(tmp_path, 0.05)
-    with pytest.raises(SystemExit, match="nowhere: no per_image.jsonl"):
+    with pytest.raises(compare.ResultsError, match="nowhere: no per_image.jsonl"):
         compare.main([dir_a, str(tmp_path / "nowhere")])
-    other = _write_results(tmp_path / "run_c", {"en": {"k0": 1.0}})
-    with pytest.raises(SystemExit, match="only in .*run_a: de, zh"):
+    other = _write_results(tmp_path / "run_c", {"ar": {"k0": 1.0}})
+    with pytest.raises(compare.ResultsError, match="no language in common"):
         compare.main([dir_a, other])
+
+
+def test_two_folders_of_different_languages_compare_the_shared_ones(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)  # en, de, zh
+    fewer = _write_results(tmp_path / "run_c", {
+        lang: by_key for lang, by_key in compare.read_per_image(dir_b).items() if lang != "de"})
+    compare.main([dir_a, fewer, "--samples", "50", "--json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert list(result["languages"]) == ["en", "zh"]
+    assert result["left_out"] == {"a": ["de"], "b": []}
+    assert captured.err.strip() == (f"note: comparing the languages both have; left out: de "
+                                    f"only in {dir_a}")
+
+
+def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        with pytest.raises(errors.Error) as info:
+            compare.main([dir_a, dir_b, "--samples", "20", "--out", str(disk)])
+        assert full_disk.listing(disk) == {}  # No empty compare_run_a.png.
+    assert "avg(3)" in capsys.readouterr().out  # The table came first.
+    assert str(info.value) == (f"--out {disk}: cannot write the report (No space left on "
+                               f"device); the results are printed above")

@@ -177,6 +177,21 @@ def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files)
     assert status == 2 and "p.jsonl:1: field 'preference': 'left' is not a, b or tie" in (
         captured.err)
     assert thumb.main([str(tmp_path / "none.jsonl")]) == 2
+    # One human winner per pair: the same pair again (in either order) would count twice.
+    prefs = _write_jsonl(tmp_path / "twice.jsonl", [
+        {"image/key": "1", "a": "x", "b": "y", "preference": "a"},
+        {"image/key": "2", "a": "x", "b": "y", "preference": "a"},
+        {"image/key": "1", "a": "y", "b": "x", "preference": "b"}])
+    status, captured = _run(["--pairwise", prefs, "--references", files["refs"], "--metric",
+                             "cider"], capsys)
+    assert status == 2 and captured.err.strip().endswith(
+        "twice.jsonl:3: the pair of captions of image '1' again (first at "
+        f"{tmp_path}/twice.jsonl:1)")
+    scores = tmp_path / "systems.csv"
+    scores.write_text("system,score\nA,0.5\nB,0.4\nA,0.6\n")
+    status, captured = _run(["--thumb", files["thumb"], "--system-scores", f"x={scores}"], capsys)
+    assert status == 2 and captured.err.strip().endswith(
+        f"systems.csv:4: system 'A' appears twice (first at {scores}:2)")
 
 
 def test_system_level_rows_say_how_few_systems_and_have_no_interval_below_ten(files, capsys):

@@ -1,12 +1,12 @@
 """Bad input to python -m tools.analysis.thumb: one `error:` line before the work, and a
 report that cannot be written after it loses nothing (issue 21 items 4, 8 and 9)."""
 
-import errno
 import re
 
 import pytest
 
 from tests import cli
+from tests.evaluation import full_disk
 from tests.formats.thumb_files import row as _row
 from tests.formats.thumb_files import write as _write
 from tools.analysis import thumb
@@ -32,16 +32,12 @@ def test_a_bad_flag_is_one_error_line_before_the_ratings_are_read(tmp_path, caps
         lines
 
 
-def test_a_report_that_cannot_be_written_after_the_work_keeps_the_results(tmp_path, capsys,
-                                                                        monkeypatch):
+def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, capsys):
     path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS])
-
-    def full_disk(path, *args, **kwargs):  # The fault: the disk fills while the plot is saved.
-        raise OSError(errno.ENOSPC, "No space left on device", path)
-
-    monkeypatch.setattr(thumb, "plot", full_disk)
-    out = tmp_path / "report"
-    assert thumb.main([path, "--out", str(out), "--samples", "20"]) == 2
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        out = disk / "report"
+        assert thumb.main([path, "--out", str(out), "--samples", "20"]) == 2
+        assert full_disk.listing(out) == {}  # No empty thumb.csv, nor any other file.
     captured = capsys.readouterr()
     assert captured.out.splitlines()[1].split()[:2] == ["Human", "2"]  # The table came first.
     assert captured.err.strip().splitlines() == [

@@ -9,7 +9,7 @@ import train
 from data import tokenizer
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
-from evaluation.evaluators import common
+from evaluation.evaluators import caption_evaluator
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
@@ -72,7 +72,7 @@ def test_vifidel_runs_in_the_loop_and_writes_its_files_through_the_tool(tiny_dem
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model = state_lib.create_model(config, vocab.vocab_size)
-    return common.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
 
 
 @pytest.mark.parametrize("fields, message", [

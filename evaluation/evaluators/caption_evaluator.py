@@ -1,24 +1,17 @@
-"""What every evaluator shares: the contract, decoding, and the caption loop.
+"""The evaluator contract, and `CaptionEvaluator`, which implements it for any caption metric.
 
-An evaluator is built from one entry of `config.evals` (a name and a
-ConfigDict with `type`, `every`, languages, decoding, ...) and a `Setup`
-(what the trainer or the checkpoint tool hands it: vocabulary, prompt
-settings, image size, and `make_predict_fn`, which compiles the decoder).
-The contract:
+An evaluator is built by name from one entry of `config.evals` (a name and a ConfigDict with
+`type`, `every`, languages, decoding, ...) and a `Setup` (what the trainer or the checkpoint
+tool hands it: vocabulary, prompt settings, image size, and `make_predict_fn`, which compiles
+the decoder); `run(params)` decodes and scores, and returns `{metric name: value}`, which
+the training loop logs as it is. What the numbers come from (per language: the image keys,
+the captions, the per-image scores) rides along on that dict (`Results.by_lang`) for the
+checkpoint tool, which writes the results folder and the reports (evaluation/evaluate.py,
+evaluation/results_folder.py); an evaluator writes no file.
 
-- in the training loop, `run(params)` returns `{metric name: value}`;
-- for the checkpoint tool (evaluation/evaluate.py), `evaluate(params,
-  progress)` returns its results, `metrics(results)` the names and values
-  `run` would log, and `write_outputs(out_dir, results, checkpoint)` writes
-  its files into the results folder: a predictions file per language, the
-  per-image scores and its report (`report`). The tool knows no evaluator
-  class; each evaluator owns its files.
-
-`CaptionEvaluator` does all of it for any caption metric: it decodes each
-language of a `CaptionSet` (data/eval_sets.py) batch by batch, over the
-params' mesh when there is one, scores each language on a CPU thread while
-the next one decodes, and writes its outputs in the formats of formats/; a
-subclass says which set, which scorer, which names.
+`CaptionEvaluator` decodes each language of a `CaptionSet` (data/eval_sets.py) batch by batch,
+over the params' mesh when there is one, and scores each language on a CPU thread while the
+next one decodes; a subclass says which set, which scorer, which names.
 """
 
 import concurrent.futures
@@ -35,10 +28,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from data import eval_sets, languages, pipeline, tokenizer
-from evaluation import report as report_lib
-from formats import per_image as per_image_format
-from formats import predictions as predictions_format
+from data import eval_sets, languages, pipeline, tokenizer, xm3600_release
 from model import decode
 from model.decode import Decoding
 
@@ -87,25 +77,6 @@ class Setup:
         return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
 
 
-@dataclasses.dataclass(frozen=True)
-class Checkpoint:
-    """What the checkpoint tool tells each evaluator about the evaluated checkpoint.
-
-    Attributes:
-        step: the checkpoint's step.
-        name: the model's name in reports (a table column, a legend label).
-        workdir: the run's folder (absolute).
-        config_name: the config file, recorded in reports, or None.
-        metrics: every evaluator's metrics of this checkpoint (what metrics.json holds), for
-            a report that shows other evaluators' numbers beside its own.
-    """
-    step: int
-    name: str
-    workdir: str
-    config_name: str | None = None
-    metrics: dict = dataclasses.field(default_factory=dict)
-
-
 def load_xm3600_set(eval_config, setup, langs):
     """The XM3600 CaptionSet of an evaluator config (`data_dir`, `max_images`) in `langs`."""
     return eval_sets.load_xm3600(
@@ -139,25 +110,39 @@ def _to_host(tokens):
     return np.asarray(multihost_utils.process_allgather(tokens, tiled=True))
 
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)
 class LangResult:
-    """Captions and scores of one language (per_image follows keys)."""
+    """Captions and scores of one language (captions and per_image follow keys)."""
     keys: list
     captions: list
-    per_image: np.ndarray
+    per_image: np.ndarray  # float64; NaN where an image's score is undefined.
     corpus: float
+
+
+class Results(dict):
+    """What `run` returns: {metric name: value}, which the training loop logs as it is.
+
+    Attributes:
+        by_lang: {lang: LangResult}, what the numbers come from (for the checkpoint tool).
+    """
+
+    def __init__(self, metrics, by_lang):
+        super().__init__(metrics)
+        self.by_lang = by_lang
 
 
 class CaptionEvaluator:
     """Decodes every language of a CaptionSet and scores it; subclasses choose set and metric.
 
-    Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and
-    `<prefix>avg`), `outputs_name` (its files in a results folder:
-    `predictions_<outputs_name>_<lang>.jsonl`, `per_image_<outputs_name>.jsonl`,
-    `scores_<outputs_name>.json`, `table_<outputs_name>.md`), `metric` and
-    `title` (what its report calls the metric and the measurement) and
-    `all_langs` (what `langs` may hold), and implement `make_scorers(langs)`;
-    they may override `report`.
+    Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and `<prefix>avg`),
+    `outputs_name` (the name of its files in a results folder: "" for XM3600's own,
+    `predictions_<lang>.jsonl`; else `predictions_<outputs_name>_<lang>.jsonl`, ...),
+    `metric` and `title` (what its report calls the metric and the measurement),
+    `all_langs` (what `langs` may hold) and, for the paper's CIDEr-D columns,
+    `paper_column` ("xm3600" or "coco_dev": the report puts them beside the paper's
+    baselines, Table 8); they implement `make_scorers(langs)`, and override `data_langs`
+    when their data is not XM3600's.
 
     Args:
         name: the evaluator's key in `config.evals`.
@@ -168,10 +153,11 @@ class CaptionEvaluator:
         decoding: a `Decoding` instead of the config's.
     """
     metric_prefix = ""
-    outputs_name = None  # "" for the results folder's own (XM3600's) files.
+    outputs_name = None
     metric = ""
     title = ""
     all_langs = ()
+    paper_column = None
 
     @classmethod
     def config_langs(cls, name, langs):
@@ -190,6 +176,17 @@ class CaptionEvaluator:
         """The names `run` returns for `langs`."""
         return [f"{cls.metric_prefix}{lang}" for lang in langs] + [f"{cls.metric_prefix}avg"]
 
+    @classmethod
+    def data_langs(cls, eval_config):
+        """The languages of `all_langs` that the evaluator's data has (XM3600's, `data_dir`).
+
+        Raises:
+            FileNotFoundError, ValueError: no or a malformed captions.jsonl (named).
+        """
+        references = xm3600_release.read_references(
+            os.path.join(eval_config.data_dir, "captions.jsonl"))
+        return tuple(lang for lang in cls.all_langs if lang in references.by_lang)
+
     def __init__(self, name, eval_config, caption_set, setup, decoding=None):
         if eval_config.batch_size < 1:
             raise ValueError(f"config.evals.{name}.batch_size must be >= 1, got "
@@ -199,6 +196,7 @@ class CaptionEvaluator:
         self.data = caption_set
         self.langs = caption_set.langs
         self.batch_size = eval_config.batch_size
+        self.max_decode_len = eval_config.max_decode_len
         self.vocab = setup.vocab
         self.decoding = decoding or Decoding.from_config(eval_config)
         self._predict = setup.make_predict_fn(eval_config.max_decode_len, self.decoding)
@@ -248,86 +246,28 @@ class CaptionEvaluator:
                 progress(lang, len(captions), n)
         return captions
 
-    def evaluate(self, params, progress=None):
-        """Decodes and scores every language: {lang: LangResult}.
+    def run(self, params, progress=None):
+        """Decodes and scores every language (a language is scored on a CPU thread while the
+        next one decodes).
 
-        A language is scored on a CPU thread while the next one decodes.
+        Args:
+            params: the model parameters (sharded or not).
+            progress: optional callback(lang, images done, images of lang) after each batch.
+
+        Returns:
+            `Results`: {"<prefix><lang>": corpus score, ..., "<prefix>avg": their mean},
+            with `by_lang`.
         """
-        captions, scored = {}, {}
+        captions, scored, by_lang = {}, {}, {}
         with concurrent.futures.ThreadPoolExecutor(1) as scoring:
             for lang in self.langs:
                 captions[lang] = self.predict(params, lang, progress)
                 scored[lang] = scoring.submit(self.scorers[lang], captions[lang])
-            results = {}
             for lang in self.langs:
                 corpus, per_image = scored[lang].result()
-                results[lang] = LangResult(self.data.keys[lang], captions[lang], per_image,
+                by_lang[lang] = LangResult(self.data.keys[lang], captions[lang], per_image,
                                            corpus)
-            return results
-
-    def metrics(self, results):
-        """{"<prefix><lang>": corpus score, ..., "<prefix>avg": mean over languages}."""
-        scores = {f"{self.metric_prefix}{lang}": r.corpus for lang, r in results.items()}
-        scores[f"{self.metric_prefix}avg"] = float(np.mean(list(scores.values())))
-        return scores
-
-    def run(self, params):
-        """Decodes and scores every language: {metric name: value}."""
-        scores = self.metrics(self.evaluate(params))
-        logging.info("%s: %s", self.name, scores)
-        return scores
-
-    @classmethod
-    def scores_in(cls, metrics):
-        """This evaluator's per-language scores in a metrics dict: {lang: value}."""
-        return {lang: metrics[f"{cls.metric_prefix}{lang}"] for lang in cls.all_langs
-                if f"{cls.metric_prefix}{lang}" in metrics}
-
-    def write_outputs(self, out_dir, results, checkpoint):
-        """Writes this evaluator's files into the results folder `out_dir`.
-
-        A predictions file per language (formats/predictions.py), the per-image
-        scores (formats/per_image.py; an image without a score, NaN, has no
-        line) and the report (`report`).
-
-        Args:
-            out_dir: the results folder (it exists).
-            results: what `evaluate` returned, {lang: LangResult}.
-            checkpoint: a `Checkpoint`.
-
-        Returns:
-            {"predictions": {lang: path}, "per_image": path, and the report's
-            {file kind: path}}.
-        """
-        if self.outputs_name is None:
-            raise TypeError(f"{type(self).__name__} sets no outputs_name: the name of its files")
-        rows = per_image_format.check({lang: dict(zip(r.keys, r.per_image.tolist(),
-                                                      strict=True))
-                                       for lang, r in results.items()})
-        paths = {"predictions": {
-            lang: predictions_format.write(
-                os.path.join(out_dir, predictions_format.file_name(lang, self.outputs_name)),
-                {lang: dict(zip(r.keys, r.captions, strict=True))})
-            for lang, r in results.items()}}
-        paths["per_image"] = per_image_format.write(
-            os.path.join(out_dir, per_image_format.file_name(self.outputs_name)), rows)
-        paths.update(self.report(out_dir, results, checkpoint))
-        return paths
-
-    def report_fields(self, scores, checkpoint):
-        """Fields every report's scores file records beyond the scores: the paper's 35- and
-        36-language averages, the decoding and the run's folder."""
-        averages = report_lib.averages(scores)
-        return {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],
-                "decoding": self.decoding.as_dict(), "workdir": checkpoint.workdir}
-
-    def report(self, out_dir, results, checkpoint):
-        """Writes this evaluator's report: scores_<outputs_name>.json and table_<outputs_name>.md
-        (tools/analysis/report.write_metric_report); returns {file kind: path}."""
-        scores = {lang: r.corpus for lang, r in results.items()}
-        scored = {lang: int(np.count_nonzero(~np.isnan(r.per_image)))
-                  for lang, r in results.items()}
-        return report_lib.write_metric_report(
-            out_dir, self.outputs_name, self.metric, self.title, scores, scored,
-            name=checkpoint.name, step=checkpoint.step, config=checkpoint.config_name,
-            with_quz="quz" in self.all_langs, extra=self.report_fields(scores, checkpoint))
+        metrics = {f"{self.metric_prefix}{lang}": r.corpus for lang, r in by_lang.items()}
+        metrics[f"{self.metric_prefix}avg"] = float(np.mean(list(metrics.values())))
+        logging.info("%s: %s", self.name, metrics)
+        return Results(metrics, by_lang)

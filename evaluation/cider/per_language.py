@@ -9,6 +9,7 @@ reading the two files, this, and printing.
 
 import dataclasses
 import itertools
+import typing
 
 import numpy as np
 
@@ -59,6 +60,67 @@ def _check_keys(predictions, references):
                                  f"{key!r} ({lang!r}), which is not in the references")
 
 
+class _Task(typing.NamedTuple):
+    """One language to score: its images, references and captions."""
+    lang: str
+    keys: list  # Every image with references in the language, in file order.
+    refs: list
+    captions: list  # Of the images `covered`, or of all `keys`.
+    covered: list | None  # Indices into keys of the images with a prediction; None: all.
+    num_skipped: int
+    df: object  # The language's `DocumentFrequency`, or None.
+
+
+def _references(records, reference_field):
+    """The `xm3600_release.References` of `records` (or `records` themselves), checked."""
+    if reference_field not in REFERENCE_FIELDS:
+        raise InputError(f"unknown reference field {reference_field!r}; expected one of "
+                         f"{', '.join(REFERENCE_FIELDS)}")
+    if not isinstance(records, xm3600_release.References):
+        return xm3600_release.references_by_language(records, reference_field)
+    if records.field != reference_field:
+        raise InputError(f"the references are of field {records.field!r}, not "
+                         f"{reference_field!r}")
+    return records
+
+
+def _task(lang, references, predictions, df, allow_missing):
+    """The `_Task` of `lang`, or an InputError naming what is missing or unknown."""
+    keys, refs = references.get(lang)
+    by_key = predictions.get(lang, {})
+    if not keys:
+        where = (f"{_where(predictions, lang, next(iter(by_key)))}: prediction for image "
+                 f"{next(iter(by_key))!r} in {lang!r}, but the" if by_key else "the")
+        raise InputError(f"{where} references have no {lang!r} captions (field "
+                         f"{references.field!r}); they have "
+                         f"{', '.join(references.by_lang) or 'none'}")
+    if not by_key:
+        raise InputError(f"no predictions for {lang!r} (--langs asks for it)")
+    with_references = set(keys)
+    if not by_key.keys() <= with_references:
+        for key in by_key:
+            if key not in with_references:
+                raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
+                                 f"{key!r} in {lang!r}, which has no {lang!r} references")
+    if len(by_key) == len(keys):  # every image (the keys are distinct and all known)
+        covered, captions = None, list(map(by_key.__getitem__, keys))
+    else:
+        covered = [i for i, key in enumerate(keys) if key in by_key]
+        captions = [by_key[keys[i]] for i in covered]
+    num_skipped = len(keys) - len(captions)
+    if num_skipped and not allow_missing:
+        missing = [key for key in keys if key not in by_key]
+        raise InputError(
+            f"{num_skipped} of {len(keys)} images with {lang!r} references have no "
+            f"prediction (first: {', '.join(map(repr, missing[:3]))}); pass "
+            f"--allow-missing to score only the images that have one")
+    if df is not None and lang not in df:
+        raise InputError(f"no document frequencies for {lang!r} (they cover "
+                         f"{', '.join(df) or 'nothing'})")
+    return _Task(lang, keys, refs, captions, covered, num_skipped,
+                 None if df is None else df[lang])
+
+
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                     segmenter="char", reference_field="caption", allow_missing=False,
                     options=text.DEFAULT_OPTIONS, keep_scorers=True):
@@ -88,74 +150,29 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
         InputError: unknown language or image key, images without predictions
             (unless allow_missing), missing document frequencies.
     """
-    if reference_field not in REFERENCE_FIELDS:
-        raise InputError(f"unknown reference field {reference_field!r}; expected one of "
-                         f"{', '.join(REFERENCE_FIELDS)}")
+    references = _references(records, reference_field)
     if langs is None:
         langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
     try:
         langs = languages.check_langs(langs)
     except ValueError as e:
         raise InputError(str(e)) from None
-    if isinstance(records, xm3600_release.References):
-        references = records
-        if references.field != reference_field:
-            raise InputError(f"the references are of field {references.field!r}, not "
-                             f"{reference_field!r}")
-    else:
-        references = xm3600_release.references_by_language(records, reference_field)
     _check_keys(predictions, references)
-    tasks = []
-    for lang in langs:
-        keys, refs = references.get(lang)
-        by_key = predictions.get(lang, {})
-        if not keys:
-            where = (f"{_where(predictions, lang, next(iter(by_key)))}: prediction for image "
-                     f"{next(iter(by_key))!r} in {lang!r}, but the" if by_key else "the")
-            raise InputError(f"{where} references have no {lang!r} captions (field "
-                             f"{reference_field!r}); they have "
-                             f"{', '.join(references.by_lang) or 'none'}")
-        if not by_key:
-            raise InputError(f"no predictions for {lang!r} (--langs asks for it)")
-        with_references = set(keys)
-        if not by_key.keys() <= with_references:
-            for key in by_key:
-                if key not in with_references:
-                    raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
-                                     f"{key!r} in {lang!r}, which has no {lang!r} references")
-        if len(by_key) == len(keys):  # every image (the keys are distinct and all known)
-            covered, captions = None, list(map(by_key.__getitem__, keys))
-        else:
-            covered = [i for i, key in enumerate(keys) if key in by_key]
-            captions = [by_key[keys[i]] for i in covered]
-        num_skipped = len(keys) - len(captions)
-        if num_skipped and not allow_missing:
-            missing = [key for key in keys if key not in by_key]
-            raise InputError(
-                f"{num_skipped} of {len(keys)} images with {lang!r} references have no "
-                f"prediction (first: {', '.join(map(repr, missing[:3]))}); pass "
-                f"--allow-missing to score only the images that have one")
-        lang_df = None
-        if df is not None:
-            if lang not in df:
-                raise InputError(f"no document frequencies for {lang!r} (they cover "
-                                 f"{', '.join(df) or 'nothing'})")
-            lang_df = df[lang]
-        tasks.append((lang, keys, refs, captions, covered, num_skipped, lang_df))
+    tasks = [_task(lang, references, predictions, df, allow_missing) for lang in langs]
 
     def score(task):
-        lang, keys, refs, captions, covered, num_skipped, lang_df = task
-        scorer = scorer_lib.CiderScorer(refs, lang, metric, df=lang_df, segmenter=segmenter,
-                                        options=options)
-        result = scorer.score(captions, indices=covered)
-        return LanguageScore(lang, result.corpus,
-                             list(keys) if covered is None else [keys[i] for i in covered],
-                             result.per_image, num_skipped, scorer if keep_scorers else None)
+        scorer = scorer_lib.CiderScorer(task.refs, task.lang, metric, df=task.df,
+                                        segmenter=segmenter, options=options)
+        result = scorer.score(task.captions, indices=task.covered)
+        keys = task.keys if task.covered is None else [task.keys[i] for i in task.covered]
+        return LanguageScore(task.lang, result.corpus, list(keys), result.per_image,
+                             task.num_skipped, scorer if keep_scorers else None)
 
     # The work grows with the characters, and more so where every character
     # is a token.
-    costs = [(sum(map(len, itertools.chain.from_iterable(task[2]))) + sum(map(len, task[3])))
-             * (4 if task[0] in text.SEGMENTED_LANGS and segmenter == "char" else 1)
+    costs = [(sum(map(len, itertools.chain.from_iterable(task.refs)))
+              + sum(map(len, task.captions)))
+             * (4 if task.lang in text.SEGMENTED_LANGS and segmenter == "char" else 1)
              for task in tasks]
     return {result.lang: result
             for result in scorer_lib.map_languages(score, tasks, costs=costs)}

@@ -1,0 +1,140 @@
+"""The checkpoint tool's results folder: what goes in it, the room it needs, written whole.
+
+For one evaluated checkpoint (each evaluator's `Results`, evaluators/caption_evaluator.py):
+
+- `metrics.json`: every evaluator's metrics, as the training loop logs them
+  (formats/eval_metrics.py);
+- per evaluator, under its `outputs_name`: a predictions file per language
+  (formats/predictions.py), its per-image scores (formats/per_image.py) and its report
+  (evaluation/report.py). The evaluator of the paper's XM3600 column (`paper_column`
+  "xm3600") gets Table 8 beside the paper's baselines (scores.json, scores.csv, table.md,
+  bars.png), with the COCO-dev column when the evaluator of the paper's COCO-dev column ran
+  too; every other one `scores_<name>.json` and `table_<name>.md`.
+
+The folder is written beside its place and renamed onto it at the end (files.replacing_folder):
+a folder there is a whole result, never half of one. `check_room` compares the room the
+folder needs (`needed_bytes`) with the free space before the evaluation starts.
+"""
+
+import os
+
+import numpy as np
+
+import errors
+import files
+from evaluation import cli, report
+from formats import eval_metrics
+from formats import per_image as per_image_format
+from formats import predictions as predictions_format
+
+# Bytes of one image in one language, beyond its key (twice) and its caption: the JSON of a
+# predictions line and of a per-image line (a score of up to 20 digits), the language twice.
+LINE_BYTES = 120
+# Bytes of a decoded token in a caption's UTF-8, a generous mean (a SentencePiece token of the
+# mT5 vocabulary is 3-4 Latin letters, or one or two characters of 3 bytes in CJK scripts).
+TOKEN_BYTES = 4
+# An evaluator's report files (the Table 8 chart is the largest, ~0.1 MB).
+REPORT_BYTES = 1 << 20
+
+
+def needed_bytes(evaluators):
+    """The room a results folder of `evaluators` needs, every caption at its longest.
+
+    Each image in each language takes a predictions line and a per-image line: LINE_BYTES,
+    its key twice, and `max_decode_len` tokens of TOKEN_BYTES; each evaluator's report
+    REPORT_BYTES.
+    """
+    total = 0
+    for evaluator in evaluators.values():
+        for keys in evaluator.data.keys.values():
+            total += len(keys) * (LINE_BYTES + TOKEN_BYTES * evaluator.max_decode_len)
+            total += 2 * sum(map(len, keys))
+        total += REPORT_BYTES
+    return total
+
+
+def check_room(out, evaluators, flag, folder=None):
+    """Raises InputError when the file system of `out` has less room than the results need.
+
+    Args:
+        out: the results folder.
+        evaluators: {name: evaluator}, built.
+        flag: how to call `out` in the message ("--out").
+        folder: an existing folder on `out`'s file system (default: `out` checked as
+            `cli.check_results_folder` checks it).
+    """
+    folder = folder or cli.check_results_folder(out, flag, eval_metrics.FILE_NAME)
+    needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
+    if free < needed:
+        images = sum(sum(e.num_images.values()) for e in evaluators.values())
+        raise errors.InputError(
+            f"{flag} {out}: {free / 1e6:.1f} MB free there, and the results need up to "
+            f"{needed / 1e6:.1f} MB ({images} captions of images x languages, each up to "
+            f"{max(e.max_decode_len for e in evaluators.values())} tokens); make room or "
+            f"choose another --out")
+
+
+def write(out, step, evaluators, results, *, name, config_name, workdir):
+    """Writes the results folder `out` whole (module docstring), replacing one that is there.
+
+    Args:
+        out: the folder.
+        step: the checkpoint's step.
+        evaluators: {name: evaluator}.
+        results: {name: what its `run` returned}.
+        name: this model's column heading in the reports.
+        config_name: the config file, recorded in the scores files.
+        workdir: the run's folder, recorded in the scores files.
+
+    Returns:
+        {evaluator name: [its file names but the predictions]}, and metrics.json.
+    """
+    metrics = {}
+    for key in evaluators:
+        metrics.update(results[key])
+    coco_dev = next(({lang: r.corpus for lang, r in results[key].by_lang.items()}
+                     for key, evaluator in evaluators.items()
+                     if evaluator.paper_column == "coco_dev"), None)
+    checkpoint = dict(name=name, step=step, config=config_name)
+    with files.replacing_folder(out) as folder:
+        eval_metrics.write(os.path.join(folder, eval_metrics.FILE_NAME), step, metrics)
+        written = {}
+        for key, evaluator in evaluators.items():
+            by_lang = results[key].by_lang
+            _write_outputs(folder, evaluator.outputs_name, by_lang)
+            paths = _write_report(folder, evaluator, by_lang, coco_dev, checkpoint,
+                                  os.path.abspath(workdir))
+            written[key] = [per_image_format.file_name(evaluator.outputs_name)] + [
+                os.path.basename(path) for path in paths.values()]
+    written[eval_metrics.FILE_NAME] = [eval_metrics.FILE_NAME]
+    return written
+
+
+def _write_outputs(folder, outputs_name, by_lang):
+    """An evaluator's predictions file per language and its per-image scores."""
+    for lang, r in by_lang.items():
+        predictions_format.write(
+            os.path.join(folder, predictions_format.file_name(lang, outputs_name)),
+            {lang: dict(zip(r.keys, r.captions, strict=True))})
+    per_image_format.write(
+        os.path.join(folder, per_image_format.file_name(outputs_name)),
+        {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
+         for lang, r in by_lang.items()})
+
+
+def _write_report(folder, evaluator, by_lang, coco_dev, checkpoint, workdir):
+    """An evaluator's report (module docstring); returns {file kind: path}."""
+    scores = {lang: r.corpus for lang, r in by_lang.items()}
+    averages = report.averages(scores)
+    extra = {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],
+             "decoding": evaluator.decoding.as_dict(), "workdir": workdir}
+    if evaluator.paper_column == "xm3600":
+        if coco_dev:
+            extra["coco_dev_avg_35"] = report.averages(coco_dev)["avg_35"]
+        return report.write_report(folder, scores, evaluator.num_images,
+                                   coco_dev_scores=coco_dev or None, extra=extra, **checkpoint)
+    # An image whose score is undefined (NaN: VIFIDEL's without a known label) is not counted.
+    scored = {lang: int(np.count_nonzero(~np.isnan(r.per_image))) for lang, r in by_lang.items()}
+    return report.write_metric_report(
+        folder, evaluator.outputs_name, evaluator.metric, evaluator.title, scores, scored,
+        with_quz="quz" in evaluator.all_langs, extra=extra, **checkpoint)

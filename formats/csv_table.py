@@ -1,0 +1,60 @@
+"""A CSV file with a header line (side_by_side.csv, the paper's tables, system scores), read
+with errors at file:line.
+
+`read` gives each row as a dict with its line number; the file's format module checks the
+cells. A file that is not UTF-8 (a binary file given by mistake), a NUL byte or a broken
+quote is an error naming the file and line, never a traceback, and so is a column name twice
+in the header or a row with more or fewer cells than the header.
+"""
+
+import csv
+import io
+import os
+
+
+def read(path, error, what):
+    """The header and rows of a CSV file.
+
+    Args:
+        path: the file.
+        error: the exception class to raise (the format's).
+        what: how to call the file in the message of a missing one ("side-by-side file").
+
+    Returns:
+        (header, rows): the column names (stripped of spaces), and [(line number, {column:
+        cell})] for every row that is not blank, in file order.
+
+    Raises:
+        error: the file is missing, not UTF-8, not CSV, names a column twice, or a row has
+            more or fewer cells than the header (file:line named).
+    """
+    if not os.path.isfile(path):
+        raise error(f"{what} not found: {path}")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's) is no column name.
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{path}:{line}: not UTF-8 text ({e.reason}); is it a CSV file?") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise error(f"{path}:{line}: a NUL character; is it a CSV file?")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header, rows, lineno = None, [], 1
+    try:
+        for cells in reader:
+            if header is None:
+                header = [name.strip() for name in cells]
+                repeated = [name for name in header if header.count(name) > 1]
+                if repeated:
+                    raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
+            elif any(cell.strip() for cell in cells):
+                if len(cells) != len(header):
+                    more = "more" if len(cells) > len(header) else "fewer"
+                    raise error(f"{path}:{lineno}: {more} cells than columns in the header")
+                rows.append((lineno, dict(zip(header, cells, strict=True))))
+            lineno = reader.line_num + 1
+    except csv.Error as e:
+        raise error(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+    return header or [], rows
