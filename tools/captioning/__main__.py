@@ -24,7 +24,6 @@ finished before an unreadable image stopped the run (the error line says so).
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -130,8 +129,7 @@ class Writer:
         if len(self._pending) < self.num_langs:
             return False
         if self.fmt == "jsonl":
-            text = "".join(json.dumps(c.record(), ensure_ascii=False) + "\n"
-                           for c in self._pending)
+            text = "".join(c.line() for c in self._pending)
         else:
             text = table_block(self._pending[0].image, self._pending)
         if self.stream is sys.stdout:

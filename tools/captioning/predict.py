@@ -14,6 +14,7 @@ goes in the next power of two of rows.
 
 import dataclasses
 import functools
+import json
 import os
 
 import jax
@@ -54,19 +55,15 @@ class Caption:
         XM3600's images are named (`images/<key>.jpg`)."""
         return os.path.splitext(os.path.basename(self.image))[0]
 
+    def line(self):
+        """A predictions file's line (formats/predictions.py: image/key, lang, caption), with
+        the image's path and the log-probability, which its readers ignore."""
+        return predictions_format.line(self.key, self.lang, self.text, image=self.image,
+                                       log_prob=round(self.log_prob, 4))
+
     def record(self):
-        """The JSON object of a JSONL line: a predictions file's line (image/key, lang,
-        caption), with the image's path and the log-probability, which its readers ignore."""
-        return predictions_line(self.key, self.lang, self.text, image=self.image,
-                                log_prob=round(self.log_prob, 4))
-
-
-def predictions_line(key, lang, caption, **extra):
-    """A line of a predictions file (formats/predictions.py's FIELDS), with `extra` fields.
-
-    Here until formats/predictions.py has its own line function, which replaces it.
-    """
-    return {**dict(zip(predictions_format.FIELDS, (key, lang, caption), strict=True)), **extra}
+        """The JSON object of `line()`."""
+        return json.loads(self.line())
 
 
 def use_compilation_cache(setting, workdir=None):
