@@ -13,8 +13,9 @@ sys.argv; SystemExit is the status), so the tools' imports and compiled programs
 with the rest of the test process and the suite's compilation cache; the state a command line
 may change process-wide (the current folder, environment, argv, jax's cache settings, logging,
 warnings) is put back after it. A server (`SERVERS`) runs as its own process with `--port 0`
-added, until it prints its address and answers a request there. Any other command line
-runs with bash. Blocks with the same command lines run once.
+added, until it prints its address and answers a request there; a module of `OWN_PROCESS`
+runs as its own process too. Any other command line runs with bash. Blocks with the same
+command lines run once.
 """
 
 import contextlib
@@ -61,6 +62,9 @@ SUBSTITUTIONS = (
 # Commands that serve until stopped: `python -m <module> [<subcommand>]`.
 SERVERS = (("tools.humaneval", "serve"), ("tools.captioning.web", None))
 SERVER_START_SECONDS = 120
+# Modules whose `__main__` tunes the process for itself alone (evaluation.cider: malloc's
+# arenas, the garbage collector): they run as their own process.
+OWN_PROCESS = ("evaluation.cider",)
 
 
 def _command_blocks():
@@ -167,6 +171,8 @@ def run(line, folder, capfd):
         module, args = argv[2], argv[3:]
         if any(module == name and (sub is None or args[:1] == [sub]) for name, sub in SERVERS):
             return _serve(argv[1:], folder)
+        if module in OWN_PROCESS:
+            return _process([sys.executable, *argv[1:]], folder)
         return _in_process(lambda: runpy.run_module(module, run_name="__main__",
                                                     alter_sys=True), [module, *args],
                            folder, capfd)
@@ -174,8 +180,12 @@ def run(line, folder, capfd):
         script = argv[1] if os.path.isfile(folder / argv[1]) else os.path.join(REPO, argv[1])
         return _in_process(lambda: runpy.run_path(script, run_name="__main__"),
                            [script, *argv[2:]], folder, capfd)
-    result = subprocess.run(["bash", "-c", line], cwd=folder, env=_env(), capture_output=True,
-                            text=True, timeout=600, check=False)
+    return _process(["bash", "-c", line], folder)
+
+
+def _process(argv, folder):
+    result = subprocess.run(argv, cwd=folder, env=_env(), capture_output=True, text=True,
+                            timeout=600, check=False)
     return result.returncode, result.stdout + result.stderr
 
 
