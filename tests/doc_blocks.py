@@ -41,7 +41,7 @@ class Block:
 
     Attributes:
         path: the file, relative to the repository ("README.md", "docs/cider.md").
-        line: the 1-based line of its first line.
+        line: the 1-based line where it starts (a fenced block's opening fence).
         lines: its lines, without the block's indentation or fences.
         marker: the reason of its `<!-- not run here: ... -->` marker, or None.
         fenced: whether it is a fenced block.
@@ -105,7 +105,7 @@ def blocks(path):
             end = next((j for j in range(i + 1, len(lines))
                         if lines[j].strip().startswith("```")), len(lines))
             body = [body_line[indent:] for body_line in lines[i + 1:end]]
-            found.append(Block(name, i + 2, tuple(body), _marker(lines, i), fenced=True))
+            found.append(Block(name, i + 1, tuple(body), _marker(lines, i), fenced=True))
             i, previous_blank = end + 1, False
             continue
         if text and previous_blank and indent >= list_indent + 4:

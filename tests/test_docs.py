@@ -3,7 +3,7 @@
 Every command block (tests/doc_blocks.py) is either run here or carries a marker
 `<!-- not run here: REASON -->` (CONTRIBUTING.md, "Documentation"), so a new block cannot
 escape. A block runs on the tests' tiny trained run and tiny demo data instead of `make demo`'s:
-in a new working folder laid out as the repository after `make demo` (`WORKING_FOLDER`),
+in a new working folder laid out as the repository after `make demo` (`working_folder`),
 with the few textual changes of `SUBSTITUTIONS`, the one declared place where the demo and
 the tiny run differ. Its command lines run in order and must each exit with status 0;
 a file a command names with `--out` must exist afterwards.
@@ -19,6 +19,7 @@ command lines run once.
 """
 
 import contextlib
+import logging
 import os
 import re
 import runpy
@@ -38,13 +39,10 @@ from tests import doc_blocks, tiny
 
 REPO = tiny.REPO
 
-# The working folder a block runs in, laid out as the repository after `make demo`:
-# name -> what it is (a link to "demo_data" and "paper_tables", a copy of "run").
-WORKING_FOLDER = {
-    "demo_data": "demo_data",      # the tiny demo data (tests/tiny.write_demo), shared: a link
-    "runs/demo": "run",            # a copy of the four-step tiny run (checkpoints 2 and 4)
-    "paper_tables": "paper_tables",  # the repository's, a link
-}
+# The folder a block runs in (`working_folder`), laid out as the repository after `make demo`:
+# `demo_data/` (a link to the tiny demo data, tests/tiny.write_demo), `runs/demo/` (a copy of
+# the four-step tiny run, checkpoints 2 and 4, which a block may write into) and
+# `paper_tables/` (a link to the repository's).
 
 # The one declared place where the docs' demo and the tiny run differ: (pattern, replacement)
 # applied in order to each command line before it runs.
@@ -83,27 +81,28 @@ def _runnable():
 
 
 def test_every_command_block_runs_here_or_says_why_not():
-    runnable = _command_blocks()
-    assert sum(block.marker is None for block in runnable) >= 8  # The parser finds them.
-    faults = []
-    for block in runnable:
-        if block.marker is not None and not block.marker.startswith(doc_blocks.REASONS):
-            faults.append(f"{block.where}: reason {block.marker!r} starts with none of "
-                          f"{doc_blocks.REASONS}")
-        for test in re.findall(r"\btests/[\w/]+\.py\b", block.marker or ""):
-            if not (doc_blocks.ROOT / test).is_file():
-                faults.append(f"{block.where}: the marker names {test}, which does not exist")
-    marked = {(block.path, block.line) for block in runnable if block.marker is not None}
+    faults, unmarked = [], 0
     for path in doc_blocks.documents():
-        name = path.relative_to(doc_blocks.ROOT).as_posix()
-        for block in doc_blocks.blocks(path):
-            if block.marker is not None and (name, block.line) not in marked:
+        found = doc_blocks.blocks(path)
+        for block in found:
+            if block.marker is None:
+                unmarked += bool(block.commands())
+            elif not block.commands():
                 faults.append(f"{block.where}: a marker before a block without a command")
-        starts = [b.line for b in doc_blocks.blocks(path) if b.marker is not None]
+            elif not block.marker.startswith(doc_blocks.REASONS):
+                faults.append(f"{block.where}: reason {block.marker!r} starts with none of "
+                              f"{doc_blocks.REASONS}")
+            for test in re.findall(r"\btests/[\w/]+\.py\b", block.marker or ""):
+                if not (doc_blocks.ROOT / test).is_file():
+                    faults.append(f"{block.where}: the marker names {test}, which does not "
+                                  f"exist")
+        starts = [block.line for block in found if block.marker is not None]
         for line, _ in doc_blocks.markers(path):
             if not any(0 < start - line <= 2 for start in starts):
-                faults.append(f"{name}:{line}: a marker that is not right before a block")
+                name = path.relative_to(doc_blocks.ROOT)
+                faults.append(f"{name}:{line}: a marker before no block")
     assert not faults, "\n".join(faults)
+    assert unmarked >= 8  # The parser finds the blocks that run.
 
 
 def test_blocks_are_read_as_markdown_renders_them(tmp_path):
@@ -117,7 +116,7 @@ def test_blocks_are_read_as_markdown_renders_them(tmp_path):
         "", "    error: output only, python -m x", "    (what a block prints)", ""]))
     found = doc_blocks.blocks(page)
     assert [(b.line, b.marker, b.fenced) for b in found] == [
-        (3, None, False), (10, None, False), (17, "needs a GPU", True), (20, None, False),
+        (3, None, False), (10, None, False), (16, "needs a GPU", True), (20, None, False),
         (25, None, False)]
     assert found[0].commands() == ["python -m tools.a --x 1 --y 2   # a comment"]
     assert found[1].commands() == ["python -m tools.b"]
@@ -129,15 +128,12 @@ def test_blocks_are_read_as_markdown_renders_them(tmp_path):
 
 @pytest.fixture
 def working_folder(four_step_run, tmp_path):
-    """The folder a block runs in (`WORKING_FOLDER`), and the tiny run's config file."""
+    """The folder a block runs in (above), and the tiny run's config file."""
     folder = tmp_path / "repo"
     (folder / "runs").mkdir(parents=True)
-    sources = {"demo_data": four_step_run.data_dir, "paper_tables": f"{REPO}/paper_tables"}
-    for name, what in WORKING_FOLDER.items():
-        if what == "run":
-            four_step_run.copy_to(folder / name)
-        else:
-            os.symlink(sources[what], folder / name)
+    os.symlink(four_step_run.data_dir, folder / "demo_data")
+    four_step_run.copy_to(folder / "runs" / "demo")
+    os.symlink(os.path.join(REPO, "paper_tables"), folder / "paper_tables")
     config = tiny.write_config_file(tmp_path / "tiny_config.py", four_step_run.data_dir,
                                     **four_step_run.overrides)
     return folder, config
@@ -214,7 +210,7 @@ def _process_state():
     saved_argv, saved_environ = list(sys.argv), dict(os.environ)
     saved_jax = {name: getattr(jax.config, name) for name in (
         "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")}
-    root = __import__("logging").getLogger()
+    root = logging.getLogger()
     saved_root = root.level, list(root.handlers)
     verbosity = absl_logging.get_verbosity()
     try:
