@@ -32,6 +32,7 @@ from absl import logging as absl_logging
 from jax.experimental import multihost_utils
 
 import errors
+from training import crash_points
 
 
 def checkpoint_dir(workdir, best=False):
@@ -147,6 +148,7 @@ class Saver:
     several processes each polls its own save, and one whose save failed stops at
     once while the others stop at their next save or wait); `wait` waits for the
     save in progress. Each raises SaveError naming the step, the folder and the cause.
+    A checkpoint that the folder already holds for the step is kept, not saved again.
     """
 
     def __init__(self, mngr):
@@ -163,6 +165,11 @@ class Saver:
             metrics: for `best_manager()`: the evaluation's scores (with its metric).
         """
         self.wait()  # Orbax would wait for the previous save too; its failure comes first.
+        if step in _steps_in(self._folder):
+            # Left by a run that stopped before its other writes of this step (the best
+            # checkpoint is saved before the regular one): a resumed run retrains the same
+            # steps bit for bit, so it holds this very state.
+            return
         needed, available = self._space(state), shutil.disk_usage(self._folder).free
         if available < needed:
             raise SaveError(self._message(
@@ -172,6 +179,7 @@ class Saver:
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
             raise self._failure(step, needed, available, e) from None
         self._pending = (step, needed, available)
+        crash_points.passed(f"{os.path.basename(self._folder)}/{step}", finish=self.wait)
 
     def poll(self):
         """Raises SaveError if the background save has failed (cheap: call it every step)."""
@@ -393,6 +401,7 @@ def _set_aside(workdir, step, error, resume_step):
         os.replace(source, target)
         print(f"warning: {error}; moved it to {target} and resuming from step {resume_step}",
               flush=True)
+        crash_points.passed(f"checkpoints_damaged/{os.path.basename(target)}")
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"set_aside_{step}")
 

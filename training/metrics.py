@@ -27,7 +27,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 import errors
-from training import flops, schedules
+from training import crash_points, flops, schedules
 
 
 def format_duration(seconds):
@@ -96,6 +96,8 @@ class MetricsLogger:
                 f.flush()
                 if schedules.itstime(step, self.sync_every, self.total_steps):
                     os.fsync(f.fileno())
+        kinds = " ".join(sorted({name.split("/")[0] for name in measurements if "/" in name}))
+        crash_points.passed(f"metrics.jsonl step {step} {kinds}")
         with _writing(self._writer.path, f"step {step}: "):
             self._writer.write_scalars(int(step), measurements)
             self._writer.flush()
@@ -322,6 +324,7 @@ def repair(path, step):
             damaged = tail.encode("utf-8", "surrogateescape")
             with open(path + ".damaged", "ab") as f:
                 f.write(damaged + b"\n")
+            crash_points.passed("metrics.jsonl.damaged")
             of_step = re.match(r'\{"step": (\d+),', tail)
             where = (f"of step {of_step.group(1)}" if of_step else
                      f"after step {records[-1][1]['step']}" if records else "at its start")
@@ -329,6 +332,7 @@ def repair(path, step):
                   f"({where}, {len(damaged)} bytes); its bytes are in {path}.damaged",
                   flush=True)
         _replace(path, repaired)
+    crash_points.passed("metrics.jsonl repaired")
 
 
 def read_metrics(workdir):

@@ -20,6 +20,7 @@ from absl import flags
 import errors
 from data import batches, languages, sampling, sources
 from model import captioner
+from training import crash_points
 
 # Dotted prefixes of fields that change the state's shapes, the data order or the maths.
 INCOMPATIBLE = ("model", "optimizer", "vocab", "data", "seed", "batch_size", "lr", "z_loss",
@@ -104,6 +105,7 @@ def save(workdir, config):
         f.flush()
         os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
     os.replace(tmp, path(workdir))
+    crash_points.passed("config.json")
 
 
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")
