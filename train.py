@@ -15,6 +15,7 @@ before the run has really started.
 import json
 import os
 import sys
+import warnings
 
 from training import preemption
 
@@ -89,6 +90,12 @@ _COMPILATION_CACHE = flags.DEFINE_string(
 
 class TrainingError(errors.RunError):
     """Training cannot go on (non-finite loss, incompatible checkpoint, ...)."""
+
+
+def _say(line):
+    """Prints a console line (process 0 only)."""
+    if jax.process_index() == 0:
+        print(line, flush=True)
 
 
 # ------------------------------------------------------------------ step ----
@@ -202,7 +209,7 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
                 f"{e}; the checkpoints cannot be checked against the config. Restore it, or "
                 f"pass --allow_config_change to resume with the command line's config") \
                 from None
-        logging.warning("%s; resuming with the command line's config (allowed)", e)
+        _say(f"warning: {e}; resuming with the command line's config (allowed)")
         return []
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
@@ -211,7 +218,7 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
             + "; ".join(changes)
             + ". Use another --workdir, or pass --allow_config_change to resume anyway.")
     for change in changes:
-        logging.warning("Config changed since the checkpoint (allowed): %s", change)
+        _say(f"warning: config changed since the checkpoint (allowed): {change}")
     return changes
 
 
@@ -230,14 +237,16 @@ def prepare_workdir(workdir):
         print(note, flush=True)
 
 
-def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings, rng, changes):
-    """The latest readable checkpoint of `workdir`, or a fresh (pretrained) initialization.
+def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings, rng, changes,
+                          whole_through):
+    """The latest readable checkpoint of `workdir` up to step `whole_through` (see
+    `check_metrics_file`), or a fresh (pretrained) initialization.
 
     Returns:
         (state, resumed).
     """
     try:
-        state, _ = checkpointing.restore_latest(workdir, abstract_state)
+        state, _ = checkpointing.restore_latest(workdir, abstract_state, whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
@@ -346,7 +355,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     except (OSError, errors.Error) as e:
         raise TrainingError(f"config.data: {e}") from None
     try:
-        check_metrics_file(workdir)
+        whole_through = check_metrics_file(workdir)
     except MetricsFileError as e:
         raise TrainingError(str(e)) from None
     changes = check_config_matches_workdir(config, workdir, allow_change)
@@ -374,7 +383,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
 
     # State: the latest checkpoint of this workdir, or a fresh initialization.
     state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
-                                           shardings, init_rng, changes)
+                                           shardings, init_rng, changes, whole_through)
     start_step = int(state["step"])
 
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
@@ -540,8 +549,9 @@ def main(argv):
     del argv  # parse_flags refused any positional argument.
     if _WORKDIR.value is None:
         errors.fail("--workdir is required")
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
+    if not flags.FLAGS["verbosity"].present:  # The libraries' logs and warnings off.
+        logging.set_verbosity(logging.ERROR)
+        warnings.simplefilter("ignore")
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     try:
         initialize_distributed()

@@ -126,6 +126,16 @@ def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained
     assert checkpointing.steps(str(workdir))[-1] == 6
 
 
+def test_an_allowed_config_change_is_a_plain_warning_line(config_file, trained, tmp_path):
+    workdir = _copy(trained, tmp_path)
+    result = tiny.train_main(config_file, workdir, "--config.seed=7", "--allow_config_change")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(result)
+    assert lines[0] == "warning: config changed since the checkpoint (allowed): seed: 0 -> 7"
+    assert lines[1].startswith(f"Resuming {workdir} at step 4 of 4"), lines
+    assert len(lines) == 2, lines  # No absl-prefixed log line.
+
+
 def test_truncated_config_json_is_one_line_naming_it(config_file, trained, tmp_path):
     workdir = _copy(trained, tmp_path)
     text = (workdir / "config.json").read_text()

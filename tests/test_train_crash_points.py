@@ -3,11 +3,12 @@
 training/crash_points.py marks every write that a resumed run reads back (checkpoints,
 best checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved
 aside); with TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The
-scenario passes through every kind of write: the shared four-step run with its newest
-checkpoint damaged is resumed with an evaluation at step 3 (a best checkpoint between two
-regular ones) and at step 4 (a best and a regular checkpoint of the same step). Each test
-kills it at one point, resumes it, and checks the parameters against the shared run's
-(trained without a stop) and that no step has two records of a kind in metrics.jsonl.
+scenario passes through every kind of write: the shared four-step run, with its newest
+checkpoint damaged and its metrics.jsonl cut short in its last record, is resumed with an
+evaluation at step 3 (a best checkpoint between two regular ones) and at step 4 (a best and
+a regular checkpoint of the same step). Each test kills it at one point, resumes it, and
+checks the parameters against the shared run's (trained without a stop) and that no step
+has two records of a kind in metrics.jsonl.
 """
 
 import shutil
@@ -29,6 +30,7 @@ OVERRIDES = {"log_every": 2, "evals.xm3600.every": 3}
 # Every write of the resumed run, in order (the first test checks that it is the whole list).
 POINTS = (
     "checkpoints_damaged/4",
+    "metrics.jsonl.damaged",
     "metrics.jsonl repaired",
     "config.json",
     "metrics.jsonl step 3 perf",
@@ -42,10 +44,13 @@ POINTS = (
 
 
 def _damaged_copy(four_step_run, folder):
-    """The shared four-step run with its newest checkpoint damaged (no _METADATA) and without
-    its best checkpoint (of step 2, whose score would keep those of steps 3 and 4 out)."""
+    """The shared four-step run with its newest checkpoint damaged (no _METADATA), its
+    metrics.jsonl cut short inside its last record (of step 4) and without its best checkpoint
+    (of step 2, whose score would keep those of steps 3 and 4 out)."""
     workdir = four_step_run.copy_to(folder / "run")
     (folder / "run" / "checkpoints" / "4" / "default" / "_METADATA").unlink()
+    metrics = (folder / "run" / "metrics.jsonl").read_bytes()
+    (folder / "run" / "metrics.jsonl").write_bytes(metrics[:-20])
     shutil.rmtree(folder / "run" / "checkpoints_best")
     return workdir
 

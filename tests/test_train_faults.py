@@ -13,6 +13,8 @@ import signal
 import sys
 import time
 
+import jax
+import numpy as np
 import pytest
 
 import train
@@ -128,6 +130,32 @@ def test_cut_short_last_metrics_line_is_dropped_on_resume(trained, tiny_demo, tm
         _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
     assert steps == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("cut", ["inside the training record", "at the start of the "
+                                 "evaluation record", "inside the evaluation record"])
+def test_metrics_cut_in_the_restored_steps_own_records_are_logged_again(four_step_run,
+                                                                         tmp_path, cut):
+    """metrics.jsonl cut short in a record of step 4, whose checkpoint is the newest: the run
+    resumes from step 2 (checkpoint 4 is set aside), so step 4's records are logged again and
+    every step has each of its records once."""
+    workdir = four_step_run.copy_to(tmp_path / "run")
+    path = tmp_path / "run" / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    train_4, eval_4 = (i for i, line in enumerate(lines) if line.startswith('{"step": 4'))
+    line = lines[train_4] if cut.startswith("inside the training") else lines[eval_4]
+    kept = 4 if cut.startswith("at the start") else len(line) // 2
+    path.write_text("".join(lines[:lines.index(line)]) + line[:kept])
+    state = train.train_and_evaluate(four_step_run.config(), workdir)
+    records = read_metrics(workdir)
+    assert [r["step"] for r in records if "train/loss" in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in records if "eval/cider_d/avg" in r] == [0, 2, 4]
+    _, expected = checkpointing.read_saved_state(four_step_run.workdir)
+    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert checkpointing.steps(workdir) == [2, 4]
+    assert os.listdir(tmp_path / "run" / "checkpoints_damaged") == ["4"]
 
 
 def test_malformed_metrics_line_in_the_middle_is_a_clear_error(trained, tiny_demo, tmp_path):

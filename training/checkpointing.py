@@ -173,7 +173,8 @@ class Saver:
         needed, available = self._space(state), shutil.disk_usage(self._folder).free
         if available < needed:
             raise SaveError(self._message(
-                step, f"not enough free space: {_space_message(needed, available)}"))
+                step, f"not enough free space: needs about {needed / 1e6:.1f} MB, "
+                      f"{available / 1e6:.1f} MB available", space=True))
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
@@ -202,20 +203,25 @@ class Saver:
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
     def _failure(self, step, needed, available, error):
-        """The SaveError of `error`; a full disk says the space it needed and had."""
+        """The SaveError of `error`; a full disk says the free space then and now."""
         if not _is_no_space(error):
             return SaveError(self._message(step, _first_line(error)))
-        # The free space was checked against the estimate, so the save took more.
+        # Not "the save needed more than was free": another process may have filled the disk.
+        now = shutil.disk_usage(self._folder).free
         return SaveError(self._message(
-            step, f"no space left on the device: needs more than the {available / 1e6:.1f} MB "
-                  f"available when it started (estimated {needed / 1e6:.1f} MB)"))
+            step, f"no space left on the device ({now / 1e6:.1f} MB free now, "
+                  f"{available / 1e6:.1f} MB when the save started, for about "
+                  f"{needed / 1e6:.1f} MB)", space=True))
 
-    def _message(self, step, cause):
-        done = [s for s in _steps_in(self._folder) if s != step]
-        kept = (f"the last good checkpoint, step {done[-1]}, is kept" if done
-                else "no checkpoint was saved before it")
+    def _message(self, step, cause, space=False):
+        """Names the step, the folder and the cause, and where the same command resumes."""
+        workdir = os.path.dirname(self._folder)  # Of checkpoints/ and checkpoints_best/ alike.
+        done = steps(workdir)
+        resume = (f"resumes from step {done[-1]} ({_step_path(workdir, done[-1])})" if done
+                  else "starts afresh (no checkpoint is saved yet)")
+        then = "make room, and" if space else "once that is fixed,"
         return (f"step {step}: saving checkpoint {os.path.join(self._folder, str(step))} "
-                f"failed: {cause}; {kept}; make room and run the same command to resume")
+                f"failed: {cause}; {then} the same command {resume}")
 
 
 def wait_all(*savers):
@@ -228,10 +234,6 @@ def wait_all(*savers):
             failure = failure or e
     if failure:
         raise failure
-
-
-def _space_message(needed, available):
-    return f"needs about {needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available"
 
 
 def _folder_bytes(folder):
@@ -355,13 +357,15 @@ def restore_step(workdir, step, abstract_state, best=False):
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 
 
-def restore_latest(workdir, abstract_state):
+def restore_latest(workdir, abstract_state, at_most=None):
     """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
 
-    A damaged checkpoint (a crash or a full disk while writing, a file truncated
-    later) newer than a readable one is moved to `<workdir>/checkpoints_damaged/`
-    with a warning naming it, and the readable one is used: nothing is deleted.
-    When none can be read, nothing is moved and the error names each folder.
+    A damaged checkpoint (a crash or a full disk while writing, a file truncated later)
+    newer than a readable one is moved to `<workdir>/checkpoints_damaged/` with a warning
+    naming it, and the readable one is used: nothing is deleted. So are the checkpoints of
+    steps after `at_most` (the last step whose records metrics.jsonl holds whole), while an
+    older one can be read: resuming before them logs their steps' records again. When none
+    can be read, nothing is moved and the error names each folder.
 
     Returns:
         (state, step), or (None, None) when the run has no checkpoint.
@@ -371,8 +375,13 @@ def restore_latest(workdir, abstract_state):
         CheckpointError: no checkpoint could be read.
     """
     quiet_library_logs()
+    done = steps(workdir)
+    wanted = [step for step in done if at_most is None or step <= at_most] or done
+    skipped = [(step, CheckpointError(
+        f"checkpoint {_step_path(workdir, step)} (step {step}) is newer than the records "
+        f"metrics.jsonl holds whole (to step {at_most})")) for step in done[len(wanted):]]
     damaged = []
-    for step in reversed(steps(workdir)):
+    for step in reversed(wanted):
         try:
             state = restore_step(workdir, step, abstract_state)
         except IncompatibleCheckpoint:
@@ -380,7 +389,7 @@ def restore_latest(workdir, abstract_state):
         except CheckpointError as e:
             damaged.append((step, e))
             continue
-        for bad_step, error in damaged:
+        for bad_step, error in skipped[::-1] + damaged:
             _set_aside(workdir, bad_step, error, step)
         return state, step
     if damaged:

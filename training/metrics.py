@@ -279,11 +279,25 @@ def _scan(path, data):
 def check_metrics_file(workdir):
     """Reads `workdir/metrics.jsonl` (when there is one) as `MetricsLogger` will.
 
+    Returns:
+        The last step whose records the file holds whole: the one before the step of a
+        record cut short at its end, or None when none is (a resumed run restores a
+        checkpoint of that step or before, so that what was cut is logged again).
+
     Raises:
         MetricsFileError: it is a folder, cannot be read, or has a malformed line.
     """
     path = os.path.join(workdir, "metrics.jsonl")
-    _scan(path, _read(path))
+    records, tail = _scan(path, _read(path))
+    tail = tail.strip()
+    if not tail:
+        return None
+    of_step = re.match(r'\{"step": (\d+)[,}]', tail)
+    if of_step:
+        return int(of_step.group(1)) - 1
+    # Cut before its step is whole: it is at least the last whole record's step.
+    last = records[-1][1]["step"] if records else 0
+    return last - 1 if f'{{"step": {last},'.startswith(tail) else last
 
 
 def _replace(path, data):

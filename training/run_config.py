@@ -294,20 +294,36 @@ def parse_flags(flag_values, argv, config_flag="config"):
     try:
         rest = flag_values(argv)
     except flags.Error as e:
+        if str(e).startswith(f"flag --{config_flag}="):  # The config file raised.
+            raise _cannot_load(argv, config_flag, e) from None
         lines = [line for line in str(e).splitlines() if line.strip()]
         raise ConfigError(lines[0] if len(lines) < 3 else f"{lines[0]} {lines[-1].strip()}") \
             from None
-    except (AttributeError, KeyError) as e:
+    except AttributeError as e:
+        if "get_config" in str(e):
+            raise _cannot_load(argv, config_flag, "it defines no get_config()") from None
+        raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
+    except KeyError as e:
         raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
     except Exception as e:  # noqa: BLE001  A config file that fails to import, for one.
-        raise ConfigError(f"--{config_flag}: cannot load it: {type(e).__name__}: {e}") from None
+        raise _cannot_load(argv, config_flag, f"{type(e).__name__}: {e}") from None
     if flag_values[config_flag].value is not None:
         try:
             flag_values[config_flag].value.to_dict()
         except Exception as e:  # noqa: BLE001  ml_collections defers a missing file's error.
-            raise ConfigError(f"--{config_flag}={flag_values[config_flag].serialize()}: cannot "
-                              f"load it: {e}") from None
+            raise _cannot_load(argv, config_flag, e) from None
     return rest
+
+
+def _cannot_load(argv, config_flag, error):
+    """'--config=<file>: cannot load it: <the last line of what loading it raised>'."""
+    given = ""
+    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
+        if arg == f"--{config_flag}" or arg.startswith(f"--{config_flag}="):
+            given = arg.split("=", 1)[1] if "=" in arg else following
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    cause = lines[-1].split("earlier failure to load: ")[-1] if lines else type(error).__name__
+    return ConfigError(f"--{config_flag}={given}: cannot load it: {cause}")
 
 
 def _unknown_field_message(error, argv, config_flag):
