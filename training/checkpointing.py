@@ -153,7 +153,7 @@ class Saver:
 
     def __init__(self, mngr):
         self._mngr = mngr
-        self._folder = str(mngr.directory)
+        self.folder = str(mngr.directory)  # <workdir>/checkpoints or checkpoints_best.
         self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
 
     def save(self, step, state, metrics=None):
@@ -165,12 +165,12 @@ class Saver:
             metrics: for `best_manager()`: the evaluation's scores (with its metric).
         """
         self.wait()  # Orbax would wait for the previous save too; its failure comes first.
-        if step in _steps_in(self._folder):
+        if step in _steps_in(self.folder):
             # Left by a run that stopped before its other writes of this step (the best
             # checkpoint is saved before the regular one): a resumed run retrains the same
             # steps bit for bit, so it holds this very state.
             return
-        needed, available = self._space(state), shutil.disk_usage(self._folder).free
+        needed, available = self._space(state), shutil.disk_usage(self.folder).free
         if available < needed:
             raise SaveError(self._message(
                 step, f"not enough free space: needs about {needed / 1e6:.1f} MB, "
@@ -180,7 +180,7 @@ class Saver:
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
             raise self._failure(step, needed, available, e) from None
         self._pending = (step, needed, available)
-        crash_points.passed(f"{os.path.basename(self._folder)}/{step}", finish=self.wait)
+        crash_points.passed(f"{os.path.basename(self.folder)}/{step}", finish=self.wait)
 
     def poll(self):
         """Raises SaveError if the background save has failed (cheap: call it every step)."""
@@ -197,9 +197,9 @@ class Saver:
 
     def _space(self, state):
         """Bytes the next save needs: the newest checkpoint's size, else the state's."""
-        done = _steps_in(self._folder)
+        done = _steps_in(self.folder)
         if done:
-            return _folder_bytes(os.path.join(self._folder, str(done[-1])))
+            return _folder_bytes(os.path.join(self.folder, str(done[-1])))
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
     def _failure(self, step, needed, available, error):
@@ -207,7 +207,7 @@ class Saver:
         if not _is_no_space(error):
             return SaveError(self._message(step, _first_line(error)))
         # Not "the save needed more than was free": another process may have filled the disk.
-        now = shutil.disk_usage(self._folder).free
+        now = shutil.disk_usage(self.folder).free
         return SaveError(self._message(
             step, f"no space left on the device ({now / 1e6:.1f} MB free now, "
                   f"{available / 1e6:.1f} MB when the save started, for about "
@@ -215,12 +215,12 @@ class Saver:
 
     def _message(self, step, cause, space=False):
         """Names the step, the folder and the cause, and where the same command resumes."""
-        workdir = os.path.dirname(self._folder)  # Of checkpoints/ and checkpoints_best/ alike.
+        workdir = os.path.dirname(self.folder)  # Of checkpoints/ and checkpoints_best/ alike.
         done = steps(workdir)
         resume = (f"resumes from step {done[-1]} ({_step_path(workdir, done[-1])})" if done
                   else "starts afresh (no checkpoint is saved yet)")
         then = "make room, and" if space else "once that is fixed,"
-        return (f"step {step}: saving checkpoint {os.path.join(self._folder, str(step))} "
+        return (f"step {step}: saving checkpoint {os.path.join(self.folder, str(step))} "
                 f"failed: {cause}; {then} the same command {resume}")
 
 
@@ -357,6 +357,17 @@ def restore_step(workdir, step, abstract_state, best=False):
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 
 
+def _resumable(done, at_most):
+    """The steps of `done` up to `at_most` (all if none is or `at_most` is None)."""
+    return [step for step in done if at_most is None or step <= at_most] or done
+
+
+def resume_step(workdir, at_most=None):
+    """The step `restore_latest` restores unless its checkpoint is damaged (read from the
+    folder names alone), or 0 when the run has no checkpoint."""
+    return (_resumable(steps(workdir), at_most) or [0])[-1]
+
+
 def restore_latest(workdir, abstract_state, at_most=None):
     """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
 
@@ -376,7 +387,7 @@ def restore_latest(workdir, abstract_state, at_most=None):
     """
     quiet_library_logs()
     done = steps(workdir)
-    wanted = [step for step in done if at_most is None or step <= at_most] or done
+    wanted = _resumable(done, at_most)
     skipped = [(step, CheckpointError(
         f"checkpoint {_step_path(workdir, step)} (step {step}) is newer than the records "
         f"metrics.jsonl holds whole (to step {at_most})")) for step in done[len(wanted):]]
