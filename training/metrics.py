@@ -27,6 +27,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 import errors
+import files
 from training import crash_points, flops, schedules
 
 
@@ -254,10 +255,10 @@ def _scan(path, data):
     """Splits the bytes of a metrics file into ([(text, record)], tail).
 
     Every newline-terminated line must hold whole records: one, or several back to
-    back (an older trainer's resume appended onto a last line that lacked only its
-    newline). The last line may lack its newline: its whole records count, and
-    the rest (a record cut short by a crash while writing it) is the `tail`. Text
-    is decoded with surrogateescape, so that encoding it gives back the bytes.
+    back (records appended onto a last line that lacked only its newline). The last
+    line may lack its newline: its whole records count, and the rest (a record cut
+    short by a crash while writing it) is the `tail`. Text is decoded with
+    surrogateescape, so that encoding it gives back the bytes.
 
     Raises:
         MetricsFileError: a line that is not whole records, naming the file and line.
@@ -300,20 +301,6 @@ def check_metrics_file(workdir):
     return last - 1 if f'{{"step": {last},'.startswith(tail) else last
 
 
-def _replace(path, data):
-    """Writes `data` to `path` atomically (a crash leaves the old or the new file)."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def repair(path, step):
     """Makes `path` a metrics file of the records of steps <= `step`, one per line.
 
@@ -345,7 +332,7 @@ def repair(path, step):
             print(f"warning: {path}: dropped a record cut short when the run stopped "
                   f"({where}, {len(damaged)} bytes); its bytes are in {path}.damaged",
                   flush=True)
-        _replace(path, repaired)
+        files.write_bytes(path, repaired)  # A crash leaves the old file or the new one.
     crash_points.passed("metrics.jsonl repaired")
 
 

@@ -18,6 +18,7 @@ import re
 from absl import flags
 
 import errors
+import files
 from data import batches, languages, sampling, sources
 from model import captioner
 from model.upstream import trees
@@ -92,13 +93,8 @@ def load(workdir):
 
 
 def save(workdir, config):
-    """Writes the resolved config atomically: a crash leaves the old file or the new one."""
-    tmp = path(workdir) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(config.to_json(indent=2))
-        f.flush()
-        os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
-    os.replace(tmp, path(workdir))
+    """Writes the resolved config whole (files.py): a crash leaves the old file or the new one."""
+    files.write_text(path(workdir), config.to_json(indent=2))
     crash_points.passed("config.json")
 
 

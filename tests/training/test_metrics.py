@@ -127,10 +127,10 @@ def test_a_last_line_lacking_only_its_newline_is_kept_and_finished(tmp_path):
     assert (tmp_path / "metrics.jsonl").read_bytes()[:len(full)] == full
 
 
-def test_two_records_on_one_line_from_an_older_version_are_split(tmp_path):
+def test_two_records_on_one_line_are_split(tmp_path):
     full = _write_run(tmp_path)
     lines = full.splitlines(keepends=True)
-    lines[2] = lines[2].rstrip(b"\n")  # What an older trainer's resume appended onto.
+    lines[2] = lines[2].rstrip(b"\n")  # A record appended onto a line lacking its newline.
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(lines))
     _resume(tmp_path, STEPS)
     assert (tmp_path / "metrics.jsonl").read_bytes() == full
