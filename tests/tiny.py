@@ -9,6 +9,7 @@ command.
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -74,7 +75,7 @@ def start_until_first_step(cmd, cwd, env):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("step "):
+        if re.match(r"step \d+/", line):  # "step 1/4 | ...", not "step 0 evaluation: ...".
             break
     return proc, lines
 
