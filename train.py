@@ -260,11 +260,13 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
     except checkpointing.CheckpointError as e:
         raise TrainingError(str(e)) from None
-    size = f"{sum(x.size for x in jax.tree.leaves(abstract_state['params'])) / 1e6:.1f}M"
+    # The devices too: the libraries' warnings (a GPU that JAX cannot use) are off.
+    size = (f"{sum(x.size for x in jax.tree.leaves(abstract_state['params'])) / 1e6:.1f}M "
+            f"parameters, {jax.device_count()} {jax.devices()[0].platform} device(s)")
     if state is not None:
-        _say(f"Resuming {workdir} at step {step} of {config.total_steps} ({size} parameters)")
+        _say(f"Resuming {workdir} at step {step} of {config.total_steps} ({size})")
         return state, step
-    _say(f"Starting {workdir} at step 0 of {config.total_steps} ({size} parameters)")
+    _say(f"Starting {workdir} at step 0 of {config.total_steps} ({size})")
     shardings = jax.tree.map(lambda x: x.sharding, abstract_state)  # Of state_shardings.
     with compilation_cache.watch() as compiled:
         state = state_lib.init_state(model, tx, rng, shardings)

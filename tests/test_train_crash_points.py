@@ -24,9 +24,10 @@ from tests import tiny
 from training import checkpointing
 from training.metrics import read_metrics
 
-# The resumed run: evaluations at steps 3 and 4 (every 3, and the last step), a training record
-# at step 4 (every 2), checkpoints at 4 (every 2; the one at 2 is restored).
-OVERRIDES = {"log_every": 2, "evals.xm3600.every": 3}
+# The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
+# training record at step 4 (every 2), checkpoints at 4 (every 2; the one at 2 is restored).
+OVERRIDES = {"log_every": 2, "evals.xm3600.every": 3, "evals.xm3600.langs": ("en",),
+             "evals.xm3600.max_images": 4}
 # Every write of the resumed run, in order (the first test checks that it is the whole list).
 POINTS = (
     "checkpoints_damaged/4",
@@ -58,7 +59,7 @@ def _damaged_copy(four_step_run, folder):
 def _run_until(four_step_run, workdir, crash_at):
     """Resumes `workdir` in a new process that kills itself at point `crash_at` (0: none);
     returns (exit status, the points it passed)."""
-    sets = [arg for field, value in OVERRIDES.items() for arg in ("--set", f"{field}={value}")]
+    sets = [arg for field, value in OVERRIDES.items() for arg in ("--set", f"{field}={value!r}")]
     result = subprocess.run(
         [sys.executable, "-m", "tests.run_tiny_training", "--data", four_step_run.data_dir,
          "--workdir", workdir, *sets], cwd=tiny.REPO, capture_output=True, text=True,

@@ -50,7 +50,8 @@ class Log:
         self._pending = None  # (step, measurements on the device)
 
     def __call__(self, step, measurements):
-        """Writes the step before (the device has this one queued), holds this one's."""
+        """Writes the measurements held (`step` is queued now: fetching them does not idle
+        the device), and holds `step`'s if it is a log step."""
         self.flush()
         if schedules.itstime(step, self._config.log_every, self._config.total_steps):
             self._pending = (step, measurements)
