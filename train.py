@@ -14,6 +14,7 @@ and exit status 2.
 """
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -278,19 +279,34 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole
     return state, 0
 
 
-def compile_train_step(config, model, tx, schedule, mesh, shardings, state, batches, rng):
+# The config fields the step reads (the optimizer's, the loss's, the shardings').
+STEP_FIELDS = ("lr", "optimizer", "label_smoothing", "z_loss", "grad_accum_steps", "mesh")
+
+
+@functools.lru_cache(maxsize=4)
+def jitted_train_step(model, mesh, step_config):
+    """The train step jitted with the state's and the batch's shardings, for a FrozenConfigDict
+    of the STEP_FIELDS; cached, so that a process that trains again (a test, a notebook)
+    traces it once."""
+    tx, schedule = state_lib.create_optimizer(step_config)
+    _, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(step_config))
+    return jax.jit(make_train_step(model, tx, schedule, step_config),
+                   in_shardings=(shardings, NamedSharding(mesh, P("data")), None),
+                   out_shardings=(shardings, None), donate_argnums=0)
+
+
+def compile_train_step(config, model, mesh, state, batches, rng):
     """The train step compiled for `state` and the next batch; returns (it, compile seconds).
 
     Compiled ahead of the first step inside the mesh and axis rules, so that the model's
     logical activation constraints apply.
     """
     batch = batches.peek()  # Bad data stops the run here, before any evaluation.
-    train_step = jax.jit(make_train_step(model, tx, schedule, config),
-                         in_shardings=(shardings, batches.sharding, None),
-                         out_shardings=(shardings, None), donate_argnums=0)
+    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
     with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
             nn.logical_axis_rules(state_lib.axis_rules(config)):
-        train_step = train_step.lower(state, batch, rng).compile()
+        train_step = jitted_train_step(model, mesh, step_config).lower(
+            state, batch, rng).compile()
     _say(f"Compiled the train step in {compiled}")
     return train_step, compiled.seconds
 
@@ -357,17 +373,16 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
                                                         NamedSharding(mesh, P("data")), start_step))
 
     # State: the workdir's newest checkpoint, or a fresh initialization.
-    tx, schedule = state_lib.create_optimizer(config)
-    abstract_state, shardings = state_lib.state_shardings(model, tx, mesh,
-                                                          state_lib.axis_rules(config))
+    tx, _ = state_lib.create_optimizer(config)
+    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                               init_rng, whole_through, changes)
     batches.restart(start_step)  # Moved back only when a damaged checkpoint was set aside.
     train_step = compile_s = None
     if start_step < config.total_steps:
-        train_step, compile_s = compile_train_step(config, model, tx, schedule, mesh, shardings,
-                                                   state, batches, train_rng)
+        train_step, compile_s = compile_train_step(config, model, mesh, state, batches,
+                                                   train_rng)
 
     # Outputs and the loop's actions. Pending checkpoint writes finish even after an error.
     logger, saver, best_saver = open_outputs(config, workdir, start_step)
