@@ -24,7 +24,7 @@ Subclasses live with the code that raises them, each naming a kind of input or f
   meta-evaluation's own inputs), `DuplicateRating` (tools/humaneval/store.py), `Refused`
   (tools/humaneval/web.py: a rating-app request answered with a page in the rater's language);
 - under `RunError`: `NotEnoughSpaceError` (data/builders/corpus.py), `TrainingError`
-  (train.py), `CheckpointError`, `IncompatibleCheckpoint` and `SaveError`
+  (training/actions.py), `CheckpointError`, `IncompatibleCheckpoint` and `SaveError`
   (training/checkpointing.py), `WorkdirError` (training/workdir.py: a workdir not writable or
   held by another trainer), `SavedConfigError` (training/run_config.py: a run's config.json),
   `MetricsWriteError` (training/metrics.py: metrics.jsonl or the TensorBoard events),

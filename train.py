@@ -3,18 +3,22 @@
     python train.py --config configs/demo.py --workdir runs/demo \
         [--config.total_steps=300]
 
-The phases of `train_and_evaluate` read top to bottom: config, mesh, data,
-model and optimizer, state (fresh, or restored from the latest checkpoint in
-the workdir), evaluators, loop. Restarting the same command resumes. The
-console shows progress, evaluations and warnings that need the user
-(`--verbosity=0` brings back the libraries' INFO logs); bad input is one
-`error: ...` line and exit status 2, and nothing in the workdir is changed
-before the run has really started.
+`train_and_evaluate` reads top to bottom: the checks of everything the user gave (nothing is
+written in the workdir before they pass), the input (its worker processes start first and
+make batches while the state is built and the step compiles), the state (the workdir's
+newest checkpoint, or a fresh initialization), the step, the outputs, and the loop: step,
+log, evaluate, checkpoint, stop (training/actions.py). Running the same command again
+resumes, bit for bit. The console shows progress, evaluations and the warnings that need the
+user (`--verbosity=0` brings back the libraries' logs); bad input is one `error: ...` line
+and exit status 2.
 """
 
+import contextlib
+import functools
 import json
 import os
 import sys
+import warnings
 
 from training import preemption
 
@@ -29,7 +33,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 from absl import app, flags, logging
 from jax.sharding import NamedSharding
@@ -37,29 +40,23 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 import errors
-from data import images as image_lib
-from data import pipeline, sources, tokenizer
+from data import sources, tokenizer
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
 from training import (
+    actions,
     checkpointing,
     compilation_cache,
     flops,
     losses,
-    preemption,
     pretrained,
     run_config,
-    schedules,
+    train_input,
 )
 from training import state as state_lib
 from training import workdir as workdir_lib
-from training.metrics import (
-    MetricsFileError,
-    MetricsLogger,
-    MetricsWriteError,
-    StepTimer,
-    check_metrics_file,
-)
+from training.actions import TrainingError
+from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError, check_metrics_file
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
@@ -87,8 +84,10 @@ _COMPILATION_CACHE = flags.DEFINE_string(
     "$JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache. 'none' turns it off.")
 
 
-class TrainingError(errors.RunError):
-    """Training cannot go on (non-finite loss, incompatible checkpoint, ...)."""
+def _say(line):
+    """A console line, from process 0."""
+    if jax.process_index() == 0:
+        print(line, flush=True)
 
 
 # ------------------------------------------------------------------ step ----
@@ -142,17 +141,10 @@ def make_train_step(model, tx, schedule, config):
     return train_step
 
 
-def check_finite(step, measurements):
-    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
-    bad = [k for k in ("train/loss", "train/grad_norm") if not np.isfinite(measurements[k])]
-    if bad:
-        raise TrainingError(
-            f"step {step}: non-finite {', '.join(f'{k}={measurements[k]}' for k in bad)}; "
-            "the last good checkpoint is kept in the workdir")
-
-
+# ---------------------------------------------------------------- checks ----
 def check_config(config):
-    """Checks every field of `config` that can be checked without loading anything.
+    """Checks every field of `config` that can be checked without loading anything, and
+    that config.mesh fits the devices; returns the mesh.
 
     Raises:
         run_config.ConfigError: naming the field at fault.
@@ -162,34 +154,53 @@ def check_config(config):
         evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
     except ValueError as e:
         raise run_config.ConfigError(str(e)) from None
-
-
-def build_evaluators(config, model, vocab):
-    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name."""
-    setup = caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
-    in_loop = [name for name, c in config.evals.items() if c.every]
     try:
-        return evaluators_lib.build(config.evals, setup, names=in_loop)
+        mesh = state_lib.make_mesh(config.mesh)
+    except ValueError as e:
+        raise run_config.ConfigError(f"{e} here ({jax.devices()[0].platform})") from None
+    if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
+        raise run_config.ConfigError(
+            f"config.batch_size={config.batch_size} must divide by data devices "
+            f"({mesh.shape['data']}) x grad_accum_steps ({config.grad_accum_steps})")
+    return mesh
+
+
+def load_vocabulary(config, build_data):
+    """The vocabulary, once the training data it tokenizes is known to be built (or built
+    now, with --build_data), before anything is compiled."""
+    try:
+        vocab = tokenizer.get_vocabulary(config.vocab.path)
     except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(str(e)) from None
+        raise TrainingError(f"config.vocab.path: {e}") from None
+    run_config.check_vocab(config, vocab)
+    try:
+        sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
+    except (OSError, errors.Error) as e:
+        raise TrainingError(f"config.data: {e}") from None
+    return vocab
 
 
-# ------------------------------------------------------------------ main ----
-def check_config_matches_workdir(config, workdir, allow_change=False):
-    """Refuses to resume a checkpoint whose config differs in a field that matters.
-
-    Checkpoints without a readable config.json beside them are refused too (nothing
-    could be checked against them) unless `allow_change` adopts the command line's.
+def check_workdir(config, workdir, allow_change):
+    """Reads what `workdir` holds of an earlier run: metrics.jsonl and config.json.
 
     Returns:
-        The changed fields (allowed), for messages.
+        (the last step whose records metrics.jsonl holds whole, or None when none is cut;
+        the changed config fields that were allowed, for messages).
     """
     try:
+        whole_through = check_metrics_file(workdir)
         has_checkpoint = checkpointing.has_checkpoint(workdir)
-    except checkpointing.CheckpointError as e:
+    except (MetricsFileError, checkpointing.CheckpointError) as e:
         raise TrainingError(str(e)) from None
     if not has_checkpoint:
-        return []
+        return whole_through, []
+    return whole_through, check_config_matches_workdir(config, workdir, allow_change)
+
+
+def check_config_matches_workdir(config, workdir, allow_change):
+    """Refuses to resume checkpoints whose config differs in a field that matters, or that
+    have no readable config.json beside them (unless `allow_change` adopts the command
+    line's); returns the changed fields allowed."""
     try:
         saved = run_config.load(workdir)
         if saved is None:
@@ -202,7 +213,7 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
                 f"{e}; the checkpoints cannot be checked against the config. Restore it, or "
                 f"pass --allow_config_change to resume with the command line's config") \
                 from None
-        logging.warning("%s; resuming with the command line's config (allowed)", e)
+        _say(f"warning: {e}; resuming with the command line's config (allowed)")
         return []
     changes = run_config.incompatible_changes(saved, config.to_dict())
     if changes and not allow_change:
@@ -211,91 +222,119 @@ def check_config_matches_workdir(config, workdir, allow_change=False):
             + "; ".join(changes)
             + ". Use another --workdir, or pass --allow_config_change to resume anyway.")
     for change in changes:
-        logging.warning("Config changed since the checkpoint (allowed): %s", change)
+        _say(f"warning: config changed since the checkpoint (allowed): {change}")
     return changes
 
 
-def prepare_workdir(workdir):
-    """Creates `workdir`, checks that files can be written in it, and locks it (process 0).
+def build_evaluators(config, model, vocab):
+    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name; they
+    read their data now, so that a missing file stops the run before the workdir is written."""
+    setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
+                                             config.model.image_size)
+    in_loop = [name for name, c in config.evals.items() if c.every]
+    try:
+        return evaluators_lib.build(config.evals, setup, names=in_loop)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(str(e)) from None
 
-    The lock (training/workdir.py) is released when `train_and_evaluate` returns or
-    raises, or by the process's end.
-    """
+
+def prepare_workdir(workdir):
+    """Creates `workdir`, checks that files can be written in it, and locks it (process 0;
+    released by `train_and_evaluate` or by the process's end)."""
     try:
         workdir_lib.prepare(workdir, jax.process_index())
         note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
     except workdir_lib.WorkdirError as e:
         raise TrainingError(str(e)) from None
     if note:
-        print(note, flush=True)
+        _say(note)
 
 
-def restore_or_initialize(config, workdir, model, tx, abstract_state, shardings, rng, changes):
-    """The latest readable checkpoint of `workdir`, or a fresh (pretrained) initialization.
-
-    Returns:
-        (state, resumed).
-    """
+# ----------------------------------------------------------- state, step ----
+def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole_through,
+                          changes):
+    """The newest readable checkpoint of `workdir` (up to step `whole_through`, see
+    `check_workdir`), or a fresh (pretrained) initialization; returns (state, step)."""
     try:
-        state, _ = checkpointing.restore_latest(workdir, abstract_state)
+        state, step = checkpointing.restore_latest(workdir, abstract_state, whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
     except checkpointing.CheckpointError as e:
         raise TrainingError(str(e)) from None
-    num_params = sum(x.size for x in jax.tree.leaves(abstract_state["params"]))
-    say = print if jax.process_index() == 0 else (lambda *a, **k: None)
+    # The devices too: the libraries' warnings (a GPU that JAX cannot use) are off.
+    size = (f"{sum(x.size for x in jax.tree.leaves(abstract_state['params'])) / 1e6:.1f}M "
+            f"parameters, {jax.device_count()} {jax.devices()[0].platform} device(s)")
     if state is not None:
-        say(f"Resuming {workdir} at step {int(state['step'])} of {config.total_steps} "
-            f"({num_params / 1e6:.1f}M parameters)", flush=True)
-        return state, True
-    say(f"Starting {workdir} at step 0 of {config.total_steps} ({num_params / 1e6:.1f}M "
-        f"parameters)", flush=True)
+        _say(f"Resuming {workdir} at step {step} of {config.total_steps} ({size})")
+        return state, step
+    _say(f"Starting {workdir} at step 0 of {config.total_steps} ({size})")
+    shardings = jax.tree.map(lambda x: x.sharding, abstract_state)  # Of state_shardings.
     with compilation_cache.watch() as compiled:
         state = state_lib.init_state(model, tx, rng, shardings)
-    say(f"Initialized the parameters in {compiled}", flush=True)
+    _say(f"Initialized the parameters in {compiled}")
     try:
         state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(str(e)) from None
-    return state, False
+    return state, 0
 
 
-def _data_error(error, data_config, where="config.data"):
-    """A TrainingError for a data error of the training batches, saying what to do."""
-    if not isinstance(error, image_lib.ImageError):
-        return TrainingError(f"{where}: {error}")
-    if data_config.get("reader", None) == "files":  # Reads the files as they are: no skip.
-        return TrainingError(f"{where}: {error}; replace or delete that file (the files "
-                             f"reader leaves out images whose file is missing)")
-    return TrainingError(f"{where}: {error}; to drop such images, pass "
-                         f"--config.data.corrupt_images=skip")
+# The config fields the step reads (the optimizer's, the loss's, the shardings').
+STEP_FIELDS = ("lr", "optimizer", "label_smoothing", "z_loss", "grad_accum_steps", "mesh")
 
 
-def _batches_or_error(make_batches, start_step, data_config):
-    """The training iterator and its first batch; bad data files as a TrainingError.
+@functools.lru_cache(maxsize=4)
+def jitted_train_step(model, mesh, step_config):
+    """The train step jitted with the state's and the batch's shardings, for a FrozenConfigDict
+    of the STEP_FIELDS; cached, so that a process that trains again (a test, a notebook)
+    traces it once."""
+    tx, schedule = state_lib.create_optimizer(step_config)
+    _, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(step_config))
+    return jax.jit(make_train_step(model, tx, schedule, step_config),
+                   in_shardings=(shardings, NamedSharding(mesh, P("data")), None),
+                   out_shardings=(shardings, None), donate_argnums=0)
 
-    With data.reader=files the iterator decodes every training image first
-    (data/pipeline.py), so a corrupt one stops the run here, before any evaluation.
+
+def compile_train_step(config, model, mesh, state, batches, rng):
+    """The train step compiled for `state` and the next batch; returns (it, compile seconds).
+
+    Compiled ahead of the first step inside the mesh and axis rules, so that the model's
+    logical activation constraints apply.
     """
-    batches = None
+    batch = batches.peek()  # Bad data stops the run here, before any evaluation.
+    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
+    with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
+            nn.logical_axis_rules(state_lib.axis_rules(config)):
+        train_step = jitted_train_step(model, mesh, step_config).lower(
+            state, batch, rng).compile()
+    _say(f"Compiled the train step in {compiled}")
+    return train_step, compiled.seconds
+
+
+def open_outputs(config, workdir, start_step):
+    """The metrics logger (metrics.jsonl repaired to `start_step`), config.json, and the
+    checkpoint savers (regular, best); from here on the workdir is this run's."""
     try:
-        batches = make_batches(start_step)
-        return batches, next(batches)
-    except (OSError, errors.Error) as e:  # Missing or unbuilt files, no disk space, bad data.
-        error = _data_error(e, data_config)
-    if batches is not None:
-        batches.close()
-    raise error
+        logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
+                               sync_every=config.checkpoint.every)
+    except (MetricsFileError, MetricsWriteError) as e:
+        raise TrainingError(str(e)) from None
+    if jax.process_index() == 0:
+        run_config.save(workdir, config)
+    saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
+    best_saver = checkpointing.Saver(
+        checkpointing.best_manager(workdir, config.checkpoint.best_metric))
+    return logger, saver, best_saver
 
 
+# ------------------------------------------------------------------ main ----
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
                        compilation_cache_dir=None, build_data=False):
     """Trains (or resumes) the run in `workdir`; returns the final state.
 
-    SIGINT and SIGTERM stop it as training/preemption.py says (train.py's
-    __main__ routes them there before its imports; for other callers this
-    does, for the call's duration).
+    SIGINT and SIGTERM stop it as training/preemption.py says (train.py's __main__ routes
+    them there before its imports; for other callers this does, for the call's duration).
 
     Args:
         config: the run's config.
@@ -309,209 +348,99 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
         run_config.ConfigError: a config field is wrong (nothing was written).
         TrainingError: the run cannot start or go on (the message says why).
     """
-    installed = preemption.install()
-    try:
+    with contextlib.ExitStack() as cleanup:  # Run backwards when the call ends, however.
+        if preemption.install():
+            cleanup.callback(preemption.uninstall)
+        cleanup.callback(workdir_lib.release, workdir)  # A no-op unless it was locked.
         return _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir,
-                                   build_data)
-    finally:
-        workdir_lib.release(workdir)  # A no-op unless prepare_workdir took the lock.
-        if installed:
-            preemption.uninstall()
+                                   build_data, cleanup)
 
 
-def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, build_data):
-    """`train_and_evaluate`, with the signals routed and the workdir's lock released after."""
-    # Every check of the config, its devices, vocabulary and data comes before anything is
-    # written in the workdir: a bad value never leaves a new, empty one behind.
-    check_config(config)
-    try:
-        mesh = state_lib.make_mesh(config.mesh)
-    except ValueError as e:
-        raise run_config.ConfigError(f"{e} here ({jax.devices()[0].platform})") from None
-    rules = state_lib.axis_rules(config)
-    batch_sharding = NamedSharding(mesh, P("data"))
-    if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
-        raise run_config.ConfigError(
-            f"config.batch_size={config.batch_size} must divide by data devices "
-            f"({mesh.shape['data']}) x grad_accum_steps ({config.grad_accum_steps})")
-
-    # Data.
-    try:
-        vocab = tokenizer.get_vocabulary(config.vocab.path)
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(f"config.vocab.path: {e}") from None
-    run_config.check_vocab(config, vocab)
-    try:  # Data that is not built stops the run (or is built) before anything is compiled.
-        sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
-    except (OSError, errors.Error) as e:
-        raise TrainingError(f"config.data: {e}") from None
-    try:
-        check_metrics_file(workdir)
-    except MetricsFileError as e:
-        raise TrainingError(str(e)) from None
-    changes = check_config_matches_workdir(config, workdir, allow_change)
-    # The evaluators read their data now (nothing is compiled yet): a missing file stops
-    # the run before the workdir is written.
+def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, build_data,
+                        cleanup):
+    """`train_and_evaluate`; `cleanup` (an ExitStack) closes what it opens."""
+    # Checks: everything the user gave is read before anything is written in the workdir.
+    mesh = check_config(config)
+    vocab = load_vocabulary(config, build_data)
+    whole_through, changes = check_workdir(config, workdir, allow_change)
     model = state_lib.create_model(config, vocab.vocab_size)
     evaluators = build_evaluators(config, model, vocab)
-
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    def train_batches(start_step):
-        return pipeline.train_iterator(
-            config.data, vocab, global_batch_size=config.batch_size,
-            image_size=config.model.image_size, seed=config.seed, start_step=start_step,
-            process_index=jax.process_index(), process_count=jax.process_count())
+    # Input first: a resumed run's first step is known from the checkpoints' folder names.
+    start_step = checkpointing.resume_step(workdir, whole_through)
+    batches = cleanup.enter_context(train_input.Batches(config, vocab,
+                                                        NamedSharding(mesh, P("data")), start_step))
 
-    # The optimizer and the shardings of the state. MFU counts the model's FLOPs
-    # (training/flops.py), not what remat or XLA adds.
+    # State: the workdir's newest checkpoint, or a fresh initialization.
+    tx, _ = state_lib.create_optimizer(config)
+    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
+    init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
+    state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
+                                              init_rng, whole_through, changes)
+    batches.restart(start_step)  # Moved back only when a damaged checkpoint was set aside.
+    train_step = compile_s = None
+    if start_step < config.total_steps:
+        train_step, compile_s = compile_train_step(config, model, mesh, state, batches,
+                                                   train_rng)
+
+    # Outputs and the loop's actions. Pending checkpoint writes finish even after an error.
+    logger, saver, best_saver = open_outputs(config, workdir, start_step)
+    cleanup.callback(logger.close)
+    cleanup.callback(checkpointing.wait_all, saver, best_saver)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
                                         config.data.max_prompt_len, config.data.max_target_len)
-    tx, schedule = state_lib.create_optimizer(config)
-    init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
-    abstract_state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
+    log = actions.Log(logger, config, start_step, step_flops)
+    evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
+    checkpoint = actions.Checkpoint(saver, config, start_step)
+    stop = actions.Stop(saver, best_saver)
 
-    # State: the latest checkpoint of this workdir, or a fresh initialization.
-    state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
-                                           shardings, init_rng, changes)
-    start_step = int(state["step"])
+    preemption.reinstall()  # Libraries set up above may have taken the signals.
+    if start_step == 0:
+        evaluate(0, state)
+    if train_step is not None:
+        logger.log(start_step + 1, {"perf/compile_s": compile_s})
+        log.restart_clock(start_step)
+    return train_loop(state, start_step, config.total_steps, train_step, batches, train_rng,
+                      (log, evaluate, checkpoint, stop))
 
-    train_step = jax.jit(make_train_step(model, tx, schedule, config),
-                         in_shardings=(shardings, batch_sharding, None),
-                         out_shardings=(shardings, None), donate_argnums=0)
-    # Bad data shows before the first evaluation, not after it.
-    batches, first_batch = _batches_or_error(train_batches, start_step, config.data)
-    try:
-        logger = MetricsLogger(workdir, config.total_steps, start_step, resumed,
-                               sync_every=config.checkpoint.every)
-    except (MetricsFileError, MetricsWriteError) as e:
-        batches.close()
-        raise TrainingError(str(e)) from None
-    # Everything the user gave has been read: from here on the workdir is this run's.
-    if jax.process_index() == 0:
-        run_config.save(workdir, config)
-    saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
-    best_saver = checkpointing.Saver(
-        checkpointing.best_manager(workdir, config.checkpoint.best_metric))
 
-    def evaluate(step):
-        """Runs the evaluators due at `step`; keeps the best checkpoint by its metric."""
-        for evaluator in evaluators.values():
-            if step == 0 or schedules.itstime(step, evaluator.every, config.total_steps):
-                scores = evaluator.run(state["params"])
-                logger.log(step, scores)
-                if step > 0 and config.checkpoint.best_metric in scores:
-                    best_saver.save(step, state, metrics=scores)
+def train_loop(state, start_step, total_steps, train_step, batches, rng, periodic):
+    """Trains from `start_step` to `total_steps`; returns the final state.
 
-    def next_batch(step):
+    After each step the periodic actions: log (its measurements are fetched once the next
+    step is queued), evaluate, checkpoint, and stop when asked to (Ctrl-C, SIGTERM), the
+    step saved first.
+    """
+    log, evaluate, checkpoint, stop = periodic
+    measurements = None
+    for step in range(start_step + 1, total_steps + 1):
         try:
-            local = next(batches)
-        except (OSError, errors.Error) as e:  # A file changed or went away while training.
-            raise _data_error(e, config.data, where=f"step {step}") from None
-        return {k: jax.make_array_from_process_local_data(batch_sharding, v)
-                for k, v in local.items()}
-
-    def save_before_error(step, measurements, error):
-        """Saves the last completed `step` (unless saved or non-finite); names it in `error`.
-
-        Single-process runs only: a save is collective, and the other processes are
-        already in the next step.
-        """
-        if step in (start_step, saved_step) or jax.process_count() > 1:
-            return error
-        try:
-            check_finite(step, jax.device_get(measurements))
-        except TrainingError:
-            return error  # The last good checkpoint stays the latest.
-        saver.save(step, state)
-        saver.wait()
-        return TrainingError(f"{error}; saved step {step} in "
-                             f"{checkpointing.checkpoint_dir(workdir)} first")
-
-    def log_train(step, measurements):
-        """Fetches a step's measurements (waiting for the step), checks and logs them."""
-        measurements = jax.device_get(measurements)
-        check_finite(step, measurements)
-        measurements.update(timer.measure(step, config.batch_size, step_flops,
-                                          measurements["train/tokens"]))
-        logger.log(step, measurements)
-        logger.progress(step, measurements)
-
-    # Loop. Pending checkpoint writes finish even when training stops on an error.
-    preemption.reinstall()  # Here: libraries set up above may have taken the signals.
-    try:
-        if start_step == 0:
-            evaluate(0)
-        compiled_step, timer = None, StepTimer(start_step)
-        # A log step's measurements are fetched once the next step is queued, so that the
-        # device never waits while the host logs, loads a batch and sends it.
-        pending, saved_step, measurements = None, start_step, None
-        for step in range(start_step + 1, config.total_steps + 1):
-            if first_batch is not None:
-                batch, first_batch = {k: jax.make_array_from_process_local_data(
-                    batch_sharding, v) for k, v in first_batch.items()}, None
-            else:
-                try:
-                    batch = next_batch(step)
-                except TrainingError as e:  # Bad data: keep every completed step.
-                    if pending:
-                        log_train(*pending)
-                    raise save_before_error(step - 1, measurements, e) from None
-            # Nothing here may wait for the device (no implicit transfer to the host).
-            with jax.transfer_guard_device_to_host("disallow"):
-                if compiled_step is None:
-                    # Compiled ahead of the first step inside the mesh and axis rules, so
-                    # that the model's logical activation constraints apply.
-                    with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
-                            nn.logical_axis_rules(rules):
-                        compiled_step = train_step.lower(state, batch, train_rng).compile()
-                    if jax.process_index() == 0:
-                        print(f"Compiled the train step in {compiled}", flush=True)
-                    logger.log(step, {"perf/compile_s": compiled.seconds})
-                    timer.restart(step - 1)
-                state, measurements = compiled_step(state, batch,
-                                                    jax.random.fold_in(train_rng, step))
-            preemption.started_training()  # From here on a signal saves a step.
-            if pending:
-                log_train(*pending)
-            pending = (step, measurements) if schedules.itstime(
-                step, config.log_every, config.total_steps) else None
-            evaluating = any(schedules.itstime(step, e.every, config.total_steps)
-                             for e in evaluators.values())
-            saver.poll()  # A failed background save stops the run now, not at the next save.
-            best_saver.poll()
-            stop = preemption.should_stop()
-            saving = stop or schedules.itstime(step, config.checkpoint.every, config.total_steps)
-            if pending and (evaluating or saving):  # These wait for the step anyway.
-                log_train(*pending)
-                pending = None
-            if evaluating:
-                evaluate(step)
-                timer.restart(step)
-            if saving:
-                check_finite(step, jax.device_get(measurements))
-                saver.save(step, state)
-                saved_step = step
-            if stop:
-                saver.wait()
-                best_saver.wait()
-                preemption.finished()  # A Ctrl-C from now on exits 0: the step is saved.
-                if jax.process_index() == 0:
-                    print(f"Stopped by {preemption.reason()}: saved step {step} in "
-                          f"{checkpointing.checkpoint_dir(workdir)}; run the same command to "
-                          f"resume.", flush=True)
-                break
-        if pending:
-            log_train(*pending)
-    finally:
-        try:
-            checkpointing.wait_all(saver, best_saver)
-        finally:
-            logger.close()
-            batches.close()
+            batch = batches.next(step)
+        except TrainingError as e:  # Bad data: every completed step is kept.
+            log.flush()
+            raise checkpoint.before_error(step - 1, state, measurements, e) from None
+        with jax.transfer_guard_device_to_host("disallow"):  # Nothing here waits for it.
+            state, measurements = train_step(state, batch, jax.random.fold_in(rng, step))
+        preemption.started_training()  # From here on a signal saves a step.
+        log(step, measurements)
+        checkpoint.poll()  # A failed background save stops the run now, not at the next.
+        evaluate.poll()
+        stopping = stop.requested()
+        evaluating, saving = evaluate.due(step), stopping or checkpoint.due(step)
+        if evaluating or saving:
+            log.flush()  # They wait for the step anyway.
+        if evaluating:
+            evaluate(step, state)
+            log.restart_clock(step)
+        if saving:
+            checkpoint(step, state, measurements)
+        if stopping:
+            stop(step)
+            break
+    log.flush()
     return state
-
 
 
 def initialize_distributed():
@@ -540,8 +469,9 @@ def main(argv):
     del argv  # parse_flags refused any positional argument.
     if _WORKDIR.value is None:
         errors.fail("--workdir is required")
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
+    if not flags.FLAGS["verbosity"].present:  # The libraries' logs and warnings off.
+        logging.set_verbosity(logging.ERROR)
+        warnings.simplefilter("ignore")
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     try:
         initialize_distributed()

@@ -19,7 +19,6 @@ per pair; counting every reference as an example would be ~5x longer).
 """
 
 from configs import common
-from data import languages
 from training import schedules
 
 EPOCHS = 1
@@ -28,16 +27,36 @@ EPOCHS = 1
 def get_config(arg=None):
     """Returns the BB+CC finetuning config; "smoke" gives the CPU variant (locked)."""
     variant = common.check_variant(arg)
-    epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, languages.TRAIN_35L_LANGS)
-    total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
-                                  examples_per_epoch=epoch, batch_size=common.BATCH_SIZE)
-    c = common.baseline(vit="B/16", t5="mt5-base", dataset="coco35l", lr=3e-5,
-                        constant_steps=total_steps, total_steps=total_steps,
-                        schedule="constant", eval_every=500)
-    c.lr.constant_steps = total_steps     # Unused by the "constant" schedule.
-    c.init.mt5, c.init.vit = "", ""       # Both towers come from the checkpoint.
-    c.init.checkpoint = "runs/bb_cc_pretrain"  # The stage-1 workdir (override per launch).
-    c.checkpoint.every = 500
+    c = common.schema()
+    # Training: one epoch of COCO-35L's (image, language) pairs at batch 2048 and a constant
+    # 3e-5, from the CC3M-35L run's parameters (a fresh Adafactor).
+    epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, common.TRAIN_LANGS)
+    c.batch_size = 2048
+    c.total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
+                                    examples_per_epoch=epoch, batch_size=c.batch_size)
+    c.lr.update(base=3e-5, constant_steps=c.total_steps, schedule="constant")  # (unused)
+
+    # Data: COCO-35L in its 35 languages (built by python -m data.build), mT5's vocabulary.
+    c.vocab.path = common.MT5_VOCAB
+    c.data.update(dataset="coco35l", manual_dir=f"{common.DATA_ROOT}/coco35l", reader="tfds",
+                  tfds_data_dir=f"{common.DATA_ROOT}/tfds", langs=common.TRAIN_LANGS,
+                  max_prompt_len=16, max_target_len=64)
+
+    # Model: BB's (ViT-B/16 + mT5-base, bf16, layers scanned), both towers from the
+    # stage-1 run's checkpoint (its workdir: override per launch).
+    c.model.update(image_size=224, dtype="bfloat16", dropout=0.1, scan=True, remat=False)
+    c.model.vit.update(variant="B/16", pool="tok")
+    c.model.t5.variant = "mt5-base"
+    c.init.checkpoint = "runs/bb_cc_pretrain"
+
+    # In-loop evaluations of the core four (all 36 languages after training:
+    # python -m evaluation.evaluate); batches of 960 divide by 64 chips.
+    c.evals.xm3600.update(data_dir=f"{common.DATA_ROOT}/xm3600", langs=common.CORE_LANGS,
+                          every=500, batch_size=960, max_decode_len=64)
+    c.evals.coco_dev.update(manual_dir=f"{common.DATA_ROOT}/coco35l", langs=common.CORE_LANGS,
+                            every=2500, batch_size=960, max_decode_len=64)
+    c.checkpoint.update(every=500, keep=3)
+    c.mesh.update(data=-1, model=1, fsdp=False)  # 64 chips on the data axis.
     if variant == "smoke":
         common.smoke(c, image_size=32)
         c.init.checkpoint = "runs/bb_cc_pretrain_smoke"

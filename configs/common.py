@@ -1,21 +1,15 @@
-"""Shared pieces of the paper's baseline configs (bb, bg, lg, bb_cc_pretrain, bb_cc_finetune).
+"""The config schema: every field of a run, defined once, with what it means.
 
-Each baseline file states what differs (towers, data, learning rate, length)
-and calls `baseline(...)`, which fills in what the paper's Sec. 3.2 and
-Table 3 share: Adafactor, batch 2048, the constant-then-rsqrt learning rate,
-mT5's 250k vocabulary, the 35 training languages, 224-px images, 'pooled'
-fusion, bf16 activations, layers under nn.scan (for compile time; the
-checkpoint loaders stack per-layer upstream weights), and pretrained mT5 / ViT
-towers. `smoke(...)` turns a baseline into its `:smoke` variant: tiny towers
-on the demo data on a CPU,
-everything else (optimizer, schedule shape, fusion, init mechanics, mesh
-rules) kept. The field structure is that of configs/demo.py, which is what
-train.py reads.
+`schema()` returns the fields train.py, the in-loop evaluators and the checkpoint tool read,
+each with its default, unlocked. A config file (configs/demo.py, the paper's baselines
+bb.py, bg.py, lg.py, bb_cc_pretrain.py, bb_cc_finetune.py) starts from it, sets its
+experiment's choices and locks it (so that a misspelled override is an error). A field
+left None (`_unset`) means what its comment says, or is one every config sets.
+tests/tiny.py shrinks the demo's. training/run_config.py checks the values (the ranges live
+there; tests/configs/test_schema.py keeps the two in step).
 
-Paths. Real data lives under DATA_ROOT (a disk or NFS mount present on every
-host; `python -m data.build` writes the TFDS datasets there), the pretrained
-towers on Google Cloud Storage. Override any of them on the command line,
-e.g. `--config.data.tfds_data_dir=/mnt/disks/data/tfds`.
+Also here: the paths and checkpoints the baselines share, and `smoke`, which turns a
+baseline into its `:smoke` variant (tiny towers on the demo data, on a CPU).
 """
 
 import ml_collections
@@ -23,36 +17,155 @@ from ml_collections import config_dict
 
 from data import languages
 
-DATA_ROOT = "/data/xm3600"
+DATA_ROOT = "/data/xm3600"  # A disk or NFS mount present on every host (docs/baselines.md).
 MT5_VOCAB = "gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model"
 # T5X checkpoints of the public mT5 release (step 1M of mC4 pretraining).
 MT5_CHECKPOINTS = {
     "mt5-base": "gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000",
     "mt5-large": "gs://t5-data/pretrained_models/t5x/mt5_large/checkpoint_1000000",
 }
-# ViT-B/16: the AugReg ImageNet-21k checkpoint (Steiner et al. 2021; [cls]
-# token and classifier head, the head is ignored). ViT-g/14: the paper's
-# (Zhai et al. 2022, JFT-3B, MAP head) is not public; put a big_vision-format
-# .npz of a g/14 there (the loader resamples position embeddings to 16x16).
-VIT_CHECKPOINTS = {
-    "B/16": "gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-"
-            "sd_0.0.npz",
-    "g/14": f"{DATA_ROOT}/checkpoints/vit_g14.npz",
-}
-# How each ViT pools its output into the one vector put before the prompt:
-# as it was pretrained ([cls] token for AugReg, MAP head for the g/14).
-VIT_POOL = {"B/16": "tok", "g/14": "map"}
+# ViT-B/16: the AugReg ImageNet-21k checkpoint (Steiner et al. 2021; [cls] token and
+# classifier head, the head is ignored), pooled with its [cls] token. ViT-g/14: the paper's
+# (Zhai et al. 2022, JFT-3B, MAP head) is not public; put a big_vision-format .npz of a g/14
+# there (the loader resamples position embeddings to 16x16), pooled with its MAP head.
+VIT_B16 = ("gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-"
+           "sd_0.0.npz")
+VIT_G14 = f"{DATA_ROOT}/checkpoints/vit_g14.npz"
 
 # Images of the training splits (data/coco35l_release.py, the README's Datasets section). One
-# epoch of the input pipeline visits each (image, language) pair once, with
-# one of its references drawn at random (data/sampling.py).
+# epoch of the input pipeline visits each (image, language) pair once, with one of its
+# references drawn at random (data/sampling.py).
 COCO35L_TRAIN_IMAGES = 113_287
 CC3M35L_TRAIN_IMAGES = 3_318_333
 
-BATCH_SIZE = 2048
-CORE_LANGS = tuple(languages.CORE_LANGS)  # en, es, hi, zh: the in-loop evaluation.
+TRAIN_LANGS = tuple(languages.TRAIN_35L_LANGS)  # The paper's 35 training languages.
+CORE_LANGS = tuple(languages.CORE_LANGS)  # en, es, hi, zh: the in-loop evaluations.
 VARIANTS = ("", "smoke")
-DEMO_DIR = "demo_data"
+DEMO_DIR = "demo_data"  # `python -m data.demo --out demo_data` (make demo).
+
+
+def _unset(kind):
+    """A field of type `kind` that is None until a config or the command line sets it (a
+    plain None field could not be set from the command line). Where the comment names no
+    meaning for None, every config sets it."""
+    return config_dict.placeholder(kind)
+
+
+def schema():
+    """Every field of a run's config with its default (unlocked, for a config to fill in)."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0                        # The initialization and the data order follow from it.
+    c.total_steps = _unset(int)       # Training steps.
+    c.batch_size = _unset(int)        # Global batch, split over devices and processes.
+    c.grad_accum_steps = 1            # Micro-batches per step: the same maths, less memory.
+    c.log_every = 100                 # Steps between training records in metrics.jsonl.
+    # Adafactor (training/optimizer.py) at `base`, constant for `constant_steps`, then
+    # base * sqrt(constant_steps / step) ("rsqrt", the paper's Sec. 3.2), or "constant".
+    c.lr = ml_collections.ConfigDict(dict(
+        base=_unset(float), constant_steps=_unset(int), schedule="rsqrt"))
+    c.optimizer = ml_collections.ConfigDict(dict(
+        clipping_threshold=1.0,       # Adafactor's update clipping (T5X default).
+        decay_rate=0.8,               # Second-moment decay exponent (T5X default).
+    ))
+    c.label_smoothing = 0.0           # T5X finetuning default; the paper names none.
+    c.z_loss = 1e-4                   # T5X's auxiliary log(Z)^2 loss.
+    c.vocab = ml_collections.ConfigDict(dict(path=_unset(str)))  # SentencePiece model.
+    c.data = _data()
+    c.model = _model()
+    c.init = ml_collections.ConfigDict(dict(  # Pretrained parameters; "": none.
+        mt5="",                       # T5X checkpoint of the text tower.
+        vit="",                       # big_vision .npz of the image tower.
+        checkpoint="",                # Another run (its workdir or checkpoints/<step>).
+    ))
+    c.evals = _evals()
+    c.checkpoint = ml_collections.ConfigDict(dict(
+        every=_unset(int),            # Steps between checkpoints (and the last step).
+        keep=3,                       # How many of the newest are kept.
+        best_metric="eval/cider_d/avg",  # checkpoints_best/ keeps the highest of this.
+    ))
+    c.mesh = ml_collections.ConfigDict(dict(
+        data=-1,                      # Devices on the data axis; -1: what `model` leaves.
+        model=1,                      # Devices on the model (tensor-parallel) axis.
+        fsdp=False,                   # Also shard parameters' embed axis over `data`.
+    ))
+    return c
+
+
+def _data():
+    """config.data: the training data and how batches are made (data/pipeline.py)."""
+    return ml_collections.ConfigDict(dict(
+        dataset=_unset(str),          # "coco35l" or "cc3m35l" (the releases, data/*.py).
+        manual_dir=_unset(str),       # The release files (TFDS manual_dir).
+        reader="tfds",                # "tfds": the built data; "files": the release files.
+        tfds_data_dir="",             # Where `python -m data.build` wrote it; "": beside
+                                      # manual_dir.
+        num_workers=_unset(int),      # Processes making batches; None: one per core.
+        langs=_unset(tuple),          # The training languages.
+        mixture="uniform",            # How languages are sampled: "uniform", "proportional".
+        prompt_template="<2{lang}>",  # The LangId string fed to the encoder.
+        max_prompt_len=_unset(int),   # Prompt tokens with EOS.
+        max_target_len=_unset(int),   # Caption tokens with EOS.
+        augment=False,                # Mild random crops of the training images (no flips).
+        corrupt_images="stop",        # A JPEG that does not decode: "stop" or "skip" it.
+    ))
+
+
+def _model():
+    """config.model: the captioner (model/captioner.py)."""
+    return ml_collections.ConfigDict(dict(
+        image_size=_unset(int),       # ViT input side in pixels.
+        fusion="pooled",              # The paper: one pooled image vector + LangId tokens.
+        dtype="float32",              # Activations ("bfloat16" too); parameters float32.
+        dropout=0.0,                  # mT5 dropout.
+        scan=False,                   # nn.scan over layers: one compiled layer per stack
+                                      # (same checkpoints; much faster compiles).
+        remat=False,                  # Recompute layer activations in the backward pass.
+        remat_policy="full",          # What remat keeps: "full" nothing (least memory),
+                                      # "dots" the matmul outputs (model/layers.py).
+        vit=dict(
+            variant=_unset(str),      # big_vision size/patch name ("B/16", "mu/16").
+            pool=_unset(str),         # How it pools: "tok" ([cls] token) or "map" (MAP head).
+            posemb="learn",           # Learned position embeddings.
+            dropout=_unset(float),    # None: the variant's (none).
+            width=_unset(int),        # None: the variant's (same for the 3 below).
+            depth=_unset(int),
+            mlp_dim=_unset(int),
+            num_heads=_unset(int)),
+        t5=dict(
+            variant=_unset(str),      # T5X size name ("mt5-base", "t5-tiny"; model/t5.py).
+            emb_dim=_unset(int),      # None: the variant's (same for the 5 below).
+            num_heads=_unset(int),
+            head_dim=_unset(int),
+            mlp_dim=_unset(int),
+            num_encoder_layers=_unset(int),
+            num_decoder_layers=_unset(int),
+            vocab_size=_unset(int)),  # None: the vocabulary's, padded to a multiple of 128.
+    ))
+
+
+def _evaluator(kind, data_field):
+    """One entry of config.evals (evaluation/evaluators/)."""
+    return ml_collections.ConfigDict({
+        "type": kind,                 # The evaluator (evaluation/evaluators/__init__.py).
+        data_field: _unset(str),      # Its data.
+        "langs": _unset(tuple),       # The languages it scores in the loop.
+        "every": _unset(int),         # Steps between runs in the loop (and at step 0 and the
+                                      # last); 0: only `python -m evaluation.evaluate`.
+        "batch_size": _unset(int),    # Images per decoding batch (split over devices).
+        "max_decode_len": _unset(int),  # Caption tokens decoded.
+        "max_images": _unset(int),    # None: every image of the split.
+        "decode": "greedy",           # "greedy" or "beam".
+        "beam_size": 4,               # Beams of "beam".
+        "alpha": 0.6,                 # T5X's length penalty of "beam".
+    })
+
+
+def _evals():
+    """config.evals: the evaluators by name."""
+    evals = ml_collections.ConfigDict()
+    evals.xm3600 = _evaluator("xm3600_cider", "data_dir")  # captions.jsonl + images/.
+    evals.coco_dev = _evaluator("coco_dev_cider", "manual_dir")  # The COCO-35L release.
+    return evals
 
 
 def epoch_examples(images, langs):
@@ -60,144 +173,14 @@ def epoch_examples(images, langs):
     return images * len(langs)
 
 
-def _placeholder():
-    # An int field that is None (= the variant's size) and can still be set
-    # from the command line, which plain None fields cannot.
-    return config_dict.placeholder(int)
-
-
-def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsqrt",
-             remat=False, fsdp=False, eval_every=1000):
-    """The full-size config of one baseline (unlocked, for the caller to finish).
-
-    Args:
-        vit: "B/16" or "g/14".
-        t5: "mt5-base" or "mt5-large".
-        dataset: "coco35l" or "cc3m35l".
-        lr: the base learning rate.
-        constant_steps: steps at the constant rate before the rsqrt decay.
-        total_steps: training steps.
-        schedule: "rsqrt" (the paper's) or "constant" (BB+CC's finetuning).
-        remat: rematerialize each layer in the backward pass (~20% more FLOPs,
-            much less activation memory: the g/14 towers).
-        fsdp: shard parameters over the data axis too (towers of ~2B parameters).
-        eval_every: steps between in-loop evaluations.
-
-    Returns:
-        An unlocked ConfigDict with the fields of configs/demo.py (+ evals.coco_dev).
-    """
-    c = ml_collections.ConfigDict()
-    c.seed = 0                            # Init and data order are functions of it.
-    c.total_steps = total_steps           # Training steps (the paper does not give them).
-    c.batch_size = BATCH_SIZE             # Global batch (Sec. 3.2), split over 64 chips.
-    c.grad_accum_steps = 1                # Micro-batches per step; 32 examples per chip fit.
-    c.log_every = 100                     # Steps between metrics.jsonl lines.
-
-    # Adafactor with the paper's schedule: `base` for `constant_steps`, then
-    # base * sqrt(constant_steps / step) (Sec. 3.2); "constant" never decays.
-    c.lr = ml_collections.ConfigDict(dict(base=lr, constant_steps=constant_steps,
-                                          schedule=schedule))
-    c.optimizer = ml_collections.ConfigDict(dict(
-        clipping_threshold=1.0,           # Adafactor's update clipping (T5X default).
-        decay_rate=0.8,                   # Second-moment decay exponent (T5X default).
-    ))
-    c.label_smoothing = 0.0               # T5X finetuning default; the paper names none.
-    c.z_loss = 1e-4                       # T5X's auxiliary log(Z)^2 loss.
-
-    c.vocab = ml_collections.ConfigDict(dict(path=MT5_VOCAB))  # mT5's 250k SentencePiece.
-    c.data = ml_collections.ConfigDict(dict(
-        dataset=dataset,                  # COCO-35L or CC3M-35L release (data/*.py).
-        manual_dir=f"{DATA_ROOT}/{dataset}",  # The release files (TFDS manual_dir).
-        reader="tfds",                    # Built datasets (python -m data.build; docs/datasets.md).
-        tfds_data_dir=f"{DATA_ROOT}/tfds",  # Where data.build wrote them.
-        num_workers=_placeholder(),       # Processes making batches; None: one per core.
-        langs=tuple(languages.TRAIN_35L_LANGS),  # The 35 training languages.
-        mixture="uniform",                # Every language has every image: = proportional.
-        prompt_template="<2{lang}>",      # The LangId string fed to the encoder.
-        max_prompt_len=16,                # "<2xx>" is a few mT5 pieces + EOS; room to spare.
-        max_target_len=64,                # mT5 pieces of a caption + EOS (T5X-sized).
-        augment=False,                    # No crops: the paper mentions no augmentation.
-        corrupt_images="stop",            # A JPEG that does not decode: "stop" or "skip" it.
-    ))
-    c.model = ml_collections.ConfigDict(dict(
-        image_size=224,                   # ViT input (Sec. 3.2 towers at their 224 px).
-        fusion="pooled",                  # The paper: one pooled image vector + LangId tokens.
-        dtype="bfloat16",                 # Activations; parameters stay float32.
-        dropout=0.1,                      # mT5 dropout (T5X finetuning default).
-        scan=True,                        # nn.scan over layers: one compiled layer per stack
-                                          # (BB on a CPU: step compiles ~3x, initializer
-                                          # ~6x faster than unrolled; same checkpoints).
-        remat=remat,                      # Recompute layer activations in the backward pass.
-        remat_policy="full",              # What remat keeps: "full" nothing (least memory),
-                                          # "dots" the matmul outputs (model/layers.py).
-        vit=dict(
-            variant=vit,                  # big_vision size/patch name.
-            pool=VIT_POOL[vit],           # How the checkpoint pools (see VIT_POOL).
-            posemb="learn",               # Learned position embeddings, as pretrained.
-            width=_placeholder(),         # None: the variant's (same for the 3 below).
-            depth=_placeholder(),
-            mlp_dim=_placeholder(),
-            num_heads=_placeholder()),
-        t5=dict(
-            variant=t5,                   # T5X mT5 size (model/t5.py).
-            emb_dim=_placeholder(),       # None: the variant's (same for the 6 below).
-            num_heads=_placeholder(),
-            head_dim=_placeholder(),
-            mlp_dim=_placeholder(),
-            num_encoder_layers=_placeholder(),
-            num_decoder_layers=_placeholder(),
-            vocab_size=_placeholder()),   # None: the vocabulary's, padded to 128 (250112).
-    ))
-    c.init = ml_collections.ConfigDict(dict(
-        mt5=MT5_CHECKPOINTS[t5],          # T5X checkpoint of the text tower.
-        vit=VIT_CHECKPOINTS[vit],         # big_vision .npz of the image tower.
-        checkpoint="",                    # Params of another run (BB+CC finetuning).
-    ))
-
-    c.evals = ml_collections.ConfigDict()
-    # Evaluators by name (evaluation/evaluators/): in the loop every `every` steps (and at step
-    # 0 and the end; 0 = only with python -m evaluation.evaluate), on the core four languages;
-    # all languages after training with `python -m evaluation.evaluate` (see README).
-    c.evals.xm3600 = ml_collections.ConfigDict(dict(
-        type="xm3600_cider",              # CIDEr-D on XM3600's human references.
-        data_dir=f"{DATA_ROOT}/xm3600",   # captions.jsonl + images/ (README: Datasets).
-        langs=CORE_LANGS,                 # In the loop: the core four.
-        every=eval_every,                 # Steps between evaluations.
-        batch_size=960,                   # Divides by 64 chips; 3600 images = 4 batches.
-        max_decode_len=64,                # = data.max_target_len.
-        max_images=None,                  # None: all 3600 images.
-    ))
-    c.evals.coco_dev = ml_collections.ConfigDict(dict(
-        type="coco_dev_cider",            # CIDEr-D on COCO-35L dev (the paper's 2nd column).
-        manual_dir=f"{DATA_ROOT}/coco35l",  # COCO-35L release: Karpathy val, 5000 images,
-                                            # machine-translated references.
-        langs=CORE_LANGS,                 # In the loop: the core four.
-        every=5 * eval_every,             # Less often than XM3600: 5000 images a language.
-        batch_size=960,                   # Divides by 64 chips; 5000 images = 6 batches.
-        max_decode_len=64,
-        max_images=None,                  # None: all 5000 images.
-    ))
-    c.checkpoint = ml_collections.ConfigDict(dict(
-        every=1000,                       # Steps between checkpoints.
-        keep=3,                           # How many recent ones are kept.
-        best_metric="eval/cider_d/avg",   # checkpoints_best/ keeps the highest of this.
-    ))
-    c.mesh = ml_collections.ConfigDict(dict(
-        data=-1,                          # All devices on the data axis: 64 on a v4-128.
-        model=1,                          # No tensor parallelism: the towers fit a chip.
-        fsdp=fsdp,                        # Shard parameters' embed axis over data too.
-    ))
-    return c
-
-
 def smoke(c, *, image_size, total_steps=4, constant_steps=2):
     """Turns a baseline into its `:smoke` variant, in place: a few CPU steps on demo data.
 
     Tiny towers of the same variants (patch size, pooling, scan/remat), the demo
-    vocabulary and data (`python -m data.demo --out demo_data`), small batches;
-    the optimizer, schedule shape (constant then rsqrt, with a short constant
-    period so that both parts run), fusion, dtype, init.checkpoint mechanics
-    and mesh rules are the baseline's. Pretrained mT5/ViT files are not used.
+    vocabulary and data (`python -m data.demo --out demo_data`), small batches; the
+    optimizer, schedule shape (constant then rsqrt, with a short constant period so that
+    both parts run), fusion, dtype, init.checkpoint mechanics and mesh rules are the
+    baseline's. Pretrained mT5/ViT files are not used.
 
     Args:
         c: the unlocked baseline config.

@@ -105,9 +105,9 @@ class TrainedRun:
     data_dir: str
     overrides: dict
 
-    def config(self):
-        """The run's config (tiny.tiny_config of data_dir and overrides)."""
-        return tiny.tiny_config(self.data_dir, **self.overrides)
+    def config(self, **more):
+        """The run's config (tiny.tiny_config of data_dir and overrides), with `more` overrides."""
+        return tiny.tiny_config(self.data_dir, **{**self.overrides, **more})
 
     def copy_to(self, folder):
         """Copies the run to `folder` (which must not exist), for a test that changes it;

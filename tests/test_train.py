@@ -13,6 +13,7 @@ from data import pipeline
 from tests import tiny
 from tests.tiny import tiny_config
 from training import checkpointing
+from training import state as state_lib
 from training.metrics import read_metrics
 
 
@@ -20,9 +21,8 @@ def _files_config(data_dir, **overrides):
     return tiny_config(data_dir, **{"data.reader": "files", **overrides})
 
 
-def test_trains_evaluates_and_checkpoints(tiny_demo, tmp_path):
-    workdir = str(tmp_path / "run")
-    train.train_and_evaluate(_files_config(tiny_demo), workdir)
+def test_trains_evaluates_and_checkpoints(four_step_run):
+    workdir = four_step_run.workdir  # tiny_config's run, trained once for the test run.
     records = read_metrics(workdir)
     steps = [r["step"] for r in records if "train/loss" in r]
     assert steps == [1, 2, 3, 4]
@@ -33,27 +33,45 @@ def test_trains_evaluates_and_checkpoints(tiny_demo, tmp_path):
     for r in records:
         if "train/loss" in r:
             assert np.isfinite(r["train/loss"]) and r["learning_rate"] == pytest.approx(3e-3)
-    assert sorted(checkpointing.manager(workdir).all_steps()) == [2, 4]
+    assert checkpointing.steps(workdir) == [2, 4]
     # The best in-loop evaluation after training started (steps 2 and 4) is kept.
-    (kept,) = checkpointing.best_manager(workdir, "eval/cider_d/avg").all_steps()
+    (kept,) = checkpointing.steps(workdir, best=True)
     score = {r["step"]: r["eval/cider_d/avg"] for r in evals}
     assert kept in (2, 4) and score[kept] == max(score[2], score[4])
     with open(os.path.join(workdir, "config.json")) as f:
         assert json.load(f)["total_steps"] == 4
 
 
-def test_resume_continues_from_the_latest_checkpoint(tiny_demo, tmp_path):
+def _spy(monkeypatch, calls, module, name):
+    """Records `module.name`'s calls in `calls`, by name."""
+    real = getattr(module, name)
+
+    def spied(*args, **kwargs):
+        calls.append(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spied)
+
+
+def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path, monkeypatch):
+    """The input's workers start before the state is restored or initialized (and the step
+    compiled); a run resumed at step 2 ends as the shared four-step run, logging each step once."""
+    calls = []
+    for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore_latest"),
+                         (state_lib, "init_state"), (train, "compile_train_step")):
+        _spy(monkeypatch, calls, module, name)
     workdir = str(tmp_path / "run")
-    straight = train.train_and_evaluate(_files_config(tiny_demo, total_steps=4), workdir + "a")
-    train.train_and_evaluate(_files_config(tiny_demo, total_steps=2), workdir + "b")
-    resumed = train.train_and_evaluate(_files_config(tiny_demo, total_steps=4), workdir + "b")
-    assert int(resumed["step"]) == 4
+    train.train_and_evaluate(four_step_run.config(total_steps=2), workdir)
+    assert calls == ["train_iterator", "restore_latest", "init_state", "compile_train_step"]
+    calls.clear()
+    resumed = train.train_and_evaluate(four_step_run.config(), workdir)
+    assert calls == ["train_iterator", "restore_latest", "compile_train_step"]
+    _, straight = checkpointing.read_saved_state(four_step_run.workdir, 4)
     for a, b in zip(jax.tree.leaves(straight["params"]), jax.tree.leaves(resumed["params"]),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # One record per step and kind, also across the restart.
-    records = read_metrics(workdir + "b")
-    train_steps = [r["step"] for r in records if "train/loss" in r]
+    train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]
 
 

@@ -9,6 +9,7 @@ line's config. The command line runs in the test process (`tiny.train_main`).
 """
 
 import json
+import pathlib
 import shutil
 
 import pytest
@@ -18,23 +19,16 @@ from training import checkpointing, run_config
 
 
 @pytest.fixture(scope="module")
-def config_file(tiny_demo, tmp_path_factory):
+def config_file(four_step_run, tmp_path_factory):
+    """The shared four-step run's config without in-loop evaluations, as a config file."""
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, tiny_demo, **{"evals.xm3600.every": 0})
+    return tiny.write_config_file(path, four_step_run.data_dir, **{"evals.xm3600.every": 0})
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_demo, tmp_path_factory):
-    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it
-    (the same run as test_train_faults.py's, trained once)."""
-    return tiny.trained_run(tiny_demo, tmp_path_factory)
-
-
-def _copy(trained, tmp_path):
-    workdir = tmp_path / "run"
-    shutil.copytree(trained, workdir)
-    return workdir
-
+@pytest.fixture
+def workdir(four_step_run, tmp_path):
+    """A copy of the shared four-step run (checkpoints 2 and 4), for a test that harms it."""
+    return pathlib.Path(four_step_run.copy_to(tmp_path / "run"))
 
 
 def _lines(result):
@@ -58,8 +52,7 @@ DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
 
 # ----------------------------------------------------- damaged checkpoints ----
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_damaged_newest_checkpoint_is_one_warning_line(config_file, trained, tmp_path, damage):
-    workdir = _copy(trained, tmp_path)
+def test_damaged_newest_checkpoint_is_one_warning_line(config_file, workdir, damage):
     DAMAGES[damage](workdir / "checkpoints" / "4")
     result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -74,8 +67,7 @@ def test_damaged_newest_checkpoint_is_one_warning_line(config_file, trained, tmp
     assert not others, others[:40]
 
 
-def test_no_readable_checkpoint_is_the_only_line(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_no_readable_checkpoint_is_the_only_line(config_file, workdir):
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
     _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
     result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
@@ -86,8 +78,7 @@ def test_no_readable_checkpoint_is_the_only_line(config_file, trained, tmp_path)
     assert checkpointing.steps(str(workdir)) == [2, 4]  # Nothing moved.
 
 
-def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_checkpoints_being_a_file_is_the_only_line(config_file, workdir):
     shutil.rmtree(workdir / "checkpoints")
     (workdir / "checkpoints").write_text("not a folder")
     result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
@@ -99,8 +90,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, trained, tmp_pat
     assert (workdir / "checkpoints").read_text() == "not a folder"
 
 
-def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_verbosity_brings_the_library_logs_back(config_file, workdir):
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
     result = tiny.train_main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -108,8 +98,7 @@ def test_verbosity_brings_the_library_logs_back(config_file, trained, tmp_path):
 
 
 # ------------------------------------------------------------- config.json ----
-def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_missing_config_json_beside_checkpoints_is_an_error(config_file, workdir):
     (workdir / "config.json").unlink()
     result = tiny.train_main(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
     assert result.returncode == 2, result.stderr[-3000:]
@@ -126,8 +115,16 @@ def test_missing_config_json_beside_checkpoints_is_an_error(config_file, trained
     assert checkpointing.steps(str(workdir))[-1] == 6
 
 
-def test_truncated_config_json_is_one_line_naming_it(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_an_allowed_config_change_is_a_plain_warning_line(config_file, workdir):
+    result = tiny.train_main(config_file, workdir, "--config.seed=7", "--allow_config_change")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(result)
+    assert lines[0] == "warning: config changed since the checkpoint (allowed): seed: 0 -> 7"
+    assert lines[1].startswith(f"Resuming {workdir} at step 4 of 4"), lines
+    assert len(lines) == 2, lines  # No absl-prefixed log line.
+
+
+def test_truncated_config_json_is_one_line_naming_it(config_file, workdir):
     text = (workdir / "config.json").read_text()
     (workdir / "config.json").write_text(text[: len(text) // 2])
     result = tiny.train_main(config_file, workdir, "--config.total_steps=6")

@@ -47,6 +47,25 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("contents,cause", [
+    (None, r"\[Errno 2\] No such file or directory: '{path}'"),
+    ("folder", r"\[Errno 21\] Is a directory: '{path}'"),
+    ("def get_config():\n    raise ValueError('boom')\n", r"ValueError: boom"),
+], ids=["missing", "folder", "raises"])
+def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, contents, cause):
+    path = tmp_path / "config.py"
+    if contents == "folder":
+        path.mkdir()
+    elif contents:
+        path.write_text(contents)
+    result = tiny.train_main(path, tmp_path / "run")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(rf"error: --config={re.escape(str(path))}: cannot load it: "
+                        + cause.format(path=re.escape(str(path))), lines[0]), lines
+
+
 @pytest.mark.parametrize("overrides,error,message", [
     ({"data.mixture": "random"}, run_config.ConfigError,
      r"config.data.mixture='random'; known: uniform, proportional"),

@@ -25,8 +25,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
              "checkpoint.keep": 2}
 FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough free space: "
-        r"needs about 1\.\d MB, 0\.\d MB available; the last good checkpoint, step 4, is kept; "
-        r"make room and run the same command to resume")
+        r"needs about 1\.\d MB, 0\.\d MB available; make room, and the same command resumes "
+        r"from step 4 \({workdir}/checkpoints/4\)")
 
 
 @pytest.fixture

@@ -7,12 +7,15 @@ test config, and the console test runs `python train.py` (or the tiny runner) as
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
 import sys
 import time
 
+import jax
+import numpy as np
 import pytest
 
 import train
@@ -24,15 +27,11 @@ from training.metrics import read_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _files_config(data_dir, **overrides):
-    return tiny_config(str(data_dir), **{"data.reader": "files", **overrides})
-
-
 @pytest.fixture(scope="module")
-def config_file(tiny_demo, tmp_path_factory):
+def config_file(four_step_run, tmp_path_factory):
+    """A config file of the shared four-step run's config, for train.py's command line."""
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, tiny_demo)
-
+    return tiny.write_config_file(path, four_step_run.data_dir)
 
 
 def _one_error_line(result):
@@ -44,27 +43,18 @@ def _one_error_line(result):
     return errors[0]
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_demo, tmp_path_factory):
-    """A finished 4-step tiny run (checkpoints at steps 2 and 4), copied by tests that harm it
-    (`_files_config(tiny_demo, **{"evals.xm3600.every": 0})`, trained once for this module
-    and test_train_checkpoint_faults.py)."""
-    return tiny.trained_run(tiny_demo, tmp_path_factory)
-
-
-def _copy(trained, tmp_path):
-    workdir = tmp_path / "run"
-    shutil.copytree(trained, workdir)
-    return workdir
+def _copy(four_step_run, tmp_path):
+    """A copy of the shared four-step run (checkpoints 2 and 4), for a test that harms it."""
+    return pathlib.Path(four_step_run.copy_to(tmp_path / "run"))
 
 
 # ------------------------------------------------------- nothing is lost ----
-def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(trained, tiny_demo,
+def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run,
                                                                        tmp_path):
-    workdir = _copy(trained, tmp_path)
+    workdir = _copy(four_step_run, tmp_path)
     before = (workdir / "config.json").read_bytes()
-    wider = _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6,
-                                        "model.vit.width": 64})
+    wider = four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6,
+                                    "model.vit.width": 64})
     with pytest.raises(train.TrainingError, match=r"checkpoints/4 \(step 4\) does not fit the "
                                                   r"model of the config: img/.*\(32,\) -> \(64,\)"
                                                   r".*changed config fields: model.vit.width"):
@@ -73,7 +63,7 @@ def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(trained, t
     assert checkpointing.steps(str(workdir)) == [2, 4]
     # The original config still resumes.
     state = train.train_and_evaluate(
-        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6}), str(workdir))
+        four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6}), str(workdir))
     assert int(state["step"]) == 6
 
 
@@ -85,59 +75,90 @@ def _truncate_largest_data_file(step_dir):
 
 
 @pytest.mark.parametrize("damage", ["truncated data file", "deleted _METADATA"])
-def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(trained, tiny_demo,
+def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_step_run,
                                                                         tmp_path, capsys,
                                                                         damage):
-    workdir = _copy(trained, tmp_path)
+    workdir = _copy(four_step_run, tmp_path)
     if damage == "truncated data file":
         _truncate_largest_data_file(workdir / "checkpoints" / "4")
     else:
         (workdir / "checkpoints" / "4" / "default" / "_METADATA").unlink()
-    state = train.train_and_evaluate(
-        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
+    state = train.train_and_evaluate(four_step_run.config(**{"evals.xm3600.every": 0}),
+                                     str(workdir))
     out = capsys.readouterr().out
     assert re.search(r"warning: checkpoint .*/checkpoints/4 \(step 4\) is damaged: .*; moved "
                      r"it to .*/checkpoints_damaged/4 and resuming from step 2", out), out
-    assert "Resuming" in out and "at step 2 of 5" in out
-    assert int(state["step"]) == 5
+    assert "Resuming" in out and "at step 2 of 4" in out
     assert (workdir / "checkpoints_damaged" / "4" / "default").is_dir()  # Nothing deleted.
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
-    assert steps == [1, 2, 3, 4, 5]
+    assert steps == [1, 2, 3, 4]
+    # The input, started at step 4 (the newest folder) before the restore fell back to step
+    # 2, was started again there: steps 3 and 4 are those of the run without damage.
+    _, expected = checkpointing.read_saved_state(four_step_run.workdir, 4)
+    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_no_readable_checkpoint_is_an_error_that_moves_nothing(trained, tiny_demo, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_no_readable_checkpoint_is_an_error_that_moves_nothing(four_step_run, tmp_path):
+    workdir = _copy(four_step_run, tmp_path)
     for step in (2, 4):
         (workdir / "checkpoints" / str(step) / "default" / "_METADATA").unlink()
     with pytest.raises(train.TrainingError, match=r"no checkpoint of the run can be read: "
                                                   r"checkpoint .*/4 \(step 4\) is damaged.*"
                                                   r"/2 \(step 2\) is damaged"):
         train.train_and_evaluate(
-            _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 6}),
+            four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6}),
             str(workdir))
     assert checkpointing.steps(str(workdir)) == [2, 4]
     assert not (workdir / "checkpoints_damaged").exists()
 
 
-def test_cut_short_last_metrics_line_is_dropped_on_resume(trained, tiny_demo, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_cut_short_last_metrics_line_is_dropped_on_resume(four_step_run, tmp_path):
+    workdir = _copy(four_step_run, tmp_path)
     with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write('{"step": 5, "train/lo')  # A crash while writing.
     assert [r["step"] for r in read_metrics(str(workdir))][-1] == 4
     train.train_and_evaluate(
-        _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
+        four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 5}), str(workdir))
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
     assert steps == [1, 2, 3, 4, 5]
 
 
-def test_malformed_metrics_line_in_the_middle_is_a_clear_error(trained, tiny_demo, tmp_path):
-    workdir = _copy(trained, tmp_path)
+@pytest.mark.parametrize("cut", ["inside the training record", "at the start of the "
+                                 "evaluation record", "inside the evaluation record"])
+def test_metrics_cut_in_the_restored_steps_own_records_are_logged_again(four_step_run,
+                                                                         tmp_path, cut):
+    """metrics.jsonl cut short in a record of step 4, whose checkpoint is the newest: the run
+    resumes from step 2 (checkpoint 4 is set aside), so step 4's records are logged again and
+    every step has each of its records once."""
+    workdir = four_step_run.copy_to(tmp_path / "run")
+    path = tmp_path / "run" / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    train_4, eval_4 = (i for i, line in enumerate(lines) if line.startswith('{"step": 4'))
+    line = lines[train_4] if cut.startswith("inside the training") else lines[eval_4]
+    kept = 4 if cut.startswith("at the start") else len(line) // 2
+    path.write_text("".join(lines[:lines.index(line)]) + line[:kept])
+    state = train.train_and_evaluate(four_step_run.config(), workdir)
+    records = read_metrics(workdir)
+    assert [r["step"] for r in records if "train/loss" in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in records if "eval/cider_d/avg" in r] == [0, 2, 4]
+    _, expected = checkpointing.read_saved_state(four_step_run.workdir)
+    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert checkpointing.steps(workdir) == [2, 4]
+    assert os.listdir(tmp_path / "run" / "checkpoints_damaged") == ["4"]
+
+
+def test_malformed_metrics_line_in_the_middle_is_a_clear_error(four_step_run, tmp_path):
+    workdir = _copy(four_step_run, tmp_path)
     lines = (workdir / "metrics.jsonl").read_text().splitlines(keepends=True)
     lines.insert(1, "not json\n")
     (workdir / "metrics.jsonl").write_text("".join(lines))
     with pytest.raises(train.TrainingError, match=r"metrics.jsonl:2: not a metrics record"):
         train.train_and_evaluate(
-            _files_config(tiny_demo, **{"evals.xm3600.every": 0, "total_steps": 5}),
+            four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 5}),
             str(workdir))
     assert (workdir / "metrics.jsonl").read_text() == "".join(lines)
 
@@ -180,7 +201,7 @@ def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tm
 def test_bad_config_is_refused_before_any_work(tiny_demo, tmp_path, overrides, message):
     workdir = tmp_path / "run"
     with pytest.raises(run_config.ConfigError, match=message):
-        train.train_and_evaluate(_files_config(tiny_demo, **overrides), str(workdir))
+        train.train_and_evaluate(tiny_config(str(tiny_demo), **overrides), str(workdir))
     assert not workdir.exists()  # Nothing written.
 
 
@@ -189,7 +210,7 @@ def test_unwritable_workdir_is_refused(tiny_demo, tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(train.TrainingError, match=rf"--workdir {blocker}/run: cannot write "
                                                   r"there \(Not a directory\)"):
-        train.train_and_evaluate(_files_config(tiny_demo), str(blocker / "run"))
+        train.train_and_evaluate(tiny_config(str(tiny_demo)), str(blocker / "run"))
 
 
 @pytest.mark.parametrize("args,message", [
@@ -207,8 +228,8 @@ def test_bad_command_line_is_one_error_line(config_file, tmp_path, args, message
     assert not workdir.exists()
 
 
-def test_changed_batch_size_on_resume_is_one_error_line(config_file, trained, tmp_path):
-    workdir = _copy(trained, tmp_path)
+def test_changed_batch_size_on_resume_is_one_error_line(config_file, four_step_run, tmp_path):
+    workdir = _copy(four_step_run, tmp_path)
     line = _one_error_line(tiny.train_main(config_file, workdir, "--config.batch_size=4"))
     assert re.search(r"holds checkpoints of a run with another config; changed fields: "
                      r"batch_size: 8 -> 4\. .*--allow_config_change", line), line

@@ -9,6 +9,7 @@ command.
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -63,22 +64,6 @@ def tiny_config(data_dir, **overrides):
     return c.lock()
 
 
-_TRAINED_RUNS = {}  # data folder -> the finished run's folder, for the test session.
-
-
-def trained_run(data_dir, tmp_path_factory):
-    """A finished 4-step tiny run on `data_dir` (checkpoints at steps 2 and 4, no in-loop
-    evaluation), trained once per test session; tests copy it before they harm it."""
-    if str(data_dir) not in _TRAINED_RUNS:
-        import train  # Here: the tests that only need data and configs do not load the trainer.
-
-        workdir = tmp_path_factory.mktemp("trained") / "run"
-        train.train_and_evaluate(tiny_config(str(data_dir), **{"evals.xm3600.every": 0}),
-                                 str(workdir))
-        _TRAINED_RUNS[str(data_dir)] = workdir
-    return _TRAINED_RUNS[str(data_dir)]
-
-
 def start_until_first_step(cmd, cwd, env):
     """Starts a training command and reads its output until its first progress line.
 
@@ -90,7 +75,7 @@ def start_until_first_step(cmd, cwd, env):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("step "):
+        if re.match(r"step \d+/", line):  # "step 1/4 | ...", not "step 0 evaluation: ...".
             break
     return proc, lines
 
@@ -225,34 +210,24 @@ def _command_line(argv):
 @contextlib.contextmanager
 def _fresh_flags(argv):
     """sys.argv = `argv` (ml_collections reads the `--config.<field>` overrides there) and absl's
-    flags unparsed; after the block, the flags that parsing defined (those overrides) are
-    removed and the others are as they were."""
+    flags unparsed; after the block, every flag is as it was (absl's own flagsaver), and those
+    that parsing defined (the overrides) are gone."""
     from absl import app, flags
+    from absl.testing import flagsaver
 
     app.define_help_flags()  # --help and the like, defined once per process (by app.run).
-    flag_values = flags.FLAGS
-    names = set(flag_values)
-    was_parsed = flag_values.is_parsed()
-    saved = {name: (flag_values[name].value, flag_values[name].present,
-                    flag_values[name].using_default_value, list(flag_values[name].validators))
-             for name in names}
+    saved, was_parsed = flagsaver.save_flag_values(), flags.FLAGS.is_parsed()
     saved_argv, sys.argv = sys.argv, list(argv)
-    flag_values.unparse_flags()
+    flags.FLAGS.unparse_flags()
     try:
         yield
     finally:
         sys.argv = saved_argv
-        flag_values.unparse_flags()
-        for name in set(flag_values) - names:
-            delattr(flag_values, name)
-        for name, (value, present, using_default_value, validators) in saved.items():
-            flag = flag_values[name]
-            flag.validators[:] = validators  # `mark_flag_as_required` added one.
-            if was_parsed:
-                flag.value, flag.present, flag.using_default_value = \
-                    value, present, using_default_value
+        flagsaver.restore_flag_values(saved)
         if was_parsed:
-            flag_values.mark_as_parsed()
+            flags.FLAGS.mark_as_parsed()
+        else:
+            flags.FLAGS.unparse_flags()
 
 
 # Loggers that training/checkpointing.py's `quiet_library_logs` filters, once per process.

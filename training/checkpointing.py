@@ -32,6 +32,7 @@ from absl import logging as absl_logging
 from jax.experimental import multihost_utils
 
 import errors
+from training import crash_points
 
 
 def checkpoint_dir(workdir, best=False):
@@ -147,11 +148,12 @@ class Saver:
     several processes each polls its own save, and one whose save failed stops at
     once while the others stop at their next save or wait); `wait` waits for the
     save in progress. Each raises SaveError naming the step, the folder and the cause.
+    A checkpoint that the folder already holds for the step is kept, not saved again.
     """
 
     def __init__(self, mngr):
         self._mngr = mngr
-        self._folder = str(mngr.directory)
+        self.folder = str(mngr.directory)  # <workdir>/checkpoints or checkpoints_best.
         self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
 
     def save(self, step, state, metrics=None):
@@ -163,15 +165,22 @@ class Saver:
             metrics: for `best_manager()`: the evaluation's scores (with its metric).
         """
         self.wait()  # Orbax would wait for the previous save too; its failure comes first.
-        needed, available = self._space(state), shutil.disk_usage(self._folder).free
+        if step in _steps_in(self.folder):
+            # Left by a run that stopped before its other writes of this step (the best
+            # checkpoint is saved before the regular one): a resumed run retrains the same
+            # steps bit for bit, so it holds this very state.
+            return
+        needed, available = self._space(state), shutil.disk_usage(self.folder).free
         if available < needed:
             raise SaveError(self._message(
-                step, f"not enough free space: {_space_message(needed, available)}"))
+                step, f"not enough free space: needs about {needed / 1e6:.1f} MB, "
+                      f"{available / 1e6:.1f} MB available", space=True))
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
             raise self._failure(step, needed, available, e) from None
         self._pending = (step, needed, available)
+        crash_points.passed(f"{os.path.basename(self.folder)}/{step}", finish=self.wait)
 
     def poll(self):
         """Raises SaveError if the background save has failed (cheap: call it every step)."""
@@ -188,26 +197,31 @@ class Saver:
 
     def _space(self, state):
         """Bytes the next save needs: the newest checkpoint's size, else the state's."""
-        done = _steps_in(self._folder)
+        done = _steps_in(self.folder)
         if done:
-            return _folder_bytes(os.path.join(self._folder, str(done[-1])))
+            return _folder_bytes(os.path.join(self.folder, str(done[-1])))
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
     def _failure(self, step, needed, available, error):
-        """The SaveError of `error`; a full disk says the space it needed and had."""
+        """The SaveError of `error`; a full disk says the free space then and now."""
         if not _is_no_space(error):
             return SaveError(self._message(step, _first_line(error)))
-        # The free space was checked against the estimate, so the save took more.
+        # Not "the save needed more than was free": another process may have filled the disk.
+        now = shutil.disk_usage(self.folder).free
         return SaveError(self._message(
-            step, f"no space left on the device: needs more than the {available / 1e6:.1f} MB "
-                  f"available when it started (estimated {needed / 1e6:.1f} MB)"))
+            step, f"no space left on the device ({now / 1e6:.1f} MB free now, "
+                  f"{available / 1e6:.1f} MB when the save started, for about "
+                  f"{needed / 1e6:.1f} MB)", space=True))
 
-    def _message(self, step, cause):
-        done = [s for s in _steps_in(self._folder) if s != step]
-        kept = (f"the last good checkpoint, step {done[-1]}, is kept" if done
-                else "no checkpoint was saved before it")
-        return (f"step {step}: saving checkpoint {os.path.join(self._folder, str(step))} "
-                f"failed: {cause}; {kept}; make room and run the same command to resume")
+    def _message(self, step, cause, space=False):
+        """Names the step, the folder and the cause, and where the same command resumes."""
+        workdir = os.path.dirname(self.folder)  # Of checkpoints/ and checkpoints_best/ alike.
+        done = steps(workdir)
+        resume = (f"resumes from step {done[-1]} ({_step_path(workdir, done[-1])})" if done
+                  else "starts afresh (no checkpoint is saved yet)")
+        then = "make room, and" if space else "once that is fixed,"
+        return (f"step {step}: saving checkpoint {os.path.join(self.folder, str(step))} "
+                f"failed: {cause}; {then} the same command {resume}")
 
 
 def wait_all(*savers):
@@ -220,10 +234,6 @@ def wait_all(*savers):
             failure = failure or e
     if failure:
         raise failure
-
-
-def _space_message(needed, available):
-    return f"needs about {needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available"
 
 
 def _folder_bytes(folder):
@@ -394,13 +404,26 @@ def _restore_params(path, abstract_params):
         "default"]["params"]
 
 
-def restore_latest(workdir, abstract_state):
+def _resumable(done, at_most):
+    """The steps of `done` up to `at_most` (all if none is or `at_most` is None)."""
+    return [step for step in done if at_most is None or step <= at_most] or done
+
+
+def resume_step(workdir, at_most=None):
+    """The step `restore_latest` restores unless its checkpoint is damaged (read from the
+    folder names alone), or 0 when the run has no checkpoint."""
+    return (_resumable(steps(workdir), at_most) or [0])[-1]
+
+
+def restore_latest(workdir, abstract_state, at_most=None):
     """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
 
-    A damaged checkpoint (a crash or a full disk while writing, a file truncated
-    later) newer than a readable one is moved to `<workdir>/checkpoints_damaged/`
-    with a warning naming it, and the readable one is used: nothing is deleted.
-    When none can be read, nothing is moved and the error names each folder.
+    A damaged checkpoint (a crash or a full disk while writing, a file truncated later)
+    newer than a readable one is moved to `<workdir>/checkpoints_damaged/` with a warning
+    naming it, and the readable one is used: nothing is deleted. So are the checkpoints of
+    steps after `at_most` (the last step whose records metrics.jsonl holds whole), while an
+    older one can be read: resuming before them logs their steps' records again. When none
+    can be read, nothing is moved and the error names each folder.
 
     Returns:
         (state, step), or (None, None) when the run has no checkpoint.
@@ -410,8 +433,13 @@ def restore_latest(workdir, abstract_state):
         CheckpointError: no checkpoint could be read.
     """
     quiet_library_logs()
+    done = steps(workdir)
+    wanted = _resumable(done, at_most)
+    skipped = [(step, CheckpointError(
+        f"checkpoint {_step_path(workdir, step)} (step {step}) is newer than the records "
+        f"metrics.jsonl holds whole (to step {at_most})")) for step in done[len(wanted):]]
     damaged = []
-    for step in reversed(steps(workdir)):
+    for step in reversed(wanted):
         try:
             state = restore_step(workdir, step, abstract_state)
         except IncompatibleCheckpoint:
@@ -419,7 +447,7 @@ def restore_latest(workdir, abstract_state):
         except CheckpointError as e:
             damaged.append((step, e))
             continue
-        for bad_step, error in damaged:
+        for bad_step, error in skipped[::-1] + damaged:
             _set_aside(workdir, bad_step, error, step)
         return state, step
     if damaged:
@@ -440,6 +468,7 @@ def _set_aside(workdir, step, error, resume_step):
         os.replace(source, target)
         print(f"warning: {error}; moved it to {target} and resuming from step {resume_step}",
               flush=True)
+        crash_points.passed(f"checkpoints_damaged/{os.path.basename(target)}")
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"set_aside_{step}")
 

@@ -13,13 +13,12 @@ computed. Rematerialization recomputes layer forwards in the backward pass:
 that work is reported apart (`remat_flops_per_example`) and is not model
 FLOPs.
 
-Why not XLA's cost analysis of the compiled step (what this module used to
-report): on GPUs it stops counting the dots that autotuning turns into
-library calls (MFU came out ~13x too low on an H100), and on every backend it
-counts the body of a while loop once, so `nn.scan` over layers hides all but
-one layer. `compiled_flops` stays for comparison; on the CPU backend and
-without scan it agrees with this count within the elementwise work
-(tests/training/test_flops.py).
+Why not XLA's cost analysis of the compiled step: on GPUs it stops counting
+the dots that autotuning turns into library calls (MFU came out ~13x too low
+on an H100), and on every backend it counts the body of a while loop once, so
+`nn.scan` over layers hides all but one layer. `compiled_flops` stays for
+comparison; on the CPU backend and without scan it agrees with this count
+within the elementwise work (tests/training/test_flops.py).
 
 Peak numbers are dense bf16 matrix-unit figures from the vendors' data sheets.
 """

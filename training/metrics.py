@@ -27,7 +27,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 import errors
-from training import flops, schedules
+import files
+from training import crash_points, flops, schedules
 
 
 def format_duration(seconds):
@@ -96,6 +97,8 @@ class MetricsLogger:
                 f.flush()
                 if schedules.itstime(step, self.sync_every, self.total_steps):
                     os.fsync(f.fileno())
+        kinds = " ".join(sorted({name.split("/")[0] for name in measurements if "/" in name}))
+        crash_points.passed(f"metrics.jsonl step {step} {kinds}")
         with _writing(self._writer.path, f"step {step}: "):
             self._writer.write_scalars(int(step), measurements)
             self._writer.flush()
@@ -252,10 +255,10 @@ def _scan(path, data):
     """Splits the bytes of a metrics file into ([(text, record)], tail).
 
     Every newline-terminated line must hold whole records: one, or several back to
-    back (an older trainer's resume appended onto a last line that lacked only its
-    newline). The last line may lack its newline: its whole records count, and
-    the rest (a record cut short by a crash while writing it) is the `tail`. Text
-    is decoded with surrogateescape, so that encoding it gives back the bytes.
+    back (records appended onto a last line that lacked only its newline). The last
+    line may lack its newline: its whole records count, and the rest (a record cut
+    short by a crash while writing it) is the `tail`. Text is decoded with
+    surrogateescape, so that encoding it gives back the bytes.
 
     Raises:
         MetricsFileError: a line that is not whole records, naming the file and line.
@@ -277,25 +280,25 @@ def _scan(path, data):
 def check_metrics_file(workdir):
     """Reads `workdir/metrics.jsonl` (when there is one) as `MetricsLogger` will.
 
+    Returns:
+        The last step whose records the file holds whole: the one before the step of a
+        record cut short at its end, or None when none is (a resumed run restores a
+        checkpoint of that step or before, so that what was cut is logged again).
+
     Raises:
         MetricsFileError: it is a folder, cannot be read, or has a malformed line.
     """
     path = os.path.join(workdir, "metrics.jsonl")
-    _scan(path, _read(path))
-
-
-def _replace(path, data):
-    """Writes `data` to `path` atomically (a crash leaves the old or the new file)."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    records, tail = _scan(path, _read(path))
+    tail = tail.strip()
+    if not tail:
+        return None
+    of_step = re.match(r'\{"step": (\d+)[,}]', tail)
+    if of_step:
+        return int(of_step.group(1)) - 1
+    # Cut before its step is whole: it is at least the last whole record's step.
+    last = records[-1][1]["step"] if records else 0
+    return last - 1 if f'{{"step": {last},'.startswith(tail) else last
 
 
 def repair(path, step):
@@ -322,13 +325,15 @@ def repair(path, step):
             damaged = tail.encode("utf-8", "surrogateescape")
             with open(path + ".damaged", "ab") as f:
                 f.write(damaged + b"\n")
+            crash_points.passed("metrics.jsonl.damaged")
             of_step = re.match(r'\{"step": (\d+),', tail)
             where = (f"of step {of_step.group(1)}" if of_step else
                      f"after step {records[-1][1]['step']}" if records else "at its start")
             print(f"warning: {path}: dropped a record cut short when the run stopped "
                   f"({where}, {len(damaged)} bytes); its bytes are in {path}.damaged",
                   flush=True)
-        _replace(path, repaired)
+        files.write_bytes(path, repaired)  # A crash leaves the old file or the new one.
+    crash_points.passed("metrics.jsonl repaired")
 
 
 def read_metrics(workdir):

@@ -18,23 +18,20 @@ import re
 from absl import flags
 
 import errors
+import files
 from data import batches, languages, sampling, sources
 from model import captioner
+from model.upstream import trees
+from training import crash_points
 
 # Dotted prefixes of fields that change the state's shapes, the data order or the maths.
 INCOMPATIBLE = ("model", "optimizer", "vocab", "data", "seed", "batch_size", "lr", "z_loss",
                 "label_smoothing", "init")
 
 
-def _flatten(tree, prefix=""):
-    flat = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
+def _flatten(tree):
+    """{"model.t5.emb_dim": 32, ...} of a nested dict."""
+    return {path.replace(trees.SEP, "."): v for path, v in trees.flatten_tree(tree).items()}
 
 
 def _normalize(value):
@@ -42,9 +39,8 @@ def _normalize(value):
 
 
 # Fields under those prefixes that change neither shapes nor maths (how to react to a bad
-# image, how many threads or processes decode them, what a rematerialized layer keeps).
-MAY_CHANGE = ("data.corrupt_images", "data.num_threads", "data.num_workers", "data.prefetch",
-              "model.remat_policy")
+# image, how many processes decode them, what a rematerialized layer keeps).
+MAY_CHANGE = ("data.corrupt_images", "data.num_workers", "model.remat_policy")
 
 
 def incompatible_changes(saved, current):
@@ -97,13 +93,9 @@ def load(workdir):
 
 
 def save(workdir, config):
-    """Writes the resolved config atomically: a crash leaves the old file or the new one."""
-    tmp = path(workdir) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(config.to_json(indent=2))
-        f.flush()
-        os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.
-    os.replace(tmp, path(workdir))
+    """Writes the resolved config whole (files.py): a crash leaves the old file or the new one."""
+    files.write_text(path(workdir), config.to_json(indent=2))
+    crash_points.passed("config.json")
 
 
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")
@@ -136,7 +128,7 @@ POSITIVE, FRACTION = Range(0, open_low=True), Range(0, 1)
 INTS = (("seed", 0), ("total_steps", 0), ("batch_size", 1), ("grad_accum_steps", 1),
         ("log_every", 0), ("checkpoint.every", 0), ("checkpoint.keep", 1),
         ("data.max_prompt_len", 1), ("data.max_target_len", 1), ("model.image_size", 1))
-OPTIONAL_INTS = (("data.num_workers", 0), ("data.num_threads", 1), ("data.prefetch", 1),
+OPTIONAL_INTS = (("data.num_workers", 0),
                  *((f"model.vit.{k}", 1) for k in ("width", "depth", "mlp_dim", "num_heads")),
                  *((f"model.t5.{k}", 1) for k in ("emb_dim", "num_heads", "head_dim", "mlp_dim",
                                                   "num_encoder_layers", "num_decoder_layers",
@@ -198,20 +190,18 @@ def _check_mesh(mesh):
 
 def _check_data(data):
     _check_choice(data.dataset, "data.dataset", sources.DATASETS)
-    reader = data.get("reader", None) or "tfds"
-    _check_choice(reader, "data.reader", sources.READERS)
-    _check_choice(data.get("corrupt_images", None) or "stop", "data.corrupt_images",
-                  CORRUPT_IMAGE_POLICIES)
-    _check_choice(data.get("mixture", None) or "uniform", "data.mixture", sampling.MIXTURES)
-    template = data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    _check_choice(data.reader, "data.reader", sources.READERS)
+    _check_choice(data.corrupt_images, "data.corrupt_images", CORRUPT_IMAGE_POLICIES)
+    _check_choice(data.mixture, "data.mixture", sampling.MIXTURES)
+    template = data.prompt_template
     try:
         batches.prompt_text("en", template)
     except (ValueError, KeyError, IndexError) as e:
         reason = str(e) if isinstance(e, ValueError) else f"unknown field {e}"
         raise ConfigError(f"config.data.prompt_template={template!r}: {reason}; write "
                           f"'{{lang}}' where the language code goes") from None
-    data_dir = data.get("tfds_data_dir", None)
-    if reader == "tfds" and data_dir and os.path.exists(data_dir) \
+    data_dir = data.tfds_data_dir
+    if data.reader == "tfds" and data_dir and os.path.exists(data_dir) \
             and not os.path.isdir(data_dir):
         raise ConfigError(f"config.data.tfds_data_dir={data_dir!r} is a file, not a folder")
     try:
@@ -261,12 +251,12 @@ def check_vocab(config, vocab):
     Raises:
         ConfigError: naming the field at fault.
     """
-    size = config.model.t5.get("vocab_size", None)
+    size = config.model.t5.vocab_size
     if size is not None and size < vocab.vocab_size:
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
                           f"{config.vocab.path} ({vocab.vocab_size} ids); leave it unset "
                           f"(None) for the vocabulary's size")
-    template = config.data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    template = config.data.prompt_template
     langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
                                                  for lang in evaluator.get("langs", ()))])
     for lang in langs:
@@ -292,20 +282,36 @@ def parse_flags(flag_values, argv, config_flag="config"):
     try:
         rest = flag_values(argv)
     except flags.Error as e:
+        if str(e).startswith(f"flag --{config_flag}="):  # The config file raised.
+            raise _cannot_load(argv, config_flag, e) from None
         lines = [line for line in str(e).splitlines() if line.strip()]
         raise ConfigError(lines[0] if len(lines) < 3 else f"{lines[0]} {lines[-1].strip()}") \
             from None
-    except (AttributeError, KeyError) as e:
+    except AttributeError as e:
+        if "get_config" in str(e):
+            raise _cannot_load(argv, config_flag, "it defines no get_config()") from None
+        raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
+    except KeyError as e:
         raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
     except Exception as e:  # noqa: BLE001  A config file that fails to import, for one.
-        raise ConfigError(f"--{config_flag}: cannot load it: {type(e).__name__}: {e}") from None
+        raise _cannot_load(argv, config_flag, f"{type(e).__name__}: {e}") from None
     if flag_values[config_flag].value is not None:
         try:
             flag_values[config_flag].value.to_dict()
         except Exception as e:  # noqa: BLE001  ml_collections defers a missing file's error.
-            raise ConfigError(f"--{config_flag}={flag_values[config_flag].serialize()}: cannot "
-                              f"load it: {e}") from None
+            raise _cannot_load(argv, config_flag, e) from None
     return rest
+
+
+def _cannot_load(argv, config_flag, error):
+    """'--config=<file>: cannot load it: <the last line of what loading it raised>'."""
+    given = ""
+    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
+        if arg == f"--{config_flag}" or arg.startswith(f"--{config_flag}="):
+            given = arg.split("=", 1)[1] if "=" in arg else following
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    cause = lines[-1].split("earlier failure to load: ")[-1] if lines else type(error).__name__
+    return ConfigError(f"--{config_flag}={given}: cannot load it: {cause}")
 
 
 def _unknown_field_message(error, argv, config_flag):

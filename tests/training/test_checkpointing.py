@@ -53,8 +53,8 @@ def test_a_save_that_does_not_fit_is_refused_before_writing(small_fs):
     (small_fs / "filler").write_bytes(os.urandom(1_600_000))
     with pytest.raises(checkpointing.SaveError,
                        match=r"step 2: saving checkpoint .*/checkpoints/2 failed: not enough "
-                             r"free space: needs about 0\.9 MB, 0\.\d MB available; the last "
-                             r"good checkpoint, step 1, is kept"):
+                             r"free space: needs about 0\.9 MB, 0\.\d MB available; make room, "
+                             r"and the same command resumes from step 1 \(.*/checkpoints/1\)$"):
         saver.save(2, _state(2))
     assert os.listdir(workdir / "checkpoints") == ["1"]  # Nothing written.
     step, state = checkpointing.read_saved_state(str(workdir))
@@ -71,10 +71,9 @@ def test_a_background_save_hitting_a_full_disk_is_reported_by_poll(small_fs, mon
     saver.save(2, _state(2, megabytes=2.5))  # Returns at once; the disk fills behind it.
     with pytest.raises(checkpointing.SaveError,
                        match=r"step 2: saving checkpoint .*/checkpoints/2 failed: no space left "
-                             r"on the device: needs more than the 2\.\d MB available when it "
-                             r"started \(estimated 0\.0 MB\); the "
-                             r"last good checkpoint, step 1, is kept; make room and run the same "
-                             r"command to resume"):
+                             r"on the device \([\d.]+ MB free now, 2\.\d MB when the save "
+                             r"started, for about 0\.0 MB\); make room, and the same command "
+                             r"resumes from step 1 \(.*/checkpoints/1\)$"):
         _poll_until_done(saver)
     assert checkpointing.steps(str(workdir)) == [1]
     assert checkpointing.read_saved_state(str(workdir))[0] == 1
@@ -117,9 +116,9 @@ def test_injected_background_enospc_is_reported_by_poll_with_the_space(tmp_path)
     saver.poll()  # Still writing: nothing to report yet.
     with pytest.raises(checkpointing.SaveError,
                        match=r"step 6: saving checkpoint .*/checkpoints/6 failed: no space left "
-                             r"on the device: needs more than the [\d.]+ MB available when it "
-                             r"started \(estimated 2\.0 MB\); the "
-                             r"last good checkpoint, step 3, is kept"):
+                             r"on the device \([\d.]+ MB free now, [\d.]+ MB when the save "
+                             r"started, for about 2\.0 MB\); make room, and the same command "
+                             r"resumes from step 3 \(.*/checkpoints/3\)$"):
         _poll_until_done(saver)
 
 
@@ -132,8 +131,8 @@ def test_injected_other_failure_is_one_line_with_its_first_line(tmp_path):
     with pytest.raises(checkpointing.SaveError) as raised:
         saver.wait()
     assert str(raised.value) == (
-        f"step 2: saving checkpoint {folder}/2 failed: PERMISSION_DENIED: cannot write; no "
-        f"checkpoint was saved before it; make room and run the same command to resume")
+        f"step 2: saving checkpoint {folder}/2 failed: PERMISSION_DENIED: cannot write; once "
+        f"that is fixed, the same command starts afresh (no checkpoint is saved yet)")
 
 
 def test_wait_all_waits_for_every_saver_then_raises_the_first_failure(tmp_path):
@@ -147,6 +146,59 @@ def test_wait_all_waits_for_every_saver_then_raises_the_first_failure(tmp_path):
     with pytest.raises(checkpointing.SaveError, match=r"step 1: .*/a/1 failed"):
         checkpointing.wait_all(failing, second)
     assert not other.is_saving_in_progress()  # Waited for, though the first one failed.
+
+
+# ------------------------------------------ what a failure message says ----
+def test_a_failing_best_save_names_the_regular_checkpoint_a_resume_starts_from(tmp_path):
+    """Not the best checkpoints' own newest step (10), nor "no checkpoint was saved": a run
+    resumes from checkpoints/, whichever saver failed; nor "make room" for a failure that is
+    not a full disk."""
+    for step in (4, 8, 16):
+        (tmp_path / "checkpoints" / str(step)).mkdir(parents=True)
+    (tmp_path / "checkpoints_best" / "10").mkdir(parents=True)
+    saver = checkpointing.Saver(_FailingManager(str(tmp_path / "checkpoints_best"), OSError(
+        errno.EIO, "Input/output error")))
+    saver.save(20, _state(20, megabytes=0.01), metrics={"eval/cider_d/avg": 0.5})
+    with pytest.raises(checkpointing.SaveError) as raised:
+        saver.wait()
+    assert str(raised.value) == (
+        f"step 20: saving checkpoint {tmp_path}/checkpoints_best/20 failed: [Errno 5] "
+        f"Input/output error; once that is fixed, the same command resumes from step 16 "
+        f"({tmp_path}/checkpoints/16)")
+
+
+def test_a_disk_filled_by_another_process_is_told_as_it_happened(tmp_path, monkeypatch):
+    """The save had room when it started; the message gives the free space then and now,
+    not a claim that it needed more than was free."""
+    (tmp_path / "checkpoints" / "4").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "4" / "data").write_bytes(b"x" * 7_300_000)
+    free = {"bytes": 62_900_000}
+    monkeypatch.setattr(checkpointing.shutil, "disk_usage",
+                        lambda path: types.SimpleNamespace(free=free["bytes"]))
+    saver = checkpointing.Saver(_FailingManager(str(tmp_path / "checkpoints"), OSError(
+        errno.ENOSPC, "No space left on device")))
+    saver.save(8, _state(8, megabytes=0.01))
+    free["bytes"] = 20_000  # Another process fills the disk.
+    with pytest.raises(checkpointing.SaveError) as raised:
+        saver.wait()
+    assert str(raised.value) == (
+        f"step 8: saving checkpoint {tmp_path}/checkpoints/8 failed: no space left on the "
+        f"device (0.0 MB free now, 62.9 MB when the save started, for about 7.3 MB); make "
+        f"room, and the same command resumes from step 4 ({tmp_path}/checkpoints/4)")
+
+
+def test_saving_a_step_the_folder_holds_keeps_it(tmp_path):
+    """A resumed run saving a step that a stopped run saved already (a best checkpoint, say)
+    keeps that checkpoint: it holds the same state; orbax would refuse the step."""
+    first = checkpointing.Saver(checkpointing.manager(str(tmp_path), keep=3))
+    first.save(1, _state(1))
+    first.wait()
+    saver = checkpointing.Saver(checkpointing.manager(str(tmp_path), keep=3))
+    saver.save(1, _state(1))
+    saver.wait()
+    saver.save(2, _state(2))
+    saver.wait()
+    assert checkpointing.steps(str(tmp_path)) == [1, 2]
 
 
 def test_checkpoints_being_a_file_is_a_checkpoint_error(tmp_path):
@@ -176,8 +228,9 @@ def test_injected_enospc_while_starting_the_save_is_one_line(tmp_path):
     manager.save = save
     with pytest.raises(checkpointing.SaveError,
                        match=r"step 4: saving checkpoint .*/checkpoints/4 failed: no space left "
-                             r"on the device: needs more than the [\d.]+ MB available when it "
-                             r"started \(estimated 0\.0 MB\); no checkpoint was saved before it"):
+                             r"on the device \([\d.]+ MB free now, [\d.]+ MB when the save "
+                             r"started, for about 0\.0 MB\); make room, and the same command "
+                             r"starts afresh \(no checkpoint is saved yet\)$"):
         checkpointing.Saver(manager).save(4, _state(4, megabytes=0.01))
 
 

@@ -1,4 +1,4 @@
-"""Training at scale on CPU: sharded meshes, two processes, and kill/resume.
+"""Training at scale on CPU: sharded meshes, two processes, and a preempted run resumed.
 
 Runs that need several (simulated) devices or processes are subprocesses,
 because the device count and jax.distributed are fixed when JAX starts; the
@@ -6,13 +6,11 @@ single-device references run in the test process itself.
 """
 
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import jax
 import numpy as np
@@ -118,39 +116,12 @@ def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device
                  _params(tmp_path / "two"), _params(single_device_run))
 
 
-def _wait_for_step(workdir, step, proc, timeout=300):
-    """Waits until metrics.jsonl shows training step `step` (or the process ends)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            if any(r["step"] >= step for r in read_metrics(str(workdir)) if "train/loss" in r):
-                return
-        except (FileNotFoundError, ValueError):  # Not written yet, or a line half-written.
-            pass
-        time.sleep(0.02)
-    raise AssertionError(f"step {step} not reached; process exit code {proc.poll()}")
-
-
-def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path):
-    overrides = {"total_steps": 12, "checkpoint.every": 2, "evals.xm3600.every": 0,
-                 "data.reader": "files"}
-    train.train_and_evaluate(tiny_config(tiny_demo, **overrides), str(tmp_path / "straight"))
-    workdir = tmp_path / "interrupted"
-    cmd = _runner(tiny_demo, workdir, *_sets(overrides))
-    rng = random.Random(0)
-    # Two SIGKILLs: one early in the fresh run (after step 1: before, during or just after its
-    # first checkpoint), one later in the run that follows (after step 7: between
-    # checkpoints, with steps logged past the last one); whatever was not checkpointed is
-    # redone. (These were two of three random steps; the third, 9, killed a run with
-    # checkpoints behind it between two checkpoints again: the second kill's case.)
-    for target in (1, 7):
-        proc = subprocess.Popen(cmd, cwd=REPO, env=tiny.cli_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        _wait_for_step(workdir, target, proc)
-        time.sleep(rng.uniform(0, 0.2))
-        proc.kill()
-        proc.wait()
-    # Then a SIGTERM (preemption): save the current step and exit cleanly.
+def test_a_preempted_run_resumes_bit_for_bit(four_step_run, tmp_path):
+    """SIGTERM (a cluster's preemption) saves the step and exits 0; the same run resumed ends
+    with the parameters of the shared four-step run, each step logged once. (SIGKILLs after
+    every write of a run: tests/test_train_crash_points.py.)"""
+    workdir = tmp_path / "run"
+    cmd = _runner(four_step_run.data_dir, workdir)
     proc, lines = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
     proc.send_signal(signal.SIGTERM)
     out = "".join(lines) + proc.communicate(timeout=300)[0]
@@ -159,14 +130,10 @@ def test_killed_and_preempted_runs_resume_bitwise_identical(tiny_demo, tmp_path)
         saved, _ = checkpointing.read_saved_state(str(workdir))
         logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)
         assert saved == logged
-    # Finally run to the end.
-    result = subprocess.run(cmd, cwd=REPO, env=tiny.cli_env(), capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    step, state = checkpointing.read_saved_state(str(workdir))
-    assert step == 12
-    straight = _params(tmp_path / "straight")
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight), strict=True):
+    state = train.train_and_evaluate(four_step_run.config(), str(workdir))
+    _, straight = checkpointing.read_saved_state(four_step_run.workdir, 4)
+    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight["params"]),
+                    strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
-    assert steps == list(range(1, 13))
+    assert steps == [1, 2, 3, 4]

@@ -90,6 +90,33 @@ def test_a_crash_at_every_byte_of_the_last_two_records_is_repaired(tmp_path, cap
                 assert "warning" not in out, (where, out)
 
 
+def test_a_cut_at_every_byte_names_a_step_whose_records_are_all_whole(tmp_path):
+    """What `check_metrics_file` returns: a resumed run restores a checkpoint of that step or
+    before, so the records it names whole must be, the cut ones logged again. A record cut
+    before its step number is whole is taken for the lowest step it can be of."""
+    logger = MetricsLogger(str(tmp_path / "full"), total_steps=4)
+    for step in range(1, 5):  # A training record, and an evaluation one at even steps.
+        logger.log(step, {"train/loss": 1.0 / step})
+        if step % 2 == 0:
+            logger.log(step, {"eval/cider_d/avg": 0.25 * step})
+    logger.close()
+    full = (tmp_path / "full" / "metrics.jsonl").read_bytes()
+    ends = [i + 1 for i, byte in enumerate(full) if byte == ord("\n")]
+    steps = [json.loads(line)["step"] for line in full.splitlines()]
+    for cut in range(ends[1], len(full)):
+        (tmp_path / "metrics.jsonl").write_bytes(full[:cut])
+        whole_through = metrics.check_metrics_file(str(tmp_path))
+        line = next(i for i, end in enumerate(ends) if cut < end)  # The line cut short.
+        tail = full[ends[line - 1]:cut]
+        if tail in (b"", full[ends[line - 1]:ends[line] - 1]):  # None cut, or only "\n".
+            assert whole_through is None, cut
+        elif re.match(rb'\{"step": \d+,', tail):
+            assert whole_through == steps[line] - 1, cut
+        else:
+            assert whole_through in (steps[line] - 1, steps[line - 1] - 1), cut
+            assert all(steps[i] > whole_through for i in range(line, len(steps))), cut
+
+
 def test_a_last_line_lacking_only_its_newline_is_kept_and_finished(tmp_path):
     full = _write_run(tmp_path)
     (tmp_path / "metrics.jsonl").write_bytes(full[:-1])
@@ -100,10 +127,10 @@ def test_a_last_line_lacking_only_its_newline_is_kept_and_finished(tmp_path):
     assert (tmp_path / "metrics.jsonl").read_bytes()[:len(full)] == full
 
 
-def test_two_records_on_one_line_from_an_older_version_are_split(tmp_path):
+def test_two_records_on_one_line_are_split(tmp_path):
     full = _write_run(tmp_path)
     lines = full.splitlines(keepends=True)
-    lines[2] = lines[2].rstrip(b"\n")  # What an older trainer's resume appended onto.
+    lines[2] = lines[2].rstrip(b"\n")  # A record appended onto a line lacking its newline.
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(lines))
     _resume(tmp_path, STEPS)
     assert (tmp_path / "metrics.jsonl").read_bytes() == full

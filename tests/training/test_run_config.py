@@ -1,6 +1,9 @@
 """Tests of training/run_config.py: which config changes block a resume."""
 
 import ml_collections
+import pytest
+from absl import flags
+from ml_collections import config_flags
 
 from training import run_config
 
@@ -44,3 +47,16 @@ def test_tuples_and_lists_compare_equal():
     saved = _config().to_dict()
     saved["data"]["langs"] = ["en", "es"]  # What JSON gives back.
     assert run_config.incompatible_changes(saved, _config().to_dict()) == []
+
+
+def test_a_config_file_without_get_config_is_named(tmp_path):
+    """Not "the config has no field 'config_config'" (ml_collections' module name)."""
+    (tmp_path / "config.py").write_text("x = 1\n")
+    flag_values = flags.FlagValues()
+    # A flag name of its own: ml_collections imports the file as module "<flag>_config".
+    config_flags.DEFINE_config_file("no_get_config", None, "", flag_values=flag_values)
+    with pytest.raises(run_config.ConfigError, match=rf"^--no_get_config={tmp_path}/config.py: "
+                                                     r"cannot load it: it defines no "
+                                                     r"get_config\(\)$"):
+        run_config.parse_flags(flag_values, ["x", f"--no_get_config={tmp_path}/config.py"],
+                               config_flag="no_get_config")

@@ -1,0 +1,154 @@
+"""What the training loop does around each step: log, evaluate, checkpoint.
+
+Each is a small object that the loop calls after every step and that decides by
+`schedules.itstime` whether the step is one of its own (as flax's wmt example does with
+its periodic actions):
+
+- `Log` writes a log step's measurements to metrics.jsonl, TensorBoard and the console.
+  They are device values, and fetching them waits for the step, so a log step's are held
+  until the next step has been queued (the device never waits while the host logs, loads a
+  batch and sends it); `flush` writes them at once, before an evaluation or a save, which
+  wait for the step anyway.
+- `Evaluate` runs the evaluators due at a step, logs their scores and keeps the best
+  checkpoint by `config.checkpoint.best_metric`.
+- `Checkpoint` saves the state every `config.checkpoint.every` steps, at the last one, when
+  the run is stopped, and before a data error ends it.
+- `Stop` ends the run when it is asked to (Ctrl-C, SIGTERM: training/preemption.py), once
+  the step is saved.
+
+A save that fails in the background stops the run at the next step (`poll`), not at the
+next save.
+"""
+
+import jax
+import numpy as np
+
+import errors
+from training import checkpointing, preemption, schedules
+from training.metrics import StepTimer
+
+
+class TrainingError(errors.RunError):
+    """Training cannot go on (non-finite loss, incompatible checkpoint, bad data, ...)."""
+
+
+def check_finite(step, measurements):
+    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
+    bad = [k for k in ("train/loss", "train/grad_norm") if not np.isfinite(measurements[k])]
+    if bad:
+        raise TrainingError(
+            f"step {step}: non-finite {', '.join(f'{k}={measurements[k]}' for k in bad)}; "
+            "the last good checkpoint is kept in the workdir")
+
+
+class Log:
+    """Logs the training measurements of every `config.log_every`-th step (and the last)."""
+
+    def __init__(self, logger, config, start_step, step_flops):
+        self._logger, self._config, self._step_flops = logger, config, step_flops
+        self._timer = StepTimer(start_step)
+        self._pending = None  # (step, measurements on the device)
+
+    def __call__(self, step, measurements):
+        """Writes the measurements held (`step` is queued now: fetching them does not idle
+        the device), and holds `step`'s if it is a log step."""
+        self.flush()
+        if schedules.itstime(step, self._config.log_every, self._config.total_steps):
+            self._pending = (step, measurements)
+
+    def flush(self):
+        """Fetches the held measurements (waiting for their step), checks and writes them."""
+        if self._pending is None:
+            return
+        (step, measurements), self._pending = self._pending, None
+        measurements = jax.device_get(measurements)
+        check_finite(step, measurements)
+        measurements.update(self._timer.measure(step, self._config.batch_size, self._step_flops,
+                                                measurements["train/tokens"]))
+        self._logger.log(step, measurements)
+        self._logger.progress(step, measurements)
+
+    def restart_clock(self, step):
+        """Steps from `step` on are timed afresh (an evaluation is not training time)."""
+        self._timer.restart(step)
+
+
+class Evaluate:
+    """Runs the evaluators due at a step; saves the best checkpoint by its metric."""
+
+    def __init__(self, evaluators, logger, best_saver, config):
+        self._evaluators, self._logger, self._saver = evaluators, logger, best_saver
+        self._metric, self._total_steps = config.checkpoint.best_metric, config.total_steps
+
+    def due(self, step):
+        return any(self._is_due(e, step) for e in self._evaluators.values())
+
+    def _is_due(self, evaluator, step):
+        return schedules.itstime(step, evaluator.every, self._total_steps, first=True)
+
+    def __call__(self, step, state):
+        for evaluator in self._evaluators.values():
+            if self._is_due(evaluator, step):
+                scores = evaluator.run(state["params"])
+                self._logger.log(step, scores)
+                if step > 0 and self._metric in scores:
+                    self._saver.save(step, state, metrics=scores)
+
+    def poll(self):
+        self._saver.poll()
+
+
+class Checkpoint:
+    """Saves the state every `config.checkpoint.every` steps and at the last one."""
+
+    def __init__(self, saver, config, start_step):
+        self._saver, self._config = saver, config
+        self._saved = start_step  # The newest step saved, or restored.
+
+    def due(self, step):
+        return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
+
+    def __call__(self, step, state, measurements):
+        """Saves `state` of `step` unless its loss or gradient is not finite."""
+        check_finite(step, jax.device_get(measurements))
+        self._saver.save(step, state)
+        self._saved = step
+
+    def before_error(self, step, state, measurements, error):
+        """Saves the last completed `step` before `error` ends the run; returns the error,
+        which names the saved step.
+
+        Not when the step is saved already or not finite (the last good checkpoint stays
+        the newest), nor with several processes: a save is collective, and the others are
+        in the next step already.
+        """
+        if step == self._saved or jax.process_count() > 1:
+            return error
+        try:
+            self(step, state, measurements)
+        except TrainingError:
+            return error
+        self._saver.wait()
+        return TrainingError(f"{error}; saved step {step} in {self._saver.folder} first")
+
+    def poll(self):
+        self._saver.poll()
+
+
+class Stop:
+    """Ends the run, once its step is saved, when a signal asked it to stop."""
+
+    def __init__(self, saver, best_saver):
+        self._savers = (saver, best_saver)
+
+    def requested(self):
+        """Whether a signal asked to stop (with several processes a collective: any of them)."""
+        return preemption.should_stop()
+
+    def __call__(self, step):
+        """Waits for the saves of `step`, then says so."""
+        checkpointing.wait_all(*self._savers)
+        preemption.finished()  # A Ctrl-C from now on exits 0: the step is saved.
+        if jax.process_index() == 0:
+            print(f"Stopped by {preemption.reason()}: saved step {step} in "
+                  f"{self._savers[0].folder}; run the same command to resume.", flush=True)

@@ -1,0 +1,86 @@
+"""The training batches the loop steps on: the data pipeline's iterator, as global arrays.
+
+`Batches` starts `data.pipeline.train_iterator` when it is made, so that its worker
+processes make the first batches while the trainer builds the state and compiles the step;
+`peek` fetches the next batch ahead (the trainer does before its first evaluation, so that a
+bad file stops the run first). A data error is a TrainingError that says what to do.
+"""
+
+import jax
+
+import errors
+from data import images as image_lib
+from data import pipeline
+from training.actions import TrainingError
+
+
+def _data_error(error, data_config, where):
+    """A TrainingError for a data error of the training batches, saying what to do."""
+    if not isinstance(error, image_lib.ImageError):
+        return TrainingError(f"{where}: {error}")
+    if data_config.reader == "files":  # Reads the files as they are: no skip.
+        return TrainingError(f"{where}: {error}; replace or delete that file (the files "
+                             f"reader leaves out images whose file is missing)")
+    return TrainingError(f"{where}: {error}; to drop such images, pass "
+                         f"--config.data.corrupt_images=skip")
+
+
+class Batches:
+    """This process's training batches as global arrays, from step `start_step` + 1 on.
+
+    The data pipeline's iterator starts when this is made (its worker processes begin
+    making batches); `peek` fetches the next batch ahead (a bad file shows there, before
+    the first evaluation). A data error is a TrainingError saying what to do.
+    """
+
+    def __init__(self, config, vocab, sharding, start_step):
+        self._config, self._vocab, self.sharding = config, vocab, sharding
+        self._iterator = self._peeked = None
+        self.start_step = None
+        self.restart(start_step)
+
+    def restart(self, start_step):
+        """Starts the iterator at `start_step` (unless it starts there already)."""
+        if start_step == self.start_step:
+            return
+        self.close()
+        try:
+            self._iterator = pipeline.train_iterator(
+                self._config.data, self._vocab, global_batch_size=self._config.batch_size,
+                image_size=self._config.model.image_size, seed=self._config.seed,
+                start_step=start_step, process_index=jax.process_index(),
+                process_count=jax.process_count())
+        except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
+            raise _data_error(e, self._config.data, "config.data") from None
+        self.start_step = start_step
+
+    def peek(self):
+        """The next batch, fetched now; `next` returns it."""
+        if self._peeked is None:
+            self._peeked = self._fetch("config.data")
+        return self._peeked
+
+    def next(self, step):
+        """The batch of `step`."""
+        batch, self._peeked = self._peeked, None
+        return self._fetch(f"step {step}") if batch is None else batch
+
+    def _fetch(self, where):
+        try:
+            local = next(self._iterator)
+        except (OSError, errors.Error) as e:  # A file changed or went away while training.
+            raise _data_error(e, self._config.data, where) from None
+        return {k: jax.make_array_from_process_local_data(self.sharding, v)
+                for k, v in local.items()}
+
+    def close(self):
+        """Stops the iterator's workers."""
+        if self._iterator is not None:
+            self._iterator.close()
+        self._iterator = self._peeked = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
