@@ -155,8 +155,8 @@ def _evaluator(kind, data_field):
         "max_decode_len": _unset(int),  # Caption tokens decoded.
         "max_images": _unset(int),    # None: every image of the split.
         "decode": "greedy",           # "greedy" or "beam".
-        "beam_size": 4,               # Beams of "beam".
-        "alpha": 0.6,                 # T5X's length penalty of "beam".
+        "beam_size": _unset(int),     # Beams of "beam"; None: 4.
+        "alpha": _unset(float),       # T5X's length penalty of "beam"; None: 0.6.
     })
 
 

@@ -17,8 +17,9 @@ CONFIGS = [("demo", None)] + [(name, variant) for name in
                               ("bb", "bg", "lg", "bb_cc_pretrain", "bb_cc_finetune")
                               for variant in (None, "smoke")]
 # Fields whose None means a default (the schema's comments say which).
-NONE_MEANS_DEFAULT = {"data.num_workers", "evals.xm3600.max_images", "evals.coco_dev.max_images",
-                      "model.vit.dropout"} | {
+NONE_MEANS_DEFAULT = {"data.num_workers", "model.vit.dropout"} | {
+    f"evals.{name}.{field}" for name in ("xm3600", "coco_dev")
+    for field in ("max_images", "beam_size", "alpha")} | {
     f"model.{tower}.{field}" for tower, fields in (
         ("vit", ("width", "depth", "mlp_dim", "num_heads")),
         ("t5", ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
