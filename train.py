@@ -38,7 +38,8 @@ from ml_collections import config_flags
 
 import errors
 from data import images as image_lib
-from data import pipeline, sources, tokenizer
+from data import pipeline, tokenizer
+from data.pipeline import sources
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import common as eval_common
 from training import (
@@ -276,7 +277,7 @@ def _batches_or_error(make_batches, start_step, data_config):
     """The training iterator and its first batch; bad data files as a TrainingError.
 
     With data.reader=files the iterator decodes every training image first
-    (data/pipeline.py), so a corrupt one stops the run here, before any evaluation.
+    (data/pipeline/), so a corrupt one stops the run here, before any evaluation.
     """
     batches = None
     try:

@@ -43,9 +43,9 @@ VIT_CHECKPOINTS = {
 # as it was pretrained ([cls] token for AugReg, MAP head for the g/14).
 VIT_POOL = {"B/16": "tok", "g/14": "map"}
 
-# Images of the training splits (data/coco35l_release.py, the README's Datasets section). One
+# Images of the training splits (data/releases/coco35l.py, the README's Datasets section). One
 # epoch of the input pipeline visits each (image, language) pair once, with
-# one of its references drawn at random (data/sampling.py).
+# one of its references drawn at random (data/pipeline/sampling.py).
 COCO35L_TRAIN_IMAGES = 113_287
 CC3M35L_TRAIN_IMAGES = 3_318_333
 
@@ -106,7 +106,7 @@ def baseline(*, vit, t5, dataset, lr, constant_steps, total_steps, schedule="rsq
 
     c.vocab = ml_collections.ConfigDict(dict(path=MT5_VOCAB))  # mT5's 250k SentencePiece.
     c.data = ml_collections.ConfigDict(dict(
-        dataset=dataset,                  # COCO-35L or CC3M-35L release (data/*.py).
+        dataset=dataset,                  # COCO-35L or CC3M-35L release (data/releases/).
         manual_dir=f"{DATA_ROOT}/{dataset}",  # The release files (TFDS manual_dir).
         reader="tfds",                    # Built datasets (python -m data.build; docs/datasets.md).
         tfds_data_dir=f"{DATA_ROOT}/tfds",  # Where data.build wrote them.

@@ -34,7 +34,7 @@ def get_config():
 
     c.vocab = ml_collections.ConfigDict(dict(path="demo_data/spm/demo.model"))
     c.data = ml_collections.ConfigDict(dict(
-        dataset="coco35l",                # COCO-35L release layout (data/coco35l_release.py).
+        dataset="coco35l",                # COCO-35L release layout (data/releases/coco35l.py).
         manual_dir="demo_data/coco35l",   # The release files (TFDS manual_dir).
         reader="tfds",                    # "tfds": the built data; "files": the release files.
         tfds_data_dir="",                 # '': demo_data/tfds, next to manual_dir.

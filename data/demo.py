@@ -18,8 +18,7 @@ real releases so that the same readers, builders and pipeline serve both:
     DIR/xm3600/oidv7-demo-annotations-human-imagelabels.csv
     DIR/vectors/wiki.<lang>.align.vec        aligned word vectors (fastText .vec), en/es/hi/zh
     DIR/spm/demo.model                       SentencePiece model (T5 ids)
-    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/corpus.py)
-    DIR/tfds/xm3600/core/1.0.0/              XM3600's TFDS build (for the seqio tasks)
+    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/build/)
 
 Usage: python -m data.demo --out DIR [--seed 0]
 """
@@ -36,7 +35,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from data import build as build_lib
-from data import demo_captions, languages, pipeline, tokenizer
+from data import demo_captions, languages, prompts, tokenizer
 
 _RGB = {"red": (215, 35, 35), "green": (35, 165, 45), "blue": (35, 65, 215),
         "yellow": (235, 205, 25)}
@@ -272,8 +271,8 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         num_xm3600: held-out images in the XM3600 layout.
         image_size: side of the square JPEGs in pixels.
         vocab_size: SentencePiece vocabulary size (a soft limit).
-        build_tfds: also build COCO-35L (en, es, hi, zh) and xm3600/core under
-            DIR/tfds (the training pipeline's default reader reads the first).
+        build_tfds: also build COCO-35L (en, es, hi, zh) under DIR/tfds (what the
+            training pipeline's default reader reads).
         vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
             images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
 
@@ -292,9 +291,10 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
     # merges up to whole words. zh words are delimited for training so that
     # pieces are words (as mT5's Chinese pieces mostly are), not whole phrases.
     # The default LangId prompts are single pieces.
-    prompts = [pipeline.prompt_text(lang) for lang in languages.XM3600_LANGS]
+    lang_prompts = [prompts.prompt_text(lang) for lang in languages.XM3600_LANGS]
     vocab = tokenizer.train_sentencepiece(
-        texts, os.path.join(out_dir, "spm", "demo"), vocab_size, user_defined_symbols=prompts,
+        texts, os.path.join(out_dir, "spm", "demo"), vocab_size,
+        user_defined_symbols=lang_prompts,
         model_type="bpe", pretokenization_delimiter=_WORD_DELIMITER)
     paths = {"coco35l": coco_root, "xm3600": xm_root, "vocab": vocab}
     if vifidel:
@@ -303,10 +303,9 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         _write_vectors(paths["vectors"], seed)
     if build_tfds:
         paths["tfds"] = os.path.join(out_dir, "tfds")
-        for name, root in (("coco35l", coco_root), ("xm3600", xm_root)):
-            # A rebuilt demo must not reuse a stale TFDS copy of the old files.
-            shutil.rmtree(os.path.join(paths["tfds"], name), ignore_errors=True)
-            build_lib.build(name, manual_dir=root, data_dir=paths["tfds"], config="core")
+        # A rebuilt demo must not reuse a stale build of the old files.
+        shutil.rmtree(os.path.join(paths["tfds"], "coco35l"), ignore_errors=True)
+        build_lib.build("coco35l", manual_dir=coco_root, data_dir=paths["tfds"], config="core")
     return paths
 
 
@@ -317,7 +316,7 @@ def main(argv=None):
     parser.add_argument("--num_train", type=int, default=1800)
     parser.add_argument("--num_xm3600", type=int, default=100)
     parser.add_argument("--image_size", type=int, default=64)
-    parser.add_argument("--no_tfds", action="store_true", help="skip the TFDS builds")
+    parser.add_argument("--no_tfds", action="store_true", help="skip the COCO-35L build")
     args = parser.parse_args(argv)
     start = time.time()
     paths = generate(args.out, args.seed, num_train=args.num_train,

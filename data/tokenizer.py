@@ -84,7 +84,6 @@ class Vocabulary:
     `tokenizer` (the SentencePieceProcessor) behave as
     `seqio.SentencePieceVocabulary`'s without extra ids; seqio is not imported
     because it imports TensorFlow, which the training process does without.
-    `data/tasks.py` (the seqio tasks) uses `seqio_vocabulary`.
     """
 
     def __init__(self, path, processor):
@@ -160,13 +159,6 @@ def get_vocabulary(path):
             f"{path}: special ids (pad, eos, unk) are {ids}, expected T5's "
             f"{(PAD_ID, EOS_ID, UNK_ID)}")
     return Vocabulary(path, processor)
-
-
-def seqio_vocabulary(path):
-    """The same model as a `seqio.SentencePieceVocabulary`, for seqio tasks (imports TensorFlow)."""
-    import seqio  # noqa: PLC0415  Deferred: importing seqio pulls in TensorFlow.
-
-    return seqio.SentencePieceVocabulary(get_vocabulary(path).path)
 
 
 def detokenize(vocab, tokens):

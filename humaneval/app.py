@@ -29,7 +29,7 @@ import secrets
 import flask
 import werkzeug.exceptions
 
-from data import xm3600_release
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from humaneval import crowd, dashboard, onboarding, store, web
 from humaneval import session as session_lib

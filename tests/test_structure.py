@@ -24,6 +24,13 @@ FORBIDDEN = [
     ("formats", tuple(p for p in EVERYTHING if p not in ("data", "formats"))),
     ("model", ("training", "evaluation", "humaneval", "data", "train", "benchmarks",
                "captioning")),
+    # data/ in three parts: the release readers read files; the build reads the releases;
+    # the training input reads the build (or the releases), and builds on request.
+    ("data.releases", ("data.build", "data.pipeline", "data.eval_sets", "data.demo",
+                       "training", "evaluation", "humaneval", "model", "train", "benchmarks",
+                       "captioning")),
+    ("data.build", ("data.pipeline", "data.eval_sets", "data.demo", "training", "evaluation",
+                    "humaneval", "model", "train", "benchmarks", "captioning")),
     ("data", ("training", "evaluation", "humaneval", "model", "train", "benchmarks",
               "captioning")),
     ("training", ("evaluation", "humaneval", "train", "benchmarks", "captioning")),

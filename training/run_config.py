@@ -18,7 +18,10 @@ import re
 from absl import flags
 
 import errors
-from data import batches, languages, sampling, sources
+from data import languages
+from data import prompts as prompt_lib
+from data.build.image_shards import CORRUPT_IMAGE_POLICIES
+from data.pipeline import sampling, sources
 from model import captioner
 
 # Dotted prefixes of fields that change the state's shapes, the data order or the maths.
@@ -106,7 +109,6 @@ def save(workdir, config):
     os.replace(tmp, path(workdir))
 
 
-CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 SCHEDULES = ("rsqrt", "constant")
 
 
@@ -203,9 +205,9 @@ def _check_data(data):
     _check_choice(data.get("corrupt_images", None) or "stop", "data.corrupt_images",
                   CORRUPT_IMAGE_POLICIES)
     _check_choice(data.get("mixture", None) or "uniform", "data.mixture", sampling.MIXTURES)
-    template = data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    template = data.get("prompt_template", None) or prompt_lib.DEFAULT_PROMPT_TEMPLATE
     try:
-        batches.prompt_text("en", template)
+        prompt_lib.prompt_text("en", template)
     except (ValueError, KeyError, IndexError) as e:
         reason = str(e) if isinstance(e, ValueError) else f"unknown field {e}"
         raise ConfigError(f"config.data.prompt_template={template!r}: {reason}; write "
@@ -266,11 +268,11 @@ def check_vocab(config, vocab):
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
                           f"{config.vocab.path} ({vocab.vocab_size} ids); leave it unset "
                           f"(None) for the vocabulary's size")
-    template = config.data.get("prompt_template", None) or batches.DEFAULT_PROMPT_TEMPLATE
+    template = config.data.get("prompt_template", None) or prompt_lib.DEFAULT_PROMPT_TEMPLATE
     langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
                                                  for lang in evaluator.get("langs", ()))])
     for lang in langs:
-        prompt = batches.prompt_text(lang, template)
+        prompt = prompt_lib.prompt_text(lang, template)
         tokens = len(vocab.encode(prompt)) + 1  # + EOS
         if tokens > config.data.max_prompt_len:
             raise ConfigError(f"config.data.max_prompt_len={config.data.max_prompt_len} is too "

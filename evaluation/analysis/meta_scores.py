@@ -18,7 +18,8 @@ import os
 import numpy as np
 
 import errors
-from data import jsonl, xm3600_release
+from data import jsonl
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider
 from evaluation import vifidel as vifidel_lib
 from formats import thumb_ratings

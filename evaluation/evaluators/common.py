@@ -36,7 +36,8 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from data import eval_sets, languages, pipeline, tokenizer
+from data import eval_sets, languages, tokenizer
+from data import prompts as prompt_lib
 from evaluation.analysis import report as report_lib
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
@@ -110,7 +111,7 @@ class Setup:
 
     @property
     def prompt_template(self):
-        return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
+        return self.data_config.get("prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE)
 
 
 @dataclasses.dataclass(frozen=True)
