@@ -273,16 +273,15 @@ def _data_error(error, data_config, where="config.data"):
                          f"--config.data.corrupt_images=skip")
 
 
-def _batches_or_error(make_batches, start_step, data_config):
-    """The training iterator and its first batch; bad data files as a TrainingError.
+def _batches_or_error(make_batches, start_step, data_config, batches=None):
+    """The training iterator (its workers started), or with `batches` its first batch; bad
+    data files as a TrainingError.
 
     With data.reader=files the iterator decodes every training image first
     (data/pipeline/), so a corrupt one stops the run here, before any evaluation.
     """
-    batches = None
     try:
-        batches = make_batches(start_step)
-        return batches, next(batches)
+        return make_batches(start_step) if batches is None else next(batches)
     except (OSError, errors.Error) as e:  # Missing or unbuilt files, no disk space, bad data.
         error = _data_error(e, data_config)
     if batches is not None:
@@ -373,16 +372,27 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     abstract_state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
 
+    # The input workers start before the model is initialized, at the latest checkpoint's
+    # step, so that the first batch is ready when the first step compiles.
+    latest_step = max(checkpointing.steps(workdir), default=0)
+    batches = _batches_or_error(train_batches, latest_step, config.data)
     # State: the latest checkpoint of this workdir, or a fresh initialization.
-    state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
-                                           shardings, init_rng, changes)
+    try:
+        state, resumed = restore_or_initialize(config, workdir, model, tx, abstract_state,
+                                               shardings, init_rng, changes)
+    except BaseException:
+        batches.close()
+        raise
     start_step = int(state["step"])
+    if start_step != latest_step:  # The latest checkpoint was unreadable.
+        batches.close()
+        batches = _batches_or_error(train_batches, start_step, config.data)
 
     train_step = jax.jit(make_train_step(model, tx, schedule, config),
                          in_shardings=(shardings, batch_sharding, None),
                          out_shardings=(shardings, None), donate_argnums=0)
     # Bad data shows before the first evaluation, not after it.
-    batches, first_batch = _batches_or_error(train_batches, start_step, config.data)
+    first_batch = _batches_or_error(train_batches, start_step, config.data, batches)
     try:
         logger = MetricsLogger(workdir, config.total_steps, start_step, resumed,
                                sync_every=config.checkpoint.every)
