@@ -32,7 +32,7 @@ from data.build import caption_tables, image_shards, layout
 from data.build.progress import Progress, size_text
 
 # Memory the caption-table workers may use together (each at its true bytes per caption),
-# besides the workers' own (caption_tables.WORKER_BYTES each).
+# besides the workers' own (~40 MB each, before a task).
 TABLE_MEMORY = 768 << 20
 _STATE = ".build"
 

@@ -8,9 +8,9 @@ its spill into the caption table (`write_caption_table`): the index is sorted by
 in memory, the texts are read from the spill file caption by caption (never mapped whole),
 and the records are written in compressed groups (data/build/layout.py).
 
-A table's memory is its spill index sorted: BYTES_PER_CAPTION per caption at most, measured
-(benchmarks/data_scale.py); the build runs as many tables at once as its memory budget
-allows (`table_memory`), whatever the number of cores.
+A table's memory is its spill index sorted: BYTES_PER_CAPTION per caption at most,
+measured; the build runs as many tables at once as its memory budget allows
+(`table_memory`), whatever the number of cores.
 """
 
 import os
@@ -24,11 +24,10 @@ from data.build import layout, records
 # A caption spill entry: key, caption number, text length (the text is in a second file).
 _SPILL_ENTRY = struct.Struct("<qii")
 _SPILL_DTYPE = np.dtype([("key", "<i8"), ("n", "<i4"), ("length", "<i4")])
-# Peak memory of `write_caption_table` per spilled caption (the sorted index and its
-# temporaries), above the worker's own: measured 52-58 B at 0.6-3.3 M captions.
-BYTES_PER_CAPTION = 64
-# A worker process before it reads a spill (Python, numpy, array_record; PSS).
-WORKER_BYTES = 48 << 20
+# Peak memory of `write_caption_table` per spilled caption (the index and its sorted rows),
+# above the worker's own: measured 63-66 B with 0.6 M (5 a record) and 3.3 M (1 a record)
+# captions of 80 bytes (peak resident set; the texts are read, never mapped).
+BYTES_PER_CAPTION = 72
 
 
 class Spill:
@@ -78,21 +77,28 @@ def _image_of_each_caption(spill_keys, keys):
         return np.full(len(spill_keys), -1, np.int32)
     by_key = np.argsort(keys, kind="stable")
     sorted_keys = keys[by_key]
-    pos = np.minimum(np.searchsorted(sorted_keys, spill_keys), len(keys) - 1)
-    return np.where(sorted_keys[pos] == spill_keys, by_key[pos], -1).astype(np.int32)
+    pos = np.searchsorted(sorted_keys, spill_keys)
+    np.minimum(pos, len(keys) - 1, out=pos)
+    found = sorted_keys[pos] == spill_keys
+    image = by_key.astype(np.int32)[pos]
+    image[~found] = -1
+    return image
 
 
 def _table_order(index, image):
     """The spill rows of the table in order: by image, caption number, then file order;
     of a repeated (image, caption number) only the last line, as a dict of the file keeps."""
-    rows = np.flatnonzero(image >= 0).astype(np.int32)
-    order_key = image[rows].astype(np.int64) * (int(index["n"].max(initial=0)) + 1)
-    order_key += index["n"][rows]
-    order = np.argsort(order_key, kind="stable")
-    rows = rows[order]
-    order_key = order_key[order]
-    del order
-    return rows[np.append(order_key[1:] != order_key[:-1], True)]
+    found = np.flatnonzero(image >= 0)
+    stride = int(index["n"].max(initial=0)) + 1
+    # (image, caption number) above, the file row below: one int64 each, sorted in place.
+    packed = (image[found].astype(np.int64) * stride + index["n"][found]) << 32
+    packed |= found
+    del found
+    packed.sort()
+    key = packed >> 32
+    last = np.append(key[1:] != key[:-1], True)
+    del key
+    return packed[last] & 0xFFFFFFFF
 
 
 def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
@@ -107,9 +113,9 @@ def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     keys = np.load(keys_path)
     image = _image_of_each_caption(index["key"], keys)
     no_image = len(np.unique(index["key"][image < 0]))
-    ends = np.cumsum(index["length"], dtype=np.int64)
     rows = _table_order(index, image)
-    image, ends, lengths = image[rows], ends[rows], index["length"][rows]
+    image, lengths = image[rows], index["length"][rows]
+    ends = np.cumsum(index["length"], dtype=np.int64)[rows]  # Where each text ends.
     del index, rows
     final = layout.shard_path(out_dir, dataset, name, 0, 1)
     temporary = final + ".incomplete"

@@ -35,7 +35,7 @@ VERSION = "2.0.0"
 FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
 IMAGE_OPTIONS = "group_size:1,uncompressed"
 CAPTION_GROUP = 64
-CAPTION_OPTIONS = f"group_size:{CAPTION_GROUP},zstd:3"
+CAPTION_OPTIONS = f"group_size:{CAPTION_GROUP},zstd:9"
 
 
 class NotBuiltError(errors.InputError):
@@ -83,9 +83,9 @@ def caption_row(record):
 class Table:
     """Random access to the records of one split (a list of ArrayRecord shards).
 
-    `table[i]` is record i decoded into a tuple by `row`; `table.read(start, stop)` reads
-    a run of them at once (each compressed chunk once). Picklable: its readers open in the
-    process that reads (Grain's workers open their own).
+    `table[i]` is record i decoded into a tuple by `row`; `table.read(start, stop)` and
+    `table.read_indices(indices)` read several at once (each compressed chunk once).
+    Picklable: its readers open in the process that reads (Grain's workers open their own).
     """
 
     def __init__(self, folder, dataset, split, shard_lengths, row):
@@ -121,6 +121,20 @@ class Table:
             rows += [self._row(records.decode(data))
                      for data in self._reader(shard).read(start - base, end - base)]
             start = end
+        return rows
+
+    def read_indices(self, indices):
+        """The rows of the records at `indices` (any order; one read a shard)."""
+        indices = np.asarray(indices, np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
+            raise IndexError(f"record index out of range [0, {len(self)})")
+        shards = np.searchsorted(self._starts, indices, side="right") - 1
+        rows = [None] * len(indices)
+        for shard in np.unique(shards):
+            where = np.flatnonzero(shards == shard)
+            positions = (indices[where] - self._starts[shard]).tolist()
+            for i, data in zip(where, self._reader(int(shard)).read(positions), strict=True):
+                rows[i] = self._row(records.decode(data))
         return rows
 
     def __getitem__(self, index):

@@ -71,11 +71,13 @@ def encode(record):
     features = example.features.feature
     for name, value in record.items():
         values = value if isinstance(value, (list, tuple)) else [value]
-        if not values or all(isinstance(v, str) for v in values):
+        # One type per feature (protobuf rejects a value of another kind in the list).
+        kind = {type(v) for v in values}
+        if kind <= {str}:
             features[name].bytes_list.value.extend(v.encode("utf-8") for v in values)
-        elif all(isinstance(v, bytes) for v in values):
+        elif kind == {bytes}:
             features[name].bytes_list.value.extend(values)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        elif kind == {int}:
             features[name].int64_list.value.extend(values)
         else:
             raise TypeError(f"feature {name!r}: expected bytes, str or int values, got "
