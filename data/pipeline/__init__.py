@@ -7,15 +7,16 @@ Training batches are numpy dicts of this process's share of a global batch:
     prompt   int32   [b, Lp]       LangId prompt ids, EOS, then 0-padding (data/prompts.py)
     targets  int32   [b, Lt]       caption ids, EOS, then 0-padding
 
-The pipeline is a Grain `MapDataset` over the positions of the training stream: Grain's
-sharding gives this process its share, a slice starts it at the resumed step (no iterator
-state: a step's examples are a pure function of (seed, step, process), sampling.py), each
-position becomes an `Example` (its language, image and reference from sampling.py, read
-from sources.py, decoded, resized and tokenised) and the examples of a step are batched.
-Grain's worker processes make whole batches (`mp_prefetch`: worker w makes steps w, w + W,
-...) and hand them over in shared memory, so one training process's input grows with its
-cores. The workers start when the iterator is made, which train.py does before it
-initializes the model, so that the first batch is ready when the first step compiles.
+The pipeline is a Grain `MapDataset` over the (step, process) pairs of the run, in step
+order: Grain's sharding gives this process its own, a slice starts them at the resumed step
+(no iterator state: a step's examples are a pure function of (seed, step, process)), and
+each becomes its `Batch`: the examples at the step's positions (their language, image and
+reference from sampling.py), read from sources.py (one read a language), decoded, resized
+and tokenised. Grain's worker processes make the batches (`mp_prefetch`: worker w of W
+makes steps w, w + W, ...) and hand them over in shared memory, so one training process's
+input grows with its cores. The workers start when the iterator is made, which train.py
+does before it initializes the model, so that the first batch is ready when the first step
+compiles.
 """
 
 import concurrent.futures
@@ -31,22 +32,24 @@ from absl import flags
 from data import images, prompts, tokenizer, worker_processes
 from data.pipeline import sampling, sources
 
-_ENDLESS = 1 << 62  # Positions in the stream: more than any run takes.
+_ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
 
 
-class Example:
-    """The example at an index of Grain's global order: {image, prompt, targets} arrays.
+class Batch:
+    """The batch of index `step * process_count + process_index` of Grain's order: this
+    process's share of that step, {image, prompt, targets} arrays.
 
     Small to send to the worker processes (the config and the vocabulary's path, not the
     model's bytes nor a release's captions), so that each is sent in one pipe write, which
     an exit cannot cut short; each process opens the sources and the vocabulary itself, at
-    its first example (`open`).
+    its first batch (`open`). In a worker the arrays are made in shared memory, where Grain
+    hands them over without a copy.
     """
 
     def __init__(self, config, vocab_path, sampler, *, image_size, seed, global_batch_size,
-                 process_count):
+                 process_count, shared_memory=False):
         self.config, self.vocab_path, self.sampler = config, vocab_path, sampler
-        self.image_size, self.seed = image_size, seed
+        self.image_size, self.seed, self.shared_memory = image_size, seed, shared_memory
         self.global_batch_size, self.process_count = global_batch_size, process_count
         self._opened = None
 
@@ -65,28 +68,45 @@ class Example:
             vocab = tokenizer.get_vocabulary(self.vocab_path)
             template = self.config.get("prompt_template", None) or \
                 prompts.DEFAULT_PROMPT_TEMPLATE
-            langs = sources.langs(self.config)
             prompt_ids = np.stack([prompts.tokenize_prompt(vocab, lang, template,
                                                            self.config["max_prompt_len"])
-                                   for lang in langs])
+                                   for lang in sources.langs(self.config)])
             self._opened = per_lang, vocab, prompt_ids
         return self._opened
 
-    def __call__(self, index):
-        per_lang, vocab, prompt_ids = self.open()
-        position = sampling.position_of(index, self.global_batch_size, self.process_count)
-        lang, example, draw = self.sampler.example(position)
-        item = per_lang[lang][example]
+    def _pixels(self, item, position):
         crop = None
         if self.config.get("augment", False):
             crop = images.random_crop(np.random.default_rng([self.seed, 7, position]))
         if item.data is None:
-            pixels = images.read_pixels(item.path, self.image_size, crop=crop, name=item.name)
-        else:
-            pixels = images.decode_pixels(item.data, self.image_size, crop=crop, name=item.name)
-        caption = item.captions[sampling.reference_index(draw, len(item.captions))]
-        targets = prompts.tokenize_targets(vocab, [caption], self.config["max_target_len"])
-        return {"image": pixels, "prompt": prompt_ids[lang], "targets": targets[0]}
+            return images.read_pixels(item.path, self.image_size, crop=crop, name=item.name)
+        return images.decode_pixels(item.data, self.image_size, crop=crop, name=item.name)
+
+    def __call__(self, index):
+        per_lang, vocab, prompt_ids = self.open()
+        step, process = divmod(index, self.process_count)
+        local = self.global_batch_size // self.process_count
+        start = step * self.global_batch_size + process * local  # This process's positions.
+        picks = [self.sampler.example(p) for p in range(start, start + local)]
+        langs = np.array([lang for lang, _, _ in picks])
+        items = [None] * local
+        for lang in np.unique(langs):  # One read of each language's records.
+            where = np.flatnonzero(langs == lang)
+            for i, item in zip(where, per_lang[lang].items([picks[i][1] for i in where]),
+                               strict=True):
+                items[i] = item
+        new = grain.multiprocessing.SharedMemoryArray if self.shared_memory else np.empty
+        batch = {"image": new((local, self.image_size, self.image_size, 3), np.uint8),
+                 "prompt": new((local, prompt_ids.shape[1]), np.int32),
+                 "targets": new((local, self.config["max_target_len"]), np.int32)}
+        for i, item in enumerate(items):
+            batch["image"][i] = self._pixels(item, start + i)
+        batch["prompt"][...] = prompt_ids[langs]
+        batch["targets"][...] = prompts.tokenize_targets(
+            vocab, [item.captions[sampling.reference_index(draw, len(item.captions))]
+                    for item, (_, _, draw) in zip(items, picks, strict=True)],
+            self.config["max_target_len"])
+        return batch
 
 
 class Batches:
@@ -194,7 +214,7 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
         targets [b, Lt] int32, with b = global_batch_size // process_count; its
         worker processes have started.
     """
-    local = sampling.local_batch_size(global_batch_size, process_index, process_count)
+    sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
     sources.ensure_built(config, build=build and process_count == 1)
     _, per_lang = sources.open_sources(config, "train")
@@ -202,15 +222,14 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
         check_image_files(per_lang)
     sampler = sampling.Sampler([len(s) for s in per_lang], config.get("mixture", None)
                                or "uniform", seed)
-    example = Example(config, vocab.path, sampler, image_size=image_size, seed=seed,
-                      global_batch_size=global_batch_size, process_count=process_count)
-    example.open(per_lang)  # Checks the prompts here; makes the examples if no workers.
+    num_workers = config.get("num_workers", None)
+    num_workers = worker_processes.available_cores() if num_workers is None else num_workers
+    batch = Batch(config, vocab.path, sampler, image_size=image_size, seed=seed,
+                  global_batch_size=global_batch_size, process_count=process_count,
+                  shared_memory=num_workers > 0)
+    batch.open(per_lang)  # Checks the prompts here; makes the batches if no workers.
     shard = grain.sharding.ShardOptions(shard_index=process_index, shard_count=process_count)
     dataset = (grain.MapDataset.range(_ENDLESS)[shard.shard_index::shard.shard_count]
-               [start_step * local:]  # Resuming is a slice: no iterator state.
-               .map(example)
-               .batch(local))
-    num_workers = config.get("num_workers", None)
-    if num_workers is None:
-        num_workers = worker_processes.available_cores()
+               [start_step:]  # Resuming is a slice: no iterator state.
+               .map(batch))
     return Batches(dataset, int(num_workers))

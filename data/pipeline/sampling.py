@@ -2,8 +2,9 @@
 
 Position g (= step * global_batch_size + i) maps to a (language, example, reference draw)
 triple computed directly, without drawing the positions before it, so a run resumed at
-step k sees exactly the examples of an uninterrupted run, and processes take disjoint
-slices of the same global batch (`position_of`).
+step k sees exactly the examples of an uninterrupted run, and processes take disjoint,
+consecutive slices of the same global batch (process p of P: b = B / P positions from
+step * B + p * b).
 
 Mixtures:
 - "uniform": every block of K consecutive positions (K = number of languages) holds each
@@ -119,15 +120,3 @@ def local_batch_size(global_batch_size, process_index, process_count):
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index {process_index} not in [0, {process_count})")
     return global_batch_size // process_count
-
-
-def position_of(index, global_batch_size, process_count):
-    """The stream position of example `index` of the global order Grain's sharding slices.
-
-    Grain gives process p of P the indices p, p + P, p + 2P, ... (`ShardOptions`); this
-    order lays each global batch out so that process p's share of step s is the consecutive
-    positions s * B + p * b ... s * B + (p + 1) * b - 1 (B the global batch, b = B / P).
-    """
-    step, within = divmod(int(index), global_batch_size)
-    process, slot = within % process_count, within // process_count
-    return step * global_batch_size + process * (global_batch_size // process_count) + slot

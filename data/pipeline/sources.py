@@ -1,6 +1,7 @@
 """Random-access training sources, one per language: the built datasets or the release files.
 
-`source[i]` is an `Item` (name, captions, and the encoded image or its path). Two readers:
+`source.items(indices)` are `Item`s (name, captions, and the encoded image or its path).
+Two readers:
 
 - "tfds" (default): the built COCO-35L / CC3M-35L (data/build/layout.py, written by
   `python -m data.build`), read by index: an example reads its caption record and its
@@ -50,6 +51,10 @@ class FileSource:
         example = self._examples[index]
         return Item(example.image_id, example.captions, path=example.image_path)
 
+    def items(self, indices):
+        """The `Item`s at `indices`."""
+        return [self[i] for i in indices]
+
 
 class BuiltSource:
     """Examples of one language of a built dataset: its caption table and the shared images."""
@@ -63,9 +68,15 @@ class BuiltSource:
         return len(self._captions)
 
     def __getitem__(self, index):
-        image, key, captions = self._captions[index]
-        return Item(f"key {key} ({self._what} image {image})", captions,
-                    data=self._images[image][1])
+        return self.items([index])[0]
+
+    def items(self, indices):
+        """The `Item`s at `indices`, each record read once (in one read a shard)."""
+        rows = self._captions.read_indices(indices)
+        wanted = sorted({image for image, _, _ in rows})
+        data = dict(zip(wanted, self._images.read_indices(wanted), strict=True))
+        return [Item(f"key {key} ({self._what} image {image})", captions, data=data[image][1])
+                for image, key, captions in rows]
 
 
 def default_tfds_data_dir(manual_dir):

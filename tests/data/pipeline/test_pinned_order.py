@@ -34,12 +34,12 @@ def _rows(mixture, process_index, process_count):
     sampler = sampling.Sampler([IMAGES] * num_langs, mixture, config.seed)
     local = sampling.local_batch_size(config.batch_size, process_index, process_count)
     rows = []
-    # The indices Grain's sharding gives this process (data/pipeline/__init__.py), in order.
-    for index in range(process_index, STEPS * local * process_count, process_count):
-        lang, image, draw = sampler.example(
-            sampling.position_of(index, config.batch_size, process_count))
-        rows.append((lang, image, sampling.reference_index(draw, 2),
-                     sampling.reference_index(draw, 5)))
+    for step in range(STEPS):  # This process's positions of each step (data/pipeline/).
+        for position in range(step * config.batch_size + process_index * local,
+                              step * config.batch_size + (process_index + 1) * local):
+            lang, image, draw = sampler.example(position)
+            rows.append((lang, image, sampling.reference_index(draw, 2),
+                         sampling.reference_index(draw, 5)))
     return np.asarray(rows, np.int64)
 
 

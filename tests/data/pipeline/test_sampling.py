@@ -83,19 +83,6 @@ def test_seed_changes_the_order():
     assert not np.array_equal(a, b)
 
 
-def test_grain_shards_take_consecutive_slices_of_each_global_batch():
-    # Process p of 4 takes indices p, p + 4, ... (Grain's sharding), 8 of them a step.
-    for step in (0, 3):
-        covered = []
-        for p in range(4):
-            indices = range(step * 32 + p, (step + 1) * 32, 4)
-            positions = [sampling.position_of(i, 32, 4) for i in indices]
-            assert positions == list(range(step * 32 + p * 8, step * 32 + (p + 1) * 8))
-            covered += positions
-        assert sorted(covered) == list(range(step * 32, (step + 1) * 32))
-    assert [sampling.position_of(i, 32, 1) for i in range(40)] == list(range(40))
-
-
 def test_bad_arguments_are_rejected():
     assert sampling.local_batch_size(12, 2, 3) == 4
     with pytest.raises(ValueError, match="not divisible"):
