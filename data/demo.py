@@ -34,6 +34,7 @@ import time
 import numpy as np
 from PIL import Image, ImageDraw
 
+import files
 from data import build as build_lib
 from data import demo_captions, languages, prompts, tokenizer
 
@@ -94,7 +95,7 @@ def _random_scenes(rng, n):
 
 
 def _write_jsonl_bz2(path, rows):
-    with bz2.open(path, "wt", encoding="utf-8") as f:
+    with files.replacing(path, "wb") as raw, bz2.open(raw, "wt", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -142,7 +143,7 @@ def _write_coco35l(root, rng, num_train, num_restval, num_val, num_test, image_s
                     # Word boundaries for the vocabulary only (see generate()).
                     train_texts.append(tokenized.replace(" ", _WORD_DELIMITER)
                                        if lang == "zh" else translation)
-    with open(os.path.join(root, "dataset_coco.json"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "dataset_coco.json")) as f:
         json.dump({"images": images, "dataset": "coco"}, f)
     _write_jsonl_bz2(os.path.join(root, "coco_mt_train.jsonl.bz2"), mt_rows["train"])
     _write_jsonl_bz2(os.path.join(root, "coco_mt_dev.jsonl.bz2"), mt_rows["dev"])
@@ -155,7 +156,7 @@ def _write_xm3600(root, rng, num_images, image_size):
     scenes = _random_scenes(rng, num_images)
     keys = set()
     written = []
-    with open(os.path.join(root, "captions.jsonl"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "captions.jsonl")) as f:
         for i, scene in enumerate(scenes):
             key = "".join(f"{b:02x}" for b in rng.integers(0, 256, size=8))
             while key in keys:
@@ -218,12 +219,12 @@ def _write_labels(root, written):
     Each image has its colour and its shape as verified positives (Confidence 1) and the next
     shape as a verified negative (Confidence 0), which readers must leave out.
     """
-    with open(os.path.join(root, "oidv7-class-descriptions.csv"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "oidv7-class-descriptions.csv")) as f:
         f.write("LabelName,DisplayName\n")
         f.writelines(f"{mid},{name.capitalize()}\n" for name, mid in _LABELS.items())
     shapes = demo_captions.SHAPES
-    with open(os.path.join(root, "oidv7-demo-annotations-human-imagelabels.csv"), "w",
-              encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "oidv7-demo-annotations-human-imagelabels.csv")) \
+            as f:
         f.write("ImageID,Source,LabelName,Confidence\n")
         for key, scene in sorted(written):
             absent = shapes[(shapes.index(scene.shape) + 1) % len(shapes)]
@@ -249,7 +250,7 @@ def _write_vectors(folder, seed):
                         for _, tokenized in demo_captions.captions(scene, lang)
                         for w in tokenized.lower().split()} | set(concept_of))
         paths[lang] = os.path.join(folder, f"wiki.{lang}.align.vec")
-        with open(paths[lang], "w", encoding="utf-8") as f:
+        with files.replacing(paths[lang]) as f:
             f.write(f"{len(words)} {VECTOR_DIM}\n")
             for word in words:
                 noise = rng.normal(size=VECTOR_DIM)
