@@ -175,7 +175,7 @@ def _coco_dev_from_build(built, manual_dir, langs, vocab, *, image_size, prompt_
     per_lang, paths = {}, {}
     for lang in langs:
         table = built.captions("dev", lang)
-        rows = table.read(0, min(len(table), max_images or len(table)))
+        rows = table.read(range(min(len(table), max_images or len(table))))
         ids = [key for _, key, _ in rows]
         per_lang[lang] = ([str(i) for i in ids], [list(c) for _, _, c in rows], ids)
         for index, key, _ in rows:

@@ -83,8 +83,8 @@ def caption_row(record):
 class Table:
     """Random access to the records of one split (a list of ArrayRecord shards).
 
-    `table[i]` is record i decoded into a tuple by `row`; `table.read(start, stop)` and
-    `table.read_indices(indices)` read several at once (each compressed chunk once).
+    `table[i]` is record i decoded into a tuple by `row`; `table.read(indices)` reads several
+    at once (each compressed chunk once).
     Picklable: its readers open in the process that reads (Grain's workers open their own).
     """
 
@@ -109,21 +109,7 @@ class Table:
                 self._paths[shard], "readahead_buffer_size:0")
         return self._readers[shard]
 
-    def read(self, start, stop):
-        """The rows of records [start, stop)."""
-        if not 0 <= start <= stop <= len(self):
-            raise IndexError(f"records [{start}, {stop}) out of range [0, {len(self)})")
-        rows = []
-        while start < stop:
-            shard = int(np.searchsorted(self._starts, start, side="right")) - 1
-            end = min(stop, int(self._starts[shard + 1]))
-            base = int(self._starts[shard])
-            rows += [self._row(records.decode(data))
-                     for data in self._reader(shard).read(start - base, end - base)]
-            start = end
-        return rows
-
-    def read_indices(self, indices):
+    def read(self, indices):
         """The rows of the records at `indices` (any order; one read a shard)."""
         indices = np.asarray(indices, np.int64)
         if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
@@ -138,7 +124,7 @@ class Table:
         return rows
 
     def __getitem__(self, index):
-        return self.read(int(index), int(index) + 1)[0]
+        return self.read([index])[0]
 
 
 class Built:

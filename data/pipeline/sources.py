@@ -72,9 +72,9 @@ class BuiltSource:
 
     def items(self, indices):
         """The `Item`s at `indices`, each record read once (in one read a shard)."""
-        rows = self._captions.read_indices(indices)
+        rows = self._captions.read(indices)
         wanted = sorted({image for image, _, _ in rows})
-        data = dict(zip(wanted, self._images.read_indices(wanted), strict=True))
+        data = dict(zip(wanted, self._images.read(wanted), strict=True))
         return [Item(f"key {key} ({self._what} image {image})", captions, data=data[image][1])
                 for image, key, captions in rows]
 

@@ -35,7 +35,7 @@ def _contents(data_dir):
         folder = os.path.join(data_dir, "coco35l", kind, layout.VERSION)
         for split, lengths in layout.read_splits(folder).items():
             table = layout.Table(folder, "coco35l", split, lengths, lambda record: record)
-            out[f"{kind}/{split}"] = table.read(0, len(table))
+            out[f"{kind}/{split}"] = table.read(range(len(table)))
     return out
 
 
@@ -95,7 +95,7 @@ def test_skipped_corrupt_images_are_counted_and_their_captions_left_out(tmp_path
     assert counts["images/train"] == 4 and counts["captions/train_zh"] == 4
     assert "skipped 1 corrupt images, e.g. " in caplog.text
     keys = [k for _, k, _ in layout.Built(str(tmp_path / "built"), "coco35l").captions(
-        "train", "zh").read(0, 4)]
+        "train", "zh").read(range(4))]
     assert keys == [5, 7, 8, 9]
 
 
@@ -136,7 +136,7 @@ def test_caption_tables_keep_the_last_line_and_drop_captions_without_images(tmp_
     assert {k: result[k] for k in ("name", "num_examples", "num_captions", "no_image")} == {
         "name": "train_de", "num_examples": 2, "num_captions": 4, "no_image": 1}
     table = layout.Table(str(tmp_path), "coco35l", "train_de", [2], layout.caption_row)
-    assert table.read(0, 2) == [(0, 30, ("a", "b")), (1, 10, ("y", "z"))]
+    assert table.read([0, 1]) == [(0, 30, ("a", "b")), (1, 10, ("y", "z"))]
 
 
 def test_progress_line_shows_shares_and_an_eta():
