@@ -34,7 +34,7 @@ SPLITS = ("train", "dev")
 VERSION = "2.0.0"
 FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
 IMAGE_OPTIONS = "group_size:1,uncompressed"
-CAPTION_GROUP = 64
+CAPTION_GROUP = 128
 CAPTION_OPTIONS = f"group_size:{CAPTION_GROUP},zstd:9"
 
 
