@@ -14,7 +14,8 @@ from data.build import image_shards
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=build.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m data.build",
+                                     description=build.__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=build.BUILDERS)
     parser.add_argument("--manual_dir", required=True, help="the release files")
     parser.add_argument("--data_dir", required=True, help="where built datasets go")

@@ -111,7 +111,8 @@ def format_table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m data.releases.counts",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=["xm3600"])
     parser.add_argument("--data_dir", required=True, help="folder with captions.jsonl")
     parser.add_argument("--reference_dir", default=DEFAULT_REFERENCE_DIR)
