@@ -12,18 +12,18 @@ Subclasses live with the code that raises them, each naming a kind of input or f
 
 - under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file; its
   `DuplicateKeyError`: a key twice in one JSON object), `ImageError`
-  (data/images.py), `CorruptImageError` (data/builders/corpus.py), `NotBuiltError` and
-  `OldLayoutError` (data/corpus.py: a dataset the config names is not built, or built in the
-  old layout), `ConfigError` (training/run_config.py: a config field or override),
-  `MetricsFileError` (training/metrics.py: a run's metrics.jsonl), `NormalizationError`
-  (evaluation/cider/text.py), `UsageError` (evaluation/evaluate.py: a flag of the checkpoint
-  tool), one class per file kind that tools
+  (data/images.py), `CorruptImageError` (data/build/image_shards.py), `NotBuiltError`
+  (data/build/layout.py: a dataset the config names is not built), `ConfigError`
+  (training/run_config.py: a config field or override), `MetricsFileError`
+  (training/metrics.py: a run's metrics.jsonl), `DecodingError` (model/decode.py: a decoding
+  setting), `NormalizationError` (evaluation/cider/text.py), `UsageError`
+  (evaluation/evaluate.py: a flag of the checkpoint tool), one class per file kind that tools
   exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
   `ThumbError`, `SideBySideError`), `ResultsError` (tools/analysis/compare.py: two results
   folders that do not pair), `MetaError` (tools/analysis/meta_scores.py: the
   meta-evaluation's own inputs), `DuplicateRating` (tools/humaneval/store.py), `Refused`
   (tools/humaneval/web.py: a rating-app request answered with a page in the rater's language);
-- under `RunError`: `NotEnoughSpaceError` (data/builders/corpus.py), `TrainingError`
+- under `RunError`: `NotEnoughSpaceError` (data/build/builder.py), `TrainingError`
   (training/actions.py), `CheckpointError`, `IncompatibleCheckpoint` and `SaveError`
   (training/checkpointing.py), `WorkdirError` (training/workdir.py: a workdir not writable or
   held by another trainer), `SavedConfigError` (training/run_config.py: a run's config.json),

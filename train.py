@@ -40,7 +40,8 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 import errors
-from data import sources, tokenizer
+from data import tokenizer
+from data.pipeline import sources
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
 from training import (

@@ -1,8 +1,8 @@
 """The data path at the paper's scale: build time, disk, memory and start-up on synthetic releases.
 
-    python -m benchmarks.data_scale --dataset coco35l --fraction 1.0 --images tiny \
-        --out /tmp/scale_text          # the full 19,258,790 translation lines
-    python -m benchmarks.data_scale --dataset coco35l --fraction 0.05 --out /tmp/scale_images
+    python -m benchmarks.data_scale --dataset cc3m35l --fraction 1.0 --images tiny \
+        --workers 2,16 --out /tmp/scale_cc3m_text    # CC3M-35L's 112.8 M translation lines
+    python -m benchmarks.data_scale --dataset coco35l --fraction 0.05 --out /tmp/scale_coco
     python -m benchmarks.data_scale --dataset cc3m35l --fraction 0.003 --out /tmp/scale_cc3m
 
 1. Writes (once; a folder with the same parameters is reused) synthetic release
@@ -18,17 +18,21 @@
 2. Builds them with `python -m data.build` in a subprocess and reports its wall
    time, the time of each stage, peak memory (the sum over the build's processes
    of their proportional set size, polled 5 times a second, and the largest
-   single process's resident set), and the disk of the images (and its ratio to
-   the JPEG bytes) and of the caption tables.
+   single process's resident set, each against 2 GB), and the disk of the images
+   (and its ratio to the JPEG bytes) and of the caption tables. With `--workers
+   2,16` the caption tables (the stage whose memory grows with the captions) are
+   built again with 16 worker processes, the images kept: the scheduler's memory
+   budget, not the cores, bounds what runs at once.
 3. Measures the time from a fresh process to the first training batch (batch
    256 at 224 px, every built language), and how long the COCO-dev evaluation
    set takes to load (COCO-35L).
-4. Measures the input pipeline's examples/s at 224 px with 1 and with 2 worker
-   processes (per core: divided by the workers).
-5. Extrapolates the build to the full COCO-35L and CC3M-35L on 2 and 16 cores
-   from the measured per-image, per-line and per-caption costs.
+4. Extrapolates the build to the full COCO-35L and CC3M-35L on 2 and 16 cores
+   from the measured per-image, per-line and per-caption costs, and its disk per
+   JPEG byte (the images' ratio plus the caption tables' bytes per image over a
+   JPEG's: with `--images tiny`, a JPEG as `--images realistic` writes them).
 
-The machine may be shared: the load average is printed with every figure.
+benchmarks/input_pipeline.py measures the training input's examples/s. The machine may be
+shared: the load average is printed with every figure.
 """
 
 import argparse
@@ -37,6 +41,7 @@ import concurrent.futures
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -48,7 +53,9 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from data import corpus, languages  # noqa: E402
+import files  # noqa: E402
+from data import languages  # noqa: E402
+from data.build import layout  # noqa: E402
 
 # Full-size counts. COCO: Karpathy's split of COCO 2014; CC3M: the training and
 # validation TSVs.
@@ -58,6 +65,8 @@ CC3M_RECORDS = {"train": 3_318_333, "dev": 15_840}
 CC3M_MISSING = 0.10
 MT_LANGS = tuple(lang for lang in languages.TRAIN_35L_LANGS if lang != "en")  # 34
 RECORDS_PER_TAR = 10_000
+# Mean bytes of the JPEGs `--images realistic` writes (measured), for `--images tiny` runs.
+TYPICAL_JPEG = {"coco35l": 153_000, "cc3m35l": 73_000}
 # Letters of each script for the synthetic words (scripts without spaces: one run each).
 _SCRIPTS = {"ar": (0x0628, 0x064A), "fa": (0x0628, 0x064A), "bn": (0x0995, 0x09B9),
             "el": (0x03B1, 0x03C9), "he": (0x05D0, 0x05EA), "hi": (0x0915, 0x0939),
@@ -228,8 +237,7 @@ def write_inputs(out, dataset, fraction, kind, workers):
         jpeg_bytes, lines = write(manual, fraction, kind, pool)
     saved = {"params": params, "jpeg_bytes": jpeg_bytes, "lines": lines,
              "seconds": time.time() - start}
-    with open(stamp, "w", encoding="utf-8") as f:
-        json.dump(saved, f)
+    files.write_json(stamp, saved)
     return manual, saved
 
 
@@ -298,8 +306,8 @@ class PeakMemory:
 
 def _du(path):
     total = 0
-    for root, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    for root, _, names in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, name)) for name in names)
     return total
 
 
@@ -308,7 +316,8 @@ def _gb(n):
 
 
 def _load():
-    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    with open("/proc/loadavg", encoding="utf-8") as f:
+        return f"load {f.read().split()[0]} on {os.cpu_count()} cores"
 
 
 _BUILD = """
@@ -342,14 +351,11 @@ def run_build(dataset, manual, data_dir, langs, max_side, workers, result):
 _FIRST_BATCH = """
 import time
 start = time.time()
-import ml_collections
-from data import pipeline
-with open({vocab!r}, "rb") as f:
-    encoder = pipeline.SentencePieceEncoder(f.read())
-config = ml_collections.ConfigDict(dict(dataset={dataset!r}, manual_dir={manual!r},
-    tfds_data_dir={data_dir!r}, langs={langs!r}, max_prompt_len=16, max_target_len=64,
-    num_workers={workers}))
-batches = pipeline.train_iterator(config, encoder, global_batch_size=256, image_size=224, seed=0)
+from data import pipeline, tokenizer
+config = dict(dataset={dataset!r}, manual_dir={manual!r}, tfds_data_dir={data_dir!r},
+              langs={langs!r}, max_prompt_len=16, max_target_len=64, num_workers={workers})
+batches = pipeline.train_iterator(config, tokenizer.get_vocabulary({vocab!r}),
+                                  global_batch_size=256, image_size=224, seed=0)
 batch = next(batches)
 print(f"{{time.time() - start:.2f}}")
 batches.close()
@@ -367,40 +373,6 @@ def first_batch_seconds(dataset, manual, data_dir, langs, vocab, workers):
     return float(out.stdout.strip().splitlines()[-1]), time.time() - start
 
 
-def throughput(dataset, manual, data_dir, langs, vocab, workers, batches):
-    """(examples/s, CPU-seconds of the workers per example) with `workers` worker processes."""
-    import ml_collections
-
-    from data import pipeline
-
-    with open(vocab, "rb") as f:
-        encoder = pipeline.SentencePieceEncoder(f.read())
-    config = ml_collections.ConfigDict(dict(
-        dataset=dataset, manual_dir=manual, tfds_data_dir=data_dir, langs=tuple(langs),
-        max_prompt_len=16, max_target_len=64, num_workers=workers, prefetch=2))
-    it = pipeline.train_iterator(config, encoder, global_batch_size=256, image_size=224, seed=0)
-    for _ in range(workers + 1):  # Warm: the ring is full.
-        next(it)
-    cpu = workers_cpu(it)
-    start = time.perf_counter()
-    for _ in range(batches):
-        next(it)
-    elapsed = time.perf_counter() - start
-    cpu = workers_cpu(it) - cpu
-    it.close()
-    return batches * 256 / elapsed, cpu / (batches * 256)
-
-
-def workers_cpu(iterator):
-    """CPU seconds used so far by the iterator's worker processes (Linux /proc)."""
-    total = 0.0
-    for pid in getattr(iterator, "pids", []):
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def full_size(dataset):
     """(images, translation lines, captions of all languages) of the full release."""
     if dataset == "coco35l":
@@ -412,49 +384,94 @@ def full_size(dataset):
         round(records * (1 - CC3M_MISSING)) * (1 + len(MT_LANGS))
 
 
+def report_build(args, workers, summary, memory, data_dir, inputs):
+    """Prints a build's times, memory and disk; returns (image disk ratio, bytes a caption)."""
+    t = summary["timing"]
+    images_disk = _du(layout.images_dir(data_dir, args.dataset))
+    captions_disk = _du(layout.captions_dir(data_dir, args.dataset))
+    num_images = sum(summary["images"].values())
+    print(f"build ({workers} workers, max_side {args.max_side}; {_load()}): "
+          f"{summary['wall_s']:.1f} s; text pass {t['text_s']:.1f} s for {t['lines']:,} lines"
+          + (f", images done at {t['images_s']:.1f} s ({t['image_cpu_s']:.1f} CPU-s for "
+             f"{num_images:,} images)" if "image_cpu_s" in t and t["image_cpu_s"] else "")
+          + f", caption tables {t['tables_s']:.1f} s ({t['table_cpu_s']:.1f} CPU-s for "
+            f"{t['captions']:,} captions)")
+    ok = "under" if max(memory.tree_pss, memory.max_rss) < 2e9 else "OVER"
+    print(f"  peak memory: {_gb(memory.tree_pss)} over all the build's processes (PSS), "
+          f"{_gb(memory.max_rss)} the largest one (RSS): {ok} 2 GB")
+    ratio = images_disk / inputs["jpeg_bytes"]
+    # ArrayRecord pads each file to its 64 KiB blocks: half a block a table, on average, that
+    # a table of the full release spreads over 100-1000 times more captions.
+    tables = sum(".array_record-" in name for name in os.listdir(
+        layout.captions_dir(data_dir, args.dataset)))
+    per_caption = max(captions_disk - tables * (32 << 10), 0) / max(t["captions"], 1)
+    print(f"  disk: images {_gb(images_disk)} = {ratio:.3f}x the JPEG bytes; caption tables "
+          f"{_gb(captions_disk)} ({per_caption:.1f} B per caption, less their {tables} tables' "
+          f"padding)")
+    return ratio, per_caption, t
+
+
+def extrapolate(args, timing, ratio, per_caption, inputs, num_images):
+    """The full release's build time on 2 and 16 cores, and its disk per JPEG byte."""
+    images, lines, captions = full_size(args.dataset)
+    print(f"extrapolated to the full {args.dataset} ({images:,} images, {lines:,} lines, "
+          f"{captions:,} captions), from this run's costs:")
+    per_image = timing.get("image_cpu_s", 0) / max(num_images, 1)
+    per_line = timing["text_s"] / max(timing["lines"], 1)
+    per_table_caption = timing["table_cpu_s"] / max(timing["captions"], 1)
+    for cores in (2, 16):
+        image_s, text_s = images * per_image / cores, lines * per_line
+        table_s = captions * per_table_caption / cores
+        print(f"  {cores:2d} cores: images {image_s / 3600:.2f} h (in parallel with the text "
+              f"pass {text_s / 3600:.2f} h), caption tables {table_s / 3600:.2f} h: "
+              f"{(max(image_s, text_s) + table_s) / 3600:.2f} h")
+    if args.images == "realistic":
+        jpeg = inputs["jpeg_bytes"] / max(num_images, 1)
+        basis = "this run's JPEGs"
+    else:
+        jpeg, ratio = TYPICAL_JPEG[args.dataset], 1.0
+        basis = f"{jpeg / 1e3:.0f} KB JPEGs, as --images realistic writes, stored as they are"
+    added = captions / images * per_caption / jpeg
+    print(f"  disk: {ratio + added:.3f}x the JPEG bytes (images {ratio:.3f}x + caption "
+          f"tables {added:.3f}x: {captions / images:.0f} captions an image at "
+          f"{per_caption:.1f} B, {basis}): images {images * jpeg * ratio / 1e12:.3f} TB, "
+          f"caption tables {captions * per_caption / 1e9:.1f} GB")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", choices=corpus.DATASETS, default="coco35l")
+    parser.add_argument("--dataset", choices=layout.DATASETS, default="coco35l")
     parser.add_argument("--fraction", type=float, default=0.05,
                         help="of the full release's images and translation lines")
     parser.add_argument("--images", choices=("realistic", "tiny"), default="realistic")
     parser.add_argument("--out", required=True, help="folder for the inputs and the build")
-    parser.add_argument("--workers", type=int, default=os.cpu_count(),
-                        help="the build's worker processes")
+    parser.add_argument("--workers", default=str(os.cpu_count()),
+                        help="the build's worker processes; a list (2,16) builds the caption "
+                             "tables again with each further count, the images kept")
     parser.add_argument("--max_side", type=int, default=0, help="the build's --max_side")
-    parser.add_argument("--batches", type=int, default=8,
-                        help="batches of 256 timed per pipeline measurement (0: skip)")
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
+    worker_counts = [int(w) for w in args.workers.split(",")]
     print(f"{args.dataset} at fraction {args.fraction} ({args.images} images), {_load()}")
-    manual, inputs = write_inputs(out, args.dataset, args.fraction, args.images, args.workers)
+    manual, inputs = write_inputs(out, args.dataset, args.fraction, args.images,
+                                  os.cpu_count())
     print(f"inputs: {inputs['lines']:,} translation lines, JPEGs {_gb(inputs['jpeg_bytes'])} "
           f"(written in {inputs['seconds']:.0f} s; reused if present)")
 
     # "tfds" beside "manual" is where the COCO-dev evaluation looks for the build.
     data_dir = os.path.join(out, "tfds" if not args.max_side else f"tfds_side{args.max_side}")
     langs = languages.TRAIN_35L_LANGS
-    if os.path.exists(os.path.join(corpus.captions_dir(data_dir, args.dataset),
-                                   "dataset_info.json")):
-        import shutil
-        shutil.rmtree(data_dir)
-    summary, memory = run_build(args.dataset, manual, data_dir, langs, args.max_side,
-                                args.workers, os.path.join(out, "build_summary.json"))
-    t = summary["timing"]
-    images_disk = _du(corpus.images_dir(data_dir, args.dataset))
-    captions_disk = _du(corpus.captions_dir(data_dir, args.dataset))
+    shutil.rmtree(data_dir, ignore_errors=True)
+    for i, workers in enumerate(worker_counts):
+        if i:  # The images stay; the caption tables are built again.
+            shutil.rmtree(layout.captions_dir(data_dir, args.dataset))
+        summary, memory = run_build(args.dataset, manual, data_dir, langs, args.max_side,
+                                    workers, os.path.join(out, "build_summary.json"))
+        ratio, per_caption, timing = report_build(args, workers, summary, memory, data_dir,
+                                                  inputs)
+        if not i:
+            first_timing = timing
     num_images = sum(summary["images"].values())
-    num_captions = t["captions"]
-    print(f"build ({args.workers} workers, max_side {args.max_side}; {_load()}): "
-          f"{summary['wall_s']:.1f} s; text pass {t['text_s']:.1f} s for {t['lines']:,} "
-          f"lines, images done at {t['images_s']:.1f} s ({t['image_cpu_s']:.1f} CPU-s for "
-          f"{num_images:,} images), caption tables {t['tables_s']:.1f} s "
-          f"({t['table_cpu_s']:.1f} CPU-s for {num_captions:,} captions)")
-    print(f"peak memory: {_gb(memory.tree_pss)} over all the build's processes (PSS), "
-          f"{_gb(memory.max_rss)} the largest one (RSS)")
-    ratio = images_disk / inputs["jpeg_bytes"]
-    print(f"disk: images {_gb(images_disk)} = {ratio:.3f}x the JPEG bytes; caption tables "
-          f"{_gb(captions_disk)} ({captions_disk / max(num_captions, 1):.0f} B per caption)")
 
     vocab = write_vocab(out, manual)
     inside, outside = first_batch_seconds(args.dataset, manual, data_dir, langs, vocab,
@@ -462,50 +479,20 @@ def main(argv=None):
     print(f"first training batch (256 x 224 px, {len(langs)} languages, 2 workers): "
           f"{inside:.1f} s after the interpreter started ({outside:.1f} s with it); {_load()}")
     if args.dataset == "coco35l":
-        from data import eval_sets
-
-        with open(vocab, "rb") as f:
-            from data import pipeline
-            encoder = pipeline.SentencePieceEncoder(f.read())
-        from data import coco35l_release
+        from data import eval_sets, tokenizer
+        from data.releases import coco35l
 
         start = time.time()
-        dev = eval_sets.load_coco_dev(manual, languages.CORE_LANGS, encoder, image_size=224,
+        dev = eval_sets.load_coco_dev(manual, languages.CORE_LANGS,
+                                      tokenizer.get_vocabulary(vocab), image_size=224,
                                       prompt_template="<2{lang}>", max_prompt_len=16)
         seconds = time.time() - start
         start = time.time()
-        coco35l_release.read_split(manual, "dev", languages.CORE_LANGS)
+        coco35l.read_split(manual, "dev", languages.CORE_LANGS)
         print(f"COCO-dev evaluation set ({len(dev.images):,} images, 4 languages): "
               f"{seconds:.1f} s{' from the build' if not args.max_side else ''} (reading its "
               f"captions from the release files instead: {time.time() - start:.1f} s)")
-    if args.batches and args.images == "realistic":
-        rates = {}
-        for workers in (1, 2):
-            rate, cpu = throughput(args.dataset, manual, data_dir, langs, vocab, workers,
-                                   args.batches)
-            rates[workers] = rate
-            print(f"input pipeline, {workers} worker(s): {rate:.0f} examples/s = "
-                  f"{rate / workers:.0f} per worker ({1 / cpu:.0f} per CPU-second of the "
-                  f"workers); {_load()}")
-        print(f"scaling 1 -> 2 workers: {rates[2] / rates[1]:.2f}x")
-
-    images, lines, captions = full_size(args.dataset)
-    print(f"extrapolated to the full {args.dataset} ({images:,} images, {lines:,} lines, "
-          f"{captions:,} captions), from this run's costs:")
-    per_image = t["image_cpu_s"] / max(num_images, 1)
-    per_line = t["text_s"] / max(t["lines"], 1)
-    per_caption = t["table_cpu_s"] / max(num_captions, 1)
-    for cores in (2, 16):
-        image_s = images * per_image / cores
-        text_s = lines * per_line
-        table_s = captions * per_caption / cores
-        total = max(image_s, text_s) + table_s
-        print(f"  {cores:2d} cores: images {image_s / 3600:.2f} h (in parallel with the text "
-              f"pass {text_s / 3600:.2f} h), caption tables {table_s / 3600:.2f} h: "
-              f"{total / 3600:.2f} h")
-    full_jpeg = inputs["jpeg_bytes"] / max(num_images, 1) * images
-    print(f"  disk: images {full_jpeg * ratio / 1e12:.3f} TB (the JPEGs at {ratio:.3f}x), "
-          f"caption tables {captions * captions_disk / max(num_captions, 1) / 1e9:.1f} GB")
+    extrapolate(args, first_timing, ratio, per_caption, inputs, num_images)
 
 
 if __name__ == "__main__":

@@ -1,343 +1,209 @@
-"""Input pipeline speed: JPEG decoding per core, the pipeline end to end (before and after
-issue 26, side by side), and the demo's training loop.
+"""Input pipeline speed: one core's decoding, the Grain pipeline, and main's pipeline in one run.
 
-    python -m benchmarks.input_pipeline [--num_images 200] [--train_images 1024] \
-        [--batches 6] [--steps 30] [--work_dir DIR]
+    python -m benchmarks.input_pipeline [--train_images 1024] [--batches 8] \
+        [--work_dir DIR] [--old_commit e546dba]
 
-1. Decodes COCO-sized (640x480) JPEGs and resizes them to 224x224 on one
-   thread, with the pipeline's function (data/images.decode_pixels, which
-   decodes at a reduced DCT scale; uint8 out) and with a full-size decode to
-   float32 for comparison; reports images/s per core (target: at least 150).
-2. End to end, batch 256 at 224 px: writes a synthetic COCO-35L release
-   (benchmarks/data_scale.py: `--train_images` 640x480 JPEGs of ~150 KB, all 35
-   languages) and builds it twice, keeping the JPEGs and re-encoding them at a
-   maximum side of 320 (`--max_side 320`). On each it times the producer as it
-   was before issue 26 (kept here as the peer: one thread fetches the records,
-   stacks float32 images and tokenises, serially; decoding on a thread pool
-   over every core) and the pipeline now (`data.pipeline.train_iterator`:
-   whole batches made in 1, then 2 worker processes, uint8 pixels), and reports
-   examples/s, the ratio, examples per CPU-second of a worker (per core), the
-   trainer's own cost per example, the throughput predicted for 16 workers, and
-   the cores one H100 at BB's rate (1,000-2,000 examples/s) and a TPU-v4 host
-   (~4,000/s) need.
-3. Runs the demo config (configs/demo.py) on fresh demo data: a jitted train
-   step of the tiny captioner fed by data/pipeline.train_iterator, and reports
-   per step the time spent waiting for the next batch and the time of the
-   model step. If the wait is a small fraction of the step, the model step is
-   the bottleneck.
+Batch 256 at 224 px, all 35 languages, on a synthetic COCO-35L release with released-size
+JPEGs (640x480, ~150 KB: benchmarks/data_scale.py), built once with the build of this tree:
 
-The machine may be shared: every figure comes with the load average.
+1. One core: the same decode + resize the pipeline does (data/images.decode_pixels, at a
+   reduced DCT scale when that still leaves 224 px), in this process, no pipeline.
+2. The Grain pipeline (data/pipeline/) with 1 and 2 worker processes: examples/s, examples
+   per CPU-second of a worker, and the trainer's own CPU per example.
+3. The pipeline of `--old_commit` (main before the move to Grain: its own worker pool and
+   prefetch thread), from `git archive` of that commit into a temporary folder, built there
+   with its own build from the same release files, measured the same way, in a subprocess.
+4. The prediction for 16 and 64 cores: workers x one worker's examples per CPU-second x
+   the efficiency per CPU-second measured from 1 to 2 workers, capped by what the trainer's
+   own CPU per example allows (it takes every batch in one process).
+
+Every figure comes with the load average (/proc/loadavg): on a shared machine compare only
+the figures of one run.
 """
 
 import argparse
-import concurrent.futures
-import io
+import json
 import os
-import queue
-import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-
-import numpy as np
-from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import data_scale  # noqa: E402
-from data import images as image_lib  # noqa: E402
-from data import languages  # noqa: E402
+from data import images, languages  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BATCH, SIZE = 256, 224
+OLD_COMMIT = "e546dba"
 
 
-def coco_like_jpegs(num_images, seed=0):
-    """Synthetic 640x480 JPEGs (quality 90) with photo-like detail and file sizes (~150 KB)."""
-    rng = np.random.default_rng(seed)
-    return [data_scale.photo_jpeg(rng, 640, 480, 18) for _ in range(num_images)]
+def load():
+    with open("/proc/loadavg", encoding="utf-8") as f:
+        return f"load {' '.join(f.read().split()[:3])}"
 
 
-def _full_decode(data, size):
-    image = Image.open(io.BytesIO(data)).convert("RGB").resize((size, size), Image.BILINEAR)
-    return np.asarray(image, np.float32) * (2.0 / 255.0) - 1.0
-
-
-def images_per_second(fn, jpegs, size=224, repeats=3):
-    """Best-of-`repeats` single-thread throughput of fn(data, size) over `jpegs`.
-
-    Returns:
-        (per CPU second of this thread, per wall-clock second). The first is
-        the per-core figure; the second is lower when other processes share
-        the cores.
-    """
-    best_cpu = best_wall = 0.0
+def single_core_rate(paths, repeats=2):
+    """Images per CPU-second of one thread (best of `repeats`) of decode + resize to 224 px."""
+    jpegs = []
+    for path in paths:
+        with open(path, "rb") as f:
+            jpegs.append(f.read())
+    best = 0.0
     for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.thread_time()
+        cpu = time.thread_time()
         for data in jpegs:
-            fn(data, size)
-        best_cpu = max(best_cpu, len(jpegs) / (time.thread_time() - cpu))
-        best_wall = max(best_wall, len(jpegs) / (time.perf_counter() - wall))
-    return best_cpu, best_wall
+            images.decode_pixels(data, SIZE)
+        best = max(best, len(jpegs) / (time.thread_time() - cpu))
+    return best
 
 
-def _demo_config():
-    from configs import demo as demo_config
+# The measurement, the same for both pipelines, run in a subprocess in each tree: warm up,
+# then time the batches; `make(num_workers)` and `pids(iterator)` are what differ. Its
+# arguments come as JSON in argv[1]; it prints its result as JSON.
+MEASURE = """
+import json, os, sys, time
+args = json.loads(sys.argv[1])
+config = dict(dataset="coco35l", manual_dir=args["manual"], tfds_data_dir=args["data_dir"],
+              langs=args["langs"], max_prompt_len=16, max_target_len=64)
 
-    return demo_config.get_config().unlock()
+def cpu(pids):
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
-
-def time_demo_training(demo_dir, steps):
-    """(waits, step_times) in seconds per step of the demo training loop, or a reason string."""
-    config = _demo_config()
-    config.vocab.path = os.path.join(demo_dir, "spm", "demo.model")
-    config.data.manual_dir = os.path.join(demo_dir, "coco35l")
-    from data import pipeline, tokenizer
-
-    vocab = tokenizer.get_vocabulary(config.vocab.path)
-    batches = pipeline.train_iterator(config.data, vocab, global_batch_size=config.batch_size,
-                                      image_size=config.model.image_size, seed=0)
-    try:
-        import jax
-
-        import train
-        from training import state as state_lib
-    except ImportError as e:
-        batches.close()
-        return f"model step not timed: {e}"
-    model = state_lib.create_model(config, vocab.vocab_size)
-    tx, schedule = state_lib.create_optimizer(config)
-    state = jax.jit(lambda rng: state_lib._init_state(model, tx, rng))(jax.random.key(0))
-    step_fn = jax.jit(train.make_train_step(model, tx, schedule, config))
-    rng = jax.random.key(1)
-    state, _ = step_fn(state, next(batches), rng)  # Compile.
-    jax.block_until_ready(state)
-    waits, step_times = [], []
-    for _ in range(steps):
-        start = time.perf_counter()
-        batch = next(batches)
-        got = time.perf_counter()
-        state, measurements = step_fn(state, batch, rng)
-        jax.block_until_ready(measurements)
-        waits.append(got - start)
-        step_times.append(time.perf_counter() - got)
-    batches.close()
-    return waits, step_times
-
-
-def time_pipeline_alone(demo_dir, steps):
-    """Seconds per demo batch of the input pipeline running alone."""
-    config = _demo_config()
-    config.data.manual_dir = os.path.join(demo_dir, "coco35l")
-    from data import pipeline, tokenizer
-
-    vocab = tokenizer.get_vocabulary(os.path.join(demo_dir, "spm", "demo.model"))
-    batches = pipeline.train_iterator(config.data, vocab, global_batch_size=config.batch_size,
-                                      image_size=config.model.image_size, seed=0)
-    next(batches)
+def measure(make, pids, workers):
+    iterator = make(workers)
+    for _ in range(workers + 1):
+        next(iterator)
+    worker_cpu, own = cpu(pids(iterator)), time.process_time()
     start = time.perf_counter()
-    for _ in range(steps):
-        next(batches)
-    elapsed = (time.perf_counter() - start) / steps
-    batches.close()
-    return elapsed, config.batch_size
+    for _ in range(args["batches"]):
+        next(iterator)
+    seconds = time.perf_counter() - start
+    worker_cpu, own = cpu(pids(iterator)) - worker_cpu, time.process_time() - own
+    iterator.close()
+    count = args["batches"] * args["batch"]
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    return {"rate": count / seconds, "worker_cpu": worker_cpu / count,
+            "own_cpu": own / count, "load": load}
+"""
+
+NEW = MEASURE + """
+from data import pipeline, tokenizer
+vocab = tokenizer.get_vocabulary(args["vocab"])
+
+def make(workers):
+    return pipeline.train_iterator(dict(config, num_workers=workers), vocab,
+                                   global_batch_size=args["batch"], image_size=args["size"],
+                                   seed=0)
+
+print(json.dumps([measure(make, lambda it: [w.pid for w in it.workers], w) for w in (1, 2)]))
+"""
+
+OLD = MEASURE + """
+from data import build, pipeline
+build.build_corpus("coco35l", manual_dir=args["manual"], data_dir=args["data_dir"],
+                   langs=args["langs"])
+with open(args["vocab"], "rb") as f:
+    encoder = pipeline.SentencePieceEncoder(f.read())
+
+def make(workers):
+    return pipeline.train_iterator(dict(config, num_workers=workers), encoder,
+                                   global_batch_size=args["batch"], image_size=args["size"],
+                                   seed=0)
+
+print(json.dumps([measure(make, lambda it: it.pids, w) for w in (1, 2)]))
+"""
 
 
-# --------------------------------------------------- 2. end to end, 224 px ----
-def legacy_iterator(data_config, encoder, *, global_batch_size, image_size, seed):
-    """The producer before issue 26, the peer of part 2 (on the same records).
-
-    One thread makes each batch: it fetches the records of each language in
-    turn, has the images decoded to float32 on a thread pool over every core,
-    stacks them, and tokenises the captions, all serially but the decoding.
-
-    Returns:
-        (queue of batches, stop event, list of the producer thread's CPU-seconds
-        per batch: its serial work, decoding excluded).
-    """
-    from data import batches, pipeline, sampling, sources
-
-    langs, per_lang = sources.open_sources(data_config, "train")
-    prompts = np.stack([batches.tokenize_prompt(encoder, lang, "<2{lang}>",
-                                                data_config["max_prompt_len"]) for lang in langs])
-    sampler = sampling.Sampler([len(s) for s in per_lang], "uniform", seed)
-    pool = concurrent.futures.ThreadPoolExecutor(pipeline.available_cores())
-
-    def make(step):
-        lang_idx, example_idx, draws = sampler.sample(step * global_batch_size,
-                                                      global_batch_size)
-        chosen = [None] * global_batch_size
-        for lang in np.unique(lang_idx):
-            where = np.flatnonzero(lang_idx == lang)
-            for i, item in zip(where, per_lang[lang].fetch(example_idx[where]), strict=True):
-                chosen[i] = item
-        pixels = list(pool.map(lambda x: image_lib.decode(x.data, image_size, name=x.name),
-                               chosen))
-        texts = [x.captions[sampling.reference_index(d, len(x.captions))]
-                 for x, d in zip(chosen, draws, strict=True)]
-        return {"image": np.stack(pixels), "prompt": prompts[lang_idx],
-                "targets": batches.tokenize_targets(encoder, texts,
-                                                    data_config["max_target_len"])}
-
-    made, stop, serial = queue.Queue(maxsize=2), threading.Event(), []
-
-    def produce():
-        step = 0
-        while not stop.is_set():
-            cpu = time.thread_time()
-            batch = make(step)
-            serial.append(time.thread_time() - cpu)
-            while not stop.is_set():
-                try:
-                    made.put(batch, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            step += 1
-        pool.shutdown(cancel_futures=True)
-
-    threading.Thread(target=produce, daemon=True).start()
-    return made, stop, serial
+def run(code, cwd, **kwargs):
+    """The JSON result a measuring script prints (its last line), run in the tree `cwd`."""
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], cwd=cwd, check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": cwd})
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _rate(next_batch, batches, workers_cpu=None):
-    """(examples/s, CPU-seconds per example of the workers, and of this process)."""
-    next_batch()
-    next_batch()
-    cpu, own = (workers_cpu() if workers_cpu else 0.0), time.process_time()
-    start = time.perf_counter()
-    for _ in range(batches):
-        next_batch()
-    elapsed = time.perf_counter() - start
-    count = batches * 256
-    worker = ((workers_cpu() - cpu) / count) if workers_cpu else None
-    return count / elapsed, worker, (time.process_time() - own) / count
+def old_tree(commit, folder):
+    """`commit` of this repository, exported into `folder` (its files only)."""
+    archive = subprocess.run(["git", "-C", ROOT, "archive", commit], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+    return folder
 
 
-def end_to_end(args):
-    """Part 2: the producer before and after issue 26, batch 256 at 224 px, side by side."""
-    import ml_collections
+def report(label, rates):
+    for workers, r in zip((1, 2), rates, strict=True):
+        print(f"   {label}, {workers} worker{'s' if workers > 1 else ' '}: {r['rate']:6.0f} "
+              f"examples/s; {1 / r['worker_cpu']:4.0f} examples per CPU-second of the "
+              f"workers; the trainer {r['own_cpu'] * 1e6:4.0f} us of CPU per example "
+              f"(load {r['load']})")
 
-    from data import build, pipeline
 
-    work = args.work_dir or tempfile.mkdtemp(prefix="input_pipeline_")
+def predict(rates, per_core):
+    """Examples/s predicted for 16 and 64 cores (a worker each), with its basis."""
+    per_worker = 1 / rates[0]["worker_cpu"]
+    efficiency = min(rates[0]["worker_cpu"] / rates[1]["worker_cpu"], 1.0)
+    cap = 1 / max(rates[1]["own_cpu"], 1e-9)
+    print(f"4. predicted for one training process with a worker per free core: workers x "
+          f"{per_worker:.0f} examples per CPU-second of one worker ({per_worker / per_core:.2f}"
+          f" of the single-core decode rate) x {efficiency:.2f} (per CPU-second, 2 workers "
+          f"vs 1), capped at {cap:,.0f}/s by the trainer's own CPU per example:")
+    for cores in (16, 64):
+        print(f"   {cores} cores: ~{min(cores * per_worker * efficiency, cap):,.0f} examples/s")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--train_images", type=int, default=1024,
+                        help="training images of the synthetic COCO-35L")
+    parser.add_argument("--batches", type=int, default=8, help="batches of 256 timed a run")
+    parser.add_argument("--work_dir", default=None,
+                        help="keep the release and the builds here (reused when present)")
+    parser.add_argument("--old_commit", default=OLD_COMMIT,
+                        help="the commit whose pipeline is measured beside this one")
+    args = parser.parse_args(argv)
+    work = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="input_pipeline_"))
     fraction = args.train_images / (data_scale.COCO_SPLITS["train"] +
                                     data_scale.COCO_SPLITS["restval"])
     manual, inputs = data_scale.write_inputs(work, "coco35l", fraction, "realistic",
                                              os.cpu_count())
     vocab = data_scale.write_vocab(work, manual)
-    with open(vocab, "rb") as f:
-        encoder = pipeline.SentencePieceEncoder(f.read())
     langs = languages.TRAIN_35L_LANGS
-    cores = os.cpu_count()
-    measured = {}
-    for max_side in (0, 320):
-        data_dir = os.path.join(work, f"built_side{max_side}")
-        summary = build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir,
-                                     langs=langs, max_side=max_side)
-        if not max_side:
-            count = sum(summary["images"].values())
-            print(f"2. end to end, batch 256 at 224 px, {len(langs)} languages, {count:,} "
-                  f"images ({inputs['jpeg_bytes'] / count / 1e3:.0f} KB JPEGs), {cores} cores:")
-        config = ml_collections.ConfigDict(dict(
-            dataset="coco35l", manual_dir=manual, tfds_data_dir=data_dir, langs=langs,
-            max_prompt_len=16, max_target_len=64))
-        made, stop, serial = legacy_iterator(config, encoder, global_batch_size=256,
-                                             image_size=224, seed=0)
-        old, _, old_cpu = _rate(made.get, args.batches)
-        stop.set()
-        serial_cap = 256 / statistics.median(serial[2:] or serial)
-        label = "the release's JPEGs" if not max_side else f"re-encoded at max side {max_side}"
-        print(f"   {label}: before (serial producer + decoding threads): {old:6.0f} examples/s; "
-              f"{1 / old_cpu:.0f} per CPU-second; its serial thread alone caps it at "
-              f"~{serial_cap:,.0f}/s whatever the cores ({os.getloadavg()[0]:.1f} load)")
-        rates = {}
-        for workers in (1, 2):
-            config.num_workers = workers
-            it = pipeline.train_iterator(config, encoder, global_batch_size=256,
-                                         image_size=224, seed=0)
-            rates[workers] = _rate(lambda it=it: next(it), args.batches,
-                                   lambda it=it: data_scale.workers_cpu(it))
-            it.close()
-            rate, worker_cpu, own = rates[workers]
-            print(f"      now, {workers} worker process{'es' if workers > 1 else ''}: "
-                  f"{rate:6.0f} examples/s = {rate / old:.2f}x before; {1 / worker_cpu:.0f} "
-                  f"examples per CPU-second of a worker; the trainer {own * 1e6:.0f} us of CPU "
-                  f"per example ({os.getloadavg()[0]:.1f} load)")
-        per_core = 1 / rates[1][1]
-        efficiency = min(rates[1][1] / rates[2][1], 1.0)  # Per CPU-second, 2 vs 1 workers.
-        trainer_cap = 1 / max(rates[2][2], 1e-9)
-        predicted = min(16 * per_core * efficiency, trainer_cap)
-        print(f"      1 -> 2 workers: {rates[2][0] / rates[1][0]:.2f}x the examples/s on "
-              f"{cores} shared cores; per CPU-second of a worker {100 * efficiency:.0f}% of one "
-              f"worker's; predicted for 16 workers on 16 free cores: ~{predicted:,.0f} "
-              f"examples/s (16 x {per_core:.0f} x {efficiency:.2f}; the trainer's copy caps one "
-              f"process at ~{trainer_cap:,.0f}/s)")
-        new_free = min(cores * per_core * efficiency, trainer_cap)
-        old_free = min(cores / old_cpu, serial_cap)
-        print(f"      on {cores} free cores (from the CPU-seconds above): now ~{new_free:,.0f}, "
-              f"before ~{old_free:,.0f} examples/s: {new_free / old_free:.1f}x")
-        measured[max_side] = (old, rates[cores if cores in rates else 2][0], old_free, new_free)
-        print(f"      cores of workers needed: {1000 / per_core:.1f}-{2000 / per_core:.1f} for "
-              f"one H100 at BB's rate (1,000-2,000 examples/s), {4000 / per_core:.1f} for a "
-              f"TPU-v4 host (4,000/s)")
-    before, _, before_free, _ = measured[0]
-    _, now, _, now_free = measured[320]
-    print(f"   now (built with --max_side 320, {min(cores, 2)} workers) vs before (the release's "
-          f"JPEGs, the only build there was): {now / before:.2f}x measured on this machine, "
-          f"{now_free / before_free:.1f}x on {cores} free cores")
+    train = os.path.join(manual, "train2014")
+    paths = sorted(os.path.join(train, name) for name in os.listdir(train))[:200]
+    print(f"Batch {BATCH} at {SIZE} px, {len(langs)} languages, {args.train_images} training "
+          f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(len(os.listdir(train)), 1):.0f} KB "
+          f"(640x480), {os.cpu_count()} cores; {load()}")
+    per_core = single_core_rate(paths)
+    print(f"1. one core, decode + resize to {SIZE} px (data/images.decode_pixels, no pipeline):"
+          f" {per_core:.0f} images/s ({load()})")
 
+    from data import build
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--num_images", type=int, default=200, help="JPEGs of part 1")
-    parser.add_argument("--train_images", type=int, default=1024,
-                        help="training images of the synthetic COCO-35L of part 2")
-    parser.add_argument("--batches", type=int, default=6,
-                        help="batches of 256 timed per producer in part 2")
-    parser.add_argument("--work_dir", default=None,
-                        help="keep part 2's release and builds here (reused when present)")
-    parser.add_argument("--steps", type=int, default=30, help="demo steps of part 3")
-    parser.add_argument("--demo_dir", default=None,
-                        help="existing demo data (default: generate into a temp folder)")
-    args = parser.parse_args(argv)
-
-    jpegs = coco_like_jpegs(args.num_images)
-    kib = statistics.mean(len(j) for j in jpegs) / 1024
-    print(f"1. decode + resize to 224 of {len(jpegs)} 640x480 JPEGs ({kib:.0f} KiB on average), "
-          f"one thread:")
-    fast, fast_wall = images_per_second(lambda d, s: image_lib.decode_pixels(d, s), jpegs)
-    full, full_wall = images_per_second(_full_decode, jpegs)
-    load = os.getloadavg()[0]
-    print(f"   pipeline (reduced-scale decode, uint8): {fast:7.1f} images/s per core "
-          f"({'meets' if fast >= 150 else 'BELOW'} the 150 target); wall clock {fast_wall:.1f}/s")
-    print(f"   full-size decode to float32, for reference: {full:7.1f} images/s per core; wall "
-          f"clock "
-          f"{full_wall:.1f}/s")
-    print(f"   (per core = per CPU-second of the decoding thread; load average {load:.1f} on "
-          f"{os.cpu_count()} cores)")
-
-    end_to_end(args)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        demo_dir = args.demo_dir
-        if demo_dir is None:
-            from data import demo
-
-            demo_dir = os.path.join(tmp, "demo")
-            demo.generate(demo_dir)
-        per_batch, batch_size = time_pipeline_alone(demo_dir, args.steps)
-        print(f"3. demo config (batch {batch_size}, 64x64 images, {os.cpu_count()} cores):")
-        print(f"   input pipeline alone: {per_batch * 1e3:7.1f} ms per batch "
-              f"({batch_size / per_batch:.0f} examples/s)")
-        result = time_demo_training(demo_dir, args.steps)
-    if isinstance(result, str):
-        print(f"   {result}")
-        return
-    waits, step_times = result
-    wait, step = statistics.median(waits), statistics.median(step_times)
-    print(f"   training loop: median wait for input {wait * 1e3:7.1f} ms, median model step "
-          f"{step * 1e3:7.1f} ms ({args.steps} steps)")
-    bottleneck = "the model step" if wait < 0.1 * step else "the input pipeline"
-    print(f"   bottleneck: {bottleneck} (input wait is {100 * wait / step:.0f}% of the step)")
+    data_dir = os.path.join(work, "built")
+    build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
+    params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
+                  batches=args.batches)
+    new = run(NEW, ROOT, data_dir=data_dir, **params)
+    print("2. the Grain pipeline (data/pipeline/):")
+    report("Grain", new)
+    with tempfile.TemporaryDirectory() as folder:
+        old = run(OLD, old_tree(args.old_commit, folder),
+                  data_dir=os.path.join(work, f"built_{args.old_commit}"), **params)
+    print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
+          f"its own build of the same files):")
+    report(args.old_commit, old)
+    print(f"   2 workers: Grain {new[1]['rate'] / old[1]['rate']:.2f}x {args.old_commit}'s "
+          f"examples/s; Grain {new[1]['rate'] / (2 * per_core):.2f}x two cores' decode rate "
+          f"(goal: at least 1.0x and 0.9x)")
+    predict(new, per_core)
+    print(f"({load()} at the end)")
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ VIT_B16 = ("gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-d
            "sd_0.0.npz")
 VIT_G14 = f"{DATA_ROOT}/checkpoints/vit_g14.npz"
 
-# Images of the training splits (data/coco35l_release.py, the README's Datasets section). One
+# Images of the training splits (data/releases/coco35l.py, the README's Datasets section). One
 # epoch of the input pipeline visits each (image, language) pair once, with one of its
-# references drawn at random (data/sampling.py).
+# references drawn at random (data/pipeline/sampling.py).
 COCO35L_TRAIN_IMAGES = 113_287
 CC3M35L_TRAIN_IMAGES = 3_318_333
 
@@ -92,9 +92,9 @@ def schema():
 
 
 def _data():
-    """config.data: the training data and how batches are made (data/pipeline.py)."""
+    """config.data: the training data and how batches are made (data/pipeline/)."""
     return ml_collections.ConfigDict(dict(
-        dataset=_unset(str),          # "coco35l" or "cc3m35l" (the releases, data/*.py).
+        dataset=_unset(str),          # "coco35l" or "cc3m35l" (the releases, data/releases/).
         manual_dir=_unset(str),       # The release files (TFDS manual_dir).
         reader="tfds",                # "tfds": the built data; "files": the release files.
         tfds_data_dir="",             # Where `python -m data.build` wrote it; "": beside

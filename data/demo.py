@@ -18,8 +18,7 @@ real releases so that the same readers, builders and pipeline serve both:
     DIR/xm3600/oidv7-demo-annotations-human-imagelabels.csv
     DIR/vectors/wiki.<lang>.align.vec        aligned word vectors (fastText .vec), en/es/hi/zh
     DIR/spm/demo.model                       SentencePiece model (T5 ids)
-    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/corpus.py)
-    DIR/tfds/xm3600/core/1.0.0/              XM3600's TFDS build (for the seqio tasks)
+    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/build/)
 
 Usage: python -m data.demo --out DIR [--seed 0]
 """
@@ -35,8 +34,9 @@ import time
 import numpy as np
 from PIL import Image, ImageDraw
 
+import files
 from data import build as build_lib
-from data import demo_captions, languages, pipeline, tokenizer
+from data import demo_captions, languages, prompts, tokenizer
 
 _RGB = {"red": (215, 35, 35), "green": (35, 165, 45), "blue": (35, 65, 215),
         "yellow": (235, 205, 25)}
@@ -95,7 +95,7 @@ def _random_scenes(rng, n):
 
 
 def _write_jsonl_bz2(path, rows):
-    with bz2.open(path, "wt", encoding="utf-8") as f:
+    with files.replacing(path, "wb") as raw, bz2.open(raw, "wt", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -143,7 +143,7 @@ def _write_coco35l(root, rng, num_train, num_restval, num_val, num_test, image_s
                     # Word boundaries for the vocabulary only (see generate()).
                     train_texts.append(tokenized.replace(" ", _WORD_DELIMITER)
                                        if lang == "zh" else translation)
-    with open(os.path.join(root, "dataset_coco.json"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "dataset_coco.json")) as f:
         json.dump({"images": images, "dataset": "coco"}, f)
     _write_jsonl_bz2(os.path.join(root, "coco_mt_train.jsonl.bz2"), mt_rows["train"])
     _write_jsonl_bz2(os.path.join(root, "coco_mt_dev.jsonl.bz2"), mt_rows["dev"])
@@ -156,7 +156,7 @@ def _write_xm3600(root, rng, num_images, image_size):
     scenes = _random_scenes(rng, num_images)
     keys = set()
     written = []
-    with open(os.path.join(root, "captions.jsonl"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "captions.jsonl")) as f:
         for i, scene in enumerate(scenes):
             key = "".join(f"{b:02x}" for b in rng.integers(0, 256, size=8))
             while key in keys:
@@ -219,12 +219,12 @@ def _write_labels(root, written):
     Each image has its colour and its shape as verified positives (Confidence 1) and the next
     shape as a verified negative (Confidence 0), which readers must leave out.
     """
-    with open(os.path.join(root, "oidv7-class-descriptions.csv"), "w", encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "oidv7-class-descriptions.csv")) as f:
         f.write("LabelName,DisplayName\n")
         f.writelines(f"{mid},{name.capitalize()}\n" for name, mid in _LABELS.items())
     shapes = demo_captions.SHAPES
-    with open(os.path.join(root, "oidv7-demo-annotations-human-imagelabels.csv"), "w",
-              encoding="utf-8") as f:
+    with files.replacing(os.path.join(root, "oidv7-demo-annotations-human-imagelabels.csv")) \
+            as f:
         f.write("ImageID,Source,LabelName,Confidence\n")
         for key, scene in sorted(written):
             absent = shapes[(shapes.index(scene.shape) + 1) % len(shapes)]
@@ -250,7 +250,7 @@ def _write_vectors(folder, seed):
                         for _, tokenized in demo_captions.captions(scene, lang)
                         for w in tokenized.lower().split()} | set(concept_of))
         paths[lang] = os.path.join(folder, f"wiki.{lang}.align.vec")
-        with open(paths[lang], "w", encoding="utf-8") as f:
+        with files.replacing(paths[lang]) as f:
             f.write(f"{len(words)} {VECTOR_DIM}\n")
             for word in words:
                 noise = rng.normal(size=VECTOR_DIM)
@@ -272,8 +272,8 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         num_xm3600: held-out images in the XM3600 layout.
         image_size: side of the square JPEGs in pixels.
         vocab_size: SentencePiece vocabulary size (a soft limit).
-        build_tfds: also build COCO-35L (en, es, hi, zh) and xm3600/core under
-            DIR/tfds (the training pipeline's default reader reads the first).
+        build_tfds: also build COCO-35L (en, es, hi, zh) under DIR/tfds (what the
+            training pipeline's default reader reads).
         vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
             images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
 
@@ -292,9 +292,10 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
     # merges up to whole words. zh words are delimited for training so that
     # pieces are words (as mT5's Chinese pieces mostly are), not whole phrases.
     # The default LangId prompts are single pieces.
-    prompts = [pipeline.prompt_text(lang) for lang in languages.XM3600_LANGS]
+    lang_prompts = [prompts.prompt_text(lang) for lang in languages.XM3600_LANGS]
     vocab = tokenizer.train_sentencepiece(
-        texts, os.path.join(out_dir, "spm", "demo"), vocab_size, user_defined_symbols=prompts,
+        texts, os.path.join(out_dir, "spm", "demo"), vocab_size,
+        user_defined_symbols=lang_prompts,
         model_type="bpe", pretokenization_delimiter=_WORD_DELIMITER)
     paths = {"coco35l": coco_root, "xm3600": xm_root, "vocab": vocab}
     if vifidel:
@@ -303,10 +304,9 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         _write_vectors(paths["vectors"], seed)
     if build_tfds:
         paths["tfds"] = os.path.join(out_dir, "tfds")
-        for name, root in (("coco35l", coco_root), ("xm3600", xm_root)):
-            # A rebuilt demo must not reuse a stale TFDS copy of the old files.
-            shutil.rmtree(os.path.join(paths["tfds"], name), ignore_errors=True)
-            build_lib.build(name, manual_dir=root, data_dir=paths["tfds"], config="core")
+        # A rebuilt demo must not reuse a stale build of the old files.
+        shutil.rmtree(os.path.join(paths["tfds"], "coco35l"), ignore_errors=True)
+        build_lib.build("coco35l", manual_dir=coco_root, data_dir=paths["tfds"], config="core")
     return paths
 
 
@@ -317,7 +317,7 @@ def main(argv=None):
     parser.add_argument("--num_train", type=int, default=1800)
     parser.add_argument("--num_xm3600", type=int, default=100)
     parser.add_argument("--image_size", type=int, default=64)
-    parser.add_argument("--no_tfds", action="store_true", help="skip the TFDS builds")
+    parser.add_argument("--no_tfds", action="store_true", help="skip the COCO-35L build")
     args = parser.parse_args(argv)
     start = time.time()
     paths = generate(args.out, args.seed, num_train=args.num_train,

@@ -3,7 +3,7 @@
 `load_xm3600` reads an XM3600 release folder (captions.jsonl + images/) and
 `load_coco_dev` COCO-35L's dev split (Karpathy val with its machine-translated
 references): from the build beside the release folder when there is one
-(data/corpus.py: no translation file to parse), else from the release files.
+(data/build/layout.py: no translation file to parse), else from the release files.
 Both return a `CaptionSet`: every image once, as model input, and per
 language the rows of the images it scores, their keys, raw reference captions
 and the LangId prompt. The evaluators (evaluation/evaluators/) decode and
@@ -16,8 +16,10 @@ import os
 
 import numpy as np
 
-from data import coco35l_release, corpus, languages, pipeline, xm3600_release
 from data import images as image_lib
+from data import languages, prompts
+from data.build import layout
+from data.releases import coco35l, xm3600
 
 
 @dataclasses.dataclass
@@ -74,7 +76,7 @@ def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, m
               for lang, (_, _, ids) in per_lang.items()},
         keys={lang: list(keys) for lang, (keys, _, _) in per_lang.items()},
         references={lang: list(refs) for lang, (_, refs, _) in per_lang.items()},
-        prompts={lang: pipeline.tokenize_prompt(vocab, lang, prompt_template, max_prompt_len)
+        prompts={lang: prompts.tokenize_prompt(vocab, lang, prompt_template, max_prompt_len)
                  for lang in per_lang})
 
 
@@ -87,30 +89,29 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
         langs: XM3600 language codes.
         vocab: the `tokenizer.Vocabulary` (for the prompts).
         image_size: side of the square model input.
-        prompt_template: as in data/pipeline.prompt_text.
+        prompt_template: as in data/prompts.prompt_text.
         max_prompt_len: prompt length with EOS and padding.
         max_images: per language, keep only the first this many images (file order).
 
     Returns:
-        A `CaptionSet`; per language the same keys, references and pixels as
-        data/pipeline.xm3600_eval_set.
+        A `CaptionSet`.
 
     Raises:
         ValueError: a language without captions in the file (all such are named).
     """
     langs = languages.check_langs(langs)
     path = os.path.join(data_dir, "captions.jsonl")
-    records = xm3600_release.read_captions(path)
+    records = xm3600.read_captions(path)
     per_lang, paths, missing = {}, {}, []
     for lang in langs:
-        keys, refs = xm3600_release.references(records, lang)
+        keys, refs = xm3600.references(records, lang)
         if not keys:
             missing.append(lang)
             continue
         keys, refs = keys[:max_images], refs[:max_images]
         per_lang[lang] = (keys, refs, keys)
         for key in keys:
-            paths.setdefault(key, xm3600_release.image_path(data_dir, key))
+            paths.setdefault(key, xm3600.image_path(data_dir, key))
     if missing:
         present = sorted({lang for r in records for lang in r.captions})
         raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
@@ -124,7 +125,7 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
     """Loads COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
 
     Args:
-        manual_dir: the COCO-35L release folder (data/coco35l_release.py).
+        manual_dir: the COCO-35L release folder (data/coco35l.py).
         langs: codes of the 35 training languages.
         vocab, image_size, prompt_template, max_prompt_len, max_images: as `load_xm3600`.
 
@@ -137,7 +138,7 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
         return _coco_dev_from_build(built, manual_dir, langs, vocab, image_size=image_size,
                                     prompt_template=prompt_template,
                                     max_prompt_len=max_prompt_len, max_images=max_images)
-    examples, _ = coco35l_release.read_split(manual_dir, "dev", langs)
+    examples, _ = coco35l.read_split(manual_dir, "dev", langs)
     per_lang, paths = {}, {}
     for lang in langs:
         chosen = examples[lang][:max_images]
@@ -155,8 +156,8 @@ def _built_dev(manual_dir, langs):
     """The COCO-35L build beside `manual_dir` if it holds the dev tables of `langs`, else None."""
     data_dir = os.path.join(os.path.dirname(os.path.abspath(manual_dir)), "tfds")
     try:
-        built = corpus.Corpus(data_dir, "coco35l")
-    except (corpus.NotBuiltError, corpus.OldLayoutError):
+        built = layout.Built(data_dir, "coco35l")
+    except layout.NotBuiltError:
         return None
     return built if set(langs) <= set(built.langs("dev")) else None
 
@@ -168,17 +169,17 @@ def _coco_dev_from_build(built, manual_dir, langs, vocab, *, image_size, prompt_
     reencoded = built.metadata().get("max_side")
     files = None
     if reencoded:  # Score the images as released, not the build's smaller copies.
-        karpathy = coco35l_release.read_karpathy(coco35l_release.karpathy_path(manual_dir))
-        root = coco35l_release.image_root(manual_dir)
+        karpathy = coco35l.read_karpathy(coco35l.karpathy_path(manual_dir))
+        root = coco35l.image_root(manual_dir)
         files = {cid: os.path.join(root, path) for cid, (_, path, _) in karpathy.items()}
     per_lang, paths = {}, {}
     for lang in langs:
         table = built.captions("dev", lang)
-        rows = table.fetch(range(min(len(table), max_images or len(table))))
+        rows = table.read(range(min(len(table), max_images or len(table))))
         ids = [key for _, key, _ in rows]
         per_lang[lang] = ([str(i) for i in ids], [list(c) for _, _, c in rows], ids)
         for index, key, _ in rows:
             paths.setdefault(key, files[key] if files else
-                             (lambda index=index: store.fetch([index])[0][1]))
+                             (lambda index=index: store[index][1]))
     return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)

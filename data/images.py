@@ -3,8 +3,8 @@
 Images are decoded and resized on the host to uint8 [H, W, 3] (`decode_pixels`)
 and go to the accelerator as such, a quarter of the bytes of float32; the
 model maps them to float32 in [-1, 1] there (model/captioner.py), big_vision's
-`value_range(-1, 1)`, with exactly the values of `to_unit_range`, which the
-host used to apply (`decode` still does, for callers that want floats).
+`value_range(-1, 1)`, with exactly the values of `to_unit_range` (`decode` gives
+floats, for callers that want them on the host).
 Large JPEGs are decoded at a reduced DCT scale (PIL's `draft`) when that still
 leaves at least the target resolution: a 640x480 COCO image going to 224x224
 decodes at 320x240, about three times faster, with the same antialiased result

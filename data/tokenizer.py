@@ -13,6 +13,8 @@ import os
 import numpy as np
 import sentencepiece as spm
 
+import files
+
 PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
@@ -68,10 +70,9 @@ def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols
         minloglevel=2,
     )
     path = model_prefix + ".model"
-    with open(path, "wb") as f:
-        f.write(model.getvalue())
+    files.write_bytes(path, model.getvalue())
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    with open(model_prefix + ".vocab", "w", encoding="utf-8") as f:
+    with files.replacing(model_prefix + ".vocab") as f:
         for i in range(processor.get_piece_size()):
             f.write(f"{processor.id_to_piece(i)}\t{processor.get_score(i)}\n")
     return path
@@ -84,7 +85,6 @@ class Vocabulary:
     `tokenizer` (the SentencePieceProcessor) behave as
     `seqio.SentencePieceVocabulary`'s without extra ids; seqio is not imported
     because it imports TensorFlow, which the training process does without.
-    `data/tasks.py` (the seqio tasks) uses `seqio_vocabulary`.
     """
 
     def __init__(self, path, processor):
@@ -160,13 +160,6 @@ def get_vocabulary(path):
             f"{path}: special ids (pad, eos, unk) are {ids}, expected T5's "
             f"{(PAD_ID, EOS_ID, UNK_ID)}")
     return Vocabulary(path, processor)
-
-
-def seqio_vocabulary(path):
-    """The same model as a `seqio.SentencePieceVocabulary`, for seqio tasks (imports TensorFlow)."""
-    import seqio  # noqa: PLC0415  Deferred: importing seqio pulls in TensorFlow.
-
-    return seqio.SentencePieceVocabulary(get_vocabulary(path).path)
 
 
 def detokenize(vocab, tokens):

@@ -37,7 +37,8 @@ import textwrap
 import errors
 import files
 import paper_tables
-from data import languages, xm3600_release
+from data import languages
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider, cli
 from formats import csv_table
 from formats import per_image as per_image_format

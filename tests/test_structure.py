@@ -29,6 +29,12 @@ FORBIDDEN = [
     # The exchanged file formats stand on data (languages, JSON Lines) alone.
     ("formats", tuple(p for p in EVERYTHING if p not in ("data", "formats", "errors", "files"))),
     ("model", ("training", "evaluation", "data", "train", "configs") + TOOLS),
+    # data/ in three parts: the release readers read files; the build reads the releases;
+    # the training input reads the build (or the releases), and builds on request.
+    ("data.releases", ("data.build", "data.pipeline", "data.eval_sets", "data.demo",
+                       "training", "evaluation", "model", "train", "configs") + TOOLS),
+    ("data.build", ("data.pipeline", "data.eval_sets", "data.demo", "training", "evaluation",
+                    "model", "train", "configs") + TOOLS),
     ("data", ("training", "evaluation", "model", "train", "configs") + TOOLS),
     ("training", ("evaluation", "train", "configs") + TOOLS),
     ("evaluation.cider", ("evaluation.evaluators", "evaluation.evaluate", "evaluation.report",

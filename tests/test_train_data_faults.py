@@ -11,8 +11,8 @@ import shutil
 import pytest
 
 import train
-from data import batches
 from data import images as image_lib
+from data import pipeline
 from tests.tiny import tiny_config
 from training import checkpointing
 from training.metrics import read_metrics
@@ -62,14 +62,14 @@ def test_truncated_image_is_found_too(data, tmp_path):
 ])
 def test_data_error_mid_run_saves_the_last_completed_step_first(tiny_demo, tmp_path,
                                                                 monkeypatch, error, message):
-    make = batches.BatchMaker.make
+    make = pipeline.Batch.__call__
 
-    def failing_make(self, step, *args, **kwargs):
-        if step == 3:  # The batch of step 4 (step s trains on batch s - 1).
+    def failing_make(self, index):
+        if index == 3:  # The batch of step 4 (step s trains on batch s - 1).
             raise error
-        return make(self, step, *args, **kwargs)
+        return make(self, index)
 
-    monkeypatch.setattr(batches.BatchMaker, "make", failing_make)
+    monkeypatch.setattr(pipeline.Batch, "__call__", failing_make)
     config = tiny_config(str(tiny_demo), **{
         "data.reader": "files", "data.num_workers": 0,  # Batches made in this process.
         "total_steps": 6, "checkpoint.every": 100, "evals.xm3600.every": 0})
@@ -80,7 +80,7 @@ def test_data_error_mid_run_saves_the_last_completed_step_first(tiny_demo, tmp_p
     assert checkpointing.steps(str(workdir)) == [3]
     assert [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r] == [1, 2, 3]
     # The resumed run (the file fixed) goes on from step 3.
-    monkeypatch.setattr(batches.BatchMaker, "make", make)
+    monkeypatch.setattr(pipeline.Batch, "__call__", make)
     state = train.train_and_evaluate(config, str(workdir))
     assert int(state["step"]) == 6
     assert [r["step"] for r in read_metrics(str(workdir))

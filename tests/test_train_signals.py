@@ -11,6 +11,8 @@ it with SIGINT and SIGTERM at their defaults, whatever this process has).
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -143,3 +145,42 @@ def test_the_ctrl_c_experiment_runs(tmp_path):
     assert [row["ok"] for rows in results.values() for row in rows] == [True, True], results
     assert "swallowed" in experiment.table(results)
     assert os.path.exists(tmp_path / "tiny_config.py")
+
+
+def _children(pid):
+    """The pids of the processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def test_ctrl_c_to_the_process_group_while_the_input_workers_start(config_file, tmp_path):
+    """A terminal's Ctrl-C reaches the whole group: the input workers, which train.py starts
+    before it initializes the model, add nothing to its line (data/worker_processes.py)."""
+    flags = [a for a in experiment.run_args("none") if not a.startswith("--compilation_cache")]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", experiment._EXEC_WITH_DEFAULT_SIGNALS, "train.py", "--config",
+         config_file, "--workdir", str(tmp_path / "run"), *flags, "--config.data.num_workers=2"],
+        cwd=tiny.REPO, env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(_children(proc.pid)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # Until the two workers (and the resource tracker) run.
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert [line for line in lines if not experiment.CONSOLE_LINE.match(line)] == [
+        STOPPED_BEFORE.format("Ctrl-C")], out
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and subprocess.run(  # The workers follow within 0.1 s.
+            ["pgrep", "-s", str(proc.pid)], capture_output=True).stdout:
+        time.sleep(0.1)
+    assert not subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True).stdout

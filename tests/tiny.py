@@ -44,6 +44,9 @@ def tiny_config(data_dir, **overrides):
         "vocab.path": f"{data_dir}/spm/demo.model",
         "data.manual_dir": f"{data_dir}/coco35l",
         "data.reader": "files",
+        # Batches made in the test process: no worker start-up per run (tests/data/pipeline/
+        # shows that worker processes make the same batches; the signal tests start them).
+        "data.num_workers": 0,
         "data.max_target_len": 16,
         "model.image_size": 32,
         "model.vit.width": 32, "model.vit.depth": 1, "model.vit.mlp_dim": 64,

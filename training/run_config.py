@@ -19,7 +19,10 @@ from absl import flags
 
 import errors
 import files
-from data import batches, languages, sampling, sources
+from data import languages
+from data import prompts as prompt_lib
+from data.build.image_shards import CORRUPT_IMAGE_POLICIES
+from data.pipeline import sampling, sources
 from model import captioner
 from model.upstream import trees
 from training import crash_points
@@ -98,7 +101,6 @@ def save(workdir, config):
     crash_points.passed("config.json")
 
 
-CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 SCHEDULES = ("rsqrt", "constant")
 
 
@@ -195,7 +197,7 @@ def _check_data(data):
     _check_choice(data.mixture, "data.mixture", sampling.MIXTURES)
     template = data.prompt_template
     try:
-        batches.prompt_text("en", template)
+        prompt_lib.prompt_text("en", template)
     except (ValueError, KeyError, IndexError) as e:
         reason = str(e) if isinstance(e, ValueError) else f"unknown field {e}"
         raise ConfigError(f"config.data.prompt_template={template!r}: {reason}; write "
@@ -260,7 +262,7 @@ def check_vocab(config, vocab):
     langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
                                                  for lang in evaluator.get("langs", ()))])
     for lang in langs:
-        prompt = batches.prompt_text(lang, template)
+        prompt = prompt_lib.prompt_text(lang, template)
         tokens = len(vocab.encode(prompt)) + 1  # + EOS
         if tokens > config.data.max_prompt_len:
             raise ConfigError(f"config.data.max_prompt_len={config.data.max_prompt_len} is too "

@@ -23,7 +23,9 @@ import numpy as np
 from absl import flags, logging
 from ml_collections import config_flags
 
-from data import cc3m35l_release, coco35l_release, tokenizer
+from data import tokenizer
+from data.releases import cc3m35l as cc3m35l_release
+from data.releases import coco35l as coco35l_release
 from training import flops, run_config
 from training import state as state_lib
 

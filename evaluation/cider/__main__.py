@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 import errors
-from data import xm3600_release
+from data.releases import xm3600 as xm3600_release
 from evaluation import cli
 from evaluation.cider import per_language, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies

@@ -13,7 +13,8 @@ import typing
 
 import numpy as np
 
-from data import languages, xm3600_release
+from data import languages
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from evaluation.cider import scorer as scorer_lib
 from evaluation.cider import text
@@ -127,7 +128,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
     """Scores predictions against XM3600 references, language by language.
 
     Args:
-        records: `data.xm3600_release.read_captions` output, or the
+        records: `data.releases.xm3600.read_captions` output, or the
             `xm3600_release.References` of `read_references` (of the field
             `reference_field`).
         predictions: lang -> {image key -> caption} (`formats.predictions.read`).

@@ -28,7 +28,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from data import eval_sets, languages, pipeline, tokenizer, xm3600_release
+from data import eval_sets, languages, tokenizer
+from data import prompts as prompt_lib
+from data.releases import xm3600 as xm3600_release
 from model import decode
 from model.decode import Decoding
 
@@ -74,7 +76,7 @@ class Setup:
 
     @property
     def prompt_template(self):
-        return self.data_config.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
+        return self.data_config.get("prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE)
 
 
 def load_xm3600_set(eval_config, setup, langs):

@@ -11,7 +11,8 @@ in the checkpoint tool's results folder: `predictions_coco_dev_<lang>.jsonl`,
 (and its scores are the COCO-dev column of XM3600's Table 8 report).
 """
 
-from data import coco35l_release, eval_sets, languages
+from data import eval_sets, languages
+from data.releases import coco35l as coco35l_release
 from evaluation.evaluators import cider_d
 
 

@@ -9,7 +9,8 @@ import re
 import numpy as np
 from PIL import Image
 
-from data import demo, demo_captions, xm3600_release
+from data import demo, demo_captions
+from data.releases import xm3600
 
 DEVANAGARI = re.compile(r"^[\u0900-\u097F ]+$")
 HAN = re.compile(r"^[\u4E00-\u9FFF]+$")
@@ -59,14 +60,14 @@ def test_translation_files_cover_train_restval_and_val(demo_dir):
 
 
 def test_xm3600_split_reads_and_is_disjoint_from_training(demo_dir):
-    records = xm3600_release.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
+    records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     assert len(records) == 16
     for r in records:
         assert set(r.captions) == set(demo_captions.DEMO_LANGS)
         assert all(len(c) == 2 and c[0] != c[1] for c in r.captions.values())
-        assert os.path.exists(xm3600_release.image_path(str(demo_dir / "xm3600"), r.key))
+        assert os.path.exists(xm3600.image_path(str(demo_dir / "xm3600"), r.key))
     training = {Image.open(p).tobytes() for p in (demo_dir / "coco35l").glob("*/*.jpg")}
-    held_out = {Image.open(xm3600_release.image_path(str(demo_dir / "xm3600"), r.key)).tobytes()
+    held_out = {Image.open(xm3600.image_path(str(demo_dir / "xm3600"), r.key)).tobytes()
                 for r in records}
     assert not training & held_out
 
@@ -129,7 +130,7 @@ def test_rendered_colour_size_and_position_match_the_scene():
 
 
 def test_labels_name_each_held_out_images_colour_and_shape(demo_dir):
-    records = xm3600_release.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
+    records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     descriptions = demo_dir / "xm3600" / "oidv7-class-descriptions.csv"
     names = dict(line.split(",") for line in descriptions.read_text().splitlines()[1:])
     with open(demo_dir / "xm3600" / "oidv7-demo-annotations-human-imagelabels.csv",

@@ -5,8 +5,9 @@ import shutil
 import numpy as np
 import pytest
 
-from data import coco35l_release, eval_sets, tokenizer, xm3600_release
+from data import eval_sets, tokenizer
 from data import images as image_lib
+from data.releases import coco35l, xm3600
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +23,13 @@ def _load(folder, langs, vocab, **kwargs):
 def test_xm3600_set_matches_the_captions_file_and_images(demo_dir, vocab):
     folder = demo_dir / "xm3600"
     shared = _load(folder, ["en", "zh", "hi"], vocab, max_images=10)
-    records = xm3600_release.read_captions(str(folder / "captions.jsonl"))
+    records = xm3600.read_captions(str(folder / "captions.jsonl"))
     assert len(shared.images) == len({k for keys in shared.keys.values() for k in keys})
     for lang in ("en", "zh", "hi"):
-        keys, refs = xm3600_release.references(records, lang)
+        keys, refs = xm3600.references(records, lang)
         assert shared.keys[lang] == keys[:10] and shared.references[lang] == refs[:10]
         # Each language's rows are its images, decoded independently here.
-        expected = np.stack([image_lib.read_pixels(xm3600_release.image_path(str(folder), key), 32)
+        expected = np.stack([image_lib.read_pixels(xm3600.image_path(str(folder), key), 32)
                              for key in keys[:10]])
         np.testing.assert_array_equal(shared.images[shared.rows[lang]], expected)
         assert vocab.decode([int(t) for t in shared.prompts[lang] if t > 1]) == f"<2{lang}>"
@@ -53,7 +54,7 @@ def test_coco_dev_set_has_the_translated_dev_references(demo_dir, vocab):
     manual = str(demo_dir / "coco35l")
     dev = eval_sets.load_coco_dev(manual, ["en", "zh"], vocab, image_size=32,
                                   prompt_template="<2{lang}>", max_prompt_len=4)
-    examples, _ = coco35l_release.read_split(manual, "dev", ["en", "zh"])
+    examples, _ = coco35l.read_split(manual, "dev", ["en", "zh"])
     for lang in ("en", "zh"):
         assert dev.keys[lang] == [str(e.cocoid) for e in examples[lang]]
         assert dev.references[lang] == [list(e.captions) for e in examples[lang]]

@@ -150,7 +150,7 @@ def test_decode_lines_counts_keys_and_scans_only_when_the_colons_differ(tmp_path
 
 
 def test_the_cider_inputs_refuse_a_repeated_key(tmp_path):
-    from data import xm3600_release
+    from data.releases import xm3600
     from formats import predictions
     from tests.evaluation.cider.test_cli import write_references
 
@@ -162,13 +162,13 @@ def test_the_cider_inputs_refuse_a_repeated_key(tmp_path):
                        match=r"preds.jsonl:2: key 'caption' appears twice in one object"):
         predictions.read(preds)
     refs = write_references(tmp_path / "captions.jsonl")
-    assert xm3600_release.read_references(refs).get("en")[0]  # Well-formed: read fast.
+    assert xm3600.read_references(refs).get("en")[0]  # Well-formed: read fast.
     lines = open(refs, encoding="utf-8").read().splitlines()
     lines[1] = lines[1].replace('"caption": [', '"caption": ["x"], "caption": [', 1)
     open(refs, "w", encoding="utf-8").write("\n".join(lines) + "\n")
     with pytest.raises(jsonl.FormatError,
                        match=r"captions.jsonl:2: key 'caption' appears twice in one object"):
-        xm3600_release.read_references(refs)
+        xm3600.read_references(refs)
 
 
 def test_a_json_object_file_refuses_a_repeated_key(tmp_path):

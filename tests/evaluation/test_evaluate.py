@@ -19,8 +19,11 @@ import ml_collections
 import numpy as np
 import pytest
 
-from data import coco35l_release, languages, pipeline, tokenizer, xm3600_release
 from data import images as image_lib
+from data import languages, tokenizer
+from data import prompts as prompt_lib
+from data.releases import coco35l as coco35l_release
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider, evaluate, report
 from evaluation import evaluators as evaluators_lib
 from evaluation.cider import __main__ as cider_main
@@ -68,7 +71,7 @@ def _independent_set(data_dir, lang, vocab, config):
     keys, refs = xm3600_release.references(records, lang)
     size = config.model.image_size
     images = np.stack([image_lib.read(xm3600_release.image_path(folder, k), size) for k in keys])
-    prompt = pipeline.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
+    prompt = prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
 
 

@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 import errors
-from data import languages, xm3600_release
+from data import languages
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider, report
 from formats import per_image, predictions, scores
 from tests import cli

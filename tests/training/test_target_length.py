@@ -5,7 +5,9 @@ import re
 import numpy as np
 import pytest
 
-from data import coco35l_release, pipeline, tokenizer
+from data import prompts as prompt_lib
+from data import tokenizer
+from data.releases import coco35l as coco35l_release
 from tests.tiny import tiny_config
 from training import flops, target_length
 from training import state as state_lib
@@ -26,10 +28,10 @@ def test_piece_lengths_are_what_the_pipeline_keeps_of_untruncated_captions(tiny_
     vocab = tokenizer.get_vocabulary(f"{tiny_demo}/spm/demo.model")
     captions = ["a red circle", "un cuadrado azul grande a la izquierda", "x"]
     lengths = target_length.piece_lengths(vocab, captions)
-    targets = pipeline.tokenize_targets(vocab, captions, 64)
+    targets = prompt_lib.tokenize_targets(vocab, captions, 64)
     np.testing.assert_array_equal(lengths, (targets != 0).sum(axis=1))
     # A caption longer than max_target_len is cut to it (EOS kept): the tool's "cut" share.
-    short = pipeline.tokenize_targets(vocab, captions, 3)
+    short = prompt_lib.tokenize_targets(vocab, captions, 3)
     assert ((short != 0).sum(axis=1) == np.minimum(lengths, 3)).all()
 
 

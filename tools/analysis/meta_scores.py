@@ -17,7 +17,8 @@ import os
 import numpy as np
 
 import errors
-from data import jsonl, xm3600_release
+from data import jsonl
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider
 from formats import csv_table, thumb_ratings
 from tools import vifidel as vifidel_lib

@@ -16,7 +16,8 @@ import ml_collections
 import numpy as np
 import sentencepiece as spm
 
-from data import languages, pipeline, tokenizer
+from data import languages, tokenizer
+from data import prompts as prompt_lib
 from errors import InputError
 from model import captioner
 from training import checkpointing, run_config
@@ -29,7 +30,7 @@ class Vocabulary:
     """A SentencePiece model behind the interface the repository's code uses.
 
     `encode`, `decode` and `vocab_size` as seqio's SentencePieceVocabulary without extra
-    ids (what data/tokenizer.get_vocabulary returns), so data/pipeline.tokenize_prompt and
+    ids (what data/tokenizer.get_vocabulary returns), so data/prompts.tokenize_prompt and
     data/tokenizer.detokenize take it, on sentencepiece alone: no TensorFlow to import.
     """
 
@@ -191,8 +192,8 @@ def restore(workdir, step=None, *, max_len=None):
         params = checkpointing.restore_params(workdir, _abstract_params(model), step, best)
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise InputError(str(e)) from None
-    template = config.data.get("prompt_template", pipeline.DEFAULT_PROMPT_TEMPLATE)
-    prompts = {lang: pipeline.tokenize_prompt(vocab, lang, template, config.data.max_prompt_len)
+    template = config.data.get("prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE)
+    prompts = {lang: prompt_lib.tokenize_prompt(vocab, lang, template, config.data.max_prompt_len)
                for lang in langs}
     return Run(workdir=workdir, step=step, best=best, model=model,
                params=params, vocab=vocab, image_size=int(config.model.image_size),

@@ -29,7 +29,7 @@ import secrets
 import flask
 import werkzeug.exceptions
 
-from data import xm3600_release
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from tools.humaneval import crowd, dashboard, onboarding, store, web
 from tools.humaneval import session as session_lib

@@ -30,7 +30,8 @@ import secrets
 
 import numpy as np
 
-from data import languages, xm3600_release
+from data import languages
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from formats import predictions as predictions_format
 from tools.humaneval import practice, subsets, texts

@@ -68,7 +68,7 @@ def build(session_type, langs, records, subset, rng):
     Args:
         session_type: "sxs", "quality" or "thumb".
         langs: the session's languages.
-        records: the release's records (data/xm3600_release), in file order.
+        records: the release's records (data/releases/xm3600.py), in file order.
         subset: the rated image keys.
         rng: a numpy Generator (seeded by the session's seed).
 

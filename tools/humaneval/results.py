@@ -10,7 +10,7 @@ the languages it asks for, and, against the release, a results folder of other i
 import dataclasses
 import os
 
-from data import xm3600_release
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format

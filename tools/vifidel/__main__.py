@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 import errors
-from data import xm3600_release
+from data.releases import xm3600 as xm3600_release
 from evaluation import cli
 from formats import per_image, predictions
 from tools.vifidel import corpus, options

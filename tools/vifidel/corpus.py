@@ -16,7 +16,8 @@ import dataclasses
 
 import numpy as np
 
-from data import languages, xm3600_release
+from data import languages
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from evaluation.cider import scorer as cider_scorer
 from tools.vifidel import labels, vectors, wmd
@@ -201,7 +202,7 @@ def score_languages(records, predictions, settings, *, langs=None, allow_missing
     """Scores a predictions file against an XM3600 release's images, language by language.
 
     Args:
-        records: `data.xm3600_release.read_captions` output.
+        records: `data.releases.xm3600.read_captions` output.
         predictions: lang -> {image key -> caption} (`formats.predictions.read`).
         settings: `Settings`.
         langs: languages to score (default: every language with predictions).

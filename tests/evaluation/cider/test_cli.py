@@ -220,7 +220,7 @@ def test_df_file_validation(tmp_path):
 
 
 def test_df_for_missing_language(files, tmp_path):
-    from data import xm3600_release
+    from data.releases import xm3600 as xm3600_release
     records = xm3600_release.read_captions(files[0])
     df = {"en": cider.CiderScorer([REFS[k]["en"] for k in REFS], "en").document_frequency}
     with pytest.raises(errors.InputError, match="no document frequencies for 'es'"):
@@ -259,7 +259,7 @@ def test_python_dash_m_entry_point(files):
 
 
 def test_score_languages_from_references_table(files):
-    from data import xm3600_release
+    from data.releases import xm3600 as xm3600_release
     preds = predictions.read(files[1])
     from_records = cider.score_languages(xm3600_release.read_captions(files[0]), preds)
     table = xm3600_release.read_references(files[0])

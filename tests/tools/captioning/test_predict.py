@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from data import images as image_lib
-from data import pipeline, tokenizer
+from data import prompts as prompt_lib
+from data import tokenizer
 from model import decode
 from tests import tiny
 from tests.tools.captioning.conftest import EXPORTED
@@ -32,7 +33,7 @@ def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
     model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
     rows = [(image, lang) for image in images for lang in langs]
     pixels = np.stack([image_lib.read(image, config.model.image_size) for image, _ in rows])
-    prompts = np.stack([pipeline.tokenize_prompt(vocab, lang, "<2{lang}>",
+    prompts = np.stack([prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>",
                                                  config.data.max_prompt_len)
                         for _, lang in rows])
     if beam is None:

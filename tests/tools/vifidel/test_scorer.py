@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from data import demo, xm3600_release
+from data import demo
+from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from tests.tools.vifidel.conftest import write_vec
 from tools.vifidel import __main__ as cli

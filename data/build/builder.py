@@ -1,0 +1,496 @@
+"""Builds COCO-35L and CC3M-35L in the layout of layout.py: images once, captions per language.
+
+`build(release, ...)` streams and scales with the cores, in two stages:
+
+1. Images: worker processes (every core by default) write the image shards
+   (image_shards.py), while this process reads each translation file once, streaming,
+   into per-language spills on disk (caption_tables.py).
+2. Captions: a worker per language turns its spill into its caption table, as many at
+   once as TABLE_MEMORY allows (each budgeted at its true bytes per caption), so the
+   build's memory is bounded whatever the number of cores.
+
+TFDS's metadata (dataset_info.json, features.json) is written last, so a folder without it
+is an unfinished build; a killed build resumes from the finished image shards.
+coco35l_plan.py and cc3m35l_plan.py say what the images and the captions of each release
+are (a `Release`); `build` does the rest.
+"""
+
+import dataclasses
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import time
+
+import numpy as np
+
+import errors
+import files
+from data import worker_processes
+from data.build import caption_tables, image_shards, layout
+from data.build.progress import Progress, size_text
+
+# Memory the caption-table workers may use together (each at its true bytes per caption),
+# besides the workers' own (~40 MB each, before a task).
+TABLE_MEMORY = 768 << 20
+_STATE = ".build"
+
+
+class NotEnoughSpaceError(errors.RunError):
+    """The data directory's disk has less free space than the build needs."""
+
+
+@dataclasses.dataclass
+class Release:
+    """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
+
+    Attributes:
+        dataset: "coco35l" or "cc3m35l".
+        title: for messages ("COCO-35L").
+        image_shards: fn(split) -> [ImageShard] of the split's images, plus a
+            warning (str or "") about images it dropped (e.g. missing files).
+        text_path: fn(split, langs) -> the translation file a split's captions need
+            (FileNotFoundError naming it if missing), or None if the
+            requested languages need none.
+        write_captions: fn(split, langs, spill, tick) -> [warning strings]:
+            streams the split's captions of `langs` into `spill`, calling
+            tick(bytes of the file read, lines) now and then.
+        description: TFDS description of the dataset.
+    """
+    dataset: str
+    title: str
+    image_shards: object
+    text_path: object
+    write_captions: object
+    description: str
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What a build has to do (and where)."""
+    release: Release
+    options: image_shards.ImageOptions
+    image_dir: str
+    caption_dir: str
+    state_dir: str
+    todo: dict          # {split: [languages whose caption table to write]}
+    built: dict         # {caption split: (shard lengths, bytes)} already built
+    shards: dict        # {split: ([ImageShard], warning)}; empty when the images are built
+    text_paths: dict    # {split: translation file or None}
+    pending: list       # the image shards to write
+
+
+# ----------------------------------------------------------------- estimates ----
+def sample_text(path, sample_bytes=1 << 22):
+    """(lines per byte of the file on disk, mean bytes of a translation) from its beginning."""
+    from data import jsonl
+    from data.releases import coco35l
+
+    stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
+                              lambda where, line: None, chunk_size=1 << 20)
+    lines = text = 0
+    for _, row in stream:
+        lines += 1
+        text += len(row.translation_tokenized.encode("utf-8"))
+        if stream.position >= min(sample_bytes, stream.size) and lines >= 100:
+            position = stream.position
+            break
+    else:
+        position = stream.size
+    return lines / max(position, 1), text / max(lines, 1)
+
+
+def caption_bytes(path, langs, file_langs=34):
+    """About the bytes of the caption tables of `langs` (other than en) from a translation file
+    (an upper bound: the text as it is, before compression, plus a record's overhead)."""
+    translated = [lang for lang in langs if lang != "en"]
+    if not path or not translated:
+        return 0
+    lines_per_byte, mean_text = sample_text(path)
+    lines = os.path.getsize(path) * lines_per_byte * len(translated) / file_langs
+    return int(lines * (mean_text + 24))
+
+
+def image_bytes_estimate(source_bytes, num_images, options):
+    """About the bytes the images take once stored (an upper bound when re-encoding)."""
+    if not options.max_side:
+        return source_bytes
+    return min(source_bytes, int(num_images * options.max_side ** 2 * 0.75 * 0.5))
+
+
+def check_free_space(data_dir, needed):
+    """Raises NotEnoughSpaceError when `data_dir`'s disk has less than `needed` bytes free."""
+    folder = data_dir
+    while not os.path.exists(folder):
+        folder = os.path.dirname(os.path.abspath(folder))
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise NotEnoughSpaceError(
+            f"not enough free space in {data_dir}: the build needs about {size_text(needed)} "
+            f"(images, caption tables and their temporary spill), {size_text(free)} are free")
+
+
+# ------------------------------------------------------------ worker pool ----
+class _Done:
+    """The result of a task run at once in this process (the pool's `AsyncResult`'s methods)."""
+
+    def __init__(self, fn, args):
+        self._value, self._error = None, None
+        try:
+            self._value = fn(*args)
+        except Exception as e:  # Raised by get(), as a pool would.
+            self._error = e
+
+    def ready(self):
+        return True
+
+    def wait(self, timeout=None):
+        del timeout
+
+    def get(self, timeout=None):
+        del timeout
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _InProcess:
+    """A stand-in for the pool that runs each task when it is given (workers=0)."""
+
+    def apply_async(self, fn, args):
+        return _Done(fn, args)
+
+    def close(self):
+        pass
+
+    def join(self):
+        pass
+
+    def terminate(self):
+        pass
+
+
+def _pool(workers):
+    """A pool of `workers` spawned processes (started with the signals blocked: see
+    data/worker_processes.py), or `_InProcess` for 0."""
+    if workers == 0:
+        return _InProcess()
+    with worker_processes.starting():
+        return multiprocessing.get_context("spawn").Pool(
+            workers, initializer=worker_processes.build_worker_init, initargs=(os.getpid(),))
+
+
+def _finished(result):
+    """Whether a task is done (its error raised here)."""
+    if not result.ready():
+        return False
+    result.get()
+    return True
+
+
+# ------------------------------------------------------------------ build ----
+def build(release, *, data_dir, langs, options=None, workers=None,
+          splits=("train", "dev"), progress_stream=None):
+    """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
+
+    Args:
+        release: a `Release` (coco35l_plan.py or cc3m35l_plan.py).
+        data_dir: the data directory.
+        langs: the languages whose caption tables to build (already built ones are kept).
+        options: `ImageOptions` (default: the release's JPEGs as they are, stop at a corrupt
+            one); must match the images' if those are built.
+        workers: worker processes (default: the cores this process may use; 0:
+            run every task in this process).
+        splits: the splits to build.
+        progress_stream: where the progress line goes (default stderr).
+
+    Returns:
+        A dict: images {split: count}, captions {split_lang: examples}, metadata (of
+        the images), warnings [str], and (when something was built) timing: seconds
+        and CPU-seconds of each stage, lines read, captions written.
+
+    Raises:
+        FileNotFoundError: a release file or folder is missing (named).
+        CorruptImageError: a corrupt image with options.corrupt_images == "stop".
+        ValueError: a malformed file (named at file:line), or a language with
+            no captions in its translation file.
+    """
+    start = time.monotonic()
+    options = options or image_shards.ImageOptions()
+    plan = _plan(release, data_dir, langs, options, splits)
+    if plan is None:
+        return _summary(data_dir, release.dataset, [])
+    image_bytes = sum(s.input_bytes() for s in plan.pending)
+    text_bytes = sum(os.path.getsize(p) for p in plan.text_paths.values() if p)
+    num_images = sum(len(s.files) or 10_000 for s in plan.pending)  # img2dataset: 10k a tar.
+    check_free_space(data_dir, image_bytes_estimate(image_bytes, num_images, options) + 2 * sum(
+        caption_bytes(plan.text_paths[split], split_langs)
+        for split, split_langs in plan.todo.items()))
+    progress = Progress(release.title, image_bytes, text_bytes, stream=progress_stream)
+    workers = worker_processes.available_cores() if workers is None else workers
+    warnings = [warning for _, warning in plan.shards.values() if warning]
+    pool = _pool(workers)
+    try:
+        timing = _images_and_spills(pool, plan, progress, warnings)
+        timing["images_s"] = time.monotonic() - start
+        if plan.shards:
+            warnings += _finish_images(plan)
+        tables, table_timing = _caption_tables(pool, plan, max(workers, 1), progress)
+    except BaseException:
+        pool.terminate()  # An error or Ctrl-C: a shard being written is rewritten on resume.
+        raise
+    pool.close()
+    pool.join()
+    progress.done()
+    warnings += _finish_captions(plan, tables)
+    _remove_state(plan)
+    for warning in warnings:
+        logging.warning("%s", warning)
+    return {**_summary(data_dir, release.dataset, warnings),
+            "timing": {**timing, **table_timing, "wall_s": time.monotonic() - start}}
+
+
+def _plan(release, data_dir, langs, options, splits):
+    """What is missing of `release` in `data_dir` (None: nothing); checks every input first."""
+    dataset = release.dataset
+    image_dir = layout.images_dir(data_dir, dataset)
+    caption_dir = layout.captions_dir(data_dir, dataset)
+    state_dir = os.path.join(data_dir, dataset, _STATE)
+    images_built = layout.read_splits(image_dir) is not None
+    if images_built:
+        _check_options(data_dir, dataset, options)
+    built = _existing_splits(caption_dir)
+    todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
+    todo = {split: split_langs for split, split_langs in todo.items() if split_langs}
+    if images_built and not todo:
+        return None
+    # Everything the build reads is found (or named as missing) before any work starts.
+    shards = {} if images_built else {split: release.image_shards(split) for split in splits}
+    text_paths = {split: release.text_path(split, split_langs)
+                  for split, split_langs in todo.items()}
+    for folder in (state_dir, image_dir, caption_dir):
+        os.makedirs(folder, exist_ok=True)
+    pending = [s for split_shards, _ in shards.values() for s in split_shards
+               if image_shards.finished_shard(s, image_dir, dataset, state_dir, options) is None]
+    return _Plan(release, options, image_dir, caption_dir, state_dir, todo, built, shards,
+                 text_paths, pending)
+
+
+def _images_and_spills(pool, plan, progress, warnings):
+    """Stage 1: the image shards in the pool while this process spills the captions.
+
+    Returns the timing of the stage (lines read, seconds, CPU-seconds).
+    """
+    tasks = [pool.apply_async(image_shards.write_image_shard,
+                              (plan.release.dataset, s, plan.image_dir, plan.state_dir,
+                               plan.options)) for s in plan.pending]
+    counted = set()
+
+    def poll():
+        for i, task in enumerate(tasks):
+            if i not in counted and _finished(task):
+                counted.add(i)
+                summary = task.get()
+                progress.image_done += summary["source_bytes"]
+                progress.images += len(summary["keys"]) + len(summary["skipped"])
+        progress.show()
+
+    text_done = 0
+    text_start, text_cpu = time.monotonic(), time.process_time()
+    for split, split_langs in plan.todo.items():
+        spill = caption_tables.Spill(plan.state_dir, split, split_langs)
+        base, base_lines = text_done, progress.lines
+
+        def tick(position, lines, base=base, base_lines=base_lines):
+            progress.text_done, progress.lines = base + position, base_lines + lines
+            poll()
+
+        try:
+            warnings += plan.release.write_captions(split, split_langs, spill, tick)
+        finally:
+            spill.close()
+        empty = [lang for lang, count in spill.counts.items() if not count]
+        if empty:
+            raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
+                             f"captions in {', '.join(map(repr, empty))}, which the build needs")
+        if plan.text_paths[split]:
+            text_done += os.path.getsize(plan.text_paths[split])
+    progress.text_done = progress.text_total
+    timing = {"lines": progress.lines, "text_s": time.monotonic() - text_start,
+              "text_cpu_s": time.process_time() - text_cpu}
+    for task in tasks:
+        while not _finished(task):
+            poll()
+            task.wait(1.0)
+    poll()
+    timing["image_cpu_s"] = sum(task.get()["cpu_s"] for task in tasks)
+    return timing
+
+
+def _caption_tables(pool, plan, workers, progress):
+    """Stage 2: a caption table per language, as many at once as TABLE_MEMORY allows.
+
+    Returns (the tables' counts, the stage's timing).
+    """
+    start = time.monotonic()
+    tasks = []
+    for split, split_langs in plan.todo.items():
+        for lang in split_langs:
+            paths = caption_tables.Spill.paths(plan.state_dir, split, lang)
+            tasks.append((caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
+                          os.path.join(plan.image_dir, f"keys_{split}.npy")))
+    results, running = [], []
+    for i, (memory, name, paths, keys_path) in enumerate(tasks):
+        progress.stage = f"caption tables {i}/{len(tasks)}"
+        # A table larger than the budget runs alone.
+        while running and (len(running) >= workers or
+                           sum(m for m, _ in running) + memory > TABLE_MEMORY):
+            running = [(m, task) for m, task in running if not _finished(task)]
+            if running:
+                running[0][1].wait(0.2)
+            progress.show()
+        task = pool.apply_async(caption_tables.write_caption_table,
+                                (plan.release.dataset, name, paths, keys_path, plan.caption_dir))
+        running.append((memory, task))
+        results.append(task)
+    tables = [task.get() for task in results]
+    progress.stage = f"caption tables {len(tasks)}/{len(tasks)}"
+    return tables, {"tables_s": time.monotonic() - start,
+                    "table_cpu_s": sum(t["cpu_s"] for t in tables),
+                    "captions": sum(t["num_captions"] for t in tables)}
+
+
+# -------------------------------------------------------- TFDS metadata ----
+IMAGE_FEATURES = "image"
+CAPTION_FEATURES = "captions"
+
+
+def _features(kind):
+    import tensorflow_datasets as tfds
+
+    if kind == IMAGE_FEATURES:
+        return tfds.features.FeaturesDict({
+            "image": tfds.features.Image(encoding_format="jpeg"),
+            "key": tfds.features.Scalar(dtype=np.int64)})
+    return tfds.features.FeaturesDict({
+        "image_index": tfds.features.Scalar(dtype=np.int64),
+        "key": tfds.features.Scalar(dtype=np.int64),
+        "captions": tfds.features.Sequence(tfds.features.Text())})
+
+
+def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
+    """TFDS's dataset_info.json and features.json for {split: (shard lengths, bytes)}."""
+    import tensorflow_datasets as tfds
+
+    infos = []
+    for name, (lengths, num_bytes) in sorted(splits.items()):
+        template = tfds.core.ShardedFileTemplate(
+            data_dir=tfds.core.Path(folder), template="{DATASET}-{SPLIT}.{FILEFORMAT}-"
+            "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record")
+        infos.append(tfds.core.SplitInfo(name=name, shard_lengths=list(lengths),
+                                         num_bytes=int(num_bytes), filename_template=template))
+    kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
+    tfds.folder_dataset.write_metadata(
+        data_dir=folder, features=_features(kind), split_infos=infos, version=layout.VERSION,
+        check_data=False, description=description,
+        homepage="https://google.github.io/crossmodal-3600/", **kwargs)
+
+
+def _existing_splits(folder):
+    """{split: (shard lengths, bytes)} of a TFDS folder's dataset_info.json."""
+    try:
+        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
+            info = json.load(f)
+    except FileNotFoundError:
+        return {}
+    return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
+            for s in info["splits"]}
+
+
+def _check_options(data_dir, dataset, options):
+    """The built images' max_side and quality must be the ones asked for."""
+    built = layout.Built(data_dir, dataset).metadata()
+    wanted = {"max_side": options.max_side or None, "jpeg_quality": options.jpeg_quality}
+    if options.max_side and {k: built.get(k) for k in wanted} != wanted or \
+            not options.max_side and built.get("max_side"):
+        raise ValueError(
+            f"the images of {dataset} in {data_dir} were built with max_side="
+            f"{built.get('max_side') or 0}, jpeg_quality={built.get('jpeg_quality')}; build "
+            f"with those (--max_side {built.get('max_side') or 0}), or delete "
+            f"{layout.images_dir(data_dir, dataset)} to rebuild the images")
+
+
+def _finish_images(plan):
+    """Keys arrays and TFDS metadata of the images; removes stray shards. Returns warnings."""
+    release, splits, warnings, expected = plan.release, {}, [], set()
+    for split, (split_shards, _) in plan.shards.items():
+        summaries = [image_shards.finished_shard(s, plan.image_dir, release.dataset,
+                                                 plan.state_dir, plan.options)
+                     for s in split_shards]
+        keys = [k for s in summaries for k in s["keys"]]
+        skipped = [name for s in summaries for name in s["skipped"]]
+        if skipped:
+            warnings.append(f"{release.title} {split}: skipped {len(skipped)} corrupt images, "
+                            f"e.g. {', '.join(skipped[:5])}")
+        duplicates = len(keys) - len(set(keys))
+        if duplicates:
+            warnings.append(f"{release.title} {split}: {duplicates} images repeat a key; "
+                            f"captions refer to the first of each")
+        with files.replacing(os.path.join(plan.image_dir, f"keys_{split}.npy"), "wb") as f:
+            np.save(f, np.asarray(keys, np.int64))
+        splits[split] = ([len(s["keys"]) for s in summaries],
+                         sum(s["num_bytes"] for s in summaries))
+        expected |= {os.path.basename(layout.shard_path(plan.image_dir, release.dataset, split,
+                                                        s.shard, s.num_shards))
+                     for s in split_shards}
+    for name in os.listdir(plan.image_dir):  # Shards of an earlier plan (the inputs changed).
+        if ".array_record-" in name and name not in expected:
+            os.remove(os.path.join(plan.image_dir, name))
+    metadata = {"max_side": plan.options.max_side or None,
+                "jpeg_quality": plan.options.jpeg_quality,
+                "corrupt_images": plan.options.corrupt_images}
+    _write_metadata(plan.image_dir, release.dataset, IMAGE_FEATURES, splits,
+                    f"{release.description} Images, each stored once.", metadata)
+    for split_shards, _ in plan.shards.values():
+        for s in split_shards:
+            os.remove(image_shards.summary_path(plan.state_dir, s))
+    return warnings
+
+
+def _finish_captions(plan, tables):
+    """TFDS metadata of every built caption table; returns warnings about dropped captions."""
+    splits = dict(plan.built)
+    no_image = {}
+    for table in tables:
+        splits[table["name"]] = ([table["num_examples"]], table["num_bytes"])
+        if table["no_image"]:
+            no_image[table["name"]] = table["no_image"]
+    _write_metadata(plan.caption_dir, plan.release.dataset, CAPTION_FEATURES, splits,
+                    f"{plan.release.description} Captions per language, referring to the "
+                    f"images by index.")
+    if no_image:
+        return [f"{plan.release.title}: captioned images without a stored image (not "
+                f"downloaded, missing or skipped as corrupt), per split and language: "
+                f"{no_image}"]
+    return []
+
+
+def _remove_state(plan):
+    """Deletes the spills; the state folder goes once it is empty (the build is complete)."""
+    for split, split_langs in plan.todo.items():
+        for lang in split_langs:
+            for path in caption_tables.Spill.paths(plan.state_dir, split, lang):
+                os.remove(path)
+    try:
+        os.rmdir(plan.state_dir)
+    except OSError:
+        pass
+
+
+def _summary(data_dir, dataset, warnings):
+    image_splits = layout.read_splits(layout.images_dir(data_dir, dataset))
+    caption_splits = layout.read_splits(layout.captions_dir(data_dir, dataset)) or {}
+    return {"images": {s: sum(n) for s, n in image_splits.items()},
+            "captions": {s: sum(n) for s, n in caption_splits.items()},
+            "metadata": layout.Built(data_dir, dataset).metadata(), "warnings": warnings}

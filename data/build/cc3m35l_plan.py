@@ -1,0 +1,68 @@
+"""What the build of CC3M-35L reads: the user's CC3M images and the translation files.
+
+Manual directory layout: see data/releases/cc3m35l.py (cc3m_mt_{train,dev}.jsonl.bz2,
+train/ and dev/ holding img2dataset tar shards or image files). Every image
+under train/ (dev/) is stored once, in the order of the sorted shards and
+files; one caption per image and language, English being the source caption.
+Captions whose image was not downloaded (CC3M URLs rot) are left out and
+counted.
+"""
+
+import os
+
+from data.build import builder
+from data.build.image_shards import plan_shards
+from data.releases import cc3m35l as cc3m35l_release
+
+TITLE = "CC3M-35L"
+_TICK_LINES = 1 << 16
+
+
+def release(manual_dir):
+    """The `Release` of CC3M-35L in `manual_dir`, for data/build/builder.build."""
+    if not os.path.isdir(manual_dir):
+        raise FileNotFoundError(f"manual directory of cc3m35l not found: {manual_dir} (see "
+                                f"docs/datasets.md for what goes in it)")
+
+    def image_shards(split):
+        folder = cc3m35l_release.image_dir(manual_dir, split)
+        tars, files = cc3m35l_release.image_files(folder)
+        if not tars and not files:
+            raise FileNotFoundError(
+                f"no CC3M {split} images under {folder}: expected img2dataset shards "
+                f"(00000.tar, ...) or NNNNNNNNN.jpg files (see docs/datasets.md)")
+        return plan_shards(split, loose=files, tars=tars), ""
+
+    def text_path(split, langs):
+        return cc3m35l_release.translations_path(manual_dir, split)
+
+    def write_captions(split, langs, spill, tick):
+        stream = cc3m35l_release.open_translations(text_path(split, langs))
+        count = 0
+        for key, lang, text in cc3m35l_release.stream_captions(stream, langs):
+            spill.add(lang, key, 0, text)
+            count += 1
+            if count % _TICK_LINES == 0:
+                tick(stream.position, count)
+        tick(stream.size, stream.lines)
+        return []
+
+    return builder.Release(
+        dataset="cc3m35l", title=TITLE, image_shards=image_shards, text_path=text_path,
+        write_captions=write_captions,
+        description="CC3M-35L (Thapliyal et al., EMNLP 2022): Conceptual Captions 3M images "
+                    "with captions machine-translated into 35 languages.")
+
+
+def estimate_bytes(manual_dir, langs, images=True):
+    """About the disk a build of `langs` (and of the images, if `images`) takes."""
+    total = 0
+    for split in cc3m35l_release.SPLITS:
+        if images:
+            tars, files = cc3m35l_release.image_files(
+                cc3m35l_release.image_dir(manual_dir, split))
+            total += sum(os.path.getsize(p) for p in tars)
+            total += sum(os.path.getsize(p) for _, p in files)
+        total += builder.caption_bytes(
+            cc3m35l_release.translations_path(manual_dir, split), langs)
+    return total

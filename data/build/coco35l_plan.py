@@ -1,0 +1,114 @@
+"""What the build of COCO-35L reads: the Karpathy split, the COCO 2014 JPEGs, the translations.
+
+Manual directory layout: see data/releases/coco35l.py (dataset_coco.json,
+coco_mt_{train,dev}.jsonl.bz2, train2014/, val2014/). Images: train = Karpathy
+train + restval (113,287), dev = Karpathy val (5,000), in cocoid order;
+English captions come from the Karpathy file, the other 34 languages from the
+translation files. An image listed in the Karpathy file whose JPEG is missing
+is left out (and counted); so are translation lines of images that are not in
+the split of their file.
+"""
+
+import functools
+import os
+
+from data import jsonl
+from data.build import builder
+from data.build.image_shards import plan_shards
+from data.releases import coco35l as coco35l_release
+
+TITLE = "COCO-35L"
+_TICK_LINES = 1 << 16
+
+
+def _karpathy(manual_dir):
+    return coco35l_release.read_karpathy(coco35l_release.karpathy_path(manual_dir))
+
+
+def _split_images(images, split):
+    """Sorted cocoids of a split's images."""
+    wanted = coco35l_release.SPLITS[split]
+    return sorted(cid for cid, (s, _, _) in images.items() if s in wanted)
+
+
+def release(manual_dir):
+    """The `Release` of COCO-35L in `manual_dir`, for data/build/builder.build."""
+    if not os.path.isdir(manual_dir):
+        raise FileNotFoundError(f"manual directory of coco35l not found: {manual_dir} (see "
+                                f"docs/datasets.md for what goes in it)")
+    karpathy = functools.cache(lambda: _karpathy(manual_dir))
+
+    def image_shards(split):
+        images = karpathy()
+        root = coco35l_release.image_root(manual_dir)
+        files, missing = [], []
+        for cid in _split_images(images, split):
+            path = os.path.join(root, images[cid][1])
+            (files if os.path.exists(path) else missing).append((cid, path))
+        warning = ""
+        if missing:
+            warning = (f"{TITLE} {split}: {len(missing)} images of {coco35l_release.KARPATHY_FILE} "
+                       f"have no JPEG and are left out, e.g. {missing[0][1]}")
+        return plan_shards(split, loose=files), warning
+
+    def text_path(split, langs):
+        if all(lang == "en" for lang in langs):
+            return None
+        return coco35l_release.translations_path(manual_dir, split)
+
+    def write_captions(split, langs, spill, tick):
+        images = karpathy()
+        wanted = set(_split_images(images, split))
+        if "en" in langs:
+            for cid in sorted(wanted):
+                for n, caption in enumerate(images[cid][2]):
+                    spill.add("en", cid, n, caption)
+        translated = [lang for lang in langs if lang != "en"]
+        if not translated:
+            return []
+        stream = jsonl.LineStream(coco35l_release.translations_path(manual_dir, split),
+                                  coco35l_release.TRANSLATION_DECODER,
+                                  coco35l_release.check_translation)
+        unknown = wrong_split = lines = 0
+        for cid, n, lang, text in coco35l_release.translations_of(stream, translated):
+            lines += 1
+            if lines % _TICK_LINES == 0:
+                tick(stream.position, lines)
+            if cid in wanted:
+                spill.add(lang, cid, n, text)
+            elif cid in images:
+                wrong_split += 1
+            else:
+                unknown += 1
+        tick(stream.size, stream.lines)
+        warnings = []
+        if unknown:
+            warnings.append(f"{TITLE} {split}: skipped {unknown} caption lines naming an image "
+                            f"that is not in {coco35l_release.KARPATHY_FILE}")
+        if wrong_split:
+            warnings.append(f"{TITLE} {split}: skipped {wrong_split} caption lines naming an "
+                            f"image of another Karpathy split")
+        return warnings
+
+    return builder.Release(
+        dataset="coco35l", title=TITLE, image_shards=image_shards, text_path=text_path,
+        write_captions=write_captions,
+        description="COCO-35L (Thapliyal et al., EMNLP 2022): COCO 2014 images (Karpathy "
+                    "train + restval, val) with captions in 35 languages.")
+
+
+def estimate_bytes(manual_dir, langs, images=True):
+    """About the disk a build of `langs` (and of the images, if `images`) takes."""
+    total = 0
+    if images:
+        karpathy = _karpathy(manual_dir)
+        root = coco35l_release.image_root(manual_dir)
+        for split in coco35l_release.SPLITS:
+            for cid in _split_images(karpathy, split):
+                path = os.path.join(root, karpathy[cid][1])
+                total += os.path.getsize(path) if os.path.exists(path) else 0
+    for split in coco35l_release.SPLITS:
+        if any(lang != "en" for lang in langs):
+            path = coco35l_release.translations_path(manual_dir, split)
+            total += builder.caption_bytes(path, langs)
+    return total

@@ -1,0 +1,194 @@
+"""The images of a build, one ArrayRecord shard per task: checked, maybe re-encoded, written.
+
+Images are planned as shards (a list of loose files of about SHARD_BYTES, or one
+img2dataset tar). A worker process writes one shard: it decodes each image at a reduced
+scale (a corrupt JPEG stops the build, named, or is skipped and counted), re-encodes it at a
+maximum side if asked, and writes the shard under a temporary name that becomes final when
+the shard is complete; the shard's summary (its keys in record order) is kept beside the
+build's state, so a killed build resumes from the finished shards.
+"""
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import time
+
+from PIL import Image
+
+import errors
+import files
+from data.build import layout, records
+
+CORRUPT_IMAGE_POLICIES = ("stop", "skip")
+# Input bytes per image shard of loose files (img2dataset tars are one shard each).
+SHARD_BYTES = 128 << 20
+
+
+class CorruptImageError(errors.InputError):
+    """An image file exists but does not decode."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageOptions:
+    """How images are checked and stored.
+
+    Attributes:
+        corrupt_images: "stop" at a corrupt image (naming it) or "skip" and count it.
+        max_side: re-encode images whose longer side exceeds this many pixels
+            to that side (aspect kept); 0 stores the release's bytes unchanged.
+        jpeg_quality: the quality of re-encoded JPEGs.
+    """
+    corrupt_images: str = "stop"
+    max_side: int = 0
+    jpeg_quality: int = 90
+
+    def __post_init__(self):
+        if self.corrupt_images not in CORRUPT_IMAGE_POLICIES:
+            raise ValueError(f"unknown corrupt_images policy {self.corrupt_images!r}; known: "
+                             f"{', '.join(CORRUPT_IMAGE_POLICIES)}")
+        if self.max_side < 0 or 0 < self.max_side < 32:
+            raise ValueError(f"max_side must be 0 (keep the images) or at least 32, got "
+                             f"{self.max_side}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageShard:
+    """The inputs of one image shard: loose files [(key, path)] or one tar shard."""
+    split: str
+    shard: int
+    num_shards: int
+    files: tuple = ()
+    tar: str = ""
+
+    def fingerprint(self, options):
+        """Changes when the inputs (names, sizes, times) or the image options change."""
+        h = hashlib.sha1(repr(dataclasses.astuple(options)).encode())
+        for _, path in self.files or ((None, self.tar),):
+            st = os.stat(path)
+            h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        return h.hexdigest()
+
+    def input_bytes(self):
+        """The bytes of its input files."""
+        return sum(os.path.getsize(p) for p in [path for _, path in self.files] or [self.tar])
+
+
+def prepare_image(data, name, options):
+    """The bytes to store for one image, or None to skip it (policy "skip").
+
+    Every image is decoded (a reduced decode still reads every block), so a
+    corrupt one is found at build time. An image larger than `max_side` is
+    re-encoded at that side.
+
+    Raises:
+        CorruptImageError: the image does not decode (policy "stop"); names it.
+    """
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if options.max_side and max(width, height) > options.max_side:
+                scale = options.max_side / max(width, height)
+                size = (max(1, round(width * scale)), max(1, round(height * scale)))
+                image.draft("RGB", size)  # Decodes at the smallest DCT scale >= size.
+                small = image.convert("RGB").resize(size, Image.LANCZOS)
+                out = io.BytesIO()
+                small.save(out, "JPEG", quality=options.jpeg_quality)
+                return out.getvalue()
+            image.draft("RGB", (64, 64))
+            image.load()
+            return data
+    except Exception as e:  # PIL raises many types for broken files.
+        if options.corrupt_images == "stop":
+            raise CorruptImageError(
+                f"corrupt image {name}: {e} (to skip and count such images, build with "
+                f"--corrupt_images skip, or train with --config.data.corrupt_images=skip)"
+            ) from None
+        return None
+
+
+def _shard_items(shard):
+    """(key, name, bytes) of the images of a shard, in order."""
+    from data.releases import cc3m35l
+
+    if shard.tar:
+        yield from cc3m35l.iter_tar(shard.tar)
+        return
+    for key, path in shard.files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"image file disappeared during the build: {path}") from None
+        yield key, path, data
+
+
+def summary_path(state_dir, shard):
+    """Where the summary of a finished shard is kept (its presence marks it finished)."""
+    return os.path.join(state_dir, f"images-{shard.split}-{shard.shard:05d}-of-"
+                                   f"{shard.num_shards:05d}.json")
+
+
+def write_image_shard(dataset, shard, out_dir, state_dir, options):
+    """Writes one image shard (a worker task); returns its summary (also kept in state_dir).
+
+    The summary: keys in record order, bytes, skipped images, input fingerprint.
+    """
+    from array_record.python import array_record_module
+
+    cpu = time.process_time()
+    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
+    temporary = final + ".incomplete"
+    writer = array_record_module.ArrayRecordWriter(temporary, layout.IMAGE_OPTIONS)
+    keys, skipped, num_bytes, source_bytes = [], [], 0, 0
+    try:
+        for key, name, data in _shard_items(shard):
+            source_bytes += len(data)
+            stored = prepare_image(data, name, options)
+            if stored is None:
+                skipped.append(name)
+                continue
+            record = records.encode({"image": stored, "key": int(key)})
+            writer.write(record)
+            keys.append(int(key))
+            num_bytes += len(record)
+    except BaseException:
+        writer.close()
+        os.remove(temporary)
+        raise
+    writer.close()
+    summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
+               "source_bytes": source_bytes, "skipped": skipped,
+               "fingerprint": shard.fingerprint(options), "cpu_s": time.process_time() - cpu}
+    os.replace(temporary, final)  # The shard is complete before its summary says so.
+    files.write_json(summary_path(state_dir, shard), summary, indent=None)
+    return summary
+
+
+def finished_shard(shard, out_dir, dataset, state_dir, options):
+    """The summary of a shard a previous run finished with the same inputs, else None."""
+    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
+    try:
+        with open(summary_path(state_dir, shard), encoding="utf-8") as f:
+            summary = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if not os.path.exists(final) or summary.get("fingerprint") != shard.fingerprint(options):
+        return None
+    return summary
+
+
+def plan_shards(split, loose=(), tars=()):
+    """ImageShards of a split: one per tar, and loose files [(key, path)] in ~SHARD_BYTES runs."""
+    groups, current, size = [], [], 0
+    for key, path in loose:
+        current.append((key, path))
+        size += os.path.getsize(path)
+        if size >= SHARD_BYTES:
+            groups.append(current)
+            current, size = [], 0
+    if current:
+        groups.append(current)
+    units = [dict(tar=t) for t in tars] + [dict(files=tuple(g)) for g in groups]
+    return [ImageShard(split, i, len(units), **unit) for i, unit in enumerate(units)]

@@ -1,0 +1,176 @@
+"""The built COCO-35L and CC3M-35L: where `python -m data.build` writes them, and reading them.
+
+Under the data directory, two TFDS datasets of ArrayRecord shards:
+
+    <data_dir>/<dataset>/images/2.0.0/      splits train, dev: one record per image
+        features image (the JPEG bytes), key (COCO id or CC3M record key);
+        keys_<split>.npy: the key of each image, in record order
+    <data_dir>/<dataset>/captions/2.0.0/    splits train_<lang>, dev_<lang>: one record
+        per image with captions in that language, in image order
+        features image_index (the image's record in the images split), key, captions
+
+so that the images of 35 languages cost their bytes once, languages can be added without
+touching the images, and `tfds.builder_from_directory` (or `tfds.builder("coco35l/images",
+data_dir=...)`) serves both to other tools. An image record is a chunk of its own, stored as
+it is (JPEG bytes do not compress); caption records are compressed in chunks of
+CAPTION_GROUP (a caption alone would cost more in chunk overhead than in text). Images may
+have been re-encoded at a maximum side when built (`Built.metadata`).
+
+This module reads them without TensorFlow or TFDS: the TFDS metadata is JSON, the shards
+are read with array_record's reader and the records parsed by records.py. Nothing is read
+at start but the metadata; records are read by index when an example needs them.
+"""
+
+import json
+import os
+
+import numpy as np
+
+import errors
+from data.build import records
+
+DATASETS = ("coco35l", "cc3m35l")
+SPLITS = ("train", "dev")
+VERSION = "2.0.0"
+FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
+IMAGE_OPTIONS = "group_size:1,uncompressed"
+CAPTION_GROUP = 128
+CAPTION_OPTIONS = f"group_size:{CAPTION_GROUP},zstd:9"
+
+
+class NotBuiltError(errors.InputError):
+    """A dataset, or some of its languages, is not built in the data directory."""
+
+
+def images_dir(data_dir, dataset):
+    """The TFDS folder of a dataset's images."""
+    return os.path.join(data_dir, dataset, "images", VERSION)
+
+
+def captions_dir(data_dir, dataset):
+    """The TFDS folder of a dataset's caption tables."""
+    return os.path.join(data_dir, dataset, "captions", VERSION)
+
+
+def shard_path(folder, dataset, split, shard, num_shards):
+    """The path of one ArrayRecord shard, named as TFDS names them."""
+    return os.path.join(folder, FILE_TEMPLATE.format(dataset=dataset, split=split, shard=shard,
+                                                     num_shards=num_shards))
+
+
+def read_splits(folder):
+    """{split name: [records per shard]} from a TFDS folder's dataset_info.json, or None."""
+    path = os.path.join(folder, "dataset_info.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except FileNotFoundError:
+        return None
+    return {s["name"]: [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}
+
+
+def image_row(record):
+    """(key, encoded image bytes) of an image record."""
+    return record["key"][0], record["image"][0]
+
+
+def caption_row(record):
+    """(image index, key, captions) of a caption record."""
+    return (record["image_index"][0], record["key"][0],
+            tuple(c.decode("utf-8") for c in record["captions"]))
+
+
+class Table:
+    """Random access to the records of one split (a list of ArrayRecord shards).
+
+    `table[i]` is record i decoded into a tuple by `row`; `table.read(indices)` reads several
+    at once (each compressed chunk once).
+    Picklable: its readers open in the process that reads (Grain's workers open their own).
+    """
+
+    def __init__(self, folder, dataset, split, shard_lengths, row):
+        self._paths = [shard_path(folder, dataset, split, i, len(shard_lengths))
+                       for i in range(len(shard_lengths))]
+        self._starts = np.cumsum([0, *shard_lengths])  # [num_shards + 1]
+        self._row = row
+        self._readers = {}
+
+    def __len__(self):
+        return int(self._starts[-1])
+
+    def __getstate__(self):
+        return {**self.__dict__, "_readers": {}}
+
+    def _reader(self, shard):
+        if shard not in self._readers:
+            from array_record.python import array_record_module
+
+            self._readers[shard] = array_record_module.ArrayRecordReader(
+                self._paths[shard], "readahead_buffer_size:0")
+        return self._readers[shard]
+
+    def read(self, indices):
+        """The rows of the records at `indices` (any order; one read a shard)."""
+        indices = np.asarray(indices, np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
+            raise IndexError(f"record index out of range [0, {len(self)})")
+        shards = np.searchsorted(self._starts, indices, side="right") - 1
+        rows = [None] * len(indices)
+        for shard in np.unique(shards):
+            where = np.flatnonzero(shards == shard)
+            positions = (indices[where] - self._starts[shard]).tolist()
+            for i, data in zip(where, self._reader(int(shard)).read(positions), strict=True):
+                rows[i] = self._row(records.decode(data))
+        return rows
+
+    def __getitem__(self, index):
+        return self.read([index])[0]
+
+
+class Built:
+    """A built COCO-35L or CC3M-35L in `data_dir` (the layout in the module docstring).
+
+    Raises:
+        NotBuiltError: its images are not built.
+    """
+
+    def __init__(self, data_dir, dataset):
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+        self.data_dir, self.dataset = data_dir, dataset
+        self._image_splits = read_splits(images_dir(data_dir, dataset))
+        if self._image_splits is None:
+            raise NotBuiltError(f"{dataset} is not built in {data_dir}")
+        self._caption_splits = read_splits(captions_dir(data_dir, dataset)) or {}
+
+    def langs(self, split):
+        """The languages whose captions of `split` are built."""
+        prefix = f"{split}_"
+        return sorted(name[len(prefix):] for name in self._caption_splits
+                      if name.startswith(prefix))
+
+    def metadata(self):
+        """How the images were built: {"max_side": int or None, "jpeg_quality": int, ...}."""
+        path = os.path.join(images_dir(self.data_dir, self.dataset), "metadata.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def images(self, split):
+        """The images of a split: `Table` of (key, encoded image bytes)."""
+        if split not in self._image_splits:
+            raise NotBuiltError(f"{self.dataset} has no images of split {split!r} in "
+                                f"{self.data_dir}")
+        return Table(images_dir(self.data_dir, self.dataset), self.dataset, split,
+                       self._image_splits[split], image_row)
+
+    def captions(self, split, lang):
+        """The caption table of a split and language: `Table` of (image index, key, captions)."""
+        name = f"{split}_{lang}"
+        if name not in self._caption_splits:
+            raise NotBuiltError(f"{self.dataset} has no {lang!r} captions of split {split!r} "
+                                f"in {self.data_dir}")
+        return Table(captions_dir(self.data_dir, self.dataset), self.dataset, name,
+                       self._caption_splits[name], caption_row)

@@ -1,0 +1,306 @@
+"""Reader of the COCO-35L release: Karpathy split, translation files and COCO images.
+
+Manual directory layout (the README's Datasets section says where each file comes from):
+
+    <manual_dir>/dataset_coco.json             Karpathy split (caption_datasets.zip)
+    <manual_dir>/coco_mt_train.jsonl.bz2       translations of train + restval captions
+    <manual_dir>/coco_mt_dev.jsonl.bz2         translations of val captions
+    <manual_dir>/train2014/COCO_train2014_*.jpg
+    <manual_dir>/val2014/COCO_val2014_*.jpg    (or both folders under <manual_dir>/images/)
+
+The translation files may also be uncompressed (`.jsonl`) or gzipped
+(`.jsonl.gz`). Each line is one translated caption:
+
+    {"image_id": "<cocoid>_<n>", "src_lang": "en", "trg_lang": "de",
+     "caption_tokenized": ..., "translation_tokenized": ...,
+     "backtranslation_tokenized": ...}
+
+English is not in the translation files; it comes from the Karpathy captions
+(`tokens` joined by spaces, the tokenized form the translations were made from).
+Splits: "train" = Karpathy train + restval (113,287 images), "dev" = Karpathy
+val (5,000 images).
+
+Both files are read with msgspec (typed, in C): `read_karpathy` keeps only the
+fields it needs, and `stream_translations` reads the 19 million lines of the
+training translations in one streaming pass, with memory independent of their
+number; a line msgspec rejects is checked again with `json` for the message.
+`read_split` gathers one split in memory, which suits the demo, the "files"
+reader and the 5,000-image dev split; the build (data/build/coco35l_plan.py)
+streams instead.
+"""
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+
+import msgspec
+
+from data import jsonl, languages
+from data.jsonl import FormatError
+
+KARPATHY_FILE = "dataset_coco.json"
+SPLITS = {"train": ("train", "restval"), "dev": ("val",)}
+_MT_FIELDS = ("image_id", "trg_lang", "translation_tokenized")
+
+
+class _Sentence(msgspec.Struct):
+    tokens: list[str]
+
+
+class _KarpathyImage(msgspec.Struct):
+    cocoid: int
+    split: str
+    filepath: str
+    filename: str
+    sentences: msgspec.Raw  # Decoded image by image: 6 million tokens never live at once.
+
+
+class _KarpathyFile(msgspec.Struct):
+    images: list[_KarpathyImage]
+
+
+_SENTENCES = msgspec.json.Decoder(list[_Sentence])
+
+
+class TranslationLine(msgspec.Struct):
+    """The fields of a translation line that COCO-35L and CC3M-35L readers use."""
+    trg_lang: str
+    translation_tokenized: str
+    image_id: str | int | None = None
+    rec_num: str | int | None = None
+    caption_tokenized: str | None = None
+
+
+TRANSLATION_DECODER = msgspec.json.Decoder(TranslationLine)
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One image with its captions in one language.
+
+    Attributes:
+        image_id: "<cocoid>_<lang>", unique within a split and language set.
+        cocoid: COCO image id.
+        lang: language code.
+        image_path: path of the JPEG.
+        captions: the references, in caption order (`<cocoid>_<n>` order).
+    """
+    image_id: str
+    cocoid: int
+    lang: str
+    image_path: str
+    captions: tuple
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """What was dropped while reading, reported once instead of per record."""
+    unknown_image: int = 0     # caption records whose cocoid is not in the Karpathy file
+    wrong_split: int = 0       # caption records of an image from another Karpathy split
+    missing_image_file: int = 0  # images listed but absent from the image folder
+    examples: dict = dataclasses.field(default_factory=dict)  # lang -> number kept
+
+    def report(self, where):
+        """Logs one warning summarising the dropped records, if any."""
+        parts = []
+        if self.unknown_image:
+            parts.append(f"{self.unknown_image} caption records name an image that is not in "
+                         f"{KARPATHY_FILE}")
+        if self.wrong_split:
+            parts.append(f"{self.wrong_split} caption records name an image of another "
+                         f"Karpathy split")
+        if self.missing_image_file:
+            parts.append(f"{self.missing_image_file} (image, language) pairs have no image file")
+        if parts:
+            logging.warning("%s: skipped %s", where, "; ".join(parts))
+
+
+def find_file(manual_dir, name, what, source):
+    """Path of `name` (or its .bz2/.gz variant) in `manual_dir`, else a clear error.
+
+    Args:
+        manual_dir: the folder to look in.
+        name: file name without a compression suffix.
+        what: a few words saying what the file is, for the error message.
+        source: where the user gets it, for the error message.
+    """
+    for suffix in ("", ".bz2", ".gz"):
+        path = os.path.join(manual_dir, name + suffix)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"missing {what}: expected {os.path.join(manual_dir, name)} (or .bz2/.gz); "
+        f"get it from {source} and put it there (see the README's Datasets section)")
+
+
+def read_karpathy(path):
+    """Reads the Karpathy split file.
+
+    Args:
+        path: path of `dataset_coco.json`.
+
+    Returns:
+        dict cocoid -> (split, "filepath/filename", [tokenized English captions]).
+    """
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        parsed = msgspec.json.decode(raw, type=_KarpathyFile)
+        return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
+                               [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
+                for image in parsed.images}
+    except (msgspec.DecodeError, ValueError):
+        pass  # Read again with `json`, which names the problem.
+    try:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    del raw
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise FormatError(f"{path}: expected an object with a list field 'images'")
+    images = {}
+    for i, image in enumerate(data["images"]):
+        try:
+            cocoid = int(image["cocoid"])
+            captions = [" ".join(s["tokens"]) for s in image["sentences"]]
+            images[cocoid] = (image["split"], os.path.join(image["filepath"], image["filename"]),
+                              captions)
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(
+                f"{path}: images[{i}] lacks or has a malformed field ({e!r}); expected "
+                f"cocoid, split, filepath, filename, sentences[].tokens") from None
+    return images
+
+
+def check_translation(where, line, required=_MT_FIELDS):
+    """The slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`.
+
+    Args:
+        where: "path:line" for messages.
+        line: the line's bytes.
+        required: the fields that must be strings.
+    """
+    row = jsonl.parse_line(line, where)
+    if row is None:
+        return None
+    if not all(isinstance(row.get(k), str) for k in required):
+        raise FormatError(f"{where}: expected an object with string fields "
+                          f"{', '.join(required)}")
+    fields = ("image_id", "rec_num", "caption_tokenized")
+    return TranslationLine(row["trg_lang"], row["translation_tokenized"],
+                           **{k: row[k] for k in fields if k in row})
+
+
+def stream_translations(path, langs):
+    """Yields (cocoid, n, trg_lang, translation) for the lines in `langs`, in one pass.
+
+    Args:
+        path: a translation file (`.jsonl`, `.jsonl.bz2` or `.jsonl.gz`).
+        langs: the target languages to keep.
+
+    Raises:
+        FormatError: a malformed line; the message names the file and line.
+    """
+    return translations_of(jsonl.LineStream(path, TRANSLATION_DECODER, check_translation), langs)
+
+
+def translations_of(stream, langs):
+    """(cocoid, n, trg_lang, translation) of the lines of `stream` (a LineStream) in `langs`."""
+    langs = set(langs)
+    for lineno, row in stream:
+        if row.trg_lang not in langs:
+            continue
+        image_id = row.image_id
+        cocoid, sep, n = image_id.partition("_") if isinstance(image_id, str) else ("", "", "")
+        if not (sep and cocoid.isdigit() and n.isdigit() and cocoid.isascii() and n.isascii()):
+            if not isinstance(image_id, str):
+                raise FormatError(f"{stream.path}:{lineno}: expected an object with string "
+                                  f"fields {', '.join(_MT_FIELDS)}")
+            raise FormatError(f"{stream.path}:{lineno}: image_id {image_id!r} is not "
+                              f"'<cocoid>_<caption index>'")
+        yield int(cocoid), int(n), row.trg_lang, row.translation_tokenized
+
+
+def karpathy_path(manual_dir):
+    """The Karpathy split file of `manual_dir`, or an error saying where it comes from."""
+    path = find_file(manual_dir, KARPATHY_FILE, "Karpathy split file",
+                     "http://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip")
+    if path.endswith((".bz2", ".gz")):
+        raise FormatError(f"{path}: decompress it to {KARPATHY_FILE}")
+    return path
+
+
+def translations_path(manual_dir, split):
+    """The translation file of a split, or FileNotFoundError saying where it comes from."""
+    return find_file(manual_dir, f"coco_mt_{split}.jsonl", f"COCO-35L {split} translations",
+                     f"https://storage.googleapis.com/crossmodal-3600/coco_mt_{split}.jsonl.bz2")
+
+
+def image_root(manual_dir):
+    """The folder holding train2014/ and val2014/, or FileNotFoundError saying where they go."""
+    for root in (manual_dir, os.path.join(manual_dir, "images")):
+        if os.path.isdir(os.path.join(root, "train2014")) or os.path.isdir(
+                os.path.join(root, "val2014")):
+            return root
+    raise FileNotFoundError(
+        f"missing COCO 2014 images: expected folders {manual_dir}/train2014 and "
+        f"{manual_dir}/val2014 (or under {manual_dir}/images/); get train2014.zip and "
+        f"val2014.zip from https://cocodataset.org/#download and unzip them there")
+
+
+def read_split(manual_dir, split, langs, *, check_images=True):
+    """Reads one split of COCO-35L for the given languages.
+
+    Args:
+        manual_dir: the manual download folder (layout in the module docstring).
+        split: "train" (Karpathy train + restval) or "dev" (Karpathy val).
+        langs: language codes from TRAIN_35L_LANGS; "en" reads the Karpathy captions.
+        check_images: drop (and count) images whose file is missing.
+
+    Returns:
+        (examples, stats): examples is a dict lang -> list of `Example` sorted by
+        cocoid; stats is a `ReadStats` (already logged once).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown COCO-35L split {split!r}; known: {', '.join(SPLITS)}")
+    langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
+                                  what="COCO-35L language")
+    images = read_karpathy(karpathy_path(manual_dir))
+    root = image_root(manual_dir)
+    wanted = {cid for cid, (s, _, _) in images.items() if s in SPLITS[split]}
+    stats = ReadStats()
+    captions = {lang: collections.defaultdict(dict) for lang in langs}
+    if "en" in langs:
+        for cid in wanted:
+            captions["en"][cid] = dict(enumerate(images[cid][2]))
+    translated = [lang for lang in langs if lang != "en"]
+    if translated:
+        for cid, n, lang, text in stream_translations(translations_path(manual_dir, split),
+                                                      translated):
+            if cid not in images:
+                stats.unknown_image += 1
+            elif cid not in wanted:
+                stats.wrong_split += 1
+            else:
+                captions[lang][cid][n] = text
+    exists = {}
+    examples = {}
+    for lang in langs:
+        kept = []
+        for cid in sorted(captions[lang]):
+            path = os.path.join(root, images[cid][1])
+            if check_images:
+                if path not in exists:
+                    exists[path] = os.path.exists(path)
+                if not exists[path]:
+                    stats.missing_image_file += 1
+                    continue
+            refs = captions[lang][cid]
+            kept.append(Example(f"{cid}_{lang}", cid, lang, path,
+                                tuple(refs[n] for n in sorted(refs))))
+        examples[lang] = kept
+        stats.examples[lang] = len(kept)
+    stats.report(f"COCO-35L {split} ({manual_dir})")
+    return examples, stats

@@ -1,0 +1,119 @@
+"""Tests of the TFDS builder of XM3600 on fixture files written in the release layout."""
+
+import io
+import json
+import tarfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from data import build
+from data.build import xm3600_tfds
+
+
+def _jpeg(value, size=(12, 10)):
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((size[1], size[0], 3), value, np.uint8)).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def _split_contents(builder, split, key_feature):
+    import tensorflow_datasets as tfds
+    source = builder.as_data_source(split, decoders={"image": tfds.decode.SkipDecoding()})
+    rows = {}
+    for i in range(len(source)):
+        row = source[i]
+        key = row[key_feature]
+        rows[key.decode() if isinstance(key, bytes) else int(key)] = row
+    return rows
+
+
+XM_KEYS = ("00aa", "00bb", "00cc")
+
+
+def _xm3600_manual(root, *, archive=False):
+    root.mkdir()
+    lines = []
+    for i, key in enumerate(XM_KEYS):
+        row = {"image/key": key, "image/locale": "en"}
+        for lang in ("en", "es", "hi", "zh"):
+            if lang == "zh" and key == "00cc":
+                continue  # One image without Chinese captions.
+            caps = [f"{lang} caption {i} a", f"{lang} caption {i} b"]
+            row[lang] = {"caption": caps, "caption/tokenized": [c.upper() for c in caps],
+                         "caption/tokenized/lowercase": caps}
+        lines.append(json.dumps(row))
+    (root / "captions.jsonl").write_text("\n".join(lines) + "\n")
+    images = {key: _jpeg(40 * i) for i, key in enumerate(XM_KEYS)}
+    if archive:
+        with tarfile.open(root / "images.tgz", "w:gz") as tar:
+            for key, data in images.items():
+                info = tarfile.TarInfo(f"images/{key}.jpg")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    else:
+        (root / "images").mkdir()
+        for key, data in images.items():
+            (root / "images" / f"{key}.jpg").write_bytes(data)
+    return root
+
+
+@pytest.mark.parametrize("archive", [False, True])
+def test_xm3600_splits_features_and_counts(tmp_path, archive):
+    manual = _xm3600_manual(tmp_path / "manual", archive=archive)
+    counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+                         config="core")
+    assert counts == {"en": 3, "es": 3, "hi": 3, "zh": 2}
+    builder = build.get_builder("xm3600", data_dir=str(tmp_path / "tfds"), config="core")
+    rows = _split_contents(builder, "hi", "image/key")
+    assert sorted(rows) == list(XM_KEYS)
+    row = rows["00bb"]
+    assert [c.decode() for c in row["captions"]] == ["hi caption 1 a", "hi caption 1 b"]
+    assert [c.decode() for c in row["captions/tokenized"]] == ["HI CAPTION 1 A", "HI CAPTION 1 B"]
+    assert row["language"] == b"hi" and row["image/locale"] == b"en"
+    decoded = np.asarray(Image.open(io.BytesIO(row["image"])))
+    assert decoded.shape == (10, 12, 3) and abs(int(decoded.mean()) - 40) <= 2
+
+
+def test_xm3600_missing_image_names_key_and_path(tmp_path):
+    manual = _xm3600_manual(tmp_path / "manual")
+    (manual / "images" / "00bb.jpg").unlink()
+    with pytest.raises(Exception, match=r"'00bb'.*images/00bb.jpg"):
+        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+                    config="core")
+
+
+def test_xm3600_corrupt_image_stops_or_is_skipped(tmp_path):
+    manual = _xm3600_manual(tmp_path / "manual")
+    (manual / "images" / "00cc.jpg").write_bytes(_jpeg(9)[:60])
+    with pytest.raises(Exception, match=r"corrupt image '00cc'"):
+        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"),
+                    config="core")
+    counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "b"),
+                         config="core", corrupt_images="skip")
+    assert counts["en"] == 2
+
+
+def test_xm3600_missing_files_say_where_they_go(tmp_path):
+    manual = _xm3600_manual(tmp_path / "manual")
+    (manual / "captions.jsonl").unlink()
+    with pytest.raises(Exception, match=r"captions.jsonl.*crossmodal-3600"):
+        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+                    config="core")
+
+
+def test_unknown_builder_config_and_policy_are_errors(tmp_path):
+    with pytest.raises(ValueError, match="known: all, core"):
+        build.get_builder("xm3600", data_dir=str(tmp_path), config="most")
+    with pytest.raises(ValueError, match="known: xm3600, coco35l, cc3m35l"):
+        build.build("flickr", manual_dir=str(tmp_path), data_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="known: stop, skip"):
+        build.get_builder("xm3600", data_dir=str(tmp_path), corrupt_images="ignore")
+
+
+def test_image_checker_counts_each_image_once():
+    checker = xm3600_tfds.ImageChecker("skip")
+    assert checker.ok(_jpeg(1), "good")
+    assert not checker.ok(b"garbage", "bad") and not checker.ok(b"garbage", "bad")
+    assert checker.skipped == ["bad"]
