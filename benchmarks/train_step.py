@@ -317,18 +317,7 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
             step_fn, abstract, abstract_batch(config, batch_sharding), jax.random.key(1))
     out["compile_step"] = {**step_report, "stablehlo_lines": step_lines}
     say(f"compile step:  {_compile_text(step_report)}; StableHLO {step_lines} lines")
-    out["memory_analysis"] = memory_figures(compiled)
-    say("\n".join(memory_lines(out["memory_analysis"])))
-    out["xla_flops"] = flops.compiled_flops(compiled)
-    if out["xla_flops"]:
-        say(f"XLA's count:   {out['xla_flops'] / 1e9:.1f} GFLOP per step (its cost analysis: "
-            f"counts a scanned layer stack once and, on GPUs, misses library-call dots)")
-    out["hlo"] = hlo_figures(compiled)
-    top = sorted(out["hlo"]["kernels_by_op"].items(), key=lambda kv: -kv[1])[:6]
-    say(f"optimized HLO: {out['hlo']['kernels']} kernels ("
-        + ", ".join(f"{n} {op}" for op, n in top) + f"), {out['hlo']['converts']} converts, "
-        + (f"{out['hlo']['xla_bytes_accessed'] / GIB:.2f} GiB accessed by XLA's cost analysis"
-           if out["hlo"]["xla_bytes_accessed"] else "no cost analysis"))
+    out.update(compiled_figures(compiled, say))
     rng = np.random.default_rng(0)
     batch = random_batch(config, vocab_size, rng, caption_len)
     lengths = (batch["targets"] > 0).sum(axis=1)
@@ -344,39 +333,9 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
         return out
 
     state = compiled_init(jax.random.key(0))
-    batch = jax.device_put(batch, batch_sharding)
-    state, m = compiled(state, batch, jax.random.key(1))  # Warm-up.
-    jax.block_until_ready(m)
-    out["first_step_done_unix_s"] = time.time()
-    start = time.perf_counter()
-    for i in range(steps):
-        state, m = compiled(state, batch, jax.random.key(i))
-    jax.block_until_ready(m)
-    seconds = (time.perf_counter() - start) / steps
-    out["loss"] = float(m["train/loss"])
-    if profile_dir:
-        with jax.profiler.trace(profile_dir):
-            for i in range(3):
-                state, m = compiled(state, batch, jax.random.key(i))
-            jax.block_until_ready(m)
-        files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), compiled.as_text())
-        say(f"profile:       3 steps traced into {profile_dir}")
-
-    stats = device.memory_stats() or {}
-    if "peak_bytes_in_use" in stats:
-        out["peak_memory_gib"] = stats["peak_bytes_in_use"] / GIB
-        say(f"peak memory:   {out['peak_memory_gib']:.2f} GiB on device 0 (reported by the "
-            f"backend)")
-    real_tokens = int(lengths.sum())
-    padded_tokens = config.batch_size * config.data.max_target_len
-    out.update(step_s=seconds, steps=steps, examples_per_s=config.batch_size / seconds,
-               real_tokens_per_s=real_tokens / seconds,
-               padded_tokens_per_s=padded_tokens / seconds)
-    say(f"step time:     {seconds * 1e3:.1f} ms (mean of {steps} after a warm-up)")
-    say(f"examples/s:    {out['examples_per_s']:.2f}")
-    say(f"target tok/s:  real {out['real_tokens_per_s']:.0f} (captions of "
-        f"{real_tokens / config.batch_size:.1f} tokens on average), padded "
-        f"{out['padded_tokens_per_s']:.0f} ({config.data.max_target_len} positions per example)")
+    state, seconds = time_steps(compiled, state, jax.device_put(batch, batch_sharding), steps,
+                                out, profile_dir, say)
+    out.update(throughput_figures(config, device, lengths, seconds, steps, say))
     dtype = jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32
     peaks = []
     if flops.peak_flops(device):
@@ -395,6 +354,69 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
         say(f"optimizer:     {o['ms']:.1f} ms for the update alone ({o['ms'] / 1e3 / seconds:.0%} "
             f"of a step), {o['kernels']} kernels, XLA's bytes accessed "
             f"{o['xla_bytes_accessed'] / o['parameter_bytes']:.1f}x the parameters'")
+    return out
+
+
+def compiled_figures(compiled, say):
+    """XLA's memory analysis, FLOP count and kernel census of the compiled step."""
+    out = {"memory_analysis": memory_figures(compiled)}
+    say("\n".join(memory_lines(out["memory_analysis"])))
+    out["xla_flops"] = flops.compiled_flops(compiled)
+    if out["xla_flops"]:
+        say(f"XLA's count:   {out['xla_flops'] / 1e9:.1f} GFLOP per step (its cost analysis: "
+            f"counts a scanned layer stack once and, on GPUs, misses library-call dots)")
+    hlo = out["hlo"] = hlo_figures(compiled)
+    top = sorted(hlo["kernels_by_op"].items(), key=lambda kv: -kv[1])[:6]
+    say(f"optimized HLO: {hlo['kernels']} kernels ("
+        + ", ".join(f"{n} {op}" for op, n in top) + f"), {hlo['converts']} converts, "
+        + (f"{hlo['xla_bytes_accessed'] / GIB:.2f} GiB accessed by XLA's cost analysis"
+           if hlo["xla_bytes_accessed"] else "no cost analysis"))
+    return out
+
+
+def time_steps(compiled, state, batch, steps, out, profile_dir, say):
+    """Runs a warm-up step and `steps` timed ones; returns (state, seconds per step).
+
+    Records in `out` when the first step ended and the last loss; with `profile_dir`,
+    traces 3 more steps there and writes the step's optimized HLO beside the trace.
+    """
+    state, m = compiled(state, batch, jax.random.key(1))  # Warm-up.
+    jax.block_until_ready(m)
+    out["first_step_done_unix_s"] = time.time()
+    start = time.perf_counter()
+    for i in range(steps):
+        state, m = compiled(state, batch, jax.random.key(i))
+    jax.block_until_ready(m)
+    seconds = (time.perf_counter() - start) / steps
+    out["loss"] = float(m["train/loss"])
+    if profile_dir:
+        with jax.profiler.trace(profile_dir):
+            for i in range(3):
+                state, m = compiled(state, batch, jax.random.key(i))
+            jax.block_until_ready(m)
+        files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), compiled.as_text())
+        say(f"profile:       3 steps traced into {profile_dir}")
+    return state, seconds
+
+
+def throughput_figures(config, device, lengths, seconds, steps, say):
+    """Peak memory, step time, examples/s and real/padded target tokens/s of the timed steps."""
+    out = {}
+    stats = device.memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        out["peak_memory_gib"] = stats["peak_bytes_in_use"] / GIB
+        say(f"peak memory:   {out['peak_memory_gib']:.2f} GiB on device 0 (reported by the "
+            f"backend)")
+    real_tokens = int(lengths.sum())
+    padded_tokens = config.batch_size * config.data.max_target_len
+    out.update(step_s=seconds, steps=steps, examples_per_s=config.batch_size / seconds,
+               real_tokens_per_s=real_tokens / seconds,
+               padded_tokens_per_s=padded_tokens / seconds)
+    say(f"step time:     {seconds * 1e3:.1f} ms (mean of {steps} after a warm-up)")
+    say(f"examples/s:    {out['examples_per_s']:.2f}")
+    say(f"target tok/s:  real {out['real_tokens_per_s']:.0f} (captions of "
+        f"{real_tokens / config.batch_size:.1f} tokens on average), padded "
+        f"{out['padded_tokens_per_s']:.0f} ({config.data.max_target_len} positions per example)")
     return out
 
 

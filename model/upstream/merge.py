@@ -159,6 +159,28 @@ def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
     return new
 
 
+def _raise_if_unfit(report, mismatches, not_allowed):
+    """One-line ValueError listing every shape mismatch, else every disallowed missing one."""
+    where = f" ({report.source})" if report.source else ""
+    if mismatches:
+        # One line (the command line prints it as one `error:`), every parameter named.
+        raise ValueError(
+            f"checkpoint for {report.prefix!r}{where} does not fit the model; {len(mismatches)} "
+            f"shape mismatches: " + "; ".join(mismatches))
+    if not_allowed:
+        # What the checkpoint has instead usually shows the layout difference
+        # (e.g. a relative position bias per layer instead of one per stack).
+        instead = ""
+        if report.unexpected:
+            shown = report.unexpected[:_SHOWN_UNEXPECTED]
+            more = len(report.unexpected) - len(shown)
+            instead = (f"; it has {len(report.unexpected)} parameters the model lacks: "
+                       + ", ".join(shown) + (f", ... ({more} more)" if more else ""))
+        raise ValueError(
+            f"checkpoint for {report.prefix!r}{where} lacks {len(not_allowed)} model parameters "
+            f"(pass allow_missing to keep their init): " + ", ".join(not_allowed) + instead)
+
+
 def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
                  prefix: str, allow_missing: AllowMissing = False,
                  resample_posemb: bool = True, source: str = "") -> tuple[dict, Report]:
@@ -222,22 +244,5 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
         report.loaded.append(path)
     # Errors are raised only after the loop so that they list every problem.
     report.unexpected = [path for path in loaded_flat if path not in init_flat]
-    where = f" ({source})" if source else ""
-    if mismatches:
-        # One line (the command line prints it as one `error:`), every parameter named.
-        raise ValueError(
-            f"checkpoint for {prefix!r}{where} does not fit the model; {len(mismatches)} shape "
-            f"mismatches: " + "; ".join(mismatches))
-    if not_allowed:
-        # What the checkpoint has instead usually shows the layout difference
-        # (e.g. a relative position bias per layer instead of one per stack).
-        instead = ""
-        if report.unexpected:
-            shown = report.unexpected[:_SHOWN_UNEXPECTED]
-            more = len(report.unexpected) - len(shown)
-            instead = (f"; it has {len(report.unexpected)} parameters the model lacks: "
-                       + ", ".join(shown) + (f", ... ({more} more)" if more else ""))
-        raise ValueError(
-            f"checkpoint for {prefix!r}{where} lacks {len(not_allowed)} model parameters "
-            f"(pass allow_missing to keep their init): " + ", ".join(not_allowed) + instead)
+    _raise_if_unfit(report, mismatches, not_allowed)
     return _replace_subtree(init_params, prefix, unflatten_tree(out_flat)), report
