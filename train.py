@@ -20,6 +20,7 @@ import os
 import sys
 import warnings
 
+from model import captioner
 from training import preemption
 
 if __name__ == "__main__":  # Before the heavy imports: Ctrl-C during them is one line too.
@@ -364,7 +365,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     mesh = check_config(config)
     vocab = load_vocabulary(config, build_data)
     whole_through, changes = check_workdir(config, workdir, allow_change)
-    model = state_lib.create_model(config, vocab.vocab_size)
+    model = captioner.from_config(config.model, vocab.vocab_size)
     evaluators = build_evaluators(config, model, vocab)
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)

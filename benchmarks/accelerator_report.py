@@ -151,10 +151,10 @@ def decoding_figures(tiny):
 
 def attention_shapes(config, batch):
     """BB's attention calls: (name, batch, q_len, kv_len, heads, head_dim, bias shape, causal)."""
+    from model import captioner  # noqa: PLC0415
     from model import vit as vit_lib  # noqa: PLC0415
-    from training import state as state_lib  # noqa: PLC0415
 
-    cfg = state_lib.create_model(config, 1024).config
+    cfg = captioner.from_config(config.model, 1024).config
     vit, t5 = cfg.vit, cfg.t5
     patches = vit_lib.num_patches(vit, cfg.image_size) + (vit.pool == "tok")
     encoder = 1 + config.data.max_prompt_len

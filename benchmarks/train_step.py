@@ -44,6 +44,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import files  # noqa: E402
 import train  # noqa: E402
+from model import captioner
 from training import compilation_cache, flops, run_config  # noqa: E402
 from training import state as state_lib  # noqa: E402
 
@@ -252,7 +253,7 @@ def _build(config, vocab_size, steps, caption_len):
     if config.batch_size % mesh.shape["data"]:
         raise ValueError(f"--config.batch_size={config.batch_size} does not divide over the "
                          f"{mesh.shape['data']} devices of the data axis")
-    model = state_lib.create_model(config, vocab_size)
+    model = captioner.from_config(config.model, vocab_size)
     tx, schedule = state_lib.create_optimizer(config)
     return mesh, state_lib.axis_rules(config), model, tx, schedule
 

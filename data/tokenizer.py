@@ -166,7 +166,7 @@ def detokenize(vocab, tokens):
     """Token ids [batch, length] -> strings, cut at the first EOS.
 
     Padding and ids of the padded embedding rows beyond the vocabulary (see
-    training/state.padded_vocab_size) are dropped.
+    model/captioner.padded_vocab_size) are dropped.
 
     Args:
         vocab: the `Vocabulary` the ids come from.

@@ -136,7 +136,7 @@ def _restore(config, workdir, vocab, step):
         saved = None  # Only for the hint below; the checkpoint itself is checked on reading.
     changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
                if c.startswith(("model.", "vocab."))] if saved else []
-    model = state_lib.create_model(config, vocab.vocab_size)
+    model = captioner.from_config(config.model, vocab.vocab_size)
     abstract = _abstract_params(config, model)
     try:
         if step is None:

@@ -12,6 +12,7 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from model import layers
@@ -224,8 +225,21 @@ def captioner_config(model_config) -> CaptionerConfig:
         raise ValueError(f"config.model: {e}") from e
 
 
-def from_config(model_config) -> Captioner:
-    """Returns the Captioner described by the `config.model` ConfigDict."""
+def padded_vocab_size(vocab_size, multiple=128):
+    """The embedding size for a vocabulary: rounded up to a multiple of 128, as mT5's 250112.
+
+    Padding keeps the vocabulary axis divisible by any model-parallel degree
+    (and the matrix units' tiles); the extra rows are never targets.
+    """
+    return -(-vocab_size // multiple) * multiple
+
+
+def from_config(model_config, vocab_size=None) -> Captioner:
+    """Returns the Captioner described by the `config.model` ConfigDict; `t5.vocab_size`,
+    when unset, is `vocab_size` (the vocabulary's) padded by `padded_vocab_size`."""
+    if model_config.t5.get("vocab_size") is None and vocab_size is not None:
+        model_config = ml_collections.ConfigDict(model_config.to_dict())
+        model_config.t5.vocab_size = padded_vocab_size(vocab_size)
     return Captioner(captioner_config(model_config))
 
 

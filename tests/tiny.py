@@ -341,3 +341,20 @@ def small_tmpfs(folder, size):
         yield folder
     finally:
         subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+def restore_whole_state_params(config, workdir, vocab_size, step=None):
+    """(model, params, step) of a run's checkpoint (the newest, or `step`) read the trainer's
+    way: the whole state, optimizer included (an independent reference for the
+    parameters-only restore of what does not train)."""
+    from model import captioner  # noqa: PLC0415  (jax: only the tests that restore import it)
+    from training import checkpointing  # noqa: PLC0415
+    from training import state as state_lib  # noqa: PLC0415
+
+    model = captioner.from_config(config.model, vocab_size)
+    tx, _ = state_lib.create_optimizer(config)
+    abstract, _ = state_lib.state_shardings(model, tx, state_lib.make_mesh(config.mesh),
+                                            state_lib.axis_rules(config))
+    step = checkpointing.steps(workdir)[-1] if step is None else step
+    state = checkpointing.restore_step(workdir, step, abstract)
+    return model, state["params"], int(state["step"])

@@ -5,20 +5,19 @@ shardings come from the model's logical axis names (model/partitioning.py)
 mapped onto a ('data', 'model') mesh; Adafactor's factored second moments get
 the sharding of their parameter with the factored-out axis dropped. The state
 is created directly with those shardings (inside `jit`), never as a full copy
-on one device. The evaluation tools use `restore_params` to read a run's
-checkpoint with the same code.
+on one device. What does not train reads the parameters alone
+(`checkpointing.restore_params`).
 """
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import captioner, partitioning
-from training import checkpointing, optimizer, schedules
+from training import optimizer, schedules
 
 
 def make_mesh(mesh_config, devices=None):
@@ -40,23 +39,6 @@ def make_mesh(mesh_config, devices=None):
 def axis_rules(config):
     """The logical-to-mesh axis rules of the run (FSDP or not)."""
     return partitioning.logical_axis_rules(fsdp=config.mesh.fsdp)
-
-
-def padded_vocab_size(vocab_size, multiple=128):
-    """The embedding size for a vocabulary: rounded up to a multiple of 128, as mT5's 250112.
-
-    Padding keeps the vocabulary axis divisible by any model-parallel degree
-    (and the matrix units' tiles); the extra rows are never targets.
-    """
-    return -(-vocab_size // multiple) * multiple
-
-
-def create_model(config, vocab_size):
-    """The Captioner of `config.model`; `t5.vocab_size`, when unset, is the padded vocabulary."""
-    model_config = ml_collections.ConfigDict(config.model.to_dict())
-    if model_config.t5.get("vocab_size") is None:
-        model_config.t5.vocab_size = padded_vocab_size(vocab_size)
-    return captioner.from_config(model_config)
 
 
 def create_optimizer(config):
@@ -145,29 +127,3 @@ def init_state_fn(model, tx, shardings):
 def init_state(model, tx, rng, shardings):
     """A freshly initialized state, created directly with its shardings."""
     return init_state_fn(model, tx, shardings)(rng)
-
-
-def restore_params(config, workdir, vocab_size, step=None, best=False):
-    """Reads the params of a run's checkpoint (latest, or `step`) for evaluation.
-
-    With `best`, of `<workdir>/checkpoints_best` (the best evaluation's).
-
-    Returns:
-        (model, params, step).
-
-    Raises:
-        FileNotFoundError: the workdir has no checkpoint, or not of `step`.
-        checkpointing.CheckpointError: the checkpoint is damaged or of another model.
-    """
-    model = create_model(config, vocab_size)
-    tx, _ = create_optimizer(config)
-    mesh = make_mesh(config.mesh)
-    abstract, _ = state_shardings(model, tx, mesh, axis_rules(config))
-    if step is None:
-        if not checkpointing.steps(workdir, best):
-            raise FileNotFoundError(
-                f"no checkpoint in {checkpointing.checkpoint_dir(workdir, best)}: train first, "
-                f"or pass the --workdir of a run")
-        step = checkpointing.steps(workdir, best)[-1]
-    state = checkpointing.restore_step(workdir, step, abstract, best)
-    return model, state["params"], int(state["step"])

@@ -26,8 +26,8 @@ from ml_collections import config_flags
 from data import tokenizer
 from data.releases import cc3m35l as cc3m35l_release
 from data.releases import coco35l as coco35l_release
+from model import captioner
 from training import flops, run_config
-from training import state as state_lib
 
 PERCENTILES = (50, 90, 99, 99.9)
 COVERAGE = 99.9  # Percent of captions the suggested length must hold whole.
@@ -97,7 +97,7 @@ def format_table(lengths_by_lang, max_len):
 def summary(config, vocab_size, lengths, max_len):
     """What the current and the suggested max_target_len cost, in lines."""
     suggested = smallest_length(lengths)
-    model_config = state_lib.create_model(config, vocab_size).config
+    model_config = captioner.from_config(config.model, vocab_size).config
     prompt_len = config.data.max_prompt_len
     now = flops.train_flops_per_example(model_config, prompt_len, max_len)
     then = flops.train_flops_per_example(model_config, prompt_len, suggested)

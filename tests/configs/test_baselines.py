@@ -113,7 +113,7 @@ def test_full_towers_have_the_papers_sizes(name, vit_paper, t5_expected):
 def test_full_training_state_builds_abstractly():
     """Lg's full train state (params + Adafactor) and its FSDP shardings, unallocated."""
     config = _config("lg")
-    model = state_lib.create_model(config, vocab_size=250_100)
+    model = captioner.from_config(config.model, vocab_size=250_100)
     tx, schedule = state_lib.create_optimizer(config)
     mesh = state_lib.make_mesh(config.mesh)
     abstract, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))

@@ -34,7 +34,6 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
 from tests import tiny
-from training import state as state_lib
 from training.metrics import Progress, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -119,7 +118,7 @@ def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
     if not os.path.isdir(out):
         _main("--config", config_path, "--workdir", workdir, "--langs", "config")
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    model, params, step = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    model, params, step = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     assert step == 2
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         scores = json.load(f)["scores"]
@@ -219,7 +218,7 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
     _main("--config", config_path, "--workdir", workdir, "--langs", "en", "--decode", "beam",
           "--beam_size", "2", "--out", out)
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    model, params, _ = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     _, _, images, prompts = _independent_set(tiny_demo, "en", vocab, config)
     tokens, _ = decode.beam_search(model, params, images, prompts,
                                    max_len=config.evals.xm3600.max_decode_len, beam_size=2,

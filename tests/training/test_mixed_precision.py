@@ -58,7 +58,7 @@ def _functions(dtype):
     """(model, optimizer, jitted train step) of the tiny captioner computing in `dtype`."""
     config = tiny_config("unused", **{"model.dtype": dtype, "model.dropout": 0.0,
                                       "lr.base": LEARNING_RATE})
-    model = state_lib.create_model(config, VOCAB)
+    model = captioner.from_config(config.model, VOCAB)
     tx, _ = state_lib.create_optimizer(config)
 
     def loss(params, batch):

@@ -8,9 +8,9 @@ import pytest
 from data import prompts as prompt_lib
 from data import tokenizer
 from data.releases import coco35l as coco35l_release
+from model import captioner
 from tests.tiny import tiny_config
 from training import flops, target_length
-from training import state as state_lib
 
 
 def test_smallest_length_is_the_multiple_of_8_holding_the_coverage():
@@ -63,7 +63,7 @@ def test_tool_reports_every_language_and_the_flops_of_its_suggestion(tiny_demo, 
     assert suggested < 32  # The demo's captions are shorter than 32 pieces.
     assert f"--config.data.max_target_len={suggested}" in out
     demo = _demo_config(config)
-    model = state_lib.create_model(demo, vocab.vocab_size)
+    model = captioner.from_config(demo.model, vocab.vocab_size)
     at = {n: flops.train_flops_per_example(model.config, demo.data.max_prompt_len, n)
           for n in (32, suggested)}
     want = (f"{at[32] / 1e9:.4g} GFLOP at 32 target positions, "

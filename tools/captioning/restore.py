@@ -21,7 +21,6 @@ from data import prompts as prompt_lib
 from errors import InputError
 from model import captioner
 from training import checkpointing, run_config
-from training import state as state_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -187,7 +186,7 @@ def restore(workdir, step=None, *, max_len=None):
     max_len = _max_len(max_len, config)
     step, best = _step(workdir, step)
     vocab = Vocabulary.load(config.vocab.path)
-    model = state_lib.create_model(config, vocab.vocab_size)
+    model = captioner.from_config(config.model, vocab.vocab_size)
     try:
         params = checkpointing.restore_params(workdir, _abstract_params(model), step, best)
     except (FileNotFoundError, checkpointing.CheckpointError) as e:

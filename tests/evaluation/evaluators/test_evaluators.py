@@ -21,9 +21,9 @@ from data import tokenizer
 from evaluation import evaluate
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
+from model import captioner
 from tests.tiny import tiny_config
 from training import checkpointing
-from training import state as state_lib
 from training.metrics import read_metrics
 
 # eval/cider_d/<lang> at steps 0, 30, 60 of `_pinned_config` (see the module docstring).
@@ -89,7 +89,7 @@ def test_coco_dev_runs_in_the_loop_and_equals_the_tool(pinned_run, tmp_path):
 
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    model = state_lib.create_model(config, vocab.vocab_size)
+    model = captioner.from_config(config.model, vocab.vocab_size)
     return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
 
 

@@ -22,7 +22,6 @@ from tests import tiny
 from tests.tools.captioning.conftest import EXPORTED
 from tools.captioning import Captioner, Decoding, InputError, restore
 from training import checkpointing
-from training import state as state_lib
 
 
 def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
@@ -30,7 +29,7 @@ def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
     greedily, or by beam search with `beam` = (beam_size, alpha)."""
     config = tiny.tiny_config(str(tiny_demo))
     vocab = tokenizer.get_vocabulary(config.vocab.path)  # seqio
-    model, params, _ = state_lib.restore_params(config, workdir, vocab.vocab_size)
+    model, params, _ = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     rows = [(image, lang) for image in images for lang in langs]
     pixels = np.stack([image_lib.read(image, config.model.image_size) for image, _ in rows])
     prompts = np.stack([prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>",

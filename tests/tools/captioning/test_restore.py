@@ -19,9 +19,9 @@ import pytest
 from data import tokenizer
 from evaluation import evaluate
 from model import captioner as captioner_lib
+from tests import tiny
 from tools.captioning import Captioner, Decoding, restore
 from training import checkpointing, run_config
-from training import state as state_lib
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gone, ca
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     for workdir in optimizer_state_gone.values():
         with pytest.raises(checkpointing.CheckpointError, match="is damaged"):
-            state_lib.restore_params(config, workdir, vocab.vocab_size, 4)
+            tiny.restore_whole_state_params(config, workdir, vocab.vocab_size, 4)
 
 
 def test_captions_need_only_the_parameters(optimizer_state_gone, captioner, demo_images):

@@ -13,9 +13,9 @@ from evaluation.evaluators import caption_evaluator
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
+from model import captioner
 from tests.tiny import tiny_config
 from tools.vifidel import evaluator as vifidel_evaluator
-from training import state as state_lib
 from training.metrics import read_metrics
 
 
@@ -71,7 +71,7 @@ def test_vifidel_runs_in_the_loop_and_writes_its_files_through_the_tool(tiny_dem
 
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    model = state_lib.create_model(config, vocab.vocab_size)
+    model = captioner.from_config(config.model, vocab.vocab_size)
     return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
 
 
