@@ -20,7 +20,6 @@ import os
 import sys
 import warnings
 
-from model import captioner
 from training import preemption
 
 if __name__ == "__main__":  # Before the heavy imports: Ctrl-C during them is one line too.
@@ -45,6 +44,7 @@ from data import tokenizer
 from data.pipeline import sources
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
+from model import captioner
 from training import (
     actions,
     checkpointing,

@@ -44,7 +44,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import files  # noqa: E402
 import train  # noqa: E402
-from model import captioner
+from model import captioner  # noqa: E402
 from training import compilation_cache, flops, run_config  # noqa: E402
 from training import state as state_lib  # noqa: E402
 
