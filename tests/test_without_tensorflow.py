@@ -3,7 +3,8 @@
 In subprocesses whose `import tensorflow` fails (tests/tiny.no_tensorflow_env),
 the demo is built with the normal command (`python -m data.demo`, TFDS files
 included), `train.py` trains a tiny model on it through the TFDS reader,
-with an in-loop evaluation and checkpoints, `python -m evaluation.evaluate`
+with an in-loop evaluation and checkpoints (and at its exit has imported no plotting
+library, web framework or optimal-transport solver: matplotlib, flask, ot), `python -m evaluation.evaluate`
 evaluates its last checkpoint again (the same scores), and TensorBoard (as
 installed without TensorFlow) reads every scalar of metrics.jsonl from the
 run's event files. The benchmarks run without TensorFlow in
@@ -34,6 +35,16 @@ TINY = {
     "evals.xm3600.batch_size": 4, "evals.xm3600.max_decode_len": 8,
     "evals.coco_dev.every": 0,
 }
+
+# `python train.py ARGS`, then the libraries the training process imported of LIBRARIES.
+LIBRARIES = ("matplotlib", "flask", "ot")
+TRAIN_PY = f"""
+import atexit, runpy, sys
+atexit.register(lambda: print("imported:", sorted(
+    name for name in {LIBRARIES!r} if name in sys.modules)))
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
 
 READ_EVENTS = """
 import json, sys
@@ -71,9 +82,10 @@ def test_train_and_evaluate_without_tensorflow(env, tmp_path):
              "evals.xm3600.data_dir": data / "xm3600", "evals.coco_dev.manual_dir":
              data / "coco35l"}
     overrides = [f"--config.{k}={v}" for k, v in {**TINY, **paths}.items()]
-    train = _run(["train.py", "--config", "configs/demo.py", "--workdir", str(workdir),
+    train = _run(["-c", TRAIN_PY, "--config", "configs/demo.py", "--workdir", str(workdir),
                   *overrides], env)
     assert f"step {STEPS}/{STEPS}" in train.stdout
+    assert train.stdout.splitlines()[-1] == "imported: []"  # Evaluators write no report.
 
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     by_step = {}
