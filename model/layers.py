@@ -108,22 +108,41 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
     return jnp.where(mask, 0.0, NEG_INF).astype(dtype)
 
 
-def attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias):
+def attention_implementation(platform, dtype, head_dim, has_bias):
     """Which `jax.nn.dot_product_attention` backend suits these shapes: "cudnn" or "xla".
 
     cuDNN's fused (flash) attention runs on NVIDIA GPUs in bf16/fp16, with a head dimension
-    that is a multiple of 8 up to 128, and (JAX 0.11 on an H100) even sequence lengths only:
-    it refused BB's ViT (197 x 197), mT5 encoder (17 x 17), cross-attention (64 x 17) and the
-    g/14's MAP head (1 x 256). With a bias (T5's relative positions, masks) it ran the one
-    shape it took (64 x 64) 1.8x slower than XLA (benchmarks/accelerator_report.py's
-    attention section), so biased attention stays on XLA. XLA's einsum-softmax-einsum runs
-    everywhere else (CPU, TPU).
+    that is a multiple of 8 up to 128. With a bias (T5's relative positions, masks) it ran
+    the one shape it took (64 x 64) 1.8x slower than XLA on an H100
+    (benchmarks/accelerator_report.py's attention section), so biased attention stays on
+    XLA. Odd lengths, which it refuses, are padded (`even_length_attention`). XLA's
+    einsum-softmax-einsum runs everywhere else (CPU, TPU).
     """
     if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
         return "xla"
-    if head_dim % 8 or head_dim > 128 or has_bias or q_len % 2 or kv_len % 2:
+    if head_dim % 8 or head_dim > 128 or has_bias:
         return "xla"
     return "cudnn"
+
+
+def even_length_attention(query, key, value, implementation="cudnn"):
+    """Unbiased, unscaled attention with each odd length padded by one position.
+
+    cuDNN's flash attention takes even lengths only (JAX 0.11 on an H100 refused BB's ViT,
+    197 x 197 with its [cls] token, and the g/14's MAP head, 1 x 256): the padded key is
+    masked out by its length and the padded query row dropped, so the result is that of
+    the unpadded call.
+    """
+    q_len, kv_len = query.shape[1], key.shape[1]
+
+    def padded(x):
+        return jnp.pad(x, ((0, 0), (0, x.shape[1] % 2), (0, 0), (0, 0)))
+
+    kv_lengths = (jnp.full((key.shape[0],), kv_len, jnp.int32) if kv_len % 2 else None)
+    out = jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
+                                       key_value_seq_lengths=kv_lengths,
+                                       implementation=implementation)
+    return out[:, :q_len]
 
 
 def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
@@ -155,12 +174,10 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
         if bias is not None:
             bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
         implementation = attention_implementation(
-            jax.default_backend(), dtype, query.shape[-1], query.shape[1], key.shape[1],
-            bias is not None)
+            jax.default_backend(), dtype, query.shape[-1], bias is not None)
         if implementation == "cudnn":
             try:
-                return jax.nn.dot_product_attention(query, key, value, scale=1.0,
-                                                    implementation="cudnn")
+                return even_length_attention(query, key, value)
             except NotImplementedError:  # cuDNN's own rules for shapes change between versions.
                 pass
         return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0)

@@ -1,5 +1,7 @@
 """Tests of model/layers.py's attention core: backend choice and the maths of both paths."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,17 +63,34 @@ def test_attention_in_bfloat16_stays_close_to_float32():
     np.testing.assert_allclose(np.asarray(got, np.float32), want, atol=0.05)
 
 
-@pytest.mark.parametrize("platform, dtype, head_dim, q_len, kv_len, has_bias, want", [
-    ("cpu", jnp.bfloat16, 64, 196, 196, False, "xla"),
-    ("tpu", jnp.bfloat16, 64, 64, 64, False, "xla"),
-    ("gpu", jnp.float32, 64, 196, 196, False, "xla"),      # cuDNN: bf16/fp16 only
-    ("gpu", jnp.bfloat16, 64, 196, 196, False, "cudnn"),   # ViT-B/16 blocks, MAP pooling
-    ("gpu", jnp.bfloat16, 64, 197, 197, False, "xla"),     # ... with a [cls] token: odd
-    ("gpu", jnp.bfloat16, 88, 1, 256, False, "xla"),       # the g/14's MAP head: one query
-    ("gpu", jnp.bfloat16, 64, 64, 64, True, "xla"),        # mT5 attention: a bias
-    ("gpu", jnp.bfloat16, 88, 256, 256, False, "cudnn"),   # ViT-g/14 (1408 / 16 heads)
-    ("gpu", jnp.bfloat16, 100, 64, 64, False, "xla"),      # head_dim not a multiple of 8
+@pytest.mark.parametrize("platform, dtype, head_dim, has_bias, want", [
+    ("cpu", jnp.bfloat16, 64, False, "xla"),
+    ("tpu", jnp.bfloat16, 64, False, "xla"),
+    ("gpu", jnp.float32, 64, False, "xla"),      # cuDNN: bf16/fp16 only
+    ("gpu", jnp.bfloat16, 64, False, "cudnn"),   # ViT-B/16 blocks, MAP pooling
+    ("gpu", jnp.bfloat16, 64, True, "xla"),      # mT5 attention: a bias
+    ("gpu", jnp.bfloat16, 88, False, "cudnn"),   # ViT-g/14 (1408 / 16 heads)
+    ("gpu", jnp.bfloat16, 100, False, "xla"),    # head_dim not a multiple of 8
 ])
-def test_attention_implementation(platform, dtype, head_dim, q_len, kv_len, has_bias, want):
-    assert layers.attention_implementation(platform, dtype, head_dim, q_len, kv_len,
-                                           has_bias) == want
+def test_attention_implementation(platform, dtype, head_dim, has_bias, want):
+    assert layers.attention_implementation(platform, dtype, head_dim, has_bias) == want
+
+
+@pytest.mark.parametrize("q_len, kv_len", [(197, 197), (1, 256), (6, 5), (4, 8)])
+def test_even_length_padding_changes_neither_values_nor_gradients(q_len, kv_len):
+    # XLA stands in for cuDNN here: the padding and the masked key are the same.
+    rng = np.random.default_rng(1)
+    query, key, value = (jnp.asarray(rng.standard_normal((2, n, 3, 8)), jnp.float32)
+                         for n in (q_len, kv_len, kv_len))
+
+    def total(attention, *args):
+        return jnp.sum(attention(*args) * jnp.arange(q_len)[None, :, None, None])
+
+    padded = functools.partial(layers.even_length_attention, implementation="xla")
+    plain = functools.partial(jax.nn.dot_product_attention, scale=1.0, implementation="xla")
+    np.testing.assert_allclose(padded(query, key, value), plain(query, key, value), atol=1e-6)
+    def gradients(attention):
+        return jax.grad(lambda *a: total(attention, *a), argnums=(0, 1, 2))(query, key, value)
+
+    for got, want in zip(gradients(padded), gradients(plain), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
