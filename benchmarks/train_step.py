@@ -25,6 +25,7 @@ fit this machine (e.g. Lg's per-device batch for one 80 GB GPU). --json FILE
 also writes every figure to FILE (benchmarks/accelerator_report.py reads it).
 """
 
+import concurrent.futures
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import files  # noqa: E402
 import train  # noqa: E402
+from data import pipeline  # noqa: E402
 from model import captioner  # noqa: E402
 from training import compilation_cache, flops, run_config  # noqa: E402
 from training import state as state_lib  # noqa: E402
@@ -77,26 +79,25 @@ def caption_lengths(batch_size, caption_len, max_len, rng):
 
 
 def random_batch(config, vocab_size, rng, caption_len=16):
-    """Inputs of the config's shapes: images in [-1, 1], prompts, padded random captions."""
-    b, size = config.batch_size, config.model.image_size
-    max_len = config.data.max_target_len
+    """Inputs of the training batches' shapes and dtypes: uint8 pixels, prompts, padded
+    random captions."""
+    shapes = pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data)
+    (b, max_len), _ = shapes["targets"]
     targets = rng.integers(2, vocab_size, (b, max_len)).astype(np.int32)
     lengths = caption_lengths(b, caption_len, max_len, rng)
     targets[np.arange(max_len)[None, :] >= lengths[:, None]] = 0  # Padding.
     return {
-        "image": rng.uniform(-1, 1, (b, size, size, 3)).astype(np.float32),
-        "prompt": rng.integers(2, vocab_size, (b, config.data.max_prompt_len)).astype(np.int32),
+        "image": rng.integers(0, 256, shapes["image"][0]).astype(np.uint8),
+        "prompt": rng.integers(2, vocab_size, shapes["prompt"][0]).astype(np.int32),
         "targets": targets,
     }
 
 
 def abstract_batch(config, sharding):
-    """The shapes and dtypes of `random_batch`, for compiling without data."""
-    b, size = config.batch_size, config.model.image_size
-    shapes = {"image": ((b, size, size, 3), jnp.float32),
-              "prompt": ((b, config.data.max_prompt_len), jnp.int32),
-              "targets": ((b, config.data.max_target_len), jnp.int32)}
-    return {k: jax.ShapeDtypeStruct(s, d, sharding=sharding) for k, (s, d) in shapes.items()}
+    """The shapes and dtypes of `random_batch` (train.py's batches), for compiling without data."""
+    return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for name, (shape, dtype)
+            in pipeline.batch_shapes(config.batch_size, config.model.image_size,
+                                     config.data).items()}
 
 
 def matmul_flops_per_second(n=1024, dtype=jnp.float32, repeats=10, rounds=5):
@@ -315,15 +316,22 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     say(f"parameters:    {out['parameters'] / 1e6:.1f}M")
 
     init_fn = state_lib.init_state_fn(model, tx, shardings)
-    compiled_init, init_report, init_lines = compile_timed(init_fn, jax.random.key(0))
-    out["compile_init"] = {**init_report, "stablehlo_lines": init_lines}
-    say(f"compile init:  {_compile_text(init_report)}; StableHLO {init_lines} lines")
     step_fn = jax.jit(train.make_train_step(model, tx, schedule, config),
                       in_shardings=(shardings, batch_sharding, None),
                       out_shardings=(shardings, None), donate_argnums=0)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        compiled, step_report, step_lines = compile_timed(
-            step_fn, abstract, abstract_batch(config, batch_sharding), jax.random.key(1))
+
+    def compile_step():
+        with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+            return compile_timed(step_fn, abstract, abstract_batch(config, batch_sharding),
+                                 jax.random.key(1))
+
+    # As train.py: the step compiles in a thread while the initializer compiles.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending_step = pool.submit(compile_step)
+        compiled_init, init_report, init_lines = compile_timed(init_fn, jax.random.key(0))
+        compiled, step_report, step_lines = pending_step.result()
+    out["compile_init"] = {**init_report, "stablehlo_lines": init_lines}
+    say(f"compile init:  {_compile_text(init_report)}; StableHLO {init_lines} lines")
     out["compile_step"] = {**step_report, "stablehlo_lines": step_lines}
     say(f"compile step:  {_compile_text(step_report)}; StableHLO {step_lines} lines")
     out.update(compiled_figures(compiled, say))

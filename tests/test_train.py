@@ -54,15 +54,16 @@ def _spy(monkeypatch, calls, module, name):
 
 
 def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path, monkeypatch):
-    """The input's workers start before the state is restored or initialized (and the step
-    compiled); a run resumed at step 2 ends as the shared four-step run, logging each step once."""
+    """The input's workers start first; a fresh run's step compiles (in a thread) while the
+    state initializes, a resumed run's after the restore; a run resumed at step 2 ends as
+    the shared four-step run, logging each step once."""
     calls = []
     for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore_latest"),
                          (state_lib, "init_state"), (train, "compile_train_step")):
         _spy(monkeypatch, calls, module, name)
     workdir = str(tmp_path / "run")
     train.train_and_evaluate(four_step_run.config(total_steps=2), workdir)
-    assert calls == ["train_iterator", "restore_latest", "init_state", "compile_train_step"]
+    assert calls == ["train_iterator", "compile_train_step", "restore_latest", "init_state"]
     calls.clear()
     resumed = train.train_and_evaluate(four_step_run.config(), workdir)
     assert calls == ["train_iterator", "restore_latest", "compile_train_step"]
@@ -95,7 +96,14 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp
                 batch["image"] = np.full_like(batch["image"], np.nan)
             yield batch
 
+    real_shapes = pipeline.batch_shapes
+
+    def float_images(*args):  # What the step compiles for.
+        shapes = real_shapes(*args)
+        return dict(shapes, image=(shapes["image"][0], np.float32))
+
     monkeypatch.setattr(pipeline, "train_iterator", poisoned)
+    monkeypatch.setattr(pipeline, "batch_shapes", float_images)
     workdir = str(tmp_path / "run")
     with pytest.raises(train.TrainingError, match=r"step 3: non-finite train/loss=nan"):
         train.train_and_evaluate(_files_config(tiny_demo), workdir)

@@ -17,9 +17,11 @@ The cache is trusted code: never point it at a directory others can write.
     print(report)  # "compiled in 3.1 s (persistent cache: miss, written to ...)"
 """
 
+import collections
 import contextlib
 import dataclasses
 import os
+import threading
 import time
 
 import jax
@@ -29,7 +31,9 @@ ENV_DIR = "JAX_COMPILATION_CACHE_DIR"  # jax's own variable; wins when set
 _EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
            "/jax/compilation_cache/cache_hits": "hits",
            "/jax/compilation_cache/cache_misses": "misses"}
-_counts = dict.fromkeys(_EVENTS.values(), 0)
+# (thread, event) -> count: jax reports a compile in the thread that asked for it, so a watch
+# in one thread is not fooled by a compile in another (train.py compiles two at once).
+_counts = collections.Counter()
 _listening = False
 
 
@@ -52,7 +56,7 @@ def default_cache_dir(workdir=None):
 def _count(event, **kwargs):
     del kwargs
     if event in _EVENTS:
-        _counts[_EVENTS[event]] += 1
+        _counts[threading.get_ident(), _EVENTS[event]] += 1
 
 
 def _listen():
@@ -136,13 +140,14 @@ def watch():
         A CompileReport, filled in when the block ends.
     """
     _listen()  # Also when the cache was turned on elsewhere (e.g. $JAX_COMPILATION_CACHE_DIR).
-    before = dict(_counts)
+    thread = threading.get_ident()
+    before = {name: _counts[thread, name] for name in _EVENTS.values()}
     report = CompileReport(cache_dir=current_dir())
     start = time.perf_counter()
     try:
         yield report
     finally:
         report.seconds = time.perf_counter() - start
-        delta = {k: _counts[k] - before[k] for k in _counts}
+        delta = {name: _counts[thread, name] - before[name] for name in before}
         if delta["requests"] and report.cache_dir:  # jax asks even with no folder set.
             report.hit = delta["hits"] == delta["requests"]

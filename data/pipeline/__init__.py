@@ -35,6 +35,14 @@ from data.pipeline import sampling, sources
 _ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
 
 
+
+def batch_shapes(batch_size, image_size, data_config):
+    """{name: (shape, dtype)} of the batches made here: what the train step compiles for
+    before the first batch exists."""
+    return {"image": ((batch_size, image_size, image_size, 3), np.uint8),
+            "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
+            "targets": ((batch_size, data_config["max_target_len"]), np.int32)}
+
 class Batch:
     """The batch of index `step * process_count + process_index` of Grain's order: this
     process's share of that step, {image, prompt, targets} arrays.
@@ -96,9 +104,8 @@ class Batch:
                                strict=True):
                 items[i] = item
         new = grain.multiprocessing.SharedMemoryArray if self.shared_memory else np.empty
-        batch = {"image": new((local, self.image_size, self.image_size, 3), np.uint8),
-                 "prompt": new((local, prompt_ids.shape[1]), np.int32),
-                 "targets": new((local, self.config["max_target_len"]), np.int32)}
+        batch = {name: new(shape, dtype) for name, (shape, dtype)
+                 in batch_shapes(local, self.image_size, self.config).items()}
         for i, item in enumerate(items):
             batch["image"][i] = self._pixels(item, start + i)
         batch["prompt"][...] = prompt_ids[langs]
