@@ -443,14 +443,28 @@ def main(argv=None):
         if not (args.predictions and args.references):
             parser.error("--predictions and --references go together")
         cli.check_results_folder(results_dir, "RESULTS_DIR", scores_format.file_name())
-        written = write_scored(results_dir, *_score(args), name=name, paper_dir=args.paper_dir)
+        results, predictions = _score(args)
+        try:
+            written = write_scored(results_dir, results, predictions, name=name,
+                                   paper_dir=args.paper_dir)
+        except OSError as e:  # A full disk: the scores are not lost.
+            for lang, r in sorted(results.items()):
+                print(f"{lang}\tCIDEr-D {r.score:.6f}\t{len(r.keys)} images")
+            raise errors.InputError(f"{results_dir}: cannot write the results ({e.strerror or e})"
+                                    f"; nothing there was changed; the scores are printed "
+                                    f"above") from None
     else:
         summary = scores_format.read(results_dir / scores_format.file_name())
-        paths = write_report(
-            results_dir, summary["scores"], summary["num_images"],
-            coco_dev_scores=summary.get("coco_dev_scores"), name=name,
-            step=summary.get("step"), config=summary.get("config"), paper_dir=args.paper_dir,
-            extra={k: v for k, v in summary.items() if k not in scores_format.FIELDS})
+        try:
+            paths = write_report(
+                results_dir, summary["scores"], summary["num_images"],
+                coco_dev_scores=summary.get("coco_dev_scores"), name=name,
+                step=summary.get("step"), config=summary.get("config"),
+                paper_dir=args.paper_dir,
+                extra={k: v for k, v in summary.items() if k not in scores_format.FIELDS})
+        except OSError as e:
+            raise errors.InputError(f"{results_dir}: cannot write the report ({e.strerror or e})"
+                                    f"; each of its files is whole (old or new)") from None
         written = {kind: path.name for kind, path in paths.items()}
     print(f"{results_dir}: {', '.join(written.values())}")
     return 0

@@ -248,3 +248,26 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
         "--langs", "en"])
     assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_scoring_into_a_full_disk_prints_the_scores_and_one_line(tmp_path, capsys):
+    from tests.evaluation import full_disk
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+
+    references = write_references(tmp_path / "captions.jsonl")
+    results = tmp_path / "results_en.json"
+    results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
+                                   for p in PREDS if p["lang"] == "en"]))
+    expected = cider.score_languages(
+        xm3600_release.read_references(references),
+        {"en": {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}})["en"]
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        with pytest.raises(SystemExit) as exit_:
+            errors.run_main(report.main, [str(disk / "mine"), "--predictions", str(results),
+                                          "--references", references, "--langs", "en"])
+        assert full_disk.listing(disk) == {}  # No half folder.
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"en\tCIDEr-D {expected.score:.6f}\t3 images"]
+    assert err.count("\n") == 1 and "No space left on device" in err
+    assert "the scores are printed above" in err
