@@ -121,8 +121,15 @@ def caption(args):
                          ensure_ascii=False))
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one `error:` line and exit status 2."""
+
+    def error(self, message):
+        fail(f"{message} (see {self.prog} --help)")
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("images", nargs="+")
     parser.add_argument("--langs", default="en")

@@ -219,6 +219,10 @@ def test_stand_alone_runner_bad_input_is_one_error_line(exported, tmp_path, demo
         (exported, demo_images[0], "--decode", "nucleus",
          "--decode nucleus: .* has programs greedy, beam, sample"),
         (tmp_path / "missing.npz", demo_images[0], "exported model .*missing.npz not found"),
+        # Usage errors too (argparse's own are usage + error lines).
+        (exported, demo_images[0], "--seed", "-1", r"--seed must be in \[0, 2\*\*32 - 1\]"),
+        (exported, demo_images[0], "--seed", "abc", "argument --seed: invalid int value"),
+        (exported, "the following arguments are required: images"),
     ]
     for *args, message in cases:
         status, out, err = _run_exported(monkeypatch, capsys, *args)
