@@ -91,6 +91,34 @@ def test_commands_on_a_hand_edited_or_missing_session(release, results_pair, tmp
     assert "no rater 'zz'" in _error(capsys, ["simulate", "--session", out, "--bias", "zz=1"])
 
 
+def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pair, tmp_path,
+                                                               capsys):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out))
+    (tmp_path / "a_file").write_text("mine")
+    capsys.readouterr()
+    before = {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)}
+    cases = [
+        (["serve", "--session", out, "--port", "70000"], "expected an integer in 0..65535"),
+        (["serve", "--session", out, "--threads", "0"], "expected an integer >= 1"),
+        (["simulate", "--session", out, "--noise", "nan"], "expected a number in [0, 100"),
+        (["simulate", "--session", out, "--noise", "inf"], "expected a number in [0, 100"),
+        (["simulate", "--session", out, "--noise", "-1"], "expected a number in [0, 100"),
+        (["simulate", "--session", out, "--bias", "en-1=nan"], "--bias 'en-1=nan': expected"),
+        (["simulate", "--session", out, "--seed", "-1"], "expected an integer in 0.."),
+        (["analyze", "--session", out, "--out", str(tmp_path / "report"), "--resamples", "0"],
+         "expected an integer >= 1"),
+        (["analyze", "--session", out, "--out", str(tmp_path / "report"), "--resamples", "-5"],
+         "expected an integer >= 1"),
+        (["export", "--session", out, "--out", str(tmp_path / "a_file")], "is a file"),
+    ]
+    for argv, message in cases:
+        assert message in _error(capsys, argv), argv
+    assert not os.path.exists(tmp_path / "report")
+    assert (tmp_path / "a_file").read_text() == "mine"
+    assert {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)} == before
+
+
 def test_a_tampered_rating_is_named(release, results_pair, tmp_path, capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
