@@ -198,6 +198,11 @@ def check_workdir(config, workdir, allow_change):
         raise TrainingError(str(e)) from None
     if not has_checkpoint:
         return whole_through, []
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(metrics_path) or os.path.getsize(metrics_path) == 0:
+        _say(f"warning: {metrics_path} is {'empty' if os.path.exists(metrics_path) else 'gone'}"
+             f" though the run has checkpoints: the records of the steps it resumes after are "
+             f"lost (a run writes it from its first step; it was removed or emptied since)")
     return whole_through, check_config_matches_workdir(config, workdir, allow_change)
 
 

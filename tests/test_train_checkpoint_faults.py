@@ -145,3 +145,35 @@ def test_load_names_the_file_and_position(tmp_path):
     with pytest.raises(run_config.SavedConfigError, match=r"config.json: not a JSON object"):
         run_config.load(str(tmp_path))
     assert run_config.load(str(tmp_path / "none")) is None
+
+
+# ------------------------------------------------------------- metrics.jsonl ----
+def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(config_file,
+                                                                               workdir):
+    """A cut by hand deep in the file (a crash cuts the newest record alone): no checkpoint
+    is old enough to log the cut steps again, so the run resumes and says what is lost."""
+    path = workdir / "metrics.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:data.index(b'{"step": 1,') + 20])  # Inside step 1's first record.
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(result)
+    assert any(line.startswith("warning: ") and "dropped a record cut short" in line
+               for line in lines), lines
+    assert (f"warning: {workdir}/metrics.jsonl holds whole records only to step 0 and no "
+            f"checkpoint of that step or before is kept; resuming from step 4, so the records "
+            f"of steps 1-4 are lost") in lines, lines
+    assert any(line.startswith(f"Resuming {workdir} at step 4 of 5") for line in lines), lines
+
+
+@pytest.mark.parametrize("how", ["removed", "emptied"])
+def test_metrics_gone_beside_checkpoints_is_a_warning(config_file, workdir, how):
+    path = workdir / "metrics.jsonl"
+    path.unlink() if how == "removed" else path.write_bytes(b"")
+    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    warning = [line for line in _lines(result) if line.startswith("warning: ")]
+    assert warning == [f"warning: {path} is {'gone' if how == 'removed' else 'empty'} though "
+                       f"the run has checkpoints: the records of the steps it resumes after "
+                       f"are lost (a run writes it from its first step; it was removed or "
+                       f"emptied since)"], warning

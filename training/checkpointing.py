@@ -449,6 +449,12 @@ def restore_latest(workdir, abstract_state, at_most=None):
             continue
         for bad_step, error in skipped[::-1] + damaged:
             _set_aside(workdir, bad_step, error, step)
+        if at_most is not None and step > at_most and jax.process_index() == 0:
+            # Only a file cut by hand gets here: a crash cuts the newest record alone.
+            print(f"warning: {workdir}/metrics.jsonl holds whole records only to step "
+                  f"{at_most} and no checkpoint of that step or before is kept; resuming from "
+                  f"step {step}, so the records of steps {at_most + 1}-{step} are lost",
+                  flush=True)
         return state, step
     if damaged:
         raise CheckpointError(
