@@ -14,6 +14,7 @@ user (`--verbosity=0` brings back the libraries' logs); bad input is one `error:
 and exit status 2.
 """
 
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -60,7 +61,13 @@ from training import (
 from training import state as state_lib
 from training import workdir as workdir_lib
 from training.actions import TrainingError
-from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError, check_metrics_file
+from training.metrics import (
+    MetricsFileError,
+    MetricsLogger,
+    MetricsWriteError,
+    check_metrics_file,
+    metrics_lost_warning,
+)
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
@@ -193,46 +200,15 @@ def check_workdir(config, workdir, allow_change):
     """
     try:
         whole_through = check_metrics_file(workdir)
-        has_checkpoint = checkpointing.has_checkpoint(workdir)
-    except (MetricsFileError, checkpointing.CheckpointError) as e:
+        if not checkpointing.has_checkpoint(workdir):
+            return whole_through, []
+        changes, warning_lines = run_config.check_resume(
+            config, workdir, checkpointing.checkpoint_dir(workdir), allow_change)
+    except (MetricsFileError, checkpointing.CheckpointError, run_config.ResumeRefused) as e:
         raise TrainingError(str(e)) from None
-    if not has_checkpoint:
-        return whole_through, []
-    metrics_path = os.path.join(workdir, "metrics.jsonl")
-    if not os.path.exists(metrics_path) or os.path.getsize(metrics_path) == 0:
-        _say(f"warning: {metrics_path} is {'empty' if os.path.exists(metrics_path) else 'gone'}"
-             f" though the run has checkpoints: the records of the steps it resumes after are "
-             f"lost (a run writes it from its first step; it was removed or emptied since)")
-    return whole_through, check_config_matches_workdir(config, workdir, allow_change)
-
-
-def check_config_matches_workdir(config, workdir, allow_change):
-    """Refuses to resume checkpoints whose config differs in a field that matters, or that
-    have no readable config.json beside them (unless `allow_change` adopts the command
-    line's); returns the changed fields allowed."""
-    try:
-        saved = run_config.load(workdir)
-        if saved is None:
-            raise run_config.SavedConfigError(
-                f"{run_config.path(workdir)}: missing beside the checkpoints in "
-                f"{checkpointing.checkpoint_dir(workdir)}")
-    except run_config.SavedConfigError as e:
-        if not allow_change:
-            raise TrainingError(
-                f"{e}; the checkpoints cannot be checked against the config. Restore it, or "
-                f"pass --allow_config_change to resume with the command line's config") \
-                from None
-        _say(f"warning: {e}; resuming with the command line's config (allowed)")
-        return []
-    changes = run_config.incompatible_changes(saved, config.to_dict())
-    if changes and not allow_change:
-        raise TrainingError(
-            f"{workdir} holds checkpoints of a run with another config; changed fields: "
-            + "; ".join(changes)
-            + ". Use another --workdir, or pass --allow_config_change to resume anyway.")
-    for change in changes:
-        _say(f"warning: config changed since the checkpoint (allowed): {change}")
-    return changes
+    for line in [*warning_lines, *metrics_lost_warning(workdir)]:
+        _say(line)
+    return whole_through, changes
 
 
 def build_evaluators(config, model, vocab):
@@ -318,28 +294,25 @@ def compile_train_step(config, model, mesh, abstract_state, rng):
     batch = {name: jax.ShapeDtypeStruct(shape, dtype, sharding=batch_sharding)
              for name, (shape, dtype) in pipeline.batch_shapes(
                  config.batch_size, config.model.image_size, config.data).items()}
-    outcome = {}
+    outcome = concurrent.futures.Future()
 
     def compile_step():
         try:
             with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
                     nn.logical_axis_rules(state_lib.axis_rules(config)):
-                outcome["step"] = jitted_train_step(model, mesh, step_config).lower(
+                step = jitted_train_step(model, mesh, step_config).lower(
                     abstract_state, batch, rng).compile()
-            outcome["report"] = compiled
+            outcome.set_result((step, compiled))
         except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
-            outcome["error"] = e
+            outcome.set_exception(e)
 
     # A daemon: a run stopped meanwhile (Ctrl-C, a bad checkpoint) does not wait for it.
-    thread = threading.Thread(target=compile_step, name="compile_train_step", daemon=True)
-    thread.start()
+    threading.Thread(target=compile_step, name="compile_train_step", daemon=True).start()
 
     def wait():
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        _say(f"Compiled the train step in {outcome['report']}")
-        return outcome["step"], outcome["report"].seconds
+        step, compiled = outcome.result()
+        _say(f"Compiled the train step in {compiled}")
+        return step, compiled.seconds
 
     return wait
 

@@ -301,6 +301,17 @@ def check_metrics_file(workdir):
     return last - 1 if f'{{"step": {last},'.startswith(tail) else last
 
 
+def metrics_lost_warning(workdir):
+    """[the warning line] when a run with checkpoints has no metrics.jsonl or an empty one
+    (removed or emptied by hand: a run writes it from its first step), else []."""
+    path = os.path.join(workdir, "metrics.jsonl")
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        return []
+    return [f"warning: {path} is {'empty' if os.path.exists(path) else 'gone'} though the "
+            f"run has checkpoints: the records of the steps it resumes after are lost (a run "
+            f"writes it from its first step; it was removed or emptied since)"]
+
+
 def repair(path, step):
     """Makes `path` a metrics file of the records of steps <= `step`, one per line.
 

@@ -95,6 +95,51 @@ def load(workdir):
     return saved
 
 
+class ResumeRefused(errors.RunError):
+    """The checkpoints of a workdir cannot be resumed with this config (the message says
+    what to do)."""
+
+
+def check_resume(config, workdir, checkpoints, allow_change):
+    """Checks the config a run resumes its checkpoints with against its config.json.
+
+    A field that matters (INCOMPATIBLE) that differs, or a config.json that is missing or
+    unreadable, refuses the resume unless `allow_change` adopts the command line's config.
+
+    Args:
+        config: the command line's config.
+        workdir: the run's folder.
+        checkpoints: where its checkpoints are (for the message).
+        allow_change: --allow_config_change.
+
+    Returns:
+        (the changed fields allowed, the warning lines to show).
+
+    Raises:
+        ResumeRefused: naming the fields or the file, and what to do.
+    """
+    try:
+        saved = load(workdir)
+        if saved is None:
+            raise SavedConfigError(f"{path(workdir)}: missing beside the checkpoints in "
+                                   f"{checkpoints}")
+    except SavedConfigError as e:
+        if not allow_change:
+            raise ResumeRefused(
+                f"{e}; the checkpoints cannot be checked against the config. Restore it, or "
+                f"pass --allow_config_change to resume with the command line's config") \
+                from None
+        return [], [f"warning: {e}; resuming with the command line's config (allowed)"]
+    changes = incompatible_changes(saved, config.to_dict())
+    if changes and not allow_change:
+        raise ResumeRefused(
+            f"{workdir} holds checkpoints of a run with another config; changed fields: "
+            + "; ".join(changes)
+            + ". Use another --workdir, or pass --allow_config_change to resume anyway.")
+    return changes, [f"warning: config changed since the checkpoint (allowed): {change}"
+                     for change in changes]
+
+
 def save(workdir, config):
     """Writes the resolved config whole (files.py): a crash leaves the old file or the new one."""
     files.write_text(path(workdir), config.to_json(indent=2))

@@ -76,7 +76,7 @@ def test_attention_implementation(platform, dtype, head_dim, has_bias, want):
     assert layers.attention_implementation(platform, dtype, head_dim, has_bias) == want
 
 
-@pytest.mark.parametrize("q_len, kv_len", [(197, 197), (1, 256), (6, 5), (4, 8)])
+@pytest.mark.parametrize("q_len, kv_len", [(7, 7), (1, 16), (6, 5), (4, 8)])
 def test_even_length_padding_changes_neither_values_nor_gradients(q_len, kv_len):
     # XLA stands in for cuDNN here: the padding and the masked key are the same.
     rng = np.random.default_rng(1)
