@@ -59,8 +59,9 @@ def minimal_venv(packages):
             building = f"{folder}.building"
             shutil.rmtree(building, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", building], check=True)
+            # --no-compile: only the modules the runner imports get compiled, when it does.
             subprocess.run([os.path.join(building, "bin", "pip"), "install", "-q",
-                            "--disable-pip-version-check", *packages],
+                            "--disable-pip-version-check", "--no-compile", *packages],
                            check=True, capture_output=True, text=True)
             os.replace(building, folder)  # Complete, or not there.
     return python
