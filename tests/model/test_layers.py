@@ -82,15 +82,17 @@ def test_even_length_padding_changes_neither_values_nor_gradients(q_len, kv_len)
     rng = np.random.default_rng(1)
     query, key, value = (jnp.asarray(rng.standard_normal((2, n, 3, 8)), jnp.float32)
                          for n in (q_len, kv_len, kv_len))
+    position_weights = jnp.arange(q_len, dtype=jnp.float32)[None, :, None, None]
 
-    def total(attention, *args):
-        return jnp.sum(attention(*args) * jnp.arange(q_len)[None, :, None, None])
+    @functools.partial(jax.jit, static_argnums=0)  # One program each (eagerly: ~4 s a case).
+    def outputs_and_gradients(attention, *args):
+        def total(*args):
+            return jnp.sum(attention(*args) * position_weights)
+        return attention(*args), jax.grad(total, argnums=(0, 1, 2))(*args)
 
     padded = functools.partial(layers.even_length_attention, implementation="xla")
     plain = functools.partial(jax.nn.dot_product_attention, scale=1.0, implementation="xla")
-    np.testing.assert_allclose(padded(query, key, value), plain(query, key, value), atol=1e-6)
-    def gradients(attention):
-        return jax.grad(lambda *a: total(attention, *a), argnums=(0, 1, 2))(query, key, value)
-
-    for got, want in zip(gradients(padded), gradients(plain), strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-5)
+    got, want = (outputs_and_gradients(f, query, key, value) for f in (padded, plain))
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    for g, w in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-5)
