@@ -73,7 +73,15 @@ def check_output_file(path, flag):
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise errors.InputError(f"{flag} {path}: no folder {folder}")
+    _check_writable(folder, flag, path)
+
+
+def _check_writable(folder, flag, path, create=False):
+    """Raises an InputError naming `flag` and `path` unless a new file can be made in `folder`
+    (one is created and removed; `create`: the folder too, if missing)."""
     try:
+        if create:
+            os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as e:
@@ -92,13 +100,7 @@ def prepare_out(out, flag="--out"):
     """
     if os.path.exists(out) and not os.path.isdir(out):
         raise errors.InputError(f"{flag} {out} is a file; the report goes in a folder")
-    try:
-        os.makedirs(out, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as e:
-        raise errors.InputError(f"{flag} {out}: cannot write there ({e.strerror or e})") \
-            from None
+    _check_writable(out, flag, out, create=True)
     return out
 
 
@@ -138,12 +140,7 @@ def check_results_folder(path, flag, marker=None):
         if os.path.exists(existing):
             raise errors.InputError(f"{flag} {path}: cannot write there ({existing} is a file)")
         existing = os.path.dirname(existing)
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        raise errors.InputError(f"{flag} {path}: cannot write there ({e.strerror or e})") \
-            from None
+    _check_writable(existing, flag, path)
     return existing
 
 
