@@ -122,6 +122,21 @@ def _task(lang, references, predictions, df, allow_missing):
                  None if df is None else df[lang])
 
 
+def chosen_langs(langs, predictions):
+    """The languages to score: `langs` checked, or (None) the XM3600 languages `predictions`
+    has captions in, in XM3600 order.
+
+    Raises:
+        InputError: an unknown language code, or none.
+    """
+    if langs is None:
+        langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
+    try:
+        return languages.check_langs(langs)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                     segmenter="char", reference_field="caption", allow_missing=False,
                     options=text.DEFAULT_OPTIONS, keep_scorers=True):
@@ -152,12 +167,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
             (unless allow_missing), missing document frequencies.
     """
     references = _references(records, reference_field)
-    if langs is None:
-        langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
-    try:
-        langs = languages.check_langs(langs)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    langs = chosen_langs(langs, predictions)
     _check_keys(predictions, references)
     tasks = [_task(lang, references, predictions, df, allow_missing) for lang in langs]
 

@@ -19,6 +19,7 @@ import numpy as np
 from data import languages
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
+from evaluation.cider import per_language
 from evaluation.cider import scorer as cider_scorer
 from tools.vifidel import labels, vectors, wmd
 from tools.vifidel import stopwords as stop_lists
@@ -216,12 +217,7 @@ def score_languages(records, predictions, settings, *, langs=None, allow_missing
         InputError: as `build_scorers`, or predictions for unknown images, or images without
             predictions (unless `allow_missing`).
     """
-    if langs is None:
-        langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
-    try:
-        langs = languages.check_langs(langs)
-    except ValueError as e:
-        raise InputError(str(e)) from None
+    langs = per_language.chosen_langs(langs, predictions)
     keys, refs, chosen, skipped = {}, {}, {}, {}
     for lang in langs:
         all_keys, all_refs = xm3600_release.references(records, lang)
