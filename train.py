@@ -8,10 +8,9 @@ written in the workdir before they pass), the input (its worker processes start 
 make batches while the state is built and the step compiles), the state (the workdir's
 newest checkpoint, or a fresh initialization, during which the step compiles in a thread),
 the step, the outputs, and the loop: step, log, evaluate, checkpoint, stop
-(training/actions.py). Running the same command again
-resumes, bit for bit. The console shows progress, evaluations and the warnings that need the
-user (`--verbosity=0` brings back the libraries' logs); bad input is one `error: ...` line
-and exit status 2.
+(training/actions.py). Running the same command again resumes, bit for bit. The console
+shows progress, evaluations and the warnings that need the user (`--verbosity=0` brings back
+the libraries' logs); bad input is one `error: ...` line and exit status 2.
 """
 
 import concurrent.futures
@@ -281,19 +280,22 @@ def jitted_train_step(model, mesh, step_config):
                    out_shardings=(shardings, None), donate_argnums=0)
 
 
+def abstract_batch(config, sharding):
+    """The global training batches' shapes, dtypes and sharding, to compile the step for."""
+    return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+            for name, (shape, dtype) in pipeline.batch_shapes(
+                config.batch_size, config.model.image_size, config.data).items()}
+
+
 def compile_train_step(config, model, mesh, abstract_state, rng):
     """Starts compiling the train step for the state's and the batches' shapes; returns a
     function that waits for it and returns (the compiled step, its compile seconds).
 
-    It compiles in a thread, so that a fresh run's two compiles overlap (on an H100 BB's
-    cold launch went from 62.3 to 52.9 s), inside the mesh and axis rules, so that the
-    model's logical activation constraints apply.
+    In a thread, so that a fresh run's two compiles overlap (BB's cold launch on an H100: 62.3
+    -> 52.9 s); inside the mesh and axis rules, for the model's activation constraints.
     """
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
-    batch_sharding = NamedSharding(mesh, P("data"))
-    batch = {name: jax.ShapeDtypeStruct(shape, dtype, sharding=batch_sharding)
-             for name, (shape, dtype) in pipeline.batch_shapes(
-                 config.batch_size, config.model.image_size, config.data).items()}
+    batch = abstract_batch(config, NamedSharding(mesh, P("data")))
     outcome = concurrent.futures.Future()
 
     def compile_step():

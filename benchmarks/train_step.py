@@ -79,8 +79,8 @@ def caption_lengths(batch_size, caption_len, max_len, rng):
 
 
 def random_batch(config, vocab_size, rng, caption_len=16):
-    """Inputs of the training batches' shapes and dtypes: uint8 pixels, prompts, padded
-    random captions."""
+    """Inputs of the training batches' shapes and dtypes (`train.abstract_batch`): uint8
+    pixels, prompts, padded random captions."""
     shapes = pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data)
     (b, max_len), _ = shapes["targets"]
     targets = rng.integers(2, vocab_size, (b, max_len)).astype(np.int32)
@@ -91,13 +91,6 @@ def random_batch(config, vocab_size, rng, caption_len=16):
         "prompt": rng.integers(2, vocab_size, shapes["prompt"][0]).astype(np.int32),
         "targets": targets,
     }
-
-
-def abstract_batch(config, sharding):
-    """The shapes and dtypes of `random_batch` (train.py's batches), for compiling without data."""
-    return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for name, (shape, dtype)
-            in pipeline.batch_shapes(config.batch_size, config.model.image_size,
-                                     config.data).items()}
 
 
 def matmul_flops_per_second(n=1024, dtype=jnp.float32, repeats=10, rounds=5):
@@ -322,7 +315,7 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
 
     def compile_step():
         with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-            return compile_timed(step_fn, abstract, abstract_batch(config, batch_sharding),
+            return compile_timed(step_fn, abstract, train.abstract_batch(config, batch_sharding),
                                  jax.random.key(1))
 
     # As train.py: the step compiles in a thread while the initializer compiles.

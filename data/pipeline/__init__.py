@@ -35,13 +35,13 @@ from data.pipeline import sampling, sources
 _ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
 
 
-
 def batch_shapes(batch_size, image_size, data_config):
     """{name: (shape, dtype)} of the batches made here: what the train step compiles for
     before the first batch exists."""
     return {"image": ((batch_size, image_size, image_size, 3), np.uint8),
             "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
             "targets": ((batch_size, data_config["max_target_len"]), np.int32)}
+
 
 class Batch:
     """The batch of index `step * process_count + process_index` of Grain's order: this
