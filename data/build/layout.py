@@ -83,8 +83,7 @@ def caption_row(record):
 class Table:
     """Random access to the records of one split (a list of ArrayRecord shards).
 
-    `table[i]` is record i decoded into a tuple by `row`; `table.read(indices)` reads several
-    at once (each compressed chunk once).
+    `table[i]` is record i decoded into a tuple by `row`; `table.read(indices)` reads several.
     Picklable: its readers open in the process that reads (Grain's workers open their own).
     """
 
@@ -106,21 +105,23 @@ class Table:
             from array_record.python import array_record_module
 
             self._readers[shard] = array_record_module.ArrayRecordReader(
-                self._paths[shard], "readahead_buffer_size:0")
+                self._paths[shard], "readahead_buffer_size:0,max_parallelism:0")
         return self._readers[shard]
 
     def read(self, indices):
-        """The rows of the records at `indices` (any order; one read a shard)."""
-        indices = np.asarray(indices, np.int64)
-        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
-            raise IndexError(f"record index out of range [0, {len(self)})")
-        shards = np.searchsorted(self._starts, indices, side="right") - 1
-        rows = [None] * len(indices)
-        for shard in np.unique(shards):
-            where = np.flatnonzero(shards == shard)
-            positions = (indices[where] - self._starts[shard]).tolist()
-            for i, data in zip(where, self._reader(int(shard)).read(positions), strict=True):
-                rows[i] = self._row(records.decode(data))
+        """The rows of the records at `indices`, in that order.
+
+        Read one by one in the calling thread: the input's parallelism is its worker
+        processes, and a list read's thread pool cost 0.03 ms more CPU an image record.
+        """
+        rows = []
+        for index in indices:
+            if not 0 <= index < len(self):
+                raise IndexError(f"record index {index} out of range [0, {len(self)})")
+            shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+            reader = self._reader(shard)
+            reader.seek(int(index - self._starts[shard]))
+            rows.append(self._row(records.decode(reader.read())))
         return rows
 
     def __getitem__(self, index):
