@@ -1,7 +1,7 @@
 """Input pipeline speed: one core's decoding, the Grain pipeline, and main's pipeline in one run.
 
     python -m benchmarks.input_pipeline [--train_images 1024] [--batches 8] \
-        [--work_dir DIR] [--old_commit e546dba]
+        [--work_dir DIR] [--old_commit e546dba] [--workers 1,2,16]
 
 Batch 256 at 224 px, all 35 languages, on a synthetic COCO-35L release with released-size
 JPEGs (640x480, ~150 KB: benchmarks/data_scale.py), built once with the build of this tree:
@@ -15,7 +15,8 @@ JPEGs (640x480, ~150 KB: benchmarks/data_scale.py), built once with the build of
    with its own build from the same release files, measured the same way, in a subprocess.
 4. The prediction for 16 and 64 cores: workers x one worker's examples per CPU-second x
    the efficiency per CPU-second measured from 1 to 2 workers, capped by what the trainer's
-   own CPU per example allows (it takes every batch in one process).
+   own CPU per example allows (it takes every batch in one process); `--workers 1,2,16`
+   measures 16 too, on a machine with that many cores, against the prediction.
 
 Every figure comes with the load average (/proc/loadavg): on a shared machine compare only
 the figures of one run.
@@ -99,11 +100,12 @@ from data import pipeline, tokenizer
 vocab = tokenizer.get_vocabulary(args["vocab"])
 
 def make(workers):
-    return pipeline.train_iterator(dict(config, num_workers=workers), vocab,
-                                   global_batch_size=args["batch"], image_size=args["size"],
-                                   seed=0)
+    return pipeline.train_iterator(dict(config, num_workers=workers, reader=args["reader"]),
+                                   vocab, global_batch_size=args["batch"],
+                                   image_size=args["size"], seed=0)
 
-print(json.dumps([measure(make, lambda it: [w.pid for w in it.workers], w) for w in (1, 2)]))
+print(json.dumps([measure(make, lambda it: [w.pid for w in it.workers], w)
+                  for w in args["workers"]]))
 """
 
 OLD = MEASURE + """
@@ -118,7 +120,7 @@ def make(workers):
                                    global_batch_size=args["batch"], image_size=args["size"],
                                    seed=0)
 
-print(json.dumps([measure(make, lambda it: it.pids, w) for w in (1, 2)]))
+print(json.dumps([measure(make, lambda it: it.pids, w) for w in args["workers"]]))
 """
 
 
@@ -137,25 +139,33 @@ def old_tree(commit, folder):
     return folder
 
 
-def report(label, rates):
-    for workers, r in zip((1, 2), rates, strict=True):
+def report(label, worker_counts, rates):
+    for workers, r in zip(worker_counts, rates, strict=True):
         print(f"   {label}, {workers} worker{'s' if workers > 1 else ' '}: {r['rate']:6.0f} "
               f"examples/s; {1 / r['worker_cpu']:4.0f} examples per CPU-second of the "
               f"workers; the trainer {r['own_cpu'] * 1e6:4.0f} us of CPU per example "
               f"(load {r['load']})")
 
 
-def predict(rates, per_core):
-    """Examples/s predicted for 16 and 64 cores (a worker each), with its basis."""
+def predict(rates, per_core, worker_counts):
+    """Examples/s predicted for 16 and 64 cores (a worker each), with its basis, and against
+    what was measured with more workers."""
     per_worker = 1 / rates[0]["worker_cpu"]
     efficiency = min(rates[0]["worker_cpu"] / rates[1]["worker_cpu"], 1.0)
     cap = 1 / max(rates[1]["own_cpu"], 1e-9)
+
+    def predicted(cores):
+        return min(cores * per_worker * efficiency, cap)
+
     print(f"4. predicted for one training process with a worker per free core: workers x "
           f"{per_worker:.0f} examples per CPU-second of one worker ({per_worker / per_core:.2f}"
           f" of the single-core decode rate) x {efficiency:.2f} (per CPU-second, 2 workers "
           f"vs 1), capped at {cap:,.0f}/s by the trainer's own CPU per example:")
     for cores in (16, 64):
-        print(f"   {cores} cores: ~{min(cores * per_worker * efficiency, cap):,.0f} examples/s")
+        print(f"   {cores} cores: ~{predicted(cores):,.0f} examples/s")
+    for workers, r in zip(worker_counts[2:], rates[2:], strict=True):
+        print(f"   measured with {workers} workers: {r['rate']:,.0f} examples/s, "
+              f"{r['rate'] / predicted(workers):.2f}x the prediction for {workers}")
 
 
 def main(argv=None):
@@ -166,8 +176,16 @@ def main(argv=None):
     parser.add_argument("--work_dir", default=None,
                         help="keep the release and the builds here (reused when present)")
     parser.add_argument("--old_commit", default=OLD_COMMIT,
-                        help="the commit whose pipeline is measured beside this one")
+                        help="the commit whose pipeline is measured beside this one ('': none)")
+    parser.add_argument("--reader", choices=("tfds", "files"), default="tfds",
+                        help="the Grain pipeline's data.reader: files skips the build (and "
+                             "main's pipeline), for a machine without tensorflow_datasets")
+    parser.add_argument("--workers", default="1,2",
+                        help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    if worker_counts[:2] != [1, 2]:
+        parser.error(f"--workers {args.workers}: starts with 1,2 (the prediction's basis)")
     work = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="input_pipeline_"))
     fraction = args.train_images / (data_scale.COCO_SPLITS["train"] +
                                     data_scale.COCO_SPLITS["restval"])
@@ -187,22 +205,24 @@ def main(argv=None):
     from data import build
 
     data_dir = os.path.join(work, "built")
-    build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
+    if args.reader == "tfds":
+        build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
     params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
-                  batches=args.batches)
+                  batches=args.batches, workers=worker_counts, reader=args.reader)
     new = run(NEW, ROOT, data_dir=data_dir, **params)
-    print("2. the Grain pipeline (data/pipeline/):")
-    report("Grain", new)
-    with tempfile.TemporaryDirectory() as folder:
-        old = run(OLD, old_tree(args.old_commit, folder),
-                  data_dir=os.path.join(work, f"built_{args.old_commit}"), **params)
-    print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
-          f"its own build of the same files):")
-    report(args.old_commit, old)
-    print(f"   2 workers: Grain {new[1]['rate'] / old[1]['rate']:.2f}x {args.old_commit}'s "
-          f"examples/s; Grain {new[1]['rate'] / (2 * per_core):.2f}x two cores' decode rate "
-          f"(goal: at least 1.0x and 0.9x)")
-    predict(new, per_core)
+    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}):")
+    report("Grain", worker_counts, new)
+    if args.old_commit and args.reader == "tfds":
+        with tempfile.TemporaryDirectory() as folder:
+            old = run(OLD, old_tree(args.old_commit, folder),
+                      data_dir=os.path.join(work, f"built_{args.old_commit}"), **params)
+        print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
+              f"its own build of the same files):")
+        report(args.old_commit, worker_counts, old)
+        print(f"   2 workers: Grain {new[1]['rate'] / old[1]['rate']:.2f}x "
+              f"{args.old_commit}'s examples/s; Grain {new[1]['rate'] / (2 * per_core):.2f}x "
+              f"two cores' decode rate (goal: at least 1.0x and 0.9x)")
+    predict(new, per_core, worker_counts)
     print(f"({load()} at the end)")
 
 
