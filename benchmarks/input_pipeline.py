@@ -126,8 +126,12 @@ print(json.dumps([measure(make, lambda it: it.pids, w) for w in args["workers"]]
 
 def run(code, cwd, **kwargs):
     """The JSON result a measuring script prints (its last line), run in the tree `cwd`."""
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], cwd=cwd, check=True,
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": cwd})
+    path = os.pathsep.join(filter(None, [cwd, os.environ.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(kwargs)], cwd=cwd,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+    if out.returncode:
+        sys.exit(f"error: the measurement in {cwd} failed (exit status {out.returncode}):\n"
+                 f"{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
