@@ -23,10 +23,12 @@ from configs import demo as demo_config
 from data import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# XLA's CPU backend without LLVM's optimizations of the machine code (the HLO passes are the
-# same): programs compile with ~30% less CPU. The suite runs with them (tests/conftest.py).
+# XLA's CPU backend without LLVM's optimizations of the machine code and with its older loop
+# emitters for fusions (the HLO passes are the same): programs compile with about half the
+# CPU. The suite runs with them (tests/conftest.py).
 UNOPTIMIZED_XLA_FLAGS = ("--xla_backend_optimization_level=0",
-                         "--xla_llvm_disable_expensive_passes=true")
+                         "--xla_llvm_disable_expensive_passes=true",
+                         "--xla_cpu_use_fusion_emitters=false")
 
 
 def write_demo(out_dir):
