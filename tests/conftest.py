@@ -66,7 +66,7 @@ SLOW_MODULES = (
     "tests/evaluation/evaluators/test_evaluators.py",
     "tests/tools/vifidel/test_evaluator.py",
     "tests/tools/captioning/test_browser.py",
-    "tests/tools/humaneval/test_browser.py",
+    "tests/tools/humaneval/test_browser*.py",
 )
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

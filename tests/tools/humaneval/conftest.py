@@ -1,11 +1,16 @@
-"""Fixtures of the human-evaluation tests: a tiny release, two results folders, sessions."""
+"""Fixtures of the human-evaluation tests: a tiny release, two results folders, sessions, and
+the browser and servers of the browser tests."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 
-from tests.tools.humaneval import helpers
-from tools.humaneval import create
+from tests.tools.humaneval import helpers, pages
+from tools.humaneval import create, screenshot, server
 
 LANGS = ("en", "zh", "ar")
 
@@ -42,3 +47,64 @@ def make_session(release, results_pair, tmp_path):
         return create.create(create.Spec(**fields), str(tmp_path / f"session{next(counter)}"),
                              warn=warn)
     return make
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless chromium for the browser tests of a test process (`browser_tab` resets it)."""
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.fail("chromium and chromedriver are required: `make test` installs them "
+                    "(apt-get install chromium chromium-driver)")
+    profile = tempfile.mkdtemp(prefix="humaneval-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    flags = (*screenshot.CHROMIUM_FLAGS, f"--window-size={pages.WINDOW[0]},{pages.WINDOW[1]}",
+             f"--user-data-dir={profile}")
+    for flag in flags:
+        options.add_argument(flag)
+    # An explicit driver path: selenium never tries to download one.
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser_tab(browser):
+    """The module's browser with one tab, at the desktop size, after the test too."""
+    yield browser
+    for handle in browser.window_handles[1:]:
+        browser.switch_to.window(handle)
+        browser.close()
+    browser.switch_to.window(browser.window_handles[0])
+    browser.set_window_size(*pages.WINDOW)
+
+
+@pytest.fixture
+def serve():
+    """fn(session, **app options) -> base URL of the session served by waitress in a thread
+    (until teardown)."""
+    running = []
+
+    def start(session, **options):
+        httpd, thread, _, base = server.serve_in_thread(session.folder, port=0, **options)
+        running.append((httpd, thread))
+        return base
+    yield start
+    for httpd, thread in running:
+        server.stop(httpd)
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def served(make_session, results_pair, serve):
+    """An sxs session (en: 3 raters at replication 2, ar: 2) past the introduction, and its
+    base URL."""
+    session = make_session(langs=("en", "ar"), replication=2,
+                           raters=("en=ann,bob,cyd", "ar=dina,emad"),
+                           systems=(("alpha", results_pair[0]), ("beta", results_pair[1])))
+    helpers.pass_introduction(session)
+    return session, serve(session)
