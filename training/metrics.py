@@ -31,6 +31,11 @@ import files
 from training import crash_points, flops, schedules
 
 
+def metrics_path(workdir):
+    """The run's metrics file: one JSON record a line."""
+    return os.path.join(workdir, "metrics.jsonl")
+
+
 def format_duration(seconds):
     """"42s", "3m07s" or "2h05m"."""
     seconds = int(seconds)
@@ -62,7 +67,7 @@ class MetricsLogger:
 
     def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1):
         self.is_main = jax.process_index() == 0
-        self.path = os.path.join(workdir, "metrics.jsonl")
+        self.path = metrics_path(workdir)
         self.total_steps, self.sync_every = total_steps, sync_every
         self._t0, self._step0 = time.time(), start_step
         self._last_eval = {}
@@ -288,7 +293,7 @@ def check_metrics_file(workdir):
     Raises:
         MetricsFileError: it is a folder, cannot be read, or has a malformed line.
     """
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = metrics_path(workdir)
     records, tail = _scan(path, _read(path))
     tail = tail.strip()
     if not tail:
@@ -304,7 +309,7 @@ def check_metrics_file(workdir):
 def metrics_lost_warning(workdir):
     """[the warning line] when a run with checkpoints has no metrics.jsonl or an empty one
     (removed or emptied by hand: a run writes it from its first step), else []."""
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = metrics_path(workdir)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         return []
     return [f"warning: {path} is {'empty' if os.path.exists(path) else 'gone'} though the "
@@ -352,7 +357,7 @@ def read_metrics(workdir):
 
     A record cut short at the end is left out; a missing file has none.
     """
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = metrics_path(workdir)
     return [record for _, record in _scan(path, _read(path))[0]]
 
 
