@@ -224,8 +224,9 @@ def main(argv=None):
               f"its own build of the same files):")
         report(args.old_commit, worker_counts, old)
         print(f"   2 workers: Grain {new[1]['rate'] / old[1]['rate']:.2f}x "
-              f"{args.old_commit}'s examples/s; Grain {new[1]['rate'] / (2 * per_core):.2f}x "
-              f"two cores' decode rate (goal: at least 1.0x and 0.9x)")
+              f"{args.old_commit}'s examples/s (goal: at least 1.0x)")
+    print(f"   2 workers: Grain {new[1]['rate'] / (2 * per_core):.2f}x two cores' decode rate "
+          f"(goal: at least 0.9x)")
     predict(new, per_core, worker_counts)
     print(f"({load()} at the end)")
 
