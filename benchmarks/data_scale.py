@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import files  # noqa: E402
 from data import languages  # noqa: E402
 from data.build import layout  # noqa: E402
+from evaluation import cli  # noqa: E402
 
 # Full-size counts. COCO: Karpathy's split of COCO 2014; CC3M: the training and
 # validation TSVs.
@@ -445,13 +446,13 @@ def main(argv=None):
                         help="of the full release's images and translation lines")
     parser.add_argument("--images", choices=("realistic", "tiny"), default="realistic")
     parser.add_argument("--out", required=True, help="folder for the inputs and the build")
-    parser.add_argument("--workers", default=str(os.cpu_count()),
+    parser.add_argument("--workers", type=cli.counts(1), default=[os.cpu_count()],
                         help="the build's worker processes; a list (2,16) builds the caption "
                              "tables again with each further count, the images kept")
     parser.add_argument("--max_side", type=int, default=0, help="the build's --max_side")
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out)
-    worker_counts = [int(w) for w in args.workers.split(",")]
+    worker_counts = args.workers
     print(f"{args.dataset} at fraction {args.fraction} ({args.images} images), {_load()}")
     manual, inputs = write_inputs(out, args.dataset, args.fraction, args.images,
                                   os.cpu_count())

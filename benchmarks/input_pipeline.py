@@ -22,7 +22,6 @@ Every figure comes with the load average (/proc/loadavg): on a shared machine co
 the figures of one run.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -34,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import data_scale  # noqa: E402
 from data import images, languages  # noqa: E402
+from evaluation import cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH, SIZE = 256, 224
@@ -173,7 +173,7 @@ def predict(rates, per_core, worker_counts):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train_images", type=int, default=1024,
                         help="training images of the synthetic COCO-35L")
     parser.add_argument("--batches", type=int, default=8, help="batches of 256 timed a run")
@@ -184,12 +184,13 @@ def main(argv=None):
     parser.add_argument("--reader", choices=("tfds", "files"), default="tfds",
                         help="the Grain pipeline's data.reader: files skips the build (and "
                              "main's pipeline), for a machine without tensorflow_datasets")
-    parser.add_argument("--workers", default="1,2",
+    parser.add_argument("--workers", type=cli.counts(1), default=[1, 2],
                         help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
-    worker_counts = [int(w) for w in args.workers.split(",")]
+    worker_counts = args.workers
     if worker_counts[:2] != [1, 2]:
-        parser.error(f"--workers {args.workers}: starts with 1,2 (the prediction's basis)")
+        parser.error(f"--workers {','.join(map(str, worker_counts))}: starts with 1,2 (the "
+                     f"prediction's basis)")
     work = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="input_pipeline_"))
     fraction = args.train_images / (data_scale.COCO_SPLITS["train"] +
                                     data_scale.COCO_SPLITS["restval"])

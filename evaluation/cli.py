@@ -47,6 +47,12 @@ def count(low=0, high=None):
     return parse
 
 
+def counts(low=0, high=None):
+    """An argparse type: comma-separated integers, each as `count(low, high)` takes it."""
+    one = count(low, high)
+    return lambda text: [one(part) for part in text.split(",")]
+
+
 def number(low, high, *, open_interval=False):
     """An argparse type: a finite float in [low, high], or (low, high) with open_interval."""
     def parse(text):
