@@ -4,7 +4,7 @@
         [--work_dir DIR] [--old_commit e546dba] [--workers 1,2,16]
 
 Batch 256 at 224 px, all 35 languages, on a synthetic COCO-35L release with released-size
-JPEGs (640x480, ~150 KB: benchmarks/data_scale.py), built once with the build of this tree:
+JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of this tree:
 
 1. One core: the same decode + resize the pipeline does (data/images.decode_pixels, at a
    reduced DCT scale when that still leaves 224 px), in this process, no pipeline.
@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import data_scale  # noqa: E402
+from benchmarks import synthetic_releases  # noqa: E402
 from data import images, languages  # noqa: E402
 from evaluation import cli  # noqa: E402
 
@@ -192,11 +192,11 @@ def main(argv=None):
         parser.error(f"--workers {','.join(map(str, worker_counts))}: starts with 1,2 (the "
                      f"prediction's basis)")
     work = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="input_pipeline_"))
-    fraction = args.train_images / (data_scale.COCO_SPLITS["train"] +
-                                    data_scale.COCO_SPLITS["restval"])
-    manual, inputs = data_scale.write_inputs(work, "coco35l", fraction, "realistic",
+    fraction = args.train_images / (synthetic_releases.COCO_SPLITS["train"] +
+                                    synthetic_releases.COCO_SPLITS["restval"])
+    manual, inputs = synthetic_releases.write_inputs(work, "coco35l", fraction, "realistic",
                                              os.cpu_count())
-    vocab = data_scale.write_vocab(work, manual)
+    vocab = synthetic_releases.write_vocab(work, manual)
     langs = languages.TRAIN_35L_LANGS
     train = os.path.join(manual, "train2014")
     paths = sorted(os.path.join(train, name) for name in os.listdir(train))[:200]
