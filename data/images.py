@@ -18,18 +18,11 @@ the stored pixels, on which their annotations were made).
 """
 
 import io
-import os
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 import errors
-
-# Pillow returns a freed image's memory at once by default, and fresh pages cost their
-# zeroing (2.6 us a 4 KiB page on a virtual machine): keeping up to 8 freed blocks (at most
-# 16 MiB each) for the next images makes decode + resize ~10% faster.
-if "PILLOW_BLOCKS_MAX" not in os.environ:
-    Image.core.set_blocks_max(8)
 
 
 class ImageError(errors.InputError):

@@ -106,8 +106,15 @@ class Batch:
         new = grain.multiprocessing.SharedMemoryArray if self.shared_memory else np.empty
         batch = {name: new(shape, dtype) for name, (shape, dtype)
                  in batch_shapes(local, self.image_size, self.config).items()}
+        image = batch["image"]
+        # Shared memory is written by write calls, not stores into its mapping: the kernel
+        # then fills each fresh page without a fault and a zeroing (half the cost, 3% of all).
+        fd = getattr(getattr(image, "shm", None), "_fd", None)  # POSIX SharedMemory's.
         for i, item in enumerate(items):
-            batch["image"][i] = self._pixels(item, start + i)
+            if fd is None:
+                image[i] = self._pixels(item, start + i)
+            else:
+                os.pwrite(fd, self._pixels(item, start + i), i * image[0].nbytes)
         batch["prompt"][...] = prompt_ids[langs]
         batch["targets"][...] = prompts.tokenize_targets(
             vocab, [item.captions[sampling.reference_index(draw, len(item.captions))]
