@@ -20,6 +20,7 @@ absl's verbosity is INFO or more (`--verbosity=0`): the errors here say it in a 
 """
 
 import errno
+import gc
 import logging
 import os
 import shutil
@@ -363,7 +364,8 @@ def restore_step(workdir, step, abstract_state, best=False):
     try:
         return _restore(path, target)
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
-        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+        message = f"{where} is damaged: {_first_line(e)}"
+    raise _damaged(message)
 
 
 def restore_params(workdir, abstract_params, step, best=False):
@@ -389,7 +391,20 @@ def restore_params(workdir, abstract_params, step, best=False):
     try:
         return _restore_params(path, abstract_params)
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
-        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+        message = f"{where} is damaged: {_first_line(e)}"
+    raise _damaged(message)
+
+
+def _damaged(message):
+    """The CheckpointError of a failed read, made once the handler has let go of orbax's error.
+
+    That error's frames hold orbax's abandoned reads (coroutines), which report their own
+    failure when they are finalized: collected now, while `quiet_library_logs` hides such
+    reports, rather than whenever the garbage collector next runs (in a process that has
+    not quieted them yet, thousands of lines of TensorStore specs).
+    """
+    gc.collect()
+    return CheckpointError(message)
 
 
 def _restore_params(path, abstract_params):

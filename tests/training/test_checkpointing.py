@@ -276,3 +276,30 @@ def test_quiet_library_logs_hides_nothing_at_verbosity_info(monkeypatch):
     hook = sys.unraisablehook
     checkpointing.quiet_library_logs()
     assert sys.unraisablehook is hook and not checkpointing._QUIET["installed"]
+
+
+def _orbax_coroutines():
+    import gc
+    import inspect
+
+    return [o for o in gc.get_objects() if inspect.iscoroutine(o)
+            and f"{os.sep}orbax{os.sep}" in o.cr_code.co_filename]
+
+
+def test_a_failed_read_leaves_no_orbax_reads_to_report_later(tmp_path):
+    """A damaged checkpoint's abandoned reads are finalized by the failed restore, not at the
+    garbage collector's next run, where a process that has not quieted orbax's reports (or
+    has let go of that hook) would print thousands of lines of TensorStore specs."""
+    workdir = str(tmp_path / "run")
+    saver = checkpointing.Saver(checkpointing.manager(workdir, keep=3))
+    saver.save(1, _state(1, megabytes=0.5))
+    saver.wait()
+    data = [os.path.join(root, name) for root, _, names in os.walk(tmp_path / "run")
+            for name in names if "/d/" in os.path.join(root, name)]
+    largest = max(data, key=os.path.getsize)
+    os.truncate(largest, os.path.getsize(largest) // 3)
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                           sharding=x.sharding), _state(1, 0.5))
+    with pytest.raises(checkpointing.CheckpointError, match=r"\(step 1\) is damaged: "):
+        checkpointing.restore_step(workdir, 1, abstract)
+    assert _orbax_coroutines() == []
