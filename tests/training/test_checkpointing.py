@@ -300,6 +300,7 @@ def test_a_failed_read_leaves_no_orbax_reads_to_report_later(tmp_path):
     os.truncate(largest, os.path.getsize(largest) // 3)
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                                            sharding=x.sharding), _state(1, 0.5))
+    before = {id(c) for c in _orbax_coroutines()}  # Others' (a save in the background).
     with pytest.raises(checkpointing.CheckpointError, match=r"\(step 1\) is damaged: "):
         checkpointing.restore_step(workdir, 1, abstract)
-    assert _orbax_coroutines() == []
+    assert [c for c in _orbax_coroutines() if id(c) not in before] == []
