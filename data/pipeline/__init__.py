@@ -20,6 +20,7 @@ compiles.
 """
 
 import concurrent.futures
+import errno
 import functools
 import multiprocessing
 import os
@@ -110,11 +111,18 @@ class Batch:
         # Shared memory is written by write calls, not stores into its mapping: the kernel
         # then fills each fresh page without a fault and a zeroing (half the cost, 3% of all).
         fd = getattr(getattr(image, "shm", None), "_fd", None)  # POSIX SharedMemory's.
-        for i, item in enumerate(items):
-            if fd is None:
-                image[i] = self._pixels(item, start + i)
-            else:
-                os.pwrite(fd, self._pixels(item, start + i), i * image[0].nbytes)
+        try:
+            for i, item in enumerate(items):
+                pixels = self._pixels(item, start + i)
+                if fd is None:
+                    image[i] = pixels
+                elif os.pwrite(fd, pixels, i * pixels.nbytes) != pixels.nbytes:
+                    raise OSError(errno.ENOSPC, f"shared memory is full: {pixels.nbytes} bytes "
+                                  f"of an image did not fit in /dev/shm ({image.shm.name})")
+        except BaseException:  # A bad image, a full /dev/shm: the batch's memory goes now.
+            for array in batch.values() if self.shared_memory else ():
+                array.shm.unlink()
+            raise
         batch["prompt"][...] = prompt_ids[langs]
         batch["targets"][...] = prompts.tokenize_targets(
             vocab, [item.captions[sampling.reference_index(draw, len(item.captions))]

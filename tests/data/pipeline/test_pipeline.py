@@ -1,5 +1,6 @@
 """Tests of data/pipeline/ on the demo data: batches, resumption, sharding, prompts, workers."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -224,3 +225,26 @@ def test_reading_imports_no_tensorflow(built_demo, tmp_path):
                             text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "loaded: [] None", result.stdout
+
+
+def test_a_full_shared_memory_is_an_error_not_a_short_batch(built_demo, vocab, monkeypatch):
+    """A worker writes the pixels into Grain's shared memory by pwrite; a short write (a full
+    /dev/shm) is an OSError(ENOSPC) naming it, where stores into the mapping would kill the
+    worker with SIGBUS."""
+    config = _config(built_demo, reader="tfds").to_dict()
+    _, per_lang = sources.open_sources(config)
+    sampler = pipeline.sampling.Sampler([len(s) for s in per_lang], "uniform", 0)
+    batch = pipeline.Batch(config, vocab.path, sampler, image_size=32, seed=0,
+                           global_batch_size=4, process_count=1, shared_memory=True)
+    made = batch(0)
+    for array in made.values():
+        array.unlink_on_del()
+    assert made["image"].any()
+    write = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: write(fd, data[:7], offset))
+    shm = set(os.listdir("/dev/shm"))
+    with pytest.raises(OSError, match=r"shared memory is full: 3072 bytes of an image did not "
+                                      r"fit in /dev/shm") as error:
+        batch(1)
+    assert error.value.errno == errno.ENOSPC
+    assert set(os.listdir("/dev/shm")) <= shm  # The failed batch's memory is freed.
