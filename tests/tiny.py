@@ -7,6 +7,7 @@ command.
 """
 
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -287,7 +288,11 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 @contextlib.contextmanager
 def _fresh_warnings_and_hooks():
     """Python's default warning filters, warnings printed on stderr, and the default hooks for
-    exceptions no one catches (pytest's would record them instead of printing them)."""
+    exceptions no one catches (pytest's would record them instead of printing them). What
+    earlier runs in this process left to the garbage collector (a pending read of a damaged
+    checkpoint that has ended since) is finalized first, under the test process's hooks: a
+    fresh process would not have it."""
+    gc.collect()
     saved_hooks = sys.unraisablehook, threading.excepthook
     sys.unraisablehook, threading.excepthook = sys.__unraisablehook__, threading.__excepthook__
     try:

@@ -361,11 +361,7 @@ def restore_step(workdir, step, abstract_state, best=False):
     """
     path, where = _readable_step(workdir, step, abstract_state["params"], best)
     target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
-    try:
-        return _restore(path, target)
-    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
-        message = f"{where} is damaged: {_first_line(e)}"
-    raise _damaged(message)
+    return _read(where, _restore, path, target)
 
 
 def restore_params(workdir, abstract_params, step, best=False):
@@ -388,23 +384,20 @@ def restore_params(workdir, abstract_params, step, best=False):
         As `restore_step`.
     """
     path, where = _readable_step(workdir, step, abstract_params, best)
+    return _read(where, _restore_params, path, abstract_params)
+
+
+def _read(where, restore, *args):
+    """`restore(*args)`; its failure (the shapes fit: damaged data) is a CheckpointError, raised
+    once the handler has let go of orbax's error, whose frames hold orbax's abandoned reads:
+    they are collected now, while `quiet_library_logs` hides what they report, not whenever
+    the collector next runs (before a process quiets them: thousands of TensorStore lines)."""
     try:
-        return _restore_params(path, abstract_params)
-    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
+        return restore(*args)
+    except Exception as e:  # noqa: BLE001
         message = f"{where} is damaged: {_first_line(e)}"
-    raise _damaged(message)
-
-
-def _damaged(message):
-    """The CheckpointError of a failed read, made once the handler has let go of orbax's error.
-
-    That error's frames hold orbax's abandoned reads (coroutines), which report their own
-    failure when they are finalized: collected now, while `quiet_library_logs` hides such
-    reports, rather than whenever the garbage collector next runs (in a process that has
-    not quieted them yet, thousands of lines of TensorStore specs).
-    """
     gc.collect()
-    return CheckpointError(message)
+    raise CheckpointError(message)
 
 
 def _restore_params(path, abstract_params):
