@@ -292,7 +292,8 @@ def _images_and_spills(pool, plan, progress, warnings):
             if i not in counted and _finished(task):
                 counted.add(i)
                 summary = task.get()
-                progress.image_done += summary["source_bytes"]
+                # The bytes the total counts: a tar's, not its JPEGs' (tiny ones stayed at 18%).
+                progress.image_done += plan.pending[i].input_bytes()
                 progress.images += len(summary["keys"]) + len(summary["skipped"])
         progress.show()
 

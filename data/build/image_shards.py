@@ -141,10 +141,9 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
     final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
     temporary = final + ".incomplete"
     writer = array_record_module.ArrayRecordWriter(temporary, layout.IMAGE_OPTIONS)
-    keys, skipped, num_bytes, source_bytes = [], [], 0, 0
+    keys, skipped, num_bytes = [], [], 0
     try:
         for key, name, data in _shard_items(shard):
-            source_bytes += len(data)
             stored = prepare_image(data, name, options)
             if stored is None:
                 skipped.append(name)
@@ -159,8 +158,8 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
         raise
     writer.close()
     summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
-               "source_bytes": source_bytes, "skipped": skipped,
-               "fingerprint": shard.fingerprint(options), "cpu_s": time.process_time() - cpu}
+               "skipped": skipped, "fingerprint": shard.fingerprint(options),
+               "cpu_s": time.process_time() - cpu}
     os.replace(temporary, final)  # The shard is complete before its summary says so.
     files.write_json(summary_path(state_dir, shard), summary, indent=None)
     return summary

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from data import build
-from data.build import layout
+from data.build import builder, layout
 from tests.data.build import release_files
 
 
@@ -79,3 +79,22 @@ def test_a_broken_tar_shard_is_named(tmp_path):
     (manual / "train" / "00001.tar").write_bytes(b"not a tar file at all" * 40)
     with pytest.raises(ValueError, match=r"00001.tar: not a readable tar shard"):
         _build(manual, tmp_path / "built")
+
+
+@pytest.mark.parametrize("shards", [True, False])
+def test_the_progress_of_the_images_ends_at_100_percent(tmp_path, shards, monkeypatch):
+    """The images' share counts the bytes of the input files, tars (headers, .txt and .json
+    beside the JPEGs) as well as loose files, the bytes its total counts."""
+    made = []
+
+    class Recorded(builder.Progress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(builder, "Progress", Recorded)
+    _build(release_files.cc3m35l(tmp_path / "manual", shards=shards), tmp_path / "built")
+    (progress,) = made
+    assert progress.image_total > 0
+    assert progress.image_done == progress.image_total
+    assert "images 100% (6, " in progress.line()
