@@ -125,8 +125,9 @@ if {tables_only}:  # The caption-table stage alone, from the spills the first bu
                          image_shards.ImageOptions(max_side={max_side}), ("train", "dev"))
     for name in os.listdir({spills!r}):
         os.link(os.path.join({spills!r}, name), os.path.join(plan.state_dir, name))
-    pool = builder._pool({workers})
-    tables, timing = builder._caption_tables(pool, plan, {workers},
+    table_workers = builder._table_workers(plan, {workers})  # As build() does.
+    pool = builder._pool(table_workers)
+    tables, timing = builder._caption_tables(pool, plan, table_workers,
                                             builder.Progress(release.title, 0, 0))
     pool.close()
     pool.join()
@@ -210,7 +211,8 @@ def report_build(args, workers, summary, memory, data_dir, inputs):
              else "the caption tables alone (the first build's spills)")
           + (f", images done at {t['images_s']:.1f} s ({t['image_cpu_s']:.1f} CPU-s for "
              f"{num_images:,} images)" if "image_cpu_s" in t and t["image_cpu_s"] else "")
-          + f", caption tables {t['tables_s']:.1f} s ({t['table_cpu_s']:.1f} CPU-s for "
+          + f", caption tables {t['tables_s']:.1f} s in {t['table_workers']} workers "
+            f"({t['table_cpu_s']:.1f} CPU-s for "
             f"{t['captions']:,} captions)")
     ok = "under" if max(memory.tree_pss, memory.max_rss) < 2e9 else "OVER"
     print(f"  peak memory: {_gb(memory.tree_pss)} over all the build's processes (PSS), "

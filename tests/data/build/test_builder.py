@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from data import build
-from data.build import caption_tables, image_shards, layout
+from data.build import builder, caption_tables, image_shards, layout
 from data.build.progress import Progress
 from tests.data.build import release_files
 
@@ -120,6 +120,20 @@ def test_worker_processes_write_what_one_process_writes(tmp_path, monkeypatch):
     manual = _manual(tmp_path)
     _build(manual, tmp_path / "serial")
     _build(manual, tmp_path / "parallel", workers=2)
+    assert _contents(tmp_path / "serial") == _contents(tmp_path / "parallel")
+
+
+def test_the_caption_tables_get_as_many_workers_as_fit_the_memory_budget(tmp_path, monkeypatch):
+    """Stage 2 runs in a pool as large as the tables that fit TABLE_MEMORY at once: the image
+    stage's idle workers would hold memory of their own (16 of them took 2.26 GB)."""
+    manual = _manual(tmp_path)
+    _build(manual, tmp_path / "serial")
+    sizes = []
+    pool = builder._pool
+    monkeypatch.setattr(builder, "_pool", lambda workers: sizes.append(workers) or pool(workers))
+    monkeypatch.setattr(builder, "TABLE_MEMORY", 1)  # One table at a time.
+    _build(manual, tmp_path / "parallel", workers=2)
+    assert sizes == [2, 1]
     assert _contents(tmp_path / "serial") == _contents(tmp_path / "parallel")
 
 
