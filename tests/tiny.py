@@ -7,7 +7,6 @@ command.
 """
 
 import contextlib
-import gc
 import logging
 import os
 import re
@@ -288,13 +287,18 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 @contextlib.contextmanager
 def _fresh_warnings_and_hooks():
     """Python's default warning filters, warnings printed on stderr, and the default hooks for
-    exceptions no one catches (pytest's would record them instead of printing them). What
-    earlier runs in this process left to the garbage collector (a pending read of a damaged
-    checkpoint that has ended since) is finalized first, under the test process's hooks: a
-    fresh process would not have it."""
-    gc.collect()
+    exceptions no one catches (pytest's would record them instead of printing them), less
+    one thing a fresh process cannot have: orbax's reports of reads that an earlier run in
+    this process abandoned (a damaged checkpoint's), finalized whenever those reads end and
+    the collector runs, before this run quiets orbax (training/checkpointing.py)."""
+    from training import checkpointing
+
+    def fresh_unraisable_hook(unraisable):
+        if not checkpointing._is_library_noise(unraisable.exc_value, unraisable.exc_traceback):
+            sys.__unraisablehook__(unraisable)
+
     saved_hooks = sys.unraisablehook, threading.excepthook
-    sys.unraisablehook, threading.excepthook = sys.__unraisablehook__, threading.__excepthook__
+    sys.unraisablehook, threading.excepthook = fresh_unraisable_hook, threading.__excepthook__
     try:
         with warnings.catch_warnings():
             warnings.resetwarnings()

@@ -20,7 +20,6 @@ absl's verbosity is INFO or more (`--verbosity=0`): the errors here say it in a 
 """
 
 import errno
-import gc
 import logging
 import os
 import shutil
@@ -388,15 +387,12 @@ def restore_params(workdir, abstract_params, step, best=False):
 
 
 def _read(where, restore, *args):
-    """`restore(*args)`; its failure (the shapes fit: damaged data) is a CheckpointError, raised
-    once the handler has let go of orbax's error, whose frames hold orbax's abandoned reads:
-    they are collected now, while `quiet_library_logs` hides what they report, not whenever
-    the collector next runs (before a process quiets them: thousands of TensorStore lines)."""
+    """`restore(*args)`; a failure (the shapes fit: damaged data) is a CheckpointError naming
+    `where` and orbax's first line, raised outside the handler (it keeps no orbax frames)."""
     try:
         return restore(*args)
     except Exception as e:  # noqa: BLE001
         message = f"{where} is damaged: {_first_line(e)}"
-    gc.collect()
     raise CheckpointError(message)
 
 
