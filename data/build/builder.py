@@ -6,8 +6,8 @@
    (image_shards.py), while this process reads each translation file once, streaming,
    into per-language spills on disk (caption_tables.py).
 2. Captions: a worker per language turns its spill into its caption table, as many at
-   once as TABLE_MEMORY allows (each budgeted at its true bytes per caption), so the
-   build's memory is bounded whatever the number of cores.
+   once as TABLE_MEMORY allows (each budgeted at its true bytes per caption), in a pool of
+   that many workers, so the build's memory is bounded whatever the number of cores.
 
 TFDS's metadata (dataset_info.json, features.json) is written last, so a folder without it
 is an unfinished build; a killed build resumes from the finished image shards.
