@@ -271,8 +271,8 @@ def main(argv=None):
     out = os.path.abspath(args.out)
     worker_counts = args.workers
     print(f"{args.dataset} at fraction {args.fraction} ({args.images} images), {_load()}")
-    manual, inputs = synthetic_releases.write_inputs(out, args.dataset, args.fraction, args.images,
-                                  os.cpu_count())
+    manual, inputs = synthetic_releases.write_inputs(out, args.dataset, args.fraction,
+                                                     args.images, os.cpu_count())
     print(f"inputs: {inputs['lines']:,} translation lines, JPEGs {_gb(inputs['jpeg_bytes'])} "
           f"(written in {inputs['seconds']:.0f} s; reused if present)")
 

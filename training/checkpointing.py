@@ -387,13 +387,11 @@ def restore_params(workdir, abstract_params, step, best=False):
 
 
 def _read(where, restore, *args):
-    """`restore(*args)`; a failure (the shapes fit: damaged data) is a CheckpointError naming
-    `where` and orbax's first line, raised outside the handler (it keeps no orbax frames)."""
+    """`restore(*args)`; a failure is a CheckpointError naming `where` and orbax's first line."""
     try:
         return restore(*args)
-    except Exception as e:  # noqa: BLE001
-        message = f"{where} is damaged: {_first_line(e)}"
-    raise CheckpointError(message)
+    except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
+        raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 
 
 def _restore_params(path, abstract_params):

@@ -276,4 +276,3 @@ def test_quiet_library_logs_hides_nothing_at_verbosity_info(monkeypatch):
     hook = sys.unraisablehook
     checkpointing.quiet_library_logs()
     assert sys.unraisablehook is hook and not checkpointing._QUIET["installed"]
-
