@@ -12,9 +12,11 @@ Under the data directory, two TFDS datasets of ArrayRecord shards:
 so that the images of 35 languages cost their bytes once, languages can be added without
 touching the images, and `tfds.builder_from_directory` (or `tfds.builder("coco35l/images",
 data_dir=...)`) serves both to other tools. An image record is a chunk of its own, stored as
-it is (JPEG bytes do not compress); caption records are compressed in chunks of
-CAPTION_GROUP (a caption alone would cost more in chunk overhead than in text). Images may
-have been re-encoded at a maximum side when built (`Built.metadata`).
+it is (JPEG bytes do not compress); caption records are compressed in chunks of 32 (a
+caption alone would cost more in chunk overhead than in text, and an example decompresses
+its record's whole chunk), stored field by field (riegeli's transposition: the protos'
+tags and lengths compress apart from the text, which makes up for the small chunks).
+Images may have been re-encoded at a maximum side when built (`Built.metadata`).
 
 This module reads them without TensorFlow or TFDS: the TFDS metadata is JSON, the shards
 are read with array_record's reader and the records parsed by records.py. Nothing is read
@@ -34,8 +36,7 @@ SPLITS = ("train", "dev")
 VERSION = "2.0.0"
 FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
 IMAGE_OPTIONS = "group_size:1,uncompressed"
-CAPTION_GROUP = 128
-CAPTION_OPTIONS = f"group_size:{CAPTION_GROUP},zstd:9"
+CAPTION_OPTIONS = "group_size:32,transpose:true,zstd:9"
 
 
 class NotBuiltError(errors.InputError):
