@@ -1,0 +1,48 @@
+"""data/images.py: decoding gives Pillow's own pixels, however the bytes reach the decoder."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from data import images
+
+
+def _jpeg(width, height, quality=95):
+    """A JPEG of noise and gradients, larger than Pillow's 64 KiB read block."""
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:height, 0:width]
+    pixels = np.stack([x * 255 // width, y * 255 // height, (x + y) % 256], -1)
+    pixels = np.clip(pixels + rng.integers(-40, 40, pixels.shape), 0, 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _pillow_default(data, size, crop=None):
+    """Pillow's decode as a plain `Image.open(...).convert("RGB")`: fed in 64 KiB blocks."""
+    image = Image.open(io.BytesIO(data))
+    if crop is None:
+        image.draft("RGB", (size, size))
+    image = image.convert("RGB")
+    if crop is not None:
+        top, left, height, width = crop
+        w, h = image.size
+        image = image.crop((round(left * w), round(top * h), round((left + width) * w),
+                            round((top + height) * h)))
+    return np.asarray(image.resize((size, size), Image.BILINEAR))
+
+
+@pytest.mark.parametrize("crop", [None, (0.1, 0.05, 0.8, 0.9)])
+def test_decode_pixels_equals_pillows_block_by_block_decode(crop):
+    data = _jpeg(640, 480)
+    assert len(data) > 3 * 65536  # Several of Pillow's blocks.
+    np.testing.assert_array_equal(images.decode_pixels(data, 224, crop=crop),
+                                  _pillow_default(data, 224, crop))
+
+
+def test_a_truncated_jpeg_is_an_error_naming_it():
+    data = _jpeg(640, 480)
+    with pytest.raises(images.ImageError, match="cannot decode image key 7"):
+        images.decode_pixels(data[:len(data) // 2], 224, name="key 7")
