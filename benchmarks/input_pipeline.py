@@ -1,6 +1,6 @@
 """Input pipeline speed: one core's decoding, the Grain pipeline, and main's pipeline in one run.
 
-    python -m benchmarks.input_pipeline [--train_images 1024] [--batches 8] \
+    python -m benchmarks.input_pipeline [--train_images 1024] [--batches 8] [--rounds 3] \
         [--work_dir DIR] [--old_commit e546dba] [--workers 1,2,16]
 
 Batch 256 at 224 px, all 35 languages, on a synthetic COCO-35L release with released-size
@@ -18,12 +18,15 @@ JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of th
    own CPU per example allows (it takes every batch in one process); `--workers 1,2,16`
    measures 16 too, on a machine with that many cores, against the prediction.
 
-Every figure comes with the load average (/proc/loadavg): on a shared machine compare only
-the figures of one run.
+2 and 3 take turns for `--rounds` rounds (Grain first in odd rounds, last in even ones, so
+that a drift of the machine's speed falls on both); each figure is the median of its rounds,
+and the ratio of the two pipelines is given round by round. Every figure comes with the load
+average (/proc/loadavg): on a shared machine compare only the figures of one run.
 """
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -143,6 +146,13 @@ def old_tree(commit, folder):
     return folder
 
 
+def medians(rounds):
+    """Per worker count, the median of each figure over the rounds (the last round's load)."""
+    return [{**by_round[-1], **{key: statistics.median(r[key] for r in by_round)
+                                for key in ("rate", "worker_cpu", "own_cpu")}}
+            for by_round in zip(*rounds, strict=True)]
+
+
 def report(label, worker_counts, rates):
     for workers, r in zip(worker_counts, rates, strict=True):
         print(f"   {label}, {workers} worker{'s' if workers > 1 else ' '}: {r['rate']:6.0f} "
@@ -177,6 +187,8 @@ def main(argv=None):
     parser.add_argument("--train_images", type=int, default=1024,
                         help="training images of the synthetic COCO-35L")
     parser.add_argument("--batches", type=int, default=8, help="batches of 256 timed a run")
+    parser.add_argument("--rounds", type=cli.count(1), default=3,
+                        help="rounds of the two pipelines' measurements (the medians are shown)")
     parser.add_argument("--work_dir", default=None,
                         help="keep the release and the builds here (reused when present)")
     parser.add_argument("--old_commit", default=OLD_COMMIT,
@@ -187,7 +199,7 @@ def main(argv=None):
     parser.add_argument("--workers", type=cli.counts(1), default=[1, 2],
                         help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
-    worker_counts = args.workers
+    worker_counts, rounds = args.workers, args.rounds
     if worker_counts[:2] != [1, 2]:
         parser.error(f"--workers {','.join(map(str, worker_counts))}: starts with 1,2 (the "
                      f"prediction's basis)")
@@ -214,18 +226,33 @@ def main(argv=None):
         build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
     params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
                   batches=args.batches, workers=worker_counts, reader=args.reader)
-    new = run(NEW, ROOT, data_dir=data_dir, **params)
-    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}):")
+    compare = bool(args.old_commit) and args.reader == "tfds"
+    new_rounds, old_rounds = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        measures = [lambda: new_rounds.append(run(NEW, ROOT, data_dir=data_dir, **params))]
+        if compare:
+            old_root = old_tree(args.old_commit, folder)
+            old_data = os.path.join(work, f"built_{args.old_commit}")
+            measures.append(lambda: old_rounds.append(run(OLD, old_root, data_dir=old_data,
+                                                          **params)))
+        for round_index in range(rounds):
+            for measure in measures[::-1] if round_index % 2 else measures:
+                measure()
+    new = medians(new_rounds)
+    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}), median of {rounds} "
+          f"round{'s' if rounds > 1 else ''}:")
     report("Grain", worker_counts, new)
-    if args.old_commit and args.reader == "tfds":
-        with tempfile.TemporaryDirectory() as folder:
-            old = run(OLD, old_tree(args.old_commit, folder),
-                      data_dir=os.path.join(work, f"built_{args.old_commit}"), **params)
+    if compare:
+        old = medians(old_rounds)
         print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
-              f"its own build of the same files):")
+              f"its own build of the same files), median of {rounds} round"
+              f"{'s' if rounds > 1 else ''}:")
         report(args.old_commit, worker_counts, old)
-        print(f"   2 workers: Grain {new[1]['rate'] / old[1]['rate']:.2f}x "
-              f"{args.old_commit}'s examples/s (goal: at least 1.0x)")
+        ratios = [n[1]["rate"] / o[1]["rate"] for n, o in zip(new_rounds, old_rounds,
+                                                                 strict=True)]
+        print(f"   2 workers: Grain {statistics.median(ratios):.2f}x {args.old_commit}'s "
+              f"examples/s, the median of the rounds' ratios "
+              f"({', '.join(f'{r:.2f}' for r in ratios)}; goal: at least 1.0x)")
     print(f"   2 workers: Grain {new[1]['rate'] / (2 * per_core):.2f}x two cores' decode rate "
           f"(goal: at least 0.9x)")
     predict(new, per_core, worker_counts)
