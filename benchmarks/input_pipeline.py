@@ -186,7 +186,9 @@ def main(argv=None):
     parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train_images", type=int, default=1024,
                         help="training images of the synthetic COCO-35L")
-    parser.add_argument("--batches", type=int, default=8, help="batches of 256 timed a run")
+    parser.add_argument("--batches", type=cli.count(4), default=8,
+                        help="batches of 256 timed a run (4 or more: more than the workers "
+                             "make ahead)")
     parser.add_argument("--rounds", type=cli.count(1), default=3,
                         help="rounds of the two pipelines' measurements (the medians are shown)")
     parser.add_argument("--work_dir", default=None,
@@ -227,29 +229,26 @@ def main(argv=None):
     params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
                   batches=args.batches, workers=worker_counts, reader=args.reader)
     compare = bool(args.old_commit) and args.reader == "tfds"
-    new_rounds, old_rounds = [], []
+    trees = {"Grain": (NEW, ROOT, data_dir)}  # label: (measuring script, tree, its build)
     with tempfile.TemporaryDirectory() as folder:
-        measures = [lambda: new_rounds.append(run(NEW, ROOT, data_dir=data_dir, **params))]
         if compare:
-            old_root = old_tree(args.old_commit, folder)
-            old_data = os.path.join(work, f"built_{args.old_commit}")
-            measures.append(lambda: old_rounds.append(run(OLD, old_root, data_dir=old_data,
-                                                          **params)))
+            trees[args.old_commit] = (OLD, old_tree(args.old_commit, folder),
+                                      os.path.join(work, f"built_{args.old_commit}"))
+        results = {label: [] for label in trees}
         for round_index in range(rounds):
-            for measure in measures[::-1] if round_index % 2 else measures:
-                measure()
-    new = medians(new_rounds)
-    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}), median of {rounds} "
-          f"round{'s' if rounds > 1 else ''}:")
+            for label in list(trees)[::-1] if round_index % 2 else list(trees):
+                code, tree, built = trees[label]
+                results[label].append(run(code, tree, data_dir=built, **params))
+    of_rounds = f"median of {rounds} round{'s' * (rounds > 1)}"
+    new = medians(results["Grain"])
+    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}), {of_rounds}:")
     report("Grain", worker_counts, new)
     if compare:
-        old = medians(old_rounds)
         print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
-              f"its own build of the same files), median of {rounds} round"
-              f"{'s' if rounds > 1 else ''}:")
-        report(args.old_commit, worker_counts, old)
-        ratios = [n[1]["rate"] / o[1]["rate"] for n, o in zip(new_rounds, old_rounds,
-                                                                 strict=True)]
+              f"its own build of the same files), {of_rounds}:")
+        report(args.old_commit, worker_counts, medians(results[args.old_commit]))
+        ratios = [n[1]["rate"] / o[1]["rate"]
+                  for n, o in zip(results["Grain"], results[args.old_commit], strict=True)]
         print(f"   2 workers: Grain {statistics.median(ratios):.2f}x {args.old_commit}'s "
               f"examples/s, the median of the rounds' ratios "
               f"({', '.join(f'{r:.2f}' for r in ratios)}; goal: at least 1.0x)")
