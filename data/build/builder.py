@@ -358,22 +358,32 @@ def _caption_tables(pool, plan, workers, progress):
             paths = caption_tables.Spill.paths(plan.state_dir, split, lang)
             tasks.append((caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
                           os.path.join(plan.image_dir, f"keys_{split}.npy")))
-    results, running = [], []
-    for i, (memory, name, paths, keys_path) in enumerate(tasks):
-        progress.stage = f"caption tables {i}/{len(tasks)}"
+    started, running = [], []  # (memory, task) of the tables started; of those running
+    total_memory = sum(memory for memory, *_ in tasks) or 1
+
+    def show():  # The finished tables, and their share of the work (memory ~ captions).
+        done = [memory for memory, task in started if _finished(task)]
+        progress.set_stage(f"caption tables {len(done)}/{len(tasks)}", sum(done) / total_memory)
+        progress.show()
+
+    for memory, name, paths, keys_path in tasks:
         # A table larger than the budget runs alone.
         while running and (len(running) >= workers or
                            sum(m for m, _ in running) + memory > TABLE_MEMORY):
             running = [(m, task) for m, task in running if not _finished(task)]
             if running:
                 running[0][1].wait(0.2)
-            progress.show()
+            show()
         task = pool.apply_async(caption_tables.write_caption_table,
                                 (plan.release.dataset, name, paths, keys_path, plan.caption_dir))
         running.append((memory, task))
-        results.append(task)
-    tables = [task.get() for task in results]
-    progress.stage = f"caption tables {len(tasks)}/{len(tasks)}"
+        started.append((memory, task))
+    for _, task in started:
+        while not _finished(task):
+            task.wait(0.2)
+            show()
+    tables = [task.get() for _, task in started]
+    show()
     return tables, {"tables_s": time.monotonic() - start, "table_workers": workers,
                     "table_cpu_s": sum(t["cpu_s"] for t in tables),
                     "captions": sum(t["num_captions"] for t in tables)}

@@ -22,7 +22,8 @@ def _duration(seconds):
 
 
 class Progress:
-    """One progress line on stderr: images written, text read, elapsed time and ETA.
+    """One progress line on stderr: images written, text read, a later stage, elapsed time and
+    ETA (the images' and the text's, then the later stage's once they are done).
 
     On a terminal the line is redrawn every second; otherwise a line is printed
     every `every` seconds. Nothing is shown for builds shorter than `after` seconds.
@@ -32,11 +33,18 @@ class Progress:
         self.title, self.stream = title, stream or sys.stderr
         self.image_total, self.text_total = image_bytes, text_bytes
         self.image_done = self.images = self.text_done = self.lines = 0
-        self.stage = ""
+        self.stage, self._stage_share, self._stage_start = "", None, None
         self._start = time.monotonic()
         self._tty = getattr(self.stream, "isatty", lambda: False)()
         self._every = 1.0 if self._tty else every
         self._after, self._last, self._shown = after, 0.0, False
+
+    def set_stage(self, text, share):
+        """The stage after the images and the text (say "caption tables 3/70"), with the share of
+        its work done, in [0, 1]; its ETA counts from the first call."""
+        if self._stage_start is None:
+            self._stage_start = time.monotonic()
+        self.stage, self._stage_share = text, share
 
     def line(self):
         elapsed = time.monotonic() - self._start
@@ -53,8 +61,10 @@ class Progress:
             rates.append(share)
         if self.stage:
             parts.append(self.stage)
-        share = min(rates) if rates else 0.0
-        eta = f", ETA {_duration(elapsed * (1 - share) / share)}" if 0 < share < 1 else ""
+        share, taken = min(rates) if rates else 0.0, elapsed
+        if self._stage_share is not None and (not rates or share >= 1):
+            share, taken = self._stage_share, time.monotonic() - self._stage_start
+        eta = f", ETA {_duration(taken * (1 - share) / share)}" if 0 < share < 1 else ""
         return f"{self.title}: {' | '.join(parts)} | {_duration(elapsed)}{eta}"
 
     def show(self, force=False):

@@ -12,6 +12,7 @@ from PIL import Image
 
 from data import build
 from data.build import builder, caption_tables, image_shards, layout
+from data.build import progress as progress_module
 from data.build.progress import Progress
 from tests.data.build import release_files
 
@@ -164,3 +165,17 @@ def test_progress_line_shows_shares_and_an_eta():
     assert "ETA" in line
     progress.show()
     assert out.getvalue().count("\n") == 1
+
+
+def test_progress_line_gives_the_caption_tables_an_eta_of_their_own(monkeypatch):
+    clock = type("Clock", (), {"now": 1000.0, "monotonic": lambda self: self.now})()
+    monkeypatch.setattr(progress_module, "time", clock)
+    progress = Progress("cc3m35l", 100, 100, stream=_io.StringIO(), every=0, after=0)
+    progress.image_done = progress.text_done = 100  # Both done at 100 s: no ETA from them.
+    clock.now = 1100.0
+    progress.set_stage("caption tables 0/4", 0.0)
+    assert progress.line() == "cc3m35l: images 100% (0, 100 B of 100 B) | text 100% (0.0M " \
+                              "lines) | caption tables 0/4 | 1m40s"
+    clock.now = 1160.0  # A quarter of the tables' work in the stage's first 60 s: 180 s to go.
+    progress.set_stage("caption tables 1/4", 0.25)
+    assert progress.line().endswith("| caption tables 1/4 | 2m40s, ETA 3m00s")
