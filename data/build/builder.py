@@ -358,7 +358,7 @@ def _caption_tables(pool, plan, workers, progress):
             paths = caption_tables.Spill.paths(plan.state_dir, split, lang)
             tasks.append((caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
                           os.path.join(plan.image_dir, f"keys_{split}.npy")))
-    started, running = [], []  # (memory, task) of the tables started; of those running
+    started = []  # (memory, task) of the tables started
     total_memory = sum(memory for memory, *_ in tasks) or 1
 
     def show():  # The finished tables, and their share of the work (memory ~ captions).
@@ -367,17 +367,16 @@ def _caption_tables(pool, plan, workers, progress):
         progress.show()
 
     for memory, name, paths, keys_path in tasks:
-        # A table larger than the budget runs alone.
-        while running and (len(running) >= workers or
-                           sum(m for m, _ in running) + memory > TABLE_MEMORY):
-            running = [(m, task) for m, task in running if not _finished(task)]
-            if running:
-                running[0][1].wait(0.2)
+        while True:  # A table larger than the budget runs alone.
+            running = [(m, task) for m, task in started if not _finished(task)]
+            if not running or (len(running) < workers and
+                                sum(m for m, _ in running) + memory <= TABLE_MEMORY):
+                break
+            running[0][1].wait(0.2)
             show()
-        task = pool.apply_async(caption_tables.write_caption_table,
-                                (plan.release.dataset, name, paths, keys_path, plan.caption_dir))
-        running.append((memory, task))
-        started.append((memory, task))
+        started.append((memory, pool.apply_async(
+            caption_tables.write_caption_table,
+            (plan.release.dataset, name, paths, keys_path, plan.caption_dir))))
     for _, task in started:
         while not _finished(task):
             task.wait(0.2)
