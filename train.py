@@ -43,7 +43,6 @@ from ml_collections import config_flags
 
 import errors
 from data import pipeline, tokenizer
-from data.pipeline import sources
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
 from model import captioner
@@ -184,7 +183,7 @@ def load_vocabulary(config, build_data):
         raise TrainingError(f"config.vocab.path: {e}") from None
     run_config.check_vocab(config, vocab)
     try:
-        sources.ensure_built(config.data, build=build_data and jax.process_count() == 1)
+        pipeline.ensure_built(config.data, build=build_data and jax.process_count() == 1)
     except (OSError, errors.Error) as e:
         raise TrainingError(f"config.data: {e}") from None
     return vocab

@@ -103,9 +103,9 @@ from data import pipeline, tokenizer
 vocab = tokenizer.get_vocabulary(args["vocab"])
 
 def make(workers):
-    return pipeline.train_iterator(dict(config, num_workers=workers, reader=args["reader"]),
-                                   vocab, global_batch_size=args["batch"],
-                                   image_size=args["size"], seed=0)
+    return pipeline.train_iterator(dict(config, num_workers=workers), vocab,
+                                   global_batch_size=args["batch"], image_size=args["size"],
+                                   seed=0)
 
 print(json.dumps([measure(make, lambda it: [w.pid for w in it.workers], w)
                   for w in args["workers"]]))
@@ -195,9 +195,6 @@ def main(argv=None):
                         help="keep the release and the builds here (reused when present)")
     parser.add_argument("--old_commit", default=OLD_COMMIT,
                         help="the commit whose pipeline is measured beside this one ('': none)")
-    parser.add_argument("--reader", choices=("tfds", "files"), default="tfds",
-                        help="the Grain pipeline's data.reader: files skips the build (and "
-                             "main's pipeline), for a machine without tensorflow_datasets")
     parser.add_argument("--workers", type=cli.counts(1), default=[1, 2],
                         help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
@@ -224,11 +221,10 @@ def main(argv=None):
     from data import build
 
     data_dir = os.path.join(work, "built")
-    if args.reader == "tfds":
-        build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
+    build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
     params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
-                  batches=args.batches, workers=worker_counts, reader=args.reader)
-    compare = bool(args.old_commit) and args.reader == "tfds"
+                  batches=args.batches, workers=worker_counts)
+    compare = bool(args.old_commit)
     trees = {"Grain": (NEW, ROOT, data_dir)}  # label: (measuring script, tree, its build)
     with tempfile.TemporaryDirectory() as folder:
         if compare:
@@ -241,7 +237,7 @@ def main(argv=None):
                 results[label].append(run(code, tree, data_dir=built, **params))
     of_rounds = f"median of {rounds} round{'s' * (rounds > 1)}"
     new = medians(results["Grain"])
-    print(f"2. the Grain pipeline (data/pipeline/, reader {args.reader}), {of_rounds}:")
+    print(f"2. the Grain pipeline (data/pipeline/), {of_rounds}:")
     report("Grain", worker_counts, new)
     if compare:
         print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "

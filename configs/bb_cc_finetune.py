@@ -38,7 +38,7 @@ def get_config(arg=None):
 
     # Data: COCO-35L in its 35 languages (built by python -m data.build), mT5's vocabulary.
     c.vocab.path = common.MT5_VOCAB
-    c.data.update(dataset="coco35l", manual_dir=f"{common.DATA_ROOT}/coco35l", reader="tfds",
+    c.data.update(dataset="coco35l", manual_dir=f"{common.DATA_ROOT}/coco35l",
                   tfds_data_dir=f"{common.DATA_ROOT}/tfds", langs=common.TRAIN_LANGS,
                   max_prompt_len=16, max_target_len=64)
 

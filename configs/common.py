@@ -96,16 +96,13 @@ def _data():
     return ml_collections.ConfigDict(dict(
         dataset=_unset(str),          # "coco35l" or "cc3m35l" (the releases, data/releases/).
         manual_dir=_unset(str),       # The release files (TFDS manual_dir).
-        reader="tfds",                # "tfds": the built data; "files": the release files.
         tfds_data_dir="",             # Where `python -m data.build` wrote it; "": beside
                                       # manual_dir.
         num_workers=_unset(int),      # Processes making batches; None: one per core.
         langs=_unset(tuple),          # The training languages.
-        mixture="uniform",            # How languages are sampled: "uniform", "proportional".
         prompt_template="<2{lang}>",  # The LangId string fed to the encoder.
         max_prompt_len=_unset(int),   # Prompt tokens with EOS.
         max_target_len=_unset(int),   # Caption tokens with EOS.
-        augment=False,                # Mild random crops of the training images (no flips).
         corrupt_images="stop",        # A JPEG that does not decode: "stop" or "skip" it.
     ))
 
@@ -197,7 +194,7 @@ def smoke(c, *, image_size, total_steps=4, constant_steps=2):
     if c.lr.schedule == "rsqrt":
         c.lr.constant_steps = constant_steps
     c.vocab.path = f"{DEMO_DIR}/spm/demo.model"
-    c.data.update(dict(dataset="coco35l", manual_dir=f"{DEMO_DIR}/coco35l", reader="files",
+    c.data.update(dict(dataset="coco35l", manual_dir=f"{DEMO_DIR}/coco35l",
                        tfds_data_dir="", langs=CORE_LANGS, max_prompt_len=8,
                        max_target_len=16))
     c.model.image_size = image_size

@@ -4,7 +4,7 @@
 - build/     `python -m data.build`: the release files into TFDS ArrayRecord datasets
              (COCO-35L and CC3M-35L: every image once, a caption table per language).
 - pipeline/  the training input: `pipeline.train_iterator`, a Grain pipeline over the build
-             (or the release files) that gives each step its batch.
+             that gives each step its batch.
 
 Shared: languages.py (the language codes), jsonl.py (JSON Lines reading), tokenizer.py
 (SentencePiece vocabularies), prompts.py (LangId prompts and target ids), images.py

@@ -273,7 +273,7 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
         image_size: side of the square JPEGs in pixels.
         vocab_size: SentencePiece vocabulary size (a soft limit).
         build_tfds: also build COCO-35L (en, es, hi, zh) under DIR/tfds (what the
-            training pipeline's default reader reads).
+            training pipeline reads).
         vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
             images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
 

@@ -1,23 +1,15 @@
 """The worker processes of data/ (Grain's input workers, the build's pool): Ctrl-C is the parent's.
 
-Ctrl-C in a terminal reaches the whole process group; the parent answers it with one line
-(training/preemption.py), and its workers must add nothing to that line. So:
-
-- workers start with SIGINT and SIGTERM blocked: a child inherits the signal mask of the
-  thread that starts it, from its first instruction on, before Python's own start-up (which
-  would turn Ctrl-C into a KeyboardInterrupt traceback);
-- a signal that reaches the parent while it is starting them is acted on once they are
-  started (the block takes milliseconds): a parent gone between spawning a worker and
-  sending it its task would leave the worker to print that its input ran out;
-- a worker ends within 0.1 s of its parent's end, and ends at once when its work ends
-  (Linux's parent-death signal would not do: it follows the thread that started the
-  worker, one of Grain's);
-- batches travel in Grain's shared memory, which multiprocessing's resource tracker unlinks
-  if the parent exits while some are in flight; its warning about them is off, as such an
-  exit (Ctrl-C at start-up) is on purpose.
-
-Workers are spawned, not forked (the trainer has threads), and without running the
-parent's __main__ again (train.py: JAX, flax, the evaluators; 2-4 s and 110 MB a worker).
+Ctrl-C reaches the whole process group; the parent answers it with one line
+(training/preemption.py), and its workers must add nothing to it. So workers start with
+SIGINT and SIGTERM blocked (a child inherits its starting thread's mask, before Python's
+start-up could print a KeyboardInterrupt); a signal that reaches the parent while it starts
+them is acted on once they are started (a worker left without its task would print that its
+input ran out); a worker ends within 0.1 s of its parent (Linux's parent-death signal follows
+the starting thread, one of Grain's) and at once when its work ends; and the resource
+tracker's warning about the shared memory of batches in flight at such an exit is off.
+Workers are spawned, not forked (the trainer has threads), without running the parent's
+__main__ again (train.py's imports: 2-4 s and 110 MB a worker).
 """
 
 import atexit
@@ -88,22 +80,16 @@ def _exit_with(parent_pid):
     os._exit(0)
 
 
-def _as_worker(parent_pid):
-    """Ends this process within 0.1 s of `parent_pid`'s end, and at once at its own: its
-    modules' teardown (JAX's, which Grain imports: ~0.6 s) would hold up closing the pool."""
+def input_worker_init(parent_pid, *grain_worker_index_and_count):
+    """The first call of a worker (Grain's `worker_init_fn`): it ends within 0.1 s of
+    `parent_pid`'s end, and at once at its own: its modules' teardown (JAX's, which Grain
+    imports: ~0.6 s) would hold up closing the pool. Its signals stay blocked."""
     threading.Thread(target=_exit_with, args=(parent_pid,), daemon=True).start()
     atexit.register(os._exit, 0)  # After multiprocessing's own exit work (its finalizers).
 
 
-def input_worker_init(parent_pid, worker_index=0, worker_count=1):
-    """The first call of an input worker (Grain's `worker_init_fn`): the signals stay blocked;
-    the parent closes the iterator, and the worker goes with it."""
-    del worker_index, worker_count
-    _as_worker(parent_pid)
-
-
 def build_worker_init(parent_pid):
     """The first call of a build worker: Ctrl-C is ignored, SIGTERM kills it (`Pool.terminate`)."""
-    _as_worker(parent_pid)
+    input_worker_init(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

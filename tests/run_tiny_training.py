@@ -41,7 +41,7 @@ def main():
     import train  # noqa: PLC0415
     from tests.tiny import tiny_config  # noqa: PLC0415
 
-    overrides = {"data.reader": "files"}
+    overrides = {}
     for item in args.set:
         field, _, value = item.partition("=")
         try:

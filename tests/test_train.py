@@ -17,10 +17,6 @@ from training import state as state_lib
 from training.metrics import read_metrics
 
 
-def _files_config(data_dir, **overrides):
-    return tiny_config(data_dir, **{"data.reader": "files", **overrides})
-
-
 def test_trains_evaluates_and_checkpoints(four_step_run):
     workdir = four_step_run.workdir  # tiny_config's run, trained once for the test run.
     records = read_metrics(workdir)
@@ -78,8 +74,8 @@ def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
 
 def test_incompatible_config_change_is_refused(tiny_demo, tmp_path):
     workdir = str(tmp_path / "run")
-    train.train_and_evaluate(_files_config(tiny_demo, total_steps=2), workdir)
-    changed = _files_config(tiny_demo, **{"total_steps": 4, "model.t5.mlp_dim": 32})
+    train.train_and_evaluate(tiny_config(tiny_demo, total_steps=2), workdir)
+    changed = tiny_config(tiny_demo, **{"total_steps": 4, "model.t5.mlp_dim": 32})
     with pytest.raises(train.TrainingError, match=r"model\.t5\.mlp_dim: 64 -> 32"):
         train.train_and_evaluate(changed, workdir)
 
@@ -106,7 +102,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp
     monkeypatch.setattr(pipeline, "batch_shapes", float_images)
     workdir = str(tmp_path / "run")
     with pytest.raises(train.TrainingError, match=r"step 3: non-finite train/loss=nan"):
-        train.train_and_evaluate(_files_config(tiny_demo), workdir)
+        train.train_and_evaluate(tiny_config(tiny_demo), workdir)
     assert checkpointing.manager(workdir).all_steps() == [2]
 
 
@@ -118,14 +114,13 @@ def test_unknown_config_field_is_a_clear_error(tmp_path):
 
 
 def test_unknown_language_names_the_known_ones(tiny_demo, tmp_path):
-    config = _files_config(tiny_demo, **{"evals.xm3600.langs": ("en", "xx")})
+    config = tiny_config(tiny_demo, **{"evals.xm3600.langs": ("en", "xx")})
     with pytest.raises(ValueError, match=r"unknown language 'xx'; known: ar, bn"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
 
 
 def test_data_that_is_not_built_is_one_clear_error(tiny_demo, tmp_path):
-    config = tiny_config(str(tiny_demo), **{"data.reader": "tfds",
-                                            "data.tfds_data_dir": str(tmp_path / "built")})
+    config = tiny_config(str(tiny_demo), **{"data.tfds_data_dir": str(tmp_path / "built")})
     workdir = tmp_path / "run"
     with pytest.raises(train.TrainingError, match=(
             r"^config.data: coco35l is not built for these languages in .*built: missing the "

@@ -21,7 +21,7 @@ from training import run_config
 @pytest.fixture(scope="module")
 def config_file(tiny_demo, tmp_path_factory):
     path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, tiny_demo, **{"data.reader": "files"})
+    return tiny.write_config_file(path, tiny_demo)
 
 
 
@@ -67,13 +67,11 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
 
 
 @pytest.mark.parametrize("overrides,error,message", [
-    ({"data.mixture": "random"}, run_config.ConfigError,
-     r"config.data.mixture='random'; known: uniform, proportional"),
     ({"data.prompt_template": "<2xx>"}, run_config.ConfigError,
      r"config.data.prompt_template='<2xx>': prompt template '<2xx>' has no '\{lang\}' field"),
     ({"data.max_prompt_len": 2}, run_config.ConfigError,
      r"config.data.max_prompt_len=2 is too short for the prompt '<2en>'"),
-    ({"data.reader": "tfds", "data.tfds_data_dir": "/nonexistent/tfds"}, train.TrainingError,
+    ({"data.tfds_data_dir": "/nonexistent/tfds"}, train.TrainingError,
      r"config.data: coco35l is not built for these languages in /nonexistent/tfds"),
     ({"mesh.data": 2}, run_config.ConfigError,
      r"config.mesh data=2 x model=1 does not cover the 1 devices here"),
@@ -81,12 +79,12 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
      r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
     ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
      r"XM3600 captions file not found: /nonexistent/captions.jsonl"),
-], ids=["mixture", "prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
+], ids=["prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
         "eval_data"])
 def test_bad_value_is_refused_before_the_workdir_is_created(tiny_demo, tmp_path, overrides,
                                                             error, message):
     workdir = tmp_path / "new" / "run"
-    config = tiny_config(str(tiny_demo), **{"data.reader": "files", **overrides})
+    config = tiny_config(str(tiny_demo), **overrides)
     with pytest.raises(error, match=message):
         train.train_and_evaluate(config, str(workdir))
     assert not (tmp_path / "new").exists()
@@ -96,6 +94,6 @@ def test_metrics_file_that_is_a_folder_is_refused_before_any_work(tiny_demo, tmp
     workdir = tmp_path / "run"
     (workdir / "metrics.jsonl").mkdir(parents=True)
     with pytest.raises(train.TrainingError, match=r"run/metrics.jsonl is a folder, not a file"):
-        train.train_and_evaluate(tiny_config(str(tiny_demo), **{"data.reader": "files"}),
+        train.train_and_evaluate(tiny_config(str(tiny_demo)),
                                  str(workdir))
     assert os.listdir(workdir) == ["metrics.jsonl"]  # Nothing else written.

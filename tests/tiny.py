@@ -32,9 +32,29 @@ UNOPTIMIZED_XLA_FLAGS = ("--xla_backend_optimization_level=0",
 
 
 def write_demo(out_dir):
-    """Writes a small demo dataset (release layouts and vocabulary, no TFDS build)."""
+    """Writes a small demo dataset (release layouts, vocabulary, COCO-35L built in tfds/)."""
     demo.generate(str(out_dir), seed=0, num_train=48, num_restval=16, num_val=8, num_test=4,
-                  num_xm3600=8, image_size=32, build_tfds=False)
+                  num_xm3600=8, image_size=32)
+
+
+def spoil_built_images(tfds_dir, dataset="coco35l"):
+    """Rewrites every training image record of a build with bytes that do not decode (as a
+    build changed by hand or a bad disk would leave it; the build checks what it writes)."""
+    from array_record.python import array_record_module
+
+    from data.build import layout, records
+
+    folder = layout.images_dir(str(tfds_dir), dataset)
+    for name in os.listdir(folder):
+        if name.startswith(f"{dataset}-train.array_record"):
+            path = os.path.join(folder, name)
+            reader = array_record_module.ArrayRecordReader(path)
+            keys = [records.decode(record)["key"][0] for record in reader.read_all()]
+            reader.close()
+            writer = array_record_module.ArrayRecordWriter(path, layout.IMAGE_OPTIONS)
+            for key in keys:
+                writer.write(records.encode({"key": key, "image": b"\xff\xd8 not a jpeg"}))
+            writer.close()
 
 
 def tiny_config(data_dir, **overrides):
@@ -45,7 +65,6 @@ def tiny_config(data_dir, **overrides):
         "total_steps": 4, "batch_size": 8, "log_every": 1,
         "vocab.path": f"{data_dir}/spm/demo.model",
         "data.manual_dir": f"{data_dir}/coco35l",
-        "data.reader": "files",
         # Batches made in the test process: no worker start-up per run (tests/data/pipeline/
         # shows that worker processes make the same batches; the signal tests start them).
         "data.num_workers": 0,

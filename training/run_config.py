@@ -21,8 +21,8 @@ import errors
 import files
 from data import languages
 from data import prompts as prompt_lib
+from data.build import layout
 from data.build.image_shards import CORRUPT_IMAGE_POLICIES
-from data.pipeline import sampling, sources
 from model import captioner
 from model.upstream import trees
 from training import crash_points
@@ -46,12 +46,21 @@ def _normalize(value):
 MAY_CHANGE = ("data.corrupt_images", "data.num_workers", "model.remat_policy")
 
 
+# Fields that are gone, saved by earlier runs, with the values that gave what every run does
+# now: the release files read as they are or built (the same examples), languages taking
+# turns, no crops. A run saved with one of them resumes as it was.
+RETIRED = {"data.reader": ("tfds", "files"), "data.mixture": ("uniform",),
+           "data.augment": (False,)}
+
+
 def incompatible_changes(saved, current):
     """Returns ["field: saved -> current", ...] for fields of INCOMPATIBLE that differ."""
     saved, current = _flatten(saved), _flatten(current)
     changes = []
     for name in sorted(set(saved) | set(current)):
         if name.split(".")[0] not in INCOMPATIBLE or name in MAY_CHANGE:
+            continue
+        if name not in current and saved[name] in RETIRED.get(name, ()):
             continue
         old, new = _normalize(saved.get(name)), _normalize(current.get(name))
         if old != new:
@@ -236,10 +245,8 @@ def _check_mesh(mesh):
 
 
 def _check_data(data):
-    _check_choice(data.dataset, "data.dataset", sources.DATASETS)
-    _check_choice(data.reader, "data.reader", sources.READERS)
+    _check_choice(data.dataset, "data.dataset", layout.DATASETS)
     _check_choice(data.corrupt_images, "data.corrupt_images", CORRUPT_IMAGE_POLICIES)
-    _check_choice(data.mixture, "data.mixture", sampling.MIXTURES)
     template = data.prompt_template
     try:
         prompt_lib.prompt_text("en", template)
@@ -248,8 +255,7 @@ def _check_data(data):
         raise ConfigError(f"config.data.prompt_template={template!r}: {reason}; write "
                           f"'{{lang}}' where the language code goes") from None
     data_dir = data.tfds_data_dir
-    if data.reader == "tfds" and data_dir and os.path.exists(data_dir) \
-            and not os.path.isdir(data_dir):
+    if data_dir and os.path.exists(data_dir) and not os.path.isdir(data_dir):
         raise ConfigError(f"config.data.tfds_data_dir={data_dir!r} is a file, not a folder")
     try:
         languages.check_langs(data.langs, known=languages.TRAIN_35L_LANGS,

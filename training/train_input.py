@@ -14,15 +14,13 @@ from data import pipeline
 from training.actions import TrainingError
 
 
-def _data_error(error, data_config, where):
+def _data_error(error, where):
     """A TrainingError for a data error of the training batches, saying what to do."""
     if not isinstance(error, image_lib.ImageError):
         return TrainingError(f"{where}: {error}")
-    if data_config.reader == "files":  # Reads the files as they are: no skip.
-        return TrainingError(f"{where}: {error}; replace or delete that file (the files "
-                             f"reader leaves out images whose file is missing)")
-    return TrainingError(f"{where}: {error}; to drop such images, pass "
-                         f"--config.data.corrupt_images=skip")
+    # The build decoded every image it wrote: the files changed since.
+    return TrainingError(f"{where}: {error}; the built dataset changed since it was built: "
+                         f"delete it and build it again")
 
 
 class Batches:
@@ -51,7 +49,7 @@ class Batches:
                 start_step=start_step, process_index=jax.process_index(),
                 process_count=jax.process_count())
         except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
-            raise _data_error(e, self._config.data, "config.data") from None
+            raise _data_error(e, "config.data") from None
         self.start_step = start_step
 
     def peek(self):
@@ -69,7 +67,7 @@ class Batches:
         try:
             local = next(self._iterator)
         except (OSError, errors.Error) as e:  # A file changed or went away while training.
-            raise _data_error(e, self._config.data, where) from None
+            raise _data_error(e, where) from None
         return {k: jax.make_array_from_process_local_data(self.sharding, v)
                 for k, v in local.items()}
 

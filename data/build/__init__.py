@@ -11,13 +11,16 @@ and resumes; coco35l_plan.py and cc3m35l_plan.py say what it reads of each relea
 image_shards.py and caption_tables.py write the two parts. Building more languages later
 adds their tables and leaves the images alone. XM3600 is a TFDS builder (xm3600_tfds.py),
 one split per language. What is already built in `data_dir` is reused. The functions here
-are the entry points (`build`, `build_corpus`); __main__.py is the command line.
+are the entry points (`build`, `build_corpus`, and `ensure_built` for the trainer);
+__main__.py is the command line.
 """
 
 import logging
 import os
 
 from data import languages
+from data.build import layout
+from data.build.progress import size_text
 
 BUILDERS = ("xm3600", "coco35l", "cc3m35l")
 CONFIGS = {"all": None, "core": languages.CORE_LANGS}
@@ -84,6 +87,37 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
                  data_dir)
     return builder.build(release(name, manual_dir), data_dir=data_dir, langs=langs,
                          options=options, workers=workers, progress_stream=progress_stream)
+
+
+def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_images="stop"):
+    """Checks that the training split of `langs` of COCO-35L or CC3M-35L is built in
+    `data_dir`; builds what is missing if `build` (after checking the disk's free space).
+
+    Raises:
+        layout.NotBuiltError: something is missing and `build` is False; the message says
+            what, about how big it is, and the build command.
+    """
+    try:
+        have, images = set(layout.Built(data_dir, name).langs("train")), False
+    except layout.NotBuiltError:
+        have, images = set(), True
+    missing = [lang for lang in langs if lang not in have]
+    if not images and not missing:
+        return
+    if build:
+        build_corpus(name, manual_dir=manual_dir, data_dir=data_dir, langs=missing,
+                     corrupt_images=corrupt_images)
+        return
+    what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
+    try:
+        size = f"about {size_text(estimate_bytes(name, manual_dir, missing, images))}"
+    except (OSError, ValueError) as e:
+        size = f"size unknown: {e}"
+    raise layout.NotBuiltError(
+        f"{name} is not built for these languages in {data_dir}: missing "
+        f"{' and '.join(what)} ({size}); build it with: python -m data.build {name} "
+        f"--manual_dir {manual_dir} --data_dir {data_dir} --langs {','.join(missing)} "
+        f"(or run train.py with --build_data to build it first)")
 
 
 def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_images="stop",

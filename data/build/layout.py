@@ -10,17 +10,10 @@ Under the data directory, two TFDS datasets of ArrayRecord shards:
         features image_index (the image's record in the images split), key, captions
 
 so that the images of 35 languages cost their bytes once, languages can be added without
-touching the images, and `tfds.builder_from_directory` (or `tfds.builder("coco35l/images",
-data_dir=...)`) serves both to other tools. An image record is a chunk of its own, stored as
-it is (JPEG bytes do not compress); caption records are compressed in chunks of 32 (a
-caption alone would cost more in chunk overhead than in text, and an example decompresses
-its record's whole chunk), stored field by field (riegeli's transposition: the protos'
-tags and lengths compress apart from the text, which makes up for the small chunks).
-Images may have been re-encoded at a maximum side when built (`Built.metadata`).
-
-This module reads them without TensorFlow or TFDS: the TFDS metadata is JSON, the shards
-are read with array_record's reader and the records parsed by records.py. Nothing is read
-at start but the metadata; records are read by index when an example needs them.
+touching the images, and `tfds.builder_from_directory` serves both to other tools. Images
+may have been re-encoded at a maximum side when built (`Built.metadata`). Read here
+without TensorFlow (JSON metadata, array_record's reader, records.py's parser): a start
+reads the metadata, an example its records by index.
 """
 
 import json
@@ -32,10 +25,12 @@ import errors
 from data.build import records
 
 DATASETS = ("coco35l", "cc3m35l")
-SPLITS = ("train", "dev")
 VERSION = "2.0.0"
 FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
-IMAGE_OPTIONS = "group_size:1,uncompressed"
+IMAGE_OPTIONS = "group_size:1,uncompressed"  # JPEG bytes do not compress.
+# A caption alone costs more in chunk overhead than in text, and an example decompresses its
+# record's whole chunk: chunks of 32, stored field by field (riegeli's transposition: the
+# protos' tags and lengths compress apart from the text, which pays for the small chunks).
 CAPTION_OPTIONS = "group_size:32,transpose:true,zstd:9"
 
 
@@ -82,9 +77,8 @@ def caption_row(record):
 
 
 class Table:
-    """Random access to the records of one split (a list of ArrayRecord shards).
+    """The records of one split (ArrayRecord shards) by index, each decoded by `row`.
 
-    `table[i]` is record i decoded into a tuple by `row`; `table.read(indices)` reads several.
     Picklable: its readers open in the process that reads (Grain's workers open their own).
     """
 
@@ -109,32 +103,22 @@ class Table:
                 self._paths[shard], "readahead_buffer_size:0,max_parallelism:0")
         return self._readers[shard]
 
-    def read(self, indices):
-        """The rows of the records at `indices`, in that order.
-
-        Read one by one in the calling thread: the input's parallelism is its worker
-        processes, and a list read's thread pool cost 0.03 ms more CPU an image record.
-        """
-        rows = []
-        for index in indices:
-            if not 0 <= index < len(self):
-                raise IndexError(f"record index {index} out of range [0, {len(self)})")
-            shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-            reader = self._reader(shard)
-            reader.seek(int(index - self._starts[shard]))
-            rows.append(self._row(records.decode(reader.read())))
-        return rows
-
     def __getitem__(self, index):
-        return self.read([index])[0]
+        if not 0 <= index < len(self):
+            raise IndexError(f"record index {index} out of range [0, {len(self)})")
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+        reader = self._reader(shard)
+        reader.seek(int(index - self._starts[shard]))
+        return self._row(records.decode(reader.read()))
+
+    def read(self, indices):
+        """The rows at `indices`, in that order (read one by one: the input's parallelism is
+        its worker processes; array_record's list read's threads cost 0.03 ms an image)."""
+        return [self[index] for index in indices]
 
 
 class Built:
-    """A built COCO-35L or CC3M-35L in `data_dir` (the layout in the module docstring).
-
-    Raises:
-        NotBuiltError: its images are not built.
-    """
+    """A built COCO-35L or CC3M-35L in `data_dir`; NotBuiltError if its images are not."""
 
     def __init__(self, data_dir, dataset):
         if dataset not in DATASETS:
@@ -166,7 +150,7 @@ class Built:
             raise NotBuiltError(f"{self.dataset} has no images of split {split!r} in "
                                 f"{self.data_dir}")
         return Table(images_dir(self.data_dir, self.dataset), self.dataset, split,
-                       self._image_splits[split], image_row)
+                     self._image_splits[split], image_row)
 
     def captions(self, split, lang):
         """The caption table of a split and language: `Table` of (image index, key, captions)."""
@@ -175,4 +159,4 @@ class Built:
             raise NotBuiltError(f"{self.dataset} has no {lang!r} captions of split {split!r} "
                                 f"in {self.data_dir}")
         return Table(captions_dir(self.data_dir, self.dataset), self.dataset, name,
-                       self._caption_splits[name], caption_row)
+                     self._caption_splits[name], caption_row)

@@ -13,56 +13,45 @@ A record is a flat dict {feature name: bytes | str | int | list of one kind};
 
 import functools
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
-_PACKAGE = "xm3600.records"
-
-
-def _schema():
-    """The FileDescriptorProto of BytesList, Int64List, FloatList, Feature, Features, Example."""
-    F = descriptor_pb2.FieldDescriptorProto
-    proto = descriptor_pb2.FileDescriptorProto(name="xm3600_records_example.proto",
-                                               package=_PACKAGE, syntax="proto3")
-
-    def message(name, fields, nested=()):
-        m = proto.message_type.add(name=name)
-        for field in fields:
-            m.field.add(**field)
-        for sub in nested:
-            m.nested_type.add().CopyFrom(sub)
-        return m
-
-    def repeated(type_):
-        return dict(name="value", number=1, label=F.LABEL_REPEATED, type=type_)
-
-    message("BytesList", [repeated(F.TYPE_BYTES)])
-    message("FloatList", [repeated(F.TYPE_FLOAT)])
-    message("Int64List", [repeated(F.TYPE_INT64)])
-    feature = message("Feature", [
-        dict(name=name, number=number, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
-             type_name=f".{_PACKAGE}.{kind}", oneof_index=0)
-        for number, (name, kind) in enumerate(
-            (("bytes_list", "BytesList"), ("float_list", "FloatList"),
-             ("int64_list", "Int64List")), start=1)])
-    feature.oneof_decl.add(name="kind")
-    entry = descriptor_pb2.DescriptorProto(name="FeatureEntry")
-    entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
-    entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_MESSAGE,
-                    type_name=f".{_PACKAGE}.Feature")
-    entry.options.map_entry = True
-    message("Features", [dict(name="feature", number=1, label=F.LABEL_REPEATED,
-                              type=F.TYPE_MESSAGE, type_name=f".{_PACKAGE}.Features.FeatureEntry")],
-            nested=[entry])
-    message("Example", [dict(name="features", number=1, label=F.LABEL_OPTIONAL,
-                             type=F.TYPE_MESSAGE, type_name=f".{_PACKAGE}.Features")])
-    return proto
+# tensorflow/core/example/{example,feature}.proto's messages (their field numbers and
+# types, so the same bytes), in a package of our own.
+_SCHEMA = """
+name: "xm3600_records_example.proto" package: "xm3600.records" syntax: "proto3"
+message_type { name: "BytesList"
+               field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_BYTES } }
+message_type { name: "FloatList"
+               field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_FLOAT } }
+message_type { name: "Int64List"
+               field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_INT64 } }
+message_type {
+  name: "Feature" oneof_decl { name: "kind" }
+  field { name: "bytes_list" number: 1 type_name: ".xm3600.records.BytesList" oneof_index: 0
+          label: LABEL_OPTIONAL type: TYPE_MESSAGE }
+  field { name: "float_list" number: 2 type_name: ".xm3600.records.FloatList" oneof_index: 0
+          label: LABEL_OPTIONAL type: TYPE_MESSAGE }
+  field { name: "int64_list" number: 3 type_name: ".xm3600.records.Int64List" oneof_index: 0
+          label: LABEL_OPTIONAL type: TYPE_MESSAGE } }
+message_type {
+  name: "Features"
+  field { name: "feature" number: 1 type_name: ".xm3600.records.Features.FeatureEntry"
+          label: LABEL_REPEATED type: TYPE_MESSAGE }
+  nested_type { name: "FeatureEntry" options { map_entry: true }
+                field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+                field { name: "value" number: 2 type_name: ".xm3600.records.Feature"
+                        label: LABEL_OPTIONAL type: TYPE_MESSAGE } } }
+message_type { name: "Example"
+               field { name: "features" number: 1 type_name: ".xm3600.records.Features"
+                       label: LABEL_OPTIONAL type: TYPE_MESSAGE } }
+"""
 
 
 @functools.cache
 def _example_class():
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(_schema())
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.Example"))
+    pool.Add(text_format.Parse(_SCHEMA, descriptor_pb2.FileDescriptorProto()))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("xm3600.records.Example"))
 
 
 def encode(record):

@@ -69,7 +69,8 @@ def _independent_set(data_dir, lang, vocab, config):
     records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
     keys, refs = xm3600_release.references(records, lang)
     size = config.model.image_size
-    images = np.stack([image_lib.read(xm3600_release.image_path(folder, k), size) for k in keys])
+    images = image_lib.to_unit_range(np.stack([
+        image_lib.read_pixels(xm3600_release.image_path(folder, k), size) for k in keys]))
     prompt = prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
 

@@ -25,8 +25,7 @@ from training.metrics import read_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
 SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,
-             "total_steps": 6, "evals.xm3600.every": 0, "checkpoint.every": 3,
-             "data.reader": "files"}
+             "total_steps": 6, "evals.xm3600.every": 0, "checkpoint.every": 3}
 # Pure data parallelism (parameters replicated, the batch split on the data axis) is
 # test_two_processes_give_the_result_of_one's mesh (the default: data over the 2 processes),
 # and the fully sharded mesh splits the batch over all 8 devices as data=8 alone would: a

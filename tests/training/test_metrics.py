@@ -259,7 +259,7 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
     """train.py's command line end to end (in this process, `tiny.train_main`), its TensorBoard
     event file filling up after a few steps."""
     config = tiny.write_config_file(tmp_path / "config.py", tiny_demo,
-                                    **{"data.reader": "files", "evals.xm3600.every": 0})
+                                    **{"evals.xm3600.every": 0})
     _fill_disk(monkeypatch, ".v2", room=600)
     workdir = tmp_path / "run"
     result = tiny.train_main(config, workdir)

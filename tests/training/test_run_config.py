@@ -43,6 +43,15 @@ def test_model_and_data_changes_are_named():
     assert changes == ["data.langs: ['en', 'es'] -> ['en']", "model.t5.emb_dim: 32 -> 64"]
 
 
+def test_retired_fields_saved_with_what_runs_do_now_resume():
+    saved = _config().to_dict()
+    saved["data"].update(reader="files", mixture="uniform", augment=False)  # Older runs'.
+    assert run_config.incompatible_changes(saved, _config().to_dict()) == []
+    saved["data"].update(mixture="proportional", augment=True)  # Other examples then.
+    assert run_config.incompatible_changes(saved, _config().to_dict()) == [
+        "data.augment: True -> None", "data.mixture: 'proportional' -> None"]
+
+
 def test_tuples_and_lists_compare_equal():
     saved = _config().to_dict()
     saved["data"]["langs"] = ["en", "es"]  # What JSON gives back.

@@ -55,7 +55,6 @@ BAD_VALUES = [
     ("model.dropout", NAN, "config.model.dropout=nan; expected a finite number in [0, 1)"),
     ("mesh.data", 0, "config.mesh.data=0; expected an integer >= 1, or -1"),
     ("mesh.model", -2, "config.mesh.model=-2; expected an integer >= 1, or -1"),
-    ("data.mixture", "random", "config.data.mixture='random'; known: uniform, proportional"),
     ("data.prompt_template", "<2xx>", "config.data.prompt_template='<2xx>': prompt template "
                                       "'<2xx>' has no '{lang}' field"),
     ("data.prompt_template", "<2{lang}{x}>", "config.data.prompt_template='<2{lang}{x}>': "

@@ -83,7 +83,8 @@ def model_input(image, size, name=None):
             rgb = image_lib.to_rgb(image, upright=True)
             return image_lib.to_unit_range(np.asarray(rgb.resize((size, size), Image.BILINEAR)))
         try:
-            return image_lib.decode(_read(image, name), size, name=name, upright=True)
+            return image_lib.to_unit_range(
+                image_lib.decode_pixels(_read(image, name), size, name=name, upright=True))
         except image_lib.ImageError as e:
             raise InputError(str(e)) from None
 

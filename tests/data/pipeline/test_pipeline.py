@@ -2,6 +2,7 @@
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -10,24 +11,17 @@ import ml_collections
 import numpy as np
 import pytest
 
-from data import demo_captions, pipeline, prompts, tokenizer
+from data import demo_captions, images, pipeline, prompts, tokenizer
 from data.build import layout
-from data.pipeline import sources
+from tests import tiny
 
 
 def _config(demo_dir, **overrides):
     config = ml_collections.ConfigDict(dict(
         dataset="coco35l", manual_dir=str(demo_dir / "coco35l"), langs=("en", "es", "hi", "zh"),
-        mixture="uniform", prompt_template="<2{lang}>", max_prompt_len=4, max_target_len=16,
-        augment=True, num_workers=0))
+        prompt_template="<2{lang}>", max_prompt_len=4, max_target_len=16, num_workers=0))
     config.update(overrides)
     return config
-
-
-@pytest.fixture(scope="module", params=["files", "tfds"])
-def reader(request, built_demo):
-    """Each reader ("tfds": the demo's built COCO-35L)."""
-    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +37,8 @@ def _take(config, vocab, steps, **kwargs):
     return batches
 
 
-def test_batch_shapes_dtypes_and_ranges(demo_dir, vocab, reader):
-    batch = _take(_config(demo_dir, reader=reader), vocab, 1)[0]
+def test_batch_shapes_dtypes_and_ranges(built_demo, vocab):
+    batch = _take(_config(built_demo), vocab, 1)[0]
     assert batch["image"].shape == (8, 32, 32, 3) and batch["image"].dtype == np.uint8
     assert batch["image"].min() < 128 < batch["image"].max()
     assert batch["prompt"].shape == (8, 4) and batch["prompt"].dtype == np.int32
@@ -55,26 +49,26 @@ def test_batch_shapes_dtypes_and_ranges(demo_dir, vocab, reader):
         assert tokenizer.EOS_ID not in row[:length - 1]
 
 
-def test_uniform_mixture_prompts_each_language_equally(demo_dir, vocab, reader):
-    batches = _take(_config(demo_dir, reader=reader), vocab, 3)
+def test_languages_take_turns_in_the_prompts(built_demo, vocab):
+    batches = _take(_config(built_demo), vocab, 3)
     prompts = [vocab.decode([int(t) for t in row if t > 1])
                for b in batches for row in b["prompt"]]
     assert sorted(set(prompts)) == ["<2en>", "<2es>", "<2hi>", "<2zh>"]
     assert all(prompts.count(p) == 6 for p in set(prompts))
 
 
-def test_targets_are_references_in_the_prompted_language(demo_dir, vocab, reader):
+def test_targets_are_references_in_the_prompted_language(built_demo, vocab):
     captions = {lang: {raw for scene in demo_captions.all_scenes()
                        for raw, _ in demo_captions.captions(scene, lang)}
                 for lang in demo_captions.DEMO_LANGS}
-    batch = _take(_config(demo_dir, reader=reader, max_target_len=24), vocab, 1)[0]
+    batch = _take(_config(built_demo, max_target_len=24), vocab, 1)[0]
     for prompt, target in zip(batch["prompt"], batch["targets"], strict=True):
         lang = vocab.decode([int(t) for t in prompt if t > 1])[2:-1]
         assert vocab.decode([int(t) for t in target if t > 1]) in captions[lang]
 
 
-def test_resuming_at_step_k_gives_the_same_batches(demo_dir, vocab, reader):
-    config = _config(demo_dir, reader=reader, mixture="proportional")
+def test_resuming_at_step_k_gives_the_same_batches(built_demo, vocab):
+    config = _config(built_demo)
     straight = _take(config, vocab, 5)
     resumed = _take(config, vocab, 2, start_step=3)
     for a, b in zip(straight[3:], resumed, strict=True):
@@ -83,8 +77,8 @@ def test_resuming_at_step_k_gives_the_same_batches(demo_dir, vocab, reader):
     assert not np.array_equal(straight[0]["targets"], straight[1]["targets"])
 
 
-def test_process_shards_are_disjoint_and_complete(demo_dir, vocab, reader):
-    config = _config(demo_dir, reader=reader)
+def test_process_shards_are_disjoint_and_complete(built_demo, vocab):
+    config = _config(built_demo)
     whole = _take(config, vocab, 2)
     shards = [_take(config, vocab, 2, process_index=p, process_count=2) for p in range(2)]
     for step in range(2):
@@ -113,30 +107,22 @@ def test_unknown_language_lists_known_ones(demo_dir, vocab):
         _take(_config(demo_dir, langs=("en", "xx")), vocab, 1)
 
 
-def test_both_readers_give_the_same_batches(built_demo, vocab):
-    files = _take(_config(built_demo, reader="files", mixture="proportional"), vocab, 3)
-    built = _take(_config(built_demo, reader="tfds", mixture="proportional"), vocab, 3)
-    for a, b in zip(files, built, strict=True):
-        for key in a:
-            np.testing.assert_array_equal(a[key], b[key])
-
-
 def test_a_start_reads_the_build_not_the_release_files(built_demo, vocab, tmp_path):
     release = tmp_path / "coco35l"
     release.mkdir()  # The release folder is empty: only the build is read.
-    config = _config(built_demo, reader="tfds", manual_dir=str(release),
+    config = _config(built_demo, manual_dir=str(release),
                      tfds_data_dir=str(built_demo / "tfds"))
-    reference = _take(_config(built_demo, reader="tfds"), vocab, 2)
+    reference = _take(_config(built_demo), vocab, 2)
     for a, b in zip(_take(config, vocab, 2), reference, strict=True):
         for key in a:
             np.testing.assert_array_equal(a[key], b[key])
 
 
 def test_worker_processes_make_the_same_batches_resumed_and_sharded(built_demo, vocab):
-    config = _config(built_demo, reader="tfds")
+    config = _config(built_demo)
     alone = _take(config, vocab, 6)
     iterator = pipeline.train_iterator(
-        _config(built_demo, reader="tfds", num_workers=2), vocab, global_batch_size=8,
+        _config(built_demo, num_workers=2), vocab, global_batch_size=8,
         image_size=32, seed=0, start_step=3, process_index=1, process_count=2)
     workers = iterator.workers  # Started with the iterator, before any batch is asked for.
     assert len(workers) == 2 and all(worker.is_alive() for worker in workers)
@@ -149,23 +135,17 @@ def test_worker_processes_make_the_same_batches_resumed_and_sharded(built_demo, 
 
 
 def test_a_worker_error_reaches_the_trainer_with_its_type(built_demo, vocab, tmp_path):
-    data = tmp_path / "coco35l"
-    data.mkdir()
-    for name in os.listdir(built_demo / "coco35l"):
-        os.symlink(built_demo / "coco35l" / name, data / name)
-    config = _config(tmp_path, reader="files", num_workers=1, augment=False)
-    os.unlink(data / "train2014")
-    os.mkdir(data / "train2014")
-    for jpeg in (built_demo / "coco35l" / "train2014").iterdir():
-        (data / "train2014" / jpeg.name).write_bytes(b"\xff\xd8 not a jpeg")
-    with pytest.raises(ValueError, match=r"cannot decode image \d+_(en|es|hi|zh)"):
-        _take(config, vocab, 1, check_images=False)  # Else the check before the workers.
-    with pytest.raises(ValueError, match=r"cannot decode image \d+_(en|es|hi|zh)"):
+    """A build whose image records hold bytes that do not decode (changed by hand)."""
+    shutil.copytree(built_demo / "tfds", tmp_path / "tfds")
+    tiny.spoil_built_images(tmp_path / "tfds")
+    config = _config(built_demo, tfds_data_dir=str(tmp_path / "tfds"), num_workers=1)
+    with pytest.raises(images.ImageError, match=r"cannot decode image key \d+ \(coco35l "
+                                                r"train image \d+\)"):
         _take(config, vocab, 1)
 
 
 def test_missing_languages_are_an_error_naming_size_and_command(built_demo, vocab, tmp_path):
-    config = _config(built_demo, reader="tfds", langs=("en", "de", "fr"))
+    config = _config(built_demo, langs=("en", "de", "fr"))
     with pytest.raises(layout.NotBuiltError) as error:
         _take(config, vocab, 1)
     message = str(error.value)
@@ -173,7 +153,7 @@ def test_missing_languages_are_an_error_naming_size_and_command(built_demo, voca
     assert f"python -m data.build coco35l --manual_dir {built_demo / 'coco35l'} --data_dir " \
            f"{built_demo / 'tfds'} --langs de,fr" in message
     assert "--build_data" in message
-    empty = _config(built_demo, reader="tfds", tfds_data_dir=str(tmp_path / "none"))
+    empty = _config(built_demo, tfds_data_dir=str(tmp_path / "none"))
     with pytest.raises(layout.NotBuiltError, match=r"missing the images and the captions of "
                                                    r"en, es, hi, zh \(about [\d.]+ [KM]B\)"):
         _take(empty, vocab, 1)
@@ -184,16 +164,16 @@ def test_build_on_request_checks_free_space_first(demo_dir, vocab, tmp_path, mon
 
     from data.build import builder
 
-    config = _config(demo_dir, reader="tfds", tfds_data_dir=str(tmp_path / "built"),
+    config = _config(demo_dir, tfds_data_dir=str(tmp_path / "built"),
                      langs=("en", "zh"))
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     with pytest.raises(builder.NotEnoughSpaceError, match=r"needs about [\d.]+ [KM]B"):
-        sources.ensure_built(config, build=True)
+        pipeline.ensure_built(config, build=True)
     assert not (tmp_path / "built" / "coco35l" / "images" / "2.0.0" / "dataset_info.json").exists()
     monkeypatch.setattr(shutil, "disk_usage", real)
-    sources.ensure_built(config, build=True)
-    assert sources.missing(config) == (False, [])
+    pipeline.ensure_built(config, build=True)
+    pipeline.ensure_built(config)  # Built: no error.
 
 
 def test_reading_imports_no_tensorflow(built_demo, tmp_path):
@@ -231,10 +211,10 @@ def test_a_full_shared_memory_is_an_error_not_a_short_batch(built_demo, vocab, m
     """A worker writes the pixels into Grain's shared memory by pwrite; a short write (a full
     /dev/shm) is an OSError(ENOSPC) naming it, where stores into the mapping would kill the
     worker with SIGBUS."""
-    config = _config(built_demo, reader="tfds").to_dict()
-    _, per_lang = sources.open_sources(config)
-    sampler = pipeline.sampling.Sampler([len(s) for s in per_lang], "uniform", 0)
-    batch = pipeline.Batch(config, vocab.path, sampler, image_size=32, seed=0,
+    config = _config(built_demo).to_dict()
+    captions, _ = pipeline.open_tables(config)
+    sampler = pipeline.sampling.Sampler([len(table) for table in captions], 0)
+    batch = pipeline.Batch(config, vocab.path, sampler, image_size=32,
                            global_batch_size=4, process_count=1, shared_memory=True)
     made = batch(0)
     for array in made.values():

@@ -1,4 +1,4 @@
-"""Tests of data/pipeline/sampling.py: epochs, mixtures, resumption and sharding."""
+"""Tests of data/pipeline/sampling.py: language blocks, epochs, draws, resumption, sharding."""
 
 import collections
 
@@ -11,8 +11,8 @@ NUM_EXAMPLES = [5, 3, 8]
 NUM_REFS = [[2] * 5, [1, 3, 2], [5] * 8]
 
 
-def _sampler(mixture, seed=0):
-    return sampling.Sampler(NUM_EXAMPLES, mixture, seed)
+def _sampler(seed=0):
+    return sampling.Sampler(NUM_EXAMPLES, seed)
 
 
 def _sample(sampler, start, count):
@@ -28,13 +28,13 @@ def _refs(langs, examples, draws):
 
 
 def test_uniform_blocks_hold_each_language_once():
-    langs, _, _ = _sample(_sampler("uniform"), 0, 3 * 40)
+    langs, _, _ = _sample(_sampler(), 0, 3 * 40)
     for block in langs.reshape(40, 3):
         assert sorted(block) == [0, 1, 2]
 
 
 def test_uniform_each_language_epoch_visits_each_example_once():
-    langs, examples, draws = _sample(_sampler("uniform"), 0, 3 * 8 * 4)
+    langs, examples, draws = _sample(_sampler(), 0, 3 * 8 * 4)
     refs = _refs(langs, examples, draws)
     for lang, n in enumerate(NUM_EXAMPLES):
         seen = examples[langs == lang]
@@ -44,22 +44,9 @@ def test_uniform_each_language_epoch_visits_each_example_once():
         assert all(0 <= r < NUM_REFS[lang][e] for e, r in zip(seen, chosen_refs, strict=True))
 
 
-def test_proportional_epoch_visits_each_pair_once():
-    total = sum(NUM_EXAMPLES)
-    langs, examples, draws = _sample(_sampler("proportional"), 0, 3 * total)
-    refs = _refs(langs, examples, draws)
-    for epoch in range(3):
-        window = slice(epoch * total, (epoch + 1) * total)
-        pairs = sorted(zip(langs[window], examples[window], strict=True))
-        assert pairs == [(l, e) for l, n in enumerate(NUM_EXAMPLES) for e in range(n)]
-    assert all(0 <= r < NUM_REFS[l][e] for l, e, r in zip(langs, examples, refs, strict=True))
-
-
-@pytest.mark.parametrize("mixture", sampling.MIXTURES)
-def test_references_vary_across_epochs(mixture):
+def test_references_vary_across_epochs():
     # Language 2 has 5 references per image: over 20 epochs every reference shows up.
-    langs, examples, draws = _sample(_sampler(mixture), 0, 3 * 8 * 20 if mixture == "uniform"
-                                     else sum(NUM_EXAMPLES) * 20)
+    langs, examples, draws = _sample(_sampler(), 0, 3 * 8 * 20)
     refs = _refs(langs, examples, draws)
     chosen = collections.defaultdict(set)
     for l, e, r in zip(langs, examples, refs, strict=True):
@@ -68,18 +55,19 @@ def test_references_vary_across_epochs(mixture):
     assert all(len(c) >= 4 for c in chosen.values())
 
 
-@pytest.mark.parametrize("mixture", sampling.MIXTURES)
-def test_any_window_equals_the_same_positions_of_a_long_run(mixture):
-    full = _sample(_sampler(mixture), 0, 200)
+def test_any_window_equals_the_same_positions_of_a_long_run():
+    full = _sample(_sampler(), 0, 200)
     for start, count in ((150, 50), (0, 7), (37, 50)):
-        window = _sample(_sampler(mixture), start, count)  # A new process: nothing cached.
+        sampling._epoch.cache_clear()  # As in a new process: nothing cached.
+        sampling._language_order.cache_clear()
+        window = _sample(_sampler(), start, count)
         for a, b in zip(full, window, strict=True):
             np.testing.assert_array_equal(a[start:start + count], b)
 
 
 def test_seed_changes_the_order():
-    a = _sample(_sampler("proportional", seed=0), 0, 16)[1]
-    b = _sample(_sampler("proportional", seed=1), 0, 16)[1]
+    a = _sample(_sampler(seed=0), 0, 16)[1]
+    b = _sample(_sampler(seed=1), 0, 16)[1]
     assert not np.array_equal(a, b)
 
 
@@ -89,10 +77,8 @@ def test_bad_arguments_are_rejected():
         sampling.local_batch_size(10, 0, 3)
     with pytest.raises(ValueError, match="process_index"):
         sampling.local_batch_size(12, 3, 3)
-    with pytest.raises(ValueError, match="unknown mixture 'mixed'"):
-        sampling.Sampler([1], "mixed", 0)
     with pytest.raises(ValueError, match="no training examples"):
-        sampling.Sampler([2, 0], "uniform", 0)
+        sampling.Sampler([2, 0], 0)
 
 
 def test_reference_index_is_uniform_and_in_range():
@@ -102,17 +88,11 @@ def test_reference_index_is_uniform_and_in_range():
     assert sampling.reference_index(0.999999999, 5) == 4
 
 
-@pytest.mark.parametrize("mixture", sampling.MIXTURES)
-def test_a_draw_is_the_epoch_streams_draw_of_its_example(mixture):
+def test_a_draw_is_the_epoch_streams_draw_of_its_example():
     """The draws are read by advancing the generator: the numbers of drawing them all."""
-    sampler = _sampler(mixture, seed=3)
-    total = sum(NUM_EXAMPLES)
-    for position in range(0, 3 * total, 5):
+    sampler = _sampler(seed=3)
+    for position in range(0, 3 * sum(NUM_EXAMPLES), 5):
         lang, example, draw = sampler.example(position)
-        if mixture == "uniform":
-            epoch = (position // len(NUM_EXAMPLES)) // NUM_EXAMPLES[lang]
-            stream, index, size = [3, 2, lang, epoch], example, NUM_EXAMPLES[lang]
-        else:
-            stream, index, size = [3, 4, position // total], \
-                sum(NUM_EXAMPLES[:lang]) + example, total
-        assert draw == np.random.default_rng(stream).random(size)[index]
+        epoch = (position // len(NUM_EXAMPLES)) // NUM_EXAMPLES[lang]
+        stream = np.random.default_rng([3, 2, lang, epoch])
+        assert draw == stream.random(NUM_EXAMPLES[lang])[example]

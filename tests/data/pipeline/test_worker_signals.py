@@ -29,7 +29,7 @@ def _script(demo_dir, then):
         from data import pipeline, tokenizer
         config = ml_collections.ConfigDict(dict(
             dataset="coco35l", manual_dir={str(demo_dir / "coco35l")!r}, langs=("en", "zh"),
-            reader="files", max_prompt_len=4, max_target_len=16, num_workers=2))
+            max_prompt_len=4, max_target_len=16, num_workers=2))
         vocab = tokenizer.get_vocabulary({str(demo_dir / "spm" / "demo.model")!r})
         batches = pipeline.train_iterator(config, vocab, global_batch_size=4, image_size=32,
                                           seed=0)

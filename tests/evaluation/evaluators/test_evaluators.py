@@ -44,7 +44,7 @@ def _pinned_config(data_dir):
     c.update_from_flattened_dict({
         "total_steps": 60, "batch_size": 16, "log_every": 30, "lr.constant_steps": 1000,
         "vocab.path": f"{data_dir}/spm/demo.model", "data.manual_dir": f"{data_dir}/coco35l",
-        "data.reader": "files", "model.image_size": 32, "checkpoint.every": 30,
+        "model.image_size": 32, "checkpoint.every": 30,
         "evals.xm3600.data_dir": f"{data_dir}/xm3600", "evals.xm3600.every": 30,
         "evals.xm3600.batch_size": 8,
         "evals.coco_dev.manual_dir": f"{data_dir}/coco35l", "evals.coco_dev.every": 60,

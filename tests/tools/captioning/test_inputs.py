@@ -1,6 +1,6 @@
 """Tests of tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads.
 
-The pixels are checked against data/images.read (what training and evaluation see) on the
+The pixels are checked against data/images.read_pixels (what training and evaluation see) on the
 same picture stored plainly: an EXIF-rotated JPEG must give the upright picture's pixels, a
 transparent PNG the picture composited onto white by hand, and so on.
 """
@@ -22,6 +22,11 @@ from tools.captioning import inputs, run_exported
 SIZE = 16
 
 
+def _unit_pixels(path, size):
+    """data/images' pixels of a file as the model sees them, in [-1, 1]."""
+    return image_lib.to_unit_range(image_lib.read_pixels(path, size))
+
+
 def _picture(width=24, height=16):
     """An RGB picture with distinct corners, so that a rotation shows."""
     y, x = np.mgrid[0:height, 0:width]
@@ -38,7 +43,7 @@ def test_plain_images_are_read_as_training_reads_them(tmp_path):
         path = _save(tmp_path / f"a.{ext}", Image.fromarray(_picture()).convert(
             "P" if ext == "gif" else "RGB"))
         np.testing.assert_array_equal(inputs.model_input(path, SIZE),
-                                      image_lib.read(path, SIZE), err_msg=ext)
+                                      _unit_pixels(path, SIZE), err_msg=ext)
 
 
 def test_exif_orientation_is_applied(tmp_path):
@@ -51,9 +56,9 @@ def test_exif_orientation_is_applied(tmp_path):
     stored = _save(tmp_path / "stored.png", picture.transpose(Image.Transpose.ROTATE_90),
                    exif=exif.tobytes())
     np.testing.assert_array_equal(inputs.model_input(stored, SIZE),
-                                  image_lib.read(upright, SIZE))
+                                  _unit_pixels(upright, SIZE))
     # Training keeps the stored pixels.
-    assert not np.array_equal(image_lib.read(stored, SIZE), image_lib.read(upright, SIZE))
+    assert not np.array_equal(_unit_pixels(stored, SIZE), _unit_pixels(upright, SIZE))
 
 
 def test_transparency_is_composited_onto_white(tmp_path):
@@ -64,7 +69,7 @@ def test_transparency_is_composited_onto_white(tmp_path):
     alpha = rgba[..., 3:] / 255.0
     by_hand = np.round(rgba[..., :3] * alpha + 255 * (1 - alpha)).astype(np.uint8)
     plain = _save(tmp_path / "by_hand.png", Image.fromarray(by_hand))
-    np.testing.assert_allclose(inputs.model_input(path, SIZE), image_lib.read(plain, SIZE),
+    np.testing.assert_allclose(inputs.model_input(path, SIZE), _unit_pixels(plain, SIZE),
                                atol=2.5 / 255)
     # A fully transparent corner is white (1.0), not the black under it.
     assert np.all(inputs.model_input(path, SIZE)[:, 0] > 0.95)
@@ -75,12 +80,12 @@ def test_grayscale_cmyk_and_16_bit_images(tmp_path):
     gray_path = _save(tmp_path / "gray.png", Image.fromarray(gray, "L"))
     rgb_path = _save(tmp_path / "rgb.png", Image.fromarray(np.repeat(gray[..., None], 3, -1)))
     np.testing.assert_array_equal(inputs.model_input(gray_path, SIZE),
-                                  image_lib.read(rgb_path, SIZE))
+                                  _unit_pixels(rgb_path, SIZE))
     # 16 bits per pixel: 257 * v is v in 8 bits (PIL alone would clip it to white).
     wide = _save(tmp_path / "gray16.png", Image.fromarray(gray.astype(np.uint16) * 257))
     assert Image.open(wide).mode.startswith("I")
     np.testing.assert_array_equal(inputs.model_input(wide, SIZE),
-                                  image_lib.read(rgb_path, SIZE))
+                                  _unit_pixels(rgb_path, SIZE))
     cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # pure red in print colours
     red = inputs.model_input(_save(tmp_path / "cmyk.tiff", cmyk), SIZE)
     np.testing.assert_allclose(red[..., 0], 1.0)
@@ -91,7 +96,7 @@ def test_bytes_and_unreadable_images(tmp_path):
     path = _save(tmp_path / "a.jpg", Image.fromarray(_picture()))
     with open(path, "rb") as f:
         data = f.read()
-    np.testing.assert_array_equal(inputs.model_input(data, SIZE), image_lib.read(path, SIZE))
+    np.testing.assert_array_equal(inputs.model_input(data, SIZE), _unit_pixels(path, SIZE))
     with pytest.raises(InputError, match=r"image file not found: .*missing\.jpg"):
         inputs.model_input(str(tmp_path / "missing.jpg"), SIZE)
     with pytest.raises(InputError, match=r"cannot decode image notes\.txt: not an image"):

@@ -31,7 +31,8 @@ def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
     vocab = tokenizer.get_vocabulary(config.vocab.path)  # seqio
     model, params, _ = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     rows = [(image, lang) for image in images for lang in langs]
-    pixels = np.stack([image_lib.read(image, config.model.image_size) for image, _ in rows])
+    pixels = image_lib.to_unit_range(np.stack([
+        image_lib.read_pixels(image, config.model.image_size) for image, _ in rows]))
     prompts = np.stack([prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>",
                                                  config.data.max_prompt_len)
                         for _, lang in rows])
