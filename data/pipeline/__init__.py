@@ -44,7 +44,7 @@ class Batch:
     """Makes batch `step * process_count + process_index`: this process's share of a step.
 
     Small to send to a worker (the config and the vocabulary's path: one pipe write, which
-    an exit cannot cut short); each process opens the sources and the vocabulary at its
+    an exit cannot cut short); each process opens the tables and the vocabulary at its
     first batch (`open`). In a worker the arrays are made in Grain's shared memory.
     """
 
