@@ -15,8 +15,6 @@ import functools
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
-# tensorflow/core/example/{example,feature}.proto's messages (their field numbers and
-# types, so the same bytes), in a package of our own.
 _SCHEMA = """
 name: "xm3600_records_example.proto" package: "xm3600.records" syntax: "proto3"
 message_type { name: "BytesList"
