@@ -25,6 +25,7 @@ from data import languages
 
 # Stream tags that keep the random draws of different purposes independent.
 _LANG_ORDER, _EXAMPLE_ORDER, _REFERENCE = range(3)
+_BITS = np.random.PCG64(0)  # Set to a stream's state to read one of its draws.
 
 
 @functools.lru_cache(maxsize=4)
@@ -43,10 +44,9 @@ def _epoch(seed, lang, epoch, size):
 def _draw(stream, index):
     """Draw `index` of a stream: `default_rng(its seeds).random(n)[index]`, not drawing the
     others (PCG64 advances one 64-bit step per float64 draw)."""
-    bits = np.random.PCG64(0)
-    bits.state = stream
-    bits.advance(index)
-    return float(np.random.Generator(bits).random())
+    _BITS.state = stream
+    _BITS.advance(index)
+    return float(np.random.Generator(_BITS).random())
 
 
 class Sampler:
