@@ -58,7 +58,6 @@ def encode(record):
     features = example.features.feature
     for name, value in record.items():
         values = value if isinstance(value, (list, tuple)) else [value]
-        # One type per feature (protobuf rejects a value of another kind in the list).
         kind = {type(v) for v in values}
         if kind <= {str}:
             features[name].bytes_list.value.extend(v.encode("utf-8") for v in values)
