@@ -56,9 +56,8 @@ def shard_path(folder, dataset, split, shard, num_shards):
 
 def read_splits(folder):
     """{split name: [records per shard]} from a TFDS folder's dataset_info.json, or None."""
-    path = os.path.join(folder, "dataset_info.json")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
             info = json.load(f)
     except FileNotFoundError:
         return None
