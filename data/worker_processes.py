@@ -80,7 +80,7 @@ def _exit_with(parent_pid):
     os._exit(0)
 
 
-def input_worker_init(parent_pid, *grain_worker_index_and_count):
+def worker_init(parent_pid, *grain_worker_index_and_count):
     """The first call of a worker (Grain's `worker_init_fn`): it ends within 0.1 s of
     `parent_pid`'s end, and at once at its own: its modules' teardown (JAX's, which Grain
     imports: ~0.6 s) would hold up closing the pool. Its signals stay blocked."""
@@ -90,6 +90,6 @@ def input_worker_init(parent_pid, *grain_worker_index_and_count):
 
 def build_worker_init(parent_pid):
     """The first call of a build worker: Ctrl-C is ignored, SIGTERM kills it (`Pool.terminate`)."""
-    input_worker_init(parent_pid)
+    worker_init(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

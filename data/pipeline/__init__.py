@@ -58,11 +58,11 @@ class Batch:
     def __getstate__(self):
         return {**self.__dict__, "_opened": None}
 
-    def open(self):
+    def open(self, tables=None):
         """(caption tables, image table, vocabulary, prompt ids [num_langs, Lp]) of this
-        process, opened at its first batch."""
+        process, opened at its first batch (or given: `open_tables`'s)."""
         if self._opened is None:
-            captions, image_table = open_tables(self.config)
+            captions, image_table = tables or open_tables(self.config)
             if [len(table) for table in captions] != self.sampler.num_examples:
                 raise RuntimeError(f"the training data changed while it was read: examples "
                                    f"per language {[len(table) for table in captions]}, "
@@ -129,7 +129,7 @@ class Batches:
         if num_workers:
             batches = batches.mp_prefetch(
                 grain.MultiprocessingOptions(num_workers=num_workers),
-                worker_init_fn=functools.partial(worker_processes.input_worker_init,
+                worker_init_fn=functools.partial(worker_processes.worker_init,
                                                  os.getpid()))
         self._iterator = iter(batches)
         self.workers = []
@@ -188,8 +188,8 @@ def ensure_built(data_config, build=False):
     (see data/build's `ensure_built`: what is missing is an error with the build command)."""
     dataset, langs, data_dir = settings(data_config)
     build_lib.ensure_built(dataset, manual_dir=data_config["manual_dir"], data_dir=data_dir,
-                       langs=langs, build=build,
-                       corrupt_images=data_config.get("corrupt_images", None) or "stop")
+                           langs=langs, build=build,
+                           corrupt_images=data_config.get("corrupt_images", None) or "stop")
 
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
@@ -216,13 +216,14 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
     ensure_built(config)
-    sampler = sampling.Sampler([len(table) for table in open_tables(config)[0]], seed)
+    tables = open_tables(config)
+    sampler = sampling.Sampler([len(table) for table in tables[0]], seed)
     num_workers = config.get("num_workers", None)
     num_workers = worker_processes.available_cores() if num_workers is None else num_workers
     batch = Batch(config, vocab.path, sampler, image_size=image_size,
                   global_batch_size=global_batch_size, process_count=process_count,
                   shared_memory=num_workers > 0)
-    batch.open()  # Checks the prompts here; makes the batches if no workers.
+    batch.open(tables)  # Checks the prompts here; makes the batches if no workers.
     shard = grain.sharding.ShardOptions(shard_index=process_index, shard_count=process_count)
     dataset = (grain.MapDataset.range(_ENDLESS)[shard.shard_index::shard.shard_count]
                [start_step:]  # Resuming is a slice: no iterator state.

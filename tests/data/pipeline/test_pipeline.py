@@ -160,8 +160,6 @@ def test_missing_languages_are_an_error_naming_size_and_command(built_demo, voca
 
 
 def test_build_on_request_checks_free_space_first(demo_dir, vocab, tmp_path, monkeypatch):
-    import shutil
-
     from data.build import builder
 
     config = _config(demo_dir, tfds_data_dir=str(tmp_path / "built"),
