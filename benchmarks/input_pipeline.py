@@ -8,8 +8,8 @@ JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of th
 
 1. One core: the same decode + resize the pipeline does (data/images.decode_pixels, at a
    reduced DCT scale when that still leaves 224 px), best of 3 passes over 200 JPEGs, in a
-   subprocess with a worker's imports (SINGLE_CORE says why), the median of 3 such
-   processes; no pipeline.
+   subprocess with a worker's imports (SINGLE_CORE says why), the mean of 8 such processes
+   (each decodes at one of two speeds: main() says why); no pipeline.
 2. The Grain pipeline (data/pipeline/) with 1 and 2 worker processes: examples/s, examples
    per CPU-second of a worker, and the trainer's own CPU per example.
 3. The pipeline of `--old_commit` (main before the move to Grain: its own worker pool and
@@ -219,11 +219,15 @@ def main(argv=None):
     print(f"Batch {BATCH} at {SIZE} px, {len(langs)} languages, {args.train_images} training "
           f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(len(os.listdir(train)), 1):.0f} KB "
           f"(640x480), {os.cpu_count()} cores; {load()}")
-    # The median of 3 processes: a process's malloc settles in one of two states (448 or 477).
-    per_core = statistics.median(run(SINGLE_CORE, ROOT, paths=paths, size=SIZE)
-                                 for _ in range(3))
+    # A process decodes at one of two speeds, ~5% apart (448-458 or 474-478 images/s here,
+    # as many of each in 12), set by its memory layout: with ASLR off and PYTHONHASHSEED
+    # fixed it is the same every time, whatever malloc's thresholds. The median of 3 was one
+    # or the other by chance; the mean of 8 is one core's expected rate.
+    rates = sorted(run(SINGLE_CORE, ROOT, paths=paths, size=SIZE) for _ in range(8))
+    per_core = statistics.mean(rates)
     print(f"1. one core, decode + resize to {SIZE} px (data/images.decode_pixels, no pipeline):"
-          f" {per_core:.0f} images/s ({load()})")
+          f" {per_core:.0f} images/s, the mean of {len(rates)} processes "
+          f"({', '.join(f'{r:.0f}' for r in rates)}; {load()})")
 
     from data import build
 
