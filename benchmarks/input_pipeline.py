@@ -219,10 +219,10 @@ def main(argv=None):
     print(f"Batch {BATCH} at {SIZE} px, {len(langs)} languages, {args.train_images} training "
           f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(len(os.listdir(train)), 1):.0f} KB "
           f"(640x480), {os.cpu_count()} cores; {load()}")
-    # A process decodes at one of two speeds, ~5% apart (448-458 or 474-478 images/s here,
-    # as many of each in 12), set by its memory layout: with ASLR off and PYTHONHASHSEED
-    # fixed it is the same every time, whatever malloc's thresholds. The median of 3 was one
-    # or the other by chance; the mean of 8 is one core's expected rate.
+    # A process decodes at one of two speeds, ~5% apart, over all its passes (448-458 or
+    # 474-478 images/s here, as many of each in 12), whatever ASLR, PYTHONHASHSEED, malloc's
+    # thresholds or Pillow's block cache (each tried). The median of 3 was one or the other
+    # by chance; the mean of 8 is one core's expected rate.
     rates = sorted(run(SINGLE_CORE, ROOT, paths=paths, size=SIZE) for _ in range(8))
     per_core = statistics.mean(rates)
     print(f"1. one core, decode + resize to {SIZE} px (data/images.decode_pixels, no pipeline):"
