@@ -216,8 +216,10 @@ def main(argv=None):
     langs = languages.TRAIN_35L_LANGS
     train = os.path.join(manual, "train2014")
     paths = sorted(os.path.join(train, name) for name in os.listdir(train))[:200]
+    # jpeg_bytes counts every image (training: train2014 and restval from val2014; dev).
+    num_jpegs = sum(len(os.listdir(os.path.join(manual, f))) for f in ("train2014", "val2014"))
     print(f"Batch {BATCH} at {SIZE} px, {len(langs)} languages, {args.train_images} training "
-          f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(len(os.listdir(train)), 1):.0f} KB "
+          f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(num_jpegs, 1):.0f} KB "
           f"(640x480), {os.cpu_count()} cores; {load()}")
     # A process decodes at one of two speeds, ~5% apart, over all its passes (448-458 or
     # 474-478 images/s here, as many of each in 12), whatever ASLR, PYTHONHASHSEED, malloc's
