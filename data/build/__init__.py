@@ -93,21 +93,25 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
     """Checks that the training split of `langs` of COCO-35L or CC3M-35L is built in
     `data_dir`; builds what is missing if `build` (after checking the disk's free space).
 
+    Returns:
+        The `layout.Built` of the dataset.
+
     Raises:
         layout.NotBuiltError: something is missing and `build` is False; the message says
             what, about how big it is, and the build command.
     """
     try:
-        have, images = set(layout.Built(data_dir, name).langs("train")), False
+        built = layout.Built(data_dir, name)
+        have, images = set(built.langs("train")), False
     except layout.NotBuiltError:
         have, images = set(), True
     missing = [lang for lang in langs if lang not in have]
     if not images and not missing:
-        return
+        return built
     if build:
         build_corpus(name, manual_dir=manual_dir, data_dir=data_dir, langs=missing,
                      corrupt_images=corrupt_images)
-        return
+        return layout.Built(data_dir, name)
     what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
     try:
         size = f"about {size_text(estimate_bytes(name, manual_dir, missing, images))}"

@@ -26,7 +26,6 @@ from absl import flags
 
 from data import build as build_lib
 from data import images, languages, prompts, tokenizer, worker_processes
-from data.build import layout
 from data.pipeline import sampling
 
 _ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
@@ -178,18 +177,18 @@ def settings(data_config):
 def open_tables(data_config):
     """The built training split's caption table of each configured language, and its images
     (`layout.Table`s of (image index, key, captions) and of (key, encoded image))."""
-    dataset, langs, data_dir = settings(data_config)
-    built = layout.Built(data_dir, dataset)
-    return [built.captions("train", lang) for lang in langs], built.images("train")
+    built = ensure_built(data_config)
+    return ([built.captions("train", lang) for lang in settings(data_config)[1]],
+            built.images("train"))
 
 
 def ensure_built(data_config, build=False):
-    """Checks that the configured dataset and languages are built, or builds them if `build`
-    (see data/build's `ensure_built`: what is missing is an error with the build command)."""
+    """The `layout.Built` of the configured dataset once its languages are built (built here
+    if `build`; else what is missing is an error with the build command: data/build's)."""
     dataset, langs, data_dir = settings(data_config)
-    build_lib.ensure_built(dataset, manual_dir=data_config["manual_dir"], data_dir=data_dir,
-                           langs=langs, build=build,
-                           corrupt_images=data_config.get("corrupt_images", None) or "stop")
+    return build_lib.ensure_built(
+        dataset, manual_dir=data_config["manual_dir"], data_dir=data_dir, langs=langs,
+        build=build, corrupt_images=data_config.get("corrupt_images", None) or "stop")
 
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
@@ -215,7 +214,6 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
     """
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
-    ensure_built(config)
     tables = open_tables(config)
     sampler = sampling.Sampler([len(table) for table in tables[0]], seed)
     num_workers = config.get("num_workers", None)
