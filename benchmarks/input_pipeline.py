@@ -9,7 +9,8 @@ JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of th
 1. One core: the same decode + resize the pipeline does (data/images.decode_pixels, at a
    reduced DCT scale when that still leaves 224 px), best of 3 passes over 200 JPEGs, in a
    subprocess with a worker's imports (SINGLE_CORE says why), the mean of 8 such processes
-   (each decodes at one of two speeds: main() says why); no pipeline.
+   with its standard error (each decodes at one of two speeds: main() says why); no
+   pipeline. The ratio to two cores is also given at one core's rate +- that error.
 2. The Grain pipeline (data/pipeline/) with 1 and 2 worker processes: examples/s, examples
    per CPU-second of a worker, and the trainer's own CPU per example.
 3. The pipeline of `--old_commit` (main before the move to Grain: its own worker pool and
@@ -221,15 +222,17 @@ def main(argv=None):
     print(f"Batch {BATCH} at {SIZE} px, {len(langs)} languages, {args.train_images} training "
           f"images of ~{inputs['jpeg_bytes'] / 1e3 / max(num_jpegs, 1):.0f} KB "
           f"(640x480), {os.cpu_count()} cores; {load()}")
-    # A process decodes at one of two speeds, ~5% apart, over all its passes (448-458 or
-    # 474-478 images/s here, as many of each in 12), whatever ASLR, PYTHONHASHSEED, malloc's
-    # thresholds or Pillow's block cache (each tried). The median of 3 was one or the other
-    # by chance; the mean of 8 is one core's expected rate.
+    # A process decodes at one of two speeds, ~5% apart, over all its passes (438-458 or
+    # 471-479 images/s here, about as many of each), whatever ASLR, PYTHONHASHSEED, malloc's
+    # thresholds, glibc's huge pages, Pillow's block cache or the core it is pinned to (each
+    # tried). The median of 3 was one or the other by chance; the mean of 8 is one core's
+    # expected rate, with its standard error (~1% with two speeds 5% apart).
     rates = sorted(run(SINGLE_CORE, ROOT, paths=paths, size=SIZE) for _ in range(8))
     per_core = statistics.mean(rates)
+    error = statistics.stdev(rates) / len(rates) ** 0.5
     print(f"1. one core, decode + resize to {SIZE} px (data/images.decode_pixels, no pipeline):"
-          f" {per_core:.0f} images/s, the mean of {len(rates)} processes "
-          f"({', '.join(f'{r:.0f}' for r in rates)}; {load()})")
+          f" {per_core:.0f} +- {error:.0f} images/s, the mean of {len(rates)} processes and "
+          f"its standard error ({', '.join(f'{r:.0f}' for r in rates)}; {load()})")
 
     from data import build
 
@@ -261,8 +264,10 @@ def main(argv=None):
         print(f"   2 workers: Grain {statistics.median(ratios):.2f}x {args.old_commit}'s "
               f"examples/s, the median of the rounds' ratios "
               f"({', '.join(f'{r:.2f}' for r in ratios)}; goal: at least 1.0x)")
+    low, high = (new[1]["rate"] / (2 * (per_core + e)) for e in (error, -error))
     print(f"   2 workers: Grain {new[1]['rate'] / (2 * per_core):.2f}x two cores' decode rate "
-          f"(goal: at least 0.9x)")
+          f"({low:.2f}-{high:.2f}x within one standard error of one core's; goal: at least "
+          f"0.9x)")
     predict(new, per_core, worker_counts)
     print(f"({load()} at the end)")
 
