@@ -408,8 +408,18 @@ def _score(args):
     references = xm3600_release.read_references(args.references)
     predictions = predictions_format.read(
         args.predictions, lang=langs[0] if langs and len(langs) == 1 else None)
-    return cider.score_languages(references, predictions, langs=langs,
-                                 keep_scorers=False), predictions
+    results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
+                                    allow_missing=True)
+    for lang, r in results.items():
+        if r.num_skipped:  # Table 8's averages are over every image.
+            missing = [key for key in references.get(lang)[0] if key not in predictions[lang]]
+            raise errors.InputError(
+                f"{args.predictions}: {r.num_skipped} of {len(missing) + len(r.keys)} images "
+                f"with {lang!r} references have no prediction (first: "
+                f"{', '.join(map(repr, missing[:3]))}); a report needs one for every image "
+                f"(python -m evaluation.cider --allow-missing scores only the images that "
+                f"have one)")
+    return results, predictions
 
 
 def _parser():
