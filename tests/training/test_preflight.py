@@ -5,11 +5,12 @@ import re
 import subprocess
 import sys
 
-import pytest
+from absl import flags
+from ml_collections import config_flags
 
 import train
 from tests import tiny
-from training import preflight
+from training import preflight, run_config
 
 
 def _check(config):
@@ -71,13 +72,47 @@ def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
     assert "the smallest change that does: --config.grad_accum_steps=2 " in text
 
 
-@pytest.mark.parametrize("command", [
-    "python train.py --config configs/bb.py --check --config.grad_accum_steps=8 "
-    "--config.model.remat=True"])
-def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints(command):
+def _launches():
+    """{devices: [command, ...]} of docs/baselines.md's one-GPU and 8-GPU sections."""
+    text = open(os.path.join(tiny.REPO, "docs", "baselines.md"), encoding="utf-8").read()
+    section = text.split("## One GPU or one 8-GPU host", 1)[1].split("\n## ", 1)[0]
+    one, eight = section.split("One host with 8 GPUs", 1)
+    commands = lambda part: re.findall(r"^    (python train\.py .*)$", part, re.M)  # noqa: E731
+    return {1: commands(one), 8: commands(eight)}
+
+
+def _parse(command):
+    """The config a documented train.py command line runs."""
+    argv = command.split()[1:]
+    values = flags.FlagValues()
+    # Override flags are defined from the command line they will parse (ml_collections).
+    config_flags.DEFINE_config_file("config", None, "", flag_values=values, lock_config=True,
+                                    sys_argv=argv)
+    flags.DEFINE_string("workdir", None, "", flag_values=values)
+    run_config.parse_flags(values, argv)
+    return values.config
+
+
+def test_every_baseline_has_a_one_gpu_and_an_eight_gpu_launch_at_the_paper_batch():
+    launches = _launches()
+    for devices, commands in launches.items():
+        names = [re.search(r"configs/(\w+)\.py", c).group(1) for c in commands]
+        assert names == ["bb", "bg", "lg", "bb_cc_pretrain", "bb_cc_finetune"], commands
+        for command in commands:
+            config = _parse(command)
+            run_config.check(config)
+            assert config.batch_size == 2048 and config.mesh.data == -1, command
+            per_device = config.batch_size // devices
+            assert per_device % config.grad_accum_steps == 0, command
+            assert per_device // config.grad_accum_steps == 256, command
+            assert config.model.remat, command  # What the measured 256 needs on 80 GB.
+
+
+def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints():
     """The one-GPU launch of BB from docs/baselines.md, checked here, where gs:// is out of
     reach and /data/xm3600 absent: everything it lacks, at once, exit status 2."""
-    result = subprocess.run([sys.executable, *command.split()[1:]], cwd=tiny.REPO,
+    command = _launches()[1][0].split()
+    result = subprocess.run([sys.executable, *command[1:], "--check"], cwd=tiny.REPO,
                             capture_output=True, text=True, timeout=600, env=tiny.cli_env())
     assert result.returncode == 2, result.stderr[-2000:]
     missing = [line for line in result.stdout.splitlines() if line.startswith("  MISSING  ")]
