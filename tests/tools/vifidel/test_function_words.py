@@ -185,14 +185,17 @@ def test_the_lists_cover_every_language_that_has_one():
     assert sorted(SAMPLES) == sorted(set(stopwords_langs()) - {"mi", "quz", "sw"})
 
 
-def test_the_english_list_has_the_size_the_docs_state():
+def test_the_docs_state_the_english_list_size_and_the_default_settings_line():
     en = stopwords.load("function", "en")
     with open(os.path.join(stopwords.FUNCTION_LISTS, "en.txt"), encoding="utf-8") as f:
         words = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     assert f"function words of en ({len(en.keys)}," in en.origin
     docs = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "beyond_cider.md")
     with open(docs, encoding="utf-8") as f:
-        assert f"English list has {len(words)} words ({len(en.keys)} once" in f.read()
+        page = " ".join(f.read().split())
+    assert f"English list has {len(words)} words ({len(en.keys)} once" in page
+    settings = corpus.Settings(vectors=("v",), labels=("l",)).describe()
+    assert f"settings used (`({settings})`)" in page
 
 
 @pytest.fixture
