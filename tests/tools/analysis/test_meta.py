@@ -177,16 +177,18 @@ def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files)
     assert status == 2 and "p.jsonl:1: field 'preference': 'left' is not a, b or tie" in (
         captured.err)
     assert thumb.main([str(tmp_path / "none.jsonl")]) == 2
-    # One human winner per pair: the same pair again (in either order) would count twice.
+    # The same pair again (in either order) is another judgement of it, kept and noted.
     prefs = _write_jsonl(tmp_path / "twice.jsonl", [
         {"image/key": "1", "a": "x", "b": "y", "preference": "a"},
         {"image/key": "2", "a": "x", "b": "y", "preference": "a"},
         {"image/key": "1", "a": "y", "b": "x", "preference": "b"}])
     status, captured = _run(["--pairwise", prefs, "--references", files["refs"], "--metric",
-                             "cider"], capsys)
-    assert status == 2 and captured.err.strip().endswith(
-        "twice.jsonl:3: the pair of captions of image '1' again (first at "
-        f"{tmp_path}/twice.jsonl:1)")
+                             "cider", "--samples", "0", "--json"], capsys)
+    assert status == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["rows"][0]["pairs"] == 3 and out["source"].startswith(
+        f"{prefs} (1 pair repeats an earlier pair of its image, each kept as a separate "
+        f"judgement)")
     scores = tmp_path / "systems.csv"
     scores.write_text("system,score\nA,0.5\nB,0.4\nA,0.6\n")
     status, captured = _run(["--thumb", files["thumb"], "--system-scores", f"x={scores}"], capsys)
