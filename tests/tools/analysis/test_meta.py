@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from formats import side_by_side
+from tests.evaluation import full_disk
 from tools.analysis import coefficients, correlate, meta, thumb
 from tools.vifidel import options as vifidel_options
 
@@ -224,15 +225,39 @@ def test_system_intervals_resample_systems_and_images():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--lang", "xx", "--metric", "cider-d"], r"^error: --lang: unknown language 'xx'"),
+    (["--lang", "xx"], r"^error: --lang: unknown language 'xx'; known: ar, bn, .* en, .* zh$"),
     (["--out", "/proc/x"], r"^error: --out /proc/x: cannot write there"),
     (["--num-refs", "2"], r"^error: --num-refs: for pairs only"),
+    (["--seed", "-1"], r"argument --seed: expected an integer >= 0, got -1"),
+    (["--samples", "100000000000"], r"argument --samples: expected an integer in 0\.\.100000"),
+    (["--confidence", "nan"], r"argument --confidence: expected a number in \(0, 1\), got nan"),
+    (["--confidence", "1"], r"argument --confidence: expected a number in \(0, 1\), got 1"),
+    (["stray"], r"unrecognized arguments: stray"),
 ])
-def test_bad_lang_and_out_are_one_line_before_any_work(tmp_path, capsys, argv, message):
+def test_a_bad_flag_is_one_error_line_before_any_work(tmp_path, capsys, argv, message):
     # The ratings file does not exist: the flags are checked before it is read.
-    status, captured = _run(["--thumb", str(tmp_path / "none.jsonl"), *argv], capsys)
-    lines = captured.err.strip().splitlines()
-    assert status == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
+    try:
+        status = meta.main([*argv, "--thumb", str(tmp_path / "none.jsonl")])
+    except SystemExit as e:  # argparse's own errors
+        status = e.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("error: ") and re.search(
+        message, lines[0]), lines
+
+
+def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path,
+                                                                     capsys):
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        out = disk / "report"
+        status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],
+                            "--metric", "cider-d", "--samples", "10", "--out", str(out)])
+        assert full_disk.listing(out) == {}  # No empty meta.md, nor any other file.
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "cider-d" in captured.out  # The correlations were printed first.
+    assert captured.err.strip().splitlines() == [
+        f"error: --out {out}: cannot write the report (No space left on device); the results "
+        f"are printed above"]
 
 
 def test_meta_offers_the_vifidel_command_lines_settings():
