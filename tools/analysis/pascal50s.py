@@ -236,7 +236,7 @@ def read_votes(path, pairs):
         if value.size != 1 or value[0] not in (1, -1):
             raise MetaError(f"{where}: winner {value.tolist()!r} is not 1 (B) or -1 (C)")
         out.append(triplets_lib.Triplet(image, reference, pair_b, pair_c, int(value[0]), kind,
-                                        None, where))
+                                        None, where, t // per_pair))
     return out
 
 
@@ -258,9 +258,6 @@ def _triplet_analysis(folder, pairs, lang):
         if t.image not in references or references[t.image][0] == (t.a, t.b):
             references.setdefault(t.image, [(t.a, t.b), []])[1].append(t.reference)
     references = {image: refs for image, (_, refs) in references.items()}
-    if len(scored) != len(pairs):
-        raise MetaError(f"{os.path.join(folder, PAIRS_FILE)}: {len(pairs)} pairs, of which "
-                        f"{len(pairs) - len(scored)} repeat another pair of their image")
     return triplets, Analysis(TRIPLETS, scored, references)
 
 
@@ -316,7 +313,7 @@ def read(folder, lang="en"):
             notes.append(f"{CANDIDATES_FILE} matches them")
         scored = _vote_pairs(pairs, votes, pairs_path, lang)
         if pairwise.repeats(scored):
-            notes.append(pairwise.repeats(scored))
+            notes.append(f"{VOTES}: {pairwise.repeats(scored)}")
         sizes = sorted(collections.Counter(map(len, votes)).items(), reverse=True)
         notes.append(f"{VOTES}: {', '.join(f'{n} pairs of {k}' for k, n in sizes)} votes, "
                      f"{sum(p.human == 0 for p in scored)} ties; references: each image's "
@@ -327,8 +324,10 @@ def read(folder, lang="en"):
     if has_triplets:
         triplets, analysis = _triplet_analysis(folder, pairs, lang)
         analyses.append(analysis)
-        notes.append(f"{TRIPLETS}: {len(triplets) // len(pairs)} triplets each; references: "
-                     f"each image's triplet references"
+        repeats = pairwise.repeats(analysis.pairs)
+        notes.append(f"{TRIPLETS}: {len(triplets) // len(pairs)} triplets each"
+                     + (f", {repeats}" if repeats else "") + "; references: each image's "
+                     "triplet references"
                      + (f", {_sentences_note(sentences, analysis.references)}"
                         if sentences is not None else ""))
     return Release(analyses, triplets, sentences, "; ".join(notes))

@@ -39,19 +39,26 @@ def _pairs():
     return out
 
 
+def _pairs_repeated():
+    """The pairs, then the MM pair of image 0 again (the release holds two pairs twice)."""
+    return _pairs() + [_pairs()[3]]
+
+
 def _cell(text):
     return np.array([[text]], dtype=object)
 
 
-def write_release(folder, *, break_triplet=False, category=None, with_sentences=True):
-    """The three files in the release's layout (struct fields by position)."""
+def write_release(folder, *, break_triplet=False, category=None, with_sentences=True,
+                  repeat=False):
+    """The three files in the release's layout (struct fields by position); `repeat`: a 13th
+    pair repeating the 4th."""
     if with_sentences:
         images = np.zeros((1, len(IMAGES)), dtype=[("name", "O"), ("sentences", "O")])
         for i, key in enumerate(IMAGES):
             images[0, i]["name"] = f"http://vision.cs.uiuc.edu/pascal-sentences/x/{key}.jpg"
             images[0, i]["sentences"] = np.array([_sentences(i)], dtype=object)
         scipy_io.savemat(folder / "pascal50S.mat", {"train_sent_final": images})
-    pairs = _pairs()
+    pairs = _pairs_repeated() if repeat else _pairs()
     new_input = np.zeros((1, len(pairs)), dtype=[("image", "O"), ("b", "O"), ("c", "O")])
     votes = np.zeros((1, 48 * len(pairs)), dtype=[("a", "O"), ("b", "O"), ("c", "O"),
                                                   ("winner", "O")])
@@ -152,6 +159,14 @@ def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, mess
     assert len(err) == 1 and re.search(message, err[0]), err
 
 
+def test_a_pair_given_twice_is_two_pairs_of_its_own_triplets(tmp_path):
+    got = pascal50s.read(str(write_release(tmp_path, repeat=True)))
+    (analysis,) = got.analyses
+    assert len(analysis.pairs) == 13 and analysis.pairs[12].kind == "MM"
+    assert analysis.pairs[12].human == analysis.pairs[3].human == -1  # 10 of 48 triplets each
+    assert "1 pair repeats an earlier pair of its image" in got.note
+
+
 def test_pascal50s_mat_is_optional(tmp_path):
     got = pascal50s.read(str(write_release(tmp_path, with_sentences=False)))
     assert got.sentences is None and "pascal50S.mat" not in got.note
@@ -164,11 +179,6 @@ VOTES = (9, 2, 6, 11, 7, 5, 4, 8, 5, 1, 10, 3)  # B's votes of pair p (pair 5: 5
 def _votes(p):
     count = 10 if p == 5 else 11
     return [1] * VOTES[p] + [-1] * (count - VOTES[p])
-
-
-def _pairs_repeated():
-    """The pairs, then the MM pair of image 0 again (the release holds two pairs twice)."""
-    return _pairs() + [_pairs()[3]]
 
 
 def _votes_repeated(p):
