@@ -45,7 +45,7 @@ SAMPLES = {
     "hu": "két férfi [és] sok kutya egy nagy piros autó",
     "id": "dua pria [dengan] beberapa anjing [dan] semua mobil merah [di] jalan",
     "it": "due uomini [con] molti cani [e] tutte [le] macchine rosse [sulla] strada",
-    "ja": "二 匹 [の] 大きな 犬 [が] 赤い 車 [の] 前 [に] 座っ [て] いる",
+    "ja": "二 匹 [の] 大きな 犬 [が] 赤い 車 [の] 前 [に] 座っ [て] いる 各 席",
     "ko": "두 남자 [그] 모든 큰 개",
     "nl": "twee mannen [met] veel honden [en] alle rode fietsen [op] [de] straat",
     "no": "to menn [med] mange hunder [og] alle røde biler [på] gaten",
