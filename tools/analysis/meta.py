@@ -27,7 +27,8 @@ Human judgements, five kinds:
   against each delta CIDEr column, each evaluation counted as given and flipped: Table 6 as
   `tools.analysis.correlate.table` computes it, with tau-c and intervals.
 - Pairwise preferences, JSONL {"image/key", "a": caption, "b": caption, "preference": "a" |
-  "b" | "tie", "lang" (optional)}: one human winner per pair as given (pairwise.py).
+  "b" | "tie", "lang"?, "kind"?}: one human winner per line as given, a repeated pair kept as
+  another judgement (pairwise.py).
 - Triplet judgements (formats/triplet_judgements.py): the CIDEr paper's protocol as written,
   the majority of each triplet's judgements, then of each pair's triplets (triplets.py).
 - PASCAL-50S as its authors released it, in either public layout (pascal50s.py): accuracy per
@@ -322,8 +323,9 @@ def _pair_sources(args):
             raise MetaError("--pairwise needs --references")
         pairs = pairwise.read_preferences(args.pairwise, args.lang)
         references = meta_scores.read_references(args.references, args.lang)
+        note = pairwise.repeats(pairs)
         return [(pairs, references, None, "pairwise", "preference", args.references)], \
-            args.pairwise
+            args.pairwise + (f" ({note})" if note else "")
     if args.triplets:
         judgements = triplet_judgements.read(args.triplets)
         pairs, references, summary = triplets.aggregate(judgements, args.lang)

@@ -16,6 +16,7 @@ higher. The human winner comes from per-pair preferences (`read_preferences`,
 - `curve` repeats this for 1, 2, ... references per image.
 """
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -51,8 +52,10 @@ class Pair:
 
 def read_preferences(path, lang):
     """Reads per-pair preferences, JSONL {"image/key", "a", "b", "preference": "a" | "b" |
-    "tie", "lang" (optional)}: [Pair] (a tie has human 0)."""
-    pairs, first = [], {}
+    "tie", "lang"?, "kind"?}: [Pair] (a tie has human 0). A pair given again (either order) is
+    another judgement of it and kept as such (`repeats` counts them), as PASCAL-50S's release
+    holds two of its pairs twice, each with its own votes."""
+    pairs = []
     try:
         for where, obj in jsonl.read_objects(path, error=MetaError):
             image, a, b, pref = (obj.get(k) for k in ("image/key", "a", "b", "preference"))
@@ -62,19 +65,25 @@ def read_preferences(path, lang):
                                 f"\"preference\"}} with caption strings")
             if pref not in ("a", "b", "tie"):
                 raise MetaError(f"{where}: field 'preference': {pref!r} is not a, b or tie")
-            pair = Pair(str(image), obj.get("lang", lang), a, b,
-                        {"a": 1, "b": -1, "tie": 0}[pref], where)
-            same = (pair.image, pair.lang, frozenset((a, b)))
-            if same in first:  # One human winner per pair: a second line would count twice.
-                raise MetaError(f"{where}: the pair of captions of image {pair.image!r} again "
-                                f"(first at {first[same]})")
-            first[same] = where
-            pairs.append(pair)
+            kind = obj.get("kind")
+            if kind is not None and not isinstance(kind, str):
+                raise MetaError(f"{where}: field 'kind': {kind!r} is not a string")
+            pairs.append(Pair(str(image), obj.get("lang", lang), a, b,
+                              {"a": 1, "b": -1, "tie": 0}[pref], where, kind))
     except FileNotFoundError:
         raise MetaError(f"pairwise preferences not found: {path}") from None
     if not any(p.human for p in pairs):
         raise MetaError(f"{path}: no preferences other than ties")
     return pairs
+
+
+def repeats(pairs):
+    """The note on pairs that repeat an earlier pair of their image (either order), or ""."""
+    seen = collections.Counter((p.image, p.lang, frozenset((p.a, p.b))) for p in pairs)
+    count = sum(n - 1 for n in seen.values())
+    return (f"{count} pair{'s' if count > 1 else ''} repeat{'' if count > 1 else 's'} an "
+            f"earlier pair of {'their' if count > 1 else 'its'} image, each kept as a separate "
+            f"judgement") if count else ""
 
 
 def check(pairs, references, num_refs, human_ties):

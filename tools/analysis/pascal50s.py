@@ -6,8 +6,9 @@ names differ between copies and are not documented):
 
 - the dataset's release: `pair_pascal.mat` and `consensus_pascal.mat` (the triplets), with
   `pascal50S.mat` holding `train_sent_final` (optional here);
-- the CIDEr authors' code repository (its data/ folder): `pair_pascal.mat` with the pairwise
-  votes (`result`), `pascal50S.mat` holding `refs`, and `pascal_cands.mat` (optional).
+- the CIDEr authors' code repository (its data/ folder, read there when the folder given is
+  the repository's): `pair_pascal.mat` with the pairwise votes (`result`), `pascal50S.mat`
+  holding `refs`, and `pascal_cands.mat` (optional).
 
 Their variables:
 
@@ -235,7 +236,7 @@ def read_votes(path, pairs):
         if value.size != 1 or value[0] not in (1, -1):
             raise MetaError(f"{where}: winner {value.tolist()!r} is not 1 (B) or -1 (C)")
         out.append(triplets_lib.Triplet(image, reference, pair_b, pair_c, int(value[0]), kind,
-                                        None, where))
+                                        None, where, t // per_pair))
     return out
 
 
@@ -257,9 +258,6 @@ def _triplet_analysis(folder, pairs, lang):
         if t.image not in references or references[t.image][0] == (t.a, t.b):
             references.setdefault(t.image, [(t.a, t.b), []])[1].append(t.reference)
     references = {image: refs for image, (_, refs) in references.items()}
-    if len(scored) != len(pairs):
-        raise MetaError(f"{os.path.join(folder, PAIRS_FILE)}: {len(pairs)} pairs, of which "
-                        f"{len(pairs) - len(scored)} repeat another pair of their image")
     return triplets, Analysis(TRIPLETS, scored, references)
 
 
@@ -286,6 +284,11 @@ def read(folder, lang="en"):
         MetaError: a missing file or variable, a malformed entry, candidates or triplets that
             do not match their pairs (file and entry named).
     """
+    notes = []
+    if not os.path.isfile(os.path.join(folder, PAIRS_FILE)) and os.path.isfile(
+            os.path.join(folder, "data", PAIRS_FILE)):  # the code repository's top folder
+        folder = os.path.join(folder, "data")
+        notes.append(f"read from {folder}")
     pairs_path = os.path.join(folder, PAIRS_FILE)
     pairs, votes = read_pairs(pairs_path)
     has_triplets = os.path.isfile(os.path.join(folder, VOTES_FILE))
@@ -295,7 +298,8 @@ def read(folder, lang="en"):
                         f"votes of the CIDEr code repository)")
     sentences_path = os.path.join(folder, REFERENCES_FILE)
     sentences = read_sentences(sentences_path) if os.path.isfile(sentences_path) else None
-    analyses, notes, triplets = [], [f"{len(pairs)} pairs"], None
+    analyses, triplets = [], None
+    notes.append(f"{len(pairs)} pairs")
     if votes is not None:
         if sentences is None:
             raise MetaError(f"{sentences_path} not found: the pairwise votes of {PAIRS_FILE} "
@@ -308,6 +312,8 @@ def read(folder, lang="en"):
             check_candidates(os.path.join(folder, CANDIDATES_FILE), pairs)
             notes.append(f"{CANDIDATES_FILE} matches them")
         scored = _vote_pairs(pairs, votes, pairs_path, lang)
+        if pairwise.repeats(scored):
+            notes.append(f"{VOTES}: {pairwise.repeats(scored)}")
         sizes = sorted(collections.Counter(map(len, votes)).items(), reverse=True)
         notes.append(f"{VOTES}: {', '.join(f'{n} pairs of {k}' for k, n in sizes)} votes, "
                      f"{sum(p.human == 0 for p in scored)} ties; references: each image's "
@@ -318,8 +324,10 @@ def read(folder, lang="en"):
     if has_triplets:
         triplets, analysis = _triplet_analysis(folder, pairs, lang)
         analyses.append(analysis)
-        notes.append(f"{TRIPLETS}: {len(triplets) // len(pairs)} triplets each; references: "
-                     f"each image's triplet references"
+        repeats = pairwise.repeats(analysis.pairs)
+        notes.append(f"{TRIPLETS}: {len(triplets) // len(pairs)} triplets each"
+                     + (f", {repeats}" if repeats else "") + "; references: each image's "
+                     "triplet references"
                      + (f", {_sentences_note(sentences, analysis.references)}"
                         if sentences is not None else ""))
     return Release(analyses, triplets, sentences, "; ".join(notes))

@@ -46,6 +46,8 @@ class Triplet:
         kind: the pair's kind, or None.
         lang: the language, or None.
         where: where it comes from (the first judgement's file:line).
+        pair: the pair's number where a release numbers its pairs (PASCAL-50S), so that a
+            pair it holds twice stays two pairs; None: pairs are told apart by their captions.
     """
     image: str
     reference: str
@@ -55,6 +57,7 @@ class Triplet:
     kind: str | None
     lang: str | None
     where: str
+    pair: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,14 +130,14 @@ def pairs_from_triplets(triplets, lang, votes=None):
     tally = {}
     references = {}
     for t in triplets:
-        pair = tally.setdefault((t.image, t.a, t.b), [0, t])
+        pair = tally.setdefault((t.image, t.a, t.b, t.pair), [0, t])
         if votes is None or votes(t):
             pair[0] += t.outcome
         refs = references.setdefault(t.image, [])
         if t.reference not in refs:
             refs.append(t.reference)
     pairs = [Pair(image, first.lang or lang, a, b, _sign(total), first.where, first.kind)
-             for (image, a, b), (total, first) in tally.items()]
+             for (image, a, b, _), (total, first) in tally.items()]
     return pairs, references
 
 

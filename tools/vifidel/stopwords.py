@@ -2,14 +2,16 @@
 
 Where the lists come from (`source`):
 
-- "function" (default): the function words of each language, derived from a Universal
-  Dependencies treebank of it by tools/vifidel/derive_function_words.py (the words that carry
-  UD's closed-class tags: adpositions, auxiliaries, conjunctions, determiners, particles,
-  pronouns) and kept in the repository (tools/vifidel/function_lists/<lang>.txt, each file
-  naming its treebank). Numerals, nouns and adjectives are never on them, so "two", "man",
-  "big", "top" or "front" stay in a caption. 33 of XM3600's 36 languages have a list (Filipino
-  from the Tagalog treebanks); Maori (mi), Cusco Quechua (quz) and Swahili (sw) have no UD
-  treebank with text and keep every word (`missing` names them; the command lines say so).
+- "function" (default): the function words of each language (articles, demonstratives,
+  adpositions, pronouns, conjunctions, auxiliaries, particles), derived from a Universal
+  Dependencies treebank of it by tools/vifidel/derive_function_words.py (its docstring states
+  the rule) and kept in the repository (tools/vifidel/function_lists/<lang>.txt, each file
+  naming its treebank and rule). Numerals, quantifiers ("many", "all", "each"), nouns and
+  adjectives are not on them, nor is a word that the treebank also tags a noun, adjective or
+  numeral often enough ("can" of "trash can", Spanish "bajo"), so they stay in a caption.
+  33 of XM3600's 36 languages have a list (Filipino from the Tagalog treebanks); Maori (mi),
+  Cusco Quechua (quz) and Swahili (sw) have no UD treebank with text and keep every word
+  (`missing` names them; the command lines say so).
 - "iso": the Stopwords ISO lists of the `stopwordsiso` package (pinned in requirements.txt),
   the lists used before: a union of many lists that also holds content words (en: man, men,
   big, small, large, top, side, front, group, two). It has 32 of XM3600's 36 languages;
@@ -119,8 +121,8 @@ def _function(lang):
         return StopWords(lang, frozenset(), f"no function-word list for {lang!r} (no "
                          f"Universal Dependencies treebank): every word kept", missing=True)
     keys = read_file(path, lang)
-    return StopWords(lang, keys, f"function words of {lang} ({len(keys)}, Universal "
-                                 f"Dependencies closed classes)")
+    return StopWords(lang, keys, f"function words of {lang} ({len(keys)}, from Universal "
+                                 f"Dependencies)")
 
 
 def load(source, lang):

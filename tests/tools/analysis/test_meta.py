@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from formats import side_by_side
+from tests.evaluation import full_disk
 from tools.analysis import coefficients, correlate, meta, thumb
 from tools.vifidel import options as vifidel_options
 
@@ -177,16 +178,18 @@ def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files)
     assert status == 2 and "p.jsonl:1: field 'preference': 'left' is not a, b or tie" in (
         captured.err)
     assert thumb.main([str(tmp_path / "none.jsonl")]) == 2
-    # One human winner per pair: the same pair again (in either order) would count twice.
+    # The same pair again (in either order) is another judgement of it, kept and noted.
     prefs = _write_jsonl(tmp_path / "twice.jsonl", [
         {"image/key": "1", "a": "x", "b": "y", "preference": "a"},
         {"image/key": "2", "a": "x", "b": "y", "preference": "a"},
         {"image/key": "1", "a": "y", "b": "x", "preference": "b"}])
     status, captured = _run(["--pairwise", prefs, "--references", files["refs"], "--metric",
-                             "cider"], capsys)
-    assert status == 2 and captured.err.strip().endswith(
-        "twice.jsonl:3: the pair of captions of image '1' again (first at "
-        f"{tmp_path}/twice.jsonl:1)")
+                             "cider", "--samples", "0", "--json"], capsys)
+    assert status == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["rows"][0]["pairs"] == 3 and out["source"].startswith(
+        f"{prefs} (1 pair repeats an earlier pair of its image, each kept as a separate "
+        f"judgement)")
     scores = tmp_path / "systems.csv"
     scores.write_text("system,score\nA,0.5\nB,0.4\nA,0.6\n")
     status, captured = _run(["--thumb", files["thumb"], "--system-scores", f"x={scores}"], capsys)
@@ -222,15 +225,39 @@ def test_system_intervals_resample_systems_and_images():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--lang", "xx", "--metric", "cider-d"], r"^error: --lang: unknown language 'xx'"),
+    (["--lang", "xx"], r"^error: --lang: unknown language 'xx'; known: ar, bn, .* en, .* zh$"),
     (["--out", "/proc/x"], r"^error: --out /proc/x: cannot write there"),
     (["--num-refs", "2"], r"^error: --num-refs: for pairs only"),
+    (["--seed", "-1"], r"argument --seed: expected an integer >= 0, got -1"),
+    (["--samples", "100000000000"], r"argument --samples: expected an integer in 0\.\.100000"),
+    (["--confidence", "nan"], r"argument --confidence: expected a number in \(0, 1\), got nan"),
+    (["--confidence", "1"], r"argument --confidence: expected a number in \(0, 1\), got 1"),
+    (["stray"], r"unrecognized arguments: stray"),
 ])
-def test_bad_lang_and_out_are_one_line_before_any_work(tmp_path, capsys, argv, message):
+def test_a_bad_flag_is_one_error_line_before_any_work(tmp_path, capsys, argv, message):
     # The ratings file does not exist: the flags are checked before it is read.
-    status, captured = _run(["--thumb", str(tmp_path / "none.jsonl"), *argv], capsys)
-    lines = captured.err.strip().splitlines()
-    assert status == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
+    try:
+        status = meta.main([*argv, "--thumb", str(tmp_path / "none.jsonl")])
+    except SystemExit as e:  # argparse's own errors
+        status = e.code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("error: ") and re.search(
+        message, lines[0]), lines
+
+
+def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path,
+                                                                     capsys):
+    with full_disk.full_disk(tmp_path / "disk") as disk:
+        out = disk / "report"
+        status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],
+                            "--metric", "cider-d", "--samples", "10", "--out", str(out)])
+        assert full_disk.listing(out) == {}  # No empty meta.md, nor any other file.
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "cider-d" in captured.out  # The correlations were printed first.
+    assert captured.err.strip().splitlines() == [
+        f"error: --out {out}: cannot write the report (No space left on device); the results "
+        f"are printed above"]
 
 
 def test_meta_offers_the_vifidel_command_lines_settings():

@@ -39,19 +39,26 @@ def _pairs():
     return out
 
 
+def _pairs_repeated():
+    """The pairs, then the MM pair of image 0 again (the release holds two pairs twice)."""
+    return _pairs() + [_pairs()[3]]
+
+
 def _cell(text):
     return np.array([[text]], dtype=object)
 
 
-def write_release(folder, *, break_triplet=False, category=None, with_sentences=True):
-    """The three files in the release's layout (struct fields by position)."""
+def write_release(folder, *, break_triplet=False, category=None, with_sentences=True,
+                  repeat=False):
+    """The three files in the release's layout (struct fields by position); `repeat`: a 13th
+    pair repeating the 4th."""
     if with_sentences:
         images = np.zeros((1, len(IMAGES)), dtype=[("name", "O"), ("sentences", "O")])
         for i, key in enumerate(IMAGES):
             images[0, i]["name"] = f"http://vision.cs.uiuc.edu/pascal-sentences/x/{key}.jpg"
             images[0, i]["sentences"] = np.array([_sentences(i)], dtype=object)
         scipy_io.savemat(folder / "pascal50S.mat", {"train_sent_final": images})
-    pairs = _pairs()
+    pairs = _pairs_repeated() if repeat else _pairs()
     new_input = np.zeros((1, len(pairs)), dtype=[("image", "O"), ("b", "O"), ("c", "O")])
     votes = np.zeros((1, 48 * len(pairs)), dtype=[("a", "O"), ("b", "O"), ("c", "O"),
                                                   ("winner", "O")])
@@ -152,6 +159,14 @@ def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, mess
     assert len(err) == 1 and re.search(message, err[0]), err
 
 
+def test_a_pair_given_twice_is_two_pairs_of_its_own_triplets(tmp_path):
+    got = pascal50s.read(str(write_release(tmp_path, repeat=True)))
+    (analysis,) = got.analyses
+    assert len(analysis.pairs) == 13 and analysis.pairs[12].kind == "MM"
+    assert analysis.pairs[12].human == analysis.pairs[3].human == -1  # 10 of 48 triplets each
+    assert "1 pair repeats an earlier pair of its image" in got.note
+
+
 def test_pascal50s_mat_is_optional(tmp_path):
     got = pascal50s.read(str(write_release(tmp_path, with_sentences=False)))
     assert got.sentences is None and "pascal50S.mat" not in got.note
@@ -166,13 +181,20 @@ def _votes(p):
     return [1] * VOTES[p] + [-1] * (count - VOTES[p])
 
 
-def write_code_layout(folder, *, bad_vote=False, other_candidate=False, with_cands=True):
-    """pascal50S.mat (refs), pascal_cands.mat (cands) and pair_pascal.mat with its votes."""
+def _votes_repeated(p):
+    return [1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1] if p == 12 else _votes(p)
+
+
+def write_code_layout(folder, *, bad_vote=False, other_candidate=False, with_cands=True,
+                      repeat=False):
+    """pascal50S.mat (refs), pascal_cands.mat (cands) and pair_pascal.mat with its votes;
+    `repeat`: a 13th pair repeating the 4th with its own votes."""
     refs = np.zeros((1, len(IMAGES)), dtype=[("image", "O"), ("sent", "O")])
     for i, key in enumerate(IMAGES):
         refs[0, i] = (f"{key}.jpg", np.array([[" " + s for s in _sentences(i)]], dtype=object))
     scipy_io.savemat(folder / "pascal50S.mat", {"refs": refs})
-    pairs = _pairs()
+    pairs = _pairs_repeated() if repeat else _pairs()
+    votes_of = _votes_repeated if repeat else _votes
     new_input = np.zeros((1, len(pairs)), dtype=[("name", "O"), ("sent1", "O"), ("sent2", "O")])
     cands = np.zeros((1, len(pairs)), dtype=[("image", "O"), ("sent", "O")])
     result = np.zeros((1, len(pairs)), dtype=[("result", "O")])
@@ -180,7 +202,7 @@ def write_code_layout(folder, *, bad_vote=False, other_candidate=False, with_can
         new_input[0, p] = (f"{IMAGES[i]}.jpg", " " + b, " " + c)
         cands[0, p] = (f"{IMAGES[i]}.jpg", np.array([[b, "x" if other_candidate and p == 3
                                                      else c]], dtype=object))
-        votes = np.array([_votes(p)], dtype=np.int16)
+        votes = np.array([votes_of(p)], dtype=np.int16)
         if bad_vote and p == 2:
             votes[0, 0] = 2
         result[0, p]["result"] = votes
@@ -240,6 +262,32 @@ def test_pairwise_votes_give_the_accuracy_per_kind(tmp_path, capsys):
         row = rows[f"{kind}, all (50) refs"]
         assert row["target"] == pascal50s.VOTES and row["accuracy"] == pytest.approx(value)
     assert rows["all (50) refs"]["n"] == 11 and rows["all (50) refs"]["human_ties"] == 1
+
+
+def test_the_release_with_a_repeated_pair_as_a_pairwise_file_gives_the_same_accuracies(
+        tmp_path, capsys):
+    (tmp_path / "data").mkdir()
+    write_code_layout(tmp_path / "data", repeat=True)
+    prefs, refs = tmp_path / "prefs.jsonl", tmp_path / "refs.jsonl"
+    lines = [{"image/key": IMAGES[i], "a": b, "b": c, "kind": pascal50s.KINDS[kind],
+              "preference": {1: "a", -1: "b", 0: "tie"}[int(np.sign(sum(_votes_repeated(p))))]}
+             for p, (i, b, c, kind, *_) in enumerate(_pairs_repeated())]
+    prefs.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    refs.write_text("".join(json.dumps({"seg_id": k, "set_id": 0, "refs": _sentences(i)}) + "\n"
+                            for i, k in enumerate(IMAGES)))
+    options = ["--metric", "cider-d", "--num-refs", "5", "--draws", "3", "--samples", "0",
+               "--json"]
+    got = {}
+    # The folder above data/ is read as data/.
+    for name, source in (("pascal50s", ["--pascal50s", str(tmp_path)]),
+                         ("pairwise", ["--pairwise", str(prefs), "--references", str(refs)])):
+        assert meta.main(source + options) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert "1 pair repeats an earlier pair of its image, each kept as a separate judgement" \
+            in out["source"], out["source"]
+        got[name] = {r["subset"]: (r["pairs"], r["n"], r["accuracy"]) for r in out["rows"]}
+    assert got["pascal50s"] == got["pairwise"]
+    assert got["pairwise"]["MM, 5 refs"][0] == 4 and got["pairwise"]["5 refs"][0] == 13
 
 
 def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
