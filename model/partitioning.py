@@ -12,8 +12,6 @@ Without `nn.logical_axis_rules` in scope (e.g. in the tests, on one CPU) the
 activation constraints are no-ops.
 """
 
-from typing import Any
-
 import flax.linen as nn
 import jax
 
@@ -86,18 +84,3 @@ def constrain(x: jax.Array, names) -> jax.Array:
     """
     return nn.with_logical_constraint(x, tuple(names))
 
-
-def param_partition_specs(boxed_params: Any, fsdp: bool = False) -> Any:
-    """Returns the mesh PartitionSpec of every parameter of a boxed tree.
-
-    Args:
-        boxed_params: parameters as `model.init` (or `jax.eval_shape` of it)
-            returns them, i.e. still wrapped in `nn.LogicallyPartitioned`.
-        fsdp: which rule set to use (see `logical_axis_rules`).
-
-    Returns:
-        A tree of `jax.sharding.PartitionSpec` with the structure of the
-        unboxed parameters.
-    """
-    logical = nn.get_partition_spec(boxed_params)
-    return nn.logical_to_mesh(logical, logical_axis_rules(fsdp))

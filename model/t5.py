@@ -461,11 +461,6 @@ class T5(nn.Module):
         """Encodes [batch, length, emb] embeddings; mask [batch, length] bool."""
         return self.encoder(encoder_input_embeddings, encoder_mask, train=train)
 
-    def encode_tokens(self, encoder_input_tokens, train: bool = False):
-        """Encodes text tokens (0 = padding); returns (encoded, mask)."""
-        mask = encoder_input_tokens != 0
-        return self.encode(self.embed(encoder_input_tokens), mask, train), mask
-
     def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                train: bool = False):
         """Decoder logits [batch, length, vocab]; see `Decoder.__call__`."""

@@ -352,15 +352,6 @@ def repair(path, step):
     crash_points.passed("metrics.jsonl repaired")
 
 
-def read_metrics(workdir):
-    """Returns the list of records of `workdir/metrics.jsonl` (for tests and reports).
-
-    A record cut short at the end is left out; a missing file has none.
-    """
-    path = metrics_path(workdir)
-    return [record for _, record in _scan(path, _read(path))[0]]
-
-
 class StepTimer:
     """Step time, examples/s, tokens/s and MFU since the last measurement, evaluations excluded."""
 

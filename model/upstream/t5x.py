@@ -114,24 +114,6 @@ def locate(path: str) -> tuple[str, str]:
     raise _not_a_checkpoint(path, names)
 
 
-def find_checkpoint_file(path: str) -> str:
-    """Returns the msgpack `checkpoint` file of a T5X checkpoint.
-
-    Args:
-        path: the `checkpoint_<step>` directory or its `checkpoint` file,
-            local or gs://.
-
-    Raises:
-        FileNotFoundError: neither exists; for a model directory holding
-            several `checkpoint_<step>` folders the message lists them.
-        ValueError: it is an Orbax checkpoint (read those with `load`).
-    """
-    kind, where = locate(path)
-    if kind != MSGPACK:
-        raise ValueError(f"{path} is an Orbax checkpoint ({where}), not a msgpack one")
-    return where
-
-
 def read_contents(checkpoint_file: str) -> dict[str, Any]:
     """Parses the msgpack file (inline arrays become numpy arrays).
 
