@@ -4,33 +4,10 @@
     ├── InputError (ValueError)    a flag, value, file, line or key the user gave is wrong
     └── RunError (RuntimeError)    a run cannot start or go on (its state, not one input)
 
-Every error the code raises for the user derives from `Error`, so a command line catches
-`Error` once and prints it as one line, `error: <message>`, with exit status 2 (`fail`).
-The message names what is at fault: the flag, the file and line, the key, the value.
-
-Subclasses live with the code that raises them, each naming a kind of input or failure:
-
-- under `InputError`: `FormatError` (data/jsonl.py: a malformed JSON Lines file; its
-  `DuplicateKeyError`: a key twice in one JSON object), `ImageError`
-  (data/images.py), `CorruptImageError` (data/build/image_shards.py), `NotBuiltError`
-  (data/build/layout.py: a dataset the config names is not built), `ConfigError`
-  (training/run_config.py: a config field or override), `MetricsFileError`
-  (training/metrics.py: a run's metrics.jsonl), `DecodingError` (model/decode.py: a decoding
-  setting), `NormalizationError` (evaluation/cider/text.py), `UsageError`
-  (evaluation/evaluate.py: a flag of the checkpoint tool), one class per file kind that tools
-  exchange (formats/: `PredictionsError`, `PerImageError`, `ScoresError`, `EvalMetricsError`,
-  `ThumbError`, `SideBySideError`), `ResultsError` (tools/analysis/compare.py: two results
-  folders that do not pair), `MetaError` (tools/analysis/meta_scores.py: the
-  meta-evaluation's own inputs), `DuplicateRating` (tools/humaneval/store.py), `Refused`
-  (tools/humaneval/web.py: a rating-app request answered with a page in the rater's language);
-- under `RunError`: `NotEnoughSpaceError` (data/build/builder.py), `TrainingError`
-  (training/actions.py), `CheckpointError`, `IncompatibleCheckpoint` and `SaveError`
-  (training/checkpointing.py), `WorkdirError` (training/workdir.py: a workdir not writable or
-  held by another trainer), `SavedConfigError` (training/run_config.py: a run's config.json),
-  `MetricsWriteError` (training/metrics.py: metrics.jsonl or the TensorBoard events),
-  `ResultsNotWritten` (evaluation/evaluate.py: results that went to a fallback folder).
-
-Code with no kind of its own (the CIDEr and VIFIDEL engines, the human-evaluation kit) raises
+A command line catches `Error` once and prints it as one line, `error: <message>`, exit
+status 2 (`fail`, `run_main`); the message names the flag, file and line, key or value at
+fault. Subclasses live with the code that raises them, one per kind of input or failure
+(`FormatError`, `ConfigError`, `CheckpointError`, ...); code with no kind of its own raises
 `InputError` itself.
 """
 
@@ -78,9 +55,8 @@ def fail(error):
 def run_main(main, *args):
     """Runs a command line's `main(*args)` and exits with its status, the same way everywhere.
 
-    An `Error` is one `error:` line and status 2; Ctrl-C is one line, `stopped (Ctrl-C)`, and
-    status 130; a reader that closed the pipe early (`... | head`) ends the command quietly
-    with status 0, its remaining output dropped, and no traceback.
+    An `Error` is one `error:` line and status 2; Ctrl-C is `stopped (Ctrl-C)` and 130; a reader
+    that closed the pipe early (`... | head`) ends it quietly with 0, no traceback.
     """
     try:
         status = main(*args)

@@ -1,14 +1,9 @@
 """The one way the project writes an output file: whole, or not at all.
 
-`replacing(path)` opens a temporary file beside `path`; when the `with` block ends without an
-error, the file is flushed, synced to disk and renamed onto `path` (a rename within one
-folder is atomic), so a reader sees the previous file or the new one, never a half-written
-or empty one. On any error (a full disk, a bad value, Ctrl-C) the temporary file is removed
-and `path` is left as it was. `replacing_folder(path)` does the same for a folder of files.
-
-    with files.replacing("scores.csv", newline="") as f:
-        csv.writer(f).writerows(rows)
-    files.write_json("metrics.json", metrics)
+`replacing(path)` writes a temporary file beside `path`, then flushes, syncs and renames it
+onto `path` (atomic within a folder) when the block ends without error: a reader sees the
+old file or the new one, never a partial one; on an error (full disk, Ctrl-C) `path` is left
+as it was. `replacing_folder(path)` does the same for a folder.
 """
 
 import contextlib
@@ -22,12 +17,7 @@ import tempfile
 def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
     """A file object whose contents replace `path` when the block ends without an error.
 
-    Args:
-        path: the file to write.
-        mode: "w" (text) or "wb" (bytes).
-        encoding, newline: as `open`'s, for text.
-        permissions: the file's mode bits (e.g. 0o600 for secrets); default: as `open` makes
-            them (0o666 less the umask).
+    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask).
     """
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
@@ -69,11 +59,8 @@ def write_json(path, obj, indent=1):
 
 @contextlib.contextmanager
 def replacing_folder(path):
-    """A temporary folder beside `path` that becomes `path` when the block ends without error.
-
-    Yields the temporary folder's path: write the files there. An existing `path` is
-    replaced (it is moved aside first, and deleted once the new folder is in place); on an
-    error the temporary folder is deleted and `path` is left as it was.
+    """A temporary folder beside `path` (yielded, to write in) that replaces `path` when the block
+    ends without error (the old one moved aside, then deleted); on error `path` is left as it was.
     """
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)

@@ -1,24 +1,11 @@
 """Synthetic demo data in the real release layouts: COCO-35L, XM3600, a vocabulary.
 
-Each image is a small JPEG showing one coloured shape (circle, square, triangle
-or star; big or small; on the left, in the middle or on the right) on a noisy
-grey background, captioned natively in en, es, hi and zh with two references
-per language (data/demo_captions.py). The task is small enough for a tiny ViT +
-mT5 to learn on a CPU in minutes, and the files are laid out exactly like the
-real releases so that the same readers, builders and pipeline serve both:
-
-    DIR/coco35l/dataset_coco.json            Karpathy split file
-    DIR/coco35l/train2014/COCO_train2014_<12 digit id>.jpg
-    DIR/coco35l/val2014/COCO_val2014_<12 digit id>.jpg
-    DIR/coco35l/coco_mt_train.jsonl.bz2      es/hi/zh translations (train+restval)
-    DIR/coco35l/coco_mt_dev.jsonl.bz2        es/hi/zh translations (val)
-    DIR/xm3600/captions.jsonl                held-out images, XM3600 layout
-    DIR/xm3600/images/<image/key>.jpg
-    DIR/xm3600/oidv7-class-descriptions.csv  Open Images-style labels of those images
-    DIR/xm3600/oidv7-demo-annotations-human-imagelabels.csv
-    DIR/vectors/wiki.<lang>.align.vec        aligned word vectors (fastText .vec), en/es/hi/zh
-    DIR/spm/demo.model                       SentencePiece model (T5 ids)
-    DIR/tfds/coco35l/{images,captions}/2.0.0/  the build the pipeline reads (data/build/)
+Each image is a small JPEG of one coloured shape (size, position) on a noisy grey
+background, captioned natively in en, es, hi and zh (data/demo_captions.py): small enough
+for a tiny model to learn on a CPU in minutes, read by the same readers, build and pipeline
+as the real releases. Under DIR: coco35l/ (Karpathy file, train2014/ and val2014/ images,
+coco_mt_{train,dev}.jsonl.bz2), xm3600/ (captions.jsonl, images/, Open Images-style label
+CSVs), vectors/wiki.<lang>.align.vec, spm/demo.model, tfds/coco35l/ (the build).
 
 Usage: python -m data.demo --out DIR [--seed 0]
 """
@@ -214,11 +201,8 @@ _VECTOR_NOISE = 0.03
 
 
 def _write_labels(root, written):
-    """Open Images-style class descriptions and image-level labels of the held-out images.
-
-    Each image has its colour and its shape as verified positives (Confidence 1) and the next
-    shape as a verified negative (Confidence 0), which readers must leave out.
-    """
+    """Open Images-style class descriptions and image labels of the held-out images: colour and
+    shape verified positive, the next shape verified negative (readers must leave it out)."""
     with files.replacing(os.path.join(root, "oidv7-class-descriptions.csv")) as f:
         f.write("LabelName,DisplayName\n")
         f.writelines(f"{mid},{name.capitalize()}\n" for name, mid in _LABELS.items())
@@ -234,10 +218,7 @@ def _write_labels(root, written):
 
 
 def _write_vectors(folder, seed):
-    """Tiny aligned word vectors, fastText .vec format: `folder/wiki.<lang>.align.vec`.
-
-    Drawn from their own generator so that the other demo files do not change.
-    """
+    """Tiny aligned word vectors (fastText .vec), from their own generator (the rest stays)."""
     rng = np.random.default_rng([seed, 3600])
     os.makedirs(folder, exist_ok=True)
     concepts = {c: v / np.linalg.norm(v)
@@ -262,24 +243,11 @@ def _write_vectors(folder, seed):
 
 def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, num_test=100,
              num_xm3600=100, image_size=64, vocab_size=1000, build_tfds=True, vifidel=True):
-    """Writes the demo COCO-35L, XM3600 and vocabulary under `out_dir`.
+    """Writes the demo COCO-35L, XM3600 and vocabulary under `out_dir`; returns their paths.
 
-    Args:
-        out_dir: output folder (created; existing demo files are overwritten).
-        seed: the same seed writes byte-identical captions and vocabulary.
-        num_train, num_restval, num_val, num_test: Karpathy split sizes; train
-            and restval form the training set, val the dev set.
-        num_xm3600: held-out images in the XM3600 layout.
-        image_size: side of the square JPEGs in pixels.
-        vocab_size: SentencePiece vocabulary size (a soft limit).
-        build_tfds: also build COCO-35L (en, es, hi, zh) under DIR/tfds (what the
-            training pipeline reads).
-        vifidel: also write VIFIDEL's inputs: Open Images-style labels of the held-out
-            images under DIR/xm3600/ and aligned word vectors DIR/vectors/wiki.<lang>.align.vec.
-
-    Returns:
-        A dict of the written paths: coco35l, xm3600 (folders), vocab (file),
-        tfds (folder) if built, and vectors (folder) with vifidel.
+    The same seed writes byte-identical files. Karpathy train and restval form the training
+    set, val the dev set. `build_tfds` also builds COCO-35L under DIR/tfds; `vifidel` also
+    writes VIFIDEL's labels and word vectors.
     """
     rng = np.random.default_rng(seed)
     coco_root = os.path.join(out_dir, "coco35l")
@@ -287,11 +255,8 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
     texts = _write_coco35l(coco_root, rng, num_train, num_restval, num_val, num_test,
                            image_size)
     written = _write_xm3600(xm_root, rng, num_xm3600, image_size)
-    # BPE, not mT5's unigram: on a corpus of ~100 distinct words repeated
-    # thousands of times, unigram EM stalls at near-character pieces, while BPE
-    # merges up to whole words. zh words are delimited for training so that
-    # pieces are words (as mT5's Chinese pieces mostly are), not whole phrases.
-    # The default LangId prompts are single pieces.
+    # BPE, not mT5's unigram: on ~100 distinct words repeated thousands of times unigram EM
+    # stalls at near-character pieces. zh words are delimited so pieces are words, not phrases.
     lang_prompts = [prompts.prompt_text(lang) for lang in languages.XM3600_LANGS]
     vocab = tokenizer.train_sentencepiece(
         texts, os.path.join(out_dir, "spm", "demo"), vocab_size,

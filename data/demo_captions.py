@@ -1,19 +1,10 @@
 """Native captions of the demo scenes in English, Spanish, Hindi and Chinese.
 
-A demo scene is one shape described by four attributes (colour, shape, size,
-horizontal position). Each language phrases it in its own word order with its
-own agreement rules rather than by word-for-word substitution:
-
-- es: the noun comes first and colour/size adjectives agree in gender
-  ("un círculo rojo" but "una estrella roja"); the second reference uses the
-  pre-nominal "gran".
-- hi: postpositional phrase first, verb last; -ā adjectives inflect for gender
-  (हरा/हरी), the genitive postposition agrees with the noun (लाल रंग का).
-- zh: locative-existential order (左边有…), measure words per noun (一个圆形,
-  一颗星星), no spaces between words.
-
-Every function returns the two references as (raw, tokenized) pairs; the
-tokenized form separates words by single spaces (for zh: word segments).
+Each language phrases a scene in its own word order and agreement, not word for word: es
+puts the noun first with agreeing adjectives ("una estrella roja"); hi puts the
+postpositional phrase first and the verb last, with inflecting adjectives (हरा/हरी); zh uses
+locative-existential order (左边有…), measure words and no spaces. Two references each, as
+(raw, tokenized) pairs; tokenized separates words (zh: segments) by single spaces.
 """
 
 import dataclasses
@@ -140,17 +131,7 @@ _UNSPACED = ("zh",)
 
 
 def captions(scene, lang):
-    """The two reference captions of `scene` in `lang`.
-
-    Args:
-        scene: a `Scene`.
-        lang: one of DEMO_LANGS.
-
-    Returns:
-        A list of NUM_REFS (raw, tokenized) string pairs: raw is the caption as
-        a person writes it (no spaces in zh), tokenized separates words by
-        single spaces.
-    """
+    """The NUM_REFS (raw, tokenized) reference pairs of `scene` in `lang` (raw zh has no spaces)."""
     if lang not in _BUILDERS:
         raise ValueError(f"demo has no captions in {lang!r}; known: {', '.join(DEMO_LANGS)}")
     refs = []

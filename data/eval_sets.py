@@ -1,13 +1,8 @@
 """Evaluation sets: images decoded once, shared by the languages that caption them.
 
-`load_xm3600` reads an XM3600 release folder (captions.jsonl + images/) and
-`load_coco_dev` COCO-35L's dev split (Karpathy val with its machine-translated
-references): from the build beside the release folder when there is one
-(data/build/layout.py: no translation file to parse), else from the release files.
-Both return a `CaptionSet`: every image once, as model input, and per
-language the rows of the images it scores, their keys, raw reference captions
-and the LangId prompt. The evaluators (evaluation/evaluators/) decode and
-score them.
+`load_xm3600` reads an XM3600 release folder and `load_coco_dev` COCO-35L's dev split
+(from the build beside the release folder when there is one, else the release files);
+both return a `CaptionSet` for the evaluators.
 """
 
 import concurrent.futures
@@ -24,16 +19,10 @@ from data.releases import coco35l, xm3600
 
 @dataclasses.dataclass
 class CaptionSet:
-    """Evaluation images shared by several languages, with each language's references.
+    """Evaluation images, each once (uint8 [n, H, W, 3]), with each language's references.
 
-    Attributes:
-        name: what the set is ("xm3600", "coco_dev"), for messages.
-        images: uint8 [num_images, H, W, 3] pixels, each image once (the model
-            maps them to [-1, 1] on the accelerator, as for training batches).
-        rows: {lang: int array [n_lang]} rows of `images` that language scores.
-        keys: {lang: [n_lang] image keys}.
-        references: {lang: [n_lang] lists of raw reference captions}.
-        prompts: {lang: int32 [Lp]} the LangId prompt ids.
+    Per language: `rows` of `images` it scores, image `keys`, raw `references` and the LangId
+    `prompts` ids.
     """
     name: str
     images: np.ndarray
@@ -48,11 +37,7 @@ class CaptionSet:
 
 
 def _read_images(paths, image_size, names, num_threads=None):
-    """Decodes each image once: uint8 [len(paths), size, size, 3].
-
-    Args:
-        paths: per image, its file's path, or a function returning its bytes.
-    """
+    """Decodes each image (a path, or a bytes function) once: uint8 [n, size, size, 3]."""
     out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
 
     def read(i):
@@ -67,7 +52,7 @@ def _read_images(paths, image_size, names, num_threads=None):
 
 
 def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
-    """Builds a CaptionSet from {lang: (keys, refs, image ids)} and {image id: path or loader}."""
+    """A CaptionSet from {lang: (keys, refs, image ids)} and {image id: path or loader}."""
     order = {image_id: row for row, image_id in enumerate(paths)}
     images = _read_images(list(paths.values()), image_size, [str(i) for i in paths])
     return CaptionSet(
@@ -82,22 +67,10 @@ def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, m
 
 def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                 max_images=None):
-    """Loads the XM3600 split of `data_dir` for `langs`, decoding each image once.
+    """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs`.
 
-    Args:
-        data_dir: folder with captions.jsonl and images/<image/key>.jpg.
-        langs: XM3600 language codes.
-        vocab: the `tokenizer.Vocabulary` (for the prompts).
-        image_size: side of the square model input.
-        prompt_template: as in data/prompts.prompt_text.
-        max_prompt_len: prompt length with EOS and padding.
-        max_images: per language, keep only the first this many images (file order).
-
-    Returns:
-        A `CaptionSet`.
-
-    Raises:
-        ValueError: a language without captions in the file (all such are named).
+    `max_images` keeps the first that many images per language. ValueError names every
+    language without captions in the file.
     """
     langs = languages.check_langs(langs)
     path = os.path.join(data_dir, "captions.jsonl")
@@ -122,16 +95,9 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
 
 def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                   max_images=None):
-    """Loads COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
+    """COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
 
-    Args:
-        manual_dir: the COCO-35L release folder (data/coco35l.py).
-        langs: codes of the 35 training languages.
-        vocab, image_size, prompt_template, max_prompt_len, max_images: as `load_xm3600`.
-
-    Returns:
-        A `CaptionSet` whose keys are COCO image ids (as strings); the same
-        whether it was read from the build or from the release files.
+    Keys are COCO image ids as strings; the same set whether read from the build or the release.
     """
     built = _built_dev(manual_dir, langs)
     if built is not None:

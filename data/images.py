@@ -1,13 +1,11 @@
 """Image decoding shared by training, evaluation and the captioning tools.
 
-Images are decoded and resized on the host to uint8 [size, size, 3] (`decode_pixels`) and go
-to the accelerator as such, a quarter of float32's bytes; the model maps them to [-1, 1]
-there (big_vision's `value_range(-1, 1)`), with exactly the values of `to_unit_range`.
-A large JPEG is decoded at a reduced DCT scale (PIL's `draft`) that still covers the target
-size: a 640x480 COCO image going to 224x224 decodes at 320x240, three times faster, with
-the same antialiased result. Any mode PIL reads becomes RGB (`to_rgb`). Photos store their
-orientation in EXIF; `upright=True` turns them as a viewer would (the captioning tools do;
-the datasets' loaders keep the stored pixels, on which their annotations were made).
+Images are decoded and resized on the host to uint8 [size, size, 3] (a quarter of float32's
+bytes to the accelerator, where the model maps them to [-1, 1] with exactly the values of
+`to_unit_range`). JPEGs decode at a reduced DCT scale still covering the target size (PIL's
+`draft`: a 640x480 image going to 224 decodes at 320x240, same antialiased result). EXIF
+orientation is applied only with `upright=True` (the captioning tools); the datasets keep the
+stored pixels, on which their annotations were made.
 """
 
 import io
@@ -27,9 +25,7 @@ BACKGROUND = (255, 255, 255)
 
 
 def to_rgb(image, *, upright=False):
-    """An opened PIL image of any mode as RGB (transparency composited onto BACKGROUND, 16-bit
-    grayscale scaled to 8 bits, CMYK and palettes converted), turned by its EXIF first if
-    `upright`."""
+    """Any PIL image as RGB (transparency onto BACKGROUND), EXIF-turned if `upright`."""
     if upright:
         image = ImageOps.exif_transpose(image)
     if image.mode.startswith("I"):  # 16- or 32-bit integers: a 16-bit range, as PNG's.
@@ -53,17 +49,9 @@ def to_unit_range(pixels):
 
 
 def decode_pixels(data, size, *, name="image", upright=False):
-    """Decodes image bytes (any format PIL reads) into uint8 [size, size, 3].
+    """Image bytes (any format PIL reads) -> uint8 [size, size, 3] (squashed, as big_vision).
 
-    Args:
-        data: the encoded image bytes.
-        size: output side in pixels (images are resized to square, as big_vision's
-            `resize(size)`; no aspect-preserving crop).
-        name: what to call the image in errors (a key or a path).
-        upright: apply the EXIF orientation (see the module docstring).
-
-    Raises:
-        ImageError: the bytes are not a decodable image; names `name`.
+    ImageError names `name` when the bytes are no decodable image.
     """
     try:
         image = Image.open(io.BytesIO(data))
@@ -82,12 +70,7 @@ def decode_pixels(data, size, *, name="image", upright=False):
 
 
 def read_pixels(path, size, *, name=None):
-    """Reads and decodes an image file into uint8 [size, size, 3]; see `decode_pixels`.
-
-    Raises:
-        FileNotFoundError: the file is missing (names the path, and `name` if given).
-        ImageError: the file is not a decodable image.
-    """
+    """`decode_pixels` of a file; FileNotFoundError names the path (and `name`)."""
     label = f"{name} ({path})" if name else path
     try:
         with open(path, "rb") as f:

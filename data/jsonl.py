@@ -1,25 +1,11 @@
-"""JSON Lines files (plain, `.bz2` or `.gz`) read one object per line, errors at file:line.
+"""JSON Lines files (plain, `.bz2` or `.gz`), one object a line, errors at file:line.
 
-Every release file this project reads (XM3600 `captions.jsonl`, the COCO-35L and
-CC3M-35L translation files) and every results file it writes is JSON Lines; one
-reader keeps their error messages alike.
-
-Three ways to read: `read_objects` parses line by line with `json` and names the
-first bad line; `decode_lines` is the fast path for files that fit in memory,
-decoding and type-checking every line in C with a msgspec decoder, and gives
-up (returns None) at the first line that does not fit, so that the caller can
-read the file again with `read_objects` and its own checks for the exact
-message; `LineStream` is the fast path for files of any size (the 19 million
-lines of COCO-35L's translations): one pass over the file in chunks, each line
-decoded with a msgspec decoder, and a line that does not fit handed to the
-caller's slow check, which names it or accepts it.
-
-A key twice in one object (at any depth) is an error: JSON parsers keep the last
-value without a word. `json` finds it with the `unique_keys` hook; msgspec cannot
-(it keeps the last), so `decode_lines` counts the file's colons, which in valid
-JSON are its keys plus the colons inside strings: when they equal the keys of
-the decoded objects there is no repeated key, and otherwise (an unread field, a
-colon in a caption) the lines are scanned with `json` and the hook.
+`read_objects` parses with `json` and names the first bad line; `decode_lines` (files that
+fit in memory) and `LineStream` (any size: COCO-35L's 19 million lines) decode with
+msgspec, and leave a line that does not fit to the caller's slow path for the exact
+message. A key twice in one object is an error (parsers silently keep the last): `json`
+finds it with `unique_keys`; msgspec cannot, so `decode_lines` compares the file's colons
+with the decoded objects' keys and scans with `json` only when they differ.
 """
 
 import bz2
@@ -41,8 +27,7 @@ class FormatError(errors.InputError):
 
 
 class DuplicateKeyError(FormatError):
-    """`unique_keys` found a key twice in one JSON object; `key` is the key. The readers add
-    the file and line (the hook does not know them)."""
+    """`unique_keys` found `key` twice in one object (the readers add the file and line)."""
 
     def __init__(self, key):
         super().__init__(f"key {key!r} appears twice in one object")
@@ -71,15 +56,9 @@ def _open_binary(path):
 
 
 def read_objects(path, error=FormatError):
-    """Yields (where, object) for each non-blank line; `where` is "path:line".
+    """Yields ("path:line", object) for each non-blank line.
 
-    Args:
-        path: the file (compressed by its ending).
-        error: the exception class raised for a line that is not a JSON object.
-
-    Raises:
-        error: a line is not UTF-8, not valid JSON or not an object; names the
-            file and line.
+    Raises `error` naming the file and line for a line not UTF-8, not JSON or not an object.
     """
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
@@ -111,29 +90,12 @@ def _whole_file(path):
 
 
 def decode_lines(path, decoder, count_keys=None):
-    """Decodes every non-blank line with `decoder`, or returns None if one does not decode.
+    """Decodes every non-blank line with `decoder`: `Lines`, or None if any line does not fit.
 
-    A line is blank as for `read_objects` when it is ASCII whitespace; one
-    that is only other Unicode whitespace fails here, so the caller's slow
-    path decides. Each line is decoded on its own (not the file as a
-    sequence of values), so a line holding two objects, or an object spread
-    over two lines, fails as it does with `json`. Lines are decoded where
-    they lie in the memory-mapped file, never copied.
-
-    Args:
-        path: the file (compressed by its ending).
-        decoder: a `msgspec.json.Decoder` of the type each line must have; it
-            must accept no line that `json.loads` rejects (msgspec's JSON is
-            the stricter: no NaN, no lone surrogates).
-        count_keys: count_keys(objects) -> the number of keys (nested ones
-            included) the decoded objects hold, for the fast check of repeated
-            keys (module docstring); None: every line is scanned with `json`.
-
-    Returns:
-        `Lines` (the decoded objects, in file order), or None when a line is
-        not UTF-8, not valid JSON or not of the decoder's type, or holds a key
-        twice in one object, or when the path is not a regular file (a pipe
-        could not be read a second time).
+    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a
+    regular file (the slow path must read it again). Each line is decoded on its own, in
+    place in the memory-mapped file. `decoder` must accept no line `json.loads` rejects;
+    `count_keys(objects)` gives the decoded keys for the repeated-key check (None: scan).
     """
     if not os.path.isfile(path):
         return None
@@ -169,8 +131,7 @@ def decode_lines(path, decoder, count_keys=None):
 
 
 def _count_colons(data, chunk=1 << 22):
-    """b":" in `data` (bytes or an mmap), counted by numpy a cache-sized chunk at a time (three
-    times as fast as bytes.count, which an mmap does not even have)."""
+    """b":" in `data` (bytes or mmap), counted by numpy a chunk at a time (3x bytes.count)."""
     return sum(int(np.count_nonzero(np.frombuffer(data, np.uint8, min(chunk, len(data) - i), i)
                                     == ord(":")))
                for i in range(0, len(data), chunk))
@@ -196,22 +157,10 @@ def _has_repeated_key(data):
 class LineStream:
     """The non-blank lines of a (compressed) JSON Lines file, decoded in one streaming pass.
 
-    Iterating yields (line number, object); memory holds one chunk of the
-    decompressed file, whatever its length. `position` and `size` (bytes of
-    the file on disk, compressed or not) measure the progress. A `.bz2` file is
-    decompressed by `lbzip2`, `pbzip2` or `bzip2` when one is installed (the
-    first two on every core), in a process of its own, so that decompressing
-    and decoding overlap; else by Python's bz2 module.
-
-    Args:
-        path: the file (compressed by its ending).
-        decoder: a `msgspec.json.Decoder` of the type each line should have.
-        fallback: fallback(where, line) -> object, for a line the decoder
-            rejects: returns the object (a line msgspec is stricter about
-            than `json`), None to skip it (a line of Unicode whitespace), or
-            raises the caller's error naming `where` ("path:line").
-        chunk_size: decompressed bytes read at a time.
-        external: use an installed bzip2 program for `.bz2` files.
+    Yields (line number, object), one chunk in memory; `position` / `size` (bytes on disk)
+    measure progress. `.bz2` goes through `lbzip2`, `pbzip2` or `bzip2` in its own process
+    when installed (decompression overlaps decoding). `fallback(where, line)` handles a line
+    the decoder rejects: returns its object, None to skip it, or raises naming `where`.
     """
 
     def __init__(self, path, decoder, fallback, chunk_size=1 << 22, external=True):
@@ -285,8 +234,7 @@ class LineStream:
 
 
 def parse_line(line, where, error=FormatError):
-    """A JSON object from one line's bytes (None if blank), or `error` as `read_objects` raises.
-    """
+    """A JSON object from one line's bytes (None if blank), or `error` as `read_objects` raises."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:

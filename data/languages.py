@@ -1,8 +1,4 @@
-"""Language codes of XM3600 and of the machine-translated training sets.
-
-One place that knows which languages exist, so that every reader, config and
-evaluator rejects an unknown code with the same message.
-"""
+"""Language codes of XM3600 and the training sets: every reader rejects an unknown one alike."""
 
 # The 36 languages of Crossmodal-3600 (Table 1 of the paper), in its order.
 XM3600_LANGS = (
@@ -17,13 +13,10 @@ CORE_LANGS = ("en", "es", "hi", "zh")
 
 
 def check_langs(langs, known=XM3600_LANGS, what="language"):
-    """Returns `langs` as a tuple, or raises ValueError naming the unknown ones.
+    """`langs` as a tuple, or ValueError naming the unknown ones.
 
-    Args:
-        langs: iterable of language codes, or a comma-separated string (also as an
-            element: `--config.x.langs=en,es` gives the tuple ("en,es",)).
-        known: the codes that are allowed.
-        what: how to call the codes in the error message.
+    `langs` is an iterable or a comma-separated string (also as an element:
+    `--config.x.langs=en,es` gives ("en,es",)); `what` names the codes in the message.
     """
     if isinstance(langs, str):
         langs = [langs]

@@ -1,15 +1,12 @@
 """The worker processes of data/ (Grain's input workers, the build's pool): Ctrl-C is the parent's.
 
-Ctrl-C reaches the whole process group; the parent answers it with one line
-(training/preemption.py), and its workers must add nothing to it. So workers start with
-SIGINT and SIGTERM blocked (a child inherits its starting thread's mask, before Python's
-start-up could print a KeyboardInterrupt); a signal that reaches the parent while it starts
-them is acted on once they are started (a worker left without its task would print that its
-input ran out); a worker ends within 0.1 s of its parent (Linux's parent-death signal follows
-the starting thread, one of Grain's) and at once when its work ends; and the resource
-tracker's warning about the shared memory of batches in flight at such an exit is off.
-Workers are spawned, not forked (the trainer has threads), without running the parent's
-__main__ again (train.py's imports: 2-4 s and 110 MB a worker).
+Ctrl-C reaches the whole process group and the parent answers it in one line
+(training/preemption.py), so workers add nothing: they start with SIGINT and SIGTERM blocked
+(a child inherits its starting thread's mask); a signal reaching the parent while it starts
+them is acted on once they are started; a worker ends within 0.1 s of its parent and at once
+when its work ends; the resource tracker's shared-memory warning at such an exit is off.
+Workers are spawned (the trainer has threads) without re-running the parent's __main__
+(train.py's imports: 2-4 s and 110 MB a worker).
 """
 
 import atexit
@@ -34,9 +31,8 @@ def available_cores():
 
 @contextlib.contextmanager
 def _signals_held():
-    """SIGINT and SIGTERM that reach this process in the block are acted on after it (main
-    thread only: elsewhere the handlers cannot change); blocked in this thread for the
-    processes it starts."""
+    """SIGINT and SIGTERM reaching the block are acted on after it (main thread only), and are
+    blocked in this thread for the processes it starts."""
     held, main = [], threading.current_thread() is threading.main_thread()
     if main:
         wakeup = signal.set_wakeup_fd(-1)  # training/preemption.py's watcher waits.
@@ -81,9 +77,9 @@ def _exit_with(parent_pid):
 
 
 def worker_init(parent_pid, *grain_worker_index_and_count):
-    """The first call of a worker (Grain's `worker_init_fn`): it ends within 0.1 s of
-    `parent_pid`'s end, and at once at its own: its modules' teardown (JAX's, which Grain
-    imports: ~0.6 s) would hold up closing the pool. Its signals stay blocked."""
+    """A worker's first call (Grain's `worker_init_fn`): it ends within 0.1 s of `parent_pid`, and
+    at once at its own end (the teardown of the JAX Grain imports, ~0.6 s, would hold up the pool).
+    """
     threading.Thread(target=_exit_with, args=(parent_pid,), daemon=True).start()
     atexit.register(os._exit, 0)  # After multiprocessing's own exit work (its finalizers).
 

@@ -1,10 +1,8 @@
 """The metrics of one evaluated checkpoint: `metrics.json` in a results folder.
 
-One JSON object, {"step": int, "<metric name>": number, ...}: every evaluator's metrics as
-the training loop logs them (`eval/cider_d/en`, `eval/cider_d/avg`, `eval/vifidel/zh`, ...),
-so that a checkpoint's numbers from the tool and from the loop's metrics.jsonl compare
-name by name. The checkpoint tool (evaluation/evaluate.py) writes it; tests and scripts read
-it back with `read`.
+{"step": int, "<metric name>": number, ...}: every evaluator's metrics named as the training
+loop logs them (`eval/cider_d/en`, ...), so the tool's and the loop's numbers compare name by
+name. The checkpoint tool writes it; tests and scripts `read` it.
 """
 
 import json
@@ -39,31 +37,14 @@ def _check(step, metrics):
 
 
 def write(path, step, metrics):
-    """Writes {"step": step, **metrics}; returns `path`.
-
-    Args:
-        path: the file to write.
-        step: the checkpoint step.
-        metrics: {metric name: finite number}.
-
-    Raises:
-        EvalMetricsError: a bad step, name or value; nothing is written then.
-    """
+    """Writes {"step": step, **metrics}; returns `path` (EvalMetricsError: nothing is written)."""
     step, metrics = _check(step, metrics)
     files.write_text(path, json.dumps({"step": step, **metrics}, indent=2) + "\n")
     return path
 
 
 def read(path):
-    """Reads and checks a metrics.json.
-
-    Returns:
-        (step, {metric name: value}).
-
-    Raises:
-        EvalMetricsError: a missing file, one that is not JSON (file:line), or a bad step,
-            name or value (named).
-    """
+    """(step, {metric name: value}) of a metrics.json; EvalMetricsError names the file and key."""
     metrics = json_object.read(path, EvalMetricsError, "metrics file")
     try:
         return _check(metrics.pop("step", None), metrics)

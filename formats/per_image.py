@@ -1,12 +1,10 @@
 """Per-image scores: `per_image.jsonl`, one metric score per image and language.
 
-Each line is {"image/key": str (not empty), "lang": an XM3600 code, "score": a finite number},
-at most one line per (image, language). An image whose score is undefined (VIFIDEL's images
-without a known label: NaN) has no line. The checkpoint tool writes one file per evaluator
-into a results folder (`file_name`: `per_image.jsonl` for XM3600's CIDEr-D,
-`per_image_<evaluator>.jsonl` for the others), and so do `python -m evaluation.cider
---per-image` and `python -m tools.vifidel --per-image`; the comparison of two
-checkpoints (tools/analysis/compare.py) and the human-evaluation kit read them.
+Each line is {"image/key": non-empty str, "lang": an XM3600 code, "score": a finite number},
+at most one per (image, language); an undefined score (VIFIDEL's NaN) has no line. The
+checkpoint tool, `python -m evaluation.cider --per-image` and `python -m tools.vifidel
+--per-image` write them (`file_name`); tools/analysis/compare.py and the human-evaluation
+kit read them.
 """
 
 import json
@@ -48,18 +46,9 @@ def _check(obj, where):
 
 
 def read(path):
-    """Reads and checks a per-image scores file.
+    """{lang: {image key: score}} of a per-image file, in file order.
 
-    Args:
-        path: the file.
-
-    Returns:
-        {lang: {image key: score}}, languages and keys in file order.
-
-    Raises:
-        PerImageError: a missing or empty file, a line that is not UTF-8 or JSON, a missing
-            or malformed field, an unknown language, a score that is not a finite number, or
-            an (image, language) pair given twice; the message names the file and line.
+    PerImageError names the file and line of anything malformed, or a pair given twice.
     """
     if not os.path.isfile(path):
         raise PerImageError(f"per-image scores not found: {path}")
@@ -75,9 +64,9 @@ def read(path):
     return scores
 
 
-def _rows(per_image):
-    """{lang: {key: score}} or an iterable of {"image/key", "lang", "score"} dicts, checked,
-    as a list of row dicts (NaN scores left out)."""
+def check(per_image):
+    """The rows `write` writes, checked before anything is: from {lang: {image key: score}} or
+    {"image/key", "lang", "score"} dicts; NaN scores are left out. PerImageError names the entry."""
     if isinstance(per_image, dict):
         for lang, by_key in per_image.items():
             if not isinstance(by_key, dict):
@@ -104,30 +93,9 @@ def _rows(per_image):
     return out
 
 
-def check(per_image):
-    """Checks scores before anything is written.
-
-    Args:
-        per_image: {lang: {image key: score}} or an iterable of {"image/key", "lang", "score"}
-            dicts; a NaN score (undefined) gets no line.
-
-    Returns:
-        The rows `write` writes: {"image/key", "lang", "score"} dicts.
-
-    Raises:
-        PerImageError: a malformed entry (its index named), an unknown language, a score that
-            is neither a finite number nor NaN, or an (image, language) pair given twice.
-    """
-    return _rows(per_image)
-
-
 def write(path, per_image):
-    """Writes per-image scores (as `check` takes them); returns `path`.
-
-    Raises:
-        PerImageError: as `check`; nothing is written then.
-    """
-    rows = _rows(per_image)
+    """Writes per-image scores (as `check` takes them; nothing on error); returns `path`."""
+    rows = check(per_image)
     with files.replacing(path) as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return path

@@ -1,19 +1,11 @@
 """Corpus scores of one evaluated checkpoint: `scores.json` in a results folder.
 
-One JSON object:
+    {"metric": "cider-d", "scores": {lang: score}, "average": mean of "scores",
+     "num_images": {lang: count}, optional "step", "config", "coco_dev_scores": {lang:
+     score} (Table 8's column), and further fields (averages, decoding, workdir)}
 
-    {"metric": "cider-d",                      the metric's name
-     "scores": {lang: score},                  corpus score per language (finite numbers)
-     "average": mean of "scores",
-     "num_images": {lang: count},              images scored, the same languages
-     "step": int, "config": str,               optional: checkpoint step, config file
-     "coco_dev_scores": {lang: score},         optional: CIDEr-D on COCO-dev (Table 8's column)
-     ...}                                      further fields (averages, decoding, workdir)
-
-Languages are XM3600 codes. The checkpoint tool writes one file per evaluator (`file_name`:
-`scores.json` for XM3600's CIDEr-D report, `scores_<evaluator>.json` for the others, through
-evaluation/report.py); the report command line, the human-evaluation kit and the
-tests read them back.
+Languages are XM3600 codes, scores finite. The checkpoint tool writes one per evaluator
+(`file_name`); the report command line, the human-evaluation kit and the tests read them.
 """
 
 import json
@@ -50,12 +42,7 @@ def _ordered(langs):
 
 
 def check_language_scores(scores, what):
-    """{lang: finite number} in the paper's language order, as floats.
-
-    Raises:
-        ScoresError: not a non-empty dict, an unknown language, a value that is not a finite
-            number (`what` and the language named).
-    """
+    """{lang: finite number} as floats in the paper's order; else ScoresError naming `what`."""
     if not isinstance(scores, dict) or not scores:
         raise ScoresError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
     try:
@@ -112,19 +99,9 @@ def _check(summary):
 
 def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=None,
          extra=None):
-    """A checked summary to `write`.
+    """A checked summary to `write`; `extra` fields must not be one of FIELDS.
 
-    Args:
-        metric: the metric's name ("cider-d", "vifidel", ...).
-        scores: {lang: corpus score}.
-        num_images: {lang: images scored}, the same languages.
-        step: optional checkpoint step.
-        config: optional config name or text.
-        coco_dev_scores: optional {lang: CIDEr-D on COCO-dev}.
-        extra: further fields (JSON-serializable); they must not be one of FIELDS.
-
-    Raises:
-        ScoresError: a malformed value (the field and language named).
+    ScoresError names the malformed field (and language).
     """
     scores = check_language_scores(scores, "scores")
     summary = {"metric": metric, "scores": scores,
@@ -143,25 +120,16 @@ def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=
 
 
 def write(path, summary):
-    """Writes a summary (from `make`, or one read) to `path`; returns `path`.
-
-    Raises:
-        ScoresError: as `read` would for the file; nothing is written then.
-    """
+    """Writes a summary (from `make`, or one read; nothing on error); returns `path`."""
     summary = _check(summary)
     files.write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return path
 
 
 def read(path):
-    """Reads and checks a scores file.
+    """The checked summary of a scores file ("metric", "scores", "average", "num_images", ...).
 
-    Returns:
-        The summary: a dict with at least "metric", "scores", "average" and "num_images".
-
-    Raises:
-        ScoresError: a missing file, one that is not UTF-8 or JSON (file:line), or a missing
-            or malformed field (named, with the language).
+    ScoresError for a missing file, not UTF-8 or JSON (file:line), or a bad field (named).
     """
     summary = json_object.read(path, ScoresError, "scores file")
     try:

@@ -1,10 +1,8 @@
-"""Image captioner: ViT image encoder + mT5 encoder-decoder (Crossmodal-3600).
+"""Image captioner: ViT image encoder + mT5 encoder-decoder.
 
-The image is encoded by the ViT; with fusion 'pooled' (the paper's setup)
-its pooled vector, projected to the mT5 width, becomes one encoder position
-before the embedded LangId prompt tokens; with fusion 'patches' (PaLI-style)
-every patch token is projected and put there instead. The mT5 decoder then
-writes the caption. Parameters: {'img': ViT, 'img_proj': Dense, 't5': T5X}.
+The ViT's pooled vector ('pooled', the paper's) or patch tokens ('patches', PaLI-style),
+projected to the mT5 width, go before the embedded LangId prompt in the mT5 encoder.
+Parameters: {'img': ViT, 'img_proj': Dense, 't5': T5X}.
 """
 
 import dataclasses
@@ -23,9 +21,7 @@ from model import vit as vit_lib
 FUSIONS = ("pooled", "patches")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
-# Keys of `config.model` and of its towers. A key that is missing or None takes the
-# default of the dataclass field it sets (ViTConfig, T5Config, CaptionerConfig): the
-# one place where defaults live.
+# Keys of `config.model` and its towers; a missing or None one keeps its dataclass default.
 _MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", "remat",
                "remat_policy")
 _VIT_KEYS = ("variant", "pool", "posemb", "dropout", "width", "depth", "mlp_dim", "num_heads")
@@ -34,7 +30,7 @@ _T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encod
 
 
 def _unit_range_table():
-    """float32 [256]: pixel value x -> x * (2 / 255) - 1, rounded as data/images.py rounds it."""
+    """float32 [256]: x -> x * (2 / 255) - 1, rounded as data/images.py rounds it."""
     table = np.arange(256).astype(np.float32)
     table *= 2.0 / 255.0
     table -= 1.0
@@ -45,11 +41,8 @@ _UNIT_RANGE = _unit_range_table()
 
 
 def unit_range(images):
-    """Model input in [-1, 1] from uint8 pixels (the input pipeline's); floats pass unchanged.
-
-    A table lookup, not `x * (2 / 255) - 1`, so that the values are the host's
-    bit for bit on every backend (a fused multiply-add would round differently).
-    """
+    """Model input in [-1, 1] from uint8 pixels (floats pass unchanged), by table lookup:
+    the host's values bit for bit on every backend (a fused multiply-add would round otherwise)."""
     if jnp.issubdtype(images.dtype, jnp.floating):
         return images
     if images.dtype != jnp.uint8:
@@ -92,18 +85,9 @@ class Captioner(nn.Module):
         return vit_lib.num_patches(self.config.vit, self.config.image_size)
 
     def encode(self, images, prompt_tokens, train: bool = False):
-        """Encodes images and LangId prompts.
+        """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).
 
-        Args:
-            images: [batch, H, W, 3] uint8 pixels (mapped to [-1, 1] here), or
-                float32 already in [-1, 1].
-            prompt_tokens: [batch, prompt_len] int32, 0 = padding.
-            train: enables dropout.
-
-        Returns:
-            encoded: [batch, num_image_tokens + prompt_len, emb].
-            encoder_mask: [batch, num_image_tokens + prompt_len] bool; image
-                positions always valid, prompt positions where not padding.
+        Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid).
         """
         pooled, patches = self.img(unit_range(images), train=train)
         # [batch, num_image_tokens, width]
@@ -120,38 +104,18 @@ class Captioner(nn.Module):
 
     def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                train: bool = False):
-        """Decoder logits [batch, length, vocab] float32.
-
-        Args:
-            encoded: [batch, enc_len, emb] from `encode`.
-            encoder_mask: [batch, enc_len] bool from `encode`.
-            decoder_input_tokens: [batch, length] int32 (captions shifted right,
-                starting with 0); with decode=True one position per call.
-            decode: use the key/value cache in the 'cache' collection.
-            train: enables dropout.
-        """
+        """Float32 decoder logits; see `t5.Decoder.__call__`."""
         return self.t5.decode(encoded, encoder_mask, decoder_input_tokens, decode=decode,
                               train=train)
 
     def hidden(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
-        """Teacher-forced last decoder states [batch, target_len, emb], before the logits layer.
-
-        `logits_kernel(params)` maps them to the logits; training/losses.py does
-        that a few positions at a time. Args as `__call__`.
-        """
+        """Teacher-forced last decoder states [batch, target_len, emb], before `logits_kernel`."""
         encoded, encoder_mask = self.encode(images, prompt_tokens, train=train)
         return self.t5.decoder(encoded, encoder_mask, decoder_input_tokens, train=train,
                                hidden_only=True)
 
     def __call__(self, images, prompt_tokens, decoder_input_tokens, train: bool = False):
-        """Teacher-forced logits [batch, target_len, vocab] float32.
-
-        Args:
-            images: [batch, H, W, 3] uint8 pixels or float32 in [-1, 1] (see `encode`).
-            prompt_tokens: [batch, prompt_len] int32 LangId prompt, 0 = padding.
-            decoder_input_tokens: [batch, target_len] int32, starting with 0.
-            train: enables dropout (needs a 'dropout' rng).
-        """
+        """Teacher-forced float32 logits [batch, target_len, vocab]; train needs a 'dropout' rng."""
         encoded, encoder_mask = self.encode(images, prompt_tokens, train=train)
         return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)
 
@@ -169,25 +133,10 @@ def _fields(config, known, where: str) -> dict:
 
 
 def captioner_config(model_config) -> CaptionerConfig:
-    """Builds a CaptionerConfig from the `config.model` ConfigDict.
+    """The CaptionerConfig of a `config.model`; ValueError names the key at fault.
 
-    Keys: vit.variant and t5.variant (required: "B/16", "mt5-base", ...);
-    optional vit.{width, depth, mlp_dim, num_heads, pool, posemb, dropout},
-    t5.{emb_dim, num_heads, head_dim, mlp_dim, num_encoder_layers,
-    num_decoder_layers, vocab_size}, fusion, image_size, dtype ("float32" |
-    "bfloat16", activations only), dropout (the mT5 dropout rate), scan, remat
-    and remat_policy (both towers; model/layers.REMAT_POLICIES). A missing or
-    None key keeps the default of the ViTConfig / T5Config / CaptionerConfig
-    field it sets.
-
-    Args:
-        model_config: an ml_collections.ConfigDict (or dict).
-
-    Returns:
-        A CaptionerConfig.
-
-    Raises:
-        ValueError: naming the key at fault (unknown key, bad value, missing variant).
+    vit.variant and t5.variant are required; other keys override the dataclasses' fields
+    (dtype: activations; dropout: the mT5's; scan / remat / remat_policy: both towers).
     """
     model = _fields(model_config, _MODEL_KEYS, "config.model")
     vit_fields = _fields(model.pop("vit", None), _VIT_KEYS, "config.model.vit")
@@ -226,17 +175,12 @@ def captioner_config(model_config) -> CaptionerConfig:
 
 
 def padded_vocab_size(vocab_size, multiple=128):
-    """The embedding size for a vocabulary: rounded up to a multiple of 128, as mT5's 250112.
-
-    Padding keeps the vocabulary axis divisible by any model-parallel degree
-    (and the matrix units' tiles); the extra rows are never targets.
-    """
+    """The vocabulary rounded up to a multiple of 128 (as mT5's 250112): model-parallel friendly."""
     return -(-vocab_size // multiple) * multiple
 
 
 def from_config(model_config, vocab_size=None) -> Captioner:
-    """Returns the Captioner described by the `config.model` ConfigDict; `t5.vocab_size`,
-    when unset, is `vocab_size` (the vocabulary's) padded by `padded_vocab_size`."""
+    """The Captioner of a `config.model`; an unset `t5.vocab_size` is `vocab_size`, padded."""
     if model_config.t5.get("vocab_size") is None and vocab_size is not None:
         model_config = ml_collections.ConfigDict(model_config.to_dict())
         model_config.t5.vocab_size = padded_vocab_size(vocab_size)
@@ -258,16 +202,7 @@ def dummy_inputs(config: CaptionerConfig, batch_size: int = 1, prompt_len: int =
 
 
 def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):
-    """Randomly initialized parameters (the contents of the 'params' collection).
-
-    Args:
-        model: the captioner.
-        rng: PRNG key.
-        boxed: keep the nn.LogicallyPartitioned boxes (for sharding specs).
-
-    Returns:
-        The parameter tree {'img': ..., 'img_proj': ..., 't5': ...}.
-    """
+    """Randomly initialized 'params'; `boxed` keeps the nn.LogicallyPartitioned boxes."""
     params = model.init(rng, *dummy_inputs(model.config))["params"]
     return params if boxed else nn.unbox(params)
 

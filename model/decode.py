@@ -1,21 +1,11 @@
 """Autoregressive caption decoding: greedy, beam search (T5X) and sampling.
 
-All three encode the images once, then run the decoder one position per
-step with its key/value cache ('cache' collection) inside a lax.while_loop
-that stops as soon as every sequence has produced EOS. Outputs are
-[batch, max_len] int32 token ids: the EOS token is kept, positions after it
-are 0 (padding). The decoder starts from token 0. `log_probs` scores any
-such output under the model (teacher-forced), whichever search wrote it.
-
-`model` is any module with the Captioner's `encode(images, prompt_tokens)`
-and `decode(encoded, encoder_mask, tokens, decode=True)` methods; `params`
-is its parameter tree or the variables dict {'params': ...}. The functions
-are jit-compiled here with `model`, `max_len` and the other Python options
-static.
-
-`Decoding` is a decoding's settings (method, beam size, length penalty,
-temperature, top-k, seed), checked when made: the one place where the
-captioning tools and the evaluation tool check what a user asked for.
+Each encodes the images once, then runs the cached decoder one position a step in a
+lax.while_loop that stops once every sequence has produced EOS. Outputs are
+[batch, max_len] int32 ids starting after token 0, EOS kept, 0 after it; `log_probs`
+scores any such output. `model` has the Captioner's `encode` and `decode` methods;
+`params` is its tree or {'params': ...}. `Decoding` holds and checks a decoding's
+settings for every caller.
 """
 
 import dataclasses
@@ -30,31 +20,18 @@ import jax.numpy as jnp
 
 import errors
 
-# Log-probability of impossible continuations (finite, as T5X, to keep
-# arithmetic NaN-free).
+# Log-probability of impossible continuations (finite, as T5X, to keep arithmetic NaN-free).
 NEG_INF = -1.0e7
 
 
 def _variables(params) -> dict:
-    """Accepts a parameter tree or a {'params': ...} variables dict."""
     if hasattr(params, "keys") and "params" in params:
         return {"params": params["params"]}
     return {"params": params}
 
 
 def init_cache(model, variables, encoded, encoder_mask, max_len: int):
-    """Zero decoding cache for `max_len` positions of a batch of encodings.
-
-    Args:
-        model: the captioner.
-        variables: {'params': ...}.
-        encoded: [batch, enc_len, emb].
-        encoder_mask: [batch, enc_len] bool.
-        max_len: number of positions to decode.
-
-    Returns:
-        The 'cache' collection, all zeros (position counters at 0).
-    """
+    """Zero decoding cache ('cache' collection) for `max_len` positions of a batch."""
     tokens = jnp.zeros((encoded.shape[0], max_len), jnp.int32)
 
     def shapes():
@@ -86,7 +63,7 @@ class SearchState:
 
 
 def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pick, rng):
-    """Shared loop of greedy and sampling; `pick(logits, rng) -> tokens [B]`."""
+    """The loop of greedy and sampling; `pick(logits, rng) -> tokens [B]`."""
     variables = _variables(params)
     encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
     batch = encoded.shape[0]
@@ -114,19 +91,7 @@ def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pic
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "eos_id"))
 def greedy(model, params, images, prompt_tokens, max_len: int, eos_id: int = 1):
-    """Greedy (argmax) decoding with the key/value cache.
-
-    Args:
-        model: the captioner (static).
-        params: its parameters (or {'params': ...}).
-        images: [batch, H, W, 3] float32 in [-1, 1].
-        prompt_tokens: [batch, prompt_len] int32, 0 = padding.
-        max_len: number of positions to decode (static).
-        eos_id: end-of-sequence id.
-
-    Returns:
-        [batch, max_len] int32 tokens; 0 after EOS.
-    """
+    """Greedy (argmax) decoding: [batch, max_len] int32 tokens, 0 after EOS."""
     return _search(model, params, images, prompt_tokens, max_len, eos_id,
                    lambda logits, rng: jnp.argmax(logits, axis=-1), jax.random.key(0))
 
@@ -141,17 +106,7 @@ def _top_k_mask(logits: jax.Array, top_k: int) -> jax.Array:
                                              "eos_id"))
 def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
            temperature: float = 1.0, top_k: int = 0, eos_id: int = 1):
-    """Ancestral sampling from softmax(logits / temperature), optionally top-k.
-
-    Args:
-        model, params, images, prompt_tokens, max_len, eos_id: as `greedy`.
-        rng: PRNG key.
-        temperature: softmax temperature; 0 means argmax (greedy).
-        top_k: sample among the k most likely tokens only (0 = all).
-
-    Returns:
-        [batch, max_len] int32 tokens; 0 after EOS.
-    """
+    """Samples from softmax(logits / temperature) (0: argmax) among the top_k (0: all)."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k < 0:
@@ -202,17 +157,7 @@ def _gather_cache(cache, parents: jax.Array, beam_size: int):
 
 def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
                alpha: float, eos_id: int) -> BeamState:
-    """Extends every live beam by every token and keeps the best (T5X rules).
-
-    Args:
-        state: the current state.
-        log_probs: [batch, beam, vocab] next-token log-probabilities.
-        cache: the decoder cache after feeding `state.last`.
-        beam_size, alpha, eos_id: search options.
-
-    Returns:
-        The next state.
-    """
+    """Extends every live beam by every token and keeps the best (T5X rules)."""
     batch, _, vocab = log_probs.shape
     # [batch, beam * vocab]: log-probability of every one-token extension.
     candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
@@ -250,24 +195,13 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
                                              "eos_id"))
 def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
                 alpha: float = 0.6, eos_id: int = 1):
-    """Beam search with T5X semantics (t5x/decoding.py).
+    """Beam search as t5x/decoding.py: returns (tokens [batch, max_len], scores [batch]).
 
-    Each step keeps the 2 * beam_size best one-token extensions; those ending
-    in EOS compete for the finished set with score log_prob / ((5 + length)
-    / 6) ** alpha (length counts the EOS), the others for the live set. The
-    search stops at max_len or when no live beam, even at the largest
-    possible length, could beat the worst finished one. If no sequence of an
-    example has finished, its best live beam is returned with its raw
-    log-probability.
-
-    Args:
-        model, params, images, prompt_tokens, max_len, eos_id: as `greedy`.
-        beam_size: number of beams.
-        alpha: length-penalty exponent (0 = plain log-probability).
-
-    Returns:
-        tokens: [batch, max_len] int32, the best sequence; 0 after EOS.
-        scores: [batch] float32, its score.
+    Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the
+    finished set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS),
+    the others for the live set. Stops at max_len or when no live beam could still beat the
+    worst finished one. An example with no finished sequence gets its best live beam with
+    its raw log-probability.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -277,8 +211,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     # [batch * beam, ...]: every beam of an example sees the same encoding.
     encoded = jnp.repeat(encoded, beam_size, axis=0)
     encoder_mask = jnp.repeat(encoder_mask, beam_size, axis=0)
-    # The largest length normalization any live beam can still get (T5X counts
-    # its dummy start token, hence + 1).
+    # The largest length normalization a live beam can still get (+ 1: T5X's start token).
     max_penalty = brevity_penalty(alpha, max_len + 1)
 
     def cond(state):
@@ -300,8 +233,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     init = BeamState(
         step=jnp.zeros((), jnp.int32),
         live_tokens=jnp.zeros(shape + (max_len,), jnp.int32),
-        # Only the first beam is live at the start, so that the first step
-        # does not fill the beams with copies of the same extensions.
+        # Only the first beam is live, lest the first step fill the beams with copies.
         live_log_probs=jnp.tile(jnp.array([0.0] + [NEG_INF] * (beam_size - 1)), (batch, 1)),
         last=jnp.zeros(shape, jnp.int32),
         finished_tokens=jnp.zeros(shape + (max_len,), jnp.int32),
@@ -319,19 +251,9 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
 
 @functools.partial(jax.jit, static_argnames=("model", "eos_id"))
 def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
-    """Log-probability of each decoded sequence under the model, teacher-forced.
+    """[batch] log-probability of decoded `tokens` (teacher-forced, up to the first EOS included).
 
-    The sum of log p(token_t | image, prompt, tokens_<t) over the positions up
-    to and including the first EOS (over all positions when there is none):
-    the quantity beam search ranks by before its length penalty, at
-    temperature 1 whatever decoding wrote `tokens`.
-
-    Args:
-        model, params, images, prompt_tokens, eos_id: as `greedy`.
-        tokens: [batch, length] int32, as the decoders return them.
-
-    Returns:
-        [batch] float32.
+    What beam search ranks by before its length penalty, at temperature 1.
     """
     # [batch, length]: the decoder input is the output shifted right, from token 0.
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
@@ -345,9 +267,6 @@ def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     after_eos = (jnp.cumsum(is_eos, axis=1) - is_eos) > 0
     return jnp.sum(jnp.where(after_eos, 0.0, token_log_probs), axis=1)
 
-
-# The settings of a decoding, checked in one place for every caller (the captioning command
-# line, API, page and export, and the evaluation tool's flags and config.evals fields).
 
 METHODS = ("greedy", "beam", "sample")
 # Each setting: its decoding, default, name in messages, kind, and range. Beyond alpha 10
@@ -364,12 +283,7 @@ MIN_TEMPERATURE = 0.01
 
 
 class DecodingError(errors.InputError):
-    """A decoding setting of the wrong kind, out of range, or of another decoding.
-
-    Attributes:
-        setting: its name as the caller's user spells it ("alpha", "--alpha", ...).
-        problem: what is wrong with it.
-    """
+    """A decoding setting of the wrong kind, out of range, or of another decoding."""
 
     def __init__(self, setting, problem):
         super().__init__(f"{setting}: {problem}")
@@ -401,18 +315,8 @@ def _checked(name, value):
 class Decoding:
     """A decoding and its settings, checked when made (DecodingError naming the setting).
 
-    The settings of the chosen method default as below; those of another method must be
-    left None (a beam size given to greedy decoding is an error, never ignored).
-
-    Attributes:
-        method: "greedy" (argmax), "beam" (T5X beam search) or "sample" (ancestral).
-        beam_size: beams, for "beam" (an integer >= 1; default 4).
-        alpha: T5X's length-penalty exponent, for "beam" (in [0, 10]; 0: plain
-            log-probability; default 0.6).
-        temperature: softmax temperature, for "sample" (0: argmax, or in [0.01, 100];
-            default 1).
-        top_k: sample among the k most likely tokens only, for "sample" (0: all; default 0).
-        seed: the sampling seed, for "sample" (in [0, 2**32 - 1]; default 0).
+    Unset settings of the chosen method take `_SETTINGS`' defaults; another method's must be
+    None (a beam size given to greedy decoding is an error, never ignored).
     """
     method: str = "greedy"
     beam_size: int | None = None
@@ -436,13 +340,7 @@ class Decoding:
 
     @classmethod
     def create(cls, method, settings, spell="{}"):
-        """Decoding(method, **settings), its errors naming each setting as `spell.format(name)`.
-
-        Args:
-            method: "greedy", "beam" or "sample".
-            settings: {setting name: value}; None values are left out (not given).
-            spell: how the caller's user writes a setting, e.g. "--{}" for a flag.
-        """
+        """Decoding(method, **non-None settings); errors name a setting as `spell.format(name)`."""
         given = {k: v for k, v in settings.items() if v is not None}
         unknown = [k for k in given if k not in _SETTINGS]
         if unknown:
@@ -455,9 +353,7 @@ class Decoding:
 
     @classmethod
     def from_config(cls, eval_config, spell="{}"):
-        """The decoding of an evaluator config (`config.evals.<name>`): its optional `decode`
-        (default "greedy") and that decoding's settings. An evaluation decodes greedy or beam:
-        a score that the seed changes measures nothing."""
+        """The decoding of `config.evals.<name>`; sampling is refused (its score is chance)."""
         method = eval_config.get("decode", None) or "greedy"
         if method == "sample":
             raise DecodingError(spell.format("decode"), "an evaluation decodes greedy or beam "

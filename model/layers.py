@@ -1,14 +1,5 @@
-"""Small building blocks shared by the ViT and the mT5, and layer-stack tools.
-
-- `RMSNorm`, `DenseGeneral`: T5X's LayerNorm and DenseGeneral (2-D stored
-  kernels, no bias) with the same parameter names and shapes.
-- `dot_product_attention`, `mask_to_bias`: attention core (jax.nn's, float32
-  scores and softmax; cuDNN flash attention on GPUs where shapes allow).
-- `scan_to_layers` / `layers_to_scan`: convert parameters between the stacked
-  tree that `nn.scan` builds ('layers', 'encoderblock', leading axis = layer)
-  and the per-layer tree of the upstream checkpoints ('layers_0', ...).
-- `with_overrides`: a config dataclass's fields with overrides checked by name.
-"""
+"""Building blocks shared by the ViT and the mT5 (T5X's RMSNorm and DenseGeneral, the
+attention core), and conversion between `nn.scan`'s stacked trees and per-layer ones."""
 
 import dataclasses
 import re
@@ -22,34 +13,25 @@ import numpy as np
 
 from model import partitioning as part
 
-# A large negative number for masked attention logits (as T5X); finite so
-# that fully masked rows give a uniform softmax instead of NaN.
+# Masked attention logits (as T5X): finite so that fully masked rows softmax to uniform, not NaN.
 NEG_INF = -1e10
 
 # Name of a scanned stack -> format of its per-layer names.
 SCANNED_STACKS = {"layers": "layers_{}", "encoderblock": "encoderblock_{}"}
 
-# What a rematerialized layer keeps of its forward pass for the backward pass:
-# - "full": nothing but its input; the whole forward runs again (least memory);
-# - "dots": also the outputs of its matmuls without batch dimensions (the
-#   projections and the MLPs): only norms, activations, softmax and the
-#   attention scores (batched matmuls, a few % of the FLOPs) run again.
+# What a rematerialized layer keeps for the backward pass: "full" only its input (least
+# memory); "dots" also its unbatched matmuls' outputs (projections, MLPs), so only norms,
+# activations, softmax and attention scores run again.
 REMAT_POLICIES = {"full": None, "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
 
 
 class RMSNorm(nn.Module):
-    """T5 layer norm: scales by the root mean square, no mean, no bias.
-
-    Attributes:
-        epsilon: added to the mean square.
-        dtype: dtype of the output (statistics are taken in float32).
-    """
+    """T5 layer norm: scales by the root mean square (in float32), no mean, no bias."""
     epsilon: float = 1e-6
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        """Normalizes the last axis of `x`."""
         scale = self.param("scale", part.param_init(nn.initializers.ones, (part.EMBED,)),
                            (x.shape[-1],), jnp.float32)
         x = x.astype(jnp.float32)
@@ -59,18 +41,7 @@ class RMSNorm(nn.Module):
 
 
 class DenseGeneral(nn.Module):
-    """Bias-free linear map over several input and output axes (T5X layout).
-
-    The kernel is stored flattened to 2-D, [prod(in dims), prod(out dims)], as
-    T5X stores it, and reshaped for the contraction.
-
-    Attributes:
-        features: output dims (int or tuple).
-        axis: input axes to contract (int or tuple).
-        kernel_axes: the two logical names of the stored 2-D kernel.
-        kernel_init: initializer, applied to the 2-D kernel shape.
-        dtype: computation dtype.
-    """
+    """Bias-free linear map over several axes; kernel stored 2-D [prod(in), prod(out)] as T5X."""
     features: Any
     axis: Any = -1
     kernel_axes: Sequence[str] = (None, None)
@@ -79,7 +50,6 @@ class DenseGeneral(nn.Module):
 
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
-        """Contracts `axis` of `inputs` with the kernel."""
         features = _as_tuple(self.features)
         axis = tuple(a % inputs.ndim for a in _as_tuple(self.axis))
         in_dims = tuple(inputs.shape[a] for a in axis)
@@ -92,7 +62,7 @@ class DenseGeneral(nn.Module):
 
 
 def remat(module_class, policy: str, scan: bool):
-    """`module_class` rematerialized with a policy of REMAT_POLICIES (a layer of a stack)."""
+    """`module_class` rematerialized with a policy of REMAT_POLICIES."""
     if policy not in REMAT_POLICIES:
         raise ValueError(f"unknown remat policy {policy!r}; known: {', '.join(REMAT_POLICIES)}")
     # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE to prevent).
@@ -109,14 +79,10 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
 
 
 def attention_implementation(platform, dtype, head_dim, has_bias):
-    """Which `jax.nn.dot_product_attention` backend suits these shapes: "cudnn" or "xla".
+    """"cudnn" or "xla": the `jax.nn.dot_product_attention` backend for these shapes.
 
-    cuDNN's fused (flash) attention runs on NVIDIA GPUs in bf16/fp16, with a head dimension
-    that is a multiple of 8 up to 128. With a bias (T5's relative positions, masks) it ran
-    the one shape it took (64 x 64) 1.8x slower than XLA on an H100
-    (benchmarks/accelerator_report.py's attention section), so biased attention stays on
-    XLA. Odd lengths, which it refuses, are padded (`even_length_attention`). XLA's
-    einsum-softmax-einsum runs everywhere else (CPU, TPU).
+    cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased
+    attention (T5's) stays on XLA, which measured faster (benchmarks/accelerator_report.py).
     """
     if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
         return "xla"
@@ -126,13 +92,8 @@ def attention_implementation(platform, dtype, head_dim, has_bias):
 
 
 def even_length_attention(query, key, value, implementation="cudnn"):
-    """Unbiased, unscaled attention with each odd length padded by one position.
-
-    cuDNN's flash attention takes even lengths only (JAX 0.11 on an H100 refused BB's ViT,
-    197 x 197 with its [cls] token, and the g/14's MAP head, 1 x 256): the padded key is
-    masked out by its length and the padded query row dropped, so the result is that of
-    the unpadded call.
-    """
+    """Unbiased, unscaled attention with odd lengths padded by one (cuDNN takes even ones only):
+    the padded key is masked out by its length and the padded query row dropped."""
     q_len, kv_len = query.shape[1], key.shape[1]
 
     def padded(x):
@@ -147,27 +108,10 @@ def even_length_attention(query, key, value, implementation="cudnn"):
 
 def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
                           dropout_rate=0.0, deterministic=True, dtype=jnp.float32):
-    """Attention weights softmax(q.k + bias) applied to the values.
+    """softmax(q.k + bias) @ v, unscaled (T5 folds 1/sqrt(d) into the query init, the ViT scales).
 
-    No 1/sqrt(depth) scaling here: T5 folds it into the query initializer and
-    the ViT scales its queries before calling this. Without dropout this is
-    `jax.nn.dot_product_attention` (cuDNN flash attention on GPUs where
-    `attention_implementation` allows, XLA elsewhere; scores accumulated and
-    softmaxed in float32); with dropout (T5X's: one mask per key, shared by
-    every query, which jax's does not offer) the same maths spelled out.
-
-    Args:
-        query: [batch, q_len, heads, depth].
-        key: [batch, kv_len, heads, depth].
-        value: [batch, kv_len, heads, depth].
-        bias: broadcastable to [batch, heads, q_len, kv_len] (masks, positions).
-        dropout_rng: rng for attention dropout.
-        dropout_rate: attention dropout rate.
-        deterministic: disables dropout.
-        dtype: dtype of the result.
-
-    Returns:
-        [batch, q_len, heads, depth].
+    Without dropout `jax.nn.dot_product_attention` (float32 scores); with dropout, T5X's
+    (one mask per key shared by every query, which jax's lacks) spelled out.
     """
     query, key, value = (x.astype(dtype) for x in (query, key, value))
     if deterministic or dropout_rate == 0.0:
@@ -199,17 +143,7 @@ def _unbox(tree):
 
 
 def scan_to_layers(params: Any) -> Any:
-    """Splits every scanned stack into per-layer subtrees ('layers_0', ...).
-
-    A scanned stack is a subtree named 'layers' (mT5) or 'encoderblock' (ViT)
-    whose leaves have the layer index on axis 0. Other entries are copied.
-
-    Args:
-        params: a (nested dict) parameter tree, possibly boxed.
-
-    Returns:
-        The same tree in the per-layer layout of the upstream checkpoints.
-    """
+    """Splits every scanned stack ('layers', 'encoderblock'; layer on axis 0) into 'layers_<i>'."""
     params = _unbox(params)
     if not isinstance(params, dict) and not hasattr(params, "items"):
         return params
@@ -227,20 +161,7 @@ def scan_to_layers(params: Any) -> Any:
 
 
 def layers_to_scan(params: Any) -> Any:
-    """Stacks per-layer subtrees ('layers_0', ... / 'encoderblock_0', ...).
-
-    The inverse of `scan_to_layers`: consecutive layers 0..n-1 are stacked
-    on a new leading axis under 'layers' / 'encoderblock'.
-
-    Args:
-        params: a parameter tree in the per-layer checkpoint layout.
-
-    Returns:
-        The tree in the layout that the model builds with `scan=True`.
-
-    Raises:
-        ValueError: if layer numbers have gaps or layers differ in structure.
-    """
+    """Inverse of `scan_to_layers`; ValueError for gaps in the layer numbers or unlike layers."""
     params = _unbox(params)
     if not hasattr(params, "items"):
         return params
@@ -264,22 +185,9 @@ def layers_to_scan(params: Any) -> Any:
 
 
 def random_params(abstract: Any, seed: int = 0) -> Any:
-    """Random float32 parameters for a tree of shapes, without compiling anything.
+    """Random float32 parameters for a tree of shapes, by numpy (no compile; tests, benchmarks).
 
-    Meant for tests and benchmarks: numpy fills every leaf (a
-    jax.ShapeDtypeStruct or array) in milliseconds, where a first
-    `model.init` compiles one XLA kernel per initializer and shape. Values
-    are of a sensible scale, not the model's own initializers: norm scales
-    1 + N(0, 0.1), biases N(0, 0.1), embedding tables N(0, 1) and other
-    weights N(0, 1 / fan_in) with fan_in the product of all but the last dim.
-
-    Args:
-        abstract: parameter tree (e.g. `jax.eval_shape` of `model.init`),
-            possibly boxed.
-        seed: numpy seed.
-
-    Returns:
-        The same tree of (unboxed) jax arrays.
+    Norm scales 1 + N(0, 0.1), biases N(0, 0.1), embeddings N(0, 1), others N(0, 1 / fan_in).
     """
     rng = np.random.default_rng(seed)
 
@@ -302,11 +210,7 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
 
 
 def with_overrides(config_class, fields, overrides):
-    """`fields` updated with the non-None `overrides`, each checked to be a field of `config_class`.
-
-    Raises:
-        ValueError: an override names no field; the message lists the known ones.
-    """
+    """`fields` updated with the non-None `overrides`; ValueError for one naming no field."""
     known = {f.name for f in dataclasses.fields(config_class)}
     for key, value in overrides.items():
         if key not in known:

@@ -1,18 +1,10 @@
-"""Logical axis names of the model and their mapping onto a device mesh.
+"""Logical axis names of the model's parameters and activations, and their mesh mapping.
 
-Every parameter of the ViT, the projection and the mT5 carries T5X-style
-logical axis names (attached with `nn.with_logical_partitioning`), and the
-main activations are annotated with `nn.with_logical_constraint`. The rules
-below map those names onto a ('data', 'model') mesh: plain data parallelism
-plus model (tensor) parallelism over vocabulary, heads and MLP units, or, with
-`fsdp=True`, additionally the embedding dimension of every parameter sharded
-over 'data' (fully sharded data parallelism).
-
-Without `nn.logical_axis_rules` in scope (e.g. in the tests, on one CPU) the
-activation constraints are no-ops.
+The rules map them onto a ('data', 'model') mesh: data parallelism plus model parallelism
+over vocabulary, heads and MLP units, and with `fsdp=True` the parameters' embedding axis
+sharded over 'data' too. Without `nn.logical_axis_rules` in scope the activation
+constraints are no-ops.
 """
-
-from typing import Any
 
 import flax.linen as nn
 import jax
@@ -34,18 +26,10 @@ MODEL_AXIS = "model"
 
 
 def logical_axis_rules(fsdp: bool = False) -> tuple:
-    """Returns the rules mapping logical axis names to ('data', 'model') axes.
+    """(logical name, mesh axis or None) pairs.
 
-    Order matters: flax assigns a mesh axis to the first logical name that
-    asks for it, so 'batch' comes first and activations keep their batch
-    sharding even when 'embed' also asks for 'data' under FSDP (the second
-    request is then left unsharded).
-
-    Args:
-        fsdp: also shard the 'embed' dimension of parameters over 'data'.
-
-    Returns:
-        A tuple of (logical name, mesh axis or None) pairs.
+    Order matters: flax gives a mesh axis to the first name asking for it, so 'batch' comes
+    first and activations keep their batch sharding when 'embed' also asks for 'data' (FSDP).
     """
     return (
         (BATCH, DATA_AXIS),
@@ -62,42 +46,11 @@ def logical_axis_rules(fsdp: bool = False) -> tuple:
 
 
 def param_init(init, names):
-    """Wraps a parameter initializer so its value carries logical axis names.
-
-    Args:
-        init: a flax initializer (rng, shape, dtype) -> array.
-        names: one logical name (or None) per dimension of the parameter.
-
-    Returns:
-        The wrapped initializer.
-    """
+    """Wraps a parameter initializer so its value carries logical axis names."""
     return nn.with_logical_partitioning(init, tuple(names))
 
 
 def constrain(x: jax.Array, names) -> jax.Array:
-    """Annotates an activation with logical axis names (no-op without rules).
-
-    Args:
-        x: the activation.
-        names: one logical name (or None) per dimension of `x`.
-
-    Returns:
-        `x`, constrained to the sharding the active rules give those names.
-    """
+    """Annotates an activation with logical axis names (no-op without rules)."""
     return nn.with_logical_constraint(x, tuple(names))
 
-
-def param_partition_specs(boxed_params: Any, fsdp: bool = False) -> Any:
-    """Returns the mesh PartitionSpec of every parameter of a boxed tree.
-
-    Args:
-        boxed_params: parameters as `model.init` (or `jax.eval_shape` of it)
-            returns them, i.e. still wrapped in `nn.LogicallyPartitioned`.
-        fsdp: which rule set to use (see `logical_axis_rules`).
-
-    Returns:
-        A tree of `jax.sharding.PartitionSpec` with the structure of the
-        unboxed parameters.
-    """
-    logical = nn.get_partition_spec(boxed_params)
-    return nn.logical_to_mesh(logical, logical_axis_rules(fsdp))

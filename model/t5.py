@@ -1,18 +1,11 @@
 """mT5 / T5.1.1 encoder-decoder with the parameter tree of T5X checkpoints.
 
-Matches t5x/examples/t5/network.py: RMSNorm (pre-norm), no biases, gated-GELU
-MLP (tanh-approximated GELU on wi_0 times linear wi_1), T5 relative position
-buckets (one table per stack, shared by its layers), no 1/sqrt(d) attention
-scaling (folded into the query initializer as T5X does), untied output layer.
-
-Differences from T5X that do not change the math on valid positions:
-- The encoder takes already embedded inputs and a boolean mask, because the
-  captioner puts image embeddings before the embedded prompt tokens.
-- The decoder self-attention uses a causal mask only (T5X also masks padded
-  targets; a valid position never sees later padding under a causal mask).
-- Token embeddings use a gather instead of a one-hot matmul.
-- The decoding cache is [batch, length, heads, head_dim] per layer plus one
-  position counter per decoder ('cache_index').
+As t5x/examples/t5/network.py: pre-norm RMSNorm, no biases, gated-GELU MLP, relative
+position buckets (one table per stack), no 1/sqrt(d) attention scaling (folded into the
+query init), untied output layer. Differences that keep the math on valid positions: the
+encoder takes embedded inputs and a mask (image embeddings go before the prompt), decoder
+self-attention is causal only, embeddings are a gather, and the decoding cache is
+[batch, length, heads, head_dim] per layer plus a 'cache_index' per decoder.
 """
 
 import dataclasses
@@ -27,20 +20,10 @@ from model import layers
 from model import partitioning as part
 
 # Sizes from the T5X gin files (t5x/examples/t5/mt5/*.gin); "t5-tiny" is for tests.
-_VARIANTS = {
-    "mt5-small": dict(emb_dim=512, mlp_dim=1024, num_heads=6, head_dim=64,
-                      num_encoder_layers=8, num_decoder_layers=8),
-    "mt5-base": dict(emb_dim=768, mlp_dim=2048, num_heads=12, head_dim=64,
-                     num_encoder_layers=12, num_decoder_layers=12),
-    "mt5-large": dict(emb_dim=1024, mlp_dim=2816, num_heads=16, head_dim=64,
-                      num_encoder_layers=24, num_decoder_layers=24),
-    "mt5-xl": dict(emb_dim=2048, mlp_dim=5120, num_heads=32, head_dim=64,
-                   num_encoder_layers=24, num_decoder_layers=24),
-    "mt5-xxl": dict(emb_dim=4096, mlp_dim=10240, num_heads=64, head_dim=64,
-                    num_encoder_layers=24, num_decoder_layers=24),
-    "t5-tiny": dict(emb_dim=32, mlp_dim=64, num_heads=4, head_dim=8,
-                    num_encoder_layers=2, num_decoder_layers=2, vocab_size=128),
-}
+# name: (emb_dim, mlp_dim, num_heads, head_dim, encoder and decoder layers, vocab_size)
+_VARIANTS = {"mt5-small": (512, 1024, 6, 64, 8, None), "mt5-base": (768, 2048, 12, 64, 12, None),
+             "mt5-large": (1024, 2816, 16, 64, 24, None), "mt5-xl": (2048, 5120, 32, 64, 24, None),
+             "mt5-xxl": (4096, 10240, 64, 64, 24, None), "t5-tiny": (32, 64, 4, 8, 2, 128)}
 MT5_VOCAB_SIZE = 250112
 
 
@@ -65,38 +48,22 @@ class T5Config:
 
 
 def t5_config(variant: str, **overrides) -> T5Config:
-    """Returns the config of a named size, with fields replaced by `overrides`.
-
-    Args:
-        variant: one of "mt5-small", "mt5-base", "mt5-large", "mt5-xl",
-            "mt5-xxl", "t5-tiny".
-        **overrides: T5Config fields to replace (None values are ignored).
-
-    Returns:
-        A T5Config.
-    """
+    """The config of a named size (`_VARIANTS`), with non-None `overrides` replacing fields."""
     if variant not in _VARIANTS:
         raise ValueError(f"unknown T5 variant {variant!r}; known: {', '.join(_VARIANTS)}")
-    fields = {"vocab_size": MT5_VOCAB_SIZE, **_VARIANTS[variant]}
+    emb_dim, mlp_dim, num_heads, head_dim, num_layers, vocab_size = _VARIANTS[variant]
+    fields = dict(vocab_size=vocab_size or MT5_VOCAB_SIZE, emb_dim=emb_dim, mlp_dim=mlp_dim,
+                  num_heads=num_heads, head_dim=head_dim, num_encoder_layers=num_layers,
+                  num_decoder_layers=num_layers)
     return T5Config(**layers.with_overrides(T5Config, fields, overrides))
 
 
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int,
                              max_distance: int):
-    """Maps key - query offsets to T5's log-spaced buckets.
+    """Maps key - query offsets to T5's buckets: int32 ids in [0, num_buckets).
 
-    Half of the buckets (per direction) hold exact offsets, the rest grow
-    logarithmically up to `max_distance`, beyond which everything shares the
-    last bucket. Causal stacks see only non-positive offsets.
-
-    Args:
-        relative_position: int array, key position - query position.
-        bidirectional: whether positive offsets get their own buckets.
-        num_buckets: total number of buckets.
-        max_distance: offsets at or beyond this share the last bucket.
-
-    Returns:
-        int32 array of bucket ids in [0, num_buckets), same shape.
+    Half the buckets (per direction) hold exact offsets, the rest grow logarithmically up to
+    `max_distance`; causal stacks see only non-positive offsets.
     """
     n = -relative_position
     bucket = jnp.zeros_like(n)
@@ -107,8 +74,7 @@ def relative_position_bucket(relative_position, bidirectional: bool, num_buckets
     else:
         n = jnp.maximum(n, 0)
     max_exact = num_buckets // 2
-    # Same float32 epsilon as T5X so that bucket edges fall where they did
-    # in pre-training.
+    # T5X's float32 epsilon, so bucket edges fall where they did in pre-training.
     log_ratio = jnp.log(n.astype(jnp.float32) / max_exact + np.finfo(np.float32).eps)
     large = max_exact + (log_ratio / np.log(max_distance / max_exact)
                          * (num_buckets - max_exact)).astype(jnp.int32)
@@ -126,7 +92,7 @@ class RelativePositionBias(nn.Module):
 
     @nn.compact
     def __call__(self, q_len: int, k_len: int, q_offset=0) -> jax.Array:
-        """Returns the bias [1, heads, q_len, k_len] for queries q_offset + i."""
+        """The bias [1, heads, q_len, k_len] for queries q_offset + i."""
         table = self.param(
             "rel_embedding",
             part.param_init(nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
@@ -158,15 +124,7 @@ class Embed(nn.Module):
 
 
 class Attention(nn.Module):
-    """T5X multi-head attention with an optional decoding cache.
-
-    Attributes:
-        num_heads, head_dim: attention shape.
-        dropout_rate: attention dropout.
-        dtype: activation dtype.
-        deterministic: disables dropout.
-        decode: keep keys/values of past positions in the 'cache' collection.
-    """
+    """T5X multi-head attention; `decode` keeps past keys/values in the 'cache' collection."""
     num_heads: int
     head_dim: int
     dropout_rate: float = 0.0
@@ -176,17 +134,10 @@ class Attention(nn.Module):
 
     @nn.compact
     def __call__(self, inputs_q, inputs_kv, bias=None, cache_index=None):
-        """Attends from inputs_q [B, Lq, E] to inputs_kv [B, Lk, E].
+        """Attends from inputs_q [batch, q_len, emb] to inputs_kv [batch, kv_len, emb].
 
-        Args:
-            inputs_q: query inputs [batch, q_len, emb].
-            inputs_kv: key/value inputs [batch, kv_len, emb].
-            bias: additive bias, broadcastable to [batch, heads, q_len, kv_len];
-                with a filled cache it must cover the whole cache length.
-            cache_index: position written in the cache when decoding.
-
-        Returns:
-            [batch, q_len, emb].
+        `bias` broadcasts to [batch, heads, q_len, kv_len] (the whole cache when decoding);
+        `cache_index` is the position written in the cache.
         """
         kernel_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
         depth_scaling = jnp.sqrt(self.head_dim).astype(jnp.float32)
@@ -221,9 +172,8 @@ class Attention(nn.Module):
                 value = jax.lax.dynamic_update_slice(cached_value.value, value, start)
                 cached_key.value, cached_value.value = key, value
 
-        dropout_rng = None
-        if not self.deterministic and self.dropout_rate > 0.0:
-            dropout_rng = self.make_rng("dropout")
+        dropout_rng = (self.make_rng("dropout")
+                       if not self.deterministic and self.dropout_rate > 0.0 else None)
         x = layers.dot_product_attention(query, key, value, bias, dropout_rng,
                                          self.dropout_rate, self.deterministic, self.dtype)
         return layers.DenseGeneral(
@@ -263,8 +213,7 @@ def _dropout(cfg: T5Config, x, deterministic: bool):
     return nn.Dropout(cfg.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
 
 
-def _residual_names():
-    return (part.BATCH, part.LENGTH, part.EMBED)
+_RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
 
 
 class EncoderLayer(nn.Module):
@@ -283,7 +232,7 @@ class EncoderLayer(nn.Module):
         x = x + _dropout(cfg, y, det)
         y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_mlp_layer_norm")(x)
         y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _residual_names())
+        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
         return (x, None) if self.scanned else x
 
 
@@ -309,7 +258,7 @@ class DecoderLayer(nn.Module):
         x = x + _dropout(cfg, y, det)
         y = layers.RMSNorm(eps, cfg.dtype, name="pre_mlp_layer_norm")(x)
         y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _residual_names())
+        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
         return (x, None) if self.scanned else x
 
 
@@ -339,16 +288,7 @@ class Encoder(nn.Module):
 
     @nn.compact
     def __call__(self, embeddings, mask, train: bool = False):
-        """Encodes embedded inputs.
-
-        Args:
-            embeddings: [batch, length, emb] input embeddings.
-            mask: [batch, length] bool, True at valid (non-padding) positions.
-            train: enables dropout.
-
-        Returns:
-            [batch, length, emb] encodings.
-        """
+        """[batch, length, emb] embeddings, [batch, length] bool mask -> encodings."""
         cfg, det = self.config, not train
         length = embeddings.shape[1]
         rel_bias = RelativePositionBias(
@@ -358,39 +298,26 @@ class Encoder(nn.Module):
         bias = (layers.mask_to_bias(mask[:, None, None, :], cfg.dtype)
                 + rel_bias(length, length))
         x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
-        x = part.constrain(x, _residual_names())
+        x = part.constrain(x, _RESIDUAL)
         x = _layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, 1, deterministic=det)(x, bias)
         x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="encoder_norm")(x)
         return _dropout(cfg, x, det)
 
 
 class Decoder(nn.Module):
-    """Decoder stack with output projection; optional cached decoding.
-
-    Attributes:
-        config: sizes.
-        shared_embedding: the token embedder; a new 'token_embedder' is made
-            when None (stand-alone use).
-    """
+    """Decoder stack with output projection; makes its own 'token_embedder' when no shared one."""
     config: T5Config
     shared_embedding: nn.Module | None = None
 
     @nn.compact
     def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                  train: bool = False, hidden_only: bool = False):
-        """Returns logits [batch, length, vocab] (float32).
+        """Float32 logits [batch, length, vocab].
 
-        Args:
-            encoded: [batch, enc_length, emb] encoder outputs.
-            encoder_mask: [batch, enc_length] bool, True at valid positions.
-            decoder_input_tokens: [batch, length] int, targets shifted right
-                (starting with 0); with decode=True and a filled cache, one
-                position [batch, 1].
-            decode: use and update the 'cache' collection.
-            train: enables dropout.
-            hidden_only: return the last hidden states [batch, length, emb]
-                that enter the logits layer ('logits_dense') instead, for a
-                loss that makes the logits itself (training/losses.py).
+        `decoder_input_tokens` are the targets shifted right (starting with 0), one position
+        [batch, 1] per call when decoding with a filled cache. `hidden_only` returns the last
+        hidden states [batch, length, emb] instead, for a loss that makes the logits itself
+        (training/losses.py).
         """
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
@@ -423,7 +350,7 @@ class Decoder(nn.Module):
         cross_bias = layers.mask_to_bias(encoder_mask[:, None, None, :], cfg.dtype)
 
         y = _dropout(cfg, embedder(decoder_input_tokens), det).astype(cfg.dtype)
-        y = part.constrain(y, _residual_names())
+        y = part.constrain(y, _RESIDUAL)
         y = _layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, 4, deterministic=det,
                          decode=decode)(y, encoded, self_bias, cross_bias, cache_index)
         y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
@@ -454,33 +381,20 @@ class T5(nn.Module):
         self.decoder = Decoder(cfg, shared_embedding=self.token_embedder)
 
     def embed(self, tokens):
-        """[batch, length] int tokens -> [batch, length, emb] embeddings."""
         return self.token_embedder(tokens)
 
     def encode(self, encoder_input_embeddings, encoder_mask, train: bool = False):
         """Encodes [batch, length, emb] embeddings; mask [batch, length] bool."""
         return self.encoder(encoder_input_embeddings, encoder_mask, train=train)
 
-    def encode_tokens(self, encoder_input_tokens, train: bool = False):
-        """Encodes text tokens (0 = padding); returns (encoded, mask)."""
-        mask = encoder_input_tokens != 0
-        return self.encode(self.embed(encoder_input_tokens), mask, train), mask
-
     def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                train: bool = False):
-        """Decoder logits [batch, length, vocab]; see `Decoder.__call__`."""
+        """Decoder logits; see `Decoder.__call__`."""
         return self.decoder(encoded, encoder_mask, decoder_input_tokens, decode=decode,
                             train=train)
 
     def __call__(self, encoder_input_embeddings, encoder_mask, decoder_input_tokens,
                  train: bool = False):
-        """Teacher-forced logits [batch, target_length, vocab] (float32).
-
-        Args:
-            encoder_input_embeddings: [batch, length, emb].
-            encoder_mask: [batch, length] bool, True at valid positions.
-            decoder_input_tokens: [batch, target_length] int.
-            train: enables dropout.
-        """
+        """Teacher-forced float32 logits [batch, target_length, vocab]."""
         encoded = self.encode(encoder_input_embeddings, encoder_mask, train)
         return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)

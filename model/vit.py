@@ -1,12 +1,9 @@
 """Vision Transformer with the parameter tree of big_vision checkpoints.
 
-Matches big_vision/models/vit.py: conv patch stem ('embedding'), learned or
-2-D sin-cos position embeddings added before the optional [cls] token,
-pre-LayerNorm encoder blocks (eps 1e-6, tanh-approximated GELU as flax's
-nn.gelu default, attention queries scaled by 1/sqrt(head_dim)), final
-'encoder_norm', and pooling by global average ('gap'), multihead attention
-pooling ('map', 'MAPHead_0') or the [cls] token ('tok'). There is no
-classification head: the captioner only needs the pooled vector and tokens.
+As big_vision/models/vit.py: conv patch stem, learned or 2-D sin-cos position embeddings
+added before the optional [cls] token, pre-LayerNorm blocks (eps 1e-6, tanh GELU, queries
+scaled by 1/sqrt(head_dim)), 'encoder_norm', pooling 'gap', 'map' or 'tok'. No
+classification head: the captioner needs the pooled vector and the tokens.
 """
 
 import dataclasses
@@ -20,16 +17,12 @@ import numpy as np
 from model import layers
 from model import partitioning as part
 
-# big_vision's decode_variant table (Table 2 of arXiv:2106.04560), plus "mu",
-# a tiny size for tests.
-_WIDTH = {"mu": 32, "Ti": 192, "S": 384, "M": 512, "B": 768, "L": 1024, "So400m": 1152,
-          "H": 1280, "g": 1408, "G": 1664, "e": 1792}
-_DEPTH = {"mu": 2, "Ti": 12, "S": 12, "M": 12, "B": 12, "L": 24, "So400m": 27, "H": 32,
-          "g": 40, "G": 48, "e": 56}
-_MLP_DIM = {"mu": 64, "Ti": 768, "S": 1536, "M": 2048, "B": 3072, "L": 4096, "So400m": 4304,
-            "H": 5120, "g": 6144, "G": 8192, "e": 15360}
-_NUM_HEADS = {"mu": 2, "Ti": 3, "S": 6, "M": 8, "B": 12, "L": 16, "So400m": 16, "H": 16,
-              "g": 16, "G": 16, "e": 16}
+# big_vision's decode_variant table (arXiv:2106.04560, Table 2), plus "mu" for tests.
+# size: (width, depth, mlp_dim, num_heads)
+_SIZES = {"mu": (32, 2, 64, 2), "Ti": (192, 12, 768, 3), "S": (384, 12, 1536, 6),
+          "M": (512, 12, 2048, 8), "B": (768, 12, 3072, 12), "L": (1024, 24, 4096, 16),
+          "So400m": (1152, 27, 4304, 16), "H": (1280, 32, 5120, 16), "g": (1408, 40, 6144, 16),
+          "G": (1664, 48, 8192, 16), "e": (1792, 56, 15360, 16)}
 POOL_TYPES = ("gap", "map", "tok")
 POSEMB_TYPES = ("learn", "sincos2d")
 
@@ -62,21 +55,11 @@ class ViTConfig:
 
 
 def vit_config(variant: str, **overrides) -> ViTConfig:
-    """Returns the config of a big_vision variant such as "B/16" or "So400m/14".
-
-    Args:
-        variant: "<size>[/<patch>]" with size one of mu, Ti, S, M, B, L, So400m,
-            H, g, G, e; the patch size defaults to 16.
-        **overrides: ViTConfig fields to replace (None values are ignored).
-
-    Returns:
-        A ViTConfig.
-    """
+    """The config of a variant "<size>[/<patch>]" ("B/16"; patch 16), with non-None `overrides`."""
     size, _, patch = variant.partition("/")
-    if size not in _WIDTH:
-        raise ValueError(f"unknown ViT variant {variant!r}; sizes: {', '.join(_WIDTH)}")
-    fields = dict(width=_WIDTH[size], depth=_DEPTH[size], mlp_dim=_MLP_DIM[size],
-                  num_heads=_NUM_HEADS[size])
+    if size not in _SIZES:
+        raise ValueError(f"unknown ViT variant {variant!r}; sizes: {', '.join(_SIZES)}")
+    fields = dict(zip(("width", "depth", "mlp_dim", "num_heads"), _SIZES[size], strict=True))
     if patch:
         if not patch.isdigit() or int(patch) <= 0:
             raise ValueError(f"bad patch size {patch!r} in ViT variant {variant!r}")
@@ -123,7 +106,6 @@ class MlpBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x, deterministic: bool = True):
-        """[batch, length, width] -> [batch, length, width]."""
         width = x.shape[-1]
         h = nn.Dense(self.mlp_dim, dtype=self.dtype, param_dtype=jnp.float32, name="Dense_0",
                      **_dense_inits(part.EMBED, part.MLP))(x)
@@ -137,11 +119,9 @@ class MlpBlock(nn.Module):
 class _HeadsDense(nn.Module):
     """flax DenseGeneral's parameters for a projection into or out of attention heads.
 
-    flax's own DenseGeneral initializes a flattened kernel and reshapes it;
-    with logical-axis boxes that reshape applies the 3-D sharding constraint to
-    the 2-D kernel and fails under a mesh, so the kernel is created in its
-    stored shape here. Fans are computed over the same axes, so the
-    initialization has flax's distribution.
+    flax's DenseGeneral reshapes a flattened kernel, which applies the 3-D sharding constraint
+    to the 2-D kernel and fails under a mesh; here the kernel is made in its stored shape, with
+    fans over the same axes (flax's distribution).
     """
     kernel_shape: tuple
     kernel_names: tuple
@@ -166,17 +146,13 @@ class _HeadsDense(nn.Module):
 
 
 class MultiHeadDotProductAttention(nn.Module):
-    """flax's MultiHeadDotProductAttention layout: query/key/value/out, biases.
-
-    Kernels: query/key/value [width, heads, head_dim], out [heads, head_dim,
-    width]; biases [heads, head_dim] and [width].
-    """
+    """flax's MultiHeadDotProductAttention layout: query/key/value [width, heads, head_dim],
+    out [heads, head_dim, width], with biases."""
     num_heads: int
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, inputs_q, inputs_kv):
-        """Attends from [batch, q_len, width] to [batch, kv_len, width]."""
         width = inputs_q.shape[-1]
         head_dim = width // self.num_heads
 
@@ -207,7 +183,6 @@ class Encoder1DBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        """[batch, length, width] -> [batch, length, width]."""
         cfg, det = self.config, self.deterministic
         y = _layer_norm(cfg.dtype, "LayerNorm_0")(x)
         y = MultiHeadDotProductAttention(cfg.num_heads, cfg.dtype,
@@ -226,7 +201,6 @@ class Encoder(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = False):
-        """[batch, length, width] -> [batch, length, width]."""
         cfg = self.config
         block = Encoder1DBlock
         if cfg.remat:
@@ -268,16 +242,7 @@ class ViT(nn.Module):
 
     @nn.compact
     def __call__(self, images, train: bool = False):
-        """Encodes images.
-
-        Args:
-            images: [batch, height, width, 3] float in [-1, 1].
-            train: enables dropout.
-
-        Returns:
-            pooled: [batch, width] ('gap', 'map' or 'tok' pooling).
-            tokens: [batch, num_patches, width] final-normed patch tokens.
-        """
+        """Images [batch, H, W, 3] in [-1, 1] -> (pooled [batch, width], final-normed tokens)."""
         cfg = self.config
         ph, pw = cfg.patch_size
         if images.ndim != 4 or images.shape[1] % ph or images.shape[2] % pw:

@@ -12,9 +12,9 @@ from data import images as image_lib
 from data import pipeline
 from tests import tiny
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
 from training import state as state_lib
-from training.metrics import read_metrics
 
 
 def test_trains_evaluates_and_checkpoints(four_step_run):

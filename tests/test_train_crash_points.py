@@ -21,8 +21,8 @@ import pytest
 
 import train
 from tests import tiny
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
-from training.metrics import read_metrics
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
 # training record at step 4 (every 2), checkpoints at 4 (every 2; the one at 2 is restored).

@@ -14,8 +14,8 @@ from data import images as image_lib
 from data import pipeline
 from tests import tiny
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
-from training.metrics import read_metrics
 
 
 def test_an_image_record_that_does_not_decode_stops_the_run_before_any_evaluation(tiny_demo,

@@ -18,8 +18,8 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
-from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,

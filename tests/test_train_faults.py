@@ -21,8 +21,8 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from training import checkpointing, run_config
-from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

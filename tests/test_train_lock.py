@@ -17,9 +17,9 @@ import sys
 import pytest
 
 from tests import tiny
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
 from training import workdir as workdir_lib
-from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

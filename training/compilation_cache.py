@@ -1,14 +1,8 @@
 """JAX's persistent compilation cache: where it lives, and whether a compile hit it.
 
-A second launch of the same program (a resumed run, the evaluation tool on
-the same model, a benchmark run again) loads the executables from disk
-instead of compiling them again; on GPUs XLA's autotuning results are kept
-there too. The key covers the program, the devices and the jax / XLA
-versions, so a changed model or another machine type simply misses.
-
-Several hosts: JAX writes entries from process 0 only and every process
-reads, so a directory that all hosts see (the run's workdir on a shared disk
-or gs://) serves the whole job; a host-local directory serves process 0.
+A second launch of the same program loads its executables (and on GPUs the autotuning
+results) from disk; the key covers the program, devices and jax / XLA versions. JAX writes
+from process 0 and every process reads, so a directory all hosts see serves the whole job.
 The cache is trusted code: never point it at a directory others can write.
 
     compilation_cache.enable(compilation_cache.default_cache_dir(workdir))
@@ -38,12 +32,8 @@ _listening = False
 
 
 def default_cache_dir(workdir=None):
-    """Where the cache goes unless told: $JAX_COMPILATION_CACHE_DIR, else under the workdir
-    (seen by every host of a run), else the user's cache (~/.cache/xm3600/jax, per machine).
-
-    Args:
-        workdir: the run's folder, or None (benchmarks, tools without one).
-    """
+    """$JAX_COMPILATION_CACHE_DIR, else under `workdir` (seen by every host), else the user's
+    ~/.cache/xm3600/jax."""
     if os.environ.get(ENV_DIR):
         return os.environ[ENV_DIR]
     if workdir:
@@ -73,15 +63,9 @@ def current_dir():
 
 
 def enable(cache_dir=None, min_compile_secs=1.0):
-    """Turns the persistent compilation cache on; call before the first compile.
+    """Turns the persistent cache on (before the first compile); returns its directory.
 
-    Args:
-        cache_dir: a local path or gs:// URL (default: `default_cache_dir()`).
-        min_compile_secs: programs that compile faster are not written (the
-            many tiny jits of a run would only fill the folder).
-
-    Returns:
-        The cache directory.
+    Programs compiling faster than `min_compile_secs` are not written (a run's tiny jits).
     """
     cache_dir = cache_dir or default_cache_dir()
     if current_dir() not in (None, cache_dir):
@@ -94,14 +78,8 @@ def enable(cache_dir=None, min_compile_secs=1.0):
 
 @dataclasses.dataclass
 class CompileReport:
-    """What `watch` saw: wall seconds, and whether the cache answered.
-
-    Attributes:
-        seconds: wall time of the watched block.
-        hit: True when every compile in the block was loaded from the cache,
-            False when at least one was compiled, None when the cache was not
-            consulted (disabled, or nothing compiled).
-    """
+    """What `watch` saw: wall `seconds`, and `hit` (True: every compile loaded from the cache,
+    False: one compiled, None: the cache not consulted)."""
     seconds: float = 0.0
     hit: bool | None = None
     cache_dir: str | None = None
@@ -117,16 +95,8 @@ class CompileReport:
 
 
 def enable_from_flag(value, workdir=None):
-    """Applies a `--compilation_cache` flag of train.py, evaluation.evaluate or a benchmark.
-
-    Args:
-        value: "none" (the cache stays off), empty or None (`default_cache_dir(workdir)`),
-            or the cache directory.
-        workdir: the run's folder, or None.
-
-    Returns:
-        The cache directory, or None when off.
-    """
+    """Applies a `--compilation_cache` flag ("none": off; empty or None: `default_cache_dir`;
+    else the directory); returns the directory or None."""
     if value == "none":
         return None
     return enable(value or default_cache_dir(workdir))
@@ -134,11 +104,7 @@ def enable_from_flag(value, workdir=None):
 
 @contextlib.contextmanager
 def watch():
-    """Times a block that compiles, and says whether the persistent cache served it.
-
-    Yields:
-        A CompileReport, filled in when the block ends.
-    """
+    """Times a block that compiles; yields a CompileReport filled in when it ends."""
     _listen()  # Also when the cache was turned on elsewhere (e.g. $JAX_COMPILATION_CACHE_DIR).
     thread = threading.get_ident()
     before = {name: _counts[thread, name] for name in _EVENTS.values()}

@@ -1,15 +1,11 @@
 """A fault-injection hook for the tests: kill the trainer right after one of its writes.
 
-Every write that changes what a resumed run finds in the workdir calls `passed(name)`
-after it: a checkpoint committed (in checkpoints/ or checkpoints_best/), a metrics.jsonl
-record appended, metrics.jsonl repaired, config.json replaced, a damaged checkpoint moved
-aside. In a real run TRAIN_CRASH_AT is unset and `passed` returns at once.
-
-With TRAIN_CRASH_AT=<n> the process writes `crash point <i>: <name>` on stderr at each of
-them and SIGKILLs itself at the n-th (0: none, to list them), so that the workdir holds
-exactly what a crash there leaves: the writes before it, and none after it (a checkpoint
-saved in the background is waited for before its point counts).
-tests/test_train_crash_points.py stops a run at each point in turn and resumes it.
+Every write that changes what a resumed run finds (a checkpoint committed, a metrics record
+appended, metrics.jsonl repaired, config.json replaced, a damaged checkpoint set aside)
+calls `passed(name)` after it, which returns at once unless TRAIN_CRASH_AT=<n>: then each
+point prints `crash point <i>: <name>` and the n-th SIGKILLs the process (0: none, to list
+them); a background save is waited for before its point counts.
+tests/test_train_crash_points.py stops and resumes a run at each point in turn.
 """
 
 import os

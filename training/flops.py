@@ -1,26 +1,14 @@
 """Model FLOPs of the captioner, counted from its config, and utilization (MFU).
 
-The count is analytic: every matrix multiplication of the forward pass of one
-example at the padded lengths the step runs (ViT patch stem and blocks,
-attention scores and mixing, the optional MAP head, the image projection,
-the mT5 encoder over image + prompt positions, the decoder's self- and
-cross-attention and MLPs, the 250k-entry logits layer) at 2 FLOPs per
-multiply-add. Elementwise work (norms, softmax, GELU, residual adds, the
-optimizer) is left out, as is customary for MFU. Training is 3x the forward
-(the backward computes the gradients of both operands of every matmul),
-less the gradient of the patch stem's input, the pixels, which is never
-computed. Rematerialization recomputes layer forwards in the backward pass:
-that work is reported apart (`remat_flops_per_example`) and is not model
-FLOPs.
-
-Why not XLA's cost analysis of the compiled step: on GPUs it stops counting
-the dots that autotuning turns into library calls (MFU came out ~13x too low
-on an H100), and on every backend it counts the body of a while loop once, so
-`nn.scan` over layers hides all but one layer. `compiled_flops` stays for
-comparison; on the CPU backend and without scan it agrees with this count
-within the elementwise work (tests/training/test_flops.py).
-
-Peak numbers are dense bf16 matrix-unit figures from the vendors' data sheets.
+Analytic: every matmul of one example's forward at the step's padded lengths (ViT stem and
+blocks, attention, MAP head, projection, mT5 encoder and decoder, the logits layer) at 2
+FLOPs a multiply-add; elementwise work is left out, as is customary for MFU. Training is 3x
+the forward, less the pixels' gradient (never computed); rematerialization is reported apart
+(`remat_flops_per_example`), not as model FLOPs. Not XLA's cost analysis: on GPUs it misses
+the dots autotuned into library calls (MFU ~13x too low on an H100) and it counts a while
+loop's body once (`nn.scan` hides all but one layer); `compiled_flops` stays for comparison
+(it agrees on CPU without scan, tests/training/test_flops.py). Peaks are dense bf16 figures
+from the vendors' data sheets.
 """
 
 import jax
@@ -52,15 +40,8 @@ def _image_tokens(config):
 
 
 def _attention(q_len, kv_len, width_in, inner, width_out, kv_projected=True):
-    """Forward FLOPs of one multi-head attention: projections, scores and mixing.
-
-    Args:
-        q_len, kv_len: query and key/value positions.
-        width_in: model width of the inputs.
-        inner: heads x head_dim.
-        width_out: width of the output projection.
-        kv_projected: whether the key/value projections run here (always, in training).
-    """
+    """Forward FLOPs of one multi-head attention (projections, scores, mixing); `inner` = heads x
+    head_dim; `kv_projected`: the key/value projections run here."""
     projections = 2 * q_len * width_in * inner + 2 * q_len * inner * width_out
     if kv_projected:
         projections += 2 * 2 * kv_len * width_in * inner
@@ -73,16 +54,7 @@ def _scores_and_mixing(q_len, kv_len, inner):
 
 
 def vit_forward_flops(vit, image_size):
-    """Forward FLOPs of the ViT on one image, by part.
-
-    Args:
-        vit: a model.vit.ViTConfig.
-        image_size: square input size in pixels.
-
-    Returns:
-        dict with 'vit_stem' (the patch convolution), 'vit_blocks' and 'vit_head'
-        (the MAP head; 0 for 'gap' and 'tok' pooling).
-    """
+    """Forward FLOPs of the ViT on one image: {'vit_stem', 'vit_blocks', 'vit_head' (MAP)}."""
     ph, pw = vit.patch_size
     patches = (image_size // ph) * (image_size // pw)
     tokens = _vit_tokens(vit, image_size)
@@ -96,18 +68,8 @@ def vit_forward_flops(vit, image_size):
 
 
 def t5_forward_flops(t5, encoder_len, decoder_len):
-    """Forward FLOPs of the mT5 encoder-decoder on one example, by part.
-
-    Args:
-        t5: a model.t5.T5Config.
-        encoder_len: encoder positions (image tokens + prompt, padded).
-        decoder_len: decoder positions (the padded target length).
-
-    Returns:
-        dict with 't5_encoder', 't5_decoder' (self-attention, cross-attention
-        including its key/value projections of the encoder output, MLPs) and
-        't5_logits' (the untied output layer).
-    """
+    """Forward FLOPs of the mT5 on one example: {'t5_encoder', 't5_decoder' (with the
+    cross-attention's key/value projections), 't5_logits'}; lengths padded."""
     e, inner, f = t5.emb_dim, t5.num_heads * t5.head_dim, t5.mlp_dim
     gated_mlp = lambda n: 3 * 2 * n * e * f  # noqa: E731  (wi_0, wi_1, wo)
     encoder_layer = _attention(encoder_len, encoder_len, e, inner, e) + gated_mlp(encoder_len)
@@ -120,17 +82,7 @@ def t5_forward_flops(t5, encoder_len, decoder_len):
 
 
 def forward_flops(config, prompt_len, target_len):
-    """Forward FLOPs of the captioner on one example, by part.
-
-    Args:
-        config: a model.captioner.CaptionerConfig.
-        prompt_len: prompt positions (config.data.max_prompt_len).
-        target_len: target positions (config.data.max_target_len).
-
-    Returns:
-        dict of FLOPs: 'vit_stem', 'vit_blocks', 'vit_head', 'img_proj',
-        't5_encoder', 't5_decoder', 't5_logits'.
-    """
+    """Forward FLOPs of the captioner on one example, by part (the ViT's, 'img_proj', the mT5's)."""
     image_tokens = _image_tokens(config)
     parts = vit_forward_flops(config.vit, config.image_size)
     parts["img_proj"] = 2 * image_tokens * config.vit.width * config.t5.emb_dim
@@ -139,17 +91,8 @@ def forward_flops(config, prompt_len, target_len):
 
 
 def train_flops_per_example(config, prompt_len, target_len):
-    """Model FLOPs of one training example: 3x the forward, less the pixels' gradient.
-
-    Args:
-        config: a model.captioner.CaptionerConfig.
-        prompt_len: padded prompt length.
-        target_len: padded target length.
-
-    Returns:
-        FLOPs (float) per example, as the step runs them at these lengths
-        (padding positions included), rematerialization excluded.
-    """
+    """Model FLOPs of one training example at these padded lengths: 3x the forward, less the
+    pixels' gradient; rematerialization excluded."""
     parts = forward_flops(config, prompt_len, target_len)
     return float(3 * sum(parts.values()) - parts["vit_stem"])
 
@@ -157,12 +100,9 @@ def train_flops_per_example(config, prompt_len, target_len):
 def remat_flops_per_example(config, prompt_len, target_len):
     """Extra FLOPs per training example that rematerialization adds (0 without remat).
 
-    A rematerialized layer (the ViT blocks with `vit.remat`, the mT5 layers
-    with `t5.remat`) runs its forward again in the backward pass. With
-    remat_policy "full", all of it but its last matmul (the MLP's output
-    projection), whose result the backward does not need: XLA drops it; with
-    "dots", only the attention scores and their mixing of the values (the
-    other matmul outputs are kept; elementwise work is not counted).
+    A rematerialized layer runs its forward again in the backward: with "full" all but its last
+    matmul (whose output the backward does not need: XLA drops it), with "dots" only the
+    attention scores and mixing.
     """
     parts = forward_flops(config, prompt_len, target_len)
     vit, t5 = config.vit, config.t5
@@ -189,10 +129,7 @@ def remat_flops_per_example(config, prompt_len, target_len):
 
 
 def train_step_flops(config, batch_size, prompt_len, target_len):
-    """Model FLOPs of one training step of `batch_size` examples (all devices together).
-
-    This is what `mfu` takes; train.py's `step_flops`.
-    """
+    """Model FLOPs of one training step of `batch_size` examples (all devices): what `mfu` takes."""
     return batch_size * train_flops_per_example(config, prompt_len, target_len)
 
 
@@ -206,10 +143,8 @@ def peak_flops(device=None):
 
 
 def compiled_flops(compiled):
-    """XLA's FLOP count of one call of a compiled jax function (all devices), or None.
-
-    Not model FLOPs: see the module docstring for what it misses.
-    """
+    """XLA's FLOP count of one call of a compiled function (all devices), or None; not model
+    FLOPs (see the module docstring)."""
     analysis = compiled.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # Older jax: one dict per device program.
         analysis = analysis[0] if analysis else None
@@ -220,14 +155,8 @@ def compiled_flops(compiled):
 
 
 def mfu(step_flops, step_seconds, num_devices=None, peak=None):
-    """Fraction of the devices' peak that `step_flops` in `step_seconds` reaches, or None.
-
-    Args:
-        step_flops: model FLOPs of one step (`train_step_flops`).
-        step_seconds: wall time of one step.
-        num_devices: devices the step runs on (default: all).
-        peak: FLOP/s of one device (default: its data-sheet `peak_flops`).
-    """
+    """Fraction of the devices' peak that `step_flops` in `step_seconds` reaches, or None; `peak`
+    defaults to the device's data-sheet `peak_flops`, `num_devices` to all."""
     peak = peak or peak_flops()
     if not step_flops or not peak or step_seconds <= 0:
         return None

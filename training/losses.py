@@ -1,16 +1,11 @@
 """Token-level losses of the captioner (T5X's cross entropy with z-loss and label smoothing).
 
-Two ways to the same numbers:
-- `cross_entropy(logits, ...)` on logits the model has already made;
-- `fused_cross_entropy(hidden, kernel, ...)` from the decoder's last hidden
-  states and the output layer's kernel, a few target positions at a time, so
-  that float32 logits [batch, length, 250112] never exist whole (16 GiB at
-  batch 256 x 64 positions, plus as much again for their gradient). It also
-  computes the gradients in the same pass (3 matmuls, as autodiff, and no
-  recomputation). `captioner_loss` runs the model and it: the train step's loss.
-
-Neither builds a one-hot [batch, length, vocab]: the target logit is gathered,
-and label smoothing uses the sum of the logits.
+`cross_entropy(logits, ...)` takes logits the model made; `fused_cross_entropy(hidden,
+kernel, ...)` makes them from the decoder's last hidden states a few target positions at a
+time, so float32 logits [batch, length, 250112] never exist whole (16 GiB at 256 x 64, as
+much again for their gradient), and computes the gradients in the same pass (3 matmuls, no
+recomputation). `captioner_loss` is the train step's loss. Neither builds a one-hot: the
+target logit is gathered and label smoothing uses the sum of the logits.
 """
 
 import functools
@@ -67,22 +62,12 @@ def _result(loss_sum, z_loss_sum, weight):
 
 
 def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
-    """Mean token cross entropy over non-padding targets.
+    """Mean token cross entropy over non-padding targets (0 = padding), as T5X.
 
-    As T5X: the label-smoothed loss is shifted by the entropy of the smoothed
-    distribution so that a perfect prediction has loss 0, and the auxiliary
-    z-loss `z_loss * logsumexp(logits)^2` keeps the softmax normalizer near 1.
-
-    Args:
-        logits: [batch, length, vocab] float.
-        targets: [batch, length] int, 0 = padding (not counted).
-        label_smoothing: mass spread uniformly over the vocabulary.
-        z_loss: coefficient of the log(Z)^2 term (T5X uses 1e-4).
-
-    Returns:
-        (loss, aux): the scalar mean loss (z-loss included) to differentiate, and
-        sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging across
-        micro-batches and devices.
+    The smoothed loss is shifted by the smoothed distribution's entropy (a perfect prediction
+    has loss 0) and the z-loss `z_loss * logsumexp(logits)^2` keeps the normalizer near 1.
+    Returns (scalar loss to differentiate, sums {"loss_sum", "z_loss_sum", "weight"} for exact
+    averaging across micro-batches and devices).
     """
     token_loss, log_z = _token_losses(logits.astype(jnp.float32), targets, label_smoothing)
     return _result(*_sums(token_loss, log_z, targets, z_loss))
@@ -168,21 +153,10 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
                         chunk_len=CHUNK_LEN):
     """`cross_entropy` of the logits `hidden @ kernel`, made `chunk_len` positions at a time.
 
-    The logits are float32, accumulated from `hidden`'s dtype (the kernel is
-    cast to it, as every other layer of a bfloat16 model), and exist only one
-    chunk at a time; the gradients with respect to `hidden` and `kernel` are
-    computed in the same pass.
-
-    Args:
-        hidden: [batch, length, emb] the decoder's output before the logits layer.
-        kernel: [emb, vocab] the logits layer's kernel (float32 parameter).
-        targets: [batch, length] int, 0 = padding (not counted).
-        label_smoothing: mass spread uniformly over the vocabulary.
-        z_loss: coefficient of the log(Z)^2 term.
-        chunk_len: target positions per chunk (the length is padded to a multiple).
-
-    Returns:
-        (loss, aux) as `cross_entropy`; only `loss` carries gradients.
+    float32 logits accumulated from `hidden`'s dtype (the kernel cast to it, as every layer of
+    a bfloat16 model), one chunk at a time, with the gradients for `hidden` and `kernel` in
+    the same pass; the length is padded to a multiple of `chunk_len`. Only `loss` carries
+    gradients.
     """
     total, loss_sum, z_loss_sum, weight = _fused_sums(
         hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
@@ -194,18 +168,8 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
 
 def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
                    chunk_len=CHUNK_LEN):
-    """The train step's loss: teacher-forced captioner, then `fused_cross_entropy`.
-
-    Args:
-        model: the Captioner.
-        params: its parameters.
-        batch: {"image": [B, H, W, 3], "prompt": [B, P], "targets": [B, L]}.
-        rng: PRNG key for dropout.
-        label_smoothing, z_loss, chunk_len: as `fused_cross_entropy`.
-
-    Returns:
-        (loss, aux) as `cross_entropy`.
-    """
+    """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`;
+    batch {"image", "prompt", "targets"}, `rng` for dropout."""
     decoder_inputs = shift_right(batch["targets"])
     hidden = model.apply({"params": params}, batch["image"], batch["prompt"], decoder_inputs,
                          train=True, rngs={"dropout": rng}, method="hidden")

@@ -1,16 +1,11 @@
 """Where the numbers of a run go: `metrics.jsonl`, TensorBoard, and the console.
 
-Also the clocks behind them: `StepTimer` (step time, throughput, MFU of the
-training steps), `Progress` (images decoded, rate and ETA of an evaluation)
-and `format_duration`, which both print with.
-
-`metrics.jsonl` has one JSON object per logged step (`step`, `train/loss`,
-`learning_rate`, ..., and after each evaluation `eval/cider_d/<lang>`,
-`eval/cider_d/avg`). It is appended to (each record flushed, synced to disk at
-checkpoint steps), so a resumed run continues the same file; on resume, `repair`
-drops the records of steps after the restored checkpoint (the file never holds
-two values for a step) and a record cut short by a crash at any byte (set aside
-in `metrics.jsonl.damaged`). A full disk is a `MetricsWriteError`: one line.
+Also the clocks: `StepTimer` (step time, throughput, MFU), `Progress` (an evaluation's
+images, rate and ETA) and `format_duration`. `metrics.jsonl` holds one JSON object per
+logged step (`step`, `train/loss`, ..., `eval/cider_d/<lang>`), appended (flushed, synced at
+checkpoint steps) so a resumed run continues it; on resume `repair` drops the records after
+the restored step (a step never has two values) and a record cut short by a crash (set aside
+in `metrics.jsonl.damaged`). A full disk is a one-line `MetricsWriteError`.
 """
 
 import contextlib
@@ -47,22 +42,13 @@ def format_duration(seconds):
 
 
 class MetricsLogger:
-    """Writes measurements of the main process; other processes write nothing.
+    """Writes the main process's measurements; other processes write nothing.
 
-    Args:
-        workdir: the run's folder.
-        total_steps: the run's length, for the ETA.
-        start_step: the step training starts (or resumes) from.
-        resumed: whether the run restored a checkpoint of `start_step`; if not,
-            an old metrics file in the workdir is started afresh.
-        sync_every: the records of steps that are multiples of it (and of the last
-            step) are synced to disk with all before them (fsync: ~4 ms on an ext4
-            disk, so at checkpoint steps; a crash of the process alone loses nothing
-            that was flushed); 1: every record.
-
-    Raises:
-        MetricsFileError: metrics.jsonl is a folder or has a malformed line.
-        MetricsWriteError: the repaired metrics.jsonl or the event file cannot be written.
+    `resumed`: whether the run restored a checkpoint of `start_step` (else an old metrics file
+    starts afresh). Records of steps that are multiples of `sync_every` (and the last) are
+    synced to disk with all before them (fsync ~4 ms: at checkpoint steps; a crash of the
+    process alone loses nothing flushed). MetricsFileError for a folder or a malformed line;
+    MetricsWriteError when the repaired file or the event file cannot be written.
     """
 
     def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1):
@@ -79,9 +65,7 @@ class MetricsLogger:
     def log(self, step, measurements):
         """Records scalar `measurements` (name -> number) of `step`.
 
-        Raises:
-            MetricsWriteError: metrics.jsonl or the event file cannot be written (a full
-                disk): the run stops; a line cut short is repaired when it resumes.
+        MetricsWriteError (a full disk) stops the run; a line cut short is repaired on resume.
         """
         measurements = {k: float(v) for k, v in measurements.items()}
         evals = {k: v for k, v in measurements.items() if k.startswith("eval/")}
@@ -139,13 +123,10 @@ class MetricsLogger:
 class TensorBoardWriter:
     """Scalars in a TensorBoard event file, written without TensorFlow.
 
-    Each `write_scalars` appends one `Event` with a `simple_value` per name,
-    framed as TFRecords, with tensorboard's own protos and record writer (pure
-    Python). Not tensorboard's `EventFileWriter` nor clu's writers: those
-    import TensorFlow whenever it is installed (seconds at every start, and
-    on GPUs it claims device memory), and the training process never needs it.
-    Every run (and resumption) writes a new file; TensorBoard reads them all.
-    OSErrors (a full disk) pass through; `MetricsLogger` reports them.
+    Each `write_scalars` appends one `Event` framed as a TFRecord with tensorboard's own pure
+    Python protos and record writer (its `EventFileWriter` and clu's import TensorFlow when
+    installed: seconds at start, and GPU memory). A new file per run and resumption;
+    OSErrors pass through to `MetricsLogger`.
     """
 
     def __init__(self, logdir):
@@ -257,16 +238,12 @@ def _read(path):
 
 
 def _scan(path, data):
-    """Splits the bytes of a metrics file into ([(text, record)], tail).
+    """Splits a metrics file's bytes into ([(text, record)], tail).
 
-    Every newline-terminated line must hold whole records: one, or several back to
-    back (records appended onto a last line that lacked only its newline). The last
-    line may lack its newline: its whole records count, and the rest (a record cut
-    short by a crash while writing it) is the `tail`. Text is decoded with
-    surrogateescape, so that encoding it gives back the bytes.
-
-    Raises:
-        MetricsFileError: a line that is not whole records, naming the file and line.
+    Each newline-terminated line holds whole records (several back to back when appended onto a
+    last line that lacked only its newline); of an unterminated last line the whole records
+    count and the rest (cut short by a crash) is the `tail`. Decoded with surrogateescape, so
+    encoding gives back the bytes. MetricsFileError names a bad line.
     """
     lines = data.decode("utf-8", "surrogateescape").split("\n")
     records = []
@@ -283,16 +260,9 @@ def _scan(path, data):
 
 
 def check_metrics_file(workdir):
-    """Reads `workdir/metrics.jsonl` (when there is one) as `MetricsLogger` will.
-
-    Returns:
-        The last step whose records the file holds whole: the one before the step of a
-        record cut short at its end, or None when none is (a resumed run restores a
-        checkpoint of that step or before, so that what was cut is logged again).
-
-    Raises:
-        MetricsFileError: it is a folder, cannot be read, or has a malformed line.
-    """
+    """The last step whose records `workdir/metrics.jsonl` holds whole (None if none), as
+    `MetricsLogger` will read it: a resumed run restores that step or before, so what was cut is
+    logged again. MetricsFileError for a folder, an unreadable file or a malformed line."""
     path = metrics_path(workdir)
     records, tail = _scan(path, _read(path))
     tail = tail.strip()
@@ -318,17 +288,12 @@ def metrics_lost_warning(workdir):
 
 
 def repair(path, step):
-    """Makes `path` a metrics file of the records of steps <= `step`, one per line.
+    """Makes `path` the records of steps <= `step`, one a line (an unchanged file stays as is).
 
-    Drops the records of steps > `step` (logged by a run that stopped after its last
-    checkpoint: the resumed run logs those steps again, so a step never has two
-    values), finishes a last line that lacks only its newline, and drops a record
-    cut short by a crash while writing it, with one warning; its bytes are appended
-    to `path`.damaged, so nothing is lost. An unchanged file is not rewritten.
-
-    Raises:
-        MetricsFileError: a malformed line that is not the last (nothing is changed).
-        MetricsWriteError: the repaired file cannot be written.
+    Later steps go (the resumed run logs them again); a last line lacking only its newline is
+    finished; a record cut short by a crash goes with one warning, its bytes appended to
+    `path`.damaged. MetricsFileError for a malformed line not the last (nothing changed);
+    MetricsWriteError if it cannot be written.
     """
     data = _read(path)
     records, tail = _scan(path, data)
@@ -350,15 +315,6 @@ def repair(path, step):
                   flush=True)
         files.write_bytes(path, repaired)  # A crash leaves the old file or the new one.
     crash_points.passed("metrics.jsonl repaired")
-
-
-def read_metrics(workdir):
-    """Returns the list of records of `workdir/metrics.jsonl` (for tests and reports).
-
-    A record cut short at the end is left out; a missing file has none.
-    """
-    path = metrics_path(workdir)
-    return [record for _, record in _scan(path, _read(path))[0]]
 
 
 class StepTimer:
@@ -389,12 +345,9 @@ class StepTimer:
 
 
 class Progress:
-    """Prints evaluation progress (images decoded) with an ETA, at most every `interval` s.
-
-    Call it as `progress(lang, images done, images of lang)` after each batch.
-    The rate is measured from the end of the first batch on, so that
-    compilation does not inflate the ETA.
-    """
+    """Prints evaluation progress with an ETA at most every `interval` s: call
+    `progress(lang, images done, images of lang)` after each batch. The rate counts from the end
+    of the first batch, so compilation does not inflate the ETA."""
 
     def __init__(self, total_images, num_langs, what, stream=None, interval=10.0):
         self.total, self.num_langs, self.what = total_images, num_langs, what

@@ -1,39 +1,19 @@
 """Ctrl-C and SIGTERM at any moment of a run: one line, the right exit status, nothing lost.
 
-A cluster preempting a job sends SIGTERM, then kills it after a grace period;
-a user stops a run with Ctrl-C (SIGINT). What a signal does depends on the
-stage of the run:
-
-- starting (flags, data checks, initialization, the step-0 evaluation,
-  compiling; nothing new to save): one line and exit at once, 130 for Ctrl-C
-  and 143 for SIGTERM (128 + the signal, as a shell reports a process the
-  signal killed). What start-up writes survives an exit at any byte
-  (config.json is replaced atomically, a cut-short metrics line is repaired
-  on resume, orbax renames a checkpoint into place when it is complete).
-- training (from the first step on): the first signal only sets a flag; the
-  loop asks `should_stop()` after each step, saves a checkpoint and exits 0.
-  A second Ctrl-C exits at once (130), without saving.
-- finished (the state is saved, the run is winding up): a signal exits at once
-  with 0, so that a late Ctrl-C never turns a successful save into a failure;
-  in the interpreter's last moments (after the exit handlers) signals are
-  ignored, for the same reason.
-
-Python runs a signal handler only when the main thread is back in the bytecode
-loop, which can take minutes while it compiles or waits for the device, and a
-KeyboardInterrupt raised wherever the main thread happens to be can be
-swallowed (a garbage-collection callback prints "Exception ignored" and the
-run trains on) or become a 40-line traceback. So no handler raises: the
-Python-level handlers do nothing, and `signal.set_wakeup_fd` makes the C-level
-handler write each signal's number into a pipe at once; a watcher thread reads
-it and acts, even while the main thread is inside XLA (which releases the GIL).
-
-`install()` is called as early as possible: at the top of train.py when run as
-a script (before its heavy imports), else by `train_and_evaluate`. Between
-the interpreter's start and that line (tens of milliseconds) Python's default
-applies. With several processes the flag is OR-reduced over all of them, so
-they stop at the same step (a checkpoint is a collective operation: one
-process stopping alone would hang the others). This module imports nothing
-heavy, so that it can be installed before JAX is imported.
+What a signal (SIGTERM from a preempting cluster, Ctrl-C from a user) does by stage:
+- starting (flags, data checks, initialization, step-0 evaluation, compiling): one line and
+  exit at once with 130 (Ctrl-C) or 143 (SIGTERM), as a shell reports them; what start-up
+  writes survives an exit at any byte;
+- training: the first signal sets a flag; after each step the loop asks `should_stop()`,
+  saves and exits 0; a second Ctrl-C exits at once (130) without saving;
+- finished: a signal exits at once with 0, so a late Ctrl-C never turns a save into a
+  failure; after the exit handlers, signals are ignored for the same reason.
+No handler raises: Python runs handlers only when the main thread returns to bytecode
+(minutes, while compiling or waiting on the device), and a stray KeyboardInterrupt can be
+swallowed or become a traceback. `signal.set_wakeup_fd` writes each signal to a pipe, and a
+watcher thread acts on it even while XLA holds the main thread. `install()` runs first thing
+in train.py (this module imports nothing heavy). With several processes the flag is
+OR-reduced, so all stop at the same step (a checkpoint is collective).
 """
 
 import atexit
@@ -107,21 +87,16 @@ def _do_nothing(signum, frame):
 
 
 def _ignore_signals_at_exit():
-    """At the very end, Python itself gives the signals back their default action (kill, as
-    -SIGINT): a Ctrl-C then would turn a finished run's exit status into 130. Registered
-    first, this runs after every other exit handler (the watcher still acts during those)."""
+    """At the very end Python gives the signals their default action back (a Ctrl-C would turn a
+    finished run's status into 130). Registered first, this runs after every other exit handler."""
     if _installed:
         for signum in SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
 
 
 def install():
-    """Routes SIGINT and SIGTERM to `on_signal`, at the starting stage.
-
-    Returns:
-        Whether this call installed them (False: already installed, or not
-        the main thread, where Python cannot set handlers).
-    """
+    """Routes SIGINT and SIGTERM to `on_signal`, at the starting stage; False if already
+    installed or not on the main thread (where Python cannot set handlers)."""
     if _installed or threading.current_thread() is not threading.main_thread():
         return False
     # A parent may have blocked them (children inherit the mask): they would never arrive.

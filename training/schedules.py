@@ -1,19 +1,14 @@
-"""Learning-rate schedules and the one helper that turns durations into steps.
+"""Learning-rate schedules, and durations as steps.
 
-The paper (Sec. 3.2) keeps the learning rate constant for `cp` steps, then
-decays it as the reverse square root of the step: lr = base * sqrt(cp / step).
+The paper (Sec. 3.2) keeps the learning rate constant for `cp` steps, then decays it as
+lr = base * sqrt(cp / step).
 """
 
 import jax.numpy as jnp
 
 
 def rsqrt_after_constant(base, constant_steps):
-    """Returns step -> learning rate: `base` up to `constant_steps`, then base*sqrt(cp/step).
-
-    Args:
-        base: the constant learning rate.
-        constant_steps: `cp`, the number of steps at the constant rate (>= 1).
-    """
+    """step -> learning rate: `base` up to `constant_steps` (cp >= 1), then base*sqrt(cp/step)."""
     if base <= 0:
         raise ValueError(f"learning rate must be positive, got {base}")
     if constant_steps < 1:
@@ -33,20 +28,8 @@ def constant(base):
 
 
 def steps(name, config, *, examples_per_epoch=None, batch_size=None):
-    """Reads a duration given in steps, epochs or examples as a number of steps.
-
-    The config holds at most one of `<name>_steps`, `<name>_epochs`,
-    `<name>_examples`; epochs and examples need the dataset size and batch.
-
-    Args:
-        name: the duration's name, e.g. "total".
-        config: a ConfigDict.
-        examples_per_epoch: number of training examples (for epochs).
-        batch_size: the global batch size (for epochs and examples).
-
-    Returns:
-        An int, or None when none of the fields is set.
-    """
+    """A duration as steps from the config's one of `<name>_steps`, `<name>_epochs` and
+    `<name>_examples` (None if none is set); epochs and examples need the dataset size and batch."""
     given = {unit: config.get(f"{name}_{unit}") for unit in ("steps", "epochs", "examples")}
     given = {unit: v for unit, v in given.items() if v is not None}
     if len(given) > 1:
@@ -63,15 +46,8 @@ def steps(name, config, *, examples_per_epoch=None, batch_size=None):
 
 
 def itstime(step, every, total_steps, *, first=False, last=True):
-    """Whether a periodic action (log, checkpoint, eval) happens at `step`.
-
-    Args:
-        step: the number of training steps done so far.
-        every: the period in steps; 0 or None disables periodic actions.
-        total_steps: the run's length.
-        first: also at step 0 (before training).
-        last: also at the final step.
-    """
+    """Whether a periodic action happens at `step` (steps done): every `every` steps (0 or None:
+    never), and at step 0 if `first`, at `total_steps` if `last`."""
     if first and step == 0:
         return True
     if last and step == total_steps:

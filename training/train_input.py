@@ -1,10 +1,4 @@
-"""The training batches the loop steps on: the data pipeline's iterator, as global arrays.
-
-`Batches` starts `data.pipeline.train_iterator` when it is made, so that its worker
-processes make the first batches while the trainer builds the state and compiles the step;
-`peek` fetches the next batch ahead (the trainer does before its first evaluation, so that a
-bad file stops the run first). A data error is a TrainingError that says what to do.
-"""
+"""The training batches the loop steps on: the data pipeline's iterator, as global arrays."""
 
 import jax
 
@@ -26,9 +20,9 @@ def _data_error(error, where):
 class Batches:
     """This process's training batches as global arrays, from step `start_step` + 1 on.
 
-    The data pipeline's iterator starts when this is made (its worker processes begin
-    making batches); `peek` fetches the next batch ahead (a bad file shows there, before
-    the first evaluation). A data error is a TrainingError saying what to do.
+    The pipeline starts when this is made, so its workers make the first batches while the
+    trainer builds the state and compiles; `peek` fetches the next batch ahead (a bad file
+    shows before the first evaluation). A data error is a TrainingError saying what to do.
     """
 
     def __init__(self, config, vocab, sharding, start_step):

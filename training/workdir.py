@@ -1,13 +1,10 @@
 """A run's folder: created, checked writable, and held by one trainer at a time.
 
-Two trainers on one workdir would write every metric twice, interleave their
-checkpoints and delete each other's. So process 0 of a run holds an exclusive
-`flock` on `<workdir>/.lock` for the run's life; the file says who holds it
-(host, pid, start time, as JSON) so that a second trainer's error names the
-holder. The kernel releases a flock when its process ends, however it ends (an
-exception, a signal, SIGKILL), so a lock file left by a process that is gone is
-free, and its new holder says it took it over. Read-only tools (evaluation) take
-no lock.
+Two trainers on one workdir would interleave metrics and checkpoints, so process 0 holds an
+exclusive `flock` on `<workdir>/.lock` for the run's life; the file names the holder (host,
+pid, start time) for a second trainer's error. The kernel releases a flock however its
+process ends (even SIGKILL), so a lock left by a gone process is free and is taken over.
+Read-only tools take no lock.
 """
 
 import datetime
@@ -46,13 +43,8 @@ _HELD = {}
 def lock(workdir):
     """Takes the workdir's lock for this process, until `release` or the process's end.
 
-    Returns:
-        A note for the user when the lock file was left by a process that is gone
-        (taken over), or when the filesystem cannot lock files (the run goes on
-        unprotected), else None.
-
-    Raises:
-        WorkdirError: another live process holds it (the message names its host and pid).
+    Returns a note when the lock was taken over from a gone process or the filesystem cannot
+    lock (the run goes on unprotected), else None; WorkdirError names a live holder.
     """
     key = os.path.realpath(workdir)
     path = os.path.join(workdir, LOCK_FILE)
@@ -112,11 +104,8 @@ def _same_file(fd, path):
 
 
 def _read_holder(fd):
-    """The holder's record in the lock file, {} when empty or unreadable.
-
-    The file is never removed: a process that opened it before the removal would lock
-    a file nobody else sees.
-    """
+    """The holder's record in the lock file ({} when empty or unreadable). The file is never
+    removed: a process that opened it before would lock a file nobody else sees."""
     try:
         data = os.pread(fd, 4096, 0)
         holder = json.loads(data.decode("utf-8")) if data.strip() else {}

@@ -1,18 +1,13 @@
-"""The build of the datasets from their release files: read this first, then builder.py.
+r"""The build of the datasets from their release files: read this first, then builder.py.
 
     python -m data.build coco35l --manual_dir ~/data/coco35l --data_dir ~/data/built \
         [--config all|core | --langs en,es,...] [--max_side 320] [--workers N] \
         [--corrupt_images stop|skip]
 
-Building is offline: every file comes from the manual directory (layouts in
-docs/datasets.md). COCO-35L and CC3M-35L are written in the layout of layout.py (every
-image once, a caption table per language) by builder.py, which streams, runs on every core
-and resumes; coco35l_plan.py and cc3m35l_plan.py say what it reads of each release, and
-image_shards.py and caption_tables.py write the two parts. Building more languages later
-adds their tables and leaves the images alone. XM3600 is a TFDS builder (xm3600_tfds.py),
-one split per language. What is already built in `data_dir` is reused. The functions here
-are the entry points (`build`, `build_corpus`, and `ensure_built` for the trainer);
-__main__.py is the command line.
+Offline: every file comes from the manual directory (docs/datasets.md). COCO-35L and
+CC3M-35L go into layout.py's layout by builder.py (streaming, on every core, resumable;
+coco35l_plan.py and cc3m35l_plan.py say what it reads); more languages later only add
+tables. XM3600 is a TFDS builder (xm3600_tfds.py). What is built is reused.
 """
 
 import logging
@@ -37,14 +32,8 @@ def config_langs(config, langs=None, dataset="coco35l"):
 
 
 def get_builder(name, *, data_dir, config="all", corrupt_images="stop"):
-    """The TFDS builder of XM3600 with the given config, rooted at `data_dir`.
-
-    Args:
-        name: "xm3600" (COCO-35L and CC3M-35L are built by `build_corpus`).
-        data_dir: the TFDS data directory (built datasets live under it).
-        config: "all" or "core" (en, es, hi, zh).
-        corrupt_images: "stop" at a corrupt image (naming it) or "skip" and count.
-    """
+    """The TFDS builder of XM3600 ("all" or "core") rooted at `data_dir`; `corrupt_images`:
+    "stop" at one (naming it) or "skip" and count."""
     import tensorflow_datasets as tfds  # Deferred: TensorFlow is slow to import.
 
     from data.build import xm3600_tfds
@@ -75,10 +64,7 @@ def estimate_bytes(name, manual_dir, langs, images=True):
 
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,
                  workers=None, progress_stream=None):
-    """Builds what is missing of COCO-35L or CC3M-35L for `langs`; returns its summary.
-
-    See data/build/builder.build for the arguments and what is raised.
-    """
+    """Builds what is missing of COCO-35L or CC3M-35L for `langs` (`builder.build`); its summary."""
     from data.build import builder, image_shards
 
     langs = config_langs(None, langs, name)
@@ -90,15 +76,10 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
 
 
 def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_images="stop"):
-    """Checks that the training split of `langs` of COCO-35L or CC3M-35L is built in
-    `data_dir`; builds what is missing if `build` (after checking the disk's free space).
+    """The `layout.Built` once the training split of `langs` is built in `data_dir`.
 
-    Returns:
-        The `layout.Built` of the dataset.
-
-    Raises:
-        layout.NotBuiltError: something is missing and `build` is False; the message says
-            what, about how big it is, and the build command.
+    Builds what is missing if `build` (after checking free space); else NotBuiltError saying
+    what, about how big, and the build command.
     """
     try:
         built = layout.Built(data_dir, name)
@@ -126,21 +107,11 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
 
 def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_images="stop",
           max_side=0, workers=None):
-    """Builds (or reuses) a dataset; returns {split: number of examples} of what is built.
+    """Builds (or reuses) a dataset of BUILDERS; returns {split: examples}.
 
-    Args:
-        name: one of BUILDERS.
-        manual_dir: the release folder.
-        data_dir: where built datasets live.
-        config: "all" or "core" (en, es, hi, zh), when `langs` is not given.
-        langs: the languages to build (COCO-35L, CC3M-35L).
-        corrupt_images: "stop" at a corrupt image (naming it) or "skip" and count.
-        max_side: COCO-35L, CC3M-35L: re-encode larger images at this side (0: keep them).
-        workers: COCO-35L, CC3M-35L: worker processes (default: every core; 0: none).
-
-    Raises:
-        FileNotFoundError: the manual directory or a file in it is missing (the
-            message says what is missing and where it goes).
+    `config` ("all" or "core") applies when `langs` is not given; `max_side` (re-encode larger
+    images, 0: keep) and `workers` apply to COCO-35L and CC3M-35L. FileNotFoundError names a
+    missing manual directory or file.
     """
     if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")

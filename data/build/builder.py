@@ -1,18 +1,10 @@
 """Builds COCO-35L and CC3M-35L in the layout of layout.py: images once, captions per language.
 
-`build(release, ...)` streams and scales with the cores, in two stages:
-
-1. Images: worker processes (every core by default) write the image shards
-   (image_shards.py), while this process reads each translation file once, streaming,
-   into per-language spills on disk (caption_tables.py).
-2. Captions: a worker per language turns its spill into its caption table, as many at
-   once as TABLE_MEMORY allows (each budgeted at its true bytes per caption), in a pool of
-   that many workers, so the build's memory is bounded whatever the number of cores.
-
-TFDS's metadata (dataset_info.json, features.json) is written last, so a folder without it
-is an unfinished build; a killed build resumes from the finished image shards.
-coco35l_plan.py and cc3m35l_plan.py say what the images and the captions of each release
-are (a `Release`); `build` does the rest.
+Two stages: (1) worker processes write the image shards (image_shards.py) while this
+process streams each translation file once into per-language spills (caption_tables.py);
+(2) a worker per language turns its spill into its caption table, as many at once as
+TABLE_MEMORY allows, so memory is bounded whatever the cores. TFDS's metadata is written
+last (a folder without it is unfinished); a killed build resumes from the finished shards.
 """
 
 import dataclasses
@@ -45,18 +37,9 @@ class NotEnoughSpaceError(errors.RunError):
 class Release:
     """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
 
-    Attributes:
-        dataset: "coco35l" or "cc3m35l".
-        title: for messages ("COCO-35L").
-        image_shards: fn(split) -> [ImageShard] of the split's images, plus a
-            warning (str or "") about images it dropped (e.g. missing files).
-        text_path: fn(split, langs) -> the translation file a split's captions need
-            (FileNotFoundError naming it if missing), or None if the
-            requested languages need none.
-        write_captions: fn(split, langs, spill, tick) -> [warning strings]:
-            streams the split's captions of `langs` into `spill`, calling
-            tick(bytes of the file read, lines) now and then.
-        description: TFDS description of the dataset.
+    image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the
+    translation file the captions need, or None; write_captions(split, langs, spill, tick) ->
+    [warnings], streaming the captions into `spill`, calling tick(file bytes read, lines).
     """
     dataset: str
     title: str
@@ -102,8 +85,8 @@ def sample_text(path, sample_bytes=1 << 22):
 
 
 def caption_bytes(path, langs, file_langs=34):
-    """About the bytes of the caption tables of `langs` (other than en) from a translation file
-    (an upper bound: the text as it is, before compression, plus a record's overhead)."""
+    """About the bytes of the caption tables of `langs` (but en) from a translation file (an
+    upper bound: uncompressed text plus a record's overhead)."""
     translated = [lang for lang in langs if lang != "en"]
     if not path or not translated:
         return 0
@@ -133,7 +116,7 @@ def check_free_space(data_dir, needed):
 
 # ------------------------------------------------------------ worker pool ----
 class _Done:
-    """The result of a task run at once in this process (the pool's `AsyncResult`'s methods)."""
+    """A task run at once in this process, with the pool's `AsyncResult` methods."""
 
     def __init__(self, fn, args):
         self._value, self._error = None, None
@@ -172,8 +155,7 @@ class _InProcess:
 
 
 def _pool(workers):
-    """A pool of `workers` spawned processes (started with the signals blocked: see
-    data/worker_processes.py), or `_InProcess` for 0."""
+    """A pool of `workers` spawned processes (data/worker_processes.py), or `_InProcess` for 0."""
     if workers == 0:
         return _InProcess()
     with worker_processes.starting():
@@ -194,27 +176,10 @@ def build(release, *, data_dir, langs, options=None, workers=None,
           splits=("train", "dev"), progress_stream=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
-    Args:
-        release: a `Release` (coco35l_plan.py or cc3m35l_plan.py).
-        data_dir: the data directory.
-        langs: the languages whose caption tables to build (already built ones are kept).
-        options: `ImageOptions` (default: the release's JPEGs as they are, stop at a corrupt
-            one); must match the images' if those are built.
-        workers: worker processes (default: the cores this process may use; 0:
-            run every task in this process).
-        splits: the splits to build.
-        progress_stream: where the progress line goes (default stderr).
-
-    Returns:
-        A dict: images {split: count}, captions {split_lang: examples}, metadata (of
-        the images), warnings [str], and (when something was built) timing: seconds
-        and CPU-seconds of each stage, lines read, captions written.
-
-    Raises:
-        FileNotFoundError: a release file or folder is missing (named).
-        CorruptImageError: a corrupt image with options.corrupt_images == "stop".
-        ValueError: a malformed file (named at file:line), or a language with
-            no captions in its translation file.
+    `options` (default: JPEGs as they are) must match built images'; `workers` defaults to
+    the usable cores (0: in this process). Returns {images: {split: n}, captions: {split_lang:
+    n}, metadata, warnings, timing (if something was built)}. Raises FileNotFoundError (named),
+    CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
     options = options or image_shards.ImageOptions()
@@ -283,10 +248,7 @@ def _plan(release, data_dir, langs, options, splits):
 
 
 def _images_and_spills(pool, plan, progress, warnings):
-    """Stage 1: the image shards in the pool while this process spills the captions.
-
-    Returns the timing of the stage (lines read, seconds, CPU-seconds).
-    """
+    """Stage 1: the image shards in the pool while this process spills the captions; its timing."""
     tasks = [pool.apply_async(image_shards.write_image_shard,
                               (plan.release.dataset, s, plan.image_dir, plan.state_dir,
                                plan.options)) for s in plan.pending]
@@ -335,11 +297,8 @@ def _images_and_spills(pool, plan, progress, warnings):
 
 
 def _table_workers(plan, workers):
-    """The workers of stage 2: as many as the largest tables that fit TABLE_MEMORY at once.
-
-    More would sit idle with their own memory (16 cores' workers took a full-size CC3M-35L
-    build to 2.26 GB; 3 of its tables fit at once).
-    """
+    """Stage 2's workers: as many as the largest tables that fit TABLE_MEMORY at once (more would
+    sit idle holding memory)."""
     largest = max((caption_tables.table_memory(caption_tables.Spill.paths(
         plan.state_dir, split, lang)[0]) for split, split_langs in plan.todo.items()
         for lang in split_langs), default=0)
@@ -347,10 +306,8 @@ def _table_workers(plan, workers):
 
 
 def _caption_tables(pool, plan, workers, progress):
-    """Stage 2: a caption table per language, as many at once as TABLE_MEMORY allows.
-
-    Returns (the tables' counts, the stage's timing).
-    """
+    """Stage 2: a caption table per language, as many at once as TABLE_MEMORY allows; returns
+    (the tables' counts, timing)."""
     start = time.monotonic()
     tasks = []
     for split, split_langs in plan.todo.items():

@@ -1,16 +1,11 @@
 """The caption tables of a build: captions spilled to disk while the text is read, then sorted.
 
-While the workers write images, the main process reads each translation file once,
-streaming, and appends every caption it keeps to a spill of its language (`Spill`: an index
-of (key, caption number, text length) and a file of the texts), so its memory does not
-grow with the number of lines. Once the images are written, a worker per language turns
-its spill into the caption table (`write_caption_table`): the index is sorted by image
-in memory, the texts are read from the spill file caption by caption (never mapped whole),
-and the records are written in compressed groups (data/build/layout.py).
-
-A table's memory is its spill index sorted: BYTES_PER_CAPTION per caption at most,
-measured; the build runs as many tables at once as its memory budget allows
-(`table_memory`), whatever the number of cores.
+While the workers write images, this process streams each translation file once into a
+spill per language (`Spill`: an index of (key, caption number, text length) and a file of
+texts), so its memory does not grow with the lines. Then a worker per language sorts the
+index by image and writes the table (`write_caption_table`), reading the texts caption by
+caption, in compressed groups. A table needs at most BYTES_PER_CAPTION a caption
+(`table_memory`), which the build's memory budget schedules.
 """
 
 import os
@@ -24,9 +19,8 @@ from data.build import layout, records
 # A caption spill entry: key, caption number, text length (the text is in a second file).
 _SPILL_ENTRY = struct.Struct("<qii")
 _SPILL_DTYPE = np.dtype([("key", "<i8"), ("n", "<i4"), ("length", "<i4")])
-# Peak memory of `write_caption_table` per spilled caption (the index and its sorted rows),
-# above the worker's own: measured 63-66 B with 0.6 M (5 a record) and 3.3 M (1 a record)
-# captions of 80 bytes (peak resident set; the texts are read, never mapped).
+# Peak memory of `write_caption_table` per spilled caption above the worker's own (measured
+# 63-66 B, 0.6-3.3 M captions).
 BYTES_PER_CAPTION = 72
 
 
@@ -69,10 +63,8 @@ def table_memory(index_path):
 
 
 def _image_of_each_caption(spill_keys, keys):
-    """The image (record index) of each spilled caption's key, -1 if it has none: int32.
-
-    A key that several images repeat refers to the first of them.
-    """
+    """The image (record index, int32) of each spilled caption's key, -1 if none; a repeated key
+    refers to its first image."""
     if not len(keys):
         return np.full(len(spill_keys), -1, np.int32)
     by_key = np.argsort(keys, kind="stable")

@@ -1,11 +1,8 @@
 """What the build of CC3M-35L reads: the user's CC3M images and the translation files.
 
-Manual directory layout: see data/releases/cc3m35l.py (cc3m_mt_{train,dev}.jsonl.bz2,
-train/ and dev/ holding img2dataset tar shards or image files). Every image
-under train/ (dev/) is stored once, in the order of the sorted shards and
-files; one caption per image and language, English being the source caption.
-Captions whose image was not downloaded (CC3M URLs rot) are left out and
-counted.
+Every image under train/ (dev/) (layout: data/releases/cc3m35l.py) is stored once, in the
+order of the sorted shards and files; one caption per image and language, English the
+source caption. Captions whose image was not downloaded (CC3M URLs rot) are left out, counted.
 """
 
 import os

@@ -1,12 +1,9 @@
 """What the build of COCO-35L reads: the Karpathy split, the COCO 2014 JPEGs, the translations.
 
-Manual directory layout: see data/releases/coco35l.py (dataset_coco.json,
-coco_mt_{train,dev}.jsonl.bz2, train2014/, val2014/). Images: train = Karpathy
-train + restval (113,287), dev = Karpathy val (5,000), in cocoid order;
-English captions come from the Karpathy file, the other 34 languages from the
-translation files. An image listed in the Karpathy file whose JPEG is missing
-is left out (and counted); so are translation lines of images that are not in
-the split of their file.
+Images (layout: data/releases/coco35l.py): train = Karpathy train + restval, dev = val, in
+cocoid order; English from the Karpathy file, 34 languages from the translations. Images
+whose JPEG is missing, and translation lines of images not in their file's split, are left
+out and counted.
 """
 
 import functools

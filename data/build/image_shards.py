@@ -1,11 +1,9 @@
-"""The images of a build, one ArrayRecord shard per task: checked, maybe re-encoded, written.
+"""The images of a build, one ArrayRecord shard per worker task: checked, maybe re-encoded, written.
 
-Images are planned as shards (a list of loose files of about SHARD_BYTES, or one
-img2dataset tar). A worker process writes one shard: it decodes each image at a reduced
-scale (a corrupt JPEG stops the build, named, or is skipped and counted), re-encodes it at a
-maximum side if asked, and writes the shard under a temporary name that becomes final when
-the shard is complete; the shard's summary (its keys in record order) is kept beside the
-build's state, so a killed build resumes from the finished shards.
+A shard is ~SHARD_BYTES of loose files or one img2dataset tar. Each image is decoded at a
+reduced scale (a corrupt one stops the build, named, or is skipped and counted) and
+re-encoded at `max_side` if asked; the shard is written under a temporary name, then its
+summary (keys in record order) goes beside the build's state, so a killed build resumes.
 """
 
 import dataclasses
@@ -32,14 +30,8 @@ class CorruptImageError(errors.InputError):
 
 @dataclasses.dataclass(frozen=True)
 class ImageOptions:
-    """How images are checked and stored.
-
-    Attributes:
-        corrupt_images: "stop" at a corrupt image (naming it) or "skip" and count it.
-        max_side: re-encode images whose longer side exceeds this many pixels
-            to that side (aspect kept); 0 stores the release's bytes unchanged.
-        jpeg_quality: the quality of re-encoded JPEGs.
-    """
+    """How images are checked ("stop" at a corrupt one or "skip" it) and stored (`max_side`:
+    re-encode longer sides to it at `jpeg_quality`, aspect kept; 0: the release's bytes)."""
     corrupt_images: str = "stop"
     max_side: int = 0
     jpeg_quality: int = 90
@@ -76,14 +68,10 @@ class ImageShard:
 
 
 def prepare_image(data, name, options):
-    """The bytes to store for one image, or None to skip it (policy "skip").
+    """The bytes to store for one image, or None to skip it ("skip" policy).
 
-    Every image is decoded (a reduced decode still reads every block), so a
-    corrupt one is found at build time. An image larger than `max_side` is
-    re-encoded at that side.
-
-    Raises:
-        CorruptImageError: the image does not decode (policy "stop"); names it.
+    Every image is decoded (a reduced decode still reads every block), so corrupt ones are found
+    at build time: CorruptImageError names it under "stop".
     """
     try:
         with Image.open(io.BytesIO(data)) as image:
@@ -131,10 +119,8 @@ def summary_path(state_dir, shard):
 
 
 def write_image_shard(dataset, shard, out_dir, state_dir, options):
-    """Writes one image shard (a worker task); returns its summary (also kept in state_dir).
-
-    The summary: keys in record order, bytes, skipped images, input fingerprint.
-    """
+    """Writes one image shard (a worker task); returns its summary (keys in record order, bytes,
+    skipped images, input fingerprint), also kept in state_dir."""
     from array_record.python import array_record_module
 
     cpu = time.process_time()

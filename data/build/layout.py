@@ -1,19 +1,11 @@
 """The built COCO-35L and CC3M-35L: where `python -m data.build` writes them, and reading them.
 
-Under the data directory, two TFDS datasets of ArrayRecord shards:
-
-    <data_dir>/<dataset>/images/2.0.0/      splits train, dev: one record per image
-        features image (the JPEG bytes), key (COCO id or CC3M record key);
-        keys_<split>.npy: the key of each image, in record order
-    <data_dir>/<dataset>/captions/2.0.0/    splits train_<lang>, dev_<lang>: one record
-        per image with captions in that language, in image order
-        features image_index (the image's record in the images split), key, captions
-
-so that the images of 35 languages cost their bytes once, languages can be added without
-touching the images, and `tfds.builder_from_directory` serves both to other tools. Images
-may have been re-encoded at a maximum side when built (`Built.metadata`). Read here
-without TensorFlow (JSON metadata, array_record's reader, records.py's parser): a start
-reads the metadata, an example its records by index.
+Two TFDS datasets of ArrayRecord shards under the data directory:
+<dataset>/images/2.0.0/ (splits train, dev: a record per image, features image, key;
+keys_<split>.npy) and <dataset>/captions/2.0.0/ (splits <split>_<lang>: a record per
+captioned image, features image_index, key, captions). Images cost their bytes once and
+languages are added without touching them. Read here without TensorFlow: a start reads the
+metadata, an example its records by index.
 """
 
 import json
@@ -28,9 +20,8 @@ DATASETS = ("coco35l", "cc3m35l")
 VERSION = "2.0.0"
 FILE_TEMPLATE = "{dataset}-{split}.array_record-{shard:05d}-of-{num_shards:05d}"
 IMAGE_OPTIONS = "group_size:1,uncompressed"  # JPEG bytes do not compress.
-# A caption alone costs more in chunk overhead than in text, and an example decompresses its
-# record's whole chunk: chunks of 32, stored field by field (riegeli's transposition: the
-# protos' tags and lengths compress apart from the text, which pays for the small chunks).
+# An example decompresses its record's whole chunk, and a caption alone costs more in chunk
+# overhead than in text: chunks of 32, transposed (tags and lengths compress apart from text).
 CAPTION_OPTIONS = "group_size:32,transpose:true,zstd:9"
 
 
@@ -78,7 +69,7 @@ def caption_row(record):
 class Table:
     """The records of one split (ArrayRecord shards) by index, each decoded by `row`.
 
-    Picklable: its readers open in the process that reads (Grain's workers open their own).
+    Picklable: readers open in the reading process (Grain's workers open their own).
     """
 
     def __init__(self, folder, dataset, split, shard_lengths, row):
@@ -111,8 +102,7 @@ class Table:
         return self._row(records.decode(reader.read()))
 
     def read(self, indices):
-        """The rows at `indices`, in that order (read one by one: the input's parallelism is
-        its worker processes; array_record's list read's threads cost 0.03 ms an image)."""
+        """The rows at `indices`, one by one (the parallelism is the worker processes')."""
         return [self[index] for index in indices]
 
 

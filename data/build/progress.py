@@ -23,11 +23,8 @@ def _duration(seconds):
 
 class Progress:
     """One progress line on stderr: images written, text read, a later stage, elapsed time and
-    ETA (the images' and the text's, then the later stage's once they are done).
-
-    On a terminal the line is redrawn every second; otherwise a line is printed
-    every `every` seconds. Nothing is shown for builds shorter than `after` seconds.
-    """
+    ETA; redrawn every second on a terminal, else printed every `every` s, and not at all for
+    builds shorter than `after` s."""
 
     def __init__(self, title, image_bytes, text_bytes, stream=None, every=30.0, after=3.0):
         self.title, self.stream = title, stream or sys.stderr

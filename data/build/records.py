@@ -1,14 +1,10 @@
 """`tf.train.Example` records written and read without TensorFlow or TFDS.
 
-The built datasets (data/build/layout.py) are ArrayRecord files of serialized
-`tf.train.Example` protos, the format TFDS writes and reads, so that
-`tfds.builder_from_directory` serves them to users. The training process must
-not import TensorFlow, so the message classes are made here from the public
-schema (tensorflow/core/example/{example,feature}.proto) in a descriptor pool
-of their own, which cannot clash with TensorFlow's when both are loaded.
-
-A record is a flat dict {feature name: bytes | str | int | list of one kind};
-`decode` gives back {name: list of bytes or ints}.
+The builds are ArrayRecord files of serialized `tf.train.Example` protos (what TFDS reads,
+so `tfds.builder_from_directory` serves them). The trainer must not import TensorFlow, so
+the message classes are made here from the public schema in a descriptor pool of their own
+(no clash with TensorFlow's). A record is {feature name: bytes | str | int | list of one
+kind}; `decode` gives back {name: list of bytes or ints}.
 """
 
 import functools

@@ -1,15 +1,7 @@
-"""TFDS builder of Crossmodal-3600 from its release files.
-
-Manual directory (https://google.github.io/crossmodal-3600/):
-
-    captions.jsonl                   one JSON object per image (data/releases/xm3600.py)
-    images/<image/key>.jpg           the 3600 images, or instead:
-    images.tgz                       the image archive as downloaded
-
-One split per language (36 with the "all" config, en/es/hi/zh with "core"),
-holding every image that has captions in that language. Features: image,
-image/key, image/locale, language, captions, captions/tokenized.
-"""
+"""TFDS builder of Crossmodal-3600 from its release files (captions.jsonl, and images/<key>.jpg
+or images.tgz): one split per language ("all" 36, "core" 4), each holding the images with
+captions in it. Features: image, image/key, image/locale, language, captions,
+captions/tokenized."""
 
 import dataclasses
 import logging
@@ -26,10 +18,7 @@ from data.releases import xm3600 as xm3600_release
 
 @dataclasses.dataclass
 class LangsConfig(tfds.core.BuilderConfig):
-    """A builder config that names the languages to build (one or two splits each).
-
-    Each language split stores its own copy of its images (XM3600 is small).
-    """
+    """A builder config naming its languages (each split keeps its own copy of its images)."""
     langs: tuple = ()
 
 
@@ -40,12 +29,7 @@ def lang_configs(all_langs, core_langs):
 
 
 class ManualBuilder(tfds.core.GeneratorBasedBuilder):
-    """Base of the builders here: offline (manual directory) and a corrupt-image policy.
-
-    Args:
-        corrupt_images: "stop" at a corrupt image (naming it) or "skip" and count.
-        **kwargs: passed to tfds.core.GeneratorBasedBuilder (config, data_dir, ...).
-    """
+    """Base of the builders here: offline (manual directory), with a corrupt-image policy."""
 
     def __init__(self, *, corrupt_images="stop", **kwargs):
         if corrupt_images not in image_shards.CORRUPT_IMAGE_POLICIES:
@@ -54,9 +38,8 @@ class ManualBuilder(tfds.core.GeneratorBasedBuilder):
         self._corrupt_images = corrupt_images
         super().__init__(**kwargs)
 
-    # TFDS 4.9.10 resolves a packaged builder's source path through the
-    # `importlib_resources` backport, which it only requires on Python < 3.9;
-    # the plain file path serves the same purpose (finding checksums.tsv).
+    # TFDS 4.9.10 finds a builder's source (checksums.tsv) through the `importlib_resources`
+    # backport, which it requires only on Python < 3.9; the plain file path serves.
     @tfds.core.utils.classproperty
     @classmethod
     def code_path(cls):
@@ -64,12 +47,7 @@ class ManualBuilder(tfds.core.GeneratorBasedBuilder):
 
 
 class ImageChecker:
-    """Decodes each image once, to stop at or skip (and count) corrupt ones.
-
-    Args:
-        policy: "stop" raises CorruptImageError naming the image; "skip"
-            counts it and lets the caller drop the example.
-    """
+    """Decodes each image once: "stop" raises CorruptImageError naming it, "skip" counts it."""
 
     def __init__(self, policy="stop"):
         self.options = image_shards.ImageOptions(corrupt_images=policy)

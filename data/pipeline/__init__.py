@@ -1,17 +1,12 @@
-"""The training input: read this first; batches come from `train_iterator`, a Grain pipeline.
+"""The training input: `train_iterator`, a Grain pipeline of this process's batches.
 
-A batch is this process's share of a global batch: image uint8 [b, H, W, 3] (the model maps
-it to [-1, 1] on the accelerator), prompt int32 [b, Lp] (the LangId prompt, data/prompts.py)
-and targets int32 [b, Lt] (the caption), ids ending in EOS, then 0-padding.
-
-The pipeline is a Grain `MapDataset` over the run's (step, process) pairs: Grain's sharding
-gives this process its own and a slice starts them at the resumed step, so a step's examples
-are a pure function of (seed, step, process), with no iterator state. Each becomes a `Batch`:
-its examples' (language, image, reference) from sampling.py, read from the built dataset
-(data/build/layout.py: a caption record and an image record an example), decoded, resized
-and tokenised in Grain's worker processes (worker w of W makes steps w, w + W, ...),
-which hand it over in shared memory. The workers start with the iterator, which train.py
-makes before it initializes the model: the first batch is ready when the first step compiles.
+A batch: image uint8 [b, H, W, 3] (mapped to [-1, 1] on the accelerator), prompt int32
+[b, Lp] (LangId) and targets int32 [b, Lt] (ids ending in EOS, then 0). The pipeline is a
+Grain `MapDataset` over (step, process) pairs, sharded by process and sliced at the resumed
+step, so a step's examples are a pure function of (seed, step, process), with no iterator
+state. Each `Batch` reads its examples (sampling.py) from the build, decodes and tokenizes
+them in Grain's worker processes (worker w of W makes steps w, w + W, ...), handed over in
+shared memory. The workers start with the iterator, before train.py initializes the model.
 """
 
 import errno
@@ -32,8 +27,7 @@ _ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
 
 
 def batch_shapes(batch_size, image_size, data_config):
-    """{name: (shape, dtype)} of the batches made here: what the train step compiles for
-    before the first batch exists."""
+    """{name: (shape, dtype)} of the batches: what the train step compiles for before the first."""
     return {"image": ((batch_size, image_size, image_size, 3), np.uint8),
             "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
             "targets": ((batch_size, data_config["max_target_len"]), np.int32)}
@@ -42,9 +36,8 @@ def batch_shapes(batch_size, image_size, data_config):
 class Batch:
     """Makes batch `step * process_count + process_index`: this process's share of a step.
 
-    Small to send to a worker (the config and the vocabulary's path: one pipe write, which
-    an exit cannot cut short); each process opens the tables and the vocabulary at its
-    first batch (`open`). In a worker the arrays are made in Grain's shared memory.
+    Small to send to a worker (one pipe write, which an exit cannot cut short); each process
+    opens the tables and vocabulary at its first batch. In a worker, arrays are in shared memory.
     """
 
     def __init__(self, config, vocab_path, sampler, *, image_size, global_batch_size,
@@ -58,8 +51,8 @@ class Batch:
         return {**self.__dict__, "_opened": None}
 
     def open(self, tables=None):
-        """(caption tables, image table, vocabulary, prompt ids [num_langs, Lp]) of this
-        process, opened at its first batch (or given: `open_tables`'s)."""
+        """(caption tables, image table, vocabulary, prompt ids [num_langs, Lp]), opened once
+        (or from `open_tables`'s `tables`)."""
         if self._opened is None:
             captions, image_table = tables or open_tables(self.config)
             if [len(table) for table in captions] != self.sampler.num_examples:
@@ -116,11 +109,7 @@ class Batch:
 
 
 class Batches:
-    """Iterator over this process's batches, from Grain's; `close()` stops its workers.
-
-    Attributes:
-        workers: the worker processes (`multiprocessing.Process`), started.
-    """
+    """Iterator over this process's batches (`workers`: its processes); `close()` stops them."""
 
     def __init__(self, dataset, num_workers):
         batches = dataset.to_iter_dataset(grain.ReadOptions(num_threads=0,
@@ -155,7 +144,7 @@ class Batches:
         return next(self._iterator)
 
     def close(self):
-        """Stops the workers and frees their shared memory (also when the iterator is dropped)."""
+        """Stops the workers and frees their shared memory (also when dropped)."""
         if getattr(self, "_iterator", None) is not None:
             self._iterator.close()
             self._iterator = None  # Freed now, not at the interpreter's exit.
@@ -165,8 +154,8 @@ class Batches:
 
 
 def settings(data_config):
-    """(dataset, languages, data_dir) of `config.data`; data_dir by default beside the release
-    folder (demo_data/coco35l -> demo_data/tfds)."""
+    """(dataset, languages, data_dir) of `config.data`; data_dir defaults to `tfds` beside the
+    release folder."""
     langs = languages.check_langs(data_config["langs"], known=languages.TRAIN_35L_LANGS,
                                   what="training language")
     data_dir = data_config.get("tfds_data_dir", None) or os.path.join(
@@ -175,16 +164,15 @@ def settings(data_config):
 
 
 def open_tables(data_config):
-    """The built training split's caption table of each configured language, and its images
-    (`layout.Table`s of (image index, key, captions) and of (key, encoded image))."""
+    """The training split's caption `layout.Table` of each configured language, and its images."""
     built = ensure_built(data_config)
     return ([built.captions("train", lang) for lang in settings(data_config)[1]],
             built.images("train"))
 
 
 def ensure_built(data_config, build=False):
-    """The `layout.Built` of the configured dataset once its languages are built (built here
-    if `build`; else what is missing is an error with the build command: data/build's)."""
+    """The `layout.Built` of the configured dataset once its languages are built (here if `build`,
+    else a NotBuiltError with the build command)."""
     dataset, langs, data_dir = settings(data_config)
     return build_lib.ensure_built(
         dataset, manual_dir=data_config["manual_dir"], data_dir=data_dir, langs=langs,
@@ -193,24 +181,11 @@ def ensure_built(data_config, build=False):
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
                    process_index=0, process_count=1):
-    """Yields this process's share of each global training batch, forever.
+    """This process's share of each global training batch, forever: a started `Batches`.
 
-    Args:
-        data_config: `config.data` (configs/common.py): dataset, manual_dir, tfds_data_dir,
-            langs, prompt_template, max_prompt_len, max_target_len, num_workers (processes
-            making batches; None: one per core; 0: this process, at `next()`).
-        vocab: the `tokenizer.Vocabulary`.
-        global_batch_size, image_size, seed: examples per step over all processes, the
-            side of the model's square input, the order's seed.
-        start_step: the first step to yield (for resuming).
-        process_index, process_count: this process's disjoint slice of every global batch.
-
-    Returns:
-        A `Batches` iterator of batches of b = global_batch_size // process_count examples;
-        its worker processes have started.
-
-    Raises:
-        layout.NotBuiltError: the dataset or a language is not built (`ensure_built`).
+    `data_config` is `config.data` (num_workers: None = one per core, 0 = this process);
+    `process_index` of `process_count` takes a disjoint slice of every global batch of
+    `global_batch_size`; `start_step` resumes. Raises layout.NotBuiltError for a missing build.
     """
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)

@@ -1,20 +1,13 @@
 """Which example each position of the training stream is: a pure function of (seed, position).
 
-Position g (= step * global_batch_size + i) maps to a (language, example, reference draw)
-triple computed directly, without drawing the positions before it, so a run resumed at
-step k sees exactly the examples of an uninterrupted run, and processes take disjoint,
-consecutive slices of the same global batch (process p of P: b = B / P positions from
-step * B + p * b).
-
-Languages take turns: every block of K consecutive positions (K languages) holds each
-language once, in a random order; so language L's n-th example is at block n, and each
-language walks through its own epochs of images. Within an epoch each image appears once,
-with one reference drawn at random for that (image, epoch): "one random reference per image
-per epoch". The draw is a uniform number u in [0, 1) turned into an index only once the
-example's references are read (`reference_index`), so the sampler needs no caption
-counts. An epoch's order is a permutation kept in memory (4 bytes an image; the current
-epochs of every language); its draws are not kept: the i-th draw of an epoch's stream is
-read by advancing the generator.
+Position g (= step * B + i) maps directly to (language, example, reference draw), without
+drawing the positions before it: a resumed run sees the uninterrupted run's examples, and
+process p of P takes the b = B / P positions from step * B + p * b. Every block of K
+positions (K languages) holds each language once, in random order, so each language walks
+through its own epochs; within an epoch each image appears once, with one reference drawn
+for that (image, epoch). The draw u in [0, 1) becomes an index only once the references are
+read (`reference_index`). Only the current epochs' permutations are kept; a draw is read by
+advancing the generator.
 """
 
 import functools
@@ -42,20 +35,15 @@ def _epoch(seed, lang, epoch, size):
 
 
 def _draw(stream, index):
-    """Draw `index` of a stream: `default_rng(its seeds).random(n)[index]`, not drawing the
-    others (PCG64 advances one 64-bit step per float64 draw)."""
+    """Draw `index` of a stream, `default_rng(seeds).random(n)[index]`, without drawing the others
+    (PCG64 advances one step per float64)."""
     _BITS.state = stream
     _BITS.advance(index)
     return float(np.random.Generator(_BITS).random())
 
 
 class Sampler:
-    """Maps global positions to (language index, example index, reference draw).
-
-    Args:
-        num_examples: number of examples (images) per language, in language order.
-        seed: int seed.
-    """
+    """Maps global positions to (language, example, reference draw); `num_examples` per language."""
 
     def __init__(self, num_examples, seed):
         self.num_examples = [int(n) for n in num_examples]

@@ -1,22 +1,10 @@
 """Reader of the CC3M-35L release: translation files and the user's CC3M images.
 
-Manual directory layout (the README's Datasets section says where each file comes from):
-
-    <manual_dir>/cc3m_mt_train.jsonl.bz2   translations of the CC3M training captions
-    <manual_dir>/cc3m_mt_dev.jsonl.bz2     translations of the CC3M validation captions
-    <manual_dir>/train/                    training images, in either form:
-        00000.tar, 00001.tar, ...          img2dataset webdataset shards holding
-                                           NNNNNNNNN.jpg (+ .txt, .json) per image
-        or any tree of NNNNNNNNN.jpg       (img2dataset "files" output, or a plain folder)
-    <manual_dir>/dev/                      validation images, same forms
-
-The translation files may be `.jsonl`, `.jsonl.bz2` or `.jsonl.gz`. Each line
-is one caption in one target language, with the fields of COCO-35L's files
-(`src_lang`, `trg_lang`, `caption_tokenized`, `translation_tokenized`,
-`backtranslation_tokenized`) and the record key `image_id` (older copies:
-`rec_num`): the 0-based row of the caption in the CC3M TSV file, which is also
-the key img2dataset gives the image when run on that TSV unshuffled. English
-is the `caption_tokenized` source caption.
+Manual directory: `cc3m_mt_{train,dev}.jsonl[.bz2|.gz]` and `train/`, `dev/` image folders,
+each img2dataset webdataset shards (00000.tar, ... of NNNNNNNNN.jpg) or any tree of
+NNNNNNNNN.jpg. Translation lines have COCO-35L's fields and the record key `image_id`
+(older copies: `rec_num`): the caption's 0-based row in the CC3M TSV, also img2dataset's
+key for the image when run on it unshuffled. English is the source `caption_tokenized`.
 """
 
 import os
@@ -64,17 +52,10 @@ class _Seen:
 
 
 def stream_captions(stream, langs):
-    """Yields (key, lang, caption) of a translation file in one pass; en: the source captions.
+    """Yields (key, lang, caption) of a translation `LineStream` in one pass ("en": the source).
 
-    Each record key's English caption comes once (its first line's
-    `caption_tokenized`); memory holds a byte per key seen, not the captions.
-
-    Args:
-        stream: a `jsonl.LineStream` of the file (see `open_translations`).
-        langs: language codes to keep ("en" = the source captions).
-
-    Raises:
-        FormatError: a malformed line; the message names the file and line.
+    A key's English caption comes once (its first line's); memory holds a byte per key, not
+    the captions. FormatError names the file and line of a malformed line.
     """
     wanted = set(langs)
     english = "en" in wanted
@@ -119,11 +100,7 @@ def image_dir(manual_dir, split):
 
 
 def image_files(folder):
-    """The images under `folder`, in sorted order: ([tar shard paths], [(key, path)] of files).
-
-    Keys are the integer file stems (img2dataset's record keys); other files are
-    ignored.
-    """
+    """([tar shards], [(key, path)] of NNNNNNNNN.jpg) under `folder`, sorted; others ignored."""
     tars, files = [], []
     for root, dirs, names in os.walk(folder):
         dirs.sort()
@@ -138,11 +115,7 @@ def image_files(folder):
 
 
 def iter_tar(path):
-    """Yields (key, "path/member", jpeg bytes) of the images of one img2dataset tar shard.
-
-    Raises:
-        FormatError: the file is not a readable tar archive (names it).
-    """
+    """Yields (key, "path/member", jpeg bytes) of one img2dataset tar; FormatError if unreadable."""
     try:
         with tarfile.open(path) as tar:
             for member in tar:

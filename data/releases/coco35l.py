@@ -1,32 +1,17 @@
 """Reader of the COCO-35L release: Karpathy split, translation files and COCO images.
 
-Manual directory layout (the README's Datasets section says where each file comes from):
+Manual directory (the README's Datasets section says where each file comes from):
 
-    <manual_dir>/dataset_coco.json             Karpathy split (caption_datasets.zip)
-    <manual_dir>/coco_mt_train.jsonl.bz2       translations of train + restval captions
-    <manual_dir>/coco_mt_dev.jsonl.bz2         translations of val captions
-    <manual_dir>/train2014/COCO_train2014_*.jpg
-    <manual_dir>/val2014/COCO_val2014_*.jpg    (or both folders under <manual_dir>/images/)
+    dataset_coco.json                     Karpathy split (caption_datasets.zip)
+    coco_mt_{train,dev}.jsonl[.bz2|.gz]   translations of train+restval / val captions
+    train2014/, val2014/                  COCO images (or both under images/)
 
-The translation files may also be uncompressed (`.jsonl`) or gzipped
-(`.jsonl.gz`). Each line is one translated caption:
-
-    {"image_id": "<cocoid>_<n>", "src_lang": "en", "trg_lang": "de",
-     "caption_tokenized": ..., "translation_tokenized": ...,
-     "backtranslation_tokenized": ...}
-
-English is not in the translation files; it comes from the Karpathy captions
-(`tokens` joined by spaces, the tokenized form the translations were made from).
-Splits: "train" = Karpathy train + restval (113,287 images), "dev" = Karpathy
-val (5,000 images).
-
-Both files are read with msgspec (typed, in C): `read_karpathy` keeps only the
-fields it needs, and `stream_translations` reads the 19 million lines of the
-training translations in one streaming pass, with memory independent of their
-number; a line msgspec rejects is checked again with `json` for the message.
-`read_split` gathers one split in memory, which suits the demo, the "files"
-reader and the 5,000-image dev split; the build (data/build/coco35l_plan.py)
-streams instead.
+Translation lines: {"image_id": "<cocoid>_<n>", "src_lang": "en", "trg_lang": "de",
+"caption_tokenized", "translation_tokenized", "backtranslation_tokenized"}. English comes
+from the Karpathy `tokens` (what was translated). Splits: "train" = Karpathy train +
+restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgspec;
+`stream_translations` reads the 19 million training lines in one streaming pass.
+`read_split` gathers a split in memory (demo, dev, the "files" reader); the build streams.
 """
 
 import collections
@@ -78,15 +63,8 @@ TRANSLATION_DECODER = msgspec.json.Decoder(TranslationLine)
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    """One image with its captions in one language.
-
-    Attributes:
-        image_id: "<cocoid>_<lang>", unique within a split and language set.
-        cocoid: COCO image id.
-        lang: language code.
-        image_path: path of the JPEG.
-        captions: the references, in caption order (`<cocoid>_<n>` order).
-    """
+    """One image with its captions in one language; `image_id` is "<cocoid>_<lang>" and the
+    captions are in `<cocoid>_<n>` order."""
     image_id: str
     cocoid: int
     lang: str
@@ -118,14 +96,7 @@ class ReadStats:
 
 
 def find_file(manual_dir, name, what, source):
-    """Path of `name` (or its .bz2/.gz variant) in `manual_dir`, else a clear error.
-
-    Args:
-        manual_dir: the folder to look in.
-        name: file name without a compression suffix.
-        what: a few words saying what the file is, for the error message.
-        source: where the user gets it, for the error message.
-    """
+    """Path of `name` (or .bz2/.gz) in `manual_dir`; else FileNotFoundError naming `source`."""
     for suffix in ("", ".bz2", ".gz"):
         path = os.path.join(manual_dir, name + suffix)
         if os.path.exists(path):
@@ -136,14 +107,7 @@ def find_file(manual_dir, name, what, source):
 
 
 def read_karpathy(path):
-    """Reads the Karpathy split file.
-
-    Args:
-        path: path of `dataset_coco.json`.
-
-    Returns:
-        dict cocoid -> (split, "filepath/filename", [tokenized English captions]).
-    """
+    """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file."""
     with open(path, "rb") as f:
         raw = f.read()
     try:
@@ -175,13 +139,7 @@ def read_karpathy(path):
 
 
 def check_translation(where, line, required=_MT_FIELDS):
-    """The slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`.
-
-    Args:
-        where: "path:line" for messages.
-        line: the line's bytes.
-        required: the fields that must be strings.
-    """
+    """Slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`."""
     row = jsonl.parse_line(line, where)
     if row is None:
         return None
@@ -194,14 +152,9 @@ def check_translation(where, line, required=_MT_FIELDS):
 
 
 def stream_translations(path, langs):
-    """Yields (cocoid, n, trg_lang, translation) for the lines in `langs`, in one pass.
+    """Yields (cocoid, n, trg_lang, translation) of the lines in `langs`, in one pass.
 
-    Args:
-        path: a translation file (`.jsonl`, `.jsonl.bz2` or `.jsonl.gz`).
-        langs: the target languages to keep.
-
-    Raises:
-        FormatError: a malformed line; the message names the file and line.
+    FormatError names the file and line of a malformed one.
     """
     return translations_of(jsonl.LineStream(path, TRANSLATION_DECODER, check_translation), langs)
 
@@ -251,17 +204,10 @@ def image_root(manual_dir):
 
 
 def read_split(manual_dir, split, langs, *, check_images=True):
-    """Reads one split of COCO-35L for the given languages.
+    """Reads one split ("train" or "dev") for `langs` ("en": the Karpathy captions).
 
-    Args:
-        manual_dir: the manual download folder (layout in the module docstring).
-        split: "train" (Karpathy train + restval) or "dev" (Karpathy val).
-        langs: language codes from TRAIN_35L_LANGS; "en" reads the Karpathy captions.
-        check_images: drop (and count) images whose file is missing.
-
-    Returns:
-        (examples, stats): examples is a dict lang -> list of `Example` sorted by
-        cocoid; stats is a `ReadStats` (already logged once).
+    Returns ({lang: [Example] by cocoid}, `ReadStats`, already logged); `check_images` drops
+    and counts images without a file.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown COCO-35L split {split!r}; known: {', '.join(SPLITS)}")

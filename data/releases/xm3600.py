@@ -1,20 +1,10 @@
-"""Reader of the Crossmodal-3600 release files.
+"""Reader of the Crossmodal-3600 release: `captions.jsonl` and `images/<image/key>.jpg`.
 
-The release is `captions.jsonl` (one JSON object per image) and a folder
-`images/<image/key>.jpg`. Each line looks like
-
-    {"image/key": "000411001ff7dd4f", "image/locale": "ar",
-     "ar": {"caption": [...], "caption/tokenized": [...],
-            "caption/tokenized/lowercase": [...]},
-     "bn": {...}, ...}
-
-This module parses and validates those lines; everything that reads XM3600
-(the CIDEr tool, the evaluators, the TFDS builder) goes through it so that a
-malformed file is reported the same way everywhere: file and line number.
-`read_captions` gives one `Record` per image; `read_references` gives the
-references of every language at once (`References`), reading the file in
-bulk (`data.jsonl.decode_lines`) and line by line only when that fails, for
-the message.
+Each line: {"image/key": "000411001ff7dd4f", "image/locale": "ar", "ar": {"caption": [...],
+"caption/tokenized": [...], "caption/tokenized/lowercase": [...]}, "bn": {...}, ...}.
+Everything that reads XM3600 goes through here, so a malformed file is reported alike (file
+and line). `read_captions` gives a `Record` per image; `read_references` every language's
+references, decoded in bulk and line by line only when that fails, for the message.
 """
 
 import dataclasses
@@ -33,14 +23,8 @@ CAPTION_FIELDS = ("caption", "caption/tokenized", "caption/tokenized/lowercase")
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """One XM3600 image and its references.
-
-    Attributes:
-        key: the `image/key`, also the image's file name without `.jpg`.
-        locale: the `image/locale`, the language of the region it was taken in.
-        captions: language -> list of human captions (the `caption` field).
-        tokenized: language -> list of `caption/tokenized` strings.
-    """
+    """One XM3600 image: `key` (also its file name), `locale` (where it was taken), and per
+    language its `captions` and `caption/tokenized` strings (`tokenized`)."""
     key: str
     locale: str
     captions: dict
@@ -73,18 +57,9 @@ def _parse_record(obj, where):
 
 
 def read_captions(path):
-    """Reads and validates a `captions.jsonl` file.
+    """`Record`s of a `captions.jsonl`, in file order.
 
-    Args:
-        path: path of the file (local, or anything `open` accepts).
-
-    Returns:
-        A list of `Record`, in file order.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        FormatError: a line is malformed, or an image key repeats; the message
-            names the file and the line number.
+    FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
@@ -103,14 +78,8 @@ def read_captions(path):
 
 @dataclasses.dataclass(frozen=True)
 class References:
-    """The references of a captions.jsonl file, language by language.
-
-    Attributes:
-        field: the caption field they come from ("caption" or "caption/tokenized").
-        keys: every image key, in file order.
-        by_lang: language -> (keys, refs) of the images that have captions in
-            it, in file order, as `references` returns them.
-    """
+    """The references of a captions.jsonl, by language: `by_lang[lang]` = (keys, refs) as
+    `references` gives them; `keys`: every image key; `field`: the caption field used."""
     field: str
     keys: list
     by_lang: dict
@@ -130,9 +99,8 @@ def references_by_language(records, field="caption"):
     return References(field, [r.key for r in records], by_lang)
 
 
-# The fields of a language's object that the readers do not use are declared as msgspec.Raw
-# (a view of their bytes, never built) so that `_count_keys` can count them: a file whose
-# colons are all keys of the decoded lines has no key twice in one object (data/jsonl.py).
+# Unused fields are msgspec.Raw (never built) so `_count_keys` can count them for the
+# repeated-key check (data/jsonl.py).
 _UNUSED = msgspec.Raw | msgspec.UnsetType
 _FIELD_NAMES = {"tokenized": "caption/tokenized", "lowercase": "caption/tokenized/lowercase"}
 
@@ -152,10 +120,10 @@ class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
 
 
 def _count_keys(lines):
-    """The keys of decoded lines: image/key, image/locale, and each language's key and fields.
+    """The keys of decoded lines (image/key, image/locale, each language's key and fields).
 
-    Every loop runs in C (map, filter, list.count): a Python loop over the 130,000 language
-    objects of XM3600 took longer than decoding them.
+    Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000
+    language objects took longer than decoding them.
     """
     count, is_set = 2 * len(lines), functools.partial(operator.is_not, msgspec.UNSET)
     for lang in languages.XM3600_LANGS:
@@ -206,20 +174,9 @@ def _references_in_bulk(path, field):
 
 
 def read_references(path, field="caption"):
-    """Reads and validates a `captions.jsonl` file into the references of every language.
+    """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
 
-    Accepts and rejects exactly the files `read_captions` does, with the same
-    messages, and gives what `references` would give for each language.
-
-    Args:
-        path: path of the file.
-        field: "caption" (the human captions) or "caption/tokenized".
-
-    Returns:
-        `References`.
-
-    Raises:
-        FileNotFoundError, FormatError: as `read_captions`.
+    Accepts and rejects exactly what `read_captions` does, with the same messages.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
@@ -235,13 +192,7 @@ def image_path(root, key):
 
 
 def references(records, lang, field="caption"):
-    """Returns (keys, refs) for the images that have captions in `lang`.
-
-    Args:
-        records: output of `read_captions`.
-        lang: language code.
-        field: "caption" (the human captions) or "caption/tokenized".
-    """
+    """(keys, refs) of the images that have captions in `lang`."""
     keys, refs = [], []
     for r in records:
         source = r.captions if field == "caption" else r.tokenized

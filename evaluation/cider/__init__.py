@@ -1,20 +1,10 @@
 """The CIDEr engine: CIDEr-D and CIDEr for 36 languages, exact to pycocoevalcap, JAX-compiled.
 
-Parts, in the order the data flows:
-
-| module | what it does |
-| --- | --- |
-| `text` | multilingual normalization: NFKC, lowercase, punctuation, zh/ja/th segmentation |
-| `ngram_index` | exact integer ids for tokens and n-grams, hash tables over them |
-| `ngram_match` | the compiled (numba) loops: interning tokens, matching a prediction's n-grams |
-| `kernel` | the jit-compiled JAX kernel: cosines, length penalties, per-image means |
-| `df` | document frequencies and their files |
-| `scorer` | `CiderScorer`: references prepared once, `score(predictions)` per call |
-| `per_language` | predictions scored against an XM3600 `captions.jsonl`, language by language |
-| `__main__` | the command line, `python -m evaluation.cider` |
-
-The names below are the Python API (docs/cider.md); prediction files are read with
-`formats.predictions.read`, and bad input is an `errors.InputError`.
+In data-flow order: `text` (multilingual normalization and segmentation), `ngram_index`
+(exact integer ids, hash tables), `ngram_match` (the numba loops), `kernel` (the JAX
+kernel), `df` (document frequencies), `scorer` (`CiderScorer`), `per_language` (an
+XM3600 `captions.jsonl` language by language), `__main__` (the command line). The names
+below are the Python API (docs/cider.md); bad input is an `errors.InputError`.
 """
 
 from evaluation.cider.df import (

@@ -1,8 +1,4 @@
-"""Document frequencies of CIDEr n-grams: the `DocumentFrequency` record and its JSON file.
-
-Bad input (here and in every part of `evaluation.cider`) is an `errors.InputError` whose
-message names the file, line or key at fault.
-"""
+"""Document frequencies of CIDEr n-grams: the `DocumentFrequency` record and its JSON file."""
 
 import dataclasses
 import json
@@ -18,14 +14,10 @@ _DF_FORMAT = "cider-document-frequency"
 
 @dataclasses.dataclass(frozen=True)
 class DocumentFrequency:
-    """Document frequencies of one language's reference n-grams.
+    """One language's reference n-gram document frequencies over `num_images` images.
 
-    Attributes:
-        lang: language code.
-        num_images: N, the number of images they were counted over.
-        counts: n-gram (its tokens joined by one space) -> number of images
-            whose references contain it, in 1..num_images.
-        normalization: `text.Options.describe(segmenter)` of the tokens.
+    `counts`: n-gram (tokens joined by one space) -> images whose references hold it;
+    `normalization`: `text.Options.describe(segmenter)` of the tokens.
     """
     lang: str
     num_images: int
@@ -38,12 +30,7 @@ class DocumentFrequency:
 
     @classmethod
     def load(cls, path, lang=None):
-        """Reads one language from a file written by `save` or `save_document_frequencies`.
-
-        Args:
-            path: the JSON file.
-            lang: which language; may be left out when the file holds one.
-        """
+        """One language (`lang` may be left out if the file holds one) of a saved file."""
         dfs = load_document_frequencies(path)
         if lang is None:
             if len(dfs) != 1:
@@ -56,11 +43,9 @@ class DocumentFrequency:
 
 
 def save_document_frequencies(path, dfs):
-    """Writes document frequencies of several languages to one JSON file.
-
-    The file is {"format": "cider-document-frequency", "version": 1,
-    "languages": {lang: {"num_images": N, "normalization": ..., "df": {n-gram: count}}}}.
-    """
+    """Writes several languages' document frequencies to one JSON file:
+    {"format": "cider-document-frequency", "version": 1, "languages": {lang: {"num_images",
+    "normalization", "df": {n-gram: count}}}}."""
     payload = {"format": _DF_FORMAT, "version": 1, "languages": {
         df.lang: {"num_images": df.num_images, "normalization": df.normalization,
                   "df": df.counts} for df in dfs}}

@@ -1,9 +1,8 @@
 """The jit-compiled JAX kernel of `evaluation.cider`: cosines, length penalties, per-image means.
 
-Its inputs are per-(reference, n) dot products and per-(image, n) squared
-norms that `evaluation.cider` computes (`evaluation.cider.ngram_match`). Arrays are padded to
-powers of two of at least `MIN_PAD`, so one compilation serves every XM3600
-language.
+Inputs are the per-(reference, n) dot products and per-(image, n) squared norms of
+`ngram_match`, padded to powers of two of at least `MIN_PAD` so one compilation serves
+every XM3600 language.
 """
 
 import functools
@@ -43,19 +42,11 @@ class RefArrays(typing.NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("clipped",))
 def kernel(refs, dot, hyp_norm2, hyp_len, *, clipped):
-    """Per-image scores from per-(reference, n) and per-(image, n) sums.
+    """[I] float64 per-image scores from per-(reference, n) and per-(image, n) sums.
 
-    Args:
-        refs: `RefArrays`.
-        dot: [C * 4] per reference and n, sum over the n-grams g it shares
-            with its image's prediction of min(tf_h, tf_r) tf_r idf^2 (CIDEr-D)
-            or tf_h tf_r idf^2 (CIDEr).
-        hyp_norm2: [I * 4] squared tf-idf norm of each prediction, per n.
-        hyp_len: [I] prediction length (bigram count).
-        clipped: CIDEr-D (length penalty) rather than CIDEr.
-
-    Returns:
-        [I] float64 per-image scores.
+    `dot` [C * 4]: per reference and n, the sum over shared n-grams of min(tf_h, tf_r) tf_r
+    idf^2 (CIDEr-D, `clipped`, with the length penalty) or tf_h tf_r idf^2 (CIDEr);
+    `hyp_norm2` [I * 4]; `hyp_len` [I] (bigram counts).
     """
     num_images = refs.ref_count.shape[0]
     num_refs = refs.ref_norm.shape[0]

@@ -1,12 +1,10 @@
-"""Exact integer ids for tokens and n-grams, and the hash tables `evaluation.cider` builds.
+"""Exact integer ids for tokens and n-grams, and the hash tables over them.
 
-Used by `evaluation.cider`. Everything here works on whole arrays: a token is an
-id 1..V (from `Vocabulary`, which reads token spans of a normalized text
-without building a Python string per token), and an n-gram is the pair (id of
-its first n - 1 tokens, last token) packed into one int64 (`shift_key`), so
-n-gram ids are exact and come order by order. `KeyTable` maps such keys to
-dense ids; `group_keys` groups equal keys. The loops behind them are numba
-functions in `evaluation.cider.ngram_match`."""
+A token is an id 1..V (`Vocabulary`, reading token spans without a Python string per
+token); an n-gram is (id of its first n - 1 tokens, last token) packed into one int64
+(`shift_key`), so n-gram ids are exact and come order by order. `KeyTable` maps keys to
+dense ids, `group_keys` groups equal keys; the loops are numba functions in `ngram_match`.
+"""
 
 import itertools
 import typing
@@ -21,12 +19,7 @@ KEY_BITS = 62
 def shift_key(prefix, token, token_bits, bound=None):
     """Exact int64 key of (prefix, token), or OverflowError if it does not fit.
 
-    Args:
-        prefix: int64 [k] non-negative prefix ids.
-        token: int64 [k] token ids below 2^token_bits.
-        token_bits: bits of the token part.
-        bound: optional number above every prefix, checked instead of the
-            prefixes themselves (saving a pass over them).
+    `bound`, if given, is above every prefix and checked instead of them (saving a pass).
     """
     largest = bound - 1 if bound is not None else int(prefix.max()) if prefix.size else 0
     if int(largest).bit_length() + token_bits > KEY_BITS:
@@ -37,17 +30,10 @@ def shift_key(prefix, token, token_bits, bound=None):
 class KeyTable:
     """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1.
 
-    The table is split into regions (one per image, say), each at most `load`
-    full, so that lookups of keys of one region stay near each other (home
-    slots: `evaluation.cider.ngram_match._home`). Filled by
-    `evaluation.cider.ngram_match.insert_keys`;
-    probes run past a region's end into the next instead of wrapping around.
-
-    Attributes (read by the compiled lookups of `evaluation.cider.ngram_match`):
-        keys: int64 [S] stored keys, -1 in empty slots (the last is always empty).
-        ids: int32 [S] id of each slot's key.
-        offset: int64 [R] first slot of each region.
-        size: uint64 [R] home slots of each region.
+    Split into regions (one per image, say), each at most `load` full, so that lookups of one
+    region stay near each other; probes run past a region's end into the next. Read by
+    `ngram_match`: keys (int64 [S], -1 empty, the last always empty), ids, offset (first slot
+    of each region), size (home slots of each region).
     """
 
     def __init__(self, keys, region=None, num_regions=1, load=0.5):
@@ -85,9 +71,8 @@ def group_keys(keys):
 class Vocabulary:
     """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`.
 
-    The fast path never builds a string for a known token: it looks the
-    token's characters up in a hash table of the vocabulary's
-    (`evaluation.cider.ngram_match.token_ids`), comparing them one by one, so ids are exact.
+    The fast path compares a token's characters with a hash table of the vocabulary's, never
+    building a string for a known token, so ids are exact.
     """
 
     def __init__(self, tokens):
@@ -135,13 +120,9 @@ def _empty_table(num_tokens):
 
 
 def distinct_tokens(spans):
-    """Distinct tokens of `text.Spans`, in order of first occurrence, and each token's id.
+    """(distinct tokens of `text.Spans` in first-occurrence order, int64 id 1..V of each token).
 
-    Tokens are compared by their characters (`ngram_match.intern_tokens`):
-    only the distinct ones become Python strings.
-
-    Returns:
-        (list of distinct token strings, int64 [num_tokens] ids 1..V).
+    Tokens are compared by their characters: only the distinct ones become Python strings.
     """
     num_tokens = spans.starts.size
     ids, first = np.empty(num_tokens, np.int64), np.empty(num_tokens, np.int64)

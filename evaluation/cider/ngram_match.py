@@ -1,34 +1,20 @@
 """The per-call half of `evaluation.cider`: a prediction's n-grams matched against its references.
 
-One compiled loop (numba, cached on disk) over the predictions' token
-positions, order by order. The n-gram at position p of order n is identified
-by the id of the (n-1)-gram at p and its last token, so each order costs one
-hash probe per position in tables built once from the references
-(`evaluation.cider.ngram_index.KeyTable`, read here through its arrays):
-
-  - union ids: per image, its distinct reference n-grams (all orders in one
-    table, one region per image). Key (prefix, token) where the prefix is the
-    image for unigrams and num_images + the union id of the (n-1)-gram after.
-  - known ids: every n-gram with a document frequency (all orders, one
-    region). Key (0, token) for unigrams, (1 + known id of the (n-1)-gram,
-    token) after; unigram known ids are token ids - 1, so they are not probed.
-
-An n-gram is looked up only when the (n-1)-grams at p and p + 1 were found,
-since it cannot be known otherwise. Counts within a prediction are exact:
-equal tokens by a scratch table over token ids, equal n-grams (n > 1) by
-comparing (first position of the (n-1)-gram, last token), which only
-(n-1)-grams that repeat need. The loop writes the sums that
-`evaluation.cider.kernel` turns into scores.
-
-Why numba and not numpy or XLA: the work is one hash probe per position and
-order, with branches; as whole-array numpy passes (~70 per call, with their
-temporaries) it was about 2x slower, and XLA on CPU has no fast scalar loop.
-Compiled code is cached on disk (`cache=True`): the first use on a machine
-compiles it (~2 s), later processes load it.
-
-`intern_tokens` and `token_ids` are the vocabulary's side (`ngram_index`): tokens
-numbered, and looked up, by their characters, without a string per token;
-`insert_keys` builds the tables.
+One compiled loop (numba, cached on disk) over the predictions' token positions, order by
+order: the n-gram of order n at p is identified by the (n-1)-gram's id at p and its last
+token, one hash probe per position in tables built once from the references
+(`ngram_index.KeyTable`, read through its arrays):
+  - union ids: per image, its distinct reference n-grams (one region per image); key
+    (image, token) for unigrams, (num_images + union id of the (n-1)-gram, token) after;
+  - known ids: every n-gram with a document frequency (one region); key (0, token), then
+    (1 + known id of the (n-1)-gram, token); unigram known ids are token ids - 1.
+An n-gram is looked up only when the (n-1)-grams at p and p + 1 were found. Counts within a
+prediction are exact (a scratch table over token ids; for n > 1, (first position of the
+(n-1)-gram, last token)). The loop writes the sums `kernel` turns into scores.
+Why numba: the work is a hash probe per position and order, with branches; whole-array
+numpy passes were about 2x slower and XLA on CPU has no fast scalar loop. The first use on a
+machine compiles (~2 s), later processes load the cache. `intern_tokens` and `token_ids`
+number and look up tokens by their characters; `insert_keys` builds the tables.
 """
 
 import numba
@@ -43,8 +29,8 @@ _LOW32 = np.uint64(32)
 
 @numba.njit(inline="always")
 def _home(offset, size, key):
-    """A `KeyTable` key's home slot: its region's offset plus the top 32 bits of
-    key * _GOLDEN scaled to the region's `size` ("fastrange")."""
+    """A `KeyTable` key's home slot: its region's offset plus the top 32 bits of key * _GOLDEN
+    scaled to the region's `size` ("fastrange")."""
     h = np.uint64(key) * _GOLDEN
     return offset + np.int64(((h >> _LOW32) * np.uint64(size)) >> _LOW32)
 
@@ -70,30 +56,16 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
                           clipped, work, first_of_token, dot, hyp_norm2):
     """Adds each prediction's sums to `dot` and `hyp_norm2`.
 
-    Args:
-        ids: int64 [T] token ids of the predictions, concatenated; ids above
-            `vocab_size` are tokens no reference has.
-        starts: int64 [P + 1] where each prediction starts in `ids`, and T.
-        image: int64 [P] image of each prediction.
-        vocab_size, token_bits: reference vocabulary size and key bits of a token.
-        num_images: images of the references.
-        union_keys, union_ids, union_offset, union_size: the union `KeyTable`
-            (offset and size per image region).
-        known_keys, known_ids, known_size: the known `KeyTable` (one region at 0).
-        union_known: int64 [U] known id of each union id.
-        idf2: float64 [K + 1] idf^2 per known id; the last entry, (ln N)^2, for
-            n-grams no reference has.
-        union_idf2: float64 [U] idf^2 per union id (idf2[union_known], stored
-            with the union ids so that their reads stay near each other).
-        column_start: int64 [U + 1] where each union id's entries start.
-        entry_segment, entry_weight, entry_tf: per entry (a reference holding
-            the n-gram): reference * 4 + (n - 1), tf_r idf^2 and tf_r.
-        clipped: CIDEr-D (take min(tf_h, tf_r)) rather than CIDEr (tf_h).
-        work: int64 [5, T] scratch, zeros.
-        first_of_token: int64 [max id + 1] scratch, -1s (left so).
-        dot: float64 [C * 4] out: per (reference, n), sum over shared n-grams
-            of min(tf_h, tf_r) tf_r idf^2 (or tf_h tf_r idf^2).
-        hyp_norm2: float64 [I * 4] out: per (image, n), sum of (tf_h idf)^2.
+    ids: int64 [T] the predictions' token ids, concatenated (above `vocab_size`: tokens no
+    reference has); starts: int64 [P + 1]; image: int64 [P]. union_* and known_*: the two
+    `KeyTable`s (union per image region, known one region); union_known: known id of each
+    union id; idf2: float64 [K + 1] per known id, the last (ln N)^2 for n-grams no reference
+    has; union_idf2: idf2[union_known] (kept near the union ids for locality); column_start:
+    int64 [U + 1] where each union id's entries start; entry_segment, entry_weight, entry_tf:
+    per entry (a reference holding the n-gram) reference * 4 + (n - 1), tf_r idf^2, tf_r.
+    clipped: CIDEr-D (min(tf_h, tf_r)) or CIDEr (tf_h). work: int64 [5, T] zeros;
+    first_of_token: int64 [max id + 1] -1s (left so). Out: dot [C * 4] per (reference, n),
+    hyp_norm2 [I * 4] per (image, n), sum of (tf_h idf)^2.
     """
     # (No array is allocated here: numpy calls would add ~1 s to the first,
     # uncached compilation.) Per token position p: union id, known id, the
@@ -122,9 +94,8 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
 def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys, union_ids,
              union_offset, union_size, known_keys, known_ids, known_size, union_known, union,
              known):
-    """Sets union[p] and known[p] to the ids of the n-gram of order `n` at each position p of
-    the predictions (-1: none), from those of the (n-1)-grams at p and p + 1 (the arguments as
-    `prediction_statistics`')."""
+    """Sets union[p] and known[p] to the ids of the order-`n` n-gram at each position (-1: none),
+    from those of the (n-1)-grams at p and p + 1."""
     # Lookups in a loop of their own: its iterations are independent, so the
     # CPU overlaps their cache misses.
     for c in range(starts.size - 1):
@@ -152,9 +123,9 @@ def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_ke
 
 @numba.njit(inline="always")
 def _group(n, ids, first, last, first_of_token, group, tf):
-    """Sets group[p], for p in [first, last) of one prediction, to the first position of the
-    n-gram at p there. Equal n-grams: equal tokens, or, for n > 1, equal (n-1)-grams (which
-    must repeat: tf[p] of order n - 1 at least 2) and equal last tokens."""
+    """Sets group[p], p in [first, last) of one prediction, to the first position of the n-gram at
+    p. Equal n-grams: equal tokens, or for n > 1 equal (n-1)-grams (which must repeat: tf[p] of
+    order n - 1 >= 2) and equal last tokens."""
     if n == 1:
         for p in range(first, last):
             if first_of_token[ids[p]] < 0:
@@ -179,9 +150,8 @@ def _group(n, ids, first, last, first_of_token, group, tf):
 @numba.njit(inline="always")
 def _add_distinct(first, last, union, known, group, tf, count, idf2, union_idf2, column_start,
                   entry_segment, entry_weight, entry_tf, clipped, dot):
-    """Adds the dot products of one prediction's n-grams (positions [first, last), each
-    distinct one once, at its first position) to `dot`; sets tf[p]; returns the sum of
-    (tf_h idf)^2."""
+    """Adds the dot products of one prediction's distinct n-grams (each at its first position) to
+    `dot`; sets tf[p]; returns the sum of (tf_h idf)^2."""
     last_idf2 = idf2[idf2.size - 1]
     norm2 = 0.0
     for p in range(first, last):
@@ -233,19 +203,11 @@ def _home_slot(code_points, start, end, bits):
 
 @numba.njit(cache=True, nogil=True)
 def intern_tokens(code_points, starts, ends, slots, ids, first):
-    """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence.
+    """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence; returns V.
 
-    Args:
-        code_points, starts, ends: the tokens (`text.Spans`' arrays).
-        slots: int64 [2^bits >= 2 * num_tokens], -1s; out: a hash table of the
-            distinct tokens (open addressing, linear probing) holding each
-            one's number, for `token_ids`.
-        ids: int64 [num_tokens] out: the tokens' numbers + 1 (1..V).
-        first: int64 [num_tokens] out: index of each distinct token's first occurrence.
-
-    Returns:
-        V, the number of distinct tokens. Equal tokens are found by comparing
-        their characters, so numbers are exact.
+    slots: int64 [2^bits >= 2 * num_tokens] -1s, out: the distinct tokens' hash table (linear
+    probing) for `token_ids`. Out: ids (numbers + 1, 1..V), first (each distinct token's first
+    index). Tokens are compared by characters, so numbers are exact.
     """
     bits = _log2(slots.size)
     mask = slots.size - 1
@@ -269,14 +231,9 @@ def intern_tokens(code_points, starts, ends, slots, ids, first):
 @numba.njit(cache=True, nogil=True)
 def token_ids(slots, table_code_points, table_starts, table_ends, code_points, starts, ends,
               ids):
-    """Sets ids[i] to the number + 1 in an `intern_tokens` table of code_points[starts[i]:ends[i]].
+    """Sets ids[i] to the number + 1 of token i in an `intern_tokens` table (left as is if absent).
 
-    Args:
-        slots: the table.
-        table_code_points, table_starts, table_ends: the first occurrences of
-            its tokens (the number t at table_starts[t]:table_ends[t]).
-        code_points, starts, ends: the tokens to look up.
-        ids: int64 out; left as they are for tokens not in the table.
+    The table's tokens are table_code_points[table_starts[t]:table_ends[t]].
     """
     bits = _log2(slots.size)
     mask = slots.size - 1
@@ -293,18 +250,10 @@ def token_ids(slots, table_code_points, table_starts, table_ends, code_points, s
 
 @numba.njit(cache=True, nogil=True)
 def group_keys(keys, slots, group, first, count):
-    """Groups equal keys, numbered by first occurrence, in a hash table.
+    """Groups equal int64 keys in a hash table, numbered by first occurrence; returns the count.
 
-    Args:
-        keys: int64 [n].
-        slots: int64 [2 * 2^bits], 2^bits >= 2n, scratch, -1s: pairs (key,
-            group) side by side, so that a probe reads one cache line (not the
-            slot, then the group's first key elsewhere).
-        group, first, count: int64 [n] out: each key's group; per group, its
-            first key and how many keys it has.
-
-    Returns:
-        The number of groups.
+    slots: int64 [2 * 2^bits], 2^bits >= 2n, -1s: (key, group) pairs side by side, so a probe
+    reads one cache line. Out: group per key; first key and count per group.
     """
     bits = _log2(slots.size // 2)
     mask = slots.size // 2 - 1
@@ -327,12 +276,8 @@ def group_keys(keys, slots, group, first, count):
 
 @numba.njit(cache=True, nogil=True)
 def insert_keys(keys, region, offset, size, table_keys, table_ids):
-    """Fills a `KeyTable`: key i (of region[i], or 0 if `region` is empty) gets id i.
-
-    Returns:
-        False if a probe reached the last slot (which must stay empty): retry
-        with a longer table.
-    """
+    """Fills a `KeyTable`: key i (of region[i], or 0) gets id i; False if a probe reached the last
+    slot (which must stay empty): retry with a longer table."""
     for i in range(keys.size):
         r = region[i] if region.size else 0
         slot = _home(offset[r], size[r], keys[i])

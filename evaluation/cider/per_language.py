@@ -1,10 +1,8 @@
 """CIDEr of predictions against XM3600 references, language by language.
 
 `score_languages` scores predictions (lang -> {image key -> caption}, as
-`formats.predictions.read` returns them from a predictions file) against the
-references of an XM3600 release `captions.jsonl`, one language per thread
-(`scorer.map_languages`). The command line (`python -m evaluation.cider`) is
-reading the two files, this, and printing.
+`formats.predictions.read` gives them) against an XM3600 `captions.jsonl`'s references,
+one language per thread; the command line is reading the two files, this, and printing.
 """
 
 import dataclasses
@@ -24,17 +22,8 @@ REFERENCE_FIELDS = ("caption", "caption/tokenized")
 
 @dataclasses.dataclass(frozen=True)
 class LanguageScore:
-    """The result for one language.
-
-    Attributes:
-        lang: language code.
-        score: corpus score (mean over the scored images).
-        keys: image keys scored, in reference file order.
-        per_image: float64 [len(keys)] scores.
-        num_skipped: images with references but no prediction (--allow-missing).
-        scorer: the `CiderScorer` (its `document_frequency`, for --save-df), or
-            None (`score_languages(..., keep_scorers=False)`).
-    """
+    """One language's result: corpus `score` (mean over scored images), `keys` scored (file order),
+    `per_image` scores, `num_skipped` images without prediction, and the `scorer` (or None)."""
     lang: str
     score: float
     keys: list
@@ -62,7 +51,6 @@ def _check_keys(predictions, references):
 
 
 class _Task(typing.NamedTuple):
-    """One language to score: its images, references and captions."""
     lang: str
     keys: list  # Every image with references in the language, in file order.
     refs: list
@@ -126,12 +114,7 @@ def _task(lang, references, predictions, df, allow_missing):
 
 
 def chosen_langs(langs, predictions):
-    """The languages to score: `langs` checked, or (None) the XM3600 languages `predictions`
-    has captions in, in XM3600 order.
-
-    Raises:
-        InputError: an unknown language code, or none.
-    """
+    """`langs` checked, or (None) the XM3600 languages `predictions` has, in XM3600 order."""
     if langs is None:
         langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
     try:
@@ -143,31 +126,14 @@ def chosen_langs(langs, predictions):
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                     segmenter="char", reference_field="caption", allow_missing=False,
                     options=text.DEFAULT_OPTIONS, keep_scorers=True):
-    """Scores predictions against XM3600 references, language by language.
+    """{lang: LanguageScore} of predictions against XM3600 references, in `langs` order.
 
-    Args:
-        records: `data.releases.xm3600.read_captions` output, or the
-            `xm3600_release.References` of `read_references` (of the field
-            `reference_field`).
-        predictions: lang -> {image key -> caption} (`formats.predictions.read`).
-        langs: languages to score; default: every language with predictions.
-        metric: "cider-d" or "cider".
-        df: optional {lang: DocumentFrequency} to use instead of counting over
-            each language's references.
-        segmenter: "char" or "word" (see `evaluation.cider.text`).
-        reference_field: "caption" or "caption/tokenized".
-        allow_missing: score only the images that have a prediction, instead of
-            raising when some have none.
-        options: other normalization settings.
-        keep_scorers: keep each language's `CiderScorer` in its result; without
-            them (None), a language's tables are freed as soon as it is scored.
-
-    Returns:
-        {lang: LanguageScore}, in `langs` order.
-
-    Raises:
-        InputError: unknown language or image key, images without predictions
-            (unless allow_missing), missing document frequencies.
+    `records`: `xm3600.read_captions` output or `read_references`' `References` (of
+    `reference_field`); `langs` defaults to every language with predictions; `df`: optional
+    {lang: DocumentFrequency} instead of counting over the references; `allow_missing`
+    scores only the images with a prediction; without `keep_scorers` a language's tables are
+    freed once scored. InputError for unknown languages or keys, missing predictions or
+    document frequencies.
     """
     references = _references(records, reference_field)
     langs = chosen_langs(langs, predictions)

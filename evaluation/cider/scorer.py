@@ -1,39 +1,20 @@
 """CIDEr-D and CIDEr for multilingual captioning, with a jit-compiled JAX kernel.
 
-CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's
-`CiderD`): for n = 1..4, tf-idf vectors of the n-grams of a caption, with
-idf(g) = ln(N) - ln(max(1, df(g))), N the number of images and df(g) the number
-of images whose references contain g; per reference, the clipped cosine
-sum_g min(h_g, r_g) r_g / (|h| |r|) times a Gaussian length penalty
-exp(-(l_h - l_r)^2 / 72), where the reference code's "length" is the number of
-bigrams (max(0, words - 1)), a quirk kept here; the mean over n, the mean over
-references, times 10. CIDEr (`metric="cider"`) is Vedantam et al.'s formula:
-no clipping, no penalty, on the same x10 scale as the authors' code.
+CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's `CiderD`): for
+n = 1..4, tf-idf vectors of a caption's n-grams with idf(g) = ln(N) - ln(max(1, df(g)))
+(N images, df(g) images whose references contain g); per reference the clipped cosine
+sum_g min(h_g, r_g) r_g / (|h| |r|) times exp(-(l_h - l_r)^2 / 72), where the reference
+code's "length" is the bigram count (max(0, words - 1)), a quirk kept; the mean over n and
+over references, times 10. CIDEr (`metric="cider"`): Vedantam et al.'s formula, no clipping
+or penalty, on the same x10 scale.
 
-Layout. Tokens are integer ids and an n-gram is identified by the pair (id of
-its first n - 1 tokens, last token), packed into one int64, so n-gram ids are
-exact and come order by order (`evaluation.cider.ngram_index`). References are prepared
-once, with numpy: global n-gram ids ("known" ids, for document frequencies),
-per image its distinct reference n-grams ("union" ids) and per reference its
-distinct n-grams with counts ("entries", grouped by union id), with hash
-tables from (prefix id, token) keys to known and union ids. A call tokenizes
-the predictions and runs one compiled loop over their positions
-(`evaluation.cider.ngram_match`, numba): per order, a hash probe gives each n-gram its
-union id (or, failing that, its known id), counts within the prediction are
-exact, and the union's entries give the per-(reference, n) sums
-min(tf_h, tf_r) tf_r idf^2. Document frequency files live in
-`evaluation.cider.df`, reading and scoring prediction files in `evaluation.cider.per_language`,
-the command line in `evaluation.cider.__main__`. The jit-compiled JAX kernel
-(`evaluation.cider.kernel`) turns those sums and
-the per-(image, n) norms into cosines, length penalties and per-image means,
-in float64. Its arrays are padded to powers of two of at least 2^14, so one
-compilation serves every XM3600 language. `map_languages` runs languages on
-one thread per core: all of the above releases the GIL for most of its time.
-
-Why the matching loop is numba and not XLA or numpy: it is one hash probe per
-position and order, with branches, over ragged data; XLA on CPU has no fast
-scalar loop (its gathers are no faster than numpy's and its sort ~7x slower),
-and as whole-array numpy passes (~70 per call) it was about 2x slower.
+References are prepared once with numpy (`ngram_index`): global "known" n-gram ids (for
+document frequencies), per image its distinct "union" n-grams, and per reference its
+distinct n-grams with counts ("entries", grouped by union id), with hash tables from
+(prefix id, token) keys. A call tokenizes the predictions and runs one numba loop over their
+positions (`ngram_match`), giving per-(reference, n) sums min(tf_h, tf_r) tf_r idf^2; the
+JAX kernel (`kernel`) turns them into cosines, penalties and per-image means in float64.
+`map_languages` runs languages on one thread per core: all of this mostly releases the GIL.
 """
 
 import concurrent.futures
@@ -61,18 +42,10 @@ def num_cores():
 
 
 def map_languages(fn, items, costs=None):
-    """[fn(item) for item in items], on one thread per CPU core.
+    """[fn(item) for item in items] on one thread per core (the work mostly releases the GIL).
 
-    Preparing and scoring a language is mostly numpy, numba and XLA work, which
-    release the GIL, so languages run in parallel. Results come in order; the
-    error of the first failing item (in item order) is raised.
-
-    Args:
-        fn: the function.
-        items: its arguments.
-        costs: optional estimates of each item's time: the costliest start
-            first, so that no long item (Thai takes nine times English) is
-            left running alone at the end.
+    Results come in order; the first failing item's error is raised. `costs` (estimated times)
+    start the costliest first, so no long item (Thai: nine times English) runs alone at the end.
     """
     items = list(items)
     workers = min(len(items), num_cores())
@@ -89,35 +62,23 @@ def map_languages(fn, items, costs=None):
 def warm_up(metric="cider-d"):
     """Loads the compiled loops and compiles the kernel for its smallest padded size.
 
-    A process's first scorer pays both (about a second: numba's cached code
-    is loaded, XLA compiles). The command line calls this on a thread of its
-    own while it reads its files; any scorer after it finds both ready. The
-    smallest size serves every XM3600 language (`kernel.MIN_PAD`).
+    A process's first scorer pays both (~1 s); the command line calls this on a thread while it
+    reads its files.
     """
     CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
 
 
 @dataclasses.dataclass(frozen=True)
 class CiderResult:
-    """Scores of one call.
-
-    Attributes:
-        corpus: mean of the per-image scores.
-        per_image: float64 [num_images] (or [len(indices)]) scores.
-    """
+    """Scores of one call: `corpus` (mean) and float64 `per_image` (num_images or len(indices))."""
     corpus: float
     per_image: np.ndarray
 
 
 class _Tables:
-    """What `CiderScorer._prepare` collects order by order, for one table of each kind (see
-    `evaluation.cider.ngram_match`), and what it needs to count document frequencies.
-
-    Args:
-        sequence: int64 per token position, its sequence: a reference, then the df n-grams.
-        lengths: int64 tokens per sequence.
-        num_refs: the references (the sequences before the df n-grams).
-    """
+    """What `CiderScorer._prepare` collects order by order, and what counting document
+    frequencies needs: the sequence of each token position (the references, then the df
+    n-grams), tokens per sequence, and how many sequences are references."""
 
     def __init__(self, sequence, lengths, num_refs):
         self.sequence, self.lengths, self.num_refs = sequence, lengths, num_refs
@@ -126,8 +87,8 @@ class _Tables:
         self.num_known = self.num_union = 0
 
     def document_frequency(self, n, df, at, known, order_union_known):
-        """int64 document frequency of each known n-gram of order `n`: counted over the
-        images' distinct reference n-grams, or the given `df`'s."""
+        """int64 document frequency of each known n-gram of order `n`: over the images' distinct
+        reference n-grams, or the given `df`'s."""
         if df is None:
             return np.bincount(order_union_known, minlength=known.first.size)
         # Each df n-gram is a sequence of its own, whose n-gram of order
@@ -143,18 +104,10 @@ class _Tables:
 class CiderScorer:
     """Scores predictions against fixed references of one language.
 
-    The references are normalized, their n-grams indexed and their tf-idf
-    norms computed once, here; `score` then only tokenizes the predictions,
-    looks their n-grams up and runs the compiled kernel.
-
-    Args:
-        references: per image, its raw reference strings (at least one).
-        lang: language code.
-        metric: "cider-d" (default) or "cider".
-        df: `DocumentFrequency` to use instead of counting over `references`
-            (N is then `df.num_images`).
-        segmenter: "char" or "word" (see `evaluation.cider.text`).
-        options: other normalization settings (`text.Options`).
+    The references are normalized, indexed and their norms computed once, here; `score` only
+    tokenizes the predictions, looks their n-grams up and runs the kernel. `references`: per
+    image its raw reference strings (at least one); `df`: a `DocumentFrequency` instead of
+    counting over them (N is then `df.num_images`); `segmenter` and `options`: see `text`.
     """
 
     def __init__(self, references, lang, metric="cider-d", df=None, segmenter="char",
@@ -211,15 +164,8 @@ class CiderScorer:
         self._prepare(df, ref_vocab, ref_ids, ref_tokens)
 
     def _prepare(self, df, ref_vocab, ref_ids, ref_tokens):
-        """Indexes the reference n-grams, order by order.
-
-        Args:
-            df: the given `DocumentFrequency`, or None.
-            ref_vocab: distinct reference tokens, in order of first occurrence.
-            ref_ids: int64 [num_ref_tokens] their ids (1-based), or None to
-                look `ref_tokens` up.
-            ref_tokens: the reference tokens as strings, when ref_ids is None.
-        """
+        """Indexes the reference n-grams order by order; `ref_ids` (1-based, of `ref_vocab`) or,
+        if None, `ref_tokens` strings to look up."""
         ids, lengths = self._token_ids(df, ref_vocab, ref_ids, ref_tokens)
         sequence, remaining = ngram_index.positions(lengths)
         self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
@@ -241,12 +187,8 @@ class CiderScorer:
         self._finish(tables)
 
     def _token_ids(self, df, ref_vocab, ref_ids, ref_tokens):
-        """The vocabulary of the references and of the df file's n-grams, and their tokens.
-
-        Returns:
-            (ids, lengths): int64 token ids of the references, then of each df n-gram, and
-            the number of tokens of each of these sequences.
-        """
+        """(int64 token ids of the references then of each df n-gram, tokens per such sequence);
+        sets the vocabulary of both."""
         df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
         df_tokens = [t for ngram in df_ngrams for t in ngram]
         self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
@@ -261,17 +203,10 @@ class CiderScorer:
         return ids, lengths
 
     def _index_order(self, n, token, at, ref_end, prefixes, df, tables):
-        """Indexes the n-grams of order `n`, adding them to `tables`.
+        """Indexes the n-grams of order `n` into `tables`; returns the next order's prefixes.
 
-        Args:
-            n: the order.
-            token: int64 the last token of the n-gram at each position of `at`.
-            at: int64 positions where an n-gram of order n starts, reference tokens first.
-            ref_end: how many of them are in the references.
-            prefixes: the ids of the (n-1)-grams there, as keys of (known, union, entry).
-
-        Returns:
-            The prefixes of order n + 1: global ids, past the images for unions.
+        `token`: last token of the n-gram at each position of `at` (reference positions first,
+        `ref_end` of them); `prefixes`: the (n-1)-grams' ids there as (known, union, entry) keys.
         """
         bits = self._token_bits
         prev_known, prev_union, prev_entry = prefixes
@@ -318,8 +253,7 @@ class CiderScorer:
         return prefixes
 
     def _finish(self, tables):
-        """The lookup tables of `evaluation.cider.ngram_match` and the kernel's reference arrays
-        from the orders' pieces."""
+        """The lookup tables of `ngram_match` and the kernel's reference arrays, from the pieces."""
         num_refs = tables.num_refs
         self._union = ngram_index.KeyTable(np.concatenate(tables.union_keys),
                                            region=np.concatenate(tables.union_image),
@@ -369,17 +303,7 @@ class CiderScorer:
         return DocumentFrequency(self.lang, self.num_images, counts, self.normalization)
 
     def _hyp_statistics(self, ids, max_id, lengths, image):
-        """The kernel's per-call inputs (see `kernel.kernel`), by `evaluation.cider.ngram_match`.
-
-        Args:
-            ids: int64 [num_tokens] token ids of the predictions.
-            max_id: the largest id there can be.
-            lengths: int64 [num_predictions] tokens per prediction.
-            image: int64 [num_predictions] image of each prediction.
-
-        Returns:
-            (dot [C * 4], hyp_norm2 [I * 4], hyp_len [I]), padded.
-        """
+        """The kernel's padded per-call inputs (dot [C * 4], hyp_norm2 [I * 4], hyp_len [I])."""
         dot = np.zeros(self._num_refs_pad * MAX_N)
         hyp_norm2 = np.zeros(self._num_images_pad * MAX_N)
         union, known = self._union, self._known
@@ -395,16 +319,9 @@ class CiderScorer:
         return dot, hyp_norm2, hyp_len
 
     def score(self, predictions, indices=None):
-        """Scores one predicted caption per image.
+        """A `CiderResult` of one predicted caption per image (or per distinct `indices`).
 
-        Args:
-            predictions: raw caption strings, one per image (or per `indices`).
-            indices: optional distinct image indices the predictions are for;
-                the other images are left out. Document frequencies stay those
-                of all references.
-
-        Returns:
-            A `CiderResult`; per_image follows `predictions`.
+        Document frequencies stay those of all references; per_image follows `predictions`.
         """
         if isinstance(predictions, str | dict):
             raise InputError(f"predictions must be a list of strings, one per image, not a "

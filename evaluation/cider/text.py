@@ -1,27 +1,19 @@
 """Multilingual caption normalization and tokenization for CIDEr.
 
-Predictions and references go through the same steps, in this order:
-
-1. Unicode normalization (NFKC by default): folds full-width Latin letters and
-   digits, half-width katakana, ligatures and Arabic presentation forms to
-   their plain forms, so that text typed with different input methods matches
-   (Thai SARA AM, which NFKC splits in two, is put back together).
-2. Lowercasing with `str.lower` (full Unicode case mapping, Greek final sigma
-   included); Turkish gets its dotted/dotless i rules (I -> ı, İ -> i).
-3. Every character of Unicode category P* (punctuation, not only ASCII)
-   becomes a space. Symbols (S*: $, +, °, emoji) are kept unless
-   `remove_symbols` is set, because they often carry meaning ("5°C").
-4. Languages written without spaces (ja, th, zh) are segmented: "char" makes
-   every character of the Han, kana and Thai scripts a token of its own (with
-   the combining marks that follow it) and leaves runs of other characters
-   (Latin words, digits) as words; "word" runs a word segmenter (jieba,
-   fugashi + unidic-lite, pythainlp) when its package is installed.
+Predictions and references go through the same steps:
+1. Unicode normalization (NFKC by default): full-width Latin, half-width katakana,
+   ligatures and Arabic presentation forms fold to plain forms, so text from different
+   input methods matches (Thai SARA AM, which NFKC splits, is put back together).
+2. `str.lower` (full case mapping, Greek final sigma); Turkish dotted/dotless i rules.
+3. Unicode punctuation (P*) becomes a space; symbols (S*: "5°C") stay unless
+   `remove_symbols`.
+4. ja, th, zh are segmented: "char" makes every Han, kana and Thai character a token (with
+   its combining marks) and leaves other runs as words; "word" runs jieba, fugashi +
+   unidic-lite or pythainlp when installed.
 5. Tokens are the whitespace-separated pieces (`str.split`).
-
-`normalize_batch` does steps 1-4 on one string holding the whole batch and
-classifies characters with a numpy lookup table, so that a batch of 3600
-captions takes milliseconds; `normalize` is the one-caption view of it and
-`normalize_spans` returns token boundaries instead of token strings.
+`normalize_batch` does 1-4 on one string of the whole batch with a numpy lookup table of
+character classes (3600 captions in milliseconds); `normalize` is its one-caption view and
+`normalize_spans` returns token boundaries instead of strings.
 """
 
 import dataclasses
@@ -61,14 +53,8 @@ class NormalizationError(errors.InputError):
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Normalization settings other than the segmenter.
-
-    Attributes:
-        unicode_form: "NFKC" (default), "NFC", or None for no normalization.
-        lowercase: apply Unicode lowercasing.
-        remove_punctuation: replace Unicode category P* characters by spaces.
-        remove_symbols: also replace category S* characters by spaces.
-    """
+    """Normalization settings other than the segmenter: `unicode_form` ("NFKC", "NFC" or None),
+    `lowercase`, `remove_punctuation` (P* -> space), `remove_symbols` (S* too)."""
     unicode_form: str | None = "NFKC"
     lowercase: bool = True
     remove_punctuation: bool = True
@@ -89,12 +75,7 @@ DEFAULT_OPTIONS = Options()
 
 @dataclasses.dataclass(frozen=True)
 class TokenizedBatch:
-    """Tokens of a batch of captions, flattened.
-
-    Attributes:
-        tokens: all tokens, caption after caption.
-        lengths: int64 [num_captions], tokens per caption.
-    """
+    """Tokens of a batch of captions, caption after caption, and int64 `lengths` per caption."""
     tokens: list
     lengths: np.ndarray
 
@@ -160,11 +141,8 @@ def _check(lang, segmenter, options):
 
 
 def _segment_characters(code_points, flags):
-    """Inserts spaces so that each no-space-script character is a token.
-
-    A combining mark (category M*) stays with the character before it, so a
-    Thai consonant and its vowel and tone marks form one token.
-    """
+    """Inserts spaces so that each no-space-script character is a token; a combining mark (M*)
+    stays with the character before it (a Thai consonant with its vowel and tone marks)."""
     marks = (flags & _MARK) != 0
     script = (flags & _SCRIPT) != 0
     positions = np.arange(code_points.size)
@@ -222,15 +200,8 @@ def _normalized_text(captions, lang, options, segment_chars):
 
 @dataclasses.dataclass(frozen=True)
 class Spans:
-    """Tokens of a batch as [start, end) ranges of one normalized text.
-
-    Attributes:
-        text: the normalized captions, joined by newlines.
-        code_points: uint32 [len(text)], its characters.
-        starts: int64 [num_tokens], where each token starts in `text`.
-        ends: int64 [num_tokens], where it ends.
-        lengths: int64 [num_captions], tokens per caption.
-    """
+    """Tokens of a batch as [start, end) `starts` / `ends` in one normalized `text` (the captions
+    joined by newlines; `code_points` its characters), with `lengths` tokens per caption."""
     text: str
     code_points: np.ndarray
     starts: np.ndarray
@@ -292,14 +263,8 @@ def _load_word_segmenter(lang):
 
 
 def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """Like `normalize_batch`, but returns the tokens as `Spans` of the normalized text.
-
-    Building no Python string per token makes this the fast path for scoring.
-
-    Returns:
-        `Spans`, or None with segmenter="word" for ja, th and zh (use
-        `normalize_batch` there).
-    """
+    """`normalize_batch` as `Spans` (no Python string per token: the fast path for scoring);
+    None with segmenter="word" for ja, th and zh."""
     _check(lang, segmenter, options)
     captions = list(captions)
     segmented = lang in SEGMENTED_LANGS
@@ -313,20 +278,9 @@ def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
 
 
 def normalize_batch(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """Normalizes and tokenizes a batch of captions of one language.
+    """A `TokenizedBatch` of captions of one XM3600 language; `segmenter` matters for ja, th, zh.
 
-    Args:
-        captions: sequence of caption strings.
-        lang: language code (one of `data.languages.XM3600_LANGS`).
-        segmenter: "char" or "word"; only matters for ja, th and zh.
-        options: the other normalization settings.
-
-    Returns:
-        A `TokenizedBatch`.
-
-    Raises:
-        NormalizationError: unknown language or segmenter, or segmenter="word"
-            without the segmenter's package installed.
+    NormalizationError for an unknown language or segmenter, or "word" without its package.
     """
     _check(lang, segmenter, options)
     captions = list(captions)
@@ -349,15 +303,5 @@ def normalize_batch(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
 
 
 def normalize(caption, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """Normalizes and tokenizes one caption.
-
-    Args:
-        caption: the caption string.
-        lang: language code (one of `data.languages.XM3600_LANGS`).
-        segmenter: "char" or "word"; only matters for ja, th and zh.
-        options: the other normalization settings.
-
-    Returns:
-        The list of tokens.
-    """
+    """The tokens of one caption (see `normalize_batch`)."""
     return normalize_batch([caption], lang, segmenter, options).tokens

@@ -1,28 +1,9 @@
 """Loader of big_vision / vision_transformer ViT checkpoints (`.npz`).
 
-Format (big_vision `utils.save_checkpoint` / `load_params`): an `np.savez`
-zip whose keys are the flattened parameter paths joined with '/', e.g.
-`Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel`. bfloat16 arrays come
-back from numpy as 2-byte void (`V2`) and are viewed as bfloat16. A file may
-hold the whole train state (`params/...` or the Flax optimizer's
-`opt/target/...`). `save_checkpoint(..., step_copy=s)` also keeps
-`<file>-<s:09d>` (e.g. `checkpoint.npz-000050000`), the same format. As in
-big_vision's `load_params`, a trailing `:<key>[/<key>...]` selects a sub-tree
-of any of these (`siglip.npz:img`, `checkpoint.npz-000050000:img`: the image
-tower of a SigLIP / LiT checkpoint).
-
-big_vision's newer tensorstore checkpoints (`save_checkpoint_ts`: folders of
-`~`-named arrays with a `-LAST` pointer) are not read; they, folders, and files
-of other formats (PyTorch, safetensors, .npy, ...) are refused with one line
-naming the path and what it is.
-
-Older checkpoints (the original ViT release, gs://vit_models/...) use pre-Linen
-module numbering (`MultiHeadDotProductAttention_1`, `LayerNorm_2`,
-`MlpBlock_3` inside a block), keep the position embedding in
-`Transformer/posembed_input/pos_embedding` with the class-token position in
-front, or inline the MAP head. `load` renames all of these to the modern names
-the model uses and leaves the class-token row in the posemb; `fit_posemb`
-(called by `merge.merge_params`) drops or keeps it according to the model.
+An `np.savez` zip keyed by '/'-joined parameter paths (bfloat16 comes back as 2-byte void),
+possibly a whole train state or a step copy `<file>-<s:09d>`; a trailing `:<key>[/...]`
+selects a sub-tree as big_vision's `load_params`. Old layouts are renamed to the modern
+names; tensorstore checkpoints and other formats are refused in one line.
 """
 
 import io
@@ -43,12 +24,7 @@ _MAP_HEAD_PARTS = ("probe", "MlpBlock_0", "MultiHeadDotProductAttention_0", "Lay
 
 
 def split_subkey(path: str) -> tuple[str, str | None]:
-    """'dir/x.npz:img/sub' -> ('dir/x.npz', 'img/sub'); no suffix -> (path, None).
-
-    As big_vision's `load_params`, a trailing `:<key>[/<key>...]` selects a
-    sub-tree whatever the file is called (`x.npz`, a step copy
-    `x.npz-000000010`); the `gs:` of a URL is no such suffix.
-    """
+    """'dir/x.npz:img/sub' -> ('dir/x.npz', 'img/sub'); no suffix (a URL's `gs:` is none): None."""
     match = re.fullmatch(r"(.+):(\w[\w/]*)", path, re.DOTALL)
     if match is None:
         return path, None
@@ -90,19 +66,7 @@ def _zip_members(data: bytes, path: str) -> list[str]:
 
 
 def read_npz(path: str) -> dict[str, np.ndarray]:
-    """Reads an npz checkpoint into {flat key: array}, bfloat16 recovered.
-
-    Args:
-        path: local or gs:// path of the `.npz` file (no `:subkey`).
-
-    Returns:
-        The file's arrays by key.
-
-    Raises:
-        FileNotFoundError: no file at `path`.
-        ValueError: not an np.savez archive (the message says what it is),
-            an unreadable array, or no arrays at all.
-    """
+    """{flat key: array} of an npz (no `:subkey`), bf16 recovered; ValueError says what it is."""
     data = _read_file(path)
     if not _zip_members(data, path):
         raise ValueError(f"{path} is an empty .npz: it holds no arrays")
@@ -122,19 +86,8 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
 
 
 def renumber_pre_linen(tree: Any) -> Any:
-    """Renames pre-Linen module numbers to Linen's per-class numbering.
-
-    Pre-Linen Flax numbered submodules with one counter across all classes
-    (LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3);
-    Linen counts per class (LayerNorm_0, MultiHeadDotProductAttention_0,
-    LayerNorm_1, MlpBlock_0). Trees already in Linen form are unchanged.
-
-    Args:
-        tree: nested dicts.
-
-    Returns:
-        The renamed tree (a new dict).
-    """
+    """Pre-Linen module numbers (one counter over all classes) -> Linen's per-class ones:
+    LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2 -> LayerNorm_0, ..._0, LayerNorm_1."""
     if not isinstance(tree, dict):
         return tree
     by_module: dict[str, list[tuple[int, str]]] = {}
@@ -174,20 +127,8 @@ def _leaves(tree):
 
 
 def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
-    """Renames old ViT checkpoint layouts to the modern big_vision names.
-
-    Handles pre-Linen numbering, `Transformer/posembed_input/pos_embedding`
-    (original ViT release) and `Transformer/pos_embedding` (pre-2022
-    big_vision) -> `pos_embedding`, an inlined MAP head (`probe` & co. at the
-    top) -> `MAPHead_0`, and scan-stacked blocks -> `encoderblock_{i}`. The
-    posemb keeps a class-token row if it has one (see `fit_posemb`).
-
-    Args:
-        tree: the checkpoint's nested parameter dict.
-
-    Returns:
-        The renamed tree (a new dict).
-    """
+    """Old ViT layouts renamed to big_vision's: pre-Linen numbers, `posembed_input` and
+    `Transformer/pos_embedding`, an inlined MAP head, scan-stacked blocks (a new dict)."""
     tree = renumber_pre_linen(tree)
     transformer = tree.get("Transformer", {})
     if "posembed_input" in transformer:
@@ -206,23 +147,9 @@ def _cast_tree(tree: Any, dtype) -> Any:
 
 
 def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
-    """Loads a big_vision / ViT `.npz` checkpoint as the model's ViT tree.
+    """The ViT tree (nested numpy dicts, modern names) of a big_vision `.npz[:subkey]`.
 
-    Args:
-        path: local or gs:// `.npz` path (or a step copy `x.npz-000000010`),
-            optionally with a `:subkey` suffix (e.g. `siglip.npz:img`)
-            selecting a sub-tree.
-        dtype: dtype of the returned arrays; None keeps the stored ones.
-
-    Returns:
-        Nested dicts of numpy arrays with modern big_vision names
-        (`embedding`, `pos_embedding`, `Transformer/encoderblock_{i}/...`,
-        `MAPHead_0`, `cls`, `head`, ... as present in the file).
-
-    Raises:
-        FileNotFoundError: no file at `path`.
-        ValueError: not a readable npz (the message says what it is), or the
-            `:subkey` is absent.
+    `dtype` None keeps the stored dtypes. FileNotFoundError for no file, else ValueError.
     """
     file_path, subkey = split_subkey(path)
     flat = read_npz(file_path)
@@ -246,18 +173,7 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
 
 
 def grid_of(num_tokens: int) -> tuple[int, bool]:
-    """Side of the square patch grid a posemb of `num_tokens` rows covers.
-
-    Args:
-        num_tokens: N of a [1, N, D] position embedding.
-
-    Returns:
-        (side, has_class_token): N == side**2, or N == side**2 + 1 with the
-        class-token row in front (old ViTs).
-
-    Raises:
-        ValueError: N is neither.
-    """
+    """(side, has_class_token) of a posemb of N rows: N == side**2, or side**2 + 1 (old ViTs)."""
     side = math.isqrt(num_tokens)
     if side * side == num_tokens:
         return side, False
@@ -269,20 +185,8 @@ def grid_of(num_tokens: int) -> tuple[int, bool]:
 
 def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
                     keep_class_token: bool = True) -> np.ndarray:
-    """Bilinearly resamples a ViT position embedding to another patch grid.
-
-    As big_vision's `vit.resample_posemb`: the [g, g, D] grid is zoomed with
-    `scipy.ndimage.zoom(order=1)` (corner-aligned linear interpolation).
-
-    Args:
-        posemb: [1, N, D] with N = g*g, or g*g + 1 with a class-token row first.
-        new_grid: side of the new square grid, or (height, width).
-        keep_class_token: keep a class-token row (unchanged, in front) if the
-            input has one; otherwise it is dropped.
-
-    Returns:
-        [1, new_h * new_w (+1), D] embedding, float32 (float64 stays float64).
-    """
+    """Bilinearly resamples a [1, N, D] posemb to another grid (side or (h, w)), as big_vision
+    (`scipy.ndimage.zoom(order=1)`); a class-token row is kept in front if `keep_class_token`."""
     posemb = np.asarray(posemb)
     if posemb.ndim != 3 or posemb.shape[0] != 1:
         raise ValueError(f"posemb must be [1, N, D], got {posemb.shape}")
@@ -303,22 +207,8 @@ def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
 
 def fit_posemb(posemb: np.ndarray,
                target_shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """Adapts a [1, N, D] posemb to a model posemb of `target_shape` [1, M, D].
-
-    The class-token row is kept if the model's M has one (M = g*g + 1) and
-    dropped otherwise; the grid is resampled if the sides differ.
-
-    Args:
-        posemb: the checkpoint's embedding.
-        target_shape: the model's embedding shape.
-
-    Returns:
-        (embedding of target_shape, the dropped class-token row [1, 1, D] or
-        None, a short description of what was done).
-
-    Raises:
-        ValueError: widths differ, a count is not a (square + 1) grid, or the
-            model wants a class-token row the checkpoint lacks.
+    """Adapts a [1, N, D] posemb to the model's [1, M, D]: (embedding, dropped class-token row
+    or None, what was done). ValueError for other widths, non-square grids or a missing class row.
     """
     posemb = np.asarray(posemb)
     target_shape = tuple(target_shape)

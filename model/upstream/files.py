@@ -1,10 +1,7 @@
 """Local-or-gs:// file access for the loaders, and naming what a path holds.
 
-The loaders refuse what they cannot read with one line naming the path and,
-through `describe`, what it looks like instead ("an Orbax checkpoint without a
-`state` item", "a PyTorch checkpoint", ...), so that a wrong `config.init`
-path is recognizable at a glance. `describe` only peeks: it lists a folder or
-reads a file's first bytes.
+Refusals say what a wrong `config.init` path looks like instead ("a PyTorch checkpoint",
+...); `describe` only lists a folder or reads a file's first bytes.
 """
 
 import os
@@ -70,10 +67,7 @@ def strip_slash(path: str) -> str:
 
 
 def one_line(error: BaseException | str) -> str:
-    """An exception's message on one line (tensorstore's may span several).
-
-    An exception without a message gives its class name instead.
-    """
+    """An exception's message on one line (its class name if it has none)."""
     text = re.sub(r"\s*\n\s*", " ", str(error)).strip()
     if not text and isinstance(error, BaseException):
         text = type(error).__name__
@@ -140,15 +134,7 @@ def describe_dir(path: str, names: list[str]) -> str:
 
 
 def describe(path: str) -> str:
-    """A short phrase saying what `path` looks like, for refusals.
-
-    Args:
-        path: a local or gs:// file or folder.
-
-    Returns:
-        e.g. "a zip archive", "an Orbax checkpoint step with the items
-        ['default']", "nothing (no such file or folder)".
-    """
+    """What `path` looks like, for refusals: "a zip archive", "an empty folder", ..."""
     try:
         if isdir(path):
             return describe_dir(path, listdir(path))

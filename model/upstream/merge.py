@@ -1,26 +1,8 @@
-"""Puts a loaded pretrained parameter tree into a model's initialized parameters.
+"""Puts a loaded pretrained tree into a model's initialized (boxed, abstract or scanned) parameters.
 
-The loaders (`t5x.load`, `big_vision.load`) return the tree as the checkpoint
-has it; the model's `init` gives the tree it needs. `merge_params` matches the
-two path by path under one prefix ('t5' or 'img' of the captioner) and says,
-in a `Report`, what it could not match:
-
-  * missing: in the model, not in the checkpoint: the initialized value is kept
-    (an error unless `allow_missing` permits it);
-  * unexpected: in the checkpoint, not in the model (e.g. a ViT classifier
-    `head`): ignored;
-  * reshaped: ViT position embeddings resampled to the model's patch grid
-    (another image resolution or patch size), a class-token row dropped or kept.
-
-Any other shape mismatch is an error naming the parameter and both shapes:
-silently keeping the random init for a mis-sized weight would hide a wrong
-model config.
-
-The model's tree may be boxed (`nn.LogicallyPartitioned`, as `model.init`
-returns it; the boxes are kept) or abstract (`jax.eval_shape`), and use the
-scanned layout (`layers` / `encoderblock` stacked on axis 0, `scan=True`):
-per-layer checkpoints are then stacked with the model's own
-`layers.layers_to_scan`.
+`merge_params` reports missing (kept from init; an error unless allowed), unexpected
+(ignored, e.g. a ViT `head`) and reshaped parameters (resampled ViT position embeddings).
+Any other shape mismatch is an error: a kept random init would hide a wrong model config.
 """
 
 import dataclasses
@@ -43,16 +25,9 @@ _SHOWN_UNEXPECTED = 8
 
 @dataclasses.dataclass
 class Report:
-    """What `merge_params` did with one checkpoint.
+    """What `merge_params` did with one checkpoint (paths relative to `prefix`).
 
-    Attributes:
-        prefix: where in the model's tree the checkpoint went ('t5', 'img').
-        source: the checkpoint's path (for messages only).
-        loaded: paths (relative to `prefix`) taken from the checkpoint.
-        missing: paths in the model but not in the checkpoint (kept from init).
-        unexpected: paths in the checkpoint but not in the model (ignored).
-        reshaped: (path, checkpoint shape, model shape, how) for parameters
-            that were adapted rather than copied, e.g. resampled posembs.
+    `reshaped` holds (path, checkpoint shape, model shape, how) of adapted parameters.
     """
     prefix: str
     source: str = ""
@@ -93,7 +68,7 @@ def _get_subtree(params: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
 
 
 def _replace_subtree(params: Mapping[str, Any], prefix: str, subtree: dict) -> dict:
-    """Returns a copy of `params` with the subtree at `prefix` replaced."""
+    """A copy of `params` with the subtree at `prefix` replaced."""
     head, _, rest = prefix.partition(SEP)
     out = dict(params)
     out[head] = _replace_subtree(params[head], rest, subtree) if rest else subtree
@@ -141,10 +116,9 @@ def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
                 out_flat: dict, report: Report) -> np.ndarray:
     """Adapts a ViT position embedding to the model's token count.
 
-    A class-token row that the model has no place for is folded into the
-    sibling `cls` parameter where both the checkpoint and the model have one:
-    old ViTs added the posemb after concatenating [cls], so `cls + pe_cls` is
-    what their class token saw (big_vision's `fix_old_checkpoints` does this).
+    A class-token row the model has no place for is added into the sibling `cls` where both
+    sides have one: old ViTs added the posemb after concatenating [cls], so `cls + pe_cls` is
+    what their class token saw (as big_vision's `fix_old_checkpoints`).
     """
     new, class_row, how = big_vision.fit_posemb(value, target_shape)
     report.reshaped.append((path, tuple(value.shape), tuple(target_shape), how))
@@ -168,8 +142,7 @@ def _raise_if_unfit(report, mismatches, not_allowed):
             f"checkpoint for {report.prefix!r}{where} does not fit the model; {len(mismatches)} "
             f"shape mismatches: " + "; ".join(mismatches))
     if not_allowed:
-        # What the checkpoint has instead usually shows the layout difference
-        # (e.g. a relative position bias per layer instead of one per stack).
+        # What the checkpoint has instead usually shows the layout difference.
         instead = ""
         if report.unexpected:
             shown = report.unexpected[:_SHOWN_UNEXPECTED]
@@ -184,31 +157,13 @@ def _raise_if_unfit(report, mismatches, not_allowed):
 def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
                  prefix: str, allow_missing: AllowMissing = False,
                  resample_posemb: bool = True, source: str = "") -> tuple[dict, Report]:
-    """Puts `loaded` into `init_params` under `prefix`.
+    """Returns (a new tree with `loaded` under `prefix`, its `Report`).
 
-    Args:
-        init_params: the model's initialized parameter tree: nested dicts of
-            arrays, ShapeDtypeStructs or nn.LogicallyPartitioned boxes of them.
-        loaded: the checkpoint's tree, as `t5x.load` / `big_vision.load` give it.
-        prefix: '/'-separated path of the subtree the checkpoint is for, e.g.
-            't5' or 'img' (or 'params/t5' for a flax variables dict).
-        allow_missing: True to keep the init of every model parameter absent
-            from the checkpoint, False to fail, or a sequence of regexes
-            (full-matched against paths relative to `prefix`) that may be missing.
-        resample_posemb: adapt `pos_embedding` parameters of another size by
-            bilinear resampling (big_vision's method); if False such a
-            mismatch is an error like any other.
-        source: the checkpoint's path, only for the report.
-
-    Returns:
-        (params, report): a new tree (the input is not modified) whose leaves
-        under `prefix` come from the checkpoint as numpy arrays cast to the
-        init's dtypes (boxed like the init's), and the `Report`.
-
-    Raises:
-        ValueError: shape mismatches (all listed, each with its path and both
-            shapes), disallowed missing parameters, or a bad `prefix`; the
-            message is one line.
+    `prefix` is '/'-separated ('t5', 'img', 'params/t5'); leaves come from the checkpoint as
+    numpy arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes
+    full-matched against paths relative to `prefix`. `resample_posemb`: adapt
+    `pos_embedding`s of another size (big_vision's bilinear method). ValueError, one line,
+    lists every shape mismatch or disallowed missing parameter.
     """
     init_flat = flatten_tree(_get_subtree(init_params, prefix))
     loaded_flat = flatten_tree(loaded)

@@ -1,35 +1,15 @@
 """Loader of T5X checkpoints (the published mT5 ones, gs://t5-data/.../t5x/).
 
 Three on-disk formats, told apart by `locate`:
-
-1. t5x's `Checkpointer.save` (t5x/checkpoints.py; all published checkpoints):
-   a directory `checkpoint_<step>/` holding
-     * `checkpoint`: a msgpack file (flax.serialization) of
-       {'version': 3, 'optimizer': {'target': <params>, 'state': <Adafactor>}}.
-       Small arrays are stored inline (flax's ndarray ext type); each large one
-       is replaced by the JSON of a tensorstore spec, e.g.
-       {'driver': 'zarr', 'dtype': 'bfloat16',
-        'kvstore': {'driver': 'file', 'path': 'target.encoder.layers_0.mlp.wi_0.kernel'},
-        'metadata': {'chunks': [...], 'compressor': {'id': 'gzip'}, 'shape': [...]}};
-     * one zarr directory per such array, named after its '/'-path with '.'.
-   Spec paths are relative to the checkpoint directory (absolute ones are used
-   as they are); the kvstore driver is rewritten to `gcs` (bucket from the
-   path) for gs:// checkpoints and to `file` otherwise, as T5X does, since
-   checkpoints written on GCS carry a dummy bucket and internal ones a `gfile`
-   driver. Old tensorstore specs put the path at the top level instead of in
-   `kvstore`. Checkpoints of version 2 (before 2021-06-10) store bfloat16 as
-   zarr `<u2` (spec dtype 'uint16'); those bits are viewed back as bfloat16.
-2. t5x's Orbax checkpoint manager (current t5x): `checkpoint_<step>/state/`
-   with `_METADATA`, `manifest.ocdbt`, `d/`, `ocdbt.process_<i>/`; the tree
-   is {'target': <params>, 'state': ...}. Read by `t5x_orbax`.
-3. Orbax before `_METADATA` existed (t5x mid-2023): `checkpoint_<step>/state/`
-   with a msgpack `checkpoint` of {'target', 'state'} whose arrays are strings
-   'PLACEHOLDER://<name>' standing for the zarr folder `<name>` beside it.
-
-Only the parameters (`optimizer/target`, `target`) are read; the optimizer
-state's arrays are never opened. Scanned layers (t5x's scalable_t5) and its
-3-D attention kernels are converted to the per-layer layout by `t5x_layout`.
-Anything else is refused with one line naming the path and what it looks like.
+1. `Checkpointer.save` (all published ones): a msgpack `checkpoint_<step>/checkpoint` of
+   {'version', 'optimizer': {'target': <params>, 'state'}}, small arrays inline, large
+   ones as tensorstore zarr specs of folders beside it. Their kvstore driver is rewritten
+   to `gcs` or `file` as T5X does (GCS-written ones carry a dummy bucket); old specs keep
+   the path at the top level; version 2 stored bfloat16 as zarr '<u2'.
+2. The Orbax manager (current t5x): `checkpoint_<step>/state/_METADATA`; see `t5x_orbax`.
+3. Orbax before `_METADATA` (mid-2023): a msgpack `state/checkpoint` whose arrays are
+   'PLACEHOLDER://<name>' for a zarr folder beside it.
+Only the parameters are read; `t5x_layout` converts scanned stacks and 3-D kernels.
 """
 
 import copy
@@ -69,19 +49,11 @@ def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
 
 
 def locate(path: str) -> tuple[str, str]:
-    """Finds which T5X format `path` holds, and where.
+    """(MSGPACK, the msgpack file) or (ORBAX, the item folder) for a checkpoint path.
 
-    Args:
-        path: a `checkpoint_<step>` directory, its `state/` folder, its
-            msgpack `checkpoint` file or Orbax `_METADATA` file; local or gs://.
-
-    Returns:
-        (MSGPACK, the msgpack file) or (ORBAX, the Orbax item folder).
-
-    Raises:
-        FileNotFoundError: nothing at `path`, or a folder without any T5X
-            checkpoint (the message says what it looks like and, for a model
-            directory, lists its `checkpoint_<step>` folders).
+    `path`: a `checkpoint_<step>` folder, its `state/`, its msgpack `checkpoint` or
+    `_METADATA`; local or gs://. FileNotFoundError says what is there instead (for a model
+    directory, its step folders).
     """
     path = files.strip_slash(path)
     if files.isfile(path):
@@ -114,36 +86,8 @@ def locate(path: str) -> tuple[str, str]:
     raise _not_a_checkpoint(path, names)
 
 
-def find_checkpoint_file(path: str) -> str:
-    """Returns the msgpack `checkpoint` file of a T5X checkpoint.
-
-    Args:
-        path: the `checkpoint_<step>` directory or its `checkpoint` file,
-            local or gs://.
-
-    Raises:
-        FileNotFoundError: neither exists; for a model directory holding
-            several `checkpoint_<step>` folders the message lists them.
-        ValueError: it is an Orbax checkpoint (read those with `load`).
-    """
-    kind, where = locate(path)
-    if kind != MSGPACK:
-        raise ValueError(f"{path} is an Orbax checkpoint ({where}), not a msgpack one")
-    return where
-
-
 def read_contents(checkpoint_file: str) -> dict[str, Any]:
-    """Parses the msgpack file (inline arrays become numpy arrays).
-
-    Args:
-        checkpoint_file: path of the `checkpoint` msgpack file.
-
-    Returns:
-        The decoded dict; tensorstore-backed arrays are spec dicts.
-
-    Raises:
-        ValueError: not a msgpack map (the message says what it looks like).
-    """
+    """The decoded msgpack dict (zarr-backed arrays are spec dicts); ValueError if it is none."""
     data = files.read_bytes(checkpoint_file)
     what = files.describe_file_head(data[:64])
     if what is not None and not what.startswith("a msgpack"):
@@ -192,16 +136,10 @@ def is_ts_spec(node: Any) -> bool:
 
 
 def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[str, Any]:
-    """Makes a stored spec openable from where the checkpoint is now.
+    """The stored spec made openable from the checkpoint's place now.
 
-    Args:
-        spec: the spec dict from the msgpack file.
-        checkpoint_dir: the directory holding the msgpack file (local or gs://).
-        name: the parameter's '/'-path, for error messages.
-
-    Returns:
-        A spec with an absolute `file` or `gcs` kvstore and without the
-        write-time `chunks` / `compressor` (read from the zarr's own metadata).
+    An absolute `file` or `gcs` kvstore, without the write-time `chunks` / `compressor`
+    (read from the zarr's own metadata).
     """
     spec = copy.deepcopy(spec)
     kvstore = spec.pop("kvstore")
@@ -237,8 +175,7 @@ def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
                  convert: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
     """Reads tensorstore arrays, all requests in flight together.
 
-    `convert` runs on each array as it arrives so that the stored copies
-    (bfloat16) need not all be held next to the converted ones.
+    `convert` runs on each as it arrives, so the stored copies need not all be held at once.
     """
     opening = {name: ts.open(spec, open=True, read=True, context=_TS_CONTEXT)
                for name, spec in specs.items()}
@@ -302,27 +239,12 @@ def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, n
 
 def load(path: str, *, dtype: Any | None = np.float32,
          param_scan_axis: int | None = None) -> dict[str, Any]:
-    """Loads the parameters of a T5X checkpoint of any of the formats above.
+    """The parameters of a T5X checkpoint of any format above, as nested numpy dicts.
 
-    Args:
-        path: the `checkpoint_<step>` directory (or, as well, its msgpack
-            `checkpoint` file, its Orbax `state/` folder or `state/_METADATA`),
-            local or gs:// (e.g.
-            gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000).
-        dtype: dtype of the returned arrays; None keeps the stored one
-            (bfloat16 for legacy uint16 arrays).
-        param_scan_axis: layer axis of scanned (scalable_t5) stacks; None
-            takes t5x's default 1, or 0 where only that fits the shapes.
-
-    Returns:
-        The parameter tree as nested dicts of numpy arrays with T5X names
-        (`token_embedder/embedding`, `encoder/layers_0/...`, ...), scanned
-        stacks split into `layers_<i>` and attention kernels 2-D.
-
-    Raises:
-        FileNotFoundError: no checkpoint at `path` (the message says what is
-            there instead), or a zarr array it points to is absent.
-        ValueError: the file is not a T5X checkpoint or an array is unreadable.
+    `path` as `locate`'s (e.g. gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000);
+    `dtype` None keeps the stored one; `param_scan_axis`: see `t5x_layout.unscan_stack`.
+    Scanned stacks come back as `layers_<i>` and attention kernels 2-D. FileNotFoundError
+    for no checkpoint or an absent zarr array; ValueError for anything unreadable.
     """
     kind, where = locate(path)
     if kind == ORBAX:

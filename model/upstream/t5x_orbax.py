@@ -1,29 +1,11 @@
 """Reader of T5X checkpoints saved by t5x's Orbax checkpoint manager.
 
-Format (t5x/checkpoints.py, `OrbaxCheckpointManagerInterface`): an orbax
-`CheckpointManager` with `step_prefix='checkpoint'` and two items writes
-`<model_dir>/checkpoint_<step>/` holding
-
-  * `_CHECKPOINT_METADATA`: orbax's JSON step metadata (item handlers, times);
-  * `state/`: the item of `ocp.PyTreeCheckpointHandler(use_ocdbt=True)`, i.e.
-    `train_state.state_dict()` = {'target': <params>, 'state': {'step',
-    'param_states': <Adafactor>}, optionally 'flax_mutables'}. No 'version'
-    and no 'optimizer' wrapper, unlike the msgpack format. On disk:
-    `_METADATA` (JSON: every leaf's key path and value type), `_sharding`,
-    `array_metadatas/`, `manifest.ocdbt` and `d/` (the OCDBT key-value store
-    that holds one zarr array per leaf, keyed by its '.'-joined path), and
-    `ocdbt.process_<i>/` (each writing process's own OCDBT store);
-  * `dataset/`: the tf.data iterator (`train_ds-<shard>-of-<n>...`), when
-    the run saved it.
-
-t5x's save dtype is not applied on this path (its `_construct_save_args`
-compares the '/'-joined name's first '.'-part with 'target'), so the
-parameters are stored in the dtype they had in training. Orbax without OCDBT
-(`use_ocdbt=False`) wrote one zarr folder per leaf (`state/target.encoder...`)
-beside the same `_METADATA`; orbax reads both layouts.
-
-Only `target` is restored (orbax's partial restore): the optimizer state is
-never deserialized.
+`checkpoint_<step>/state/` is the item of `PyTreeCheckpointHandler(use_ocdbt=True)`:
+`train_state.state_dict()` = {'target': <params>, 'state': {'step', 'param_states'}, ...}
+(no 'optimizer' wrapper), with `_METADATA` (every leaf's key path), `manifest.ocdbt`,
+`d/` and `ocdbt.process_<i>/`; without OCDBT, one zarr folder per leaf beside the same
+`_METADATA` (orbax reads both). t5x's save dtype is not applied on this path, so the
+parameters are in their training dtype. Only `target` is restored (partial restore).
 """
 
 import json
@@ -36,8 +18,7 @@ from etils import epath
 
 from model.upstream import files
 
-# The item that t5x's manager saves the train state in, and the key of the
-# parameters in that state dict.
+# t5x's item holding the train state, and the parameters' key in it.
 STATE_ITEM = "state"
 TARGET_KEY = "target"
 # Leaf of the structure handed to orbax's partial restore (only keys matter).
@@ -52,11 +33,8 @@ def is_item_dir(path: str) -> bool:
 def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
     """The tree's top-level keys and the structure of its `target`, from `_METADATA`.
 
-    Read from the JSON itself rather than with orbax's `metadata()`, which
-    would open every array's metadata, the optimizer state's included.
-    `_METADATA` is {'tree_metadata': {"('target', 'encoder', ...)":
-    {'key_metadata': [{'key': 'target', 'key_type': 2}, ...],
-    'value_metadata': {...}}, ...}, 'use_ocdbt': ..., ...}.
+    Read from the JSON ({'tree_metadata': {"('target', ...)": {'key_metadata': [{'key': ...},
+    ...]}}}) rather than with orbax's `metadata()`, which opens every array's metadata.
     """
     path = files.join(item_dir, files.ORBAX_TREE_METADATA)
     try:
@@ -77,17 +55,9 @@ def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
 
 
 def read_target(item_dir: str) -> dict[str, Any]:
-    """Restores the `target` parameter tree of a T5X Orbax `state` item.
+    """The `target` tree of a `checkpoint_<step>/state` folder: numpy arrays in stored dtypes.
 
-    Args:
-        item_dir: the `checkpoint_<step>/state` folder (local or gs://).
-
-    Returns:
-        Nested dicts of numpy arrays in their stored dtypes, with T5X names.
-
-    Raises:
-        ValueError: the metadata is unreadable, has no `target` tree, or an
-            array cannot be read (the message names the folder).
+    ValueError (naming the folder) for unreadable metadata, no `target`, or an unreadable array.
     """
     top_keys, target = _top_keys_and_target(item_dir)
     if not target:

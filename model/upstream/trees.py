@@ -1,8 +1,4 @@
-"""Nested parameter dicts <-> flat {'a/b/c': leaf} dicts, as checkpoints store them.
-
-One pair of functions for the loaders (`t5x`, `big_vision`), `merge` and the
-test writers, so that paths are joined and conflicts reported alike.
-"""
+"""Nested parameter dicts <-> flat {'a/b/c': leaf} dicts, as checkpoints store them."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -12,17 +8,7 @@ SEP = "/"
 
 def flatten_tree(tree: Mapping[str, Any], prefix: str = "",
                  is_leaf: Callable[[Any], bool] | None = None) -> dict[str, Any]:
-    """Flattens nested dicts into {'a/b/c': leaf}.
-
-    Args:
-        tree: nested mappings with non-mapping leaves.
-        prefix: prepended (with '/') to every path.
-        is_leaf: optional test of a mapping that is a leaf nonetheless (e.g. a
-            tensorstore spec in a T5X checkpoint).
-
-    Returns:
-        A flat dict from '/'-joined paths to leaves, in the tree's order.
-    """
+    """{'a/b/c': leaf}, in order; `is_leaf` marks mappings that are leaves (tensorstore specs)."""
     flat = {}
     for key, value in tree.items():
         path = f"{prefix}{SEP}{key}" if prefix else str(key)
@@ -34,17 +20,7 @@ def flatten_tree(tree: Mapping[str, Any], prefix: str = "",
 
 
 def unflatten_tree(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Inverse of `flatten_tree`: {'a/b': x} -> {'a': {'b': x}}.
-
-    Args:
-        flat: '/'-joined paths to leaves.
-
-    Returns:
-        Nested dicts.
-
-    Raises:
-        ValueError: a path is both a leaf and a prefix of another path.
-    """
+    """{'a/b': x} -> {'a': {'b': x}}; ValueError for a path both a leaf and a parent."""
     tree: dict[str, Any] = {}
     for path, value in flat.items():
         *parents, leaf = path.split(SEP)

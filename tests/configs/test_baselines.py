@@ -14,8 +14,8 @@ from configs import common
 from data import languages
 from evaluation import report
 from model import captioner, summary
+from tests.training.metrics_files import read_metrics
 from training import state as state_lib
-from training.metrics import read_metrics
 
 NAMES = ("bb", "bg", "lg", "bb_cc_pretrain", "bb_cc_finetune")
 # Table 3 / models.csv: (paper model, text tower, vision tower, lr, constant steps).

@@ -34,7 +34,8 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
 from tests import tiny
-from training.metrics import Progress, read_metrics
+from tests.training.metrics_files import read_metrics
+from training.metrics import Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

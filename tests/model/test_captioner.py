@@ -187,7 +187,7 @@ def test_every_parameter_has_logical_axis_names(scan):
 def test_logical_rules_map_params_onto_a_mesh(fsdp):
     model = captioner.from_config(_model_config())
     boxed = captioner.abstract_params(model, boxed=True)
-    specs = part.param_partition_specs(boxed, fsdp=fsdp)
+    specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), part.logical_axis_rules(fsdp))
     flat = {"/".join(p.key for p in path): spec for path, spec in
             jax.tree_util.tree_flatten_with_path(
                 specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))[0]}

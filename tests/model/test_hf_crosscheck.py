@@ -78,8 +78,12 @@ def test_mt5_matches_hugging_face_with_padding():
                               jnp.ones((1, 2), bool), jnp.zeros((1, 2), jnp.int32))["params"]
     params = layers.random_params(abstract, seed=1)
 
+    def encode_tokens(m, tokens):  # as the captioner: embed, then encode (0 = padding)
+        mask = tokens != 0
+        return m.encode(m.embed(tokens), mask), mask
+
     def run(p, enc, dec):
-        encoded, mask = model.apply({"params": p}, enc, method="encode_tokens")
+        encoded, mask = model.apply({"params": p}, enc, method=encode_tokens)
         return encoded, model.apply({"params": p}, encoded, mask, dec, method="decode")
 
     encoded, logits = jax.jit(run)(params, enc_tokens, dec_tokens)

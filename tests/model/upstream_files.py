@@ -1,24 +1,11 @@
 """Writers of small checkpoints in the published T5X and big_vision formats.
 
-The loaders are tested on files these functions write, so they follow the
-real writers' on-disk output rather than the loaders' assumptions:
-
-  * T5X (t5x/checkpoints.py `Checkpointer.save`): per large array a zarr
-    array written by tensorstore (gzip, chunked), whose spec JSON, with a
-    path relative to the checkpoint directory, replaces the array in the
-    msgpack `checkpoint` file {'version': 3, 'optimizer': {'target', 'state'}}
-    written by flax.serialization; small arrays inline. Version-2 files
-    stored bfloat16 bits as uint16.
-  * T5X with Orbax (t5x/checkpoints.py `OrbaxCheckpointManagerInterface`):
-    orbax's own CheckpointManager, configured as t5x configures it, saves
-    the train state dict of jax arrays in the `state` item (OCDBT) and an
-    empty `dataset` item; `write_t5x_orbax_aggregate` writes the layout of
-    orbax before `_METADATA` (msgpack `checkpoint` of PLACEHOLDER:// strings
-    beside one zstd zarr folder per array, as t5x/testdata/tiny_orbax).
-  * T5X scanned layers (t5x/examples/scalable_t5): `scan_t5x` stacks a
-    per-layer tree as `scan_with_axes` lays it out.
-  * big_vision (`utils.save_checkpoint`): `np.savez` of the tree flattened
-    with '/'-joined keys.
+They follow the real writers' on-disk output, not the loaders' assumptions: T5X's
+`Checkpointer.save` (tensorstore zarr arrays whose relative-path specs replace them in the
+msgpack `checkpoint`; small arrays inline; version 2's bfloat16 as uint16), t5x's Orbax
+manager (orbax's CheckpointManager configured as t5x does; `write_t5x_orbax_aggregate`: the
+pre-`_METADATA` layout of t5x/testdata/tiny_orbax), scalable_t5's scanned layers
+(`scan_t5x`), and big_vision's `np.savez` of '/'-joined keys.
 """
 
 import dataclasses
@@ -130,21 +117,12 @@ def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
               inline: Callable[[str, np.ndarray], bool] = lambda name, a: False,
               absolute_paths: bool = False, kvstore_driver: str = "file",
               path_at_top: bool = False) -> str:
-    """Writes a T5X checkpoint directory; returns it.
+    """Writes a T5X `checkpoint_<step>` directory of `target` and `state`; returns it.
 
-    Args:
-        ckpt_dir: the `checkpoint_<step>` directory to create.
-        target: the parameter tree (optimizer/target).
-        state: optimizer state tree (stored in zarr arrays like T5X does).
-        save_dtype: dtype the target is stored in (T5X's `save_dtype`); None
-            keeps each array's dtype.
-        legacy_uint16: write like version-2 T5X: bfloat16 as uint16 bits.
-        inline: (name, array) -> True to store that target array in the msgpack.
-        absolute_paths: put absolute kvstore paths in the specs.
-        kvstore_driver: the driver name recorded in the specs ('file',
-            'gfile' as written by Google-internal T5X, 'gcs' as written to GCS).
-        path_at_top: old tensorstore spec form, the path beside `kvstore`
-            instead of in it.
+    `save_dtype` None keeps each array's dtype; `legacy_uint16` writes bfloat16 as uint16 bits
+    (version 2); `inline(name, array)` -> True keeps an array in the msgpack; `kvstore_driver`
+    as recorded ('file', internal 'gfile', 'gcs'); `path_at_top`: old specs with the path
+    beside `kvstore`.
     """
     os.makedirs(ckpt_dir)
     written: dict[str, Any] = {}
@@ -256,13 +234,7 @@ def write_t5x_orbax(model_dir: str, step: int, target: dict, *, state: dict | No
                     use_ocdbt: bool = True) -> str:
     """Saves a T5X train state as t5x's Orbax manager does; returns `checkpoint_<step>`.
 
-    Args:
-        model_dir: the T5X model directory (created if absent).
-        step: the step; the folder is `checkpoint_<step>`.
-        target: the parameter tree.
-        state: the optimizer state (Adafactor's `param_states`); {'step'} if None.
-        use_ocdbt: t5x's setting (True); False gives orbax's earlier layout
-            of one zarr folder per array.
+    `state` defaults to {'step'}; `use_ocdbt=False` gives orbax's earlier one-zarr-per-array layout.
     """
     def as_jax(tree):  # t5x's train state holds jax arrays
         return jax.tree.map(jax.numpy.asarray, tree)

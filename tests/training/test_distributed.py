@@ -19,8 +19,8 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from training import checkpointing
-from training.metrics import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).

@@ -17,8 +17,9 @@ import pytest
 
 import errors
 from tests import tiny
+from tests.training.metrics_files import read_metrics
 from training import metrics
-from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError, read_metrics
+from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError
 
 STEPS = 6
 

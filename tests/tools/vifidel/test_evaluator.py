@@ -15,8 +15,8 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import captioner
 from tests.tiny import tiny_config
+from tests.training.metrics_files import read_metrics
 from tools.vifidel import evaluator as vifidel_evaluator
-from training.metrics import read_metrics
 
 
 @pytest.fixture(autouse=True)
