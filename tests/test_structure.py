@@ -28,6 +28,9 @@ FORBIDDEN = [
     ("files", EVERYTHING),
     # The exchanged file formats stand on data (languages, JSON Lines) alone.
     ("formats", tuple(p for p in EVERYTHING if p not in ("data", "formats", "errors", "files"))),
+    ("tools.formats", ("train", "configs", "model", "training", "evaluation", "paper_tables",
+                       "benchmarks", "tools.analysis", "tools.captioning", "tools.humaneval",
+                       "tools.vifidel")),
     ("model", ("training", "evaluation", "data", "train", "configs") + TOOLS),
     # data/ in three parts: the release readers read files; the build reads the releases;
     # the training input reads the build (or the releases), and builds on request.
