@@ -1,16 +1,15 @@
 """Evaluators, which the training loop and the checkpoint tool run by name.
 
 The contract. `config.evals` maps a name to an evaluator's ConfigDict: `type`, `every` (steps
-between runs; 0 = only when the checkpoint tool asks), `batch_size`, `max_decode_len`,
+between runs; 0: only when the checkpoint tool asks), `batch_size`, `max_decode_len`,
 `max_images` (None: every image), `langs`, optional `decode` / `beam_size` / `alpha`, and the
 evaluator's own fields. `type` is a key of `EVALUATORS` (the core's evaluators) or a
-"module:Class" path (any other, e.g. a tool's: "tools.vifidel.evaluator:Xm3600Vifidel").
-The class is built as `cls(name, eval_config, setup, langs=None, decoding=None)` with a
-`caption_evaluator.Setup`; its `run(params)` returns `{metric name: value}`, which the loop
-logs, carrying the captions and per-image scores behind them (`by_lang`) for the checkpoint
-tool, which writes the files (evaluation/results_folder.py; an evaluator writes none).
-`caption_evaluator.CaptionEvaluator` implements the rest of the contract (what the tools read
-of an evaluator); an evaluator subclasses it and names itself.
+"module:Class" path (any other, e.g. "tools.vifidel.evaluator:Xm3600Vifidel"). The class is
+built as `cls(name, eval_config, setup, langs=None, decoding=None)` (`caption_evaluator.Setup`);
+`run(params)` returns `{metric name: value}`, which the loop logs, with the captions and
+per-image scores behind them (`by_lang`) for the checkpoint tool, which writes the files (an
+evaluator writes none). An evaluator subclasses `caption_evaluator.CaptionEvaluator`, which
+holds the rest of the contract, and names itself.
 """
 
 import importlib
@@ -78,16 +77,9 @@ def check_configs(evals_config, best_metric=None):
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """{name: evaluator} of `config.evals` (those of `names`, default all), in config order.
 
-    Args:
-        evals_config: `config.evals`.
-        setup: a `caption_evaluator.Setup`.
-        names: build only these.
-        langs: {name: languages} instead of the configs' (the checkpoint tool's --langs).
-        decoding: a `model.decode.Decoding` for all of them instead of the configs'.
-
-    Raises:
-        ValueError: an unknown name or type, a bad field (named), or two evaluators that
-            would log the same metric.
+    `langs` ({name: languages}) and `decoding` (a `model.decode.Decoding`) replace the
+    configs'. Raises ValueError: an unknown name or type, a bad field (named), or two
+    evaluators that would log the same metric.
     """
     names = list(evals_config) if names is None else list(names)
     unknown = [n for n in names if n not in evals_config]

@@ -30,14 +30,11 @@ from model import decode
 def make_decoder(model, max_len, decoding):
     """A jit-compiled fn(params, images, prompts) -> tokens [batch, max_len]; cached, so that
     evaluators of one model (and the tool after the loop in one process) share compilations."""
-    if decoding.method == "greedy":
-        def fn(params, images, prompt):
+    def fn(params, images, prompt):
+        if decoding.method == "greedy":
             return decode.greedy(model, params, images, prompt, max_len=max_len)
-    else:
-        def fn(params, images, prompt):
-            tokens, _ = decode.beam_search(model, params, images, prompt, max_len=max_len,
-                                           beam_size=decoding.beam_size, alpha=decoding.alpha)
-            return tokens
+        return decode.beam_search(model, params, images, prompt, max_len=max_len,
+                                  beam_size=decoding.beam_size, alpha=decoding.alpha)[0]
     return jax.jit(fn)
 
 
@@ -64,9 +61,8 @@ class Setup:
             max_images=eval_config.get("max_images", None))
 
 
-def batch_sharding(params, batch_size):
-    """NamedSharding splitting a batch over the 'data' axis of the params' mesh, or None
-    (inputs replicated) when there is none or `batch_size` does not divide by it."""
+def _batch_sharding(params, batch_size):
+    """Splits a batch over the params' 'data' axis; None (replicated) when it cannot."""
     leaves = jax.tree.leaves(params)
     sharding = getattr(leaves[0], "sharding", None) if leaves else None
     if not isinstance(sharding, NamedSharding) or "data" not in sharding.mesh.axis_names:
@@ -178,7 +174,7 @@ class CaptionEvaluator:
         """Captions of every image of `lang`, in the set's order; progress(lang, done, of)."""
         rows, prompt = self.data.rows[lang], self.data.prompts[lang]
         n, bs = len(rows), self.batch_size
-        sharding = batch_sharding(params, bs)
+        sharding = _batch_sharding(params, bs)
         captions = []
         for start in range(0, n, bs):
             batch_rows = rows[start:start + bs]
