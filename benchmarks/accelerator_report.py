@@ -9,7 +9,7 @@ that its peak memory is its own and running out of memory ends only that
 child), all sharing one new persistent compilation cache. This process never
 touches the accelerator itself. Sections, in the order they run:
 
-1. target length: `python -m training.target_length`'s suggestion for the demo
+1. target length: `python -m tools.target_length`'s suggestion for the demo
    captions in the demo vocabulary (written to a temporary folder).
 2. launch: BB bf16 at batch 256 with (full) remat and 64 target positions,
    started twice (benchmarks/train_step.py): the first process compiles into
@@ -229,10 +229,10 @@ def _time_attention(q, k, v, bias, implementation, repeats=5):
 
 # ------------------------------------------------------ target length ----
 def suggested_target_len(demo_sizes, say):
-    """`python -m training.target_length`'s suggestion for the demo captions and vocabulary."""
+    """`python -m tools.target_length`'s suggestion for the demo captions and vocabulary."""
     from configs import demo as demo_config  # noqa: PLC0415
     from data import demo, tokenizer  # noqa: PLC0415
-    from training import target_length  # noqa: PLC0415
+    from tools import target_length  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="accelerator_report_demo_") as folder:
         written = demo.generate(folder, build_tfds=False, vifidel=False, **demo_sizes)
@@ -300,7 +300,7 @@ def table(report):
                                                  f"TFLOP/s"))
     if "target_len" in report:
         t = report["target_len"]
-        rows.append(("target length", "training.target_length on the demo captions",
+        rows.append(("target length", "tools.target_length on the demo captions",
                      f"{t['suggested']} (99.9% of {t['captions']} captions hold in "
                      f"{t['p99_9']} pieces + EOS)"))
     for name, entry in report.get("launch", {}).items():

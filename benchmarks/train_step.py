@@ -229,7 +229,7 @@ def flop_lines(figures, config, peaks):
     lines.append(f"padding:       at the real caption lengths it would be {real / 1e9:.4g} "
                  f"GFLOP: {1 - real / per_example:.0%} of the model FLOPs are spent on "
                  f"padding positions (data.max_target_len={max_len}; python -m "
-                 f"training.target_length fits it to the data)")
+                 f"tools.target_length fits it to the data)")
     remat = figures["remat_per_example"]
     if remat:
         lines.append(f"remat:         recomputes {remat / 1e9:.4g} GFLOP per example in the "

@@ -6,6 +6,7 @@ imports inside functions too.
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("benchmarks", "configs", "data", "evaluation", "formats", "model", "paper_tables",
@@ -28,6 +29,9 @@ FORBIDDEN = [
     ("files", EVERYTHING),
     # The exchanged file formats stand on data (languages, JSON Lines) alone.
     ("formats", tuple(p for p in EVERYTHING if p not in ("data", "formats", "errors", "files"))),
+    ("tools.formats", ("train", "configs", "model", "training", "evaluation", "paper_tables",
+                       "benchmarks", "tools.analysis", "tools.captioning", "tools.humaneval",
+                       "tools.vifidel")),
     ("model", ("training", "evaluation", "data", "train", "configs") + TOOLS),
     # data/ in three parts: the release readers read files; the build reads the releases;
     # the training input reads the build (or the releases), and builds on request.
@@ -147,3 +151,18 @@ def test_no_module_shadows_a_builtin_or_standard_module():
     reserved = set(sys.stdlib_module_names) | set(dir(builtins))
     names = {part for name in project_modules() for part in name.split(".")}
     assert not names & reserved, sorted(names & reserved)
+
+
+def test_the_core_names_no_tool_module_to_import():
+    """A module path in a string (importlib's, an evaluator table's "module:Class") is an import
+    this file's graph cannot see: the core names no tools/ or benchmarks/ module in code."""
+    bad = []
+    for name, path in project_modules().items():
+        if not any(within(name, prefix) for prefix in CORE):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        bad += [f"{name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings and re.match(r"(tools|benchmarks)\.\w", node.value)]
+    assert not bad, "\n".join(bad)

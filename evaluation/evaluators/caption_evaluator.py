@@ -1,17 +1,8 @@
-"""The evaluator contract, and `CaptionEvaluator`, which implements it for any caption metric.
+"""The caption evaluator: decodes a caption set in each language and scores the captions.
 
-An evaluator is built by name from one entry of `config.evals` (a name and a ConfigDict with
-`type`, `every`, languages, decoding, ...) and a `Setup` (what the trainer or the checkpoint
-tool hands it: vocabulary, prompt settings, image size, and `make_predict_fn`, which compiles
-the decoder); `run(params)` decodes and scores, and returns `{metric name: value}`, which
-the training loop logs as it is. What the numbers come from (per language: the image keys,
-the captions, the per-image scores) rides along on that dict (`Results.by_lang`) for the
-checkpoint tool, which writes the results folder and the reports (evaluation/evaluate.py,
-evaluation/results_folder.py); an evaluator writes no file.
-
-`CaptionEvaluator` decodes each language of a `CaptionSet` (data/eval_sets.py) batch by batch,
-over the params' mesh when there is one, and scores each language on a CPU thread while the
-next one decodes; a subclass says which set, which scorer, which names.
+Decoding runs batch by batch, split over the params' mesh when there is one; each language is
+scored on a CPU thread while the next one decodes. The score is CIDEr-D against the set's
+references unless a subclass scores otherwise. The contract: evaluation/evaluators/__init__.py.
 """
 
 import concurrent.futures
@@ -31,39 +22,28 @@ from jax.sharding import PartitionSpec as P
 from data import eval_sets, languages, tokenizer
 from data import prompts as prompt_lib
 from data.releases import xm3600 as xm3600_release
+from evaluation import cider
 from model import decode
-from model.decode import Decoding
 
 
 @functools.lru_cache(maxsize=8)
 def make_decoder(model, max_len, decoding):
-    """Returns a jit-compiled fn(params, images, prompt) -> tokens [batch, max_len].
-
-    Cached, so that evaluators of the same model (XM3600 and COCO-dev, or the
-    in-loop ones and then the tool in the same process) share compilations.
-    """
-    if decoding.method == "greedy":
-        def fn(params, images, prompt):
+    """A jit-compiled fn(params, images, prompts) -> tokens [batch, max_len]; cached, so that
+    evaluators of one model (and the tool after the loop in one process) share compilations."""
+    def fn(params, images, prompt):
+        if decoding.method == "greedy":
             return decode.greedy(model, params, images, prompt, max_len=max_len)
-    else:
-        def fn(params, images, prompt):
-            tokens, _ = decode.beam_search(model, params, images, prompt, max_len=max_len,
-                                           beam_size=decoding.beam_size, alpha=decoding.alpha)
-            return tokens
+        return decode.beam_search(model, params, images, prompt, max_len=max_len,
+                                  beam_size=decoding.beam_size, alpha=decoding.alpha)[0]
     return jax.jit(fn)
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """What the trainer (or the checkpoint tool) gives every evaluator.
-
-    Attributes:
-        vocab: the `tokenizer.Vocabulary` of the targets (prompts, detokenization).
-        data_config: `config.data` (prompt template and length).
-        image_size: the model's input resolution.
-        make_predict_fn: (max_len, Decoding) -> jit-compiled
-            fn(params, images [b, H, W, 3], prompts [b, Lp]) -> tokens [b, max_len].
-    """
+    """What the trainer or the checkpoint tool gives every evaluator: the targets' vocabulary,
+    `config.data` (prompt template and length), the model's image size, and
+    make_predict_fn(max_len, Decoding) -> fn(params, images [b, H, W, 3], prompts [b, Lp])
+    -> tokens [b, max_len]."""
     vocab: Any
     data_config: Any
     image_size: int
@@ -71,28 +51,18 @@ class Setup:
 
     @classmethod
     def for_model(cls, model, vocab, data_config, image_size):
-        """The setup of a Captioner: its cached greedy / beam decoders."""
         return cls(vocab, data_config, image_size, functools.partial(make_decoder, model))
 
-    @property
-    def prompt_template(self):
-        return self.data_config.get("prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE)
+    def caption_set_args(self, eval_config):
+        """The keyword arguments of data/eval_sets.py's loaders for `eval_config`."""
+        return dict(image_size=self.image_size, prompt_template=self.data_config.get(
+            "prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE),
+            max_prompt_len=self.data_config.max_prompt_len,
+            max_images=eval_config.get("max_images", None))
 
 
-def load_xm3600_set(eval_config, setup, langs):
-    """The XM3600 CaptionSet of an evaluator config (`data_dir`, `max_images`) in `langs`."""
-    return eval_sets.load_xm3600(
-        eval_config.data_dir, langs, setup.vocab, image_size=setup.image_size,
-        prompt_template=setup.prompt_template, max_prompt_len=setup.data_config.max_prompt_len,
-        max_images=eval_config.get("max_images", None))
-
-
-def batch_sharding(params, batch_size):
-    """NamedSharding splitting a batch over the 'data' axis of the params' mesh, or None.
-
-    None (inputs replicated, as numpy) when the params are not on a mesh with
-    a 'data' axis or `batch_size` does not divide by its size.
-    """
+def _batch_sharding(params, batch_size):
+    """Splits a batch over the params' 'data' axis; None (replicated) when it cannot."""
     leaves = jax.tree.leaves(params)
     sharding = getattr(leaves[0], "sharding", None) if leaves else None
     if not isinstance(sharding, NamedSharding) or "data" not in sharding.mesh.axis_names:
@@ -105,12 +75,12 @@ def batch_sharding(params, batch_size):
     return NamedSharding(sharding.mesh, P("data"))
 
 
-def _to_host(tokens):
-    """A (possibly multi-process) global array as numpy on every process."""
-    if getattr(tokens, "is_fully_addressable", True):
-        return np.asarray(tokens)
-    return np.asarray(multihost_utils.process_allgather(tokens, tiled=True))
-
+def corpus_and_per_image(score):
+    """fn(captions) -> (corpus, per_image) of a `score` returning a result with both."""
+    def fn(captions):
+        result = score(captions)
+        return result.corpus, result.per_image
+    return fn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,11 +93,7 @@ class LangResult:
 
 
 class Results(dict):
-    """What `run` returns: {metric name: value}, which the training loop logs as it is.
-
-    Attributes:
-        by_lang: {lang: LangResult}, what the numbers come from (for the checkpoint tool).
-    """
+    """What `run` returns: {metric name: value}, with `by_lang`: {lang: LangResult}."""
 
     def __init__(self, metrics, by_lang):
         super().__init__(metrics)
@@ -135,31 +101,32 @@ class Results(dict):
 
 
 class CaptionEvaluator:
-    """Decodes every language of a CaptionSet and scores it; subclasses choose set and metric.
+    """Decodes every language of a caption set and scores it.
 
-    Subclasses set `metric_prefix` (metric names are `<prefix><lang>` and `<prefix>avg`),
-    `outputs_name` (the name of its files in a results folder: "" for XM3600's own,
-    `predictions_<lang>.jsonl`; else `predictions_<outputs_name>_<lang>.jsonl`, ...),
-    `metric` and `title` (what its report calls the metric and the measurement),
-    `all_langs` (what `langs` may hold) and, for the paper's CIDEr-D columns,
-    `paper_column` ("xm3600" or "coco_dev": the report puts them beside the paper's
-    baselines, Table 8); they implement `make_scorers(langs)`, and override `data_langs`
-    when their data is not XM3600's.
-
-    Args:
-        name: the evaluator's key in `config.evals`.
-        eval_config: its ConfigDict (`every`, `batch_size`, `max_decode_len`,
-            optional `decode`, `beam_size`, `alpha`).
-        caption_set: the images and references (data/eval_sets.py).
-        setup: a `Setup`.
-        decoding: a `Decoding` instead of the config's.
+    A subclass names itself: `metric_prefix` (metrics `<prefix><lang>` and `<prefix>avg`),
+    `outputs_name` (its files in a results folder: "" for XM3600's own
+    `predictions_<lang>.jsonl`, else `predictions_<outputs_name>_<lang>.jsonl`, ...),
+    `metric` and `title` (its report's), `all_langs` and `paper_column` ("xm3600" or
+    "coco_dev": the report puts its scores beside the paper's, Table 8). It may override
+    `load` and `data_langs` (default: XM3600 in `data_dir`), `make_scorers` (default: CIDEr-D)
+    and `check_config` (its own fields, checked before anything is loaded).
     """
     metric_prefix = ""
     outputs_name = None
-    metric = ""
+    metric = "cider-d"
     title = ""
-    all_langs = ()
+    all_langs = tuple(languages.XM3600_LANGS)
     paper_column = None
+
+    def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
+        self.name, self.every, self.vocab = name, eval_config.every, setup.vocab
+        self.batch_size, self.max_decode_len = eval_config.batch_size, eval_config.max_decode_len
+        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
+        self.data = self.load(eval_config, setup, langs)
+        self.langs = self.data.langs
+        self.decoding = decoding or decode.Decoding.from_config(eval_config)
+        self._predict = setup.make_predict_fn(eval_config.max_decode_len, self.decoding)
+        self.scorers = dict(zip(self.langs, self.make_scorers(self.langs), strict=True))
 
     @classmethod
     def config_langs(cls, name, langs):
@@ -171,65 +138,43 @@ class CaptionEvaluator:
 
     @classmethod
     def check_config(cls, name, eval_config):
-        """Checks the evaluator's own fields without loading anything (ValueError naming one)."""
+        pass
 
     @classmethod
     def metric_names_for(cls, langs):
-        """The names `run` returns for `langs`."""
         return [f"{cls.metric_prefix}{lang}" for lang in langs] + [f"{cls.metric_prefix}avg"]
 
     @classmethod
     def data_langs(cls, eval_config):
-        """The languages of `all_langs` that the evaluator's data has (XM3600's, `data_dir`).
-
-        Raises:
-            FileNotFoundError, ValueError: no or a malformed captions.jsonl (named).
-        """
+        """The languages of `all_langs` that the data has (FileNotFoundError, ValueError: named)."""
         references = xm3600_release.read_references(
             os.path.join(eval_config.data_dir, "captions.jsonl"))
         return tuple(lang for lang in cls.all_langs if lang in references.by_lang)
 
-    def __init__(self, name, eval_config, caption_set, setup, decoding=None):
-        if eval_config.batch_size < 1:
-            raise ValueError(f"config.evals.{name}.batch_size must be >= 1, got "
-                             f"{eval_config.batch_size}")
-        self.name = name
-        self.every = eval_config.every
-        self.data = caption_set
-        self.langs = caption_set.langs
-        self.batch_size = eval_config.batch_size
-        self.max_decode_len = eval_config.max_decode_len
-        self.vocab = setup.vocab
-        self.decoding = decoding or Decoding.from_config(eval_config)
-        self._predict = setup.make_predict_fn(eval_config.max_decode_len, self.decoding)
-        self.scorers = dict(zip(self.langs, self.make_scorers(self.langs), strict=True))
+    def load(self, eval_config, setup, langs):
+        """The `data.eval_sets.CaptionSet` of `langs`."""
+        return eval_sets.load_xm3600(eval_config.data_dir, langs, setup.vocab,
+                                     **setup.caption_set_args(eval_config))
 
     def make_scorers(self, langs):
-        """[scorer(captions) -> (corpus, per_image) for lang in langs]."""
-        raise NotImplementedError
+        """[fn(captions) -> (corpus, per_image) for lang in langs]; CIDEr-D's prepare each
+        language's references once (one thread per core) and then score new captions only."""
+        return cider.map_languages(lambda lang: corpus_and_per_image(
+            cider.CiderScorer(self.data.references[lang], lang).score), langs)
 
     @property
     def metric_names(self):
-        """The names `run` returns."""
         return self.metric_names_for(self.langs)
 
     @property
     def num_images(self):
-        """{lang: number of images scored}."""
         return {lang: len(self.data.keys[lang]) for lang in self.langs}
 
     def predict(self, params, lang, progress=None):
-        """Captions (strings) for every image of `lang`, in the set's order.
-
-        Args:
-            params: the model parameters (sharded or not).
-            lang: one of `self.langs`.
-            progress: optional callback(lang, images done, images of lang) after each batch.
-        """
-        rows = self.data.rows[lang]
-        prompt = self.data.prompts[lang]
+        """Captions of every image of `lang`, in the set's order; progress(lang, done, of)."""
+        rows, prompt = self.data.rows[lang], self.data.prompts[lang]
         n, bs = len(rows), self.batch_size
-        sharding = batch_sharding(params, bs)
+        sharding = _batch_sharding(params, bs)
         captions = []
         for start in range(0, n, bs):
             batch_rows = rows[start:start + bs]
@@ -242,24 +187,16 @@ class CaptionEvaluator:
                 images, prompts = (
                     jax.make_array_from_callback(x.shape, sharding, lambda i, x=x: x[i])
                     for x in (images, prompts))
-            tokens = _to_host(self._predict(params, images, prompts))  # [bs, max_len]
-            captions += tokenizer.detokenize(self.vocab, tokens)[:valid]
+            tokens = self._predict(params, images, prompts)  # [bs, max_len]
+            if not getattr(tokens, "is_fully_addressable", True):  # Multi-process.
+                tokens = multihost_utils.process_allgather(tokens, tiled=True)
+            captions += tokenizer.detokenize(self.vocab, np.asarray(tokens))[:valid]
             if progress is not None:
                 progress(lang, len(captions), n)
         return captions
 
     def run(self, params, progress=None):
-        """Decodes and scores every language (a language is scored on a CPU thread while the
-        next one decodes).
-
-        Args:
-            params: the model parameters (sharded or not).
-            progress: optional callback(lang, images done, images of lang) after each batch.
-
-        Returns:
-            `Results`: {"<prefix><lang>": corpus score, ..., "<prefix>avg": their mean},
-            with `by_lang`.
-        """
+        """`Results`: {"<prefix><lang>": corpus score, ..., "<prefix>avg": their mean}."""
         captions, scored, by_lang = {}, {}, {}
         with concurrent.futures.ThreadPoolExecutor(1) as scoring:
             for lang in self.langs:

@@ -94,7 +94,7 @@ def _map_head_size(model_config):
 
 
 @pytest.mark.parametrize("name,vit_paper,t5_expected", [
-    ("bb", 86e6, 582e6),     # mT5-base with both vocabulary matrices (model/summary.py)
+    ("bb", 86e6, 582e6),     # mT5-base with both vocabulary matrices (tools/model_summary.py)
     ("bg", 1011e6, 582e6),
     ("lg", 1011e6, 1230e6),  # mT5-large: the paper's 1230M
 ])

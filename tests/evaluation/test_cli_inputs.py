@@ -13,10 +13,10 @@ import pytest
 import errors
 import paper_tables
 from evaluation.cider import __main__ as cider_cli
-from formats import side_by_side
 from tests import cli
 from tests.evaluation import full_disk
 from tools.analysis import compare, correlate, meta
+from tools.formats import side_by_side
 from tools.vifidel import __main__ as vifidel_cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

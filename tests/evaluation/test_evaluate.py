@@ -20,12 +20,11 @@ import numpy as np
 import pytest
 
 from data import images as image_lib
-from data import languages, tokenizer
 from data import prompts as prompt_lib
+from data import tokenizer
 from data.releases import coco35l as coco35l_release
 from data.releases import xm3600 as xm3600_release
 from evaluation import cider, evaluate, report
-from evaluation import evaluators as evaluators_lib
 from evaluation.cider import __main__ as cider_main
 from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
@@ -162,12 +161,6 @@ class CaptionLength(caption_evaluator.CaptionEvaluator):
     outputs_name = "length"
     metric = "characters"
     title = "Caption length on XM3600"
-    all_langs = tuple(languages.XM3600_LANGS)
-
-    def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
-        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
-        caption_set = caption_evaluator.load_xm3600_set(eval_config, setup, langs)
-        super().__init__(name, eval_config, caption_set, setup, decoding)
 
     def make_scorers(self, langs):
         def score(captions):
@@ -176,12 +169,10 @@ class CaptionLength(caption_evaluator.CaptionEvaluator):
         return [score for _ in langs]
 
 
-def test_a_new_evaluator_gets_predictions_and_a_report_from_the_tool(tiny_run, tmp_path,
-                                                                      monkeypatch):
+def test_a_new_evaluator_gets_predictions_and_a_report_from_the_tool(tiny_run, tmp_path):
     _, workdir, config = tiny_run
-    monkeypatch.setitem(evaluators_lib.EVALUATORS, "caption_length", CaptionLength)  # The entry.
-    config = ml_collections.ConfigDict(config.to_dict())
-    config.evals.length = dict(config.evals.xm3600.to_dict(), type="caption_length")
+    config = ml_collections.ConfigDict(config.to_dict())  # Named by its module path:
+    config.evals.length = dict(config.evals.xm3600.to_dict(), type=f"{__name__}:CaptionLength")
     out = tmp_path / "results"
     evaluate.evaluate_checkpoint(config, workdir, names=["xm3600", "length"], langs="config",
                                  out=str(out))

@@ -171,7 +171,8 @@ def test_an_evaluators_own_fields_are_checked_with_the_config(tiny_demo):
     config = tiny_config(str(tiny_demo))
     config.unlock()
     config.evals.vifidel = ml_collections.ConfigDict({
-        "type": "vifidel", "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
+        "type": "tools.vifidel.evaluator:Xm3600Vifidel",
+        "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
         "batch_size": 4, "max_decode_len": 8, "vectors": "v/{lang}.vec",
         "min_confidence": float("nan")})
     with pytest.raises(ValueError, match=r"config.evals.vifidel: --min-confidence must be in"):

@@ -1,4 +1,5 @@
-"""One owner per exchanged file: no module outside formats/ names one of those files in code.
+"""One owner per exchanged file: no module outside formats/ and tools/formats/ names one of
+those files in code.
 
 A module that opens, joins, globs or writes a file names it in a string of its code: a file
 name or path, without whitespace (`"per_image.jsonl"`, `f"{out}/predictions_{lang}.jsonl"`).
@@ -14,16 +15,9 @@ import re
 import pytest
 
 import errors
-from formats import (
-    eval_metrics,
-    per_image,
-    predictions,
-    scores,
-    side_by_side,
-    thumb_ratings,
-    triplet_judgements,
-)
+from formats import eval_metrics, per_image, predictions, scores
 from tests import test_structure
+from tools.formats import side_by_side, thumb_ratings, triplet_judgements
 
 # The file names of each exchanged format (on a string's text, f-string values as "{}").
 FILE_NAMES = {
@@ -78,6 +72,8 @@ def owners_violations(source, name="module"):
     return found
 
 
+OWNERS = ("formats", "tools.formats")
+
 # The exported model's runner imports nothing of the project (it runs without it), so it
 # writes its predictions lines itself; tests/tools/captioning/test_export.py reads them with
 # formats/predictions.py.
@@ -87,7 +83,8 @@ STAND_ALONE = ("tools.captioning.run_exported",)
 def test_no_module_outside_formats_names_an_exchanged_file():
     bad = []
     for name, path in test_structure.project_modules().items():
-        if not test_structure.within(name, "formats") and name not in STAND_ALONE:
+        if not any(test_structure.within(name, owners) for owners in OWNERS) \
+                and name not in STAND_ALONE:
             bad += owners_violations(path.read_text(encoding="utf-8"), name)
     assert not bad, "read or write these files through formats/:\n" + "\n".join(bad)
 

@@ -35,8 +35,8 @@ import numpy as np
 
 import errors
 from evaluation import cli
-from formats import side_by_side
 from tools.analysis import coefficients as coefficients_lib
+from tools.formats import side_by_side
 
 SETS = ("all", "ext", "core")
 COEFFICIENTS = ("pearson", "spearman", "kendall")

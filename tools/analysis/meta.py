@@ -65,7 +65,6 @@ import numpy as np
 import errors
 from data import languages
 from evaluation import cli
-from formats import side_by_side, thumb_ratings, triplet_judgements
 from tools.analysis import coefficients as coefficients_lib
 from tools.analysis import (
     correlate,
@@ -77,6 +76,7 @@ from tools.analysis import (
     triplets,
 )
 from tools.analysis.meta_scores import MetaError
+from tools.formats import side_by_side, thumb_ratings, triplet_judgements
 from tools.vifidel import options as vifidel_options
 
 TARGETS = ("P", "R", "total")

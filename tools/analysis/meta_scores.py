@@ -20,8 +20,9 @@ import errors
 from data import jsonl
 from data.releases import xm3600 as xm3600_release
 from evaluation import cider
-from formats import csv_table, thumb_ratings
+from formats import csv_table
 from tools import vifidel as vifidel_lib
+from tools.formats import thumb_ratings
 
 METRICS = ("cider-d", "cider", "vifidel")
 

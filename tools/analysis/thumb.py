@@ -33,7 +33,7 @@ import numpy as np
 import errors
 import files
 from evaluation import cli
-from formats import thumb_ratings
+from tools.formats import thumb_ratings
 
 CONFIDENCE = 0.90
 

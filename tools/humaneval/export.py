@@ -29,7 +29,7 @@ import json
 import os
 
 import files
-from formats import side_by_side, thumb_ratings
+from tools.formats import side_by_side, thumb_ratings
 from tools.humaneval import rating_stats, scales, store
 
 RATING_COLUMNS = ("rater", "lang", "position", "item", "image", "kind", "left", "right",

@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import files
-from formats import side_by_side
 from tools.analysis import correlate
+from tools.formats import side_by_side
 
 _CORE_COLOR, _EXT_COLOR, _PAPER_COLOR = "#2171b5", "#e6550d", "#bdbdbd"
 

@@ -35,7 +35,7 @@ import statistics
 import numpy as np
 
 from errors import InputError
-from formats import thumb_ratings
+from tools.formats import thumb_ratings
 from tools.humaneval import agreement, scales
 from tools.humaneval import store as store_lib
 

@@ -17,7 +17,7 @@
 """
 
 from errors import InputError
-from formats import thumb_ratings
+from tools.formats import thumb_ratings
 
 SESSION_TYPES = ("sxs", "quality", "thumb")
 THUMB_FIELDS = thumb_ratings.FIELDS

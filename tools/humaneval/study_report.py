@@ -41,8 +41,8 @@ import numpy as np
 
 import files
 from evaluation import report as eval_report
-from formats import side_by_side, thumb_ratings
 from tools.analysis import correlate
+from tools.formats import side_by_side, thumb_ratings
 from tools.humaneval import export, plots, rating_stats, scales
 
 TABLE6_COLUMNS = ("delta_cider_xm600", "delta_cider_xm3600", "delta_cider_coco_dev")

@@ -1,10 +1,12 @@
-"""The VIFIDEL evaluator (type `vifidel`): visual fidelity of XM3600 captions to object labels.
+"""The VIFIDEL evaluator: visual fidelity of XM3600 captions to object labels.
 
-Decodes the XM3600 images in each language (as `xm3600_cider` does) and scores the captions
-with VIFIDEL (tools/vifidel/): exp(-WMD) between each image's object labels (Open Images
-labels, XM3600's images being Open Images images) and the caption's content words, in one
-aligned word-vector space, with the references' importance penalty unless `use_references` is
-False. The settings are those of `python -m tools.vifidel`, each default the paper's.
+A config names it by its module path, `type="tools.vifidel.evaluator:Xm3600Vifidel"` (the
+evaluator contract: evaluation/evaluators/__init__.py). It decodes the XM3600 images in each
+language (as `xm3600_cider` does) and scores the captions with VIFIDEL (tools/vifidel/):
+exp(-WMD) between each image's object labels (Open Images labels, XM3600's images being Open
+Images images) and the caption's content words, in one aligned word-vector space, with the
+references' importance penalty unless `use_references` is False. The settings are those of
+`python -m tools.vifidel`, each default the paper's.
 
 Config fields (`config.evals.<name>`): `data_dir` (captions.jsonl + images/), `langs`, `every`,
 `batch_size`, `max_decode_len`, `max_images`, `labels` (label files or glob patterns; default
@@ -16,8 +18,7 @@ patterns and LANG=PATH entries), and optionally `label_lang` ("en"), `use_refere
 lists; "none"; or a folder of <lang>.txt), `label_weights`
 ("instances" or "binary"), `multiword` ("mean"), `min_confidence` (1.0),
 `allow_missing_labels` (False), `decode` / `beam_size` / `alpha`. Metrics: `eval/vifidel/<lang>`
-and `eval/vifidel/avg`. Its files in a results folder (the evaluator contract's defaults,
-evaluation/evaluators/caption_evaluator.py): `predictions_vifidel_<lang>.jsonl`,
+and `eval/vifidel/avg`. Its files in a results folder: `predictions_vifidel_<lang>.jsonl`,
 `per_image_vifidel.jsonl` (no line for an image without a known label), `scores_vifidel.json`
 and `table_vifidel.md`.
 """
@@ -25,7 +26,6 @@ and `table_vifidel.md`.
 import os
 
 import errors
-from data import languages
 from evaluation import cider
 from evaluation.evaluators import caption_evaluator
 from tools import vifidel as vifidel_lib
@@ -72,13 +72,6 @@ def settings_from_config(name, eval_config):
 class Xm3600Vifidel(caption_evaluator.CaptionEvaluator):
     """Decodes the XM3600 images in each language and scores them with VIFIDEL.
 
-    Args:
-        name: the key in `config.evals`.
-        eval_config: its ConfigDict (see the module docstring).
-        setup: an `evaluation.evaluators.caption_evaluator.Setup`.
-        langs: languages instead of `eval_config.langs`.
-        decoding: a `Decoding` instead of the config's.
-
     Raises:
         ValueError: a bad field, or bad label / vector files (the message names the field,
             file, line or value).
@@ -87,30 +80,20 @@ class Xm3600Vifidel(caption_evaluator.CaptionEvaluator):
     outputs_name = "vifidel"
     metric = "vifidel"
     title = "VIFIDEL on XM3600"
-    all_langs = tuple(languages.XM3600_LANGS)
 
     @classmethod
     def check_config(cls, name, eval_config):
         settings_from_config(name, eval_config)
 
     def __init__(self, name, eval_config, setup, *, langs=None, decoding=None):
-        langs = self.config_langs(name, eval_config.langs if langs is None else langs)
         self.settings = settings_from_config(name, eval_config)
-        caption_set = caption_evaluator.load_xm3600_set(eval_config, setup, langs)
         try:
-            super().__init__(name, eval_config, caption_set, setup, decoding)
+            super().__init__(name, eval_config, setup, langs=langs, decoding=decoding)
         except errors.InputError as e:
             raise ValueError(f"config.evals.{name}: {e}") from None
 
     def make_scorers(self, langs):
         scorers = vifidel_lib.build_scorers({lang: self.data.keys[lang] for lang in langs},
-                                        {lang: self.data.references[lang] for lang in langs},
-                                        self.settings, map_fn=cider.map_languages)
-
-        def scorer_fn(scorer):
-            def score(captions):
-                result = scorer.score(captions)
-                return result.corpus, result.per_image
-            return score
-
-        return [scorer_fn(scorers[lang]) for lang in langs]
+                                            {lang: self.data.references[lang] for lang in langs},
+                                            self.settings, map_fn=cider.map_languages)
+        return [caption_evaluator.corpus_and_per_image(scorers[lang].score) for lang in langs]

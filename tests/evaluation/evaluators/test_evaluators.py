@@ -1,4 +1,5 @@
-"""The evaluator contract: the name table, in-loop XM3600 and COCO-dev runs, the best metric.
+"""The evaluator contract: the name table and module paths, in-loop XM3600 and COCO-dev
+runs, the best metric.
 
 `test_demo_model_in_loop_scores_are_pinned` trains the demo config's model on
 the tiny demo data for 60 steps and checks the in-loop XM3600 CIDEr-D at
@@ -99,8 +100,19 @@ def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
     evals = ml_collections.ConfigDict(config.evals.to_dict())
     evals.xm3600.type = "xm3600_bleu"
     with pytest.raises(ValueError, match=r"config.evals.xm3600.type='xm3600_bleu'; known: "
-                                         r"xm3600_cider, coco_dev_cider"):
+                                         r"xm3600_cider, coco_dev_cider, or a 'module:Class'"):
         evaluators_lib.build(evals, setup)
+    # Any other evaluator is named by its module path, which must import.
+    evals.xm3600.type = "evaluation.evaluators.caption_evaluator:NoSuchEvaluator"
+    with pytest.raises(ValueError, match=r"config.evals.xm3600.type='evaluation.evaluators"
+                                         r".caption_evaluator:NoSuchEvaluator': .*NoSuchEv"):
+        evaluators_lib.build(evals, setup)
+    evals.xm3600.type = "evaluation.no_such_module:Evaluator"
+    with pytest.raises(ValueError, match=r"type='evaluation.no_such_module:Evaluator': No "
+                                         r"module named 'evaluation.no_such_module'"):
+        evaluators_lib.build(evals, setup)
+    evals.xm3600.type = "evaluation.evaluators.xm3600_cider:Xm3600Cider"  # The table's entry.
+    assert set(evaluators_lib.build(evals, setup, names=["xm3600"])) == {"xm3600"}
     with pytest.raises(ValueError, match=r"no evaluator 'xm' in config.evals; it has "
                                          r"coco_dev, xm3600"):
         evaluators_lib.build(config.evals, setup, names=["xm"])

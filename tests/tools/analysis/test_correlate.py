@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import paper_tables
-from formats import side_by_side
 from tools.analysis import correlate
+from tools.formats import side_by_side
 
 PAPER_DIR = paper_tables.FOLDER
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"

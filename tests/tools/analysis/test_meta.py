@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from evaluation import cider
-from formats import side_by_side
 from tests.evaluation import full_disk
 from tools.analysis import coefficients, correlate, meta, thumb
+from tools.formats import side_by_side
 from tools.vifidel import options as vifidel_options
 
 REFS = {

@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from formats import thumb_ratings
-from tests.formats.thumb_files import row as _row
-from tests.formats.thumb_files import write as _write
+from tests.tools.formats.thumb_files import row as _row
+from tests.tools.formats.thumb_files import write as _write
 from tools.analysis import thumb
+from tools.formats import thumb_ratings
 
 # (system, image, P, R, Fl, Con, Inc): 3 systems x 3 images.
 RATINGS = [

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from evaluation import cider
-from formats import triplet_judgements
 from tools.analysis import meta, triplets
+from tools.formats import triplet_judgements
 
 REFS = {"1": ["a dog runs on the grass", "a brown dog in a field", "dog on grass"],
         "2": ["two people ride bikes on a road", "cyclists on a country road", "people cycling"]}

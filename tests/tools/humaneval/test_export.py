@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from formats import side_by_side, thumb_ratings
 from tests.tools.humaneval import helpers
+from tools.formats import side_by_side, thumb_ratings
 from tools.humaneval import export, rating_stats, simulate, store
 
 PAPER_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",

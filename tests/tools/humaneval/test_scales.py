@@ -3,7 +3,7 @@
 import pytest
 
 from errors import InputError
-from formats import thumb_ratings
+from tools.formats import thumb_ratings
 from tools.humaneval import scales
 
 

@@ -8,9 +8,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-from formats import side_by_side
 from tests.tools.humaneval import helpers
 from tools.analysis import correlate
+from tools.formats import side_by_side
 from tools.humaneval import rating_stats, simulate, study_report
 
 CORRELATION_COLUMNS = ("coefficient", "languages", "n_points", "delta_cider_xm600",

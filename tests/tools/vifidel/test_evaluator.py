@@ -26,7 +26,8 @@ def vector_cache(tmp_path, monkeypatch):
 
 def _vifidel(data_dir, **fields):
     return ml_collections.ConfigDict({
-        "type": "vifidel", "every": 2, "data_dir": f"{data_dir}/xm3600", "langs": ("en", "zh"),
+        "type": "tools.vifidel.evaluator:Xm3600Vifidel",
+        "every": 2, "data_dir": f"{data_dir}/xm3600", "langs": ("en", "zh"),
         "batch_size": 4, "max_decode_len": 8,
         "vectors": f"{data_dir}/vectors/wiki.{{lang}}.align.vec", **fields})
 

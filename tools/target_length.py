@@ -1,6 +1,6 @@
 """Fits `data.max_target_len` to the training captions: their lengths and what padding costs.
 
-    python -m training.target_length --config configs/bb.py [--captions_per_lang 5000]
+    python -m tools.target_length --config configs/bb.py [--captions_per_lang 5000]
 
 Training targets are padded to `data.max_target_len` positions, and the decoder
 and the 250k-way logits layer work at every one of them: at the baselines' 64

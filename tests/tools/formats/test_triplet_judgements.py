@@ -1,10 +1,10 @@
-"""Tests of formats/triplet_judgements.py: the CIDEr paper's triplet judgements as JSONL."""
+"""Tests of tools/formats/triplet_judgements.py: the CIDEr paper's triplet judgements as JSONL."""
 
 import json
 
 import pytest
 
-from formats import triplet_judgements
+from tools.formats import triplet_judgements
 
 
 def _line(image="1", reference="a dog", b="a dog runs", c="a cat", choice="b", **extra):

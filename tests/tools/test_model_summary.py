@@ -7,7 +7,7 @@ import textwrap
 
 import ml_collections
 
-from model import summary
+from tools import model_summary as summary
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_command_line_prints_table_with_overrides(tmp_path):
     path = tmp_path / "bb.py"
     path.write_text(textwrap.dedent(CONFIG_FILE))
     result = subprocess.run(
-        [sys.executable, "-m", "model.summary", f"--config={path}",
+        [sys.executable, "-m", "tools.model_summary", f"--config={path}",
          "--config.model.t5.variant=mt5-small"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stderr
@@ -84,7 +84,7 @@ def test_command_line_prints_table_with_overrides(tmp_path):
 def test_command_line_reports_bad_config(tmp_path):
     path = tmp_path / "bad.py"
     path.write_text(CONFIG_FILE.replace('"mt5-base"', '"mt5-giant"'))
-    result = subprocess.run([sys.executable, "-m", "model.summary", f"--config={path}"],
+    result = subprocess.run([sys.executable, "-m", "tools.model_summary", f"--config={path}"],
                             capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode != 0
     assert "bad.py" in result.stderr and "mt5-giant" in result.stderr

@@ -1,12 +1,12 @@
-"""Tests of formats/thumb_ratings.py: the THUMB rubric and its release-layout files."""
+"""Tests of tools/formats/thumb_ratings.py: the THUMB rubric and its release-layout files."""
 
 import json
 
 import pytest
 
-from formats import thumb_ratings
-from tests.formats.thumb_files import row as _row
-from tests.formats.thumb_files import write as _write
+from tests.tools.formats.thumb_files import row as _row
+from tests.tools.formats.thumb_files import write as _write
+from tools.formats import thumb_ratings
 
 
 def test_the_papers_full_penalty_ranges():

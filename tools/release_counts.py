@@ -1,6 +1,6 @@
 """Per-language counts of an XM3600 copy next to the paper's Table 1.
 
-    python -m data.releases.counts xm3600 --data_dir ~/data/xm3600 \
+    python -m tools.release_counts xm3600 --data_dir ~/data/xm3600 \
         [--reference_dir paper_tables] [--tolerance 0.05]
 
 Prints, per language, the images with captions, the captions, and the average
@@ -111,7 +111,7 @@ def format_table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m data.releases.counts",
+    parser = argparse.ArgumentParser(prog="python -m tools.release_counts",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=["xm3600"])
     parser.add_argument("--data_dir", required=True, help="folder with captions.jsonl")

@@ -1,6 +1,6 @@
 """Parameter counts of a captioner config, next to the paper's model sizes.
 
-    python -m model.summary --config configs/<name>.py [--config.model.t5.variant=mt5-large]
+    python -m tools.model_summary --config configs/<name>.py [--config.model.t5.variant=mt5-large]
 
 The model is built abstractly with jax.eval_shape, so nothing is allocated
 and full sizes (ViT-g/14 + mT5-large) work on a laptop CPU. Prints the

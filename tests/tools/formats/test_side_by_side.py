@@ -1,8 +1,8 @@
-"""Tests of formats/side_by_side.py: the paper's side_by_side.csv, read and written."""
+"""Tests of tools/formats/side_by_side.py: the paper's side_by_side.csv, read and written."""
 
 import pytest
 
-from formats import side_by_side
+from tools.formats import side_by_side
 
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
 ROWS = ["A,B,en,core,-10.0,-0.10,-0.12,0.01"]

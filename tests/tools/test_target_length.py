@@ -10,7 +10,8 @@ from data import tokenizer
 from data.releases import coco35l as coco35l_release
 from model import captioner
 from tests.tiny import tiny_config
-from training import flops, target_length
+from tools import target_length
+from training import flops
 
 
 def test_smallest_length_is_the_multiple_of_8_holding_the_coverage():
@@ -99,4 +100,4 @@ def test_bad_input_is_one_error_line(tmp_path, tiny_demo, capsys, args, message)
 def test_help_lists_the_flags(capsys):
     assert target_length.main(["target_length", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "python -m training.target_length" in out and "--captions_per_lang" in out
+    assert "python -m tools.target_length" in out and "--captions_per_lang" in out
