@@ -117,11 +117,6 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
     store_lib.init(session.db_path, session.digest)
     stored = 0
     with store_lib.Store(session.db_path) as db:
-        if session.crowd is not None and db.served() and raters is None:
-            raise InputError(
-                f"{session.folder}: a crowd study that has been served: simulated ratings would "
-                f"take the slots its participants are given (--force included). Simulate in a "
-                f"copy of the session, or name the slots to fill with --raters NAME,...")
         people = {name: what for name, what in db.people().items()
                   if raters is None or name in raters}
         if people and not force:
@@ -133,6 +128,11 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
                 f"Simulate in a copy of the session, or pass --force (only the raters no "
                 f"person has begun are simulated; the ratings stay marked simulated, and "
                 f"export and analyze --exclude-simulated leave them out)")
+        if session.crowd is not None and db.served() and raters is None:
+            raise InputError(
+                f"{session.folder}: a crowd study that has been served: simulated ratings would "
+                f"take the slots its participants are given (--force included). Simulate in a "
+                f"copy of the session, or name the slots to fill with --raters NAME,...")
         for rater in session.raters:
             if (raters is not None and rater.name not in raters) or rater.name in people:
                 continue

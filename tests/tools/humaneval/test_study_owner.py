@@ -4,6 +4,8 @@ a live session, a declined slot's link dies before the slot is given again, care
 are flagged, the report is computed with and without them, empty predictions are refused."""
 
 import csv
+import dataclasses
+import re
 import shutil
 import urllib.parse
 
@@ -52,10 +54,10 @@ def _rate_all(client, token, choice="0"):
 
 
 def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
-    session = make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.375,
+    session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.25,
                            crowd=True, consent=consent)
     slots = [r.name for r in session.raters]
-    assert len(slots) == 9  # (8 + 3 attention checks) x 3 / 4 items per slot
+    assert len(slots) == 4  # (8 + 2 attention checks) x 3 / 8 items per slot
     client = app_lib.create_app(session.folder).test_client()
     for n, _ in enumerate(slots):
         token = _join(client, session, f"pid{n}")
@@ -68,20 +70,43 @@ def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
 
 
 def test_a_share_too_small_for_every_slot_is_refused(make_session, consent):
-    # The issue's case in small: quota 4, 8 images: 8 slots, and 10% gives one check (3
-    # assignments).
-    with pytest.raises(InputError, match=r"'en' gets 1 attention check\(s\) for 7 rater slots "
-                                         r"\(3 assignments at replication 3\): 4 slots would "
-                                         r"have none. Give --gold-share 0.375 or more"):
-        make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.1, crowd=True,
+    # Quota 8, 8 images: 10% gives one check (3 assignments) for 4 slots.
+    with pytest.raises(InputError, match=r"'en' gets 1 attention check\(s\) for 4 rater slots "
+                                         r"\(3 assignments at replication 3\): 1 slots would "
+                                         r"have none. Give --gold-share 0.188 or more"):
+        make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.1, crowd=True,
                      consent=consent)
-    assert make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.0, crowd=True,
+    assert make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.188, crowd=True,
+                        consent=consent)  # the suggestion is accepted
+    assert make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.0, crowd=True,
                         consent=consent)  # no attention checks at all: the owner's choice
 
 
-def test_simulate_refuses_a_session_whose_rater_has_only_begun(make_session, consent,
-                                                               capsys):
-    session = make_session(langs=("en",), quota=6, crowd=True, consent=consent)
+def test_every_suggested_gold_share_is_accepted():
+    """A sweep of the settings (images, quota, replication, share): every refusal's suggested
+    --gold-share is accepted by the same check (more checks can mean more slots)."""
+    from tools.humaneval import create
+    suggested = 0
+    for tests in (6, 8, 30, 60, 97, 600):
+        for quota in (8, 10, 13, 40):
+            for replication in (1, 2, 3, 5):
+                for share in (0.01, 0.05, 0.1, 0.11, 0.2):
+                    spec = create.Spec(type="sxs", release="", langs=("en",), systems=(),
+                                       quota=quota, replication=replication, gold_share=share)
+                    try:
+                        create._check_gold_spread(spec, "en", tests, {})
+                    except InputError as e:
+                        found = re.search(r"--gold-share ([0-9.]+) or more", str(e))
+                        if found:
+                            suggested += 1
+                            create._check_gold_spread(
+                                dataclasses.replace(spec, gold_share=float(found[1])), "en",
+                                tests, {})
+    assert suggested > 100
+
+
+def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys):
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     token = _join(client, session, "REAL1")
     _introduction(client, token, session)  # consent, guidelines, practice: nothing rated
@@ -93,16 +118,27 @@ def test_simulate_refuses_a_session_whose_rater_has_only_begun(make_session, con
     assert store.read_ratings(session.db_path, session.digest) == []
     # The rater's link still starts at their first item, not at "You rated all".
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
-    # Forced, the slots no person has begun are simulated; the person's list stays theirs.
-    stored = simulate.simulate(session, force=True)
+    # Forced too: a served crowd study's free slots are the next participants'.
+    with pytest.raises(SystemExit):
+        errors.run_main(cli.main, ["simulate", "--session", session.folder, "--force"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "crowd study that has been served" in err and "--raters" in err
+    assert store.read_ratings(session.db_path, session.digest) == []
+    assert _join(client, session, "REAL2")  # the next participant gets a slot
+    # The slots the owner names are simulated; a person's list stays theirs, forced or not.
+    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
-    assert stored == len(rows) > 0 and {r["rater"] for r in rows} == {
-        r.name for r in session.raters} - {"en-1"}
+    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(
+        session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
+    with pytest.raises(SystemExit):
+        cli.main(["simulate", "--help"])
+    assert "a served crowd study is never simulated unless --raters" in " ".join(
+        capsys.readouterr().out.split())
 
 
 def test_a_declined_slots_link_is_dead_before_the_slot_is_given_again(make_session, consent):
-    session = make_session(langs=("en",), quota=6, crowd=True, consent=consent)
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     old = _join(client, session, "DECLINER2")
     assert client.post(f"/r/{old}/consent", data={"consent": "decline"}).status_code == 303
@@ -142,8 +178,9 @@ def careless(make_session, consent):
             answer = choice or str((n * 5) % 7 - 3)  # a spread of answers
             client.get(where)
             with store.Store(session.db_path) as db:  # careful raters take their time
-                db.conn.execute("UPDATE views SET first_shown = first_shown - 30 "
-                                "WHERE rater = ?", (db.rater_of_token(token),))
+                for update in ("UPDATE views SET first_shown = first_shown - 30 WHERE rater = ?",
+                               "UPDATE ratings SET rated_at = rated_at - 30 WHERE rater = ?"):
+                    db.conn.execute(update, (db.rater_of_token(token),))
             data = {"choice": answer, "active_ms": "0" if choice else "12000"}
             assert client.post(where, data=data).status_code == 303
     with store.Store(session.db_path) as db:
