@@ -61,6 +61,10 @@ def test_rate_resume_and_finish(blind_session):
 @pytest.mark.parametrize("data, message", [
     ({"choice": "9"}, "outside -3..3"),
     ({"choice": "left"}, "expected an integer"),
+    ({"choice": " 1"}, "expected an integer"),  # only the buttons' exact values
+    ({"choice": "+1"}, "expected an integer"),
+    ({"choice": "١"}, "expected an integer"),
+    ({"choice": "01"}, "expected an integer"),
     ({}, "missing: choice"),
     ({"choice": "1", "system": "m2"}, "unknown: system"),
     ({"choice": ["1", "2"]}, "sent more than once"),
