@@ -1,10 +1,12 @@
 """Tests of the rating web app through Flask's test client (tools/humaneval/app.py)."""
 
+import os
 import re
 import time
 
 import pytest
 
+import errors
 from tests.tools.humaneval import helpers
 from tools.humaneval import app as app_lib
 from tools.humaneval import store
@@ -265,3 +267,48 @@ def test_the_server_measures_the_time_whatever_the_client_claims(blind_session, 
     assert re.search(r"\(0 min 0[0-2] s\)", client.get(f"/r/{token}").get_data(as_text=True))
     table = rating_stats.rater_table(blind_session, rating_stats.load_ratings(blind_session))
     assert "fast" in table["ann"]["flags"] and table["ann"]["median_seconds"] < 2
+
+
+def test_a_full_disk_pauses_the_study_and_reading_still_works(make_session, tmp_path, caplog,
+                                                              capsys):
+    """The rater reads that the study is paused and the answer not stored (503), the log one
+    line per failure; status, export and analyze read a full disk; simulate leaves no empty
+    database; the same answer goes through once there is room."""
+    import logging
+    import shutil
+
+    from tests import tiny
+    from tests.evaluation import full_disk
+    from tools.humaneval import __main__ as cli
+    from tools.humaneval import session as session_lib
+    rated, fresh = make_session(langs=("en",)), make_session(langs=("en",))
+    helpers.pass_introduction(rated)
+    with tiny.small_tmpfs(tmp_path / "disk", "2m") as disk:
+        rated = session_lib.load(shutil.copytree(rated.folder, disk / "rated"))
+        fresh = session_lib.load(shutil.copytree(fresh.folder, disk / "fresh"))
+        client, token = _client(rated), rated.raters[0].token
+        assert _rate(client, token, 1, {"choice": "1"}).status_code == 303
+        assert client.get(f"/r/{token}/item/2").status_code == 200
+        full_disk.fill(disk)
+        with caplog.at_level(logging.ERROR):
+            page = client.post(f"/r/{token}/item/2", data={"choice": "2"})
+            script = client.post(f"/r/{token}/item/2", data={"choice": "2"},
+                                 headers={"Accept": "application/json"})
+        assert page.status_code == script.status_code == 503
+        assert "The study is paused" in page.get_data(as_text=True)
+        assert "your last answer was NOT stored" in script.get_json()["error"]
+        assert len(caplog.records) == 2 and all(
+            "\n" not in r.getMessage() and r.exc_info is None and token not in r.getMessage()
+            and "ratings.sqlite" in r.getMessage() for r in caplog.records)
+        capsys.readouterr()
+        cli.main(["status", "--session", rated.folder])
+        assert re.search(r"^en-1 .* 1 / ", capsys.readouterr().out, re.M)
+        cli.main(["export", "--session", rated.folder, "--out", str(tmp_path / "export")])
+        cli.main(["analyze", "--session", rated.folder, "--out", str(tmp_path / "report"),
+                  "--resamples", "1"])
+        with pytest.raises(errors.InputError, match="is the disk full"):
+            cli.main(["simulate", "--session", fresh.folder])
+        assert sorted(os.listdir(fresh.folder)) == ["session.json"]  # no empty database
+        os.remove(disk / ".filler")
+        assert client.post(f"/r/{token}/item/2", data={"choice": "2"}).status_code == 303
+    assert (tmp_path / "export" / "ratings.csv").read_text().count("\n") == 2
