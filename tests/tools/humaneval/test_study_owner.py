@@ -16,7 +16,7 @@ from errors import InputError
 from formats import predictions
 from tools.humaneval import __main__ as cli
 from tools.humaneval import app as app_lib
-from tools.humaneval import export, rating_stats, simulate, store, study_report
+from tools.humaneval import export, rating_stats, store, study_report
 
 
 @pytest.fixture
