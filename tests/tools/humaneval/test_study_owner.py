@@ -53,6 +53,15 @@ def _rate_all(client, token, choice="0"):
         assert client.post(where, data={"choice": choice}).status_code == 303
 
 
+def _take_time(session, token, seconds):
+    """Moves the link's rater's past `seconds` back: the item on screen was sent that long
+    ago, as the server will measure it."""
+    with store.Store(session.db_path) as db:
+        for table in ("views SET first_shown = first_shown", "ratings SET rated_at = rated_at"):
+            db.conn.execute(f"UPDATE {table} - ? WHERE rater = ?",
+                            (seconds, db.rater_of_token(token)))
+
+
 def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
     session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.25,
                            crowd=True, consent=consent)
@@ -177,10 +186,7 @@ def careless(make_session, consent):
             n += 1
             answer = choice or str((n * 5) % 7 - 3)  # a spread of answers
             client.get(where)
-            with store.Store(session.db_path) as db:  # careful raters take their time
-                for update in ("UPDATE views SET first_shown = first_shown - 30 WHERE rater = ?",
-                               "UPDATE ratings SET rated_at = rated_at - 30 WHERE rater = ?"):
-                    db.conn.execute(update, (db.rater_of_token(token),))
+            _take_time(session, token, 30)  # careful raters take their time
             data = {"choice": answer, "active_ms": "0" if choice else "12000"}
             assert client.post(where, data=data).status_code == 303
     with store.Store(session.db_path) as db:
@@ -239,3 +245,31 @@ def test_empty_predictions_are_refused_saying_so(make_session, results_pair, tmp
                                          r"rate") as info:
         make_session(type=session_type, langs=("en",), systems=systems)
     assert "attention" not in str(info.value)
+
+
+def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, capsys):
+    """Speed is judged from the first rating; a rater who stops early is flagged incomplete,
+    and `analyze --exclude-flagged` leaves them out."""
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
+    client = app_lib.create_app(session.folder).test_client()
+    for pid, count, seconds in (("QUICK", 2, 0), ("SLOW", 3, 30), ("DONE", 99, 30)):
+        token = _join(client, session, pid)
+        _introduction(client, token, session)
+        for _ in range(count):
+            where = client.get(f"/r/{token}").location
+            if where is None:
+                break
+            client.get(where)
+            _take_time(session, token, seconds)
+            data = {"choice": "3", "active_ms": str(1000 * (seconds or 45))}
+            assert client.post(where, data=data).status_code == 303
+    table = rating_stats.rater_table(session, rating_stats.load_ratings(session))
+    flags = {name: [f for f in row["flags"] if f != "gold"] for name, row in table.items()
+             if row["rated"]}
+    # en-3 gave one answer to all of its 8 items (the smallest --quota): straight-lining.
+    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"],
+                     "en-3": ["straight"]}
+    cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
+              "--resamples", "1", "--exclude-flagged"])
+    text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "left out** (" in text and "base_vs_test/en-2" in text
