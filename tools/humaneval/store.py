@@ -2,14 +2,12 @@
 
 `ratings.sqlite` lives next to session.json. Tables:
 
-    meta(key, value)                       the session digest it belongs to, the schema version
+    meta(key, value)                       the session digest, the schema version, "served"
     views(rater, item, first_shown)        when each rater first saw each item (for timing)
     ratings(id, rater, item, position, answer, shown_at, rated_at, seconds, active_seconds,
             source)
         UNIQUE (rater, item): a second rating of the same item is refused, never overwrites;
-        seconds: first view to rating (wall clock); active_seconds: the time the page was
-        visible and in use, measured by the page (None without it); source "web" (a person)
-        or "simulated" (tools/humaneval/simulate.py)
+        seconds and active_seconds: below; source "web" or "simulated" (simulate.py)
     steps(rater, step, at)                 the introduction a rater went through: "consent",
                                            "guidelines" (passed once, kept)
     practice(rater, item, answer, correct, at)   practice answers: never ratings, never in a
@@ -21,12 +19,8 @@
         that a slot given up and taken by someone else is out of the first one's reach)
     declined(platform, participant, at)    participants who did not consent (slot released;
                                            counted once per participant)
-    withdrawn_ratings(<the columns of ratings>, withdrawn_at)   the ratings of raters who
-                                           withdrew after rating: kept for the audit, read by
-                                           nothing that reports
-    withdrawals(rater, platform, participant, ratings, at)   each withdrawal (platform and
-                                           participant "" on a personal link, whose link then
-                                           stops working)
+    withdrawn_ratings(<ratings' columns>, withdrawn_at)   kept for the audit, never reported
+    withdrawals(rater, platform, participant, ratings, at)   ("" "": a personal link, then dead)
 
 A rating's `seconds` run from the item's first view to the rating; its `active_seconds` are
 the page's measure of the time it was visible and in use, capped by what the server saw: the
@@ -209,23 +203,9 @@ def _read_only(path, session_digest):
 
 
 def read_ratings(path, session_digest):
-    """Every stored rating, in the order stored, read without changing the database.
-
-    The file is opened read-only (SQLite's `mode=ro`): no table is created, its journal mode
-    stays as it is, nothing is written to it.
-
-    Args:
-        path: the ratings.sqlite file.
-        session_digest: the session file's digest.
-
-    Returns:
-        Dicts with the columns of `ratings` and `answer` parsed; [] when no database exists
-        yet (nobody has rated).
-
-    Raises:
-        InputError: the file is not a ratings database, or holds the ratings of a session
-            with another digest.
-    """
+    """Every stored rating, in the order stored, read without changing the database (SQLite's
+    `mode=ro`): dicts with the columns of `ratings` and `answer` parsed; [] when no database
+    exists yet. InputError: not a ratings database, or another session's."""
     with _read_only(path, session_digest) as conn:
         if conn is None:
             return []
@@ -293,7 +273,7 @@ class Store:
             raise
 
     def mark_shown(self, rater, item, now=None):
-        """Records when `rater` first saw `item`; returns that time (seconds since the epoch)."""
+        """Records when `rater` first saw `item`; returns that time."""
         now = time.time() if now is None else now
         self.conn.execute("INSERT OR IGNORE INTO views VALUES (?, ?, ?)", (rater, item, now))
         return self.conn.execute("SELECT first_shown FROM views WHERE rater = ? AND item = ?",
