@@ -81,13 +81,11 @@ def test_arabic_captions_run_right_to_left(browser_tab, served):
                                           element) == "rtl"
 
 
-def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, tmp_path):
+def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, consent):
     # One language, two images at replication 2 (a quota of 8 items: two slots, the
     # replication's minimum).
-    consent = tmp_path / "consent.txt"
-    consent.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
     session = make_session(langs=("en",), subset_size=2, gold_share=0.0, replication=2,
-                           quota=8, crowd=True, consent=str(consent),
+                           quota=8, crowd=True, consent=consent,
                            completion_code="C0DE42")
     assert [r.name for r in session.raters] == ["en-1", "en-2"]
     base = serve(session)

@@ -149,15 +149,14 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys):
-    consent = tmp_path / "consent.txt"
-    consent.write_text("I agree.", encoding="utf-8")
+def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys,
+                                            consent):
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
     out = str(tmp_path / "crowd")
     cli.main(_create_args(release, results_pair, out, "--quota", "8", "--gold-share", "0.34",
                           "--crowd", "--consent",
-                          str(consent), "--translation", f"zh={translation}",
+                          consent, "--translation", f"zh={translation}",
                           "--completion-code", "ABC"))
     captured = capsys.readouterr()
     assert "wrote" in captured.out

@@ -274,10 +274,8 @@ def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp
     (dict(consent="nowhere.txt"), "--consent: nowhere.txt not found"),
     (dict(translations=(("ar", "T"),)), "--translation ar=T: 'ar' is not a session language"),
 ])
-def test_bad_study_specs(make_session, tmp_path, change, message):
-    consent = tmp_path / "consent.txt"
-    consent.write_text("Agreed.", encoding="utf-8")
-    change = {k: (str(consent) if v == "CONSENT" else v) for k, v in change.items()}
+def test_bad_study_specs(make_session, consent, change, message):
+    change = {k: (consent if v == "CONSENT" else v) for k, v in change.items()}
     with pytest.raises(InputError, match=message):
         make_session(langs=("en", "zh"), **change)
 

@@ -1,32 +1,23 @@
 """Crowd enrolment (tools/humaneval: crowd.py, the /join links of app.py, store.enrol)."""
 
 import threading
-import urllib.parse
 
 import pytest
 
+from tests.tools.humaneval import helpers
 from tools.humaneval import app as app_lib
 from tools.humaneval import crowd, store
 
 
 @pytest.fixture
-def crowd_session(make_session, tmp_path):
+def crowd_session(make_session, consent):
     """A crowd sxs session in en and zh: 6 images + 2 gold, replication 4, quota 8 (4 slots
     per language)."""
-    consent = tmp_path / "consent.txt"
-    consent.write_text("Consent.", encoding="utf-8")
     return make_session(langs=("en", "zh"), replication=4, quota=8, crowd=True,
-                        consent=str(consent), completion_code="DONE7")
+                        consent=consent, completion_code="DONE7")
 
 
-def _join(client, session, lang, **params):
-    return client.get(f"/join/{session.crowd['enrol_token']}/{lang}?"
-                      + urllib.parse.urlencode(params))
-
-
-def _token(response):
-    assert response.status_code == 303, response.get_data(as_text=True)
-    return response.location.rsplit("/r/", 1)[1]
+_join, _token = helpers.join, helpers.token
 
 
 def _slot(session, token):

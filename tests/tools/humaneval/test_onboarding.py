@@ -16,14 +16,12 @@ ZH = {"guidelines.title": "评分指南", "consent.title": "开始之前",
 
 
 @pytest.fixture
-def study(make_session, tmp_path):
+def study(make_session, tmp_path, consent):
     """An sxs session in en and zh with a consent text and a Chinese translation."""
-    consent = tmp_path / "consent.txt"
-    consent.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps(ZH, ensure_ascii=False), encoding="utf-8")
     warnings = []
-    session = make_session(langs=("en", "zh"), consent=str(consent),
+    session = make_session(langs=("en", "zh"), consent=consent,
                            translations=(("zh", str(translation)),), warn=warnings.append)
     return session, warnings
 

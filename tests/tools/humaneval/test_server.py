@@ -151,10 +151,8 @@ def test_bad_public_urls(url):
         server.public_base(url, "127.0.0.1", 8000)
 
 
-def test_crowd_links_are_printed(make_session, tmp_path):
-    consent = tmp_path / "c.txt"
-    consent.write_text("Yes.", encoding="utf-8")
-    session = make_session(langs=("en",), crowd=True, consent=str(consent), quota=8,
+def test_crowd_links_are_printed(make_session, consent):
+    session = make_session(langs=("en",), crowd=True, consent=consent, quota=8,
                            completion_code="Z9")
     out = io.StringIO()
     server.print_links(session, "https://h.org", out)

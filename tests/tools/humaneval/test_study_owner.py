@@ -7,30 +7,20 @@ import csv
 import dataclasses
 import re
 import shutil
-import urllib.parse
 
 import pytest
 
 import errors
 from errors import InputError
 from formats import predictions
+from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import app as app_lib
 from tools.humaneval import export, rating_stats, store, study_report
 
 
-@pytest.fixture
-def consent(tmp_path):
-    path = tmp_path / "consent.txt"
-    path.write_text("We study captions.", encoding="utf-8")
-    return str(path)
-
-
 def _join(client, session, pid, lang="en"):
-    response = client.get(f"/join/{session.crowd['enrol_token']}/{lang}?"
-                          + urllib.parse.urlencode({"PROLIFIC_PID": pid}))
-    assert response.status_code == 303, response.get_data(as_text=True)
-    return response.location.rsplit("/r/", 1)[1]
+    return helpers.token(helpers.join(client, session, lang, PROLIFIC_PID=pid))
 
 
 def _introduction(client, token, session, lang="en"):
