@@ -97,6 +97,13 @@ def token(response):
     return response.location.rsplit("/r/", 1)[1]
 
 
+def ratings(session):
+    """Every stored rating of `session` (store.Store.ratings)."""
+    from tools.humaneval import store
+    with store.Store(session.db_path) as db:
+        return db.ratings()
+
+
 def pass_introduction(session, raters=None):
     """Marks the introduction (consent, guidelines, practice) as passed by `raters` (default:
     all), straight in the store, for tests of what comes after it."""

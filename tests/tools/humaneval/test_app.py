@@ -28,9 +28,7 @@ def _client(session):
     return app_lib.create_app(session.folder).test_client()
 
 
-def _ratings(session):
-    with store.Store(session.db_path) as db:
-        return db.ratings()
+_ratings = helpers.ratings
 
 
 def _rate(client, token, n, data, **options):

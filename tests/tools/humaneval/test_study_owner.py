@@ -53,10 +53,13 @@ def _take_time(session, token, seconds):
 
 
 def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
+    warnings = []
     session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.25,
-                           crowd=True, consent=consent)
+                           crowd=True, consent=consent, warn=warnings.append)
     slots = [r.name for r in session.raters]
     assert len(slots) == 4  # (8 + 2 attention checks) x 3 / 8 items per slot
+    # 30 assignments over 4 slots: two slots of 7 items, below what straight-lining needs.
+    assert any("slots get 7-8 items, fewer than the 8" in w for w in warnings)
     client = app_lib.create_app(session.folder).test_client()
     for n, _ in enumerate(slots):
         token = _join(client, session, f"pid{n}")
