@@ -96,7 +96,7 @@ def _register_consent(app):
         rater = next(r for r in web.session().raters if r.lang == lang)
         ui = web.wording(rater)
         count = flask.request.args.get("withdrawn", "")
-        if count.isdigit() and int(count) > 0:
+        if count.isascii() and count.isdigit() and 0 < len(count) < 10 and int(count) > 0:
             title, text = ui("withdrawn.title"), ui("withdrawn.body", count=int(count))
         else:
             title, text = ui("declined.title"), ui("declined.body")
