@@ -9,7 +9,8 @@
     python -m tools.humaneval serve --session sessions/base_vs_test [--host 127.0.0.1 --port 8000] \
         [--threads 8] [--public-url https://rate.example.org/study1]
     python -m tools.humaneval status --session sessions/base_vs_test
-    python -m tools.humaneval simulate --session sessions/base_vs_test [--force]
+    python -m tools.humaneval simulate --session sessions/base_vs_test [--force] \
+        [--raters NAME,NAME]
     python -m tools.humaneval export --session sessions/base_vs_test --out exports/base_vs_test \
         [--exclude-simulated] [--exclude-flagged]
     python -m tools.humaneval analyze --session S1 [--session S2 ...] --out reports/study \
@@ -116,6 +117,9 @@ def _status(args):
         simulated = sum(r["source"] == "simulated" for r in mine)
         print(f"{rater.name:<16} {rater.lang:<4} {len(mine):>6} / {total:<6} {minutes:7.1f} min"
               + (f"  ({simulated} SIMULATED)" if simulated else ""))
+    withdrawn = store.read_state(session.db_path, session.digest)["withdrawn"]
+    if withdrawn:
+        print(f"{withdrawn} rater(s) withdrew: their ratings are left out of every report")
 
 
 def _simulate(args):
@@ -131,8 +135,11 @@ def _simulate(args):
             raise errors.InputError(f"--bias {value!r}: {e}") from None
         if name not in session.by_name:
             raise errors.InputError(f"--bias {value!r}: no rater {name!r} in the session")
+    raters = None
+    if args.raters is not None:
+        raters = [name.strip() for name in args.raters.split(",") if name.strip()]
     count = simulate.simulate(session, biases=biases, noise=args.noise, seed=args.seed,
-                              force=args.force)
+                              force=args.force, raters=raters)
     print(f"stored {count} SIMULATED ratings in {session.db_path}")
 
 
@@ -235,8 +242,12 @@ def _parser():
                    help="standard deviation of the Gaussian noise on the latent value")
     p.add_argument("--bias", action="append", metavar="RATER=NUMBER")
     p.add_argument("--seed", type=cli.count(0, 2**32 - 1), default=0)
-    p.add_argument("--force", action="store_true", help="even where people have rated "
-                   "(the simulated ratings stay marked; --exclude-simulated leaves them out)")
+    p.add_argument("--force", action="store_true", help="where people have begun: simulate "
+                   "only the raters no person has begun (their lists stay theirs; the simulated "
+                   "ratings stay marked, --exclude-simulated leaves them out); a served crowd "
+                   "study is never simulated unless --raters names the slots")
+    p.add_argument("--raters", metavar="NAME,NAME", help="simulate only these raters (the "
+                   "slots of a served crowd study must be named)")
     p.set_defaults(run=_simulate)
     p = sub.add_parser("export", help="ratings as CSV / JSONL and the paper's layouts")
     p.add_argument("--session", required=True)

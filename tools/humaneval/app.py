@@ -16,7 +16,11 @@ dashboard is at `/dashboard/<owner token>` (tools/humaneval/dashboard.py).
 
 Bad input is a page in the rater's language with a way forward (web.Refused): an unknown
 token or place 404, a malformed answer 400, a second rating of the same item 409 (the first
-is kept). Every answer carries `Referrer-Policy: no-referrer` (the tokens are in the URLs),
+is kept), a rating of an item the server never sent to the rater 409. When the database
+cannot be written (a full disk), the rater reads that the study is paused and their answer
+was not stored (503), and the server's log gets one line per failure.
+
+Every answer carries `Referrer-Policy: no-referrer` (the tokens are in the URLs),
 `X-Frame-Options: DENY` (but for MTurk participants, whose task MTurk frames),
 `X-Content-Type-Options: nosniff`, a Content-Security-Policy allowing only the app's own
 scripts, styles and images, and pages `Cache-Control: no-store`, so that Back never shows a
@@ -25,6 +29,7 @@ stale page from the browser's cache.
 
 import os
 import secrets
+import sqlite3
 
 import flask
 import werkzeug.exceptions
@@ -68,6 +73,14 @@ def _register_errors(app):
         return web.refusal_response(web.Refused(409, "error.duplicate",
                                                 rater=flask.g.get("rater")))
 
+    @app.errorhandler(sqlite3.DatabaseError)
+    def paused(e):
+        app.logger.error("%s: cannot use the ratings database (%s): %s %s answered 503, "
+                         "nothing stored", web.session().db_path, e, flask.request.method,
+                         flask.request.url_rule or "?")  # the route, never a token
+        return web.refusal_response(web.Refused(503, "error.paused",
+                                                rater=flask.g.get("rater")))
+
     @app.errorhandler(InputError)
     def bad_input(e):
         return web.refusal_response(web.Refused(400, "error.400", str(e),
@@ -97,7 +110,7 @@ def create_app(session_folder, idle_seconds=None, dashboard_refresh=10):
         InputError: the session file or its database fails its checks.
     """
     session = session_lib.load(session_folder)
-    store.init(session.db_path, session.digest)
+    store.init(session.db_path, session.digest, served=True)
     app = flask.Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
     app.config["HUMANEVAL_SESSION"] = session
@@ -144,7 +157,8 @@ def _register_rating(app):
         if session.crowd is not None:
             finish = crowd.completion(session.crowd, db.participant(rater.name))
         return web.render("done.html", rater, count=len(rated), finish=finish,
-                          spent=format_seconds(db.rater_seconds(rater.name)))
+                          spent=format_seconds(db.rater_seconds(rater.name)),
+                          withdraw_url=flask.url_for("withdraw", token=token))
 
     @app.get("/r/<token>/item/<int:n>")
     def show(token, n):
@@ -170,6 +184,8 @@ def _register_rating(app):
         if onboarding.next_step(rater, db) is not None:
             raise web.Refused(409, "error.introduction", rater=rater)
         answer, active = web.posted_answer()
+        if not db.shown(rater.name, item.id):  # its time would be the client's word alone
+            raise web.Refused(409, "error.not_shown", rater=rater)
         db.add_rating(rater.name, item.id, n, answer, active_seconds=active)
         return web.moved_on(flask.url_for("resume", token=token))
 

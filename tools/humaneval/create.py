@@ -64,10 +64,8 @@ class Spec:
         raters: --raters values (see `parse_raters`).
         gold_share: gold items per language as a share of its test items.
         gold_max_failure_rate: a rater failing more than this share of gold items is flagged.
-        idle_seconds: the rating page stops counting active time after this long without
-            input, and leaves out the whole pause (rate.js).
-        min_seconds: a rater whose median active time per item is below this is flagged as
-            too fast (rating_stats.rater_flags).
+        idle_seconds: a pause without input longer than this is not active time (rate.js).
+        min_seconds: a median time per item below this is too fast (rating_stats).
         seed: seeds every random choice.
         name: the session's name in reports.
         consent: a text file with the consent the raters agree to before they start (None:
@@ -103,21 +101,9 @@ class Spec:
 
 
 def parse_raters(specs, langs, replication):
-    """Raters per language from --raters values.
-
-    Args:
-        specs: strings, each a count ("3": raters <lang>-1..<lang>-3 in every language) or
-            "lang=name,name,...".
-        langs: the session's languages.
-        replication: raters per item (the default count, and the minimum).
-
-    Returns:
-        {lang: [names]} for every language.
-
-    Raises:
-        InputError: a malformed value, an unknown language, a repeated or bad name, or a
-            language with fewer raters than the replication.
-    """
+    """{lang: [rater names]} from --raters values: each a count ("3": <lang>-1..<lang>-3 in
+    every language) or "lang=name,name,..."; `replication` is the default count and the
+    minimum. InputError: a malformed value or name, a repeated name, too few raters."""
     count, named = replication, {}
     for spec in specs or ():
         spec = spec.strip()
@@ -163,6 +149,9 @@ def _check_spec(spec):
                          f"'-'): {names}")
     if spec.replication < 1:
         raise InputError(f"--replication must be >= 1, got {spec.replication}")
+    if spec.seed < 0:
+        raise InputError(f"--seed must be >= 0 (numpy's generators take no negative seed), "
+                         f"got {spec.seed}")
     for flag, value in (("--gold-share", spec.gold_share),
                         ("--gold-max-failure-rate", spec.gold_max_failure_rate)):
         if not 0 <= value <= 1:
@@ -171,9 +160,13 @@ def _check_spec(spec):
         raise InputError(f"--idle-seconds must be in [1, 600], got {spec.idle_seconds}")
     if not 0 <= spec.min_seconds <= 600:
         raise InputError(f"--min-seconds must be in [0, 600], got {spec.min_seconds}")
-    if spec.quota is not None and (spec.quota < 1 or spec.raters):
-        raise InputError("--quota N (N >= 1) sizes the rater slots itself: give --quota or "
-                         "--raters, not both")
+    if spec.quota is not None and spec.raters:
+        raise InputError("--quota N sizes the rater slots itself: give --quota or --raters, "
+                         "not both")
+    if spec.quota is not None and spec.quota < MIN_RATINGS:
+        raise InputError(f"--quota {spec.quota}: a rater needs at least {MIN_RATINGS} items for "
+                         f"straight-lining (one answer to nearly every item) to be judged; "
+                         f"give --quota {MIN_RATINGS} or more")
     if spec.crowd and not spec.consent:
         raise InputError("a crowd study needs --consent FILE: the text the participants agree "
                          "to (your ethics approval's)")
@@ -253,7 +246,9 @@ def _check_distinct(spec, captions, keys, warn):
                 if same:
                     warn(f"{names[a]} and {names[b]} give identical captions in {lang!r} for "
                          f"{len(same)} of the session's {len(keys)} images (e.g. "
-                         f"{_examples(same)}); raters can only rate those Similar")
+                         f"{_examples(same)}); " + (
+                             "raters can only rate those Similar" if spec.type == "sxs" else
+                             "the same text is rated once for each of them"))
 
 
 def _captions(spec, records, keys, warn):
@@ -360,16 +355,28 @@ def _assign(items, names, replication, rng):
             for name, ids in assignments.items()}
 
 
-def _check_gold_spread(spec, lang, tests, gold, raters):
-    """Refuses a share of attention checks too small for every rater to get one."""
-    if spec.gold_share == 0 or gold * spec.replication >= raters:
+def _plan(spec, lang, tests, named, share):
+    """(gold items, rater names, whether every rater gets an attention check) of a language
+    with `tests` test items at --gold-share `share`."""
+    gold = round(share * tests)
+    names = _rater_names(spec, lang, tests + gold, named)
+    return gold, names, share == 0 or gold * spec.replication >= len(names)
+
+
+def _check_gold_spread(spec, lang, tests, named):
+    """Refuses a share of attention checks too small for every rater to get one, suggesting
+    the smallest share on a 0.001 grid that `_plan` accepts (more checks can mean more
+    slots, so the suggestion is the check's own answer, not a ratio)."""
+    gold, names, ok = _plan(spec, lang, tests, named, spec.gold_share)
+    if ok:
         return
-    share = math.ceil(1000 * math.ceil(raters / spec.replication) / tests) / 1000
+    share = next((k / 1000 for k in range(math.floor(1000 * spec.gold_share) + 1, 1001)
+                  if _plan(spec, lang, tests, named, k / 1000)[2]), None)
     raise InputError(
         f"--gold-share {spec.gold_share:g}: {lang!r} gets {gold} attention check(s) for "
-        f"{raters} rater slots ({gold * spec.replication} assignments at replication "
-        f"{spec.replication}): {raters - gold * spec.replication} slots would have none. Give "
-        + (f"--gold-share {share:g} or more, " if share <= 1 else "")
+        f"{len(names)} rater slots ({gold * spec.replication} assignments at replication "
+        f"{spec.replication}): {len(names) - gold * spec.replication} slots would have none. "
+        "Give " + (f"--gold-share {share:g} or more, " if share is not None else "")
         + "a larger --quota (fewer slots), or --gold-share 0 for no attention checks at all")
 
 
@@ -446,6 +453,7 @@ def build(spec, warn=None):
     for lang in spec.langs:
         tests = (_sxs_items(lang, keys, captions, rng) if spec.type == "sxs"
                  else _single_items(lang, keys, captions))
+        _check_gold_spread(spec, lang, len(tests), raters)
         gold = _gold_items(spec.type, lang, keys, captions,
                            round(spec.gold_share * len(tests)), rng)
         lang_items = [(tests + gold)[i] for i in rng.permutation(len(tests) + len(gold))]
@@ -453,10 +461,14 @@ def build(spec, warn=None):
             item["id"] = f"{lang}-{n + 1:05d}"
         items += lang_items
         names = _rater_names(spec, lang, len(lang_items), raters)
-        _check_gold_spread(spec, lang, len(tests), len(gold), len(names))
         rater_list += [{"name": name, "lang": lang, "token": secrets.token_hex(16)}
                        for name in names]
         assignments.update(_assign(lang_items, names, spec.replication, rng))
+        loads = [len(assignments[name]) for name in names]
+        if spec.quota is not None and min(loads) < MIN_RATINGS:
+            warn(f"{lang!r}: its rater slots get {min(loads)}-{max(loads)} items, fewer than "
+                 f"the {MIN_RATINGS} straight-lining is judged on; more images or a larger "
+                 f"--quota give each slot more")
     return {
         "format": session_lib.FORMAT, "type": spec.type, "name": spec.name,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

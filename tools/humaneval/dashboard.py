@@ -11,8 +11,9 @@ study as it is, while the server runs, without a restart; the page's script
 - per rater: the crowd participant holding the slot (platform and id), the introduction
   passed (consent, guidelines, practice right / answered), ratings of those assigned, gold
   checks failed (a flagged rater in red), median active seconds, last rating;
-- the raters' flags (rating_stats: gold, fast, straight) and the share of their most common
-  answer; a crowd session's untaken slots (no participant, nothing done) folded away;
+- the raters' flags (rating_stats: gold, fast, straight, incomplete) and the share of
+  their most common answer; a crowd session's untaken slots (no participant, nothing done)
+  folded away;
 - two plots (PNG, matplotlib's object API, safe in the server's threads): progress per
   language, and the distribution of active time per item;
 - `/dashboard/<owner token>/items`: every item's progress (ratings of the replication, by
@@ -58,7 +59,8 @@ def overview(session, now=None):
     """Everything the dashboard shows, computed from the database as it is now.
 
     Returns:
-        {"ratings": {"web", "simulated"}, "declined", "langs": [per-language dicts],
+        {"ratings": {"web", "simulated"}, "declined", "withdrawn", "langs": [per-language
+        dicts],
         "raters": [per-rater dicts], "stamp": a number that changes when the data does}.
     """
     now = time.time() if now is None else now
@@ -74,7 +76,7 @@ def overview(session, now=None):
     for lang in session.langs:
         tests = [n for item_id, n in counts.items() if session.items[item_id].lang == lang]
         mine = [r for r in ratings if r.item.lang == lang]
-        seconds = [r.seconds for r in mine if r.seconds is not None]
+        seconds = rating_stats.times(mine)
         alphas = {field: row["alpha"] for (where, field), row in agreement.items()
                   if where == lang}
         langs.append({
@@ -102,7 +104,8 @@ def overview(session, now=None):
             untaken=session.crowd is not None and participant is None and not mine
             and not steps))
     by_source = {source: sum(r.source == source for r in ratings) for source in store.SOURCES}
-    return {"ratings": by_source, "declined": state["declined"], "langs": langs,
+    return {"ratings": by_source, "declined": state["declined"],
+            "withdrawn": state["withdrawn"], "langs": langs,
             "raters": rows, "stamp": f"{len(ratings)}-{len(state['practice'])}-"
                                      f"{sum(map(len, state['steps'].values()))}"}
 

@@ -4,7 +4,10 @@ In this order, each once (store.steps and store.practice keep where a rater is):
 
 1. Consent (only when the study owner gave `create --consent FILE`): the owner's text and two
    buttons. Agreeing is recorded; declining frees a crowd participant's slot for someone else
-   (when nothing was rated under it) and ends on a page saying nothing was kept.
+   and ends on a page saying nothing was kept. Declining after rating (the consent page stays
+   open) is a withdrawal, as is `/r/<token>/withdraw` (linked from every item page and the
+   last page): the ratings are withdrawn (store.decline), the link dies, and the page says
+   so with the number of ratings withdrawn.
 2. Guidelines: what the protocol asks and what each level means (tools/humaneval/texts.py), with an
    example from the session's language: an image, a caption written for it and one of
    another image. The rater says they have read them; the page stays open to them later from
@@ -71,8 +74,20 @@ def _register_consent(app):
         if choice != "decline":
             raise web.Refused(400, "error.400", "field 'consent': expected agree or decline",
                               rater)
-        db.decline(rater.name)  # a crowd participant's link dies here
-        return web.moved_on(flask.url_for("declined", lang=rater.lang))
+        return _decline(rater, db)
+
+    @app.get("/r/<token>/withdraw")
+    def withdraw(token):
+        rater = web.rater_of(token)
+        ui = web.wording(rater)
+        return web.render("withdraw.html", rater, count=len(web.open_store().rated_items(
+            rater.name)), action=flask.url_for("withdraw", token=token),
+            back=web.resume_url(rater), title=ui("withdraw.title"))
+
+    @app.post("/r/<token>/withdraw")
+    def withdraw_answer(token):
+        rater = web.rater_of(token)
+        return _decline(rater, web.open_store())
 
     @app.get("/declined/<lang>")
     def declined(lang):
@@ -80,8 +95,19 @@ def _register_consent(app):
             raise web.Refused(404, "error.unknown_link")
         rater = next(r for r in web.session().raters if r.lang == lang)
         ui = web.wording(rater)
-        return web.render("message.html", rater, code=200, title=ui("declined.title"),
-                          text=ui("declined.body"), forward=None)
+        count = flask.request.args.get("withdrawn", "")
+        if count.isascii() and count.isdigit() and 0 < len(count) < 10 and int(count) > 0:
+            title, text = ui("withdrawn.title"), ui("withdrawn.body", count=int(count))
+        else:
+            title, text = ui("declined.title"), ui("declined.body")
+        return web.render("message.html", rater, code=200, title=title, text=text,
+                          forward=None)
+
+
+def _decline(rater, db):
+    """Declining, or withdrawing after rating (store.decline): the link dies here."""
+    count = db.decline(rater.name)
+    return web.moved_on(flask.url_for("declined", lang=rater.lang, withdrawn=count or None))
 
 
 

@@ -14,14 +14,18 @@ look at, each by a rule fixed in the session's "gold" and "checks" blocks:
 
 - "gold": failing more than `gold.max_failure_rate` of their attention checks (any, by
   default);
-- "fast": a median time per rated item (active time; the wall clock where the page did not
-  measure it) below `checks.min_seconds` (create --min-seconds, default 2 s), over at least
-  `checks.min_ratings` (MIN_RATINGS) timed ratings;
+- "fast": a median time per rated item (the stored active time, which the server bounds:
+  store.add_rating; the wall clock where none is stored) below `checks.min_seconds` (create
+  --min-seconds, default 2 s), judged from the first timed rating on;
 - "straight" (straight-lining): one answer for nearly every item, "nearly" meaning at least
-  `checks.straight_share` (STRAIGHT_SHARE, 90%) of at least `checks.min_ratings` rated items
-  (attention checks included) with the same answer as given: the same button of the 7-point
-  scale (so "always Left much better" counts, whichever model was on the left), the same
-  5-level label, or the same THUMB precision and recall.
+  `checks.straight_share` (STRAIGHT_SHARE, 90%) of at least `checks.min_ratings`
+  (MIN_RATINGS, 8) rated items (attention checks included) with the same answer as given:
+  the same button of the 7-point scale (so "always Left much better" counts, whichever model
+  was on the left), the same 5-level label, or the same THUMB precision and recall. Fewer
+  answers say too little (a rater with 5 of 7 answers alike may be right); `create` refuses a
+  --quota below MIN_RATINGS;
+- "incomplete": some but not all of the rater's items rated (stopped early, or still
+  rating).
 
 `load_ratings(..., exclude_flagged=True)` leaves the flagged raters' ratings out, so that a
 report can be computed with and without them.
@@ -39,9 +43,9 @@ from tools.formats import thumb_ratings
 from tools.humaneval import agreement, scales
 from tools.humaneval import store as store_lib
 
-FLAGS = ("gold", "fast", "straight")
+FLAGS = ("gold", "fast", "straight", "incomplete")
 STRAIGHT_SHARE = 0.9  # one answer to at least this share of a rater's items: straight-lining
-MIN_RATINGS = 8  # a rater is judged fast or straight-lining from this many ratings on
+MIN_RATINGS = 8  # a rater is judged straight-lining from this many ratings on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,17 +273,22 @@ def _given_answer(session_type, answer):
     return json.dumps(answer, sort_keys=True)
 
 
-def rater_flags(session, mine, gold_failed, gold_count):
-    """The flags (FLAGS, the module docstring) of a rater with ratings `mine`; also the
-    share of their most common answer."""
+def times(mine):
+    """The time of each timed rating: active, else the wall clock."""
+    values = [r.seconds if r.seconds is not None else r.wall_seconds for r in mine]
+    return [t for t in values if t is not None]
+
+
+def rater_flags(session, mine, gold_failed, gold_count, assigned):
+    """The flags (FLAGS, the module docstring) of a rater with ratings `mine` of `assigned`
+    items; also the share of their most common answer."""
     checks = session.checks
     flags = []
     if gold_count and gold_failed and gold_failed / gold_count > \
             session.data["gold"]["max_failure_rate"]:
         flags.append("gold")
-    times = [r.seconds if r.seconds is not None else r.wall_seconds for r in mine]
-    times = [t for t in times if t is not None]
-    if len(times) >= checks["min_ratings"] and statistics.median(times) < checks["min_seconds"]:
+    seconds = times(mine)
+    if seconds and statistics.median(seconds) < checks["min_seconds"]:
         flags.append("fast")
     share = None
     if mine:
@@ -287,6 +296,8 @@ def rater_flags(session, mine, gold_failed, gold_count):
         share = counts.most_common(1)[0][1] / len(mine)
         if len(mine) >= checks["min_ratings"] and share >= checks["straight_share"]:
             flags.append("straight")
+    if 0 < len(mine) < assigned:
+        flags.append("incomplete")
     return flags, share
 
 
@@ -312,14 +323,15 @@ def rater_table(session, ratings):
         values = [m2_score(r) if session.type == "sxs" else
                   ordinal_value(session.type, r.answer) for r in tests]
         values = [v for v in values if v is not None]
-        seconds = [r.seconds for r in mine if r.seconds is not None]
+        seconds = times(mine)
         row = {"lang": rater.lang, "assigned": len(session.assignments[rater.name]),
                "rated": len(mine),
                "median_seconds": statistics.median(seconds) if seconds else None,
                "mean_score": float(np.mean(values)) if values else None,
                "majority_agreement": None, "gold": len(gold), "gold_failed": failed,
                "gold_failure_rate": failed / len(gold) if gold else None}
-        row["flags"], row["same_answer"] = rater_flags(session, mine, failed, len(gold))
+        row["flags"], row["same_answer"] = rater_flags(session, mine, failed, len(gold),
+                                                       row["assigned"])
         row["flagged"] = bool(row["flags"])
         if session.type == "sxs":
             outcomes = per_lang[rater.lang][0]

@@ -16,6 +16,8 @@
   form offers), so the kit never keeps a copy of its ranges.
 """
 
+import re
+
 from errors import InputError
 from tools.formats import thumb_ratings
 
@@ -77,6 +79,18 @@ def text_direction(lang):
     return "rtl" if lang in RTL_LANGS else "ltr"
 
 
+# A number as the form sends it: ASCII digits, no sign but "-", no space (" 1", "+1" and
+# "١" are not the button's value).
+_FORM_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
+
+
+def _exact(value, field):
+    """A form's string must be written as the form writes its values."""
+    if isinstance(value, str) and not _FORM_NUMBER.match(value):
+        raise InputError(f"field {field!r}: expected one of the form's values, got {value!r}")
+    return value
+
+
 def _integer(value, field):
     if isinstance(value, bool):
         raise InputError(f"field {field!r}: expected an integer, got {value!r}")
@@ -84,11 +98,8 @@ def _integer(value, field):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
+    if isinstance(value, str) and _FORM_NUMBER.match(value) and "." not in value:
+        return int(value)
     raise InputError(f"field {field!r}: expected an integer, got {value!r}")
 
 
@@ -129,7 +140,8 @@ def check_answer(session_type, fields):
             raise InputError(f"field 'quality': unknown label {label!r}; known: "
                              f"{', '.join(QUALITY_VALUES)}")
         return {"quality": label}
-    return thumb_ratings.check_rating(*(fields[name] for name in thumb_ratings.FIELDS))
+    return thumb_ratings.check_rating(*(_exact(fields[name], name)
+                                        for name in thumb_ratings.FIELDS))
 
 
 def sxs_score(choice, m2_side):

@@ -44,7 +44,7 @@ import json
 import os
 
 import files
-from data import languages
+from data import jsonl, languages
 from errors import InputError, RunError
 from tools.humaneval.scales import SESSION_TYPES
 
@@ -346,7 +346,9 @@ def load(folder):
                          f"`python -m tools.humaneval create`")
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = json.load(f, object_pairs_hook=jsonl.unique_keys)
+    except jsonl.DuplicateKeyError as e:
+        raise InputError(f"{path}: {e} (a reader would keep only the last value)") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except UnicodeDecodeError as e:

@@ -9,7 +9,9 @@ enrolled, an introduction step or practice answer, an item shown or a rating by 
 then find it done, and a crowd participant get the completion code) and mix with theirs.
 `force=True` (`--force`) simulates anyway, but only the raters no person has begun (their
 lists stay theirs), marked "simulated" as always; `export --exclude-simulated` and
-`analyze --exclude-simulated` leave them out again.
+`analyze --exclude-simulated` leave them out again. A crowd study that has been served
+(store.init's "served") is never simulated, `--force` included, unless the owner names the
+slots (`raters`, `--raters`): a simulated slot is a slot no participant can take.
 
 A simulated rater answers a test item from a latent value: `truth(item)` plus the rater's
 bias plus Gaussian noise, rounded and clipped to the scale. sxs: the latent value is m2's
@@ -95,7 +97,8 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
         noise: standard deviation of the Gaussian noise.
         careless: {rater name: probability of a random answer on a gold item}.
         seed: of the noise.
-        raters: names of the raters to simulate (default all).
+        raters: names of the raters to simulate (default all; a served crowd study needs
+            them named).
         force: simulate the raters no person has begun even when people have begun under
             others (see the module docstring).
 
@@ -103,15 +106,19 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
         The number of ratings stored.
 
     Raises:
-        InputError: a person has begun in the session and `force` is not set (nothing is
-            stored).
+        InputError: a person has begun under a rater to simulate and `force` is not set, a
+            served crowd study without named raters, or an unknown rater (nothing is stored).
     """
+    unknown = sorted(set(raters or ()) - set(session.by_name))
+    if unknown:
+        raise InputError(f"--raters: no rater {unknown[0]!r} in the session")
     truth = truth or cider_truth(session)
     rng = np.random.default_rng(seed)
     store_lib.init(session.db_path, session.digest)
     stored = 0
     with store_lib.Store(session.db_path) as db:
-        people = db.people()
+        people = {name: what for name, what in db.people().items()
+                  if raters is None or name in raters}
         if people and not force:
             begun = ", ".join(f"{name} ({', '.join(what)})"
                               for name, what in sorted(people.items())[:3])
@@ -121,6 +128,11 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
                 f"Simulate in a copy of the session, or pass --force (only the raters no "
                 f"person has begun are simulated; the ratings stay marked simulated, and "
                 f"export and analyze --exclude-simulated leave them out)")
+        if session.crowd is not None and db.served() and raters is None:
+            raise InputError(
+                f"{session.folder}: a crowd study that has been served: simulated ratings would "
+                f"take the slots its participants are given (--force included). Simulate in a "
+                f"copy of the session, or name the slots to fill with --raters NAME,...")
         for rater in session.raters:
             if (raters is not None and rater.name not in raters) or rater.name in people:
                 continue

@@ -2,14 +2,12 @@
 
 `ratings.sqlite` lives next to session.json. Tables:
 
-    meta(key, value)                       the session digest it belongs to, the schema version
+    meta(key, value)                       the session digest, the schema version, "served"
     views(rater, item, first_shown)        when each rater first saw each item (for timing)
     ratings(id, rater, item, position, answer, shown_at, rated_at, seconds, active_seconds,
             source)
         UNIQUE (rater, item): a second rating of the same item is refused, never overwrites;
-        seconds: first view to rating (wall clock); active_seconds: the time the page was
-        visible and in use, measured by the page (None without it); source "web" (a person)
-        or "simulated" (tools/humaneval/simulate.py)
+        seconds and active_seconds: below; source "web" or "simulated" (simulate.py)
     steps(rater, step, at)                 the introduction a rater went through: "consent",
                                            "guidelines" (passed once, kept)
     practice(rater, item, answer, correct, at)   practice answers: never ratings, never in a
@@ -19,7 +17,17 @@
         participant): one slot per participant, found again when they come back; `token`
         the secret of this participant's link to the slot (a new one for each enrolment, so
         that a slot given up and taken by someone else is out of the first one's reach)
-    declined(platform, participant, at)    participants who did not consent (slot released)
+    declined(platform, participant, at)    participants who did not consent (slot released;
+                                           counted once per participant)
+    withdrawn_ratings(<ratings' columns>, withdrawn_at)   kept for the audit, never reported
+    withdrawals(rater, platform, participant, ratings, at)   ("" "": a personal link, then dead)
+
+A rating's `seconds` run from the item's first view to the rating; its `active_seconds` are
+the page's measure of the time it was visible and in use, capped by what the server saw: the
+time since the item was sent, or since the rater's previous rating when that came later (a
+rater works on one item at a time), so no client can claim more time than it had; without
+the page's measure they are that server time. The app refuses a rating of an item it never
+sent to that rater (`shown`).
 
 The database runs in WAL mode with synchronous=FULL, and a rating's transaction is committed
 before the web app answers the rater's browser: whatever was acknowledged survives the server
@@ -41,7 +49,8 @@ import time
 
 from errors import InputError
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
+_UPGRADES = {"3": "4"}  # schema 4 only adds tables: `init` upgrades a schema-3 database
 SOURCES = ("web", "simulated")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,11 +74,26 @@ CREATE TABLE IF NOT EXISTS participants (
     token TEXT NOT NULL UNIQUE, UNIQUE (platform, participant));
 CREATE TABLE IF NOT EXISTS declined (
     platform TEXT NOT NULL, participant TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS withdrawn_ratings (
+    id INTEGER NOT NULL,
+    rater TEXT NOT NULL, item TEXT NOT NULL, position INTEGER NOT NULL,
+    answer TEXT NOT NULL, shown_at REAL, rated_at REAL NOT NULL, seconds REAL,
+    active_seconds REAL, source TEXT NOT NULL, withdrawn_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS withdrawals (
+    rater TEXT NOT NULL, platform TEXT NOT NULL, participant TEXT NOT NULL,
+    ratings INTEGER NOT NULL, at REAL NOT NULL);
 """
 
 
 class DuplicateRating(InputError):
     """The rater already rated this item; the first rating is kept."""
+
+
+def _cannot_write(path, e):
+    if isinstance(e, sqlite3.OperationalError):
+        return InputError(f"{path}: cannot write the ratings database ({e}): is the disk full "
+                          f"or the folder read-only? Free space and run the command again")
+    return InputError(f"{path}: not a ratings database ({e})")
 
 
 def _connect(path):
@@ -80,26 +104,30 @@ def _connect(path):
 
 
 def _create_private(path):
-    """Creates `path` empty with mode 0600 unless it exists (SQLite then keeps the mode)."""
+    """Creates `path` empty with mode 0600 unless it exists (SQLite then keeps the mode);
+    returns whether it did."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        pass
+        return False
+    return True
 
 
-def init(path, session_digest):
+def init(path, session_digest, served=False):
     """Creates the database, or checks that an existing one belongs to this session.
 
     Args:
         path: the ratings.sqlite file.
         session_digest: the session file's digest.
+        served: the rating app is starting: the session is recorded as served (meta
+            "served", the first time), which `simulate` respects.
 
     Raises:
         InputError: the file is not a ratings database, holds the ratings of a session with
             another digest (session.json was replaced after ratings were collected), or was
             made by another version of the kit.
     """
-    _create_private(path)
+    created = _create_private(path)
     try:
         with contextlib.closing(_connect(path)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -111,10 +139,20 @@ def init(path, session_digest):
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('session_digest', ?)",
                          (session_digest,))
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            if served:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('served', ?)",
+                             (str(time.time()),))
+            for old, new in _UPGRADES.items():
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema' AND value = ?",
+                             (new, old))
             stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as e:
-        raise InputError(f"{path}: not a ratings database ({e})") from None
+        if created:  # never leave an empty file that later reads as a broken database
+            for leftover in (path, path + "-wal", path + "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+        raise _cannot_write(path, e) from None
     _check_meta(path, stored, session_digest)
 
 
@@ -136,39 +174,38 @@ def _rating(row):
 @contextlib.contextmanager
 def _read_only(path, session_digest):
     """A read-only connection (SQLite's `mode=ro`) after the digest check, or None when no
-    database exists yet (nobody has rated)."""
-    if not os.path.exists(path):
+    database exists yet (nobody has rated; an empty file is none either).
+
+    A database in WAL mode needs its -shm file to be read; on a full disk SQLite cannot
+    create it. When no -wal file holds anything, every committed rating is in the database
+    file itself, which is then read as it is (`immutable=1`): reading needs no free byte."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
         yield None
         return
     uri = pathlib.Path(path).resolve().as_uri() + "?mode=ro"
     try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            meta = conn.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.OperationalError:
+            conn.close()
+            wal = path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=30)
+            meta = conn.execute("SELECT key, value FROM meta").fetchall()
+        with contextlib.closing(conn):
             conn.row_factory = sqlite3.Row
-            _check_meta(path, dict(conn.execute("SELECT key, value FROM meta").fetchall()),
-                        session_digest)
+            _check_meta(path, dict(meta), session_digest)
             yield conn
     except sqlite3.DatabaseError as e:
         raise InputError(f"{path}: not a ratings database ({e})") from None
 
 
 def read_ratings(path, session_digest):
-    """Every stored rating, in the order stored, read without changing the database.
-
-    The file is opened read-only (SQLite's `mode=ro`): no table is created, its journal mode
-    stays as it is, nothing is written to it.
-
-    Args:
-        path: the ratings.sqlite file.
-        session_digest: the session file's digest.
-
-    Returns:
-        Dicts with the columns of `ratings` and `answer` parsed; [] when no database exists
-        yet (nobody has rated).
-
-    Raises:
-        InputError: the file is not a ratings database, or holds the ratings of a session
-            with another digest.
-    """
+    """Every stored rating, in the order stored, read without changing the database (SQLite's
+    `mode=ro`): dicts with the columns of `ratings` and `answer` parsed; [] when no database
+    exists yet. InputError: not a ratings database, or another session's."""
     with _read_only(path, session_digest) as conn:
         if conn is None:
             return []
@@ -183,9 +220,10 @@ def read_state(path, session_digest):
     Returns:
         {"steps": {rater: {step: time}}, "practice": {rater: [{"item", "correct", "at"}]},
         "participants": {rater: {"platform", "participant", "details", "enrolled_at",
-        "last_seen"}}, "declined": count}; empty when no database exists yet.
+        "last_seen"}}, "declined": participants who declined, "withdrawn": withdrawals};
+        empty when no database exists yet.
     """
-    state = {"steps": {}, "practice": {}, "participants": {}, "declined": 0}
+    state = {"steps": {}, "practice": {}, "participants": {}, "declined": 0, "withdrawn": 0}
     with _read_only(path, session_digest) as conn:
         if conn is None:
             return state
@@ -198,7 +236,9 @@ def read_state(path, session_digest):
             state["participants"][row["rater"]] = {
                 **{k: row[k] for k in row.keys() if k != "token"},  # the link's secret stays
                 "details": json.loads(row["details"])}
-        state["declined"] = conn.execute("SELECT COUNT(*) FROM declined").fetchone()[0]
+        state["declined"] = conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT platform, "
+                                         "participant FROM declined)").fetchone()[0]
+        state["withdrawn"] = conn.execute("SELECT COUNT(*) FROM withdrawals").fetchone()[0]
     return state
 
 
@@ -233,7 +273,7 @@ class Store:
             raise
 
     def mark_shown(self, rater, item, now=None):
-        """Records when `rater` first saw `item`; returns that time (seconds since the epoch)."""
+        """Records when `rater` first saw `item`; returns that time."""
         now = time.time() if now is None else now
         self.conn.execute("INSERT OR IGNORE INTO views VALUES (?, ?, ?)", (rater, item, now))
         return self.conn.execute("SELECT first_shown FROM views WHERE rater = ? AND item = ?",
@@ -251,11 +291,11 @@ class Store:
             source: "web" (a rater) or "simulated" (tools/humaneval/simulate.py).
             now: the time of the rating (default: now).
             active_seconds: the time the page was visible and in use, as the page measured
-                it; kept at most the wall-clock seconds since the first view.
+                it; kept at most the server's time (the module docstring).
 
         Returns:
             (seconds, active_seconds) stored: wall clock since the first view, and active
-            time; either None when unknown.
+            time; either None when unknown (a simulated rating).
 
         Raises:
             DuplicateRating: the rater already rated the item (nothing is changed).
@@ -273,8 +313,12 @@ class Store:
                 (rater, item)).fetchone()
             shown_at = shown[0] if shown else None
             seconds = None if shown_at is None else max(0.0, now - shown_at)
-            if active_seconds is not None and seconds is not None:
-                active_seconds = min(active_seconds, seconds)
+            if seconds is not None:
+                previous = self.conn.execute("SELECT MAX(rated_at) FROM ratings WHERE rater = ?",
+                                             (rater,)).fetchone()[0]
+                server = max(0.0, now - max(shown_at, previous or shown_at))
+                active_seconds = server if active_seconds is None else min(active_seconds,
+                                                                           server)
             self.conn.execute(
                 "INSERT INTO ratings (rater, item, position, answer, shown_at, rated_at, "
                 "seconds, active_seconds, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -282,14 +326,22 @@ class Store:
                  seconds, active_seconds, source))
         return seconds, active_seconds
 
+    def shown(self, rater, item):
+        """Whether `item` was ever sent to `rater` (mark_shown)."""
+        return self.conn.execute("SELECT 1 FROM views WHERE rater = ? AND item = ?",
+                                 (rater, item)).fetchone() is not None
+
+    def served(self):
+        """Whether the rating app was ever started on this database (init's `served`)."""
+        return self.conn.execute("SELECT 1 FROM meta WHERE key = 'served'").fetchone() is not None
+
     def rated_items(self, rater):
         """The set of item ids `rater` has rated."""
         return {row[0] for row in self.conn.execute(
             "SELECT item FROM ratings WHERE rater = ?", (rater,))}
 
     def rater_seconds(self, rater):
-        """Total active seconds `rater` spent on rated items (the wall-clock seconds of a
-        rating without a measured active time)."""
+        """Total active seconds `rater` spent on rated items (as stored: add_rating)."""
         value = self.conn.execute(
             "SELECT SUM(COALESCE(active_seconds, seconds)) FROM ratings WHERE rater = ?",
             (rater,)).fetchone()[0]
@@ -398,17 +450,36 @@ class Store:
         return None if row is None else dict(row, details=json.loads(row["details"]))
 
     def decline(self, rater, now=None):
-        """A participant who does not consent: the slot is freed for someone else (when
-        nothing was rated under it) and the decline is counted; the participant's link dies
-        with their record, before anyone else can get the slot. Returns True when freed."""
+        """A rater who does not (or no longer) consent, in one transaction.
+
+        Before any rating: the decline is counted (once per crowd participant) and the slot
+        freed for someone else; a participant's link dies with their record, before anyone
+        else can get the slot. After rating: a withdrawal. The ratings move to
+        withdrawn_ratings (out of every report), the withdrawal is counted, the slot is freed
+        and the link dies, a personal one too (`withdrawn`).
+
+        Returns:
+            The number of ratings withdrawn (0: a decline).
+        """
         now = time.time() if now is None else now
         with self._transaction():
-            if self.conn.execute("SELECT 1 FROM ratings WHERE rater = ?", (rater,)).fetchone():
-                return False
+            count = self.conn.execute("SELECT COUNT(*) FROM ratings WHERE rater = ?",
+                                      (rater,)).fetchone()[0]
             row = self.conn.execute("SELECT platform, participant FROM participants "
                                     "WHERE rater = ?", (rater,)).fetchone()
-            if row is not None:
+            if count:
+                self.conn.execute("INSERT INTO withdrawn_ratings SELECT *, ? FROM ratings "
+                                  "WHERE rater = ?", (now, rater))
+                self.conn.execute("DELETE FROM ratings WHERE rater = ?", (rater,))
+                self.conn.execute("INSERT INTO withdrawals VALUES (?, ?, ?, ?, ?)",
+                                  (rater, *(row or ("", "")), count, now))
+            elif row is not None:
                 self.conn.execute("INSERT INTO declined VALUES (?, ?, ?)", (*row, now))
             for table in ("participants", "steps", "practice", "views"):
                 self.conn.execute(f"DELETE FROM {table} WHERE rater = ?", (rater,))
-        return True
+        return count
+
+    def withdrawn(self, rater):
+        """Whether `rater`'s personal link was withdrawn (it then reaches nothing)."""
+        return self.conn.execute("SELECT 1 FROM withdrawals WHERE rater = ? AND platform = ''",
+                                 (rater,)).fetchone() is not None

@@ -257,8 +257,9 @@ def _session_lines(session, ratings, table, resamples, seed, rows):
     lines += ["", f"Raters, flagged (rating_stats.FLAGS) for: gold, failing more than "
               f"{session.data['gold']['max_failure_rate']:.0%} of their attention checks; "
               f"fast, a median below {checks['min_seconds']:g} s per item; straight, one "
-              f"answer to {checks['straight_share']:.0%} or more of their items (each from "
-              f"{checks['min_ratings']} ratings on):", ""]
+              f"answer to {checks['straight_share']:.0%} or more of their items (from "
+              f"{checks['min_ratings']} ratings on); incomplete, some but not all of their "
+              f"items rated:", ""]
     return lines + _rater_lines(session, table, rows["raters"])
 
 

@@ -13,6 +13,7 @@ gives it in its language under "consent.text".
 """
 
 import json
+import os
 import string
 
 import markupsafe
@@ -75,6 +76,18 @@ ENGLISH = {
     "declined.body": "Nothing you did was kept as a rating. You can close this page (on a "
                      "crowd platform, return the study there). If you change your mind, open "
                      "your link again.",
+    "withdrawn.title": "You have withdrawn from the study",
+    "withdrawn.body": "Your {count} rating(s) are withdrawn: they are left out of every "
+                      "result and export of the study, and kept only as a record that you "
+                      "withdrew. This link no longer works. You can close this page (on a "
+                      "crowd platform, return the study there).",
+    "withdraw.title": "Withdraw from the study",
+    "withdraw.link": "Withdraw from the study",
+    "withdraw.body": "You have rated {count} item(s). If you withdraw, your ratings are left "
+                     "out of every result and export of the study (kept only as a record that "
+                     "you withdrew), and this link stops working.",
+    "withdraw.confirm": "Withdraw my ratings",
+    "withdraw.back": "Go back to rating",
     # Guidelines.
     "guidelines.title": "Guidelines",
     "guidelines.continue": "I have read the guidelines: go on",
@@ -178,6 +191,11 @@ ENGLISH = {
     "error.duplicate": "You already answered this item (perhaps in another tab or window); "
                        "your first answer is kept. Continue with your next item.",
     "error.introduction": "Please finish the introduction first.",
+    "error.not_shown": "This item was not shown to you yet: open it from your list first.",
+    "error.withdrawn": "You withdrew from this study: this link no longer works.",
+    "paused.title": "The study is paused",
+    "error.paused": "The study is paused: the server cannot store answers at the moment, and "
+                    "your last answer was NOT stored. Please try again later.",
     # The consent text is the study owner's (create --consent FILE); none by default.
     "consent.text": "",
 }
@@ -223,6 +241,9 @@ def read_translation(path, lang):
 
 def write_english(path):
     """Writes the English catalogue as a translation file to start from; returns `path`."""
+    if os.path.isdir(path):
+        raise InputError(f"--out {path}: a folder; give the JSON file to write (e.g. "
+                         f"{os.path.join(path, 'en.json')})")
     files.write_text(path, json.dumps(ENGLISH, indent=1, ensure_ascii=False) + "\n")
     return path
 

@@ -55,10 +55,13 @@ def rater_of(token):
     A personal link's token is the rater's, in session.json. In a crowd session a slot is
     reached only through its participant's own token (store.enrol), so the returned rater
     carries that token (every link of their pages is made with it); a token of a participant
-    who gave the slot up (declined) reaches nothing, even when someone else holds the slot.
+    who gave the slot up (declined, withdrew) reaches nothing, even when someone else holds
+    the slot; nor does a personal link whose rater withdrew.
     """
     if session().crowd is None:
         rater = session().by_token.get(token)
+        if rater is not None and open_store().withdrawn(rater.name):
+            raise Refused(404, "error.withdrawn")
     else:
         name = open_store().rater_of_token(token)
         rater = None if name is None else dataclasses.replace(session().by_name[name],
@@ -98,7 +101,8 @@ def item_page(rater, texts_shown, n, total, image_url, action, done=0, practice=
         direction=scales.text_direction(rater.lang), scales=scales,
         total_seconds=int(total_seconds),
         idle_seconds=flask.current_app.config["IDLE_SECONDS"], image_url=image_url,
-        action=action, guidelines_url=flask.url_for("guidelines", token=rater.token))
+        action=action, guidelines_url=flask.url_for("guidelines", token=rater.token),
+        withdraw_url=flask.url_for("withdraw", token=rater.token))
 
 
 def _active_seconds(form):
@@ -147,8 +151,8 @@ def refusal_response(error):
     forward = resume_url(rater) if rater is not None else None
     if wants_json():
         return flask.jsonify(error=message, next=forward), error.code
-    title_key = {400: "error.400", 404: "error.404", 409: "error.409"}.get(error.code,
-                                                                          "error.400")
+    title_key = {400: "error.400", 404: "error.404", 409: "error.409",
+                 503: "paused.title"}.get(error.code, "error.400")
     page = flask.render_template("message.html", t=ui, ui=ui, code=error.code,
                                  title=ui(title_key), text=message, forward=forward)
     return page, error.code

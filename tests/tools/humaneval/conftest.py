@@ -49,6 +49,14 @@ def make_session(release, results_pair, tmp_path):
     return make
 
 
+@pytest.fixture
+def consent(tmp_path):
+    """A consent text file (two paragraphs), as `create --consent` takes it."""
+    path = tmp_path / "consent.txt"
+    path.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def browser():
     """One headless chromium for the browser tests of a test process (`browser_tab` resets it)."""

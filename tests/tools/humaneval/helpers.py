@@ -11,6 +11,7 @@ first reference with probability `good`, else another image's; its per-image CID
 import json
 import os
 import shutil
+import urllib.parse
 
 import numpy as np
 
@@ -81,6 +82,26 @@ def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None
                         coco_dev_scores={lang: s / 2 for lang, s in scores.items()}
                         if coco_dev else None, name=os.path.basename(out), step=1)
     return captions
+
+
+def join(client, session, lang="en", **params):
+    """A crowd participant arriving through `lang`'s enrolment link with `params` (the test
+    client's response)."""
+    return client.get(f"/join/{session.crowd['enrol_token']}/{lang}?"
+                      + urllib.parse.urlencode(params))
+
+
+def token(response):
+    """The token of the link an enrolment sent the participant to."""
+    assert response.status_code == 303, response.get_data(as_text=True)
+    return response.location.rsplit("/r/", 1)[1]
+
+
+def ratings(session):
+    """Every stored rating of `session` (store.Store.ratings)."""
+    from tools.humaneval import store
+    with store.Store(session.db_path) as db:
+        return db.ratings()
 
 
 def pass_introduction(session, raters=None):

@@ -81,12 +81,11 @@ def test_arabic_captions_run_right_to_left(browser_tab, served):
                                           element) == "rtl"
 
 
-def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, tmp_path):
-    # One language, two images at replication 2 and a quota of 2 items: two slots.
-    consent = tmp_path / "consent.txt"
-    consent.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
+def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, consent):
+    # One language, two images at replication 2 (a quota of 8 items: two slots, the
+    # replication's minimum).
     session = make_session(langs=("en",), subset_size=2, gold_share=0.0, replication=2,
-                           quota=2, crowd=True, consent=str(consent),
+                           quota=8, crowd=True, consent=consent,
                            completion_code="C0DE42")
     assert [r.name for r in session.raters] == ["en-1", "en-2"]
     base = serve(session)
@@ -143,6 +142,26 @@ def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve,
     with store.Store(session.db_path) as db:
         rows = db.ratings()
     assert len(rows) == 4 and all(r["item"] in session.items for r in rows)
+    # Withdrawing after rating, from the consent page (A) or the study's link (B): the
+    # ratings are withdrawn, the rater told so, the link dead, the slot free again.
+    browser.get(f"{base}/r/{tokens['pidA']}/consent")
+    browser.find_element(By.ID, "decline").click()
+    pages.wait_for(browser, "#message")
+    assert "Your 2 rating(s) are withdrawn" in browser.find_element(By.ID, "message").text
+    browser.get(f"{base}/r/{tokens['pidB']}/withdraw")
+    assert "You have rated 2 item(s)" in browser.find_element(By.ID, "message").text
+    browser.find_element(By.ID, "withdraw").click()
+    pages.wait_for_url(browser, "/declined/en?withdrawn=2")
+    assert "This link no longer works" in browser.find_element(By.ID, "message").text
+    browser.get(f"{base}/r/{tokens['pidA']}")
+    assert "This link is not known" in browser.find_element(By.ID, "message").text
+    state = store.read_state(session.db_path, session.digest)
+    assert (state["withdrawn"], state["declined"], state["participants"]) == (2, 0, {})
+    with store.Store(session.db_path) as db:
+        assert db.ratings() == [] and db.conn.execute(
+            "SELECT COUNT(*) FROM withdrawn_ratings").fetchone()[0] == 4
+    browser.get(f"{join}?PROLIFIC_PID=pidC&STUDY_ID=study1&SESSION_ID=c")
+    pages.wait_for_url(browser, "/consent")
 
 
 def test_back_reload_and_two_tabs_never_leave_a_silent_page(browser_tab, served):

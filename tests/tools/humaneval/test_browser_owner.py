@@ -165,11 +165,9 @@ def test_the_pause_is_said_to_the_rater(browser_tab, served, serve):
     WebDriverWait(browser_tab, 20).until(lambda d: not paused.is_displayed())
 
 
-def test_the_dashboard_shows_flagged_raters(browser_tab, make_session, serve, tmp_path):
-    consent = tmp_path / "consent.txt"
-    consent.write_text("Consent.", encoding="utf-8")
+def test_the_dashboard_shows_flagged_raters(browser_tab, make_session, serve, consent):
     session = make_session(langs=("en",), subset_size=8, quota=10, gold_share=0.25,
-                           replication=4, crowd=True, consent=str(consent))
+                           replication=4, crowd=True, consent=consent)
     base = serve(session, dashboard_refresh=0.5)
     browser = browser_tab
     join = f"{base}/join/{session.crowd['enrol_token']}/en"

@@ -79,6 +79,11 @@ def test_commands_on_a_hand_edited_or_missing_session(release, results_pair, tmp
                     ["export", "--session", out, "--out", str(tmp_path / "x")],
                     ["analyze", "--session", out, "--out", str(tmp_path / "y")]):
         assert "does not match its digest" in _error(capsys, command)
+    # A key written twice (a reader would keep the last one): refused, naming key and file.
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(original.replace('"name":', '"name": "other", "name":', 1))
+    err = _error(capsys, ["status", "--session", out])
+    assert "key 'name' appears twice" in err and path in err
     with open(path, "w", encoding="utf-8") as f:
         f.write(original)
     ratings = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
@@ -111,10 +116,13 @@ def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pa
         (["analyze", "--session", out, "--out", str(tmp_path / "report"), "--resamples", "-5"],
          "expected an integer >= 1"),
         (["export", "--session", out, "--out", str(tmp_path / "a_file")], "is a file"),
+        (_create_args(release, results_pair, str(tmp_path / "new"), "--seed", "-1"),
+         "--seed must be >= 0"),
+        (["texts", "--out", str(tmp_path)], f"--out {tmp_path}: a folder"),
     ]
     for argv, message in cases:
         assert message in _error(capsys, argv), argv
-    assert not os.path.exists(tmp_path / "report")
+    assert not os.path.exists(tmp_path / "report") and not os.path.exists(tmp_path / "new")
     assert (tmp_path / "a_file").read_text() == "mine"
     assert {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)} == before
 
@@ -141,15 +149,14 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys):
-    consent = tmp_path / "consent.txt"
-    consent.write_text("I agree.", encoding="utf-8")
+def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys,
+                                            consent):
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
     out = str(tmp_path / "crowd")
-    cli.main(_create_args(release, results_pair, out, "--quota", "4", "--gold-share", "0.34",
+    cli.main(_create_args(release, results_pair, out, "--quota", "8", "--gold-share", "0.34",
                           "--crowd", "--consent",
-                          str(consent), "--translation", f"zh={translation}",
+                          consent, "--translation", f"zh={translation}",
                           "--completion-code", "ABC"))
     captured = capsys.readouterr()
     assert "wrote" in captured.out
@@ -157,7 +164,7 @@ def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, ca
     assert all(line.startswith("warning: ") for line in captured.err.splitlines())
     assert "not translated, shown in English" in captured.err
     session = session_lib.load(out)
-    assert session.crowd["completion_code"] == "ABC" and session.crowd["quota"] == 4
+    assert session.crowd["completion_code"] == "ABC" and session.crowd["quota"] == 8
     assert session.data["study"]["translations"]["zh"] == {"submit": "提交"}
     assert "--translation 'zh': expected LANG=FILE" in _error(
         capsys, _create_args(release, results_pair, str(tmp_path / "x"), "--translation", "zh"))

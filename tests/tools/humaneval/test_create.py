@@ -207,6 +207,18 @@ def test_identical_results_folders_are_refused(make_session, results_pair, tmp_p
     with pytest.raises(InputError, match="base and twin have identical captions in 'en' on all "
                                          "6 images of the session: the same model twice"):
         make_session(systems=(("base", results_pair[1]), ("twin", twin)))
+    # Identical on some images: what that means depends on the scale.
+    keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    near = _copy_with_captions(results_pair[1], tmp_path / "near", "en",
+                               lambda c: c.update({keys[0]: "another caption"}))
+    for kind, systems, meaning in (
+            ("sxs", (("base", results_pair[1]), ("near", near)), "can only rate those Similar"),
+            ("thumb", (("base", results_pair[1]), ("near", near)),
+             "the same text is rated once for each of them")):
+        warnings = []
+        make_session(type=kind, systems=systems, langs=("en",), warn=warnings.append)
+        (warning,) = [w for w in warnings if "identical captions in 'en' for 5" in w]
+        assert warning.endswith(meaning)
 
 
 def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_path):
@@ -252,8 +264,9 @@ def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(quota=4, raters=("3",)), "give --quota or --raters, not both"),
-    (dict(quota=0), "--quota N"),
+    (dict(quota=8, raters=("3",)), "give --quota or --raters, not both"),
+    (dict(quota=0), "--quota 0: a rater needs at least 8 items for straight-lining"),
+    (dict(quota=7), "give --quota 8 or more"),
     (dict(crowd=True), "a crowd study needs --consent"),
     (dict(completion_code="X"), "are for --crowd sessions"),
     (dict(crowd=True, consent="CONSENT", completion_code="a b"), "--completion-code 'a b'"),
@@ -261,10 +274,8 @@ def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp
     (dict(consent="nowhere.txt"), "--consent: nowhere.txt not found"),
     (dict(translations=(("ar", "T"),)), "--translation ar=T: 'ar' is not a session language"),
 ])
-def test_bad_study_specs(make_session, tmp_path, change, message):
-    consent = tmp_path / "consent.txt"
-    consent.write_text("Agreed.", encoding="utf-8")
-    change = {k: (str(consent) if v == "CONSENT" else v) for k, v in change.items()}
+def test_bad_study_specs(make_session, consent, change, message):
+    change = {k: (consent if v == "CONSENT" else v) for k, v in change.items()}
     with pytest.raises(InputError, match=message):
         make_session(langs=("en", "zh"), **change)
 

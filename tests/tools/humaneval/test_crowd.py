@@ -1,32 +1,23 @@
 """Crowd enrolment (tools/humaneval: crowd.py, the /join links of app.py, store.enrol)."""
 
 import threading
-import urllib.parse
 
 import pytest
 
+from tests.tools.humaneval import helpers
 from tools.humaneval import app as app_lib
 from tools.humaneval import crowd, store
 
 
 @pytest.fixture
-def crowd_session(make_session, tmp_path):
-    """A crowd sxs session in en and zh: 6 images + 2 gold, replication 2, quota 4 (4 slots
+def crowd_session(make_session, consent):
+    """A crowd sxs session in en and zh: 6 images + 2 gold, replication 4, quota 8 (4 slots
     per language)."""
-    consent = tmp_path / "consent.txt"
-    consent.write_text("Consent.", encoding="utf-8")
-    return make_session(langs=("en", "zh"), replication=2, quota=4, crowd=True,
-                        consent=str(consent), completion_code="DONE7")
+    return make_session(langs=("en", "zh"), replication=4, quota=8, crowd=True,
+                        consent=consent, completion_code="DONE7")
 
 
-def _join(client, session, lang, **params):
-    return client.get(f"/join/{session.crowd['enrol_token']}/{lang}?"
-                      + urllib.parse.urlencode(params))
-
-
-def _token(response):
-    assert response.status_code == 303, response.get_data(as_text=True)
-    return response.location.rsplit("/r/", 1)[1]
+_join, _token = helpers.join, helpers.token
 
 
 def _slot(session, token):
@@ -39,7 +30,7 @@ def test_quota_sizes_the_slots(crowd_session):
     for lang in ("en", "zh"):
         names = [r.name for r in crowd_session.raters if r.lang == lang]
         loads = [len(crowd_session.assignments[name]) for name in names]
-        assert len(names) == 4 and max(loads) <= 4 and sum(loads) == 2 * 8
+        assert len(names) == 4 and max(loads) <= 8 and sum(loads) == 4 * 8
 
 
 @pytest.mark.parametrize("params, platform, participant, details", [
@@ -92,6 +83,11 @@ def test_enrolment_slots(crowd_session):
     newcomer = _token(_join(client, crowd_session, "en", PROLIFIC_PID="p5"))
     assert _slot(crowd_session, newcomer) == "en-2" and newcomer != second
     assert store.read_state(crowd_session.db_path, crowd_session.digest)["declined"] == 1
+    # A participant who declines, comes back and declines again is one decline more.
+    for _ in range(2):
+        token = _token(_join(client, crowd_session, "en", PROLIFIC_PID="p5"))
+        client.post(f"/r/{token}/consent", data={"consent": "decline"})
+    assert store.read_state(crowd_session.db_path, crowd_session.digest)["declined"] == 2
 
 
 def test_links_that_enrol_nobody(crowd_session, make_session):

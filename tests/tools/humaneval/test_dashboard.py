@@ -19,34 +19,40 @@ def running(make_session):
                       seed=4)
     helpers.pass_introduction(session, raters={"zh-1"})
     with store.Store(session.db_path) as db:
-        for n, active in ((1, 4.0), (2, 10.0)):
+        for n, active, at in ((1, 4.0, 1030.0), (2, 10.0, 1045.0)):
             item = session.assignments["zh-1"][n - 1]
             db.mark_shown("zh-1", item, now=1000.0)
-            db.add_rating("zh-1", item, n, {"choice": 1}, now=1030.0, active_seconds=active)
+            db.add_rating("zh-1", item, n, {"choice": 1}, now=at, active_seconds=active)
         db.enrol("prolific", "pid9", ["zh-2"], {"STUDY_ID": "s"})
+        # zh-3 rated one item in 1 s, stored without an active time (an older kit's rating).
+        db.mark_shown("zh-3", session.assignments["zh-3"][0], now=1000.0)
+        db.add_rating("zh-3", session.assignments["zh-3"][0], 1, {"choice": 1}, now=1001.0)
+        db.conn.execute("UPDATE ratings SET active_seconds = NULL WHERE rater = 'zh-3'")
     return session
 
 
 def test_overview_equals_a_direct_count(running):
     data = dashboard.overview(running, now=1090.0)
     ratings = rating_stats.load_ratings(running)
-    assert data["ratings"] == {"web": 2, "simulated": sum(r.source == "simulated"
+    assert data["ratings"] == {"web": 3, "simulated": sum(r.source == "simulated"
                                                            for r in ratings)}
     by_lang = {row["lang"]: row for row in data["langs"]}
     en_tests = [i for i in running.items.values() if i.lang == "en" and not i.is_gold]
     assert by_lang["en"]["complete"] == len(en_tests) == by_lang["en"]["items"]
     assert by_lang["zh"]["complete"] == 0
-    zh_first = {running.assignments["zh-1"][0], running.assignments["zh-1"][1]}
+    zh_first = {*running.assignments["zh-1"][:2], running.assignments["zh-3"][0]}
     assert by_lang["zh"]["begun"] == sum(not running.items[i].is_gold for i in zh_first)
-    assert by_lang["zh"]["median_seconds"] == 7.0 and by_lang["en"]["median_seconds"] is None
-    assert by_lang["zh"]["p90_seconds"] == pytest.approx(np.percentile([4.0, 10.0], 90))
+    assert by_lang["zh"]["median_seconds"] == 4.0 and by_lang["en"]["median_seconds"] is None
+    assert by_lang["zh"]["p90_seconds"] == pytest.approx(np.percentile([4.0, 10.0, 1.0], 90))
     table = rating_stats.agreement_table(running, ratings)
     assert by_lang["en"]["alpha"]["score"] == table[("en", "score")]["alpha"]
     rows = {row["name"]: row for row in data["raters"]}
-    assert rows["zh-1"]["rated"] == 2 and rows["zh-1"]["last"] == "60 s ago"
+    assert rows["zh-1"]["rated"] == 2 and rows["zh-1"]["last"] == "45 s ago"
     assert rows["zh-1"]["median_seconds"] == statistics.median([4.0, 10.0])
     assert rows["zh-1"]["practice"] == "3 / 3" and rows["zh-1"]["guidelines"]
     assert rows["zh-2"]["participant"]["participant"] == "pid9"
+    # Flagged on the wall clock: the median shown is the one the flag rests on.
+    assert "fast" in rows["zh-3"]["flags"] and rows["zh-3"]["median_seconds"] == 1.0
     assert rows["en-2"]["flagged"] and rows["en-2"]["gold_failed"] > 0
     assert not rows["en-1"]["flagged"]
 

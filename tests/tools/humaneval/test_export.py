@@ -100,4 +100,4 @@ def test_times_exported_are_active_and_wall(make_session, tmp_path):
         db.add_rating("en-2", item, 1, {"choice": 1}, now=130.0)  # no page script
     rows = _read_csv(export.export(session, str(tmp_path / "out"))["csv"])
     assert [(r["rater"], r["seconds"], r["wall_seconds"]) for r in rows] == [
-        ("en-1", "5.5", "360.0"), ("en-2", "", "30.0")]
+        ("en-1", "5.5", "360.0"), ("en-2", "30.0", "30.0")]

@@ -16,14 +16,12 @@ ZH = {"guidelines.title": "评分指南", "consent.title": "开始之前",
 
 
 @pytest.fixture
-def study(make_session, tmp_path):
+def study(make_session, tmp_path, consent):
     """An sxs session in en and zh with a consent text and a Chinese translation."""
-    consent = tmp_path / "consent.txt"
-    consent.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps(ZH, ensure_ascii=False), encoding="utf-8")
     warnings = []
-    session = make_session(langs=("en", "zh"), consent=str(consent),
+    session = make_session(langs=("en", "zh"), consent=consent,
                            translations=(("zh", str(translation)),), warn=warnings.append)
     return session, warnings
 
@@ -98,6 +96,40 @@ def test_declining_consent_ends_and_keeps_nothing(study):
     assert "chose not to take part" in _page(client, "/declined/en")
     assert client.get(f"/r/{token}").location.endswith("/consent")  # asked again on return
     assert client.post(f"/r/{token}/consent", data={"consent": "maybe"}).status_code == 400
+
+
+def test_declining_after_rating_withdraws(study, tmp_path, capsys):
+    """The consent page stays open after rating: "I do not agree" there withdraws the ratings
+    (kept for the audit, out of every report), counts it, and kills the personal link."""
+    from tools.humaneval import __main__ as cli
+    from tools.humaneval import rating_stats
+    session, _ = study
+    helpers.pass_introduction(session, raters={"en-1"})
+    client, token = _client(session), session.by_name["en-1"].token
+    for n in (1, 2, 3):
+        client.get(f"/r/{token}/item/{n}")
+        assert client.post(f"/r/{token}/item/{n}", data={"choice": "1"}).status_code == 303
+    assert "I do not agree" in _page(client, f"/r/{token}/consent")
+    assert "You have rated 3 item(s)" in _page(client, f"/r/{token}/withdraw")
+    response = client.post(f"/r/{token}/consent", data={"consent": "decline"})
+    assert response.location == "/declined/en?withdrawn=3"
+    page = _page(client, response.location)
+    assert "Your 3 rating(s) are withdrawn" in page and "Nothing you did" not in page
+    for url in (f"/r/{token}", f"/r/{token}/item/4", f"/r/{token}/consent"):
+        gone = client.get(url)
+        assert gone.status_code == 404 and "You withdrew" in gone.get_data(as_text=True)
+    assert rating_stats.load_ratings(session) == []
+    state = store.read_state(session.db_path, session.digest)
+    assert (state["withdrawn"], state["declined"]) == (1, 0)
+    assert "1 withdrew" in _page(client, f"/dashboard/{session.owner_token}/panel")
+    capsys.readouterr()
+    cli.main(["status", "--session", session.folder])
+    assert "1 rater(s) withdrew" in capsys.readouterr().out
+    cli.main(["export", "--session", session.folder, "--out", str(tmp_path / "x")])
+    assert (tmp_path / "x" / "ratings.csv").read_text().count("\n") == 1  # the header
+    with store.Store(session.db_path) as db:  # kept for the audit
+        assert db.conn.execute("SELECT COUNT(*) FROM withdrawn_ratings WHERE rater = 'en-1'"
+                               ).fetchone()[0] == 3
 
 
 def test_pages_in_the_raters_language(study):

@@ -43,7 +43,8 @@ def test_thumb_rubric_ranges_and_total():
     assert thumb_ratings.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
     for field, value, message in (("P", "0", "outside 1-5"), ("R", "6", "outside 1-5"),
                                   ("Fl", "-0.25", "multiple of 0.1"), ("Con", "-0.2", "not one of"),
-                                  ("Inc", "nan", "finite")):
+                                  ("Inc", "nan", "one of the form's values"),
+                                  ("P", " 4", "one of the form's values")):
         fields = {"P": 3, "R": 3, "Fl": 0, "Con": 0, "Inc": 0, field: value}
         with pytest.raises(InputError, match=f"'{field}'.*{message}"):
             scales.check_answer("thumb", fields)

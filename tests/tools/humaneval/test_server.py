@@ -32,9 +32,12 @@ def _start(session):
 
 
 def _post(port, path, choice):
-    """POSTs one answer; returns the status once the server has answered (acknowledged)."""
+    """Opens the item's page, then POSTs one answer; returns the status once the server has
+    answered (acknowledged)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
+        conn.request("GET", path)
+        conn.getresponse().read()
         conn.request("POST", path, urllib.parse.urlencode({"choice": choice}),
                      {"Content-Type": "application/x-www-form-urlencoded"})
         response = conn.getresponse()
@@ -148,10 +151,8 @@ def test_bad_public_urls(url):
         server.public_base(url, "127.0.0.1", 8000)
 
 
-def test_crowd_links_are_printed(make_session, tmp_path):
-    consent = tmp_path / "c.txt"
-    consent.write_text("Yes.", encoding="utf-8")
-    session = make_session(langs=("en",), crowd=True, consent=str(consent), quota=4,
+def test_crowd_links_are_printed(make_session, consent):
+    session = make_session(langs=("en",), crowd=True, consent=consent, quota=8,
                            completion_code="Z9")
     out = io.StringIO()
     server.print_links(session, "https://h.org", out)
@@ -159,7 +160,7 @@ def test_crowd_links_are_printed(make_session, tmp_path):
     join = f"https://h.org/join/{session.crowd['enrol_token']}/en"
     assert (f"{join}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}&STUDY_ID={{{{%STUDY_ID%}}}}"
             f"&SESSION_ID={{{{%SESSION_ID%}}}}") in text
-    assert "at most 4 items each" in text and "Z9" in text
+    assert "at most 8 items each" in text and "Z9" in text
     assert all(r.token not in text for r in session.raters)  # no personal links
 
 

@@ -108,7 +108,15 @@ def test_a_database_of_another_schema_is_refused(make_session):
     conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
     conn.commit()
     conn.close()
-    with pytest.raises(InputError, match="schema '1', this kit reads schema '3'"):
+    with pytest.raises(InputError, match="schema '1', this kit reads schema '4'"):
         store.init(session.db_path, session.digest)
     with pytest.raises(InputError, match="schema '1'"):
         store.read_ratings(session.db_path, session.digest)
+    # Schema 3 (before withdrawals were kept) is upgraded by the commands that rate.
+    conn = sqlite3.connect(session.db_path)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
+    conn.execute("DROP TABLE withdrawals")
+    conn.commit()
+    conn.close()
+    store.init(session.db_path, session.digest)
+    assert store.read_state(session.db_path, session.digest)["withdrawn"] == 0

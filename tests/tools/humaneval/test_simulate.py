@@ -6,6 +6,7 @@ import pytest
 
 import errors
 from errors import InputError
+from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import export, rating_stats, simulate, store, study_report
 
@@ -21,9 +22,7 @@ def rated_by_people(make_session):
     return session
 
 
-def _rows(session):
-    with store.Store(session.db_path) as db:
-        return db.ratings()
+_rows = helpers.ratings
 
 
 def test_refused_where_people_rated(rated_by_people, capsys):

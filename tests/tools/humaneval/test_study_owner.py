@@ -4,31 +4,23 @@ a live session, a declined slot's link dies before the slot is given again, care
 are flagged, the report is computed with and without them, empty predictions are refused."""
 
 import csv
+import dataclasses
+import re
 import shutil
-import urllib.parse
 
 import pytest
 
 import errors
 from errors import InputError
 from formats import predictions
+from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import app as app_lib
-from tools.humaneval import export, rating_stats, simulate, store, study_report
-
-
-@pytest.fixture
-def consent(tmp_path):
-    path = tmp_path / "consent.txt"
-    path.write_text("We study captions.", encoding="utf-8")
-    return str(path)
+from tools.humaneval import export, rating_stats, store, study_report
 
 
 def _join(client, session, pid, lang="en"):
-    response = client.get(f"/join/{session.crowd['enrol_token']}/{lang}?"
-                          + urllib.parse.urlencode({"PROLIFIC_PID": pid}))
-    assert response.status_code == 303, response.get_data(as_text=True)
-    return response.location.rsplit("/r/", 1)[1]
+    return helpers.token(helpers.join(client, session, lang, PROLIFIC_PID=pid))
 
 
 def _introduction(client, token, session, lang="en"):
@@ -51,11 +43,23 @@ def _rate_all(client, token, choice="0"):
         assert client.post(where, data={"choice": choice}).status_code == 303
 
 
+def _take_time(session, token, seconds):
+    """Moves the link's rater's past `seconds` back: the item on screen was sent that long
+    ago, as the server will measure it."""
+    with store.Store(session.db_path) as db:
+        for table in ("views SET first_shown = first_shown", "ratings SET rated_at = rated_at"):
+            db.conn.execute(f"UPDATE {table} - ? WHERE rater = ?",
+                            (seconds, db.rater_of_token(token)))
+
+
 def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
-    session = make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.375,
-                           crowd=True, consent=consent)
+    warnings = []
+    session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.25,
+                           crowd=True, consent=consent, warn=warnings.append)
     slots = [r.name for r in session.raters]
-    assert len(slots) == 9  # (8 + 3 attention checks) x 3 / 4 items per slot
+    assert len(slots) == 4  # (8 + 2 attention checks) x 3 / 8 items per slot
+    # 30 assignments over 4 slots: two slots of 7 items, below what straight-lining needs.
+    assert any("slots get 7-8 items, fewer than the 8" in w for w in warnings)
     client = app_lib.create_app(session.folder).test_client()
     for n, _ in enumerate(slots):
         token = _join(client, session, f"pid{n}")
@@ -68,20 +72,43 @@ def test_every_crowd_slot_meets_an_attention_check(make_session, consent):
 
 
 def test_a_share_too_small_for_every_slot_is_refused(make_session, consent):
-    # The issue's case in small: quota 4, 8 images: 8 slots, and 10% gives one check (3
-    # assignments).
-    with pytest.raises(InputError, match=r"'en' gets 1 attention check\(s\) for 7 rater slots "
-                                         r"\(3 assignments at replication 3\): 4 slots would "
-                                         r"have none. Give --gold-share 0.375 or more"):
-        make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.1, crowd=True,
+    # Quota 8, 8 images: 10% gives one check (3 assignments) for 4 slots.
+    with pytest.raises(InputError, match=r"'en' gets 1 attention check\(s\) for 4 rater slots "
+                                         r"\(3 assignments at replication 3\): 1 slots would "
+                                         r"have none. Give --gold-share 0.188 or more"):
+        make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.1, crowd=True,
                      consent=consent)
-    assert make_session(langs=("en",), subset_size=8, quota=4, gold_share=0.0, crowd=True,
+    assert make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.188, crowd=True,
+                        consent=consent)  # the suggestion is accepted
+    assert make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.0, crowd=True,
                         consent=consent)  # no attention checks at all: the owner's choice
 
 
-def test_simulate_refuses_a_session_whose_rater_has_only_begun(make_session, consent,
-                                                               capsys):
-    session = make_session(langs=("en",), quota=6, crowd=True, consent=consent)
+def test_every_suggested_gold_share_is_accepted():
+    """A sweep of the settings (images, quota, replication, share): every refusal's suggested
+    --gold-share is accepted by the same check (more checks can mean more slots)."""
+    from tools.humaneval import create
+    suggested = 0
+    for tests in (6, 8, 30, 60, 97, 600):
+        for quota in (8, 10, 13, 40):
+            for replication in (1, 2, 3, 5):
+                for share in (0.01, 0.05, 0.1, 0.11, 0.2):
+                    spec = create.Spec(type="sxs", release="", langs=("en",), systems=(),
+                                       quota=quota, replication=replication, gold_share=share)
+                    try:
+                        create._check_gold_spread(spec, "en", tests, {})
+                    except InputError as e:
+                        found = re.search(r"--gold-share ([0-9.]+) or more", str(e))
+                        if found:
+                            suggested += 1
+                            create._check_gold_spread(
+                                dataclasses.replace(spec, gold_share=float(found[1])), "en",
+                                tests, {})
+    assert suggested > 100
+
+
+def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys):
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     token = _join(client, session, "REAL1")
     _introduction(client, token, session)  # consent, guidelines, practice: nothing rated
@@ -93,16 +120,27 @@ def test_simulate_refuses_a_session_whose_rater_has_only_begun(make_session, con
     assert store.read_ratings(session.db_path, session.digest) == []
     # The rater's link still starts at their first item, not at "You rated all".
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
-    # Forced, the slots no person has begun are simulated; the person's list stays theirs.
-    stored = simulate.simulate(session, force=True)
+    # Forced too: a served crowd study's free slots are the next participants'.
+    with pytest.raises(SystemExit):
+        errors.run_main(cli.main, ["simulate", "--session", session.folder, "--force"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "crowd study that has been served" in err and "--raters" in err
+    assert store.read_ratings(session.db_path, session.digest) == []
+    assert _join(client, session, "REAL2")  # the next participant gets a slot
+    # The slots the owner names are simulated; a person's list stays theirs, forced or not.
+    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
-    assert stored == len(rows) > 0 and {r["rater"] for r in rows} == {
-        r.name for r in session.raters} - {"en-1"}
+    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(
+        session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
+    with pytest.raises(SystemExit):
+        cli.main(["simulate", "--help"])
+    assert "a served crowd study is never simulated unless --raters" in " ".join(
+        capsys.readouterr().out.split())
 
 
 def test_a_declined_slots_link_is_dead_before_the_slot_is_given_again(make_session, consent):
-    session = make_session(langs=("en",), quota=6, crowd=True, consent=consent)
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     old = _join(client, session, "DECLINER2")
     assert client.post(f"/r/{old}/consent", data={"consent": "decline"}).status_code == 303
@@ -141,9 +179,7 @@ def careless(make_session, consent):
             n += 1
             answer = choice or str((n * 5) % 7 - 3)  # a spread of answers
             client.get(where)
-            with store.Store(session.db_path) as db:  # careful raters take their time
-                db.conn.execute("UPDATE views SET first_shown = first_shown - 30 "
-                                "WHERE rater = ?", (db.rater_of_token(token),))
+            _take_time(session, token, 30)  # careful raters take their time
             data = {"choice": answer, "active_ms": "0" if choice else "12000"}
             assert client.post(where, data=data).status_code == 303
     with store.Store(session.db_path) as db:
@@ -202,3 +238,31 @@ def test_empty_predictions_are_refused_saying_so(make_session, results_pair, tmp
                                          r"rate") as info:
         make_session(type=session_type, langs=("en",), systems=systems)
     assert "attention" not in str(info.value)
+
+
+def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, capsys):
+    """Speed is judged from the first rating; a rater who stops early is flagged incomplete,
+    and `analyze --exclude-flagged` leaves them out."""
+    session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
+    client = app_lib.create_app(session.folder).test_client()
+    for pid, count, seconds in (("QUICK", 2, 0), ("SLOW", 3, 30), ("DONE", 99, 30)):
+        token = _join(client, session, pid)
+        _introduction(client, token, session)
+        for _ in range(count):
+            where = client.get(f"/r/{token}").location
+            if where is None:
+                break
+            client.get(where)
+            _take_time(session, token, seconds)
+            data = {"choice": "3", "active_ms": str(1000 * (seconds or 45))}
+            assert client.post(where, data=data).status_code == 303
+    table = rating_stats.rater_table(session, rating_stats.load_ratings(session))
+    flags = {name: [f for f in row["flags"] if f != "gold"] for name, row in table.items()
+             if row["rated"]}
+    # en-3 gave one answer to all of its 8 items (the smallest --quota): straight-lining.
+    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"],
+                     "en-3": ["straight"]}
+    cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
+              "--resamples", "1", "--exclude-flagged"])
+    text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "left out** (" in text and "base_vs_test/en-2" in text
