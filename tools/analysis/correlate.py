@@ -16,7 +16,7 @@ tau-b's denominator) between delta_sxs and each delta CIDEr column, over all, ex
 evaluations. An empty or NA cell is a missing value; it drops that evaluation from the
 columns it touches only (pairwise deletion), and the number of points n is reported.
 
-The file is read by formats/side_by_side.py. Table 6 is computed here, by `table`, and only
+The file is read by tools/formats/side_by_side.py. Table 6 is computed here, by `table`, and only
 here: this command prints its three coefficients, and the side-by-side path of the
 meta-evaluation tool (`python -m tools.analysis.meta --side-by-side FILE`) prints the same
 `table` with tau-c and cluster bootstrap intervals (an evaluation and its flipped twin are
@@ -48,7 +48,7 @@ def flipped_points(evaluations, column):
     """The points of one column: each evaluation as given and flipped.
 
     Args:
-        evaluations: `formats.side_by_side.Evaluation`s.
+        evaluations: `tools.formats.side_by_side.Evaluation`s.
         column: a delta CIDEr column.
 
     Returns:
@@ -73,7 +73,7 @@ def table(evaluations, columns, *, names=coefficients_lib.COEFFICIENTS, samples=
     """Table 6: correlations of delta S x S with each delta column over all / ext / core.
 
     Args:
-        evaluations: `formats.side_by_side.Evaluation`s.
+        evaluations: `tools.formats.side_by_side.Evaluation`s.
         columns: the delta CIDEr columns.
         names: coefficients (tools/analysis/coefficients.py).
         samples: bootstrap resamples for the intervals (0: none).

@@ -17,19 +17,19 @@
 
 Human judgements, five kinds:
 
-- THUMB 1.0 ratings (formats/thumb_ratings.py): per caption P, R and total. Instance level:
+- THUMB 1.0 ratings (tools/formats/thumb_ratings.py): per caption P, R and total. Instance level:
   every rated caption is a point (human rating, metric score); system level: per-system means,
   as many points as systems (said in the output; the THUMB paper calls five uninformative).
   `--without Human` repeats everything without that system, as the THUMB paper does.
   Pairwise accuracy over the pairs of systems whose captions of one image people rated
   differently.
-- Side by side (the XM3600 paper's side_by_side.csv, formats/side_by_side.py): delta S x S
+- Side by side (the XM3600 paper's side_by_side.csv, tools/formats/side_by_side.py): delta S x S
   against each delta CIDEr column, each evaluation counted as given and flipped: Table 6 as
   `tools.analysis.correlate.table` computes it, with tau-c and intervals.
 - Pairwise preferences, JSONL {"image/key", "a": caption, "b": caption, "preference": "a" |
   "b" | "tie", "lang"?, "kind"?}: one human winner per line as given, a repeated pair kept as
   another judgement (pairwise.py).
-- Triplet judgements (formats/triplet_judgements.py): the CIDEr paper's protocol as written,
+- Triplet judgements (tools/formats/triplet_judgements.py): the CIDEr paper's protocol as written,
   the majority of each triplet's judgements, then of each pair's triplets (triplets.py).
 - PASCAL-50S as its authors released it, in either public layout (pascal50s.py): accuracy per
   kind of pair (HC, HI, HM, MM) and overall, against the majority of each pair's 11 votes

@@ -9,7 +9,7 @@ C is more similar to A?". The paper:
 4. scores a metric by its accuracy: the share of pairs where its higher score goes to that
    winner (tools/analysis/pairwise.py).
 
-`aggregate` does 1-3 on a judgements file (formats/triplet_judgements.py). Where the paper is
+`aggregate` does 1-3 on a judgements file (tools/formats/triplet_judgements.py). Where the paper is
 silent, this module chooses, and says so:
 
 - a triplet whose judgements split evenly (an even number of them, e.g. 2 where one was lost)
@@ -162,7 +162,7 @@ def split_references(triplets, lang, rng):
 
 
 def aggregate(judgements, lang):
-    """Steps 1-3 on judgements (`formats.triplet_judgements.read`).
+    """Steps 1-3 on judgements (`tools.formats.triplet_judgements.read`).
 
     Returns:
         ([pairwise.Pair], {image: [references]}, Summary).

@@ -14,12 +14,12 @@
 - `raters.csv`: per rater, the crowd participant holding the slot, progress, median time,
   attention checks failed, the share of their most common answer, and their flags.
 - sxs: `side_by_side.csv` in the layout of the paper's side_by_side.csv (Tables 5 and 7;
-  formats/side_by_side.py): one row per language, m2, m1, lang, set (core = en, es, hi, zh;
+  tools/formats/side_by_side.py): one row per language, m2, m1, lang, set (core = en, es, hi, zh;
   else ext), delta_sxs (majority of the raters, rating_stats.delta_sxs), delta_cider_xm600 (on
   the rated subset, from per_image.jsonl), delta_cider_xm3600 (scores.json) and
   delta_cider_coco_dev (when both results folders have it); the input of
   tools/analysis/correlate.py.
-- thumb: the THUMB 1.0 release layout (formats/thumb_ratings.py; one line per caption):
+- thumb: the THUMB 1.0 release layout (tools/formats/thumb_ratings.py; one line per caption):
   `thumb.jsonl` at replication 1, else `thumb_<k>.jsonl` with each caption's k-th rating
   (`thumb_files`), each checked against the rubric as it is written.
 """
@@ -71,7 +71,7 @@ def rating_row(session, rating):
 
 def side_by_side_rows(session, ratings):
     """The session's rows of side_by_side.csv (one per language): dicts of
-    formats.side_by_side.COLUMNS, numbers or None where missing."""
+    tools.formats.side_by_side.COLUMNS, numbers or None where missing."""
     deltas = rating_stats.delta_sxs(session, ratings, resamples=0)
     m1, m2 = session.systems["m1"], session.systems["m2"]
 
@@ -92,7 +92,7 @@ def side_by_side_rows(session, ratings):
 
 def thumb_rows(session, ratings):
     """Ratings of test items in the THUMB 1.0 release layout (dicts of
-    formats.thumb_ratings.RELEASE_FIELDS), in the order stored."""
+    tools.formats.thumb_ratings.RELEASE_FIELDS), in the order stored."""
     index = dict(zip(session.data["subset"]["keys"], session.data["subset"]["release_index"],
                      strict=True))
     rows = []

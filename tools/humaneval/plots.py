@@ -60,7 +60,7 @@ def correlation_scatter(path, evaluations, paper_file=None, column="delta_cider_
 
     Args:
         path: the PNG file.
-        evaluations: `formats.side_by_side.Evaluation`s (this study).
+        evaluations: `tools.formats.side_by_side.Evaluation`s (this study).
         paper_file: the paper's side_by_side.csv, drawn in grey behind when it exists.
         column: the delta CIDEr column on the x axis.
 

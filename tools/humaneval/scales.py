@@ -8,7 +8,7 @@
 - `quality`: the paper's 5-level scale for single captions (Sec. 2.3, Table 2): Excellent,
   Good, Medium, Bad, Not-Enough-Info; stored as {"quality": label}.
 - `thumb`: the THUMB 1.0 rubric (Kasai et al., NAACL 2022), whose one owner is
-  formats/thumb_ratings.py (the rubric of the THUMB files the kit exports): precision P and
+  tools/formats/thumb_ratings.py (the rubric of the THUMB files the kit exports): precision P and
   recall R, and the deductions for fluency Fl, conciseness Con and inclusive language Inc;
   total = (P + R) / 2 + Fl + Con + Inc. Stored as {"P", "R", "Fl", "Con", "Inc"}. The rating
   form offers, for each field, values the rubric's own check accepts (`THUMB_CHOICES`, found
@@ -112,11 +112,11 @@ def check_answer(session_type, fields):
 
     Returns:
         The answer as stored: {"choice": int} (sxs), {"quality": label} (quality) or the
-        dict of `formats.thumb_ratings.check_rating` (thumb).
+        dict of `tools.formats.thumb_ratings.check_rating` (thumb).
 
     Raises:
         InputError: a field is missing, unknown or out of range (named in the message; a
-            `formats.thumb_ratings.ThumbError` for the thumb rubric).
+            `tools.formats.thumb_ratings.ThumbError` for the thumb rubric).
     """
     expected = {"sxs": ("choice",), "quality": ("quality",), "thumb": thumb_ratings.FIELDS}
     if session_type not in expected:

@@ -8,7 +8,7 @@ writes to DIR:
   them; its first line says when any rating is SIMULATED.
 - `sxs.csv`: per sxs session and language (and "all"): images, incomplete items, Wins,
   Losses, delta S x S and its bootstrap interval (tools/humaneval/rating_stats.delta_sxs).
-- `side_by_side.csv`: the paper's side_by_side.csv layout (formats/side_by_side.py), one row
+- `side_by_side.csv`: the paper's side_by_side.csv layout (tools/formats/side_by_side.py), one row
   per sxs session and language (tools/humaneval/export.side_by_side_rows; an empty delta_sxs where
   a language has no complete rating yet); `correlations.csv`: Table 6 computed from it by
   tools/analysis/correlate.py (`table6`), laid out like the paper's correlations.csv.

@@ -1,5 +1,5 @@
 """Tests of tools/analysis/thumb.py: system scores, rounds, the CLI (the rubric and the
-files: tests/formats/test_thumb_ratings.py)."""
+files: tests/tools/formats/test_thumb_ratings.py)."""
 
 import json
 import re

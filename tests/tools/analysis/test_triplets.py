@@ -1,5 +1,5 @@
 """Tests of the CIDEr paper's triplet protocol: tools/analysis/triplets.py and
-`meta --triplets` (judgement files: tests/formats/test_triplet_judgements.py)."""
+`meta --triplets` (judgement files: tests/tools/formats/test_triplet_judgements.py)."""
 
 import json
 
