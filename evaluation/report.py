@@ -406,8 +406,7 @@ def _score(args):
     langs = [code.strip() for code in args.langs.split(",") if code.strip()] \
         if args.langs else None
     references = xm3600_release.read_references(args.references)
-    predictions = predictions_format.read(
-        args.predictions, lang=langs[0] if langs and len(langs) == 1 else None)
+    predictions = predictions_format.read_files(args.predictions, langs)
     return cider.score_languages(references, predictions, langs=langs,
                                  keep_scorers=False), predictions
 
@@ -418,14 +417,13 @@ def _parser():
     parser.add_argument("results_dir", help="results folder (with scores.json, or to write)")
     parser.add_argument("--name", default=None, help="this model's column heading "
                         "(default: the folder name)")
-    parser.add_argument("--predictions", metavar="FILE",
-                        help="score FILE (a predictions file or a pycocoevalcap results list) "
-                             "and write RESULTS_DIR from it")
+    parser.add_argument("--predictions", metavar="FILE", action="append",
+                        help="score FILE (a predictions file of any kind, as python -m "
+                             "evaluation.cider's; repeatable) and write RESULTS_DIR from it")
     parser.add_argument("--references", metavar="captions.jsonl",
                         help="with --predictions: the XM3600 references")
     parser.add_argument("--langs", help="with --predictions: the languages to score (default: "
-                        "all of the file's); one language is that of a results list without "
-                        "\"lang\" fields")
+                        "all of the file's); one: the language of entries without \"lang\"")
     parser.add_argument("--paper-dir", default=None,
                         help=f"folder with {PAPER_SCORES_FILE} (default: the repository's "
                         "paper_tables/)")

@@ -5,9 +5,9 @@
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
 
---predictions is a predictions file or a pycocoevalcap results list
-(`[{"image_id": ..., "caption": ...}]`, formats/predictions.py); a list
-without "lang" fields is read in the one language --langs names. Prints a
+--predictions is a predictions file of any kind formats/predictions.py reads
+(repeatable: the files are read as one); entries without a "lang" field are in
+the one language --langs names. Prints a
 table (or one JSON object) of per-language scores and their average; bad
 input is one `error: ...` line naming the file, line and key, and exit
 status 2. --per-image and --save-df are written whole or not at all, after
@@ -49,11 +49,12 @@ def _parser():
         description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
     parser.add_argument("--references", required=True,
                         help="XM3600 captions.jsonl (release layout)")
-    parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per '
-                             'line, or a pycocoevalcap results list')
+    parser.add_argument("--predictions", required=True, action="append",
+                        help='JSONL of {"image/key", "lang", "caption"} or {"image_id", '
+                             '"caption"}, a results list [{"image_id", "caption"}] or an '
+                             'object {key: caption}; repeatable')
     parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
-                        "one: the language of a results list without \"lang\" fields)")
+                        "one: the language of entries without \"lang\")")
     parser.add_argument("--metric", choices=scorer.METRICS, default="cider-d")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--per-image", metavar="OUT.jsonl",
@@ -136,7 +137,7 @@ def _score(args, own_process):
     """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
     langs = [code.strip() for code in (args.langs or "").split(",") if code.strip()]
-    preds = predictions.read(args.predictions, lang=langs[0] if len(langs) == 1 else None)
+    preds = predictions.read_files(args.predictions, langs)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()

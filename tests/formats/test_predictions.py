@@ -155,23 +155,30 @@ def test_a_results_list_with_a_key_twice_in_an_entry_or_not_json(tmp_path):
         predictions.read(path, "en")
 
 
-def test_every_kind_of_file_reads_the_same(tmp_path):
-    """The captioning tool's JSONL, a results list, a JSONL and an object of image ids."""
-    keys = {"000411001ff7dd4f": "a dog", "0a1b2c3d4e5f6a7b": "two cats"}
-    ids = [{"image_id": f"images/{k}.jpg", "caption": c} for k, c in keys.items()]
+def every_kind(folder, captions, lang="en"):
+    """{kind: path} of files of {key: caption} in `lang` of every kind `read` takes; all but
+    the captioning tool's without "lang", and their image ids file names."""
+    ids = [{"image_id": f"images/{k}.jpg", "caption": c} for k, c in captions.items()]
     kinds = {
-        "captioning.jsonl": "".join(predictions.line(k, "en", c, image=f"images/{k}.jpg",
-                                                     log_prob=-1.0) for k, c in keys.items()),
+        "captioning.jsonl": "".join(predictions.line(k, lang, c, image=f"images/{k}.jpg",
+                                                     log_prob=-1.0) for k, c in captions.items()),
         "results.json": json.dumps(ids, indent=1),
         "ids.jsonl": "".join(json.dumps(e) + "\n" for e in ids),
-        "one_id.jsonl": json.dumps(ids[0]) + "\n",
-        "object.json": json.dumps(keys, indent=1),
-        "object_one_line.json": json.dumps(keys),
+        "object.json": json.dumps(captions, indent=1),
     }
     for name, text in kinds.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-        expected = {"en": dict(list(keys.items())[:1] if name == "one_id.jsonl" else keys)}
-        assert predictions.read(tmp_path / name, "en") == expected, name
+        (folder / name).write_text(text, encoding="utf-8")
+    return {name: str(folder / name) for name in kinds}
+
+
+def test_every_kind_of_file_reads_the_same(tmp_path):
+    keys = {"000411001ff7dd4f": "a dog", "0a1b2c3d4e5f6a7b": "two cats"}
+    for name, path in every_kind(tmp_path, keys).items():
+        assert predictions.read(path, "en") == {"en": keys}, name
+    (tmp_path / "one_id.jsonl").write_text('{"image_id": "a.png", "caption": "x"}\n')
+    (tmp_path / "one_line.json").write_text(json.dumps(keys))
+    assert predictions.read(tmp_path / "one_id.jsonl", "es") == {"es": {"a": "x"}}
+    assert predictions.read(tmp_path / "one_line.json", "es") == {"es": keys}
     assert predictions.read(tmp_path / "ids.jsonl", "en").where("en", "0a1b2c3d4e5f6a7b") == \
         f"{tmp_path / 'ids.jsonl'}:2"
     for name, message in [("ids.jsonl", r"ids.jsonl:1: no \"lang\", and no language"),
