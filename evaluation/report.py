@@ -32,6 +32,7 @@ import csv
 import math
 import os
 import pathlib
+import shlex
 import textwrap
 
 import errors
@@ -399,6 +400,14 @@ def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
                              {lang: len(r.keys) for lang, r in results.items()}, name=name,
                              paper_dir=paper_dir)
     return {kind: path.name for kind, path in paths.items()}
+
+
+def command(predictions, references, langs=None):
+    """The command that scores the predictions file `predictions` into a results folder."""
+    out = os.path.splitext(predictions)[0] + "_results"
+    return " ".join(["python -m evaluation.report", *map(shlex.quote, (
+        out, "--predictions", predictions, "--references", references))]
+        + ([f"--langs {','.join(langs)}"] if langs else []))
 
 
 def _score(args):

@@ -205,3 +205,36 @@ def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, c
     assert "avg(3)" in capsys.readouterr().out  # The table came first.
     assert str(info.value) == (f"--out {disk}: cannot write the report (No space left on "
                                f"device); the results are printed above")
+
+
+def test_predictions_files_are_scored_with_references_or_named_with_the_command(tmp_path,
+                                                                               capsys):
+    import shlex
+
+    from evaluation import report
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+    from tests.formats.test_predictions import every_kind
+
+    refs = write_references(tmp_path / "captions.jsonl")
+    en = {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
+    kinds = every_kind(tmp_path, en)
+    worse = tmp_path / "worse.jsonl"
+    worse.write_text("".join(json.dumps({"image_id": k, "caption": "a thing"}) + "\n"
+                             for k in en))
+    with pytest.raises(compare.ResultsError) as info:
+        compare.main([kinds["results.json"], str(worse), "--langs", "en"])
+    command = str(info.value).split(" or make a results folder with ")[1]
+    assert str(info.value).startswith(f"{kinds['results.json']} is a predictions file, not a "
+                                      f"results folder: give --references")
+    # The command named, with the references, writes a folder that compares as the files do.
+    assert command == (f"python -m evaluation.report {tmp_path}/results_results --predictions "
+                       f"{kinds['results.json']} --references captions.jsonl --langs en")
+    assert report.main(shlex.split(command.replace("captions.jsonl", refs))[3:]) == 0
+    capsys.readouterr()
+    results = {}
+    for name, a in [("folder", str(tmp_path / "results_results"))] + list(kinds.items()):
+        compare.main([a, str(worse), "--references", refs, "--langs", "en", "--json",
+                      "--samples", "50", "--out", str(tmp_path / "charts")])
+        results[name] = json.loads(capsys.readouterr().out)["languages"]
+    assert len({json.dumps(r) for r in results.values()}) == 1
+    assert results["folder"]["en"]["delta"] < 0
