@@ -29,10 +29,12 @@ all (files.py); matplotlib is imported when a chart is drawn, never by the train
 """
 
 import csv
+import io
 import math
 import os
 import pathlib
 import shlex
+import sys
 import textwrap
 
 import errors
@@ -87,8 +89,10 @@ def read_paper_scores(path):
             try:
                 value = float(row[column])
             except ValueError:
-                raise errors.InputError(f"{path}:{lineno}: column {column}: not a number: "
-                                        f"{row[column]!r}") from None
+                value = math.nan
+            if not math.isfinite(value):
+                raise errors.InputError(f"{path}:{lineno}: column {column}: not a finite "
+                                        f"number: {row[column]!r}")
             out[kind].setdefault(row["model"], {})[row["lang"]] = value
     return out
 
@@ -208,11 +212,10 @@ _MODEL_COLOR = "#e6550d"
 _GROUPS_PER_ROW = 19
 
 
-def plot_bars(path, scores, baselines, name):
-    """Draws a grouped bar chart, one group per language, of `scores` and the baselines.
+def bars_png(scores, baselines, name):
+    """A grouped bar chart, one group per language, of `scores` and the baselines, as PNG bytes.
 
     Args:
-        path: the PNG file to write.
         scores: this model's {lang: score}.
         baselines: {model: {lang: score}} (possibly empty).
         name: this model's legend label.
@@ -265,7 +268,12 @@ def plot_bars(path, scores, baselines, name):
     legend_rows = math.ceil(len(series) / ncol)
     fig.legend(handles, labels, ncol=ncol, loc="lower center", frameon=False, fontsize=10)
     fig.tight_layout(rect=(0, 0.07 * legend_rows / rows, 1, 1))
-    cli.save_figure(fig, path, dpi=110)
+    png = io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+    return png.getvalue()
 
 
 def load_baselines(paper_dir=None):
@@ -305,12 +313,15 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         formats.scores.ScoresError: a malformed score or count (named); nothing is written.
         errors.InputError: a malformed file of the paper's (file:line).
     """
-    # Check everything before writing anything, so bad input leaves no half-written folder.
+    # Everything is checked and drawn before a file is written: bad input changes nothing.
     summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
                                  coco_dev_scores=coco_dev_scores, extra=extra)
     scores, num_images = summary["scores"], summary["num_images"]
     coco_dev_scores = summary.get("coco_dev_scores")
     paper, paper_note = load_baselines(paper_dir)
+    table = _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step,
+                      summary.get("decoding"))
+    bars = bars_png(scores, paper.get("xm3600", {}), name)
 
     results_dir = pathlib.Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -319,9 +330,8 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         ("bars", "bars.png"))}
     scores_format.write(paths["json"], summary)
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    files.write_text(paths["table"], _markdown(scores, num_images, coco_dev_scores, paper,
-                                               paper_note, name, step, summary.get("decoding")))
-    plot_bars(paths["bars"], scores, paper.get("xm3600", {}), name)
+    files.write_text(paths["table"], table)
+    files.write_bytes(paths["bars"], bars)
     return paths
 
 
@@ -445,6 +455,9 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
+    recovered = files.recover_folder(results_dir)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
     name = args.name or results_dir.resolve().name
     if args.predictions or args.references or args.langs:
         if not (args.predictions and args.references):
