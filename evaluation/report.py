@@ -1,31 +1,19 @@
 """The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
 
-`write_report` is XM3600's CIDEr-D report: `scores.json` (the numbers other tools read back,
-formats/scores.py), `scores.csv`, `table.md` (a Markdown table laid out like Table 8 of the
-XM3600 paper: a row per language, the paper's four baselines and this model as columns, and
-the COCO-dev column when there are COCO-dev scores) and `bars.png` (the same numbers as a
-grouped bar chart). `write_metric_report` is the report of any other evaluator:
-`scores_<evaluator>.json` and `table_<evaluator>.md`, a row per language with the paper's
-averages, no baselines.
-
-The baselines come from the paper's per-language CIDEr, the repository's
-`paper_tables/cider_per_language.csv` (Tables 8-11), or from the folder named by the
-`paper_dir` argument. Without that file the report still gets written, with a note and without
-baseline columns.
-
-The command line writes the report of any captioner:
+`write_report` is XM3600's CIDEr-D report: `scores.json` (formats/scores.py), `scores.csv`,
+`table.md` (Table 8 of the XM3600 paper: a row per language, the paper's four baselines from
+`paper_tables/cider_per_language.csv` or `paper_dir`, this model, and COCO-dev when scored)
+and `bars.png` (the same as a chart). `write_metric_report` is any other evaluator's:
+`scores_<evaluator>.json` and `table_<evaluator>.md`, without baselines.
 
     python -m evaluation.report RESULTS_DIR [--name NAME]
     python -m evaluation.report RESULTS_DIR --predictions FILE --references captions.jsonl \
         [--langs en,es] [--name NAME]
 
-The first redraws table.md and bars.png from RESULTS_DIR's scores.json (a results folder of
-the checkpoint tool, say). The second scores FILE, a predictions file or a pycocoevalcap
-results list (formats/predictions.py), with CIDEr-D against an XM3600 `captions.jsonl` and
-writes RESULTS_DIR whole as the checkpoint tool would: `predictions_<lang>.jsonl`,
-`per_image.jsonl` (which `python -m tools.analysis.compare` reads) and the report, every
-language of the file beside the paper's baselines. Every file is written whole or not at
-all (files.py); matplotlib is imported when a chart is drawn, never by the training process.
+The first redraws the report from RESULTS_DIR's scores.json. The second scores FILE (any kind
+formats/predictions.py reads; repeatable) with CIDEr-D and writes RESULTS_DIR whole as the
+checkpoint tool would (predictions, `per_image.jsonl`, the report). Everything is checked and
+drawn before a file is written; matplotlib is imported only to draw.
 """
 
 import csv
@@ -134,10 +122,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     """One Markdown table: a row per language, then the 35- and 36-language averages.
 
     Args:
-        title: the section heading.
         baselines: {model: {lang: score}} for the paper's columns (possibly empty).
-        scores: this model's {lang: score}.
-        name: this model's column heading.
         extra: optional (heading, {lang: value}) for a last column (image counts).
         with_quz: whether the 36-language average applies (COCO-dev has no quz).
     """

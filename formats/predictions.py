@@ -40,13 +40,8 @@ def file_name(lang, outputs=""):
 
 
 class Predictions(dict):
-    """lang -> {image key -> caption}, remembering the file and line of each prediction.
-
-    Args:
-        path: the file.
-        find_lines: None, or a function returning what `lines` holds, called when an error
-            message first needs it.
-    """
+    """lang -> {image key -> caption} of the file `path`; `find_lines`, when given, returns
+    `lines` the first time an error message needs them."""
 
     def __init__(self, path, find_lines=None):
         super().__init__()
@@ -76,8 +71,7 @@ class _Line(msgspec.Struct, gc=False, rename={"key": "image/key"}):
 _DECODER = msgspec.json.Decoder(_Line)
 
 
-def _count_keys(lines):
-    """The keys of decoded lines (`jsonl.decode_lines` checks for repeated ones): three each."""
+def _count_keys(lines):  # For `jsonl.decode_lines`' check of repeated keys: three a line.
     return len(FIELDS) * len(lines)
 
 
@@ -114,16 +108,8 @@ def _record(obj, where, lang):
 
 
 def line(key, lang, caption, **extra):
-    """One line of a predictions file, checked, with its newline.
-
-    Args:
-        key, lang, caption: the image's key, the caption's language (an XM3600 code), the
-            caption.
-        **extra: the writer's own fields (JSON values), after the three; readers ignore them.
-
-    Raises:
-        PredictionsError: an empty key, an unknown language, a caption that is not a string.
-    """
+    """One line of a predictions file with its newline, checked (PredictionsError);
+    `extra` fields (JSON values) follow the three, and readers ignore them."""
     obj = {"image/key": key, "lang": lang, "caption": caption, **extra}
     _check(obj, "prediction")
     return json.dumps(obj, ensure_ascii=False) + "\n"
@@ -137,12 +123,12 @@ def read(path, lang=None):
         lang: the language of entries without a "lang" field.
 
     Returns:
-        `Predictions`: a dict lang -> {image key -> caption}.
+        `Predictions`.
 
     Raises:
-        PredictionsError: a missing or empty file, a line that is not UTF-8 or JSON, a missing
-            or malformed field, an unknown language, or a second prediction for one (image,
-            language); the message names the file and line.
+        PredictionsError: a missing or empty file, an entry that is not UTF-8 or JSON or lacks
+            a field, an unknown language, a second prediction for one (image, language);
+            named by file and line.
     """
     if not os.path.isfile(path):
         raise PredictionsError(f"predictions file not found: {path}")
