@@ -52,6 +52,7 @@ from training import (
     compilation_cache,
     flops,
     losses,
+    preflight,
     pretrained,
     run_config,
     train_input,
@@ -87,6 +88,11 @@ _BUILD_DATA = flags.DEFINE_bool(
     "Build what config.data names but the data directory lacks (languages, images) before "
     "training, after checking the disk's free space; without it that is an error naming the "
     "python -m data.build command. Single-process runs only.")
+_CHECK = flags.DEFINE_bool(
+    "check", False,
+    "Preflight: report every input the run needs (vocabulary, data, pretrained checkpoints, "
+    "evaluation data) and whether the step fits the devices here, then exit (0: ready, 2: "
+    "not); writes nothing, needs no --workdir.")
 _COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache", None,
     "JAX's persistent compilation cache (a folder every host sees); default: "
@@ -477,13 +483,35 @@ def parse_flags(argv):
     return rest
 
 
+def compile_for_preflight(config, model, mesh, abstract_state):
+    """The train step compiled for `config`'s batches (what `--check` measures)."""
+    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
+    batch = abstract_batch(config, NamedSharding(mesh, P("data")))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
+        return jitted_train_step(model, mesh, step_config).lower(
+            abstract_state, batch, jax.random.key(0)).compile()
+
+
+def preflight_check(config, say=_say):
+    """`--check`: True when the run can start here and its step fits the devices."""
+    def build(config, model, vocab, names):
+        setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
+                                                 config.model.image_size)
+        return evaluators_lib.build(config.evals, setup, names=names)
+
+    return preflight.check(config, build_evaluators=build, compile_step=compile_for_preflight,
+                           say=say)
+
+
 def main(argv):
     del argv  # parse_flags refused any positional argument.
-    if _WORKDIR.value is None:
+    if _WORKDIR.value is None and not _CHECK.value:
         errors.fail("--workdir is required")
     if not flags.FLAGS["verbosity"].present:  # The libraries' logs and warnings off.
         logging.set_verbosity(logging.ERROR)
         warnings.simplefilter("ignore")
+    if _CHECK.value:
+        sys.exit(0 if preflight_check(_CONFIG.value) else 2)
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     try:
         initialize_distributed()

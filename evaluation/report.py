@@ -411,8 +411,18 @@ def _score(args):
         if args.langs else None
     references = xm3600_release.read_references(args.references)
     predictions = predictions_format.read_files(args.predictions, langs)
-    return cider.score_languages(references, predictions, langs=langs,
-                                 keep_scorers=False), predictions
+    results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
+                                    allow_missing=True)
+    for lang, r in results.items():
+        if r.num_skipped:  # Table 8's averages are over every image.
+            missing = [key for key in references.get(lang)[0] if key not in predictions[lang]]
+            raise errors.InputError(
+                f"{', '.join(args.predictions)}: {r.num_skipped} of "
+                f"{len(missing) + len(r.keys)} images with {lang!r} references have no "
+                f"prediction (first: {', '.join(map(repr, missing[:3]))}); a report needs one "
+                f"for every image (python -m evaluation.cider --allow-missing scores only the "
+                f"images that have one)")
+    return results, predictions
 
 
 def _parser():

@@ -6,15 +6,20 @@ one command line: a line whose first word is a program a reader would type (`pyt
 `pip`, `gcloud`, ...), a path to a script (`../shared/tools/x.sh`), an environment assignment
 (`TPU=...`) or an elided command (`... --command`); a line ending in `\\` continues on the
 next. Its other lines are what the commands print, or comments (`# ...`), and are not run.
+A *Python block* is a fenced ```python block, or an indented block without command lines
+whose text parses as Python with a statement beyond one lone expression (so a JSON example is
+not one); it runs as a file of its own would.
 
-A command block that cannot run here carries a marker on the last non-blank line before it:
+A command or Python block that cannot run here carries a marker on the last non-blank line
+before it:
 
     <!-- not run here: needs the real XM3600 release -->
 
 whose reason starts with one of `REASONS`. CONTRIBUTING.md's documentation section states the
-rule; tests/test_docs.py runs every other command block.
+rule; tests/test_docs.py runs every other command and Python block.
 """
 
+import ast
 import dataclasses
 import pathlib
 import re
@@ -23,7 +28,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # What a marked block needs, or is, that the test cannot give it (the start of each reason).
 REASONS = ("needs the real", "needs a GPU", "needs a TPU", "needs several hosts",
-           "needs the network", "a long training", "a synopsis")
+           "needs the network", "a long training", "a synopsis", "a fragment",
+           "a user's own folder")
 
 _PROGRAMS = frozenset({
     "python", "python3", "python3.11", "make", "pip", "pip3", "gcloud", "gsutil", "sed",
@@ -45,12 +51,14 @@ class Block:
         lines: its lines, without the block's indentation or fences.
         marker: the reason of its `<!-- not run here: ... -->` marker, or None.
         fenced: whether it is a fenced block.
+        language: a fenced block's language ("python" after ```python), else "".
     """
     path: str
     line: int
     lines: tuple
     marker: str | None
     fenced: bool = False
+    language: str = ""
 
     @property
     def where(self):
@@ -72,6 +80,20 @@ class Block:
         if current is not None:
             commands.append(current)
         return commands
+
+    def python(self):
+        """Its source if it is a Python block (module docstring), else None."""
+        source = "\n".join(self.lines) + "\n"
+        if self.language == "python":
+            return source
+        if self.fenced or self.language or self.commands():
+            return None
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return None
+        lone_expression = len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr)
+        return source if tree.body and not lone_expression else None
 
 
 def is_command(line):
@@ -105,7 +127,8 @@ def blocks(path):
             end = next((j for j in range(i + 1, len(lines))
                         if lines[j].strip().startswith("```")), len(lines))
             body = [body_line[indent:] for body_line in lines[i + 1:end]]
-            found.append(Block(name, i + 1, tuple(body), _marker(lines, i), fenced=True))
+            found.append(Block(name, i + 1, tuple(body), _marker(lines, i), fenced=True,
+                               language=text[3:].strip()))
             i, previous_blank = end + 1, False
             continue
         if text and previous_blank and indent >= list_indent + 4:

@@ -1,12 +1,13 @@
-"""The command blocks of README.md and docs/*.md run as written, or say in the docs why not.
+"""The command and Python blocks of README.md and docs/*.md run as written, or say why not.
 
-Every command block (tests/doc_blocks.py) is either run here or carries a marker
+Every command or Python block (tests/doc_blocks.py) is either run here or carries a marker
 `<!-- not run here: REASON -->` (CONTRIBUTING.md, "Documentation"), so a new block cannot
 escape. A block runs on the tests' tiny trained run and tiny demo data instead of `make demo`'s:
 in a new working folder laid out as the repository after `make demo` (`working_folder`),
 with the few textual changes of `SUBSTITUTIONS`, the one declared place where the demo and
-the tiny run differ. Its command lines run in order and must each exit with status 0;
-a file a command names with `--out` must exist afterwards.
+the tiny run differ. A command block's lines run in order and must each exit with status 0;
+a file a command names with `--out` must exist afterwards. A Python block runs in this
+process as a script of its own would (`__main__`, a fresh namespace) and must not raise.
 
 `python -m MODULE ...` runs in this process, as `python -m` runs it (runpy, `__main__`,
 sys.argv; SystemExit is the status), so the tools' imports and compiled programs are shared
@@ -80,15 +81,23 @@ def _runnable():
             for commands, wheres in by_commands.items()]
 
 
+def _python_blocks():
+    """The unmarked Python blocks, one pytest param each."""
+    return [pytest.param(block.python(), id=block.where)
+            for path in doc_blocks.documents() for block in doc_blocks.blocks(path)
+            if block.marker is None and block.python()]
+
+
 def test_every_command_block_runs_here_or_says_why_not():
     faults, unmarked = [], 0
     for path in doc_blocks.documents():
         found = doc_blocks.blocks(path)
         for block in found:
             if block.marker is None:
-                unmarked += bool(block.commands())
-            elif not block.commands():
-                faults.append(f"{block.where}: a marker before a block without a command")
+                unmarked += bool(block.commands() or block.python())
+            elif not block.commands() and not block.python():
+                faults.append(f"{block.where}: a marker before a block without a command "
+                              f"or Python")
             elif not block.marker.startswith(doc_blocks.REASONS):
                 faults.append(f"{block.where}: reason {block.marker!r} starts with none of "
                               f"{doc_blocks.REASONS}")
@@ -102,7 +111,7 @@ def test_every_command_block_runs_here_or_says_why_not():
                 name = path.relative_to(doc_blocks.ROOT)
                 faults.append(f"{name}:{line}: a marker before no block")
     assert not faults, "\n".join(faults)
-    assert unmarked >= 8  # The parser finds the blocks that run.
+    assert unmarked >= 8 and len(_python_blocks()) >= 2  # The parser finds the blocks that run.
 
 
 def test_blocks_are_read_as_markdown_renders_them(tmp_path):
@@ -113,11 +122,15 @@ def test_blocks_are_read_as_markdown_renders_them(tmp_path):
         "", "- An item:", "", "      python -m tools.b", "  its paragraph,", "    continued.", "",
         "<!-- not run here: needs a GPU -->", "", "```python", "import x", "```", "",
         "    TPU=v4; gcloud compute ssh $TPU", "    ... --command 'python x.py'", "", "Text.",
-        "", "    error: output only, python -m x", "    (what a block prints)", ""]))
+        "", "    error: output only, python -m x", "    (what a block prints)", "", "Text.",
+        "", "    x = {'a': 1}", "    print(x)", "", "Text.", "", '    {"a": 1, "b": ...}', "",
+        "```json", "x = 1", "```", ""]))
     found = doc_blocks.blocks(page)
     assert [(b.line, b.marker, b.fenced) for b in found] == [
         (3, None, False), (10, None, False), (16, "needs a GPU", True), (20, None, False),
-        (25, None, False)]
+        (25, None, False), (30, None, False), (35, None, False), (37, None, True)]
+    assert [b.python() for b in found] == [
+        None, None, "import x\n", None, None, "x = {'a': 1}\nprint(x)\n", None, None]
     assert found[0].commands() == ["python -m tools.a --x 1 --y 2   # a comment"]
     assert found[1].commands() == ["python -m tools.b"]
     assert found[2].commands() == []
@@ -148,6 +161,16 @@ def test_command_block_runs_as_written(commands, working_folder, capfd):
         assert status == 0, f"{line}\nexit status {status}\n{output[-4000:]}"
         for out in _outputs(shlex.split(line, comments=True)):
             assert (folder / out).exists(), f"{line}\nwrote no {out}\n{output[-4000:]}"
+
+
+@pytest.mark.parametrize("source", _python_blocks())
+def test_python_block_runs_as_written(source, working_folder, capfd, request):
+    folder, config = working_folder
+    where = request.node.callspec.id
+    code = compile(substitute(source, config=config), where, "exec")
+    status, output = _in_process(lambda: exec(code, {"__name__": "__main__"}), [where],
+                                 folder, capfd)
+    assert status == 0, f"{where}\nexit status {status}\n{output[-4000:]}"
 
 
 def substitute(command, **paths):

@@ -78,6 +78,9 @@ def _references(records, reference_field):
         raise InputError(f"unknown reference field {reference_field!r}; expected one of "
                          f"{', '.join(REFERENCE_FIELDS)}")
     if not isinstance(records, xm3600_release.References):
+        if not all(isinstance(r, xm3600_release.Record) for r in records):
+            raise InputError("records must be those of data.releases.xm3600.read_captions (or "
+                             "the References of read_references)")
         return xm3600_release.references_by_language(records, reference_field)
     if records.field != reference_field:
         raise InputError(f"the references are of field {records.field!r}, not "

@@ -163,8 +163,9 @@ class CiderScorer:
             raise InputError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
         self.lang, self.metric, self.segmenter, self.options = lang, metric, segmenter, options
         self.normalization = options.describe(segmenter)
-        if isinstance(references, str):
-            raise InputError("references must be a list (per image) of lists of strings")
+        if isinstance(references, str | dict):
+            raise InputError(f"references must be a list (per image) of lists of strings, "
+                             f"not a {type(references).__name__}")
         references = [refs if isinstance(refs, str) else list(refs) for refs in references]
         for i, refs in enumerate(references):
             if isinstance(refs, str) or not refs:
@@ -405,6 +406,9 @@ class CiderScorer:
         Returns:
             A `CiderResult`; per_image follows `predictions`.
         """
+        if isinstance(predictions, str | dict):
+            raise InputError(f"predictions must be a list of strings, one per image, not a "
+                             f"{type(predictions).__name__}")
         predictions = list(predictions)
         if indices is None:
             image = np.arange(self.num_images)

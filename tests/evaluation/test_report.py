@@ -294,6 +294,16 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
         "--langs", "en"])
     assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    # Predictions for some images only: the error names the images and a command that exists.
+    results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
+                                   for p in PREDS if p["lang"] == "en"][:1]))
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv), [
+        str(tmp_path / "partial"), "--predictions", str(results), "--references", references,
+        "--langs", "en"])
+    assert lines == [f"error: {results}: 2 of 3 images with 'en' references have no prediction "
+                     f"(first: 'img1', 'img2'); a report needs one for every image (python -m "
+                     f"evaluation.cider --allow-missing scores only the images that have one)"]
+    assert not (tmp_path / "partial").exists()
 
 
 def test_scoring_into_a_full_disk_prints_the_scores_and_one_line(tmp_path, capsys):

@@ -310,6 +310,15 @@ def test_bad_arguments():
     df = cider.DocumentFrequency("es", 3, {"a": 1}, "x")
     with pytest.raises(errors.InputError, match="'es', not 'en'"):
         cider.CiderScorer([["a"]], "en", df=df)
+    # Dicts, as a user holding {image key: ...} would pass them: a clear error, never keys
+    # scored as captions nor a traceback.
+    with pytest.raises(errors.InputError, match="references must be a list .* not a dict"):
+        cider.CiderScorer({"k1": ["a b"], "k2": ["c d"]}, "en")
+    with pytest.raises(errors.InputError, match="predictions must be a list .* not a dict"):
+        scorer.score({"k1": "a b", "k2": "c d"})
+    with pytest.raises(errors.InputError, match="records must be those of .*read_captions"):
+        cider.score_languages([{"image/key": "k1", "en": {"caption": ["a b"]}}],
+                              {"en": {"k1": "a b"}})
 
 
 @settings(max_examples=40, deadline=None)

@@ -10,6 +10,7 @@ requirements: selenium, and Debian's chromium + chromedriver).
 
 import argparse
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -58,6 +59,11 @@ def serving(captioner):
         thread.join(timeout=10)
 
 
+def choose_image(driver, path):
+    """Chooses the image file `path` (chromedriver takes absolute paths only)."""
+    driver.find_element(By.ID, "image").send_keys(os.path.abspath(path))
+
+
 def choose(driver, langs, decode, settings=None):
     """Ticks exactly `langs` (None: as they are), picks the decoding, types its settings."""
     for box in driver.find_elements(By.CSS_SELECTOR, 'input[name="langs"]'):
@@ -93,7 +99,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with serving(Captioner.from_run(args.workdir)) as url, chromium(1000, 900) as driver:
         driver.get(url)
-        driver.find_element(By.ID, "image").send_keys(args.image)
+        choose_image(driver, args.image)
         choose(driver, args.langs.split(","), args.decode)
         caption(driver)  # compiles
         caption(driver)  # shows the time of a compiled decoding

@@ -6,6 +6,8 @@ message. The browser is required: `make test` installs chromium and chromium-dri
 missing, and this test fails (never skips) without them.
 """
 
+import os
+
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -38,7 +40,7 @@ def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, 
     browser.get(url)
     sample_settings = browser.find_element(By.CSS_SELECTOR, '.settings[data-for="sample"]')
     assert not sample_settings.is_displayed()  # greedy is chosen: no sampling settings
-    browser.find_element(By.ID, "image").send_keys(demo_images[0])
+    page.choose_image(browser, os.path.relpath(demo_images[0]))  # As docs/captioning.md's.
     WebDriverWait(browser, 10).until(
         lambda d: d.find_element(By.ID, "preview").is_displayed())
     assert browser.find_element(By.ID, "drop-text").text == demo_images[0].rsplit("/", 1)[1]
@@ -97,7 +99,7 @@ def test_the_button_is_disabled_while_captioning(browser, url, demo_images):
         "window.requests = 0; const real = window.fetch;"
         "window.fetch = (...args) => { window.requests += 1;"
         "  return new Promise(r => setTimeout(r, 1000)).then(() => real(...args)); };")
-    browser.find_element(By.ID, "image").send_keys(demo_images[0])
+    page.choose_image(browser, os.path.relpath(demo_images[0]))  # As docs/captioning.md's.
     page.choose(browser, ("en",), "greedy")
     submit = browser.find_element(By.ID, "submit")
     submit.click()
@@ -135,7 +137,7 @@ def test_the_page_fits_a_phone(browser, url, demo_images):
     try:
         browser.get(url)
         assert browser.execute_script("return window.innerWidth") == 390
-        browser.find_element(By.ID, "image").send_keys(demo_images[0])
+        page.choose_image(browser, os.path.relpath(demo_images[0]))  # As docs/captioning.md's.
         browser.find_element(By.ID, "all-langs").click()
         for decoding in ("greedy", "beam", "sample"):  # each with its settings shown
             page.choose(browser, None, decoding)

@@ -1,0 +1,233 @@
+"""`train.py --check`: whether a config can start here, said before a job is launched.
+
+Reads every input the run needs (vocabulary, training data, pretrained checkpoints,
+evaluation data) and reports them all at once, each missing one with its fix; when they are
+all there it compiles the training step on the devices present and reports its per-device
+memory against the devices' capacity, with the smallest `grad_accum_steps` / remat setting
+that fits when the config does not. Nothing is written (no workdir, no compilation cache).
+"""
+
+import dataclasses
+import os
+
+import jax
+import ml_collections
+
+import errors
+from data import pipeline, tokenizer
+from model import captioner, upstream
+from model.upstream import big_vision, files
+from training import checkpointing, run_config
+from training import state as state_lib
+
+GIB = 2**30
+
+
+@dataclasses.dataclass
+class Item:
+    """One input of the run: what it is, and why it is not usable (None when it is)."""
+    what: str
+    problem: str | None = None
+
+    def line(self):
+        return f"  ok       {self.what}" if self.problem is None else \
+            f"  MISSING  {self.what}: {self.problem}"
+
+
+def _vocabulary(config):
+    """(Item, vocabulary or None)."""
+    path = config.vocab.path
+    try:
+        vocab = tokenizer.get_vocabulary(path)
+        run_config.check_vocab(config, vocab)
+    except (OSError, ValueError, errors.Error) as e:
+        problem = _unreadable(path, "vocab.path") if "://" in str(path) else str(e)
+        return Item(f"vocabulary {path}", problem), None
+    return Item(f"vocabulary {path} ({vocab.vocab_size} pieces)"), vocab
+
+
+def _training_data(config):
+    data = config.data
+    try:
+        pipeline.ensure_built(data)
+    except (OSError, errors.Error, ValueError) as e:
+        return Item(f"training data {data.dataset} ({len(data.langs)} languages)", str(e))
+    return Item(f"training data {data.dataset}, built for its {len(data.langs)} languages")
+
+
+def _unreadable(path, field):
+    """Why `path` (config.<field>) cannot be read, and the override that fixes it."""
+    if "://" in path:
+        return (f"{path} is remote and could not be read from here (no network, or no "
+                f"access): copy it to a local disk (docs/files.md) and pass "
+                f"--config.{field}=<the local copy>")
+    return f"{path} not found; pass --config.{field}=<its path>"
+
+
+def _exists(path):
+    """Whether a pretrained checkpoint's folder or `.npz` (local or remote) is there."""
+    try:
+        return files.isdir(path) or files.isfile(big_vision.split_subkey(path)[0])
+    except Exception:  # noqa: BLE001  TensorFlow's errors for an unreachable gs:// path.
+        return False
+
+
+def _pretrained(config, abstract_params):
+    """An Item per `config.init` field that names something; with the model's shapes
+    (`abstract_params`, None when the vocabulary is missing) the checkpoint is read and
+    matched against them."""
+    items = []
+    for field in ("mt5", "vit"):
+        path = config.init.get(field)
+        if not path:
+            continue
+        what = f"pretrained config.init.{field}"
+        if not _exists(path):
+            items.append(Item(what, _unreadable(path, f"init.{field}")))
+        elif abstract_params is None:
+            items.append(Item(f"{what} {path} (shapes not checked: they need the vocabulary)"))
+        else:
+            try:
+                upstream.load_pretrained(abstract_params, ml_collections.ConfigDict({field: path}))
+            except (OSError, ValueError) as e:
+                items.append(Item(what, str(e)))
+            else:
+                items.append(Item(f"{what} {path} (its shapes fit the model)"))
+    path = config.init.get("checkpoint")
+    if path:
+        run = path.rstrip("/")
+        if run.rsplit("/", 1)[-1].isdigit():  # .../checkpoints/<step>
+            run = run.rsplit("/", 2)[0]
+        items.append(Item(f"pretrained config.init.checkpoint {path}",
+                          None if checkpointing.has_checkpoint(run)
+                          else _unreadable(path, "init.checkpoint")))
+    return items
+
+
+def _evaluation_data(config, model, vocab, build_evaluators):
+    items = []
+    for name, eval_config in config.evals.items():
+        if not eval_config.every:
+            continue
+        what = f"evaluation data of config.evals.{name}"
+        if vocab is None:  # Where the files are; their contents are read with the vocabulary.
+            folders = [(k, eval_config[k]) for k in ("data_dir", "manual_dir")
+                       if eval_config.get(k)]
+            absent = [(k, v) for k, v in folders if not os.path.isdir(v)]
+            items.append(Item(what, "; ".join(
+                f"{v} not found; pass --config.evals.{name}.{k}=<its path>" for k, v in absent)
+                or None))
+            continue
+        try:
+            build_evaluators(config, model, vocab, names=[name])
+        except (OSError, ValueError, errors.Error) as e:
+            items.append(Item(what, str(e)))
+        else:
+            items.append(Item(what))
+    return items
+
+
+def device_capacity():
+    """Bytes of memory of one device, or None where the backend does not say (a CPU)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get("bytes_limit")
+
+
+def step_memory(config, model, mesh, compile_step):
+    """Per-device bytes of the compiled training step (arguments, outputs and temporaries,
+    less what donation aliases), from XLA's memory analysis."""
+    tx, _ = state_lib.create_optimizer(config)
+    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
+    compiled = compile_step(config, model, mesh, abstract_state)
+    m = compiled.memory_analysis()
+    return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+            - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
+
+
+def replaced(config, **fields):
+    """A copy of `config` with dotted `fields` replaced."""
+    config = config.copy_and_resolve_references()
+    with config.unlocked():
+        for key, value in fields.items():
+            node = config
+            *parents, last = key.split(".")
+            for parent in parents:
+                node = node[parent]
+            node[last] = value
+    return config
+
+
+def _alternatives(config, data_devices):
+    """Settings that use less memory, in the order they cost speed: more accumulation, then
+    rematerialization with it."""
+    per_device = config.batch_size // data_devices
+    k = config.grad_accum_steps
+    options = []
+    for remat in ([] if config.model.remat else [{}]) + [{"model.remat": True}]:
+        for accum in (k * 2**i for i in range(0, 9)):
+            if per_device % accum or (accum == k and not remat):
+                continue
+            options.append({"grad_accum_steps": accum, **remat})
+    return options
+
+
+def fit(config, model, mesh, compile_step, say):
+    """Reports the step's memory against the devices'; returns whether it fits."""
+    data_devices = mesh.shape["data"]
+    say(f"  batch    {config.batch_size} global = {data_devices} data device(s) x "
+        f"{config.batch_size // data_devices} per device, in {config.grad_accum_steps} "
+        f"micro-batch(es) of {config.batch_size // data_devices // config.grad_accum_steps}")
+    capacity = device_capacity()
+    used = step_memory(config, model, mesh, compile_step)
+    device = jax.devices()[0]
+    if capacity is None:
+        say(f"  memory   {used / GIB:.2f} GiB per device (an estimate: XLA's analysis of the step "
+            f"compiled for {device.platform}, which reports no device memory)")
+        return True
+    say(f"  memory   {used / GIB:.2f} GiB per device of {capacity / GIB:.1f} GiB "
+        f"({device.device_kind})")
+    if used <= capacity:
+        return True
+    for fields in _alternatives(config, data_devices):
+        need = step_memory(replaced(config, **fields), model, mesh, compile_step)
+        if need <= capacity:
+            flags = " ".join(f"--config.{k}={v}" for k, v in fields.items())
+            say(f"  does not fit; the smallest change that does: {flags} "
+                f"({need / GIB:.2f} GiB per device)")
+            return False
+    say("  does not fit, even with remat and one example per micro-batch: use more devices "
+        "or --config.mesh.fsdp=True")
+    return False
+
+
+def check(config, *, build_evaluators, compile_step, say=print):
+    """Runs the preflight; returns True when the run can start here and fits.
+
+    Args:
+        config: the run's config.
+        build_evaluators: fn(config, model, vocab, names) building in-loop evaluators.
+        compile_step: fn(config, model, mesh, abstract_state) -> the compiled train step.
+        say: prints a line.
+    """
+    try:
+        mesh = state_lib.make_mesh(config.mesh)
+        run_config.check(config)
+    except (ValueError, errors.Error) as e:
+        say(f"  MISSING  a valid config: {e}")
+        return False
+    vocab_item, vocab = _vocabulary(config)
+    size = vocab.vocab_size if vocab is not None else config.model.t5.vocab_size
+    model = captioner.from_config(config.model, size or 128)  # 128: any, for the names.
+    abstract_params = captioner.abstract_params(model) if size else None
+    items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
+             *_evaluation_data(config, model, vocab, build_evaluators)]
+    say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s):")
+    for item in items:
+        say(item.line())
+    if any(item.problem for item in items):
+        say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
+            "are all there).")
+        return False
+    fits = fit(config, model, mesh, compile_step, say)
+    say("Ready." if fits else "Not ready: the step does not fit the devices.")
+    return fits
