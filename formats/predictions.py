@@ -157,6 +157,8 @@ def read(path, lang=None):
 
 def _is_line(first):
     """Whether a file's first line is a JSON Lines entry (not a list or a {key: caption})."""
+    if first.lstrip().startswith(b"["):
+        return False
     try:
         obj = json.loads(first)
     except ValueError:
