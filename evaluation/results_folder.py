@@ -40,12 +40,9 @@ REPORT_BYTES = 1 << 20
 
 
 def needed_bytes(evaluators):
-    """The room a results folder of `evaluators` needs, every caption at its longest.
-
-    Each image in each language takes a predictions line and a per-image line: LINE_BYTES,
-    its key twice, and `max_decode_len` tokens of TOKEN_BYTES; each evaluator's report
-    REPORT_BYTES.
-    """
+    """The room a results folder of `evaluators` needs, every caption at its longest: per
+    image and language LINE_BYTES, its key twice and `max_decode_len` tokens of TOKEN_BYTES;
+    per evaluator REPORT_BYTES."""
     total = 0
     for evaluator in evaluators.values():
         for keys in evaluator.data.keys.values():

@@ -73,14 +73,10 @@ def _parser():
 
 
 def _keep_freed_memory():
-    """Has glibc's malloc keep freed memory for reuse instead of giving it back.
+    """Has glibc's malloc keep freed memory for reuse (elsewhere, nothing).
 
-    Preparing a language's references allocates and frees arrays of tens of
-    MB; by default each comes from a fresh mmap whose pages the kernel
-    faults in and zeroes again, a quarter of the CPU time of scoring all of
-    XM3600. One arena (no per-thread heaps of 64 MB), arrays up to 32 MB (the
-    most glibc allows) from the heap, and no trimming make them reuse the
-    same pages. Elsewhere than glibc, nothing.
+    Each language's arrays of tens of MB would otherwise come from fresh mmaps whose pages the
+    kernel faults in and zeroes again: a quarter of the CPU time of scoring all of XM3600.
     """
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
@@ -99,14 +95,8 @@ _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg (0.3 s) when it loads, in this process.
-
-    On first use numba imports its numpy support, whose module probes for
-    BLAS by importing scipy.linalg.cython_blas, and so all of scipy.linalg.
-    Our loops call no BLAS. A None in sys.modules makes that one import fail
-    at once (numba then leaves BLAS-backed np.dot and np.linalg uncompilable
-    here); the entry is removed once numba has loaded.
-    """
+    """Keeps numba from importing scipy.linalg (0.3 s) to probe for BLAS, which our loops
+    never call: a None in sys.modules fails that one import until numba has loaded."""
     if "numba.np.arraymath" in sys.modules:
         return lambda: None
     sys.modules.setdefault(_BLAS_MODULE, None)
@@ -156,12 +146,8 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df, each whole or not at all (after the scores are
-    printed: a full disk loses none).
-
-    Raises:
-        InputError: an output could not be written (named, with the cause).
-    """
+    """Writes --per-image and --save-df, each whole or not at all, after the scores are
+    printed (InputError naming the output that could not be written)."""
     outputs = []
     if args.per_image:
         outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
