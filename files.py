@@ -9,6 +9,7 @@ as it was. `replacing_folder(path)` does the same for a folder.
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -65,6 +66,7 @@ def replacing_folder(path):
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
+    recover_folder(path)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     try:
         yield tmp
@@ -81,6 +83,37 @@ def replacing_folder(path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def recover_folder(path):
+    """Finishes or undoes a `replacing_folder(path)` that was interrupted; says what it did.
+
+    The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
+    `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
+    folder they left beside `path` is deleted.
+
+    Returns:
+        A line saying what was renamed in, or "".
+    """
+    parent, name = os.path.split(os.path.abspath(os.fspath(path)))
+    left = {"old": [], "tmp": []}
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(parent):
+            kind = re.fullmatch(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(old|tmp)", entry.name)
+            if kind and entry.is_dir(follow_symlinks=False):
+                left[kind[1]].append(entry.path)
+    done = ""
+    if left["old"] and not os.path.lexists(path):
+        kind = "tmp" if left["tmp"] else "old"
+        chosen = max(left[kind], key=os.path.getmtime)
+        left[kind].remove(chosen)
+        os.replace(chosen, os.path.join(parent, name))
+        done = (f"{os.path.join(parent, name)}: an interrupted replacement finished: "
+                + ("the new folder, written whole, renamed in" if kind == "tmp" else
+                   "the previous folder restored"))
+    for leftover in left["old"] + left["tmp"]:
+        shutil.rmtree(leftover, ignore_errors=True)
+    return done
 
 
 def _umask():

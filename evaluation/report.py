@@ -1,37 +1,28 @@
 """The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
 
-`write_report` is XM3600's CIDEr-D report: `scores.json` (the numbers other tools read back,
-formats/scores.py), `scores.csv`, `table.md` (a Markdown table laid out like Table 8 of the
-XM3600 paper: a row per language, the paper's four baselines and this model as columns, and
-the COCO-dev column when there are COCO-dev scores) and `bars.png` (the same numbers as a
-grouped bar chart). `write_metric_report` is the report of any other evaluator:
-`scores_<evaluator>.json` and `table_<evaluator>.md`, a row per language with the paper's
-averages, no baselines.
-
-The baselines come from the paper's per-language CIDEr, the repository's
-`paper_tables/cider_per_language.csv` (Tables 8-11), or from the folder named by the
-`paper_dir` argument. Without that file the report still gets written, with a note and without
-baseline columns.
-
-The command line writes the report of any captioner:
+`write_report` is XM3600's CIDEr-D report: `scores.json` (formats/scores.py), `scores.csv`,
+`table.md` (Table 8 of the XM3600 paper: a row per language, the paper's four baselines from
+`paper_tables/cider_per_language.csv` or `paper_dir`, this model, and COCO-dev when scored)
+and `bars.png` (the same as a chart). `write_metric_report` is any other evaluator's:
+`scores_<evaluator>.json` and `table_<evaluator>.md`, without baselines.
 
     python -m evaluation.report RESULTS_DIR [--name NAME]
     python -m evaluation.report RESULTS_DIR --predictions FILE --references captions.jsonl \
         [--langs en,es] [--name NAME]
 
-The first redraws table.md and bars.png from RESULTS_DIR's scores.json (a results folder of
-the checkpoint tool, say). The second scores FILE, a predictions file or a pycocoevalcap
-results list (formats/predictions.py), with CIDEr-D against an XM3600 `captions.jsonl` and
-writes RESULTS_DIR whole as the checkpoint tool would: `predictions_<lang>.jsonl`,
-`per_image.jsonl` (which `python -m tools.analysis.compare` reads) and the report, every
-language of the file beside the paper's baselines. Every file is written whole or not at
-all (files.py); matplotlib is imported when a chart is drawn, never by the training process.
+The first redraws the report from RESULTS_DIR's scores.json. The second scores FILE (any kind
+formats/predictions.py reads; repeatable) with CIDEr-D and writes RESULTS_DIR whole as the
+checkpoint tool would (predictions, `per_image.jsonl`, the report). Everything is checked and
+drawn before a file is written; matplotlib is imported only to draw.
 """
 
 import csv
+import io
 import math
 import os
 import pathlib
+import shlex
+import sys
 import textwrap
 
 import errors
@@ -86,8 +77,10 @@ def read_paper_scores(path):
             try:
                 value = float(row[column])
             except ValueError:
-                raise errors.InputError(f"{path}:{lineno}: column {column}: not a number: "
-                                        f"{row[column]!r}") from None
+                value = math.nan
+            if not math.isfinite(value):
+                raise errors.InputError(f"{path}:{lineno}: column {column}: not a finite "
+                                        f"number: {row[column]!r}")
             out[kind].setdefault(row["model"], {})[row["lang"]] = value
     return out
 
@@ -129,10 +122,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     """One Markdown table: a row per language, then the 35- and 36-language averages.
 
     Args:
-        title: the section heading.
         baselines: {model: {lang: score}} for the paper's columns (possibly empty).
-        scores: this model's {lang: score}.
-        name: this model's column heading.
         extra: optional (heading, {lang: value}) for a last column (image counts).
         with_quz: whether the 36-language average applies (COCO-dev has no quz).
     """
@@ -207,11 +197,10 @@ _MODEL_COLOR = "#e6550d"
 _GROUPS_PER_ROW = 19
 
 
-def plot_bars(path, scores, baselines, name):
-    """Draws a grouped bar chart, one group per language, of `scores` and the baselines.
+def bars_png(scores, baselines, name):
+    """A grouped bar chart, one group per language, of `scores` and the baselines, as PNG bytes.
 
     Args:
-        path: the PNG file to write.
         scores: this model's {lang: score}.
         baselines: {model: {lang: score}} (possibly empty).
         name: this model's legend label.
@@ -264,7 +253,12 @@ def plot_bars(path, scores, baselines, name):
     legend_rows = math.ceil(len(series) / ncol)
     fig.legend(handles, labels, ncol=ncol, loc="lower center", frameon=False, fontsize=10)
     fig.tight_layout(rect=(0, 0.07 * legend_rows / rows, 1, 1))
-    cli.save_figure(fig, path, dpi=110)
+    png = io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+    return png.getvalue()
 
 
 def load_baselines(paper_dir=None):
@@ -304,12 +298,15 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         formats.scores.ScoresError: a malformed score or count (named); nothing is written.
         errors.InputError: a malformed file of the paper's (file:line).
     """
-    # Check everything before writing anything, so bad input leaves no half-written folder.
+    # Everything is checked and drawn before a file is written: bad input changes nothing.
     summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
                                  coco_dev_scores=coco_dev_scores, extra=extra)
     scores, num_images = summary["scores"], summary["num_images"]
     coco_dev_scores = summary.get("coco_dev_scores")
     paper, paper_note = load_baselines(paper_dir)
+    table = _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step,
+                      summary.get("decoding"))
+    bars = bars_png(scores, paper.get("xm3600", {}), name)
 
     results_dir = pathlib.Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -318,9 +315,8 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         ("bars", "bars.png"))}
     scores_format.write(paths["json"], summary)
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    files.write_text(paths["table"], _markdown(scores, num_images, coco_dev_scores, paper,
-                                               paper_note, name, step, summary.get("decoding")))
-    plot_bars(paths["bars"], scores, paper.get("xm3600", {}), name)
+    files.write_text(paths["table"], table)
+    files.write_bytes(paths["bars"], bars)
     return paths
 
 
@@ -401,24 +397,31 @@ def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
     return {kind: path.name for kind, path in paths.items()}
 
 
+def command(predictions, references, langs=None):
+    """The command that scores the predictions file `predictions` into a results folder."""
+    out = os.path.splitext(predictions)[0] + "_results"
+    return " ".join(["python -m evaluation.report", *map(shlex.quote, (
+        out, "--predictions", predictions, "--references", references))]
+        + ([f"--langs {','.join(langs)}"] if langs else []))
+
+
 def _score(args):
     """({lang: LanguageScore}, the predictions) of --predictions against --references."""
     langs = [code.strip() for code in args.langs.split(",") if code.strip()] \
         if args.langs else None
     references = xm3600_release.read_references(args.references)
-    predictions = predictions_format.read(
-        args.predictions, lang=langs[0] if langs and len(langs) == 1 else None)
+    predictions = predictions_format.read_files(args.predictions, langs)
     results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
                                     allow_missing=True)
     for lang, r in results.items():
         if r.num_skipped:  # Table 8's averages are over every image.
             missing = [key for key in references.get(lang)[0] if key not in predictions[lang]]
             raise errors.InputError(
-                f"{args.predictions}: {r.num_skipped} of {len(missing) + len(r.keys)} images "
-                f"with {lang!r} references have no prediction (first: "
-                f"{', '.join(map(repr, missing[:3]))}); a report needs one for every image "
-                f"(python -m evaluation.cider --allow-missing scores only the images that "
-                f"have one)")
+                f"{', '.join(args.predictions)}: {r.num_skipped} of "
+                f"{len(missing) + len(r.keys)} images with {lang!r} references have no "
+                f"prediction (first: {', '.join(map(repr, missing[:3]))}); a report needs one "
+                f"for every image (python -m evaluation.cider --allow-missing scores only the "
+                f"images that have one)")
     return results, predictions
 
 
@@ -428,14 +431,13 @@ def _parser():
     parser.add_argument("results_dir", help="results folder (with scores.json, or to write)")
     parser.add_argument("--name", default=None, help="this model's column heading "
                         "(default: the folder name)")
-    parser.add_argument("--predictions", metavar="FILE",
-                        help="score FILE (a predictions file or a pycocoevalcap results list) "
-                             "and write RESULTS_DIR from it")
+    parser.add_argument("--predictions", metavar="FILE", action="append",
+                        help="score FILE (a predictions file of any kind, as python -m "
+                             "evaluation.cider's; repeatable) and write RESULTS_DIR from it")
     parser.add_argument("--references", metavar="captions.jsonl",
                         help="with --predictions: the XM3600 references")
     parser.add_argument("--langs", help="with --predictions: the languages to score (default: "
-                        "all of the file's); one language is that of a results list without "
-                        "\"lang\" fields")
+                        "all of the file's); one: the language of entries without \"lang\"")
     parser.add_argument("--paper-dir", default=None,
                         help=f"folder with {PAPER_SCORES_FILE} (default: the repository's "
                         "paper_tables/)")
@@ -448,6 +450,9 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
+    recovered = files.recover_folder(results_dir)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
     name = args.name or results_dir.resolve().name
     if args.predictions or args.references or args.langs:
         if not (args.predictions and args.references):

@@ -12,11 +12,13 @@ For one evaluated checkpoint (each evaluator's `Results`, evaluators/caption_eva
   too; every other one `scores_<name>.json` and `table_<name>.md`.
 
 The folder is written beside its place and renamed onto it at the end (files.replacing_folder):
-a folder there is a whole result, never half of one. `check_room` compares the room the
-folder needs (`needed_bytes`) with the free space before the evaluation starts.
+a folder there is a whole result, never half of one. `check_room`, before the evaluation
+starts, finishes a replacement a killed run left undone (files.recover_folder) and compares the
+room the folder needs (`needed_bytes`) with the free space.
 """
 
 import os
+import sys
 
 import numpy as np
 
@@ -38,12 +40,9 @@ REPORT_BYTES = 1 << 20
 
 
 def needed_bytes(evaluators):
-    """The room a results folder of `evaluators` needs, every caption at its longest.
-
-    Each image in each language takes a predictions line and a per-image line: LINE_BYTES,
-    its key twice, and `max_decode_len` tokens of TOKEN_BYTES; each evaluator's report
-    REPORT_BYTES.
-    """
+    """The room a results folder of `evaluators` needs, every caption at its longest: per
+    image and language LINE_BYTES, its key twice and `max_decode_len` tokens of TOKEN_BYTES;
+    per evaluator REPORT_BYTES."""
     total = 0
     for evaluator in evaluators.values():
         for keys in evaluator.data.keys.values():
@@ -54,7 +53,8 @@ def needed_bytes(evaluators):
 
 
 def check_room(out, evaluators, flag, folder=None):
-    """Raises InputError when the file system of `out` has less room than the results need.
+    """Raises InputError when the file system of `out` has less room than the results need,
+    once an interrupted replacement of `out` is finished (printed).
 
     Args:
         out: the results folder.
@@ -63,6 +63,9 @@ def check_room(out, evaluators, flag, folder=None):
         folder: an existing folder on `out`'s file system (default: `out` checked as
             `cli.check_results_folder` checks it).
     """
+    recovered = files.recover_folder(out)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
     folder = folder or cli.check_results_folder(out, flag, eval_metrics.FILE_NAME)
     needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
     if free < needed:

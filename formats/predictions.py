@@ -1,27 +1,17 @@
-"""Predictions files: `predictions_<lang>.jsonl`, one caption per image and language.
+"""Predictions files: one caption per image and language, in any of the kinds captioners write.
 
-Each line is {"image/key": str (not empty), "lang": an XM3600 code, "caption": str}; other
-fields are the writer's own and readers ignore them (the captioning tool adds "image", the
-file it read, and "log_prob"). `line` makes one line, `write` a whole file. The checkpoint
-tool writes one file per evaluator and language into a results folder (`file_name`:
-`predictions_<lang>.jsonl` for XM3600, `predictions_<evaluator>_<lang>.jsonl` for the
-others), `python -m tools.captioning --format jsonl` writes its lines with `line`; the metric
-command lines (`python -m evaluation.cider`, `python -m tools.vifidel`) and the
-human-evaluation kit read them, with any mix of languages in one file.
-
-`read` also takes a pycocoevalcap results file, the JSON list that captioning papers' code
-writes, `[{"image_id": ..., "caption": ...}, ...]`, so that any captioner's output can be
-scored on XM3600: `image_id` is the image's key (a string, or an integer: COCO's ids, the
-keys of COCO-dev), or the name or path of its image file, whose base name without an image
-extension is the key (`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`, as in an XM3600
-release). An entry's language is its own "lang" field when it has one, else the one
-language given for the file (`read(path, lang)`; the command lines take it from `--langs`
-when that names one language). The first character of the file decides: `[` a results list,
-anything else JSON Lines.
-
-A file of all of XM3600 has 129,600 lines, so `read` decodes it in bulk first
-(`data.jsonl.decode_lines`, every line type-checked in C); only a file that fails there is
-read again line by line, to name the first bad line.
+`read` takes, told apart by their first line:
+- JSON Lines of {"image/key", "lang", "caption"} (what the checkpoint tool and `python -m
+  tools.captioning --format jsonl` write, with `line`; other fields are ignored);
+- JSON Lines of {"image_id", "caption"}, or a pycocoevalcap results list `[{"image_id",
+  "caption"}, ...]`;
+- one JSON object {image key: caption}.
+An `image_id` (or a key of the object) is the image's key, an integer id (COCO's), or its image
+file's name or path, whose base name less an image extension is the key
+(`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "lang" is in the
+language given for the file (`lang`: the command lines' `--langs` when it names one).
+`read_files` reads several files as one. A results folder holds one file per evaluator and
+language (`file_name`), read by `read_language`.
 """
 
 import json
@@ -35,7 +25,7 @@ import files
 from data import jsonl, languages
 
 FIELDS = ("image/key", "lang", "caption")
-# What `image_id` may end with in a results list: the image file's extension, not the key's.
+# What `image_id` may end with: the image file's extension, not the key's.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
 
 
@@ -44,23 +34,14 @@ class PredictionsError(errors.InputError):
 
 
 def file_name(lang, outputs=""):
-    """The name of a predictions file in a results folder.
-
-    Args:
-        lang: the language code.
-        outputs: the evaluator's outputs name ("" for XM3600's files).
-    """
+    """A results folder's predictions file of `lang` (`outputs`: the evaluator's, "" for
+    XM3600's)."""
     return f"predictions_{outputs + '_' if outputs else ''}{lang}.jsonl"
 
 
 class Predictions(dict):
-    """lang -> {image key -> caption}, remembering the file and line of each prediction.
-
-    Args:
-        path: the file.
-        find_lines: None, or a function returning what `lines` holds, called when an error
-            message first needs it (the fast paths).
-    """
+    """lang -> {image key -> caption} of the file `path`; `find_lines`, when given, returns
+    `lines` the first time an error message needs them."""
 
     def __init__(self, path, find_lines=None):
         super().__init__()
@@ -90,8 +71,7 @@ class _Line(msgspec.Struct, gc=False, rename={"key": "image/key"}):
 _DECODER = msgspec.json.Decoder(_Line)
 
 
-def _count_keys(lines):
-    """The keys of decoded lines (`jsonl.decode_lines` checks for repeated ones): three each."""
+def _count_keys(lines):  # For `jsonl.decode_lines`' check of repeated keys: three a line.
     return len(FIELDS) * len(lines)
 
 
@@ -112,44 +92,54 @@ def _check(obj, where):
     return key, lang, caption
 
 
+def _record(obj, where, lang):
+    """(key, lang, caption) of an entry: "image/key" or "image_id"; "lang", else `lang`."""
+    if not isinstance(obj, dict):
+        raise PredictionsError(f"{where}: expected an object with \"image_id\" and "
+                               f"\"caption\", got {type(obj).__name__}")
+    if "image/key" not in obj and "image_id" in obj:
+        obj = {**obj, "image/key": image_key(obj["image_id"], where)}
+    if "lang" not in obj:
+        if lang is None:
+            raise PredictionsError(f"{where}: no \"lang\", and no language was given for the "
+                                   f"file (name one, e.g. --langs en)")
+        obj = {**obj, "lang": lang}
+    return _check(obj, where)
+
+
 def line(key, lang, caption, **extra):
-    """One line of a predictions file, checked, with its newline.
-
-    Args:
-        key: the image's key.
-        lang: the caption's language (an XM3600 code).
-        caption: the caption.
-        **extra: the writer's own fields (JSON values), after the three; readers ignore them.
-
-    Raises:
-        PredictionsError: an empty key, an unknown language, a caption that is not a string.
-    """
+    """One line of a predictions file with its newline, checked (PredictionsError);
+    `extra` fields (JSON values) follow the three, and readers ignore them."""
     obj = {"image/key": key, "lang": lang, "caption": caption, **extra}
     _check(obj, "prediction")
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
 def read(path, lang=None):
-    """Reads and checks a predictions file, or a pycocoevalcap results list (module docstring).
+    """Reads and checks a predictions file of any kind (module docstring).
 
     Args:
         path: the file.
-        lang: the language of a results list's entries that have no "lang" field.
+        lang: the language of entries without a "lang" field.
 
     Returns:
-        `Predictions`: a dict lang -> {image key -> caption}.
+        `Predictions`.
 
     Raises:
-        PredictionsError: a missing or empty file, a line that is not UTF-8 or JSON, a missing
-            or malformed field, an unknown language, or a second prediction for one (image,
-            language); the message names the file and line.
+        PredictionsError: a missing or empty file, an entry that is not UTF-8 or JSON or lacks
+            a field, an unknown language, a second prediction for one (image, language);
+            named by file and line.
     """
     if not os.path.isfile(path):
         raise PredictionsError(f"predictions file not found: {path}")
     with open(path, "rb") as f:
-        start = f.read(64).lstrip()
-    if start.startswith(b"["):
-        return _read_results_list(path, lang)
+        first = next((raw for raw in f if raw.strip()), b"")
+    if not first:
+        raise PredictionsError(f"{path}: no predictions (the file is empty)")
+    if not _is_line(first):
+        return _read_json(path, lang)
+    # All of XM3600 is 129,600 lines: decoded in bulk (each line type-checked in C), and read
+    # again line by line only to name the first bad line.
     decoded = jsonl.decode_lines(path, _DECODER, count_keys=_count_keys)
     if decoded:
         predictions = Predictions(path, lambda: {
@@ -159,14 +149,50 @@ def read(path, lang=None):
             predictions.setdefault(p.lang, {})[p.key] = p.caption
         if sum(map(len, predictions.values())) == len(decoded):
             return predictions
-    # Something is wrong (or the JSON is of a kind only `json` reads, such as NaN or a lone
-    # surrogate): line by line, to name the first bad line.
     predictions = Predictions(path)
     for where, obj in jsonl.read_objects(path, error=PredictionsError):
-        _add(predictions, *_check(obj, where), where)
-    if not predictions:
-        raise PredictionsError(f"{path}: no predictions (the file is empty)")
+        _add(predictions, *_record(obj, where, lang), where)
     return predictions
+
+
+def _is_line(first):
+    """Whether a file's first line is a JSON Lines entry (not a list or a {key: caption})."""
+    if first.lstrip().startswith(b"["):
+        return False
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and any(k in obj for k in (*FIELDS, "image_id"))
+
+
+def read_files(paths, langs=None):
+    """Reads several predictions files (`read`) as one.
+
+    Args:
+        paths: the files.
+        langs: the languages the command line names (--langs); when one, the language of
+            entries without a "lang" field.
+
+    Raises:
+        PredictionsError: as `read`, or a prediction for one (image, language) in two files.
+    """
+    lang = langs[0] if langs and len(langs) == 1 else None
+    parts = [read(path, lang) for path in paths]
+    if len(parts) == 1:
+        return parts[0]
+    merged = Predictions(", ".join(map(str, paths)),
+                         lambda: {k: v for p in reversed(parts) for k, v in p.lines.items()})
+    for part in parts:
+        for code, by_key in part.items():
+            known = merged.setdefault(code, {})
+            twice = next((key for key in by_key if key in known), None)
+            if twice is not None:
+                raise PredictionsError(
+                    f"{part.where(code, twice)}: second prediction for image {twice!r} in "
+                    f"{code!r} (the first is at {merged.where(code, twice)})")
+            known.update(by_key)
+    return merged
 
 
 def _add(predictions, key, lang, caption, where):
@@ -179,7 +205,7 @@ def _add(predictions, key, lang, caption, where):
 
 
 def image_key(image_id, where):
-    """The XM3600 key of a results list's `image_id` (module docstring)."""
+    """The XM3600 key of an `image_id` (module docstring)."""
     if isinstance(image_id, int) and not isinstance(image_id, bool) and image_id >= 0:
         return str(image_id)
     if not isinstance(image_id, str) or not image_id.strip():
@@ -193,8 +219,8 @@ def image_key(image_id, where):
     return key
 
 
-def _read_results_list(path, lang):
-    """A pycocoevalcap results list as `Predictions` (module docstring)."""
+def _read_json(path, lang):
+    """A results list or a {key: caption} object as `Predictions`."""
     text = _text(path)
     try:
         entries = json.loads(text, object_pairs_hook=jsonl.unique_keys)
@@ -204,25 +230,21 @@ def _read_results_list(path, lang):
     except json.JSONDecodeError as e:
         raise PredictionsError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
             from None
-    if not isinstance(entries, list):
-        raise PredictionsError(f"{path}: expected a JSON list of {{\"image_id\", \"caption\"}} "
-                               f"objects, got {type(entries).__name__}")
-    entry_lines = _entry_lines(text)
     predictions = Predictions(path)
-    for i, entry in enumerate(entries):
-        where = f"{path}:{entry_lines[i]}"
-        if not isinstance(entry, dict) or "image_id" not in entry or "caption" not in entry:
-            raise PredictionsError(f"{where}: entry {i}: expected an object with \"image_id\" "
-                                   f"and \"caption\" (a pycocoevalcap results list)")
-        entry_lang = entry.get("lang", lang)
-        if entry_lang is None:
-            raise PredictionsError(f"{where}: entry {i} has no \"lang\", and no language was "
-                                   f"given for the file (name one, e.g. --langs en)")
-        key = image_key(entry["image_id"], where)
-        _add(predictions, *_check({"image/key": key, "lang": entry_lang,
-                                   "caption": entry["caption"]}, where), where)
+    if isinstance(entries, dict):
+        for key, caption in entries.items():
+            _add(predictions, *_record({"image_id": key, "caption": caption}, path, lang), path)
+    elif isinstance(entries, list):
+        for entry, lineno in zip(entries, _entry_lines(text), strict=True):
+            where = f"{path}:{lineno}"
+            _add(predictions, *_record(entry, where, lang), where)
+    else:
+        raise PredictionsError(f"{path}: expected a JSON list of {{\"image_id\", \"caption\"}} "
+                               f"objects or an object {{image key: caption}}, got "
+                               f"{type(entries).__name__}")
     if not predictions:
-        raise PredictionsError(f"{path}: no predictions (the list is empty)")
+        raise PredictionsError(f"{path}: no predictions (the {type(entries).__name__} is "
+                               f"empty)")
     return predictions
 
 
@@ -252,14 +274,8 @@ def _entry_lines(text):
 
 
 def read_language(path, lang):
-    """Reads a predictions file of one language (a results folder's `file_name(lang)`).
-
-    Returns:
-        {image key: caption}.
-
-    Raises:
-        PredictionsError: as `read`, or a line of another language than the file's.
-    """
+    """{image key: caption} of a predictions file of one language (a results folder's
+    `file_name(lang)`); a line of another language is a PredictionsError."""
     predictions = read(path)
     for other, by_key in predictions.items():
         if other != lang:
@@ -270,15 +286,8 @@ def read_language(path, lang):
 
 
 def write(path, predictions):
-    """Writes predictions, language by language, each in the order of its keys.
-
-    Args:
-        path: the file to write.
-        predictions: {lang: {image key: caption}}, as `read` returns them (one language for a
-            results folder's file, `file_name(lang)`).
-
-    Returns:
-        `path`.
+    """Writes {lang: {image key: caption}}, language by language, each in its keys' order;
+    returns `path`.
 
     Raises:
         PredictionsError: an unknown language, an empty key, a caption that is not a string

@@ -5,9 +5,9 @@
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
 
---predictions is a predictions file or a pycocoevalcap results list
-(`[{"image_id": ..., "caption": ...}]`, formats/predictions.py); a list
-without "lang" fields is read in the one language --langs names. Prints a
+--predictions is a predictions file of any kind formats/predictions.py reads
+(repeatable: the files are read as one); entries without a "lang" field are in
+the one language --langs names. Prints a
 table (or one JSON object) of per-language scores and their average; bad
 input is one `error: ...` line naming the file, line and key, and exit
 status 2. --per-image and --save-df are written whole or not at all, after
@@ -49,11 +49,12 @@ def _parser():
         description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
     parser.add_argument("--references", required=True,
                         help="XM3600 captions.jsonl (release layout)")
-    parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key": ..., "lang": ..., "caption": ...} per '
-                             'line, or a pycocoevalcap results list')
+    parser.add_argument("--predictions", required=True, action="append",
+                        help='JSONL of {"image/key", "lang", "caption"} or {"image_id", '
+                             '"caption"}, a results list [{"image_id", "caption"}] or an '
+                             'object {key: caption}; repeatable')
     parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
-                        "one: the language of a results list without \"lang\" fields)")
+                        "one: the language of entries without \"lang\")")
     parser.add_argument("--metric", choices=scorer.METRICS, default="cider-d")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--per-image", metavar="OUT.jsonl",
@@ -72,14 +73,10 @@ def _parser():
 
 
 def _keep_freed_memory():
-    """Has glibc's malloc keep freed memory for reuse instead of giving it back.
+    """Has glibc's malloc keep freed memory for reuse (elsewhere, nothing).
 
-    Preparing a language's references allocates and frees arrays of tens of
-    MB; by default each comes from a fresh mmap whose pages the kernel
-    faults in and zeroes again, a quarter of the CPU time of scoring all of
-    XM3600. One arena (no per-thread heaps of 64 MB), arrays up to 32 MB (the
-    most glibc allows) from the heap, and no trimming make them reuse the
-    same pages. Elsewhere than glibc, nothing.
+    Each language's arrays of tens of MB would otherwise come from fresh mmaps whose pages the
+    kernel faults in and zeroes again: a quarter of the CPU time of scoring all of XM3600.
     """
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
@@ -98,14 +95,8 @@ _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg (0.3 s) when it loads, in this process.
-
-    On first use numba imports its numpy support, whose module probes for
-    BLAS by importing scipy.linalg.cython_blas, and so all of scipy.linalg.
-    Our loops call no BLAS. A None in sys.modules makes that one import fail
-    at once (numba then leaves BLAS-backed np.dot and np.linalg uncompilable
-    here); the entry is removed once numba has loaded.
-    """
+    """Keeps numba from importing scipy.linalg (0.3 s) to probe for BLAS, which our loops
+    never call: a None in sys.modules fails that one import until numba has loaded."""
     if "numba.np.arraymath" in sys.modules:
         return lambda: None
     sys.modules.setdefault(_BLAS_MODULE, None)
@@ -136,7 +127,7 @@ def _score(args, own_process):
     """Reads the files and scores; returns the results."""
     references = xm3600_release.read_references(args.references, args.reference_field)
     langs = [code.strip() for code in (args.langs or "").split(",") if code.strip()]
-    preds = predictions.read(args.predictions, lang=langs[0] if len(langs) == 1 else None)
+    preds = predictions.read_files(args.predictions, langs)
     if own_process:
         # Nor what was read, which lives until the end.
         gc.freeze()
@@ -155,12 +146,8 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df, each whole or not at all (after the scores are
-    printed: a full disk loses none).
-
-    Raises:
-        InputError: an output could not be written (named, with the cause).
-    """
+    """Writes --per-image and --save-df, each whole or not at all, after the scores are
+    printed (InputError naming the output that could not be written)."""
     outputs = []
     if args.per_image:
         outputs.append((args.per_image, lambda: per_image.write(args.per_image, {

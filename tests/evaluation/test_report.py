@@ -1,5 +1,6 @@
 """Tests of evaluation.report: averages, result files, the paper's baselines, bad input."""
 
+import contextlib
 import csv
 import json
 
@@ -156,6 +157,51 @@ def test_malformed_paper_file_names_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"cider_per_language.csv:4: model 'BB' in 'en' again "
                                          r"\(first at line 2\)"):
         report.read_paper_scores(tmp_path / "cider_per_language.csv")
+
+
+def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp_path, capsys):
+    report.write_report(tmp_path / "run", {"en": 0.4}, {"en": 5}, paper_dir=tmp_path / "none")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    _write_paper(tmp_path / "paper")
+    paper = tmp_path / "paper" / "cider_per_language.csv"
+    paper.write_text(paper.read_text().replace("BB,ar,0.2,", "BB,ar,nan,"))
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv),
+                            [str(tmp_path / "run"), "--paper-dir", str(tmp_path / "paper")])
+    row = 2 + len(languages.TRAIN_35L_LANGS)
+    assert lines == [f"error: {paper}:{row}: column cider_xm3600: not a finite number: 'nan'"]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
+
+
+@pytest.mark.parametrize("left, kept", [(("old", "tmp"), 0.5), (("old",), 0.3), (("tmp",), None)])
+@pytest.mark.parametrize("tool", ["report", "evaluate"])
+def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys, left, kept,
+                                                                tool):
+    """A run killed between moving the old results aside and renaming the new ones in (or
+    while writing the new ones) leaves hidden folders; the next report or evaluation (its
+    check before the work) renames the whole one in and deletes the others."""
+    from evaluation import results_folder
+
+    for kind in left:
+        report.write_report(tmp_path / f".eval_step8.{kind}abcde.{kind}",
+                            {"en": {"old": 0.3, "tmp": 0.5}[kind]}, {"en": 5}, paper_dir=tmp_path)
+    (tmp_path / ".eval_step8.other.tmp").mkdir()  # Not one of files.replacing_folder's.
+    out = tmp_path / "eval_step8"
+    if tool == "report":
+        run = lambda: report.main([str(out), "--paper-dir", str(tmp_path)])  # noqa: E731
+    else:
+        run = lambda: results_folder.check_room(out, {}, "--out", tmp_path)  # noqa: E731
+    if kept is None:  # The new folder was not whole yet: no folder to restore.
+        with contextlib.suppress(errors.Error):
+            run()
+        assert not out.exists() and capsys.readouterr().err == ""
+    else:
+        run()
+        assert capsys.readouterr().err == f"{out}: an interrupted replacement finished: " + (
+            "the new folder, written whole, renamed in\n" if "tmp" in left else
+            "the previous folder restored\n")
+        assert scores.read(out / "scores.json")["scores"] == {"en": kept}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [
+        ".eval_step8.other.tmp"]
 
 
 def test_command_line_redraws_from_scores_json(tmp_path, capsys):

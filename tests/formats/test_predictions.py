@@ -126,10 +126,12 @@ def test_a_pycocoevalcap_results_list_is_read_by_image_id(tmp_path):
 
 
 @pytest.mark.parametrize("entries, message", [
-    ([{"image_id": "a", "caption": "x"}], r"results.json:2: entry 0 has no \"lang\", and no "
-                                          r"language was given"),
-    ([{"image_id": "a", "caption": "x", "lang": "en"}, {"image_id": "b.jpg"}],
-     r"results.json:7: entry 1: expected an object with \"image_id\" and \"caption\""),
+    ([{"image_id": "a", "caption": "x"}], r"results.json:2: no \"lang\", and no language was "
+                                          r"given for the file \(name one, e.g. --langs en\)"),
+    ([{"image_id": "a", "caption": "x", "lang": "en"}, {"image_id": "b.jpg", "lang": "en"}],
+     r"results.json:7: missing field 'caption'"),
+    ([{"image_id": "a", "caption": "x", "lang": "en"}, "a"],
+     r"results.json:7: expected an object with \"image_id\" and \"caption\", got str"),
     ([{"image_id": "a", "caption": "x", "lang": "en"},
       {"image_id": "images/a.jpg", "caption": "y", "lang": "en"}],
      r"results.json:7: second prediction for image 'a' in 'en' \(the first is at "
@@ -151,3 +153,56 @@ def test_a_results_list_with_a_key_twice_in_an_entry_or_not_json(tmp_path):
     path.write_text('[{"image_id": "a",\n "caption": }]')
     with pytest.raises(predictions.PredictionsError, match=r"results.json:2: not valid JSON"):
         predictions.read(path, "en")
+
+
+def every_kind(folder, captions, lang="en"):
+    """{kind: path} of files of {key: caption} in `lang` of every kind `read` takes; all but
+    the captioning tool's without "lang", and their image ids file names."""
+    ids = [{"image_id": f"images/{k}.jpg", "caption": c} for k, c in captions.items()]
+    kinds = {
+        "captioning.jsonl": "".join(predictions.line(k, lang, c, image=f"images/{k}.jpg",
+                                                     log_prob=-1.0) for k, c in captions.items()),
+        "results.json": json.dumps(ids, indent=1),
+        "ids.jsonl": "".join(json.dumps(e) + "\n" for e in ids),
+        "object.json": json.dumps(captions, indent=1),
+    }
+    for name, text in kinds.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return {name: str(folder / name) for name in kinds}
+
+
+def test_every_kind_of_file_reads_the_same(tmp_path):
+    keys = {"000411001ff7dd4f": "a dog", "0a1b2c3d4e5f6a7b": "two cats"}
+    for name, path in every_kind(tmp_path, keys).items():
+        assert predictions.read(path, "en") == {"en": keys}, name
+    (tmp_path / "one_id.jsonl").write_text('{"image_id": "a.png", "caption": "x"}\n')
+    (tmp_path / "one_line.json").write_text(json.dumps(keys))
+    assert predictions.read(tmp_path / "one_id.jsonl", "es") == {"es": {"a": "x"}}
+    assert predictions.read(tmp_path / "one_line.json", "es") == {"es": keys}
+    assert predictions.read(tmp_path / "ids.jsonl", "en").where("en", "0a1b2c3d4e5f6a7b") == \
+        f"{tmp_path / 'ids.jsonl'}:2"
+    for name, message in [("ids.jsonl", r"ids.jsonl:1: no \"lang\", and no language"),
+                          ("object.json", r"object.json: no \"lang\"")]:
+        with pytest.raises(predictions.PredictionsError, match=message):
+            predictions.read(tmp_path / name)
+    (tmp_path / "bad.json").write_text('{"a": "x", "b": 3}')
+    with pytest.raises(predictions.PredictionsError,
+                       match=r"bad.json: image 'b': \"caption\" must be a string"):
+        predictions.read(tmp_path / "bad.json", "en")
+
+
+def test_several_files_are_merged_and_a_prediction_in_two_is_refused(tmp_path):
+    en = _write_list(tmp_path / "en.json", [{"image_id": "a", "caption": "a dog"}])
+    es = write_lines(tmp_path / "es.jsonl", [{"image/key": "a", "lang": "es",
+                                              "caption": "un perro"}])
+    merged = predictions.read_files([en, es], langs=["en"])
+    assert merged == {"en": {"a": "a dog"}, "es": {"a": "un perro"}}
+    assert merged.where("es", "a") == f"{es}:1"
+    again = write_lines(tmp_path / "again.jsonl", [{"image_id": "b", "caption": "x"},
+                                                   {"image_id": "a.jpg", "caption": "y"}])
+    with pytest.raises(predictions.PredictionsError,
+                       match=rf"again.jsonl:2: second prediction for image 'a' in 'en' \(the "
+                             rf"first is at {en}:2\)"):
+        predictions.read_files([en, again], langs=["en"])
+    with pytest.raises(predictions.PredictionsError, match="no \"lang\""):
+        predictions.read_files([en, es], langs=["en", "es"])

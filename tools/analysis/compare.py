@@ -1,10 +1,12 @@
 """Compares two evaluated checkpoints per language, with paired bootstrap confidence intervals.
 
     python -m tools.analysis.compare RESULTS_A RESULTS_B [--samples 1000] [--seed 0] \
-        [--out DIR] [--json]
+        [--out DIR] [--json] [--references captions.jsonl [--langs en]]
 
 reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`
-or `python -m evaluation.report --predictions`; read by formats/per_image.py) and prints, per
+or `python -m evaluation.report --predictions`; read by formats/per_image.py), or scores a
+predictions file of any kind (formats/predictions.py) given instead against --references
+as `evaluation.report --predictions` would, and prints, per
 language the two share (a note names those only one of them has), the delta CIDEr-D (B - A)
 with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
@@ -18,6 +20,7 @@ from the references, and a corpus score is the mean of its per-image scores.
 """
 
 import json
+import os
 import pathlib
 import re
 import sys
@@ -26,8 +29,9 @@ import numpy as np
 
 import errors
 from data import languages
-from evaluation import cli
-from formats import per_image
+from data.releases import xm3600 as xm3600_release
+from evaluation import cider, cli, report
+from formats import per_image, predictions
 
 _EXAMPLES = 3
 
@@ -37,16 +41,29 @@ class ResultsError(errors.InputError):
     common, or other images."""
 
 
-def read_per_image(results_dir):
-    """The per-image scores of a results folder: {lang: {image key: score}}.
+def read_per_image(results_dir, references=None, langs=None):
+    """{lang: {image key: score}} of a results folder, or of a predictions file scored with
+    CIDEr-D against `references` (`xm3600_release.read_references`) in `langs`.
 
     Raises:
-        ResultsError: the folder has no per_image.jsonl.
-        formats.per_image.PerImageError: the file is malformed (file:line).
+        ResultsError: no per_image.jsonl in the folder, or a file without references.
+        errors.InputError: a malformed file (file:line).
     """
+    if os.path.isfile(results_dir):
+        if references is None:
+            raise ResultsError(
+                f"{results_dir} is a predictions file, not a results folder: give --references "
+                f"(XM3600's captions.jsonl) to score it here, or make a results folder with "
+                f"{report.command(results_dir, 'captions.jsonl', langs)}")
+        results = cider.score_languages(references, predictions.read_files(
+            [results_dir], langs), langs=langs, keep_scorers=False)
+        return {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
+                for lang, r in results.items()}
     path = pathlib.Path(results_dir) / per_image.file_name()
     if not path.is_file():
-        raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path})")
+        raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "
+                           f"a results folder of python -m evaluation.evaluate or python -m "
+                           f"evaluation.report")
     return per_image.read(path)
 
 
@@ -232,27 +249,36 @@ def _name(results_dir):
 
 
 def chart_path(results_a, results_b, out=None):
-    """Where the chart goes: OUT or RESULTS_B, file compare_<name of A>.png."""
+    """Where the chart goes: OUT or RESULTS_B (its folder when a file), compare_<A>.png."""
     safe = re.sub(r"[^A-Za-z0-9._+-]", "_", _name(results_a)) or "A"
-    return pathlib.Path(out or results_b) / f"compare_{safe}.png"
+    folder = out or (results_b if not os.path.isfile(results_b) else os.path.dirname(results_b))
+    return pathlib.Path(folder or ".") / f"compare_{safe}.png"
 
 
 def main(argv=None):
     """Command line: see the module docstring."""
     parser = cli.ArgumentParser(
         description="Per-language delta CIDEr-D (B - A) with paired bootstrap intervals.")
-    parser.add_argument("results_a", help="results folder of model A (the baseline)")
-    parser.add_argument("results_b", help="results folder of model B")
+    parser.add_argument("results_a", help="results folder (or predictions file) of model A, "
+                        "the baseline")
+    parser.add_argument("results_b", help="results folder (or predictions file) of model B")
     parser.add_argument("--samples", type=cli.count(1, cli.MAX_SAMPLES), default=1000,
                         help="bootstrap resamples")
     parser.add_argument("--seed", type=cli.count(0), default=0, help="seed of the resampling")
     parser.add_argument("--out", default=None,
                         help="folder for the chart (default: RESULTS_B)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--references", metavar="captions.jsonl",
+                        help="XM3600 references to score a predictions file given as A or B")
+    parser.add_argument("--langs", help="with --references: the languages to score (one: the "
+                        "language of entries without \"lang\")")
     args = parser.parse_args(argv)
     if args.out:
         cli.prepare_out(args.out)
-    scores_a, scores_b = read_per_image(args.results_a), read_per_image(args.results_b)
+    references = xm3600_release.read_references(args.references) if args.references else None
+    langs = args.langs.split(",") if args.langs else None
+    scores_a, scores_b = (read_per_image(path, references, langs)
+                          for path in (args.results_a, args.results_b))
     paired = align(scores_a, scores_b, args.results_a, args.results_b)
     note = left_out(scores_a, scores_b, args.results_a, args.results_b)
     if note:

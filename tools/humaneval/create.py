@@ -257,7 +257,7 @@ def _captions(spec, records, keys, warn):
     ids = ["m1", "m2"] if spec.type == "sxs" else [f"s{i + 1}" for i in range(len(spec.systems))]
     release_keys = {r.key for r in records}
     for system_id, (name, path) in zip(ids, spec.systems, strict=True):
-        results = results_lib.read_results(path, spec.langs)
+        results = results_lib.read_results(path, spec.langs, spec.release)
         results_lib.check_against_release(results, release_keys, keys)
         _check_captions(results, keys, warn)
         record = results_lib.describe(results, name)

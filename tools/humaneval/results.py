@@ -12,6 +12,7 @@ import os
 
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
+from evaluation import report
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
@@ -67,12 +68,13 @@ def _language_scores(summary, field, langs, path, required):
     return {lang: values[lang] for lang in langs if lang in values}
 
 
-def read_results(path, langs):
+def read_results(path, langs, release="XM3600"):
     """Reads a results folder for `langs`.
 
     Args:
         path: the folder.
         langs: XM3600 language codes.
+        release: the XM3600 release folder, in the command named for a predictions file.
 
     Returns:
         A `Results`; its per_image holds every language of per_image.jsonl.
@@ -81,6 +83,10 @@ def read_results(path, langs):
         InputError: the folder, a predictions file or scores.json is missing, a file is
             malformed (formats/), or a language is absent from them.
     """
+    if os.path.isfile(path):
+        references = os.path.join(release, "captions.jsonl")
+        raise InputError(f"{path} is a predictions file, not a results folder: make one with "
+                         f"{report.command(path, references, langs)} and give that folder")
     if not os.path.isdir(path):
         raise InputError(f"results folder not found: {path}")
     scores_path = os.path.join(path, scores_format.file_name())

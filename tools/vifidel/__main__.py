@@ -38,9 +38,11 @@ def _parser():
         description="VIFIDEL (visual fidelity: WMD between object labels and caption words, "
                     "in a shared multilingual word-vector space), per language.")
     parser.add_argument("--references", required=True, help="XM3600 captions.jsonl")
-    parser.add_argument("--predictions", required=True,
-                        help='JSONL, one {"image/key", "lang", "caption"} per line')
-    parser.add_argument("--langs", help="comma-separated languages (default: all predicted)")
+    parser.add_argument("--predictions", required=True, action="append",
+                        help="a predictions file of any kind (as python -m evaluation.cider's); "
+                             "repeatable")
+    parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
+                        "one: the language of entries without \"lang\")")
     parser.add_argument("--allow-missing", action="store_true",
                         help="score only the images that have a prediction")
     parser.add_argument("--control", action="store_true",
@@ -74,9 +76,10 @@ def main(argv=None):
             cli.check_output_file(args.per_image, "--per-image")
         settings = options.settings(args)
         records = xm3600_release.read_captions(args.references)
-        preds = predictions.read(args.predictions)
+        langs = args.langs.split(",") if args.langs else None
+        preds = predictions.read_files(args.predictions, langs)
         results = corpus.score_languages(
-            records, preds, settings, langs=args.langs.split(",") if args.langs else None,
+            records, preds, settings, langs=langs,
             allow_missing=args.allow_missing, control=args.control)
         if args.per_image:  # An image without a known label (NaN) gets no line.
             per_image.write(args.per_image, {r.lang: dict(zip(r.keys, r.per_image.tolist(),

@@ -142,15 +142,8 @@ def test_allow_missing_scores_covered_images_with_full_df(files, capsys, tmp_pat
 @pytest.mark.parametrize("lines, message", [
     ([], "no predictions (the file is empty)"),
     (["{not json"], "preds.jsonl:1: not valid JSON"),
-    ([PREDS[0], "[1, 2]"], "preds.jsonl:2: expected a JSON object"),
+    # (Each malformed line: tests/formats/test_predictions.py.)
     ([{"image/key": "img0", "lang": "en"}], "preds.jsonl:1: missing field 'caption'"),
-    ([{"image/key": "img0", "lang": "xx", "caption": "a"}],
-     "preds.jsonl:1: image 'img0': unknown language 'xx'"),
-    ([{"image/key": "img0", "lang": "en", "caption": 3}], "\"caption\" must be a string"),
-    ([{"image/key": "", "lang": "en", "caption": "a"}], "\"image/key\" must be a non-empty"),
-    (PREDS + [PREDS[1]], "preds.jsonl:6: second prediction for image 'img1' in 'en' "
-                         "(the first is at "),
-    (PREDS + [PREDS[1]], "preds.jsonl:2)"),
     (PREDS + [{"image/key": "nope", "lang": "en", "caption": "a"}],
      "preds.jsonl:6: prediction for image 'nope' ('en'), which is not in the references"),
     (PREDS + [{"image/key": "img2", "lang": "es", "caption": "a"}],
@@ -291,3 +284,28 @@ def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "False"]
+
+
+def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys,
+                                                                        tmp_path):
+    from tests.formats.test_predictions import every_kind
+
+    en = {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
+    outputs = set()
+    for path in every_kind(tmp_path, en).values():
+        status, out, err = run(capsys, "--references", files[0], "--predictions", path,
+                               "--langs", "en", "--json")
+        assert status == 0, (path, err)
+        outputs.add(out)
+    assert len(outputs) == 1
+    assert json.loads(out)["scores"]["en"] == pytest.approx(expected_scores("en")[0], abs=1e-6)
+    # Two files, one per language, are read as one: as the file of both.
+    es = write_lines(tmp_path / "es.jsonl", [p for p in PREDS if p["lang"] == "es"])
+    both = run(capsys, "--references", files[0], "--predictions", files[1], "--json")
+    merged = run(capsys, "--references", files[0], "--predictions",
+                 str(tmp_path / "captioning.jsonl"), "--predictions", es, "--json")
+    assert merged == both and both[0] == 0
+    status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
+                         "--predictions", es)
+    assert status == 2 and err == (f"error: {es}:1: second prediction for image 'img0' in 'es' "
+                                   f"(the first is at {files[1]}:4)\n")

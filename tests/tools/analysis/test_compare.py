@@ -205,3 +205,35 @@ def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, c
     assert "avg(3)" in capsys.readouterr().out  # The table came first.
     assert str(info.value) == (f"--out {disk}: cannot write the report (No space left on "
                                f"device); the results are printed above")
+
+
+def test_predictions_files_are_scored_with_references_or_named_with_the_command(tmp_path,
+                                                                               capsys):
+    import shlex
+
+    from evaluation import report
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+    from tests.formats.test_predictions import every_kind
+
+    refs = write_references(tmp_path / "captions.jsonl")
+    kinds = every_kind(tmp_path, {p["image/key"]: p["caption"] for p in PREDS[:3]})
+    worse = tmp_path / "worse.jsonl"
+    worse.write_text("".join(json.dumps({"image_id": p["image/key"], "caption": "a thing"})
+                             + "\n" for p in PREDS[:3]))
+    with pytest.raises(compare.ResultsError) as info:
+        compare.main([kinds["results.json"], str(worse), "--langs", "en"])
+    assert str(info.value) == (
+        f"{kinds['results.json']} is a predictions file, not a results folder: give "
+        f"--references (XM3600's captions.jsonl) to score it here, or make a results folder "
+        f"with python -m evaluation.report {tmp_path}/results_results --predictions "
+        f"{kinds['results.json']} --references captions.jsonl --langs en")
+    command = str(info.value).split(" folder with ")[1].replace("captions.jsonl", refs)
+    assert report.main(shlex.split(command)[3:]) == 0
+    capsys.readouterr()
+    # The folder that command writes and every kind of file compare alike.
+    results = set()
+    for a in [str(tmp_path / "results_results"), *kinds.values()]:
+        compare.main([a, str(worse), "--references", refs, "--langs", "en", "--json",
+                      "--samples", "50", "--out", str(tmp_path)])
+        results.add(json.dumps(json.loads(capsys.readouterr().out)["languages"]))
+    assert len(results) == 1 and json.loads(results.pop())["en"]["delta"] < 0

@@ -288,3 +288,26 @@ def test_the_session_file_is_private(make_session):
     with store.Store(session.db_path) as db:  # the WAL files take the database's mode
         db.pass_step("en-1", "guidelines")
         assert os.stat(session.db_path + "-wal").st_mode & 0o777 == 0o600
+
+
+def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
+        make_session, results_pair, release, tmp_path):
+    import shlex
+
+    from evaluation import report
+    from tests.formats.test_predictions import every_kind
+
+    captions = dict(_predictions(results_pair[1], "en"))
+    for kind, path in every_kind(tmp_path, captions).items():
+        with pytest.raises(InputError) as info:
+            make_session(langs=("en",), systems=(("base", results_pair[0]), ("test", path)))
+        message, command = str(info.value).split(" make one with ")
+        assert message == f"{path} is a predictions file, not a results folder:", kind
+        assert command.endswith(" and give that folder")
+        argv = shlex.split(command.removesuffix(" and give that folder"))
+        assert argv[:3] == ["python", "-m", "evaluation.report"]
+        assert report.main(argv[3:]) == 0
+        session = make_session(langs=("en",), systems=(("base", results_pair[0]),
+                                                       ("test", argv[3])))
+        assert {i.texts[i.side_of("m2")] for i in session.items.values() if not i.is_gold} <= \
+            set(captions.values()), kind

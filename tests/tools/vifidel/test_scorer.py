@@ -166,6 +166,28 @@ def test_command_line_table_json_and_per_image(tiny_demo, tmp_path, capsys):
     assert len(rows) == 16 and {r["lang"] for r in rows} == {"en", "zh"}
 
 
+def test_command_line_reads_every_kind_of_predictions_file_alike(tiny_demo, tmp_path, capsys):
+    from tests.formats.test_predictions import every_kind
+
+    records = xm3600_release.read_captions(str(tiny_demo / "xm3600" / "captions.jsonl"))
+    en = {r.key: r.captions["en"][0] for r in records}
+    outputs = set()
+    for path in every_kind(tmp_path, en).values():
+        assert cli.main(_argv(tiny_demo, path, "--langs", "en", "--json")) == 0, path
+        outputs.add(capsys.readouterr().out)
+    assert len(outputs) == 1
+    # Two files, one per language, score as the file of both.
+    both = _predictions(tiny_demo, tmp_path / "p.jsonl")
+    zh = tmp_path / "zh.jsonl"
+    zh.write_text("".join(line for line in open(both, encoding="utf-8") if '"zh"' in line),
+                  encoding="utf-8")
+    assert cli.main(_argv(tiny_demo, both, "--json")) == 0
+    expected = capsys.readouterr().out
+    assert cli.main(_argv(tiny_demo, str(tmp_path / "captioning.jsonl"), "--predictions",
+                          str(zh), "--json")) == 0
+    assert capsys.readouterr().out == expected
+
+
 def test_command_line_bad_input_is_one_error_line(tiny_demo, tmp_path, capsys):
     preds = _predictions(tiny_demo, tmp_path / "p.jsonl")
     other = tmp_path / "other.csv"
