@@ -15,7 +15,7 @@ with the rest of the test process and the suite's compilation cache; the state a
 may change process-wide (the current folder, environment, argv, jax's cache settings, logging,
 warnings) is put back after it. A server (`SERVERS`) runs as its own process with `--port 0`
 added, until it prints its address and answers a request there; a module of `OWN_PROCESS`
-runs as its own process too. Any other command line runs with bash. Blocks with the same
+runs as its own process too, and so does train.py (absl defines its flags once a process). Any other command line runs with bash. Blocks with the same
 command lines run once.
 """
 
@@ -197,6 +197,8 @@ def run(line, folder, capfd):
                            folder, capfd)
     if argv[0] in ("python", "python3") and len(argv) > 1 and argv[1].endswith(".py"):
         script = argv[1] if os.path.isfile(folder / argv[1]) else os.path.join(REPO, argv[1])
+        if argv[1] == "train.py":  # Its absl flags are defined once a process.
+            return _process([sys.executable, script, *argv[2:]], folder)
         return _in_process(lambda: runpy.run_path(script, run_name="__main__"),
                            [script, *argv[2:]], folder, capfd)
     return _process(["bash", "-c", line], folder)
