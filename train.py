@@ -239,7 +239,8 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole
     """The newest readable checkpoint of `workdir` (up to step `whole_through`, see
     `check_workdir`), or a fresh (pretrained) initialization; returns (state, step)."""
     try:
-        state, step = checkpointing.restore_latest(workdir, abstract_state, whole_through)
+        state, step = checkpointing.restore(workdir, abstract_state, set_aside=True,
+                                            at_most=whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
@@ -374,10 +375,11 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    # Input first: a resumed run's first step is known from the checkpoints' folder names.
-    start_step = checkpointing.resume_step(workdir, whole_through)
-    batches = cleanup.enter_context(train_input.Batches(config, vocab,
-                                                        NamedSharding(mesh, P("data")), start_step))
+    # Input first, at the step the checkpoints' folder names promise; the restore decides
+    # (it moves the input back only when it sets a damaged checkpoint aside).
+    batches = cleanup.enter_context(train_input.Batches(
+        config, vocab, NamedSharding(mesh, P("data")),
+        checkpointing.resume_step(workdir, whole_through)))
 
     # State: the workdir's newest checkpoint, or a fresh initialization.
     tx, _ = state_lib.create_optimizer(config)
@@ -386,10 +388,10 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
     compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng)
-                     if start_step == 0 else None)
+                     if batches.start_step == 0 else None)
     state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                               init_rng, whole_through, changes)
-    batches.restart(start_step)  # Moved back only when a damaged checkpoint was set aside.
+    batches.restart(start_step)
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(config, model, mesh,

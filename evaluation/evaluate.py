@@ -38,11 +38,8 @@ import os
 import sys
 import tempfile
 
-import flax.linen as nn
-import jax
 import numpy as np
 from absl import flags, logging
-from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
 import errors
@@ -73,8 +70,8 @@ def _define_flags(flag_values, argv):
         flag_values=flag_values, lock_config=True, sys_argv=argv)
     flags.DEFINE_string("workdir", None, "The run's folder (holds checkpoints/).",
                         flag_values=flag_values)
-    flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).",
-                         flag_values=flag_values)
+    flags.DEFINE_string("step", None, "Checkpoint step, or 'best' (checkpoints_best/'s; "
+                        "default: the latest).", flag_values=flag_values)
     flags.DEFINE_string("evals", None, "Comma-separated names of config.evals to run "
                         "(default: all).", flag_values=flag_values)
     flags.DEFINE_string("langs", "all", "all (every language of an evaluator's that its data "
@@ -123,13 +120,8 @@ def _data_langs(name, cls, eval_config):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint, with bad input as UsageError: its
-    parameters only (no optimizer is built and its state is not read).
-
-    Without `step`, the newest checkpoint there is when it is read; one that the
-    trainer deletes meanwhile (it keeps only `checkpoint.keep`) is replaced by the
-    newest remaining, with a line saying so.
-    """
+    """(model, params, step) of the run's checkpoint (its parameters only), with bad input as
+    UsageError; `step`: None (the newest), "best" or a number (`checkpointing.restore`)."""
     try:
         saved = run_config.load(workdir)
     except run_config.SavedConfigError:
@@ -137,11 +129,9 @@ def _restore(config, workdir, vocab, step):
     changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
                if c.startswith(("model.", "vocab."))] if saved else []
     model = captioner.from_config(config.model, vocab.vocab_size)
-    abstract = _abstract_params(config, model)
     try:
-        if step is None:
-            return model, *_restore_newest(workdir, abstract)
-        return model, checkpointing.restore_params(workdir, abstract, step), step
+        params, step = checkpointing.restore(workdir, state_lib.abstract_params(model, config),
+                                             step)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     except checkpointing.IncompatibleCheckpoint as e:
@@ -151,39 +141,10 @@ def _restore(config, workdir, vocab, step):
     except checkpointing.CheckpointError as e:
         raise UsageError(f"{e}; pass --step with another of {checkpointing.steps(workdir)}") \
             from None
-
-
-def _abstract_params(config, model):
-    """The model's parameters as ShapeDtypeStructs, sharded over the config's mesh as the
-    trainer shards them (the evaluators split batches over its 'data' axis)."""
-    mesh = state_lib.make_mesh(config.mesh)
-    boxed = captioner.abstract_params(model, boxed=True)
-    specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), state_lib.axis_rules(config))
-    return jax.tree.map(
-        lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec)),
-        nn.unbox(boxed), specs)
-
-
-def _restore_newest(workdir, abstract_params):
-    """(params, step) of the newest checkpoint, retrying while the newest vanishes under it."""
-    while True:
-        available = checkpointing.steps(workdir)
-        if not available:
-            raise FileNotFoundError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: "
-                                    f"train first, or pass the --workdir of a run")
-        try:
-            return checkpointing.restore_params(workdir, abstract_params, available[-1]), \
-                available[-1]
-        except checkpointing.IncompatibleCheckpoint:
-            raise
-        except (FileNotFoundError, checkpointing.CheckpointError):
-            if available[-1] in checkpointing.steps(workdir):
-                raise  # Still there: damaged.
-            remaining = checkpointing.steps(workdir)
-            if remaining:  # Else the next round says there is none.
-                print(f"note: checkpoint step {available[-1]} was deleted while it was read "
-                      f"(by the trainer, which keeps the newest); reading step "
-                      f"{remaining[-1]} instead", flush=True)
+    if params is None:
+        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir, step == 'best')}"
+                         f": train first, or pass the --workdir of a run")
+    return model, params, step
 
 
 def check_config(config):
@@ -326,8 +287,6 @@ def check_flags(flag_values):
     The decoding's settings are checked by `model.decode.Decoding`; --beam_size and --alpha
     without --decode=beam are an error, never ignored.
     """
-    if flag_values.step is not None and flag_values.step < 0:
-        raise UsageError(f"--step must be >= 0, got {flag_values.step}")
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
     given = [f"--{name}" for name, value in settings.items() if value is not None]
     if flag_values.decode is None:
@@ -362,19 +321,28 @@ def main(argv=None):
             raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
+        step = _parse_step(flag_values.step)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
             _check_out(flag_values.out)
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, paths = evaluate_checkpoint(
-            config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
+            config_flag.value, flag_values.workdir, step=step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
     except errors.Error as e:
         errors.fail(e)
     _print_summary(out, scores, paths)
     return 0
+
+
+def _parse_step(step):
+    """--step as None, "best" or a number (UsageError)."""
+    try:
+        return checkpointing.parse_step(step)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
 
 
 def _check_out(out):

@@ -324,17 +324,13 @@ def _shape_mismatches(saved_params, params):
 
 
 def _readable_step(workdir, step, abstract_params, best):
-    """(path, what to call it) of checkpoint `step`, checked against `abstract_params`.
-
-    Raises: as `restore_step`.
-    """
+    """(path, what to call it) of checkpoint `step`, its shapes checked against the model's."""
     if step not in steps(workdir, best):
-        raise FileNotFoundError(f"no checkpoint of step {step} in "
-                                f"{checkpoint_dir(workdir, best)}; available steps: "
-                                f"{steps(workdir, best) or 'none'}")
+        raise FileNotFoundError(f"no checkpoint of step {step} in {checkpoint_dir(workdir, best)}"
+                                f"; available steps: "
+                                f"{', '.join(map(str, steps(workdir, best))) or 'none'}")
     path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
-    quiet_library_logs()
     try:
         saved = _saved_tree(path)
     except CheckpointError as e:
@@ -348,62 +344,94 @@ def _readable_step(workdir, step, abstract_params, best):
     return path, where
 
 
-def restore_step(workdir, step, abstract_state, best=False):
-    """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
-
-    With `best`, the one of `<workdir>/checkpoints_best`.
-
-    Raises:
-        FileNotFoundError: no checkpoint of that step (the message lists those there are).
-        CheckpointError: its files are unreadable, or its parameters do not have the
-            model's shapes (every differing one named); the message names the folder.
-    """
-    path, where = _readable_step(workdir, step, abstract_state["params"], best)
-    target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
-    return _read(where, _restore, path, target)
-
-
-def restore_params(workdir, abstract_params, step, best=False):
-    """Restores only the parameters of checkpoint `step`, for what does not train.
-
-    Orbax's partial restore reads the "params" subtree alone: the optimizer state is
-    neither built (no optimizer, no schedule) nor read from disk.
-
-    Args:
-        workdir: the run's folder.
-        abstract_params: the model's parameters as `jax.ShapeDtypeStruct`s, with the
-            shardings to restore them into.
-        step: the checkpoint's step.
-        best: of `<workdir>/checkpoints_best`.
-
-    Returns:
-        The parameter tree.
-
-    Raises:
-        As `restore_step`.
-    """
-    path, where = _readable_step(workdir, step, abstract_params, best)
-    return _read(where, _restore_params, path, abstract_params)
-
-
-def _read(where, restore, *args):
-    """`restore(*args)`; a failure is a CheckpointError naming `where` and orbax's first line."""
+def _read_step(workdir, step, abstract, best=False):
+    """Checkpoint `step` read into `abstract`: the whole state, or the parameters alone (orbax's
+    partial restore: the optimizer state is neither built nor read)."""
+    whole = isinstance(abstract, dict) and "opt_state" in abstract
+    path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        return restore(*args)
+        if whole:
+            return _restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract))
+        return _restore_params(path, abstract)
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 
 
 def _restore_params(path, abstract_params):
-    """The "params" subtree of the checkpoint folder `path` (orbax's partial restore)."""
+    """The "params" subtree of the checkpoint folder `path`."""
     target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_params)}
-    restore = ocp.args.PyTreeRestore(
+    restore_args = ocp.args.PyTreeRestore(
         item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
         partial_restore=True)
     checkpointer = ocp.Checkpointer(ocp.CompositeCheckpointHandler(
         default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
-    return checkpointer.restore(path, args=ocp.args.Composite(default=restore))[
+    return checkpointer.restore(path, args=ocp.args.Composite(default=restore_args))[
         "default"]["params"]
+
+
+def parse_step(step):
+    """A step as given (None, "best", a number or its text) -> None, "best" or an int >= 0.
+
+    Raises:
+        ValueError: anything else (the message names it).
+    """
+    if step is None or step == "best":
+        return step
+    try:
+        number = int(step)
+    except (TypeError, ValueError):
+        raise ValueError(f"step {step!r}: expected a number or 'best'") from None
+    if number < 0:
+        raise ValueError(f"step must be >= 0, got {number}")
+    return number
+
+
+def restore(workdir, abstract, step=None, *, set_aside=False, at_most=None):
+    """Restores a checkpoint of the run into the shapes and shardings of `abstract`.
+
+    Args:
+        workdir: the run's folder.
+        abstract: the training state `{"params", "opt_state", "step"}`, or the parameters alone
+            (then only they are read), as ShapeDtypeStructs with their shardings.
+        step: None (the newest readable), "best" (checkpoints_best/'s newest) or a step.
+        set_aside: the trainer's resume (with step None): damaged checkpoints newer than a
+            readable one, and those after step `at_most` while an older one is kept, are
+            moved to `<workdir>/checkpoints_damaged/` (with a warning) and the newest
+            readable one is restored. Without it nothing is moved: a damaged checkpoint is
+            an error, and a newest one deleted while it is read (by a trainer, which keeps
+            the newest) is replaced by the newest left, with a note.
+        at_most: with `set_aside`, the last step whose records metrics.jsonl holds whole.
+
+    Returns:
+        (tree, step), or (None, None) when the run has no checkpoint (step None or "best").
+
+    Raises:
+        FileNotFoundError: no checkpoint of that step (the message lists those there are).
+        IncompatibleCheckpoint: its parameters do not have the model's shapes (each named).
+        CheckpointError: its files are unreadable (the message names the folder).
+    """
+    quiet_library_logs()
+    if set_aside:
+        return _restore_resumable(workdir, abstract, at_most)
+    if step not in (None, "best"):
+        return _read_step(workdir, step, abstract), step
+    best = step == "best"
+    while True:
+        available = steps(workdir, best)
+        if not available:
+            return None, None
+        try:
+            return _read_step(workdir, available[-1], abstract, best), available[-1]
+        except IncompatibleCheckpoint:
+            raise
+        except (FileNotFoundError, CheckpointError):
+            remaining = steps(workdir, best)
+            if available[-1] in remaining:
+                raise  # Still there: damaged.
+            if remaining:  # Else the next round finds none.
+                print(f"note: checkpoint step {available[-1]} was deleted while it was read "
+                      f"(by the trainer, which keeps the newest); reading step "
+                      f"{remaining[-1]} instead", flush=True)
 
 
 def _resumable(done, at_most):
@@ -412,29 +440,13 @@ def _resumable(done, at_most):
 
 
 def resume_step(workdir, at_most=None):
-    """The step `restore_latest` restores unless its checkpoint is damaged (read from the
+    """The step the trainer's `restore` reads unless its checkpoint is damaged (from the
     folder names alone), or 0 when the run has no checkpoint."""
     return (_resumable(steps(workdir), at_most) or [0])[-1]
 
 
-def restore_latest(workdir, abstract_state, at_most=None):
-    """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
-
-    A damaged checkpoint (a crash or a full disk while writing, a file truncated later)
-    newer than a readable one is moved to `<workdir>/checkpoints_damaged/` with a warning
-    naming it, and the readable one is used: nothing is deleted. So are the checkpoints of
-    steps after `at_most` (the last step whose records metrics.jsonl holds whole), while an
-    older one can be read: resuming before them logs their steps' records again. When none
-    can be read, nothing is moved and the error names each folder.
-
-    Returns:
-        (state, step), or (None, None) when the run has no checkpoint.
-
-    Raises:
-        IncompatibleCheckpoint: the newest readable checkpoint is of another model.
-        CheckpointError: no checkpoint could be read.
-    """
-    quiet_library_logs()
+def _restore_resumable(workdir, abstract_state, at_most):
+    """`restore` with `set_aside`."""
     done = steps(workdir)
     wanted = _resumable(done, at_most)
     skipped = [(step, CheckpointError(
@@ -443,7 +455,7 @@ def restore_latest(workdir, abstract_state, at_most=None):
     damaged = []
     for step in reversed(wanted):
         try:
-            state = restore_step(workdir, step, abstract_state)
+            state = _read_step(workdir, step, abstract_state)
         except IncompatibleCheckpoint:
             raise
         except CheckpointError as e:
@@ -479,20 +491,3 @@ def _set_aside(workdir, step, error, resume_step):
         crash_points.passed(f"checkpoints_damaged/{os.path.basename(target)}")
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"set_aside_{step}")
-
-
-def read_saved_state(workdir, step=None):
-    """The state of a checkpoint as saved, without an abstract target (tests, inspection).
-
-    Returns:
-        (step, state) of checkpoint `step`, or of the latest one.
-    """
-    step = (steps(workdir) or [None])[-1] if step is None else step
-    if step is None:
-        raise FileNotFoundError(f"no checkpoint in {checkpoint_dir(workdir)}")
-    path = _step_path(workdir, step)
-    # Onto this process's first device, whatever topology wrote the checkpoint.
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                          _saved_tree(path))
-    return step, _restore(path, target)
