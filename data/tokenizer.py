@@ -21,26 +21,15 @@ UNK_ID = 2
 
 def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols=(),
                         model_type="unigram", pretokenization_delimiter=""):
-    """Trains a SentencePiece model with T5 special ids, deterministically.
+    """Trains a SentencePiece model with T5 special ids, deterministically (the same texts
+    give the same file); writes `<model_prefix>.model` and `.vocab` and returns the first.
 
     Args:
-        texts: iterable of training sentences (str). Their order matters for
-            determinism only through their content: the same list gives the
-            same model file.
-        model_prefix: output path without extension; writes `<prefix>.model`
-            and `<prefix>.vocab`. Its folder is created if missing.
-        vocab_size: target vocabulary size, including the 3 special pieces. A
-            soft limit: a small corpus may yield fewer pieces.
-        user_defined_symbols: strings always kept as single pieces (e.g. the
-            LangId prompts of a demo vocabulary).
+        vocab_size: including the 3 special pieces; a small corpus may yield fewer.
+        user_defined_symbols: strings always kept as single pieces (the demo's prompts).
         model_type: "unigram" (as mT5) or "bpe".
-        pretokenization_delimiter: if set, a character marking word
-            boundaries in the training texts of unspaced scripts (zh, ja, th):
-            pieces never cross it, and it is removed before training. Encoding
-            needs no delimiter.
-
-    Returns:
-        The path of the `.model` file.
+        pretokenization_delimiter: a character marking word boundaries in the texts of
+            unspaced scripts (zh, ja, th): pieces never cross it; encoding needs none.
     """
     texts = [t for t in texts if t and t.strip()]
     if not texts:
@@ -164,18 +153,8 @@ def get_vocabulary(path, fix="pass --config.vocab.path=/local/copy.model"):
 
 
 def detokenize(vocab, tokens):
-    """Token ids [batch, length] -> strings, cut at the first EOS.
-
-    Padding and ids of the padded embedding rows beyond the vocabulary (see
-    model/captioner.padded_vocab_size) are dropped.
-
-    Args:
-        vocab: the `Vocabulary` the ids come from.
-        tokens: int array-like [batch, length], as the decoders return them.
-
-    Returns:
-        A list of `batch` strings.
-    """
+    """Token ids [batch, length] (the decoders') -> strings, cut at the first EOS; padding
+    and ids of the padded embedding rows beyond the vocabulary are dropped."""
     texts = []
     for row in np.asarray(tokens):
         ids = row.tolist()

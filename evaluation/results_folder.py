@@ -1,19 +1,10 @@
 """The checkpoint tool's results folder: what goes in it, the room it needs, written whole.
 
-For one evaluated checkpoint (each evaluator's `Results`, evaluators/caption_evaluator.py):
-
-- `metrics.json`: every evaluator's metrics, as the training loop logs them
-  (formats/eval_metrics.py);
-- per evaluator, under its `outputs_name`: a predictions file per language
-  (formats/predictions.py), its per-image scores (formats/per_image.py) and its report
-  (evaluation/report.py). The evaluator of the paper's XM3600 column (`paper_column`
-  "xm3600") gets Table 8 beside the paper's baselines (scores.json, scores.csv, table.md,
-  bars.png), with the COCO-dev column when the evaluator of the paper's COCO-dev column ran
-  too; every other one `scores_<name>.json` and `table_<name>.md`.
-
-The folder is written beside its place and renamed onto it at the end (files.replacing_folder):
-a folder there is a whole result, never half of one. `check_room` compares the room the
-folder needs (`needed_bytes`) with the free space before the evaluation starts.
+`metrics.json` (every evaluator's metrics, as the loop logs them), and per evaluator (under
+its `outputs_name`) a predictions file per language, its per-image scores and its report:
+the paper's XM3600 column gets Table 8 (scores.json, scores.csv, table.md, bars.png, with
+the COCO-dev column when that evaluator ran too), any other `scores_<name>.json` and
+`table_<name>.md`. The folder is written beside its place and renamed onto it at the end.
 """
 
 import os
@@ -38,12 +29,9 @@ REPORT_BYTES = 1 << 20
 
 
 def needed_bytes(evaluators):
-    """The room a results folder of `evaluators` needs, every caption at its longest.
-
-    Each image in each language takes a predictions line and a per-image line: LINE_BYTES,
-    its key twice, and `max_decode_len` tokens of TOKEN_BYTES; each evaluator's report
-    REPORT_BYTES.
-    """
+    """The room a results folder of `evaluators` needs, every caption at its longest: per
+    image and language LINE_BYTES, its key twice and `max_decode_len` tokens of TOKEN_BYTES;
+    per evaluator REPORT_BYTES."""
     total = 0
     for evaluator in evaluators.values():
         for keys in evaluator.data.keys.values():
@@ -54,15 +42,8 @@ def needed_bytes(evaluators):
 
 
 def check_room(out, evaluators, flag, folder=None):
-    """Raises InputError when the file system of `out` has less room than the results need.
-
-    Args:
-        out: the results folder.
-        evaluators: {name: evaluator}, built.
-        flag: how to call `out` in the message ("--out").
-        folder: an existing folder on `out`'s file system (default: `out` checked as
-            `cli.check_results_folder` checks it).
-    """
+    """InputError (naming `flag`) when the file system of `out` (or of the existing
+    `folder`) has less room than the results need."""
     folder = folder or cli.check_results_folder(out, flag, eval_metrics.FILE_NAME)
     needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
     if free < needed:
@@ -75,20 +56,10 @@ def check_room(out, evaluators, flag, folder=None):
 
 
 def write(out, step, evaluators, results, *, name, config_name, workdir):
-    """Writes the results folder `out` whole (module docstring), replacing one that is there.
-
-    Args:
-        out: the folder.
-        step: the checkpoint's step.
-        evaluators: {name: evaluator}.
-        results: {name: what its `run` returned}.
-        name: this model's column heading in the reports.
-        config_name: the config file, recorded in the scores files.
-        workdir: the run's folder, recorded in the scores files.
-
-    Returns:
-        {evaluator name: [its file names but the predictions]}, and metrics.json.
-    """
+    """Writes the results folder `out` whole, replacing one that is there, from each
+    evaluator's `results`; `name` is the model's column heading, `config_name` and `workdir`
+    are recorded in the scores files. Returns {evaluator name: [its file names but the
+    predictions]}, and metrics.json's."""
     metrics = {}
     for key in evaluators:
         metrics.update(results[key])

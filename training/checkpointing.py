@@ -1,22 +1,11 @@
-"""Saving and restoring the training state with orbax.
+"""Saving and restoring the training state `{"params", "opt_state", "step"}` with orbax.
 
-A checkpoint is the pytree `{"params", "opt_state", "step"}` saved with orbax's
-CheckpointManager under `<workdir>/checkpoints/<step>`. Orbax writes each save
-into a temporary folder and renames it when complete, so `steps()` never
-lists a half-written checkpoint; that is what makes resuming after a crash safe.
-Restoring reads the checkpoint's own metadata first: parameters of other
-shapes are reported by name (a config change), unreadable files as damage,
-and `restore_latest` sets a damaged newest checkpoint aside and resumes from
-the one before it.
-
-Saving goes through a `Saver`: orbax reports a failed background save only at
-the next save, so the trainer polls it every step (a local check, no
-collective), and a save that fails (a full disk, above all) stops training at
-once as one `SaveError` naming the step, the folder and the cause. A failed save
-never touches the checkpoints before it: orbax deletes old ones only after a
-new one is complete. Orbax's, asyncio's and TensorStore's own reports of such
-failures (tracebacks, spec dumps, "Event loop is closed") are hidden unless
-absl's verbosity is INFO or more (`--verbosity=0`): the errors here say it in a line.
+Checkpoints are `<workdir>/checkpoints/<step>` (and the best evaluation's in
+`checkpoints_best/`); orbax renames a save's folder only when it is complete, so `steps()`
+never lists a half-written one. `restore` is the one way to read one back (trainer, checkpoint
+tool, captioning); its shapes are checked first (another model's named), damage is reported
+per folder. A `Saver` reports a failed save (a full disk) at once as one `SaveError`; the
+libraries' own reports of such failures are hidden unless `--verbosity=0`.
 """
 
 import errno
@@ -36,7 +25,7 @@ from training import crash_points
 
 
 def checkpoint_dir(workdir, best=False):
-    """`<workdir>/checkpoints`, or with `best` `<workdir>/checkpoints_best` (`best_manager`'s)."""
+    """`<workdir>/checkpoints`, or with `best` `<workdir>/checkpoints_best`."""
     return os.path.join(os.path.abspath(workdir), "checkpoints_best" if best else "checkpoints")
 
 
@@ -46,8 +35,7 @@ def has_checkpoint(workdir):
 
 
 def _is_library_noise(exc_value, exc_traceback):
-    """Whether an exception reported by a library thread or callback is one of orbax's
-    (a read or write that failed inside its event loop, whose failure the caller gets)."""
+    """Whether an exception a library thread reports is orbax's (its caller gets the failure)."""
     if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
         return True
     frames = []
@@ -68,13 +56,9 @@ _QUIET = {"installed": False}
 
 
 def quiet_library_logs():
-    """Hides what orbax, asyncio and TensorStore report of a failed read or write.
-
-    Restoring a damaged checkpoint or a save that hits a full disk makes them log
-    tracebacks and TensorStore spec dumps from their threads (thousands of lines),
-    though the failure reaches the caller, which says it in one line. Nothing is
-    hidden when absl's verbosity asks for INFO logs (`--verbosity=0`). Idempotent.
-    """
+    """Hides the tracebacks and TensorStore spec dumps (thousands of lines) that orbax,
+    asyncio and TensorStore log of a failed read or write, whose failure the caller says in
+    one line; unless absl's verbosity is INFO (`--verbosity=0`). Idempotent."""
     if _QUIET["installed"] or absl_logging.get_verbosity() >= absl_logging.INFO:
         return
     _QUIET["installed"] = True
@@ -91,17 +75,8 @@ def quiet_library_logs():
 
 
 def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
-    """Returns an orbax CheckpointManager for the run in `workdir`.
-
-    Args:
-        workdir: the run's folder.
-        keep: how many of the most recent checkpoints to keep.
-        asynchronous: save in a background thread (training goes on meanwhile).
-        read_only: for evaluation tools, which must never write or delete.
-
-    Raises:
-        CheckpointError: `<workdir>/checkpoints` is not a folder.
-    """
+    """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`
+    (CheckpointError when it is not a folder)."""
     quiet_library_logs()
     _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
@@ -112,9 +87,8 @@ def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
 
 
 def best_manager(workdir, metric):
-    """A manager under `<workdir>/checkpoints_best` that keeps the state with the highest
-    `metric` (`config.checkpoint.best_metric`; orbax compares the metrics saved with each
-    step, so save to it only with evaluations that measured `metric`)."""
+    """The manager of `<workdir>/checkpoints_best`: keeps the state with the highest `metric`
+    of the metrics saved with it (save only with evaluations that measured it)."""
     options = ocp.CheckpointManagerOptions(
         max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
         keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
@@ -142,13 +116,9 @@ class SaveError(CheckpointError):
 class Saver:
     """Saves checkpoints through an orbax manager; a failed save stops training at once.
 
-    `save` checks the free space first (against the size of the newest checkpoint,
-    or of the state for the first) and starts the save; `poll`, called every step,
-    reports a background save that failed as soon as it has (a local check: with
-    several processes each polls its own save, and one whose save failed stops at
-    once while the others stop at their next save or wait); `wait` waits for the
-    save in progress. Each raises SaveError naming the step, the folder and the cause.
-    A checkpoint that the folder already holds for the step is kept, not saved again.
+    `save` checks the free space (for the newest checkpoint's size) and starts the save;
+    `poll`, every step, reports a failed background save (a local check, no collective);
+    `wait` waits for it. Each raises SaveError naming the step, the folder and the cause.
     """
 
     def __init__(self, mngr):
@@ -157,18 +127,11 @@ class Saver:
         self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
 
     def save(self, step, state, metrics=None):
-        """Starts saving `state` as checkpoint `step` (returns before it is written).
-
-        Args:
-            step: the training step.
-            state: the training state pytree.
-            metrics: for `best_manager()`: the evaluation's scores (with its metric).
-        """
+        """Starts saving `state` as checkpoint `step`, with `metrics` for `best_manager`."""
         self.wait()  # Orbax would wait for the previous save too; its failure comes first.
         if step in _steps_in(self.folder):
-            # Left by a run that stopped before its other writes of this step (the best
-            # checkpoint is saved before the regular one): a resumed run retrains the same
-            # steps bit for bit, so it holds this very state.
+            # Left by a run stopped before its other writes of this step: a resumed run
+            # retrains bit for bit, so it holds this very state.
             return
         needed, available = self._space(state), shutil.disk_usage(self.folder).free
         if available < needed:
@@ -261,8 +224,7 @@ def _check_is_folder(folder):
 
 
 def steps(workdir, best=False):
-    """The complete checkpoints of the run (with `best`: in checkpoints_best/), ascending
-    (orbax renames a save's folder to its step number only when the save is complete)."""
+    """The steps of the run's complete checkpoints (with `best`: checkpoints_best/'s), ascending."""
     folder = checkpoint_dir(workdir, best)
     _check_is_folder(folder)
     if not os.path.isdir(folder):
@@ -281,7 +243,6 @@ def _step_path(workdir, step, best=False):
 
 def _checkpointer():
     """Reads a step folder as the managers write it: the state is its item "default"."""
-    # "metrics": what best_manager() saves beside the state (read by nobody here).
     return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
         default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
 

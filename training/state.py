@@ -1,5 +1,5 @@
-"""The mesh, the optimizer and the sharded training state `{"params", "opt_state", "step"}`,
-and the abstract trees (shapes, dtypes, shardings) a checkpoint is restored into.
+"""What a run trains: the mesh, the optimizer, the train step and the sharded training state
+`{"params", "opt_state", "step"}`, and the abstract trees a checkpoint is restored into.
 
 Shardings come from the model's logical axis names (model/partitioning.py) on a ('data',
 'model') mesh; Adafactor's factored moments get their parameter's with the factored axis
@@ -10,11 +10,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import captioner, partitioning
-from training import optimizer, schedules
+from training import losses, optimizer, schedules
 
 
 def make_mesh(mesh_config, devices=None):
@@ -56,7 +57,8 @@ def init_key(rng):
 
     With 'rbg' the parameters' bits come from XLA's RngBitGenerator, not a threefry hash
     unrolled into the program: the initializer compiles ~1.5x faster (BB on a CPU: 13 s -> 9
-    s). The values depend on `rng`, the backend and the jax version; training keys stay threefry.
+    s). The values depend on `rng`, the backend and the jax version (on CPU not on the mesh;
+    elsewhere possibly on the sharding); training keys stay threefry.
     """
     return jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
 
@@ -131,3 +133,53 @@ def init_state_fn(model, tx, shardings):
 def init_state(model, tx, rng, shardings):
     """A freshly initialized state, created directly with its shardings."""
     return init_state_fn(model, tx, shardings)(rng)
+
+
+def make_train_step(model, tx, schedule, config):
+    """Returns train_step(state, batch, rng) -> (state, measurements)."""
+
+    def loss_fn(params, batch, rng):
+        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
+        return losses.captioner_loss(model, params, batch, rng,
+                                     label_smoothing=config.label_smoothing,
+                                     z_loss=config.z_loss)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def accumulated_grads(params, batch, rng):
+        """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
+        k = config.grad_accum_steps
+        if k == 1:
+            (_, aux), grads = grad_fn(params, batch, rng)
+            return grads, aux
+        # Micro-batch i takes rows i, i+k, ...: every data shard contributes to each one.
+        micro = jax.tree.map(
+            lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1), batch)
+
+        def body(carry, inputs):
+            i, mb = inputs
+            (_, aux), grads = grad_fn(params, mb, jax.random.fold_in(rng, i))
+            grads = jax.tree.map(lambda g: g * aux["weight"], grads)
+            return jax.tree.map(jnp.add, carry, (grads, aux)), None
+
+        zeros = (jax.tree.map(jnp.zeros_like, params),
+                 {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
+        (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
+        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
+        return grads, aux
+
+    def train_step(state, batch, rng):
+        grads, aux = accumulated_grads(state["params"], batch, rng)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        measurements = {
+            "train/loss": aux["loss_sum"] / aux["weight"],
+            "train/z_loss": aux["z_loss_sum"] / aux["weight"],
+            "train/grad_norm": optax.global_norm(grads),
+            "train/tokens": aux["weight"],
+            "learning_rate": schedule(state["step"]),
+        }
+        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
+        return new_state, measurements
+
+    return train_step
