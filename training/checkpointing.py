@@ -74,15 +74,14 @@ def quiet_library_logs():
     sys.unraisablehook = unraisable_hook
 
 
-def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
+def manager(workdir, *, keep=3, asynchronous=True):
     """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`
     (CheckpointError when it is not a folder)."""
     quiet_library_logs()
     _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, create=not read_only, read_only=read_only,
-        cleanup_tmp_directories=not read_only,  # Left behind by a process killed mid-save.
-        enable_async_checkpointing=asynchronous)
+        max_to_keep=keep, enable_async_checkpointing=asynchronous,
+        cleanup_tmp_directories=True)  # Left behind by a process killed mid-save.
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
