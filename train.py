@@ -1,16 +1,11 @@
 """Trains the ViT + mT5 captioner, running the evaluators of `config.evals` in the loop.
 
-    python train.py --config configs/demo.py --workdir runs/demo \
-        [--config.total_steps=300]
+    python train.py --config configs/demo.py --workdir runs/demo [--config.total_steps=300]
 
-`train_and_evaluate` reads top to bottom: the checks of everything the user gave (nothing is
-written in the workdir before they pass), the input (its worker processes start first and
-make batches while the state is built and the step compiles), the state (the workdir's
-newest checkpoint, or a fresh initialization, during which the step compiles in a thread),
-the step, the outputs, and the loop: step, log, evaluate, checkpoint, stop
-(training/actions.py). Running the same command again resumes, bit for bit. The console
-shows progress, evaluations and the warnings that need the user (`--verbosity=0` brings back
-the libraries' logs); bad input is one `error: ...` line and exit status 2.
+`train_and_evaluate`: the checks of all input (before anything is written), the input's
+workers, the state (newest checkpoint or a fresh init while the step compiles), the outputs,
+and the loop of training/actions.py. The same command again resumes, bit for bit. Bad input
+is one `error: ...` line and exit status 2; `--verbosity=0` shows the libraries' logs.
 """
 
 import concurrent.futures
@@ -33,9 +28,7 @@ if __name__ == "__main__":  # Before the heavy imports: Ctrl-C during them is on
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import ml_collections
-import optax
 from absl import app, flags, logging
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -51,7 +44,6 @@ from training import (
     checkpointing,
     compilation_cache,
     flops,
-    losses,
     preflight,
     pretrained,
     run_config,
@@ -71,32 +63,25 @@ from training.metrics import (
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for checkpoints and metrics.")
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
-    "allow_config_change", False,
-    "Resume even if model/optimizer/data fields differ from the workdir's config.json, or "
-    "adopt the command line's config when config.json beside the checkpoints is missing or "
-    "unreadable.")
+    "allow_config_change", False, "Resume although model/optimizer/data fields differ from "
+    "config.json, or adopt this config when config.json is missing or unreadable.")
 _COORDINATOR = flags.DEFINE_string(
-    "coordinator_address", None,
-    "host:port of process 0 for jax.distributed; also read from JAX_COORDINATOR_ADDRESS. "
-    "On Cloud TPU or SLURM pass --distributed instead and JAX finds it.")
+    "coordinator_address", None, "host:port of process 0 for jax.distributed (or "
+    "$JAX_COORDINATOR_ADDRESS); on Cloud TPU or SLURM pass --distributed instead.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
 _BUILD_DATA = flags.DEFINE_bool(
-    "build_data", False,
-    "Build what config.data names but the data directory lacks (languages, images) before "
-    "training, after checking the disk's free space; without it that is an error naming the "
-    "python -m data.build command. Single-process runs only.")
+    "build_data", False, "Build what config.data names but the data directory lacks first "
+    "(single process; else an error names the python -m data.build command).")
 _CHECK = flags.DEFINE_bool(
     "check", False,
-    "Preflight: report every input the run needs (vocabulary, data, pretrained checkpoints, "
-    "evaluation data) and whether the step fits the devices here, then exit (0: ready, 2: "
-    "not); writes nothing, needs no --workdir.")
+    "Preflight: report every input the run needs and whether the step fits the devices here, "
+    "then exit (0: ready, 2: not); writes nothing, needs no --workdir.")
 _COMPILATION_CACHE = flags.DEFINE_string(
-    "compilation_cache", None,
-    "JAX's persistent compilation cache (a folder every host sees); default: "
-    "$JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache. 'none' turns it off.")
+    "compilation_cache", None, "JAX's persistent compilation cache (a folder every host sees; "
+    "default $JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache); 'none': off.")
 
 
 def _say(line):
@@ -105,65 +90,10 @@ def _say(line):
         print(line, flush=True)
 
 
-# ------------------------------------------------------------------ step ----
-def make_train_step(model, tx, schedule, config):
-    """Returns train_step(state, batch, rng) -> (state, measurements)."""
-
-    def loss_fn(params, batch, rng):
-        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
-        return losses.captioner_loss(model, params, batch, rng,
-                                     label_smoothing=config.label_smoothing,
-                                     z_loss=config.z_loss)
-
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-    def accumulated_grads(params, batch, rng):
-        """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
-        k = config.grad_accum_steps
-        if k == 1:
-            (_, aux), grads = grad_fn(params, batch, rng)
-            return grads, aux
-        # Micro-batch i takes rows i, i+k, ...: every data shard contributes to each one.
-        micro = jax.tree.map(
-            lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1), batch)
-
-        def body(carry, inputs):
-            i, mb = inputs
-            (_, aux), grads = grad_fn(params, mb, jax.random.fold_in(rng, i))
-            grads = jax.tree.map(lambda g: g * aux["weight"], grads)
-            return jax.tree.map(jnp.add, carry, (grads, aux)), None
-
-        zeros = (jax.tree.map(jnp.zeros_like, params),
-                 {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
-        (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
-        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
-        return grads, aux
-
-    def train_step(state, batch, rng):
-        grads, aux = accumulated_grads(state["params"], batch, rng)
-        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        params = optax.apply_updates(state["params"], updates)
-        measurements = {
-            "train/loss": aux["loss_sum"] / aux["weight"],
-            "train/z_loss": aux["z_loss_sum"] / aux["weight"],
-            "train/grad_norm": optax.global_norm(grads),
-            "train/tokens": aux["weight"],
-            "learning_rate": schedule(state["step"]),
-        }
-        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
-        return new_state, measurements
-
-    return train_step
-
-
 # ---------------------------------------------------------------- checks ----
 def check_config(config):
-    """Checks every field of `config` that can be checked without loading anything, and
-    that config.mesh fits the devices; returns the mesh.
-
-    Raises:
-        run_config.ConfigError: naming the field at fault.
-    """
+    """Checks the fields that need nothing loaded and that config.mesh fits the devices;
+    returns the mesh (run_config.ConfigError names the field at fault)."""
     run_config.check(config)
     try:
         evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
@@ -181,8 +111,7 @@ def check_config(config):
 
 
 def load_vocabulary(config, build_data):
-    """The vocabulary, once the training data it tokenizes is known to be built (or built
-    now, with --build_data), before anything is compiled."""
+    """The vocabulary, once the training data is known to be built (or built now)."""
     try:
         vocab = tokenizer.get_vocabulary(config.vocab.path)
     except (FileNotFoundError, ValueError) as e:
@@ -196,12 +125,8 @@ def load_vocabulary(config, build_data):
 
 
 def check_workdir(config, workdir, allow_change):
-    """Reads what `workdir` holds of an earlier run: metrics.jsonl and config.json.
-
-    Returns:
-        (the last step whose records metrics.jsonl holds whole, or None when none is cut;
-        the changed config fields that were allowed, for messages).
-    """
+    """Checks an earlier run's metrics.jsonl and config.json; returns (the last step whose
+    records metrics.jsonl holds whole, or None; the changed config fields allowed)."""
     try:
         whole_through = check_metrics_file(workdir)
         if not checkpointing.has_checkpoint(workdir):
@@ -216,8 +141,8 @@ def check_workdir(config, workdir, allow_change):
 
 
 def build_evaluators(config, model, vocab):
-    """The evaluators of `config.evals` that run in the loop (`every` > 0), by name; they
-    read their data now, so that a missing file stops the run before the workdir is written."""
+    """The in-loop evaluators (`every` > 0) by name, their data read now (before the workdir
+    is written)."""
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                              config.model.image_size)
     in_loop = [name for name, c in config.evals.items() if c.every]
@@ -228,8 +153,7 @@ def build_evaluators(config, model, vocab):
 
 
 def prepare_workdir(workdir):
-    """Creates `workdir`, checks that files can be written in it, and locks it (process 0;
-    released by `train_and_evaluate` or by the process's end)."""
+    """Creates `workdir`, checks it is writable, and locks it (process 0)."""
     try:
         workdir_lib.prepare(workdir, jax.process_index())
         note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
@@ -242,10 +166,11 @@ def prepare_workdir(workdir):
 # ----------------------------------------------------------- state, step ----
 def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole_through,
                           changes):
-    """The newest readable checkpoint of `workdir` (up to step `whole_through`, see
-    `check_workdir`), or a fresh (pretrained) initialization; returns (state, step)."""
+    """(state, step) of the newest readable checkpoint (up to step `whole_through`), or of a
+    fresh (pretrained) initialization."""
     try:
-        state, step = checkpointing.restore_latest(workdir, abstract_state, whole_through)
+        state, step = checkpointing.restore(workdir, abstract_state, set_aside=True,
+                                            at_most=whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
@@ -276,39 +201,40 @@ STEP_FIELDS = ("lr", "optimizer", "label_smoothing", "z_loss", "grad_accum_steps
 @functools.lru_cache(maxsize=4)
 def jitted_train_step(model, mesh, step_config):
     """The train step jitted with the state's and the batch's shardings, for a FrozenConfigDict
-    of the STEP_FIELDS; cached, so that a process that trains again (a test, a notebook)
-    traces it once."""
+    of the STEP_FIELDS; cached for a process that trains again (a test, a notebook)."""
     tx, schedule = state_lib.create_optimizer(step_config)
     _, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(step_config))
-    return jax.jit(make_train_step(model, tx, schedule, step_config),
+    return jax.jit(state_lib.make_train_step(model, tx, schedule, step_config),
                    in_shardings=(shardings, NamedSharding(mesh, P("data")), None),
                    out_shardings=(shardings, None), donate_argnums=0)
 
 
 def abstract_batch(config, sharding):
-    """The global training batches' shapes, dtypes and sharding, to compile the step for."""
+    """The global training batches as ShapeDtypeStructs."""
     return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
             for name, (shape, dtype) in pipeline.batch_shapes(
                 config.batch_size, config.model.image_size, config.data).items()}
 
 
-def compile_train_step(config, model, mesh, abstract_state, rng):
-    """Starts compiling the train step for the state's and the batches' shapes; returns a
-    function that waits for it and returns (the compiled step, its compile seconds).
-
-    In a thread, so that a fresh run's two compiles overlap (BB's cold launch on an H100: 62.3
-    -> 52.9 s); inside the mesh and axis rules, for the model's activation constraints.
-    """
+def lower_train_step(config, model, mesh, abstract_state, rng):
+    """The train step lowered for the state's and the global batches' shapes, inside the mesh
+    and axis rules (the model's activation constraints read them)."""
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
     batch = abstract_batch(config, NamedSharding(mesh, P("data")))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
+        return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
+
+
+def compile_train_step(config, model, mesh, abstract_state, rng):
+    """Starts compiling the train step in a thread (a fresh run's two compiles overlap: BB's
+    cold launch on an H100, 62.3 -> 52.9 s); returns a function that waits for it and returns
+    (the compiled step, its compile seconds)."""
     outcome = concurrent.futures.Future()
 
     def compile_step():
         try:
-            with compilation_cache.watch() as compiled, jax.set_mesh(mesh), \
-                    nn.logical_axis_rules(state_lib.axis_rules(config)):
-                step = jitted_train_step(model, mesh, step_config).lower(
-                    abstract_state, batch, rng).compile()
+            with compilation_cache.watch() as compiled:
+                step = lower_train_step(config, model, mesh, abstract_state, rng).compile()
             outcome.set_result((step, compiled))
         except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
             outcome.set_exception(e)
@@ -325,8 +251,8 @@ def compile_train_step(config, model, mesh, abstract_state, rng):
 
 
 def open_outputs(config, workdir, start_step):
-    """The metrics logger (metrics.jsonl repaired to `start_step`), config.json, and the
-    checkpoint savers (regular, best); from here on the workdir is this run's."""
+    """The metrics logger (metrics.jsonl repaired to `start_step`), config.json written, and
+    the checkpoint savers (regular, best)."""
     try:
         logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
                                sync_every=config.checkpoint.every)
@@ -343,18 +269,8 @@ def open_outputs(config, workdir, start_step):
 # ------------------------------------------------------------------ main ----
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
                        compilation_cache_dir=None, build_data=False):
-    """Trains (or resumes) the run in `workdir`; returns the final state.
-
-    SIGINT and SIGTERM stop it as training/preemption.py says (train.py's __main__ routes
-    them there before its imports; for other callers this does, for the call's duration).
-
-    Args:
-        config: the run's config.
-        workdir: the run's folder.
-        allow_change: resume although fields that matter differ from config.json.
-        compilation_cache_dir: JAX's persistent compilation cache (default:
-            `compilation_cache.default_cache_dir(workdir)`; "none": off).
-        build_data: build the missing parts of the training data first (--build_data).
+    """Trains (or resumes) the run in `workdir`; returns the final state. The arguments are
+    the flags'; SIGINT and SIGTERM stop it as training/preemption.py says.
 
     Raises:
         run_config.ConfigError: a config field is wrong (nothing was written).
@@ -380,10 +296,11 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    # Input first: a resumed run's first step is known from the checkpoints' folder names.
-    start_step = checkpointing.resume_step(workdir, whole_through)
-    batches = cleanup.enter_context(train_input.Batches(config, vocab,
-                                                        NamedSharding(mesh, P("data")), start_step))
+    # Input first, at the step the checkpoints' folder names promise; the restore decides
+    # (it moves the input back only when it sets a damaged checkpoint aside).
+    batches = cleanup.enter_context(train_input.Batches(
+        config, vocab, NamedSharding(mesh, P("data")),
+        checkpointing.resume_step(workdir, whole_through)))
 
     # State: the workdir's newest checkpoint, or a fresh initialization.
     tx, _ = state_lib.create_optimizer(config)
@@ -392,10 +309,10 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
     compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng)
-                     if start_step == 0 else None)
+                     if batches.start_step == 0 else None)
     state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                               init_rng, whole_through, changes)
-    batches.restart(start_step)  # Moved back only when a damaged checkpoint was set aside.
+    batches.restart(start_step)
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(config, model, mesh,
@@ -425,12 +342,8 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
 
 
 def train_loop(state, start_step, total_steps, train_step, batches, rng, periodic):
-    """Trains from `start_step` to `total_steps`; returns the final state.
-
-    After each step the periodic actions: log (its measurements are fetched once the next
-    step is queued), evaluate, checkpoint, and stop when asked to (Ctrl-C, SIGTERM), the
-    step saved first.
-    """
+    """Trains from `start_step` to `total_steps`, each step followed by the `periodic`
+    actions (log, evaluate, checkpoint, stop when asked); returns the final state."""
     log, evaluate, checkpoint, stop = periodic
     measurements = None
     for step in range(start_step + 1, total_steps + 1):
@@ -471,8 +384,7 @@ def initialize_distributed():
 
 
 def parse_flags(argv):
-    """absl's flag parsing; a bad flag or override or a stray argument is one `error:` line
-    (exit status 2) before anything starts (benchmarks/train_step.py parses with it too)."""
+    """absl's flag parsing; bad flags or a stray argument are one `error:` line (exit 2)."""
     try:
         rest = run_config.parse_flags(flags.FLAGS, argv)
     except run_config.ConfigError as e:
@@ -484,12 +396,8 @@ def parse_flags(argv):
 
 
 def compile_for_preflight(config, model, mesh, abstract_state):
-    """The train step compiled for `config`'s batches (what `--check` measures)."""
-    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
-    batch = abstract_batch(config, NamedSharding(mesh, P("data")))
-    with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
-        return jitted_train_step(model, mesh, step_config).lower(
-            abstract_state, batch, jax.random.key(0)).compile()
+    """The train step compiled for `config` (what `--check` measures)."""
+    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0)).compile()
 
 
 def preflight_check(config, say=_say):

@@ -3,7 +3,7 @@
     python benchmarks/train_step.py --config configs/bb.py [--steps 5] \
         [--config.batch_size=32 --config.model.remat=True ...] [--memory_only]
 
-The step is the one `train.py` runs (`train.make_train_step`: same model,
+The step is the one `train.py` runs (`training/state.make_train_step`: same model,
 loss, Adafactor, shardings over all devices), fed with random inputs of the
 config's shapes: images, prompts, and captions of random lengths around
 --caption_len tokens padded to `data.max_target_len`. The data pipeline is
@@ -309,7 +309,7 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     say(f"parameters:    {out['parameters'] / 1e6:.1f}M")
 
     init_fn = state_lib.init_state_fn(model, tx, shardings)
-    step_fn = jax.jit(train.make_train_step(model, tx, schedule, config),
+    step_fn = jax.jit(state_lib.make_train_step(model, tx, schedule, config),
                       in_shardings=(shardings, batch_sharding, None),
                       out_shardings=(shardings, None), donate_argnums=0)
 

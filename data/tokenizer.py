@@ -1,18 +1,17 @@
-"""SentencePiece vocabularies with the T5/mT5 id conventions.
+"""SentencePiece vocabularies with T5's ids: pad 0, EOS 1, UNK 2, no BOS.
 
-Real configs point at mT5's vocabulary
-(gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model, or a local copy
-of it); the demo trains a small one on its own captions with the same special
-ids, so that the model and the decoding code never need to know which one they
-got: pad 0, EOS 1, UNK 2, and no BOS (the T5 decoder starts from the pad id).
+Real configs read mT5's (`gs://...`, or a local copy); the demo trains a small one on its
+own captions with the same special ids.
 """
 
 import io
 import os
+import urllib.parse
 
 import numpy as np
 import sentencepiece as spm
 
+import errors
 import files
 
 PAD_ID = 0
@@ -22,26 +21,15 @@ UNK_ID = 2
 
 def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols=(),
                         model_type="unigram", pretokenization_delimiter=""):
-    """Trains a SentencePiece model with T5 special ids, deterministically.
+    """Trains a SentencePiece model with T5 special ids, deterministically (the same texts
+    give the same file); writes `<model_prefix>.model` and `.vocab` and returns the first.
 
     Args:
-        texts: iterable of training sentences (str). Their order matters for
-            determinism only through their content: the same list gives the
-            same model file.
-        model_prefix: output path without extension; writes `<prefix>.model`
-            and `<prefix>.vocab`. Its folder is created if missing.
-        vocab_size: target vocabulary size, including the 3 special pieces. A
-            soft limit: a small corpus may yield fewer pieces.
-        user_defined_symbols: strings always kept as single pieces (e.g. the
-            LangId prompts of a demo vocabulary).
+        vocab_size: including the 3 special pieces; a small corpus may yield fewer.
+        user_defined_symbols: strings always kept as single pieces (the demo's prompts).
         model_type: "unigram" (as mT5) or "bpe".
-        pretokenization_delimiter: if set, a character marking word
-            boundaries in the training texts of unspaced scripts (zh, ja, th):
-            pieces never cross it, and it is removed before training. Encoding
-            needs no delimiter.
-
-    Returns:
-        The path of the `.model` file.
+        pretokenization_delimiter: a character marking word boundaries in the texts of
+            unspaced scripts (zh, ja, th): pieces never cross it; encoding needs none.
     """
     texts = [t for t in texts if t and t.strip()]
     if not texts:
@@ -79,17 +67,22 @@ def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols
 
 
 class Vocabulary:
-    """A SentencePiece model with the interface of seqio's vocabulary that this code uses.
+    """A SentencePiece model with T5's special ids and the interface of seqio's vocabulary
+    that this code uses (seqio imports TensorFlow, which training and captioning do without).
 
-    `encode`, `decode`, `vocab_size`, `eos_id`, `pad_id`, `unk_id` and
-    `tokenizer` (the SentencePieceProcessor) behave as
-    `seqio.SentencePieceVocabulary`'s without extra ids; seqio is not imported
-    because it imports TensorFlow, which the training process does without.
+    `tokenizer` is the SentencePieceProcessor, `model_proto` the `.model` file's bytes.
     """
 
-    def __init__(self, path, processor):
-        self.path = path
-        self.tokenizer = processor
+    def __init__(self, model_proto, path):
+        self.path, self.model_proto = path, bytes(model_proto)
+        try:
+            self.tokenizer = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        except Exception as e:  # noqa: BLE001  sentencepiece raises RuntimeError/OSError kinds.
+            raise errors.InputError(f"{path}: not a SentencePiece model ({e})") from None
+        ids = (self.tokenizer.pad_id(), self.tokenizer.eos_id(), self.tokenizer.unk_id())
+        if ids != (PAD_ID, EOS_ID, UNK_ID):
+            raise errors.InputError(f"{path}: special ids (pad, eos, unk) are {ids}, expected "
+                                    f"T5's {(PAD_ID, EOS_ID, UNK_ID)}")
 
     @property
     def vocab_size(self):
@@ -97,7 +90,7 @@ class Vocabulary:
 
     @property
     def eos_id(self):
-        return self.tokenizer.eos_id()
+        return EOS_ID
 
     @property
     def pad_id(self):
@@ -105,7 +98,7 @@ class Vocabulary:
 
     @property
     def unk_id(self):
-        return self.tokenizer.unk_id()
+        return UNK_ID
 
     def encode(self, text):
         """Text -> piece ids, without EOS."""
@@ -119,62 +112,49 @@ class Vocabulary:
         return self.tokenizer.decode_ids(ids)
 
 
-def _read_model(path):
-    """The bytes of a local or `gs://` .model file (remote ones through etils.epath)."""
+def _read_model(path, fix):
+    """The bytes of a `.model` file: a local path, a `file://` URL, or a remote URL read
+    through etils.epath (`gs://`: with TensorFlow's or gcsfs's file system)."""
+    if path.startswith("file://"):
+        path = urllib.parse.unquote(urllib.parse.urlparse(path).path)
     if "://" not in path:
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"SentencePiece model not found: {path}. Real configs use mT5's "
+                f"gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model (or a local "
+                f"copy); the demo writes DIR/spm/demo.model via `python -m data.demo --out DIR`.")
         with open(path, "rb") as f:
             return f.read()
-    from etils import epath  # noqa: PLC0415  Only remote paths need it.
+    try:
+        from etils import epath  # noqa: PLC0415  Only remote paths need it.
 
-    return epath.Path(path).read_bytes()
+        return epath.Path(path).read_bytes()
+    except Exception as e:  # noqa: BLE001  No network, no credentials, no file system for it.
+        cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise errors.InputError(f"{path} is remote and cannot be read here ({cause}); copy "
+                                f"it to this machine and {fix}") from None
 
 
-def get_vocabulary(path):
+def get_vocabulary(path, fix="pass --config.vocab.path=/local/copy.model"):
     """Loads a SentencePiece model with T5's special ids.
 
     Args:
-        path: local path or a `gs://` URL of a `.model` file.
-
-    Returns:
-        A `Vocabulary`.
+        path: a local path or a URL (`file://`, `gs://`, ...) of a `.model` file.
+        fix: how to name a local copy instead, for the error of an unreadable remote path.
 
     Raises:
         FileNotFoundError: a local path that does not exist.
-        ValueError: the file is not a SentencePiece model, or its special ids
-            are not T5's.
+        errors.InputError (a ValueError): a remote path that cannot be read, a file that is
+            not a SentencePiece model, or special ids that are not T5's.
     """
     if not path:
-        raise ValueError("no SentencePiece model path given (config field 'vocab_path')")
-    if "://" not in path and not os.path.exists(path):
-        raise FileNotFoundError(
-            f"SentencePiece model not found: {path}. Real configs use mT5's "
-            f"gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model (or a local "
-            f"copy); the demo writes DIR/spm/demo.model via `python -m data.demo --out DIR`.")
-    try:
-        processor = spm.SentencePieceProcessor(model_proto=_read_model(path))
-    except Exception as e:  # sentencepiece raises RuntimeError/OSError variants.
-        raise ValueError(f"{path}: not a SentencePiece model ({e})") from None
-    ids = (processor.pad_id(), processor.eos_id(), processor.unk_id())
-    if ids != (PAD_ID, EOS_ID, UNK_ID):
-        raise ValueError(
-            f"{path}: special ids (pad, eos, unk) are {ids}, expected T5's "
-            f"{(PAD_ID, EOS_ID, UNK_ID)}")
-    return Vocabulary(path, processor)
+        raise errors.InputError("no SentencePiece model path given (config field vocab.path)")
+    return Vocabulary(_read_model(path, fix), path)
 
 
 def detokenize(vocab, tokens):
-    """Token ids [batch, length] -> strings, cut at the first EOS.
-
-    Padding and ids of the padded embedding rows beyond the vocabulary (see
-    model/captioner.padded_vocab_size) are dropped.
-
-    Args:
-        vocab: the `Vocabulary` the ids come from.
-        tokens: int array-like [batch, length], as the decoders return them.
-
-    Returns:
-        A list of `batch` strings.
-    """
+    """Token ids [batch, length] (the decoders') -> strings, cut at the first EOS; padding
+    and ids of the padded embedding rows beyond the vocabulary are dropped."""
     texts = []
     for row in np.asarray(tokens):
         ids = row.tolist()

@@ -1,15 +1,6 @@
-"""What the command lines share: one `error:` line, checked numbers, checked output places,
-charts.
-
-argparse reports an unknown or stray argument with its whole usage (twenty lines for the
-meta-evaluation) before the error; `ArgumentParser` prints the one line `error: <message>`
-that every command line of the project prints, and exits with status 2. `count` and `number`
-are argparse types that check a value's range (and that a float is finite: NaN passes every
-comparison) while the arguments are parsed, before any work; `check_output_file`,
-`prepare_out` and `check_results_folder` check an output's place before the work that fills
-it. `pyplot` imports matplotlib when a chart is drawn (never at a module's import: the
-training process loads no plotting library), and `save_figure` writes a chart whole or not
-at all.
+"""What the command lines share: one `error:` line (exit status 2), argparse types that check
+a value's range while parsing, checks of an output's place before the work that fills it, and
+charts (matplotlib imported only when one is drawn: training loads no plotting library).
 """
 
 import argparse
@@ -20,9 +11,8 @@ import tempfile
 import errors
 import files
 
-# Bootstrap resamples at most: 10^5 resamples put the Monte Carlo error of a 95% interval's
-# ends far below the interval's width, and a typo of 10^11 would otherwise die allocating
-# terabytes after the inputs were read.
+# Bootstrap resamples at most: 10^5 put the Monte Carlo error of a 95% interval's ends far
+# below its width; a typo of 10^11 would die allocating terabytes after the inputs were read.
 MAX_SAMPLES = 100_000
 
 
@@ -69,11 +59,8 @@ def number(low, high, *, open_interval=False):
 
 
 def check_output_file(path, flag):
-    """Checks, before any work, that the file `path` can be written (InputError naming `flag`).
-
-    The folder must exist and take a new file (one is created and removed); `path` itself
-    must not be a folder. An existing file is left as it is (the tool replaces it later).
-    """
+    """Checks, before any work, that the file `path` can be written: its folder exists and
+    takes a new file, and it is no folder (InputError naming `flag`)."""
     if os.path.isdir(path):
         raise errors.InputError(f"{flag} {path} is a folder; give a file name")
     folder = os.path.dirname(path) or "."
@@ -96,14 +83,8 @@ def _check_writable(folder, flag, path, create=False):
 
 
 def prepare_out(out, flag="--out"):
-    """Creates the folder `out` if needed and checks that a file can be written in it.
-
-    Called before the work, so that a bad --out (a file, /proc/x, a read-only place) is one
-    error line at once rather than a traceback after the work.
-
-    Raises:
-        InputError: `out` is a file, or cannot be created or written (the cause named).
-    """
+    """Creates the folder `out` if needed and checks, before the work, that a file can be
+    written in it (InputError: a file, or it cannot be created or written)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise errors.InputError(f"{flag} {out} is a file; the report goes in a folder")
     _check_writable(out, flag, out, create=True)
@@ -111,28 +92,16 @@ def prepare_out(out, flag="--out"):
 
 
 def not_written(out, error, printed_json=False):
-    """The InputError of a report that could not be written after the work (a full disk).
-
-    The command lines print their results before writing the report, so that it names
-    where they are: nothing is lost.
-    """
+    """The InputError of a report that could not be written after the work (a full disk);
+    the command lines print their results first, so nothing is lost."""
     return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
                              f"; the results are printed above{' (JSON)' if printed_json else ''}")
 
 
 def check_results_folder(path, flag, marker=None):
-    """Checks, before any work, that a results folder can be written at `path` whole.
-
-    The folder is written beside `path` and renamed onto it at the end (files.replacing_folder),
-    replacing what is there: so `path` must not be a file, and an existing folder must be
-    empty or a results folder (holding the file `marker`), never a folder of other files.
-
-    Returns:
-        The nearest existing folder at or above `path` (where the space is taken).
-
-    Raises:
-        InputError: naming `flag` and why.
-    """
+    """Checks, before any work, that a results folder can replace `path` whole: not a file,
+    and an existing folder is empty or a results folder (holding `marker`). Returns the nearest
+    existing folder at or above `path` (where the space is taken); InputError names `flag`."""
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise errors.InputError(f"{flag} {path} is a file; the results go in a folder")

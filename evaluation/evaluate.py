@@ -1,48 +1,27 @@
 r"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
 
-    python -m evaluation.evaluate --config configs/bb.py --workdir runs/bb [--step N] \
+    python -m evaluation.evaluate --config configs/bb.py --workdir runs/bb [--step N|best] \
         [--evals xm3600,coco_dev] [--langs all|config|en,es,...] \
         [--decode greedy|beam] [--beam_size 4] [--alpha 0.6] [--out DIR] [--name NAME] \
         [--config.evals.xm3600.max_images=100]
 
-It parses the flags, restores the checkpoint (the latest, or `--step`),
-builds the evaluators of `config.evals` (all of them, or those named by
-`--evals`) exactly as train.py does, runs them with progress and ETA, and
-writes the results folder (default `<workdir>/eval_step<N>/`;
-evaluation/results_folder.py): `metrics.json` (every evaluator's metrics, as
-train.py would log them), and per evaluator a predictions file per language
-(the input of `python -m evaluation.cider`), its per-image scores and its
-report: XM3600's are `predictions_<lang>.jsonl`, `per_image.jsonl` and
-Table 8 (scores.json, scores.csv, table.md, bars.png); another evaluator's
-carry its name (`predictions_coco_dev_<lang>.jsonl`,
-`per_image_vifidel.jsonl`, `scores_vifidel.json`, `table_vifidel.md`). The
-tool knows no evaluator class: a new evaluator (a module and an entry in the
-name table of evaluation/evaluators/__init__.py) gets its files by itself.
-
-`--langs all` (the default) gives each evaluator every language of its own
-that its data has (XM3600's release: 36; COCO-dev's: the 35 training
-languages; the demo's data: en, es, hi, zh), saying which it leaves out;
-`config` those of its config; a list the listed ones it has. Bad input is
-one `error: ...` line and exit status 2: every flag (ranges, NaN, a stray
-positional argument) and config field is checked before any work, and
-`--out` is checked (not a file, not a folder of other files, writable) before
-the checkpoint is restored, and with the default folder the room the results
-need is checked before the evaluation. The folder is written whole at the
-end (a temporary folder beside it, renamed), replacing an earlier result; if
-that still fails (a full disk), the scores are printed and the files written
-to a new folder under the system's temporary folder, which the `error:` line
-names, and `--out` is left as it was.
+It restores the checkpoint (the latest, `--step`, or checkpoints_best/'s), builds the
+evaluators of `config.evals` (or those of `--evals`) as train.py does, runs them with
+progress and ETA, and writes the results folder (default `<workdir>/eval_step<N>/`,
+evaluation/results_folder.py). `--langs all` (default) gives each evaluator every language
+of its own that its data has (saying which it leaves out), `config` those of its config, a
+list the listed ones. Bad input is one `error: ...` line and exit status 2, checked before
+any work (flags, config fields, `--out`, the room the results need). The folder is written
+whole at the end; if that fails (a full disk), the scores are printed and the files written
+to a new temporary folder, which the `error:` line names.
 """
 
 import os
 import sys
 import tempfile
 
-import flax.linen as nn
-import jax
 import numpy as np
 from absl import flags, logging
-from jax.sharding import NamedSharding
 from ml_collections import config_flags
 
 import errors
@@ -66,33 +45,29 @@ class ResultsNotWritten(errors.RunError):
 
 
 def _define_flags(flag_values, argv):
-    # sys_argv: ml_collections finds the --config.x overrides in it (default sys.argv, which
-    # is not what main(argv) was given).
+    # sys_argv: where ml_collections finds the --config.x overrides (main's argv, not sys.argv).
     config = config_flags.DEFINE_config_file(
         "config", None, "The run's config file (`file.py:variant` and --config.x=y work).",
         flag_values=flag_values, lock_config=True, sys_argv=argv)
-    flags.DEFINE_string("workdir", None, "The run's folder (holds checkpoints/).",
-                        flag_values=flag_values)
-    flags.DEFINE_integer("step", None, "Checkpoint step (default: the latest).",
-                         flag_values=flag_values)
+    kw = {"flag_values": flag_values}
+    flags.DEFINE_string("workdir", None, "The run's folder (holds checkpoints/).", **kw)
+    flags.DEFINE_string("step", None, "Checkpoint step, or 'best' (checkpoints_best/'s; "
+                        "default: the latest).", **kw)
     flags.DEFINE_string("evals", None, "Comma-separated names of config.evals to run "
-                        "(default: all).", flag_values=flag_values)
+                        "(default: all).", **kw)
     flags.DEFINE_string("langs", "all", "all (every language of an evaluator's that its data "
-                        "has) | config | comma-separated codes.", flag_values=flag_values)
+                        "has) | config | comma-separated codes.", **kw)
     flags.DEFINE_enum("decode", None, ["greedy", "beam"], "Decoding (default: each "
-                      "evaluator's config, greedy unless it says otherwise).",
-                      flag_values=flag_values)
-    flags.DEFINE_integer("beam_size", None, "Beams, with --decode=beam (default 4).",
-                         flag_values=flag_values)
+                      "evaluator's config, greedy unless it says otherwise).", **kw)
+    flags.DEFINE_integer("beam_size", None, "Beams, with --decode=beam (default 4).", **kw)
     flags.DEFINE_float("alpha", None, "Beam search length-penalty exponent (T5X), with "
-                       "--decode=beam (default 0.6).", flag_values=flag_values)
-    flags.DEFINE_string("out", None, "Results folder (default <workdir>/eval_step<N>).",
-                        flag_values=flag_values)
+                       "--decode=beam (default 0.6).", **kw)
+    flags.DEFINE_string("out", None, "Results folder (default <workdir>/eval_step<N>).", **kw)
     flags.DEFINE_string("name", None, "This model's column in table.md (default: the "
-                        "workdir's name).", flag_values=flag_values)
+                        "workdir's name).", **kw)
     flags.DEFINE_string("compilation_cache", None, "JAX's persistent compilation cache "
                         "(default: $JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache, "
-                        "which train.py fills); 'none' turns it off.", flag_values=flag_values)
+                        "which train.py fills); 'none' turns it off.", **kw)
     return config
 
 
@@ -123,13 +98,8 @@ def _data_langs(name, cls, eval_config):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint, with bad input as UsageError: its
-    parameters only (no optimizer is built and its state is not read).
-
-    Without `step`, the newest checkpoint there is when it is read; one that the
-    trainer deletes meanwhile (it keeps only `checkpoint.keep`) is replaced by the
-    newest remaining, with a line saying so.
-    """
+    """(model, params, step) of the run's checkpoint (its parameters only), with bad input as
+    UsageError; `step`: None (the newest), "best" or a number (`checkpointing.restore`)."""
     try:
         saved = run_config.load(workdir)
     except run_config.SavedConfigError:
@@ -137,11 +107,9 @@ def _restore(config, workdir, vocab, step):
     changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
                if c.startswith(("model.", "vocab."))] if saved else []
     model = captioner.from_config(config.model, vocab.vocab_size)
-    abstract = _abstract_params(config, model)
     try:
-        if step is None:
-            return model, *_restore_newest(workdir, abstract)
-        return model, checkpointing.restore_params(workdir, abstract, step), step
+        params, step = checkpointing.restore(workdir, state_lib.abstract_params(model, config),
+                                             step)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     except checkpointing.IncompatibleCheckpoint as e:
@@ -151,39 +119,10 @@ def _restore(config, workdir, vocab, step):
     except checkpointing.CheckpointError as e:
         raise UsageError(f"{e}; pass --step with another of {checkpointing.steps(workdir)}") \
             from None
-
-
-def _abstract_params(config, model):
-    """The model's parameters as ShapeDtypeStructs, sharded over the config's mesh as the
-    trainer shards them (the evaluators split batches over its 'data' axis)."""
-    mesh = state_lib.make_mesh(config.mesh)
-    boxed = captioner.abstract_params(model, boxed=True)
-    specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), state_lib.axis_rules(config))
-    return jax.tree.map(
-        lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec)),
-        nn.unbox(boxed), specs)
-
-
-def _restore_newest(workdir, abstract_params):
-    """(params, step) of the newest checkpoint, retrying while the newest vanishes under it."""
-    while True:
-        available = checkpointing.steps(workdir)
-        if not available:
-            raise FileNotFoundError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: "
-                                    f"train first, or pass the --workdir of a run")
-        try:
-            return checkpointing.restore_params(workdir, abstract_params, available[-1]), \
-                available[-1]
-        except checkpointing.IncompatibleCheckpoint:
-            raise
-        except (FileNotFoundError, checkpointing.CheckpointError):
-            if available[-1] in checkpointing.steps(workdir):
-                raise  # Still there: damaged.
-            remaining = checkpointing.steps(workdir)
-            if remaining:  # Else the next round says there is none.
-                print(f"note: checkpoint step {available[-1]} was deleted while it was read "
-                      f"(by the trainer, which keeps the newest); reading step "
-                      f"{remaining[-1]} instead", flush=True)
+    if params is None:
+        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir, step == 'best')}"
+                         f": train first, or pass the --workdir of a run")
+    return model, params, step
 
 
 def check_config(config):
@@ -212,16 +151,8 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
 
-    Args:
-        config: the run's ConfigDict.
-        workdir: the run's folder.
-        step: checkpoint step, None for the latest.
-        names: evaluator names of `config.evals` (default: all).
-        langs: "all", "config" or comma-separated codes (see the module docstring).
-        decoding: a `model.decode.Decoding` for every evaluator (default: their configs').
-        out: the results folder (default <workdir>/eval_step<step>).
-        name: this model's column heading in table.md.
-        config_name: recorded in scores.json.
+    Args are the flags' (`step`: None, "best" or a number; `names`: of `config.evals`, default
+    all; `decoding`: a `model.decode.Decoding` for every evaluator, default their configs').
 
     Returns:
         (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: [its file
@@ -284,11 +215,8 @@ def _check_request(config, workdir, names, langs):
 
 
 def _write_or_fall_back(out, scores, write):
-    """write(out), or, when that fails, the scores printed and write(a new temporary folder).
-
-    Raises:
-        ResultsNotWritten: `out` could not be written (the cause and where the results are).
-    """
+    """write(out), or when that fails the scores printed, write(a new temporary folder) and
+    ResultsNotWritten naming the cause and where the results are."""
     try:
         return write(out)
     except OSError as e:
@@ -321,13 +249,8 @@ def _print_summary(out, scores, written):
 
 
 def check_flags(flag_values):
-    """The numeric flags' ranges (UsageError); returns the `Decoding` of --decode or None.
-
-    The decoding's settings are checked by `model.decode.Decoding`; --beam_size and --alpha
-    without --decode=beam are an error, never ignored.
-    """
-    if flag_values.step is not None and flag_values.step < 0:
-        raise UsageError(f"--step must be >= 0, got {flag_values.step}")
+    """The `Decoding` of --decode or None (UsageError: bad settings, or --beam_size and
+    --alpha without --decode=beam)."""
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
     given = [f"--{name}" for name, value in settings.items() if value is not None]
     if flag_values.decode is None:
@@ -362,19 +285,28 @@ def main(argv=None):
             raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
+        step = _parse_step(flag_values.step)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
             _check_out(flag_values.out)
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, paths = evaluate_checkpoint(
-            config_flag.value, flag_values.workdir, step=flag_values.step, names=names,
+            config_flag.value, flag_values.workdir, step=step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
             name=flag_values.name, config_name=flag_values["config"].config_filename)
     except errors.Error as e:
         errors.fail(e)
     _print_summary(out, scores, paths)
     return 0
+
+
+def _parse_step(step):
+    """--step as None, "best" or a number (UsageError)."""
+    try:
+        return checkpointing.parse_step(step)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
 
 
 def _check_out(out):

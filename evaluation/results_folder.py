@@ -1,20 +1,11 @@
 """The checkpoint tool's results folder: what goes in it, the room it needs, written whole.
 
-For one evaluated checkpoint (each evaluator's `Results`, evaluators/caption_evaluator.py):
-
-- `metrics.json`: every evaluator's metrics, as the training loop logs them
-  (formats/eval_metrics.py);
-- per evaluator, under its `outputs_name`: a predictions file per language
-  (formats/predictions.py), its per-image scores (formats/per_image.py) and its report
-  (evaluation/report.py). The evaluator of the paper's XM3600 column (`paper_column`
-  "xm3600") gets Table 8 beside the paper's baselines (scores.json, scores.csv, table.md,
-  bars.png), with the COCO-dev column when the evaluator of the paper's COCO-dev column ran
-  too; every other one `scores_<name>.json` and `table_<name>.md`.
-
-The folder is written beside its place and renamed onto it at the end (files.replacing_folder):
-a folder there is a whole result, never half of one. `check_room`, before the evaluation
-starts, finishes a replacement a killed run left undone (files.recover_folder) and compares the
-room the folder needs (`needed_bytes`) with the free space.
+`metrics.json` (every evaluator's metrics, as the loop logs them), and per evaluator (under
+its `outputs_name`) a predictions file per language, its per-image scores and its report:
+the paper's XM3600 column gets Table 8 (scores.json, scores.csv, table.md, bars.png, with
+the COCO-dev column when that evaluator ran too), any other `scores_<name>.json` and
+`table_<name>.md`. The folder is written beside its place and renamed onto it at the end. An
+interrupted replacement is finished by `check_room` (files.recover_folder).
 """
 
 import os
@@ -53,16 +44,9 @@ def needed_bytes(evaluators):
 
 
 def check_room(out, evaluators, flag, folder=None):
-    """Raises InputError when the file system of `out` has less room than the results need,
-    once an interrupted replacement of `out` is finished (printed).
-
-    Args:
-        out: the results folder.
-        evaluators: {name: evaluator}, built.
-        flag: how to call `out` in the message ("--out").
-        folder: an existing folder on `out`'s file system (default: `out` checked as
-            `cli.check_results_folder` checks it).
-    """
+    """InputError (naming `flag`) when the file system of `out` (or of the existing
+    `folder`) has less room than the results need, once an interrupted replacement of `out`
+    is finished (printed)."""
     recovered = files.recover_folder(out)
     if recovered:
         print(recovered, file=sys.stderr, flush=True)
@@ -78,20 +62,10 @@ def check_room(out, evaluators, flag, folder=None):
 
 
 def write(out, step, evaluators, results, *, name, config_name, workdir):
-    """Writes the results folder `out` whole (module docstring), replacing one that is there.
-
-    Args:
-        out: the folder.
-        step: the checkpoint's step.
-        evaluators: {name: evaluator}.
-        results: {name: what its `run` returned}.
-        name: this model's column heading in the reports.
-        config_name: the config file, recorded in the scores files.
-        workdir: the run's folder, recorded in the scores files.
-
-    Returns:
-        {evaluator name: [its file names but the predictions]}, and metrics.json.
-    """
+    """Writes the results folder `out` whole, replacing one that is there, from each
+    evaluator's `results`; `name` is the model's column heading, `config_name` and `workdir`
+    are recorded in the scores files. Returns {evaluator name: [its file names but the
+    predictions]}, and metrics.json's."""
     metrics = {}
     for key in evaluators:
         metrics.update(results[key])

@@ -15,7 +15,8 @@ with the rest of the test process and the suite's compilation cache; the state a
 may change process-wide (the current folder, environment, argv, jax's cache settings, logging,
 warnings) is put back after it. A server (`SERVERS`) runs as its own process with `--port 0`
 added, until it prints its address and answers a request there; a module of `OWN_PROCESS`
-runs as its own process too, and so does train.py (absl defines its flags once a process). Any other command line runs with bash. Blocks with the same
+runs as its own process too, and so does train.py (absl defines its flags once a process).
+Any other command line runs with bash. Blocks with the same
 command lines run once.
 """
 

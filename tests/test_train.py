@@ -13,6 +13,7 @@ from data import pipeline
 from tests import tiny
 from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_saved_state
 from training import checkpointing
 from training import state as state_lib
 
@@ -54,16 +55,16 @@ def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
     state initializes, a resumed run's after the restore; a run resumed at step 2 ends as
     the shared four-step run, logging each step once."""
     calls = []
-    for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore_latest"),
+    for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore"),
                          (state_lib, "init_state"), (train, "compile_train_step")):
         _spy(monkeypatch, calls, module, name)
     workdir = str(tmp_path / "run")
     train.train_and_evaluate(four_step_run.config(total_steps=2), workdir)
-    assert calls == ["train_iterator", "compile_train_step", "restore_latest", "init_state"]
+    assert calls == ["train_iterator", "compile_train_step", "restore", "init_state"]
     calls.clear()
     resumed = train.train_and_evaluate(four_step_run.config(), workdir)
-    assert calls == ["train_iterator", "restore_latest", "compile_train_step"]
-    _, straight = checkpointing.read_saved_state(four_step_run.workdir, 4)
+    assert calls == ["train_iterator", "restore", "compile_train_step"]
+    _, straight = read_saved_state(four_step_run.workdir, 4)
     for a, b in zip(jax.tree.leaves(straight["params"]), jax.tree.leaves(resumed["params"]),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -22,6 +22,7 @@ import pytest
 import train
 from tests import tiny
 from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_saved_state
 from training import checkpointing
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
@@ -71,8 +72,8 @@ def _run_until(four_step_run, workdir, crash_at):
 
 def _check_params(four_step_run, workdir):
     """The run ended at step 4 with the parameters of the shared run, bit for bit."""
-    _, expected = checkpointing.read_saved_state(four_step_run.workdir, 4)
-    step, state = checkpointing.read_saved_state(workdir)
+    _, expected = read_saved_state(four_step_run.workdir, 4)
+    step, state = read_saved_state(workdir)
     assert step == 4
     for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
                     strict=True):

@@ -19,6 +19,7 @@ import train
 from tests import tiny
 from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_saved_state
 from training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,7 +61,7 @@ def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
         ("error: ", "step ", "Starting", "Initialized the parameters", "Compiled the train"))]
     assert not others, others  # No tracebacks, no library logs.
     assert checkpointing.steps(str(workdir)) == [2, 4]
-    step, state = checkpointing.read_saved_state(str(workdir))
+    step, state = read_saved_state(str(workdir))
     assert step == 4 and int(state["step"]) == 4
     assert _train_steps(workdir) == list(range(1, 7))
     # Room made: the same command resumes from step 4 and finishes.

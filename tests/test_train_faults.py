@@ -22,6 +22,7 @@ import train
 from tests import tiny
 from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_saved_state
 from training import checkpointing, run_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,7 +95,7 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_ste
     assert steps == [1, 2, 3, 4]
     # The input, started at step 4 (the newest folder) before the restore fell back to step
     # 2, was started again there: steps 3 and 4 are those of the run without damage.
-    _, expected = checkpointing.read_saved_state(four_step_run.workdir, 4)
+    _, expected = read_saved_state(four_step_run.workdir, 4)
     for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -143,7 +144,7 @@ def test_metrics_cut_in_the_restored_steps_own_records_are_logged_again(four_ste
     records = read_metrics(workdir)
     assert [r["step"] for r in records if "train/loss" in r] == [1, 2, 3, 4]
     assert [r["step"] for r in records if "eval/cider_d/avg" in r] == [0, 2, 4]
-    _, expected = checkpointing.read_saved_state(four_step_run.workdir)
+    _, expected = read_saved_state(four_step_run.workdir)
     for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

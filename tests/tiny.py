@@ -385,6 +385,5 @@ def restore_whole_state_params(config, workdir, vocab_size, step=None):
     tx, _ = state_lib.create_optimizer(config)
     abstract, _ = state_lib.state_shardings(model, tx, state_lib.make_mesh(config.mesh),
                                             state_lib.axis_rules(config))
-    step = checkpointing.steps(workdir)[-1] if step is None else step
-    state = checkpointing.restore_step(workdir, step, abstract)
+    state, _ = checkpointing.restore(workdir, abstract, step)
     return model, state["params"], int(state["step"])

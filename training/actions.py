@@ -1,23 +1,9 @@
-"""What the training loop does around each step: log, evaluate, checkpoint.
+"""What the training loop does after each step: log, evaluate, checkpoint, stop.
 
-Each is a small object that the loop calls after every step and that decides by
-`schedules.itstime` whether the step is one of its own (as flax's wmt example does with
-its periodic actions):
-
-- `Log` writes a log step's measurements to metrics.jsonl, TensorBoard and the console.
-  They are device values, and fetching them waits for the step, so a log step's are held
-  until the next step has been queued (the device never waits while the host logs, loads a
-  batch and sends it); `flush` writes them at once, before an evaluation or a save, which
-  wait for the step anyway.
-- `Evaluate` runs the evaluators due at a step, logs their scores and keeps the best
-  checkpoint by `config.checkpoint.best_metric`.
-- `Checkpoint` saves the state every `config.checkpoint.every` steps, at the last one, when
-  the run is stopped, and before a data error ends it.
-- `Stop` ends the run when it is asked to (Ctrl-C, SIGTERM: training/preemption.py), once
-  the step is saved.
-
-A save that fails in the background stops the run at the next step (`poll`), not at the
-next save.
+Each is an object the loop calls after every step, deciding by `schedules.itstime` whether
+the step is its own (as flax's wmt example does). `Log` holds a log step's measurements until
+the next step is queued, so that fetching them never idles the device; `poll` reports a
+failed background save at the next step, not at the next save.
 """
 
 import jax
@@ -116,12 +102,8 @@ class Checkpoint:
 
     def before_error(self, step, state, measurements, error):
         """Saves the last completed `step` before `error` ends the run; returns the error,
-        which names the saved step.
-
-        Not when the step is saved already or not finite (the last good checkpoint stays
-        the newest), nor with several processes: a save is collective, and the others are
-        in the next step already.
-        """
+        naming the saved step. Not when it is saved already or not finite, nor with several
+        processes (a save is collective, and the others are in the next step already)."""
         if step == self._saved or jax.process_count() > 1:
             return error
         try:

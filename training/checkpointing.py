@@ -1,22 +1,11 @@
-"""Saving and restoring the training state with orbax.
+"""Saving and restoring the training state `{"params", "opt_state", "step"}` with orbax.
 
-A checkpoint is the pytree `{"params", "opt_state", "step"}` saved with orbax's
-CheckpointManager under `<workdir>/checkpoints/<step>`. Orbax writes each save
-into a temporary folder and renames it when complete, so `steps()` never
-lists a half-written checkpoint; that is what makes resuming after a crash safe.
-Restoring reads the checkpoint's own metadata first: parameters of other
-shapes are reported by name (a config change), unreadable files as damage,
-and `restore_latest` sets a damaged newest checkpoint aside and resumes from
-the one before it.
-
-Saving goes through a `Saver`: orbax reports a failed background save only at
-the next save, so the trainer polls it every step (a local check, no
-collective), and a save that fails (a full disk, above all) stops training at
-once as one `SaveError` naming the step, the folder and the cause. A failed save
-never touches the checkpoints before it: orbax deletes old ones only after a
-new one is complete. Orbax's, asyncio's and TensorStore's own reports of such
-failures (tracebacks, spec dumps, "Event loop is closed") are hidden unless
-absl's verbosity is INFO or more (`--verbosity=0`): the errors here say it in a line.
+Checkpoints are `<workdir>/checkpoints/<step>` (and the best evaluation's in
+`checkpoints_best/`); orbax renames a save's folder only when it is complete, so `steps()`
+never lists a half-written one. `restore` is the one way to read one back (trainer, checkpoint
+tool, captioning); its shapes are checked first (another model's named), damage is reported
+per folder. A `Saver` reports a failed save (a full disk) at once as one `SaveError`; the
+libraries' own reports of such failures are hidden unless `--verbosity=0`.
 """
 
 import errno
@@ -36,7 +25,7 @@ from training import crash_points
 
 
 def checkpoint_dir(workdir, best=False):
-    """`<workdir>/checkpoints`, or with `best` `<workdir>/checkpoints_best` (`best_manager`'s)."""
+    """`<workdir>/checkpoints`, or with `best` `<workdir>/checkpoints_best`."""
     return os.path.join(os.path.abspath(workdir), "checkpoints_best" if best else "checkpoints")
 
 
@@ -46,8 +35,7 @@ def has_checkpoint(workdir):
 
 
 def _is_library_noise(exc_value, exc_traceback):
-    """Whether an exception reported by a library thread or callback is one of orbax's
-    (a read or write that failed inside its event loop, whose failure the caller gets)."""
+    """Whether an exception a library thread reports is orbax's (its caller gets the failure)."""
     if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
         return True
     frames = []
@@ -68,13 +56,9 @@ _QUIET = {"installed": False}
 
 
 def quiet_library_logs():
-    """Hides what orbax, asyncio and TensorStore report of a failed read or write.
-
-    Restoring a damaged checkpoint or a save that hits a full disk makes them log
-    tracebacks and TensorStore spec dumps from their threads (thousands of lines),
-    though the failure reaches the caller, which says it in one line. Nothing is
-    hidden when absl's verbosity asks for INFO logs (`--verbosity=0`). Idempotent.
-    """
+    """Hides the tracebacks and TensorStore spec dumps (thousands of lines) that orbax,
+    asyncio and TensorStore log of a failed read or write, whose failure the caller says in
+    one line; unless absl's verbosity is INFO (`--verbosity=0`). Idempotent."""
     if _QUIET["installed"] or absl_logging.get_verbosity() >= absl_logging.INFO:
         return
     _QUIET["installed"] = True
@@ -90,31 +74,20 @@ def quiet_library_logs():
     sys.unraisablehook = unraisable_hook
 
 
-def manager(workdir, *, keep=3, asynchronous=True, read_only=False):
-    """Returns an orbax CheckpointManager for the run in `workdir`.
-
-    Args:
-        workdir: the run's folder.
-        keep: how many of the most recent checkpoints to keep.
-        asynchronous: save in a background thread (training goes on meanwhile).
-        read_only: for evaluation tools, which must never write or delete.
-
-    Raises:
-        CheckpointError: `<workdir>/checkpoints` is not a folder.
-    """
+def manager(workdir, *, keep=3, asynchronous=True):
+    """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`
+    (CheckpointError when it is not a folder)."""
     quiet_library_logs()
     _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, create=not read_only, read_only=read_only,
-        cleanup_tmp_directories=not read_only,  # Left behind by a process killed mid-save.
-        enable_async_checkpointing=asynchronous)
+        max_to_keep=keep, enable_async_checkpointing=asynchronous,
+        cleanup_tmp_directories=True)  # Left behind by a process killed mid-save.
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
 def best_manager(workdir, metric):
-    """A manager under `<workdir>/checkpoints_best` that keeps the state with the highest
-    `metric` (`config.checkpoint.best_metric`; orbax compares the metrics saved with each
-    step, so save to it only with evaluations that measured `metric`)."""
+    """The manager of `<workdir>/checkpoints_best`: keeps the state with the highest `metric`
+    of the metrics saved with it (save only with evaluations that measured it)."""
     options = ocp.CheckpointManagerOptions(
         max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
         keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
@@ -142,13 +115,9 @@ class SaveError(CheckpointError):
 class Saver:
     """Saves checkpoints through an orbax manager; a failed save stops training at once.
 
-    `save` checks the free space first (against the size of the newest checkpoint,
-    or of the state for the first) and starts the save; `poll`, called every step,
-    reports a background save that failed as soon as it has (a local check: with
-    several processes each polls its own save, and one whose save failed stops at
-    once while the others stop at their next save or wait); `wait` waits for the
-    save in progress. Each raises SaveError naming the step, the folder and the cause.
-    A checkpoint that the folder already holds for the step is kept, not saved again.
+    `save` checks the free space (for the newest checkpoint's size) and starts the save;
+    `poll`, every step, reports a failed background save (a local check, no collective);
+    `wait` waits for it. Each raises SaveError naming the step, the folder and the cause.
     """
 
     def __init__(self, mngr):
@@ -157,18 +126,11 @@ class Saver:
         self._pending = None  # (step, bytes needed, bytes free) of the save in the background.
 
     def save(self, step, state, metrics=None):
-        """Starts saving `state` as checkpoint `step` (returns before it is written).
-
-        Args:
-            step: the training step.
-            state: the training state pytree.
-            metrics: for `best_manager()`: the evaluation's scores (with its metric).
-        """
+        """Starts saving `state` as checkpoint `step`, with `metrics` for `best_manager`."""
         self.wait()  # Orbax would wait for the previous save too; its failure comes first.
         if step in _steps_in(self.folder):
-            # Left by a run that stopped before its other writes of this step (the best
-            # checkpoint is saved before the regular one): a resumed run retrains the same
-            # steps bit for bit, so it holds this very state.
+            # Left by a run stopped before its other writes of this step: a resumed run
+            # retrains bit for bit, so it holds this very state.
             return
         needed, available = self._space(state), shutil.disk_usage(self.folder).free
         if available < needed:
@@ -261,8 +223,7 @@ def _check_is_folder(folder):
 
 
 def steps(workdir, best=False):
-    """The complete checkpoints of the run (with `best`: in checkpoints_best/), ascending
-    (orbax renames a save's folder to its step number only when the save is complete)."""
+    """The steps of the run's complete checkpoints (with `best`: checkpoints_best/'s), ascending."""
     folder = checkpoint_dir(workdir, best)
     _check_is_folder(folder)
     if not os.path.isdir(folder):
@@ -281,7 +242,6 @@ def _step_path(workdir, step, best=False):
 
 def _checkpointer():
     """Reads a step folder as the managers write it: the state is its item "default"."""
-    # "metrics": what best_manager() saves beside the state (read by nobody here).
     return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
         default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
 
@@ -324,17 +284,13 @@ def _shape_mismatches(saved_params, params):
 
 
 def _readable_step(workdir, step, abstract_params, best):
-    """(path, what to call it) of checkpoint `step`, checked against `abstract_params`.
-
-    Raises: as `restore_step`.
-    """
+    """(path, what to call it) of checkpoint `step`, its shapes checked against the model's."""
     if step not in steps(workdir, best):
-        raise FileNotFoundError(f"no checkpoint of step {step} in "
-                                f"{checkpoint_dir(workdir, best)}; available steps: "
-                                f"{steps(workdir, best) or 'none'}")
+        raise FileNotFoundError(f"no checkpoint of step {step} in {checkpoint_dir(workdir, best)}"
+                                f"; available steps: "
+                                f"{', '.join(map(str, steps(workdir, best))) or 'none'}")
     path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
-    quiet_library_logs()
     try:
         saved = _saved_tree(path)
     except CheckpointError as e:
@@ -348,62 +304,94 @@ def _readable_step(workdir, step, abstract_params, best):
     return path, where
 
 
-def restore_step(workdir, step, abstract_state, best=False):
-    """Restores checkpoint `step` of the run into the shapes and shardings of `abstract_state`.
-
-    With `best`, the one of `<workdir>/checkpoints_best`.
-
-    Raises:
-        FileNotFoundError: no checkpoint of that step (the message lists those there are).
-        CheckpointError: its files are unreadable, or its parameters do not have the
-            model's shapes (every differing one named); the message names the folder.
-    """
-    path, where = _readable_step(workdir, step, abstract_state["params"], best)
-    target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
-    return _read(where, _restore, path, target)
-
-
-def restore_params(workdir, abstract_params, step, best=False):
-    """Restores only the parameters of checkpoint `step`, for what does not train.
-
-    Orbax's partial restore reads the "params" subtree alone: the optimizer state is
-    neither built (no optimizer, no schedule) nor read from disk.
-
-    Args:
-        workdir: the run's folder.
-        abstract_params: the model's parameters as `jax.ShapeDtypeStruct`s, with the
-            shardings to restore them into.
-        step: the checkpoint's step.
-        best: of `<workdir>/checkpoints_best`.
-
-    Returns:
-        The parameter tree.
-
-    Raises:
-        As `restore_step`.
-    """
-    path, where = _readable_step(workdir, step, abstract_params, best)
-    return _read(where, _restore_params, path, abstract_params)
-
-
-def _read(where, restore, *args):
-    """`restore(*args)`; a failure is a CheckpointError naming `where` and orbax's first line."""
+def _read_step(workdir, step, abstract, best=False):
+    """Checkpoint `step` read into `abstract`: the whole state, or the parameters alone (orbax's
+    partial restore: the optimizer state is neither built nor read)."""
+    whole = isinstance(abstract, dict) and "opt_state" in abstract
+    path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        return restore(*args)
+        if whole:
+            return _restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract))
+        return _restore_params(path, abstract)
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
 
 
 def _restore_params(path, abstract_params):
-    """The "params" subtree of the checkpoint folder `path` (orbax's partial restore)."""
+    """The "params" subtree of the checkpoint folder `path`."""
     target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_params)}
-    restore = ocp.args.PyTreeRestore(
+    restore_args = ocp.args.PyTreeRestore(
         item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
         partial_restore=True)
     checkpointer = ocp.Checkpointer(ocp.CompositeCheckpointHandler(
         default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
-    return checkpointer.restore(path, args=ocp.args.Composite(default=restore))[
+    return checkpointer.restore(path, args=ocp.args.Composite(default=restore_args))[
         "default"]["params"]
+
+
+def parse_step(step):
+    """A step as given (None, "best", a number or its text) -> None, "best" or an int >= 0.
+
+    Raises:
+        ValueError: anything else (the message names it).
+    """
+    if step is None or step == "best":
+        return step
+    try:
+        number = int(step)
+    except (TypeError, ValueError):
+        raise ValueError(f"step {step!r}: expected a number or 'best'") from None
+    if number < 0:
+        raise ValueError(f"step must be >= 0, got {number}")
+    return number
+
+
+def restore(workdir, abstract, step=None, *, set_aside=False, at_most=None):
+    """Restores a checkpoint of the run into the shapes and shardings of `abstract`.
+
+    Args:
+        workdir: the run's folder.
+        abstract: the training state `{"params", "opt_state", "step"}`, or the parameters alone
+            (then only they are read), as ShapeDtypeStructs with their shardings.
+        step: None (the newest readable), "best" (checkpoints_best/'s newest) or a step.
+        set_aside: the trainer's resume (with step None): damaged checkpoints newer than a
+            readable one, and those after step `at_most` while an older one is kept, are
+            moved to `<workdir>/checkpoints_damaged/` (with a warning) and the newest
+            readable one is restored. Without it nothing is moved: a damaged checkpoint is
+            an error, and a newest one deleted while it is read (by a trainer, which keeps
+            the newest) is replaced by the newest left, with a note.
+        at_most: with `set_aside`, the last step whose records metrics.jsonl holds whole.
+
+    Returns:
+        (tree, step), or (None, None) when the run has no checkpoint (step None or "best").
+
+    Raises:
+        FileNotFoundError: no checkpoint of that step (the message lists those there are).
+        IncompatibleCheckpoint: its parameters do not have the model's shapes (each named).
+        CheckpointError: its files are unreadable (the message names the folder).
+    """
+    quiet_library_logs()
+    if set_aside:
+        return _restore_resumable(workdir, abstract, at_most)
+    if step not in (None, "best"):
+        return _read_step(workdir, step, abstract), step
+    best = step == "best"
+    while True:
+        available = steps(workdir, best)
+        if not available:
+            return None, None
+        try:
+            return _read_step(workdir, available[-1], abstract, best), available[-1]
+        except IncompatibleCheckpoint:
+            raise
+        except (FileNotFoundError, CheckpointError):
+            remaining = steps(workdir, best)
+            if available[-1] in remaining:
+                raise  # Still there: damaged.
+            if remaining:  # Else the next round finds none.
+                print(f"note: checkpoint step {available[-1]} was deleted while it was read "
+                      f"(by the trainer, which keeps the newest); reading step "
+                      f"{remaining[-1]} instead", flush=True)
 
 
 def _resumable(done, at_most):
@@ -412,29 +400,13 @@ def _resumable(done, at_most):
 
 
 def resume_step(workdir, at_most=None):
-    """The step `restore_latest` restores unless its checkpoint is damaged (read from the
+    """The step the trainer's `restore` reads unless its checkpoint is damaged (from the
     folder names alone), or 0 when the run has no checkpoint."""
     return (_resumable(steps(workdir), at_most) or [0])[-1]
 
 
-def restore_latest(workdir, abstract_state, at_most=None):
-    """Restores the newest checkpoint that can be read, setting damaged newer ones aside.
-
-    A damaged checkpoint (a crash or a full disk while writing, a file truncated later)
-    newer than a readable one is moved to `<workdir>/checkpoints_damaged/` with a warning
-    naming it, and the readable one is used: nothing is deleted. So are the checkpoints of
-    steps after `at_most` (the last step whose records metrics.jsonl holds whole), while an
-    older one can be read: resuming before them logs their steps' records again. When none
-    can be read, nothing is moved and the error names each folder.
-
-    Returns:
-        (state, step), or (None, None) when the run has no checkpoint.
-
-    Raises:
-        IncompatibleCheckpoint: the newest readable checkpoint is of another model.
-        CheckpointError: no checkpoint could be read.
-    """
-    quiet_library_logs()
+def _restore_resumable(workdir, abstract_state, at_most):
+    """`restore` with `set_aside`."""
     done = steps(workdir)
     wanted = _resumable(done, at_most)
     skipped = [(step, CheckpointError(
@@ -443,7 +415,7 @@ def restore_latest(workdir, abstract_state, at_most=None):
     damaged = []
     for step in reversed(wanted):
         try:
-            state = restore_step(workdir, step, abstract_state)
+            state = _read_step(workdir, step, abstract_state)
         except IncompatibleCheckpoint:
             raise
         except CheckpointError as e:
@@ -479,20 +451,3 @@ def _set_aside(workdir, step, error, resume_step):
         crash_points.passed(f"checkpoints_damaged/{os.path.basename(target)}")
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(f"set_aside_{step}")
-
-
-def read_saved_state(workdir, step=None):
-    """The state of a checkpoint as saved, without an abstract target (tests, inspection).
-
-    Returns:
-        (step, state) of checkpoint `step`, or of the latest one.
-    """
-    step = (steps(workdir) or [None])[-1] if step is None else step
-    if step is None:
-        raise FileNotFoundError(f"no checkpoint in {checkpoint_dir(workdir)}")
-    path = _step_path(workdir, step)
-    # Onto this process's first device, whatever topology wrote the checkpoint.
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                          _saved_tree(path))
-    return step, _restore(path, target)

@@ -1,11 +1,7 @@
-"""Initializing a fresh run's parameters from pretrained weights (`config.init`).
-
-- `init.mt5`: a T5X mT5 checkpoint and `init.vit`: a big_vision ViT `.npz`
-  (model/upstream/), each merged into its tower, with a report of what was
-  missing, unexpected or resampled.
-- `init.checkpoint`: the parameters of another run of this repository (a
-  workdir, or one of its `checkpoints/<step>` folders), e.g. BB+CC's finetuning
-  on COCO-35L starting from its CC3M-35L pretraining. The optimizer starts afresh.
+"""A fresh run's parameters from pretrained weights (`config.init`): `init.mt5` (a T5X mT5
+checkpoint) and `init.vit` (a big_vision ViT `.npz`) merged into their towers (model/upstream/),
+or `init.checkpoint`: another run's parameters (its workdir or a `checkpoints/<step>` folder,
+e.g. BB+CC's COCO-35L finetuning from its CC3M-35L pretraining); the optimizer starts afresh.
 """
 
 import os
@@ -19,18 +15,16 @@ from training import checkpointing
 
 def _restore_other_run(path, abstract_state):
     """Params of another run's checkpoint: `path` is a workdir or a `checkpoints/<step>` folder."""
-    path = os.path.abspath(path)
-    step = None
+    path, step = os.path.abspath(path), None
     if os.path.basename(path).isdigit():  # .../checkpoints/<step>
         step, path = int(os.path.basename(path)), os.path.dirname(os.path.dirname(path))
     if not checkpointing.has_checkpoint(path):
         raise FileNotFoundError(f"init.checkpoint: no checkpoint in {path}/checkpoints")
-    step = checkpointing.steps(path)[-1] if step is None else step
     try:
-        state = checkpointing.restore_step(path, step, abstract_state)
+        state, step = checkpointing.restore(path, abstract_state, step)
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise ValueError(f"init.checkpoint: {e}") from None
-    logging.info("init.checkpoint: params of step %d of %s", int(state["step"]), path)
+    logging.info("init.checkpoint: params of step %d of %s", step, path)
     return state["params"]
 
 

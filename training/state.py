@@ -1,23 +1,21 @@
-"""Builds what a run trains: mesh, model, optimizer, and the sharded training state.
+"""What a run trains: the mesh, the optimizer, the train step and the sharded training state
+`{"params", "opt_state", "step"}`, and the abstract trees a checkpoint is restored into.
 
-The training state is the pytree `{"params", "opt_state", "step"}`. Its
-shardings come from the model's logical axis names (model/partitioning.py)
-mapped onto a ('data', 'model') mesh; Adafactor's factored second moments get
-the sharding of their parameter with the factored-out axis dropped. The state
-is created directly with those shardings (inside `jit`), never as a full copy
-on one device. What does not train reads the parameters alone
-(`checkpointing.restore_params`).
+Shardings come from the model's logical axis names (model/partitioning.py) on a ('data',
+'model') mesh; Adafactor's factored moments get their parameter's with the factored axis
+dropped. The state is created directly with its shardings (inside `jit`).
 """
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from model import captioner, partitioning
-from training import optimizer, schedules
+from training import losses, optimizer, schedules
 
 
 def make_mesh(mesh_config, devices=None):
@@ -57,12 +55,10 @@ def create_optimizer(config):
 def init_key(rng):
     """The key the initializers draw from: an 'rbg' key derived from `rng`.
 
-    With 'rbg', keys are still split and folded with threefry, but the bits of
-    each parameter come from XLA's RngBitGenerator instead of a threefry hash
-    unrolled into the program, which makes the initializer compile ~1.5x
-    faster (BB on a CPU: 13 s -> 9 s). The values are a function of `rng`,
-    the backend and the jax version (not of the mesh on CPU; on other
-    backends possibly of the sharding too); training keys stay threefry.
+    With 'rbg' the parameters' bits come from XLA's RngBitGenerator, not a threefry hash
+    unrolled into the program: the initializer compiles ~1.5x faster (BB on a CPU: 13 s -> 9
+    s). The values depend on `rng`, the backend and the jax version (on CPU not on the mesh;
+    elsewhere possibly on the sharding); training keys stay threefry.
     """
     return jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
 
@@ -84,17 +80,28 @@ def _moment_spec(param_spec, param_shape, leaf_shape):
     return P()
 
 
-def state_shardings(model, tx, mesh, rules):
-    """Returns (abstract state with shardings, tree of NamedSharding) for `model` and `tx`.
-
-    Args:
-        model: the Captioner.
-        tx: the optax transform.
-        mesh: the device mesh.
-        rules: logical axis rules (`axis_rules(config)`).
-    """
+def _param_specs(model, rules):
     boxed = captioner.abstract_params(model, boxed=True)
-    param_specs = nn.logical_to_mesh(nn.get_partition_spec(boxed), rules)
+    return nn.logical_to_mesh(nn.get_partition_spec(boxed), rules)
+
+
+def abstract_params(model, config=None):
+    """The model's parameters as ShapeDtypeStructs: sharded over `config`'s mesh as the trainer
+    shards them, or without a config on this process's first device."""
+    if config is None:
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
+                            captioner.abstract_params(model, boxed=False))
+    mesh = make_mesh(config.mesh)
+    return jax.tree.map(
+        lambda x, spec: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec)),
+        captioner.abstract_params(model, boxed=False), _param_specs(model, axis_rules(config)))
+
+
+def state_shardings(model, tx, mesh, rules):
+    """(abstract state with shardings, tree of NamedSharding) of `model` and `tx` on `mesh`
+    with the logical axis `rules` (`axis_rules(config)`)."""
+    param_specs = _param_specs(model, rules)
     abstract = jax.eval_shape(lambda r: _init_state(model, tx, r), jax.random.key(0))
     is_spec = lambda x: isinstance(x, P)  # noqa: E731
     by_path = {
@@ -111,8 +118,7 @@ def state_shardings(model, tx, mesh, rules):
         return P()  # Counters and other scalars.
 
     opt_specs = jax.tree_util.tree_map_with_path(opt_spec, abstract["opt_state"])
-    specs = {"params": param_specs, "opt_state": opt_specs,
-             "step": P()}
+    specs = {"params": param_specs, "opt_state": opt_specs, "step": P()}
     shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=is_spec)
     abstract = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
@@ -127,3 +133,53 @@ def init_state_fn(model, tx, shardings):
 def init_state(model, tx, rng, shardings):
     """A freshly initialized state, created directly with its shardings."""
     return init_state_fn(model, tx, shardings)(rng)
+
+
+def make_train_step(model, tx, schedule, config):
+    """Returns train_step(state, batch, rng) -> (state, measurements)."""
+
+    def loss_fn(params, batch, rng):
+        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
+        return losses.captioner_loss(model, params, batch, rng,
+                                     label_smoothing=config.label_smoothing,
+                                     z_loss=config.z_loss)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def accumulated_grads(params, batch, rng):
+        """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
+        k = config.grad_accum_steps
+        if k == 1:
+            (_, aux), grads = grad_fn(params, batch, rng)
+            return grads, aux
+        # Micro-batch i takes rows i, i+k, ...: every data shard contributes to each one.
+        micro = jax.tree.map(
+            lambda x: x.reshape(x.shape[0] // k, k, *x.shape[1:]).swapaxes(0, 1), batch)
+
+        def body(carry, inputs):
+            i, mb = inputs
+            (_, aux), grads = grad_fn(params, mb, jax.random.fold_in(rng, i))
+            grads = jax.tree.map(lambda g: g * aux["weight"], grads)
+            return jax.tree.map(jnp.add, carry, (grads, aux)), None
+
+        zeros = (jax.tree.map(jnp.zeros_like, params),
+                 {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
+        (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
+        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
+        return grads, aux
+
+    def train_step(state, batch, rng):
+        grads, aux = accumulated_grads(state["params"], batch, rng)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        measurements = {
+            "train/loss": aux["loss_sum"] / aux["weight"],
+            "train/z_loss": aux["z_loss_sum"] / aux["weight"],
+            "train/grad_norm": optax.global_norm(grads),
+            "train/tokens": aux["weight"],
+            "learning_rate": schedule(state["step"]),
+        }
+        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
+        return new_state, measurements
+
+    return train_step

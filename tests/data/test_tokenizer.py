@@ -1,9 +1,12 @@
 """Tests of data/tokenizer.py: T5 special ids, determinism, non-Latin scripts."""
 
 import hashlib
+import pathlib
 
 import pytest
+from etils import epath
 
+import errors
 from data import tokenizer
 
 TEXTS = ["a big red circle on the left", "una estrella roja pequeña a la derecha",
@@ -76,3 +79,22 @@ def test_not_a_model_file_is_a_clear_error(tmp_path):
 def test_empty_training_texts_rejected(tmp_path):
     with pytest.raises(ValueError, match="no non-empty"):
         tokenizer.train_sentencepiece(["", "  "], str(tmp_path / "sp"), 80)
+
+
+def test_a_url_reads_as_its_file_and_an_unreadable_remote_one_says_what_to_do(tmp_path):
+    path = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
+    from_url = tokenizer.get_vocabulary(f"file://{path}")
+    assert from_url.path == f"file://{path}"
+    assert from_url.model_proto == tokenizer.get_vocabulary(path).model_proto
+
+    class Offline(pathlib.PurePosixPath):  # A file system whose reads fail, as offline.
+        def read_bytes(self):
+            raise ConnectionError("Could not resolve host: offline.example\nmore lines")
+
+    epath.register_path_cls("offline://")(Offline)
+    with pytest.raises(errors.InputError) as error:
+        tokenizer.get_vocabulary("offline://bucket/vocab.model")
+    assert str(error.value) == (
+        "offline://bucket/vocab.model is remote and cannot be read here (Could not resolve "
+        "host: offline.example); copy it to this machine and pass "
+        "--config.vocab.path=/local/copy.model")

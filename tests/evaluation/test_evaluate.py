@@ -34,6 +34,7 @@ from formats import scores as scores_format
 from model import decode
 from tests import tiny
 from tests.training.metrics_files import read_metrics
+from training import checkpointing
 from training.metrics import Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,8 +92,12 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_pat
     explicit = str(tmp_path / "step1")
     _main("--config", config_path, "--workdir", workdir, "--step", "1", "--langs", "en,zh",
           "--out", explicit)
+    best = str(tmp_path / "best")  # checkpoints_best/'s, as captioning takes it.
+    _main("--config", config_path, "--workdir", workdir, "--step", "best", "--langs", "en,zh",
+          "--out", best)
     assert "ETA" in capsys.readouterr().out
-    for folder, step in ((out, 2), (explicit, 1)):
+    (best_step,) = checkpointing.steps(workdir, best=True)
+    for folder, step in ((out, 2), (explicit, 1), (best, best_step)):
         with open(os.path.join(folder, "scores.json"), encoding="utf-8") as f:
             summary = json.load(f)
         logged = _logged_eval(workdir, step)
@@ -280,7 +285,7 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_ru
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--step", "7"], r"no checkpoint of step 7 in .*; available steps: \[1, 2\]"),
+    (["--step", "7"], r"no checkpoint of step 7 in .*; available steps: 1, 2"),
     (["--langs", "en,xx"], r"unknown language 'xx'; known: ar, bn, "),
     (["--evals", "xm3600", "--langs", "ar,en"], r"has no captions in ar; it has en, es, hi, zh"),
     (["--evals", "xm3600,vifidel"], r"--evals: no evaluator 'vifidel' in config.evals; it has "

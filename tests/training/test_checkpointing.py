@@ -21,6 +21,7 @@ import pytest
 from absl import logging as absl_logging
 
 from tests import tiny
+from tests.training.saved_state import read_saved_state
 from training import checkpointing
 
 
@@ -57,7 +58,7 @@ def test_a_save_that_does_not_fit_is_refused_before_writing(small_fs):
                              r"and the same command resumes from step 1 \(.*/checkpoints/1\)$"):
         saver.save(2, _state(2))
     assert os.listdir(workdir / "checkpoints") == ["1"]  # Nothing written.
-    step, state = checkpointing.read_saved_state(str(workdir))
+    step, state = read_saved_state(str(workdir))
     assert step == 1
     np.testing.assert_array_equal(state["params"]["w"], _state(1)["params"]["w"])
 
@@ -76,7 +77,7 @@ def test_a_background_save_hitting_a_full_disk_is_reported_by_poll(small_fs, mon
                              r"resumes from step 1 \(.*/checkpoints/1\)$"):
         _poll_until_done(saver)
     assert checkpointing.steps(str(workdir)) == [1]
-    assert checkpointing.read_saved_state(str(workdir))[0] == 1
+    assert read_saved_state(str(workdir))[0] == 1
     saver.wait()  # Reported once.
 
 

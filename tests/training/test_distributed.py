@@ -20,7 +20,7 @@ import train
 from tests import tiny
 from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
-from training import checkpointing
+from tests.training.saved_state import read_saved_state
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
@@ -41,7 +41,7 @@ def _losses(workdir):
 
 
 def _params(workdir):
-    _, state = checkpointing.read_saved_state(str(workdir))
+    _, state = read_saved_state(str(workdir))
     return state["params"]
 
 
@@ -126,11 +126,11 @@ def test_a_preempted_run_resumes_bit_for_bit(four_step_run, tmp_path):
     out = "".join(lines) + proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, out[-3000:]
     if "Stopped by SIGTERM" in out:  # Else it finished before the signal landed.
-        saved, _ = checkpointing.read_saved_state(str(workdir))
+        saved, _ = read_saved_state(str(workdir))
         logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)
         assert saved == logged
     state = train.train_and_evaluate(four_step_run.config(), str(workdir))
-    _, straight = checkpointing.read_saved_state(four_step_run.workdir, 4)
+    _, straight = read_saved_state(four_step_run.workdir, 4)
     for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight["params"]),
                     strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -166,7 +166,7 @@ def load(path):
         params = [archive[_param_key(i)] for i in range(info["num_params"])]
         programs = {m: jax_export.deserialize(bytearray(archive[f"program_{m}"]))
                     for m in info["programs"]}
-        vocab = restore.Vocabulary(archive["vocab"].tobytes(), f"{path}:vocab")
+        vocab = tokenizer.Vocabulary(archive["vocab"].tobytes(), f"{path}:vocab")
     except (*_DAMAGED, TypeError) as e:
         raise InputError(f"{path} is damaged ({_gist(e)})") from None
     for method, program in programs.items():

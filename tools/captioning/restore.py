@@ -11,70 +11,34 @@ import numbers
 import os
 from typing import Any
 
-import jax
 import ml_collections
 import numpy as np
-import sentencepiece as spm
 
 from data import languages, tokenizer
 from data import prompts as prompt_lib
 from errors import InputError
 from model import captioner
 from training import checkpointing, run_config
+from training import state as state_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class Vocabulary:
-    """A SentencePiece model behind the interface the repository's code uses.
-
-    `encode`, `decode` and `vocab_size` as seqio's SentencePieceVocabulary without extra
-    ids (what data/tokenizer.get_vocabulary returns), so data/prompts.tokenize_prompt and
-    data/tokenizer.detokenize take it, on sentencepiece alone: no TensorFlow to import.
-    """
-
-    def __init__(self, model_proto, name):
-        """Args: the `.model` file's bytes; `name`, its path for messages."""
-        self.model_proto = bytes(model_proto)
-        self.name = name
-        self._processor = spm.SentencePieceProcessor()
-        try:
-            self._processor.LoadFromSerializedProto(self.model_proto)
-        except Exception as e:  # noqa: BLE001  sentencepiece raises RuntimeError/OSError kinds.
-            raise InputError(f"{name}: not a SentencePiece model ({e})") from None
-        ids = (self._processor.pad_id(), self._processor.eos_id(), self._processor.unk_id())
-        if ids != (tokenizer.PAD_ID, tokenizer.EOS_ID, tokenizer.UNK_ID):
-            raise InputError(f"{name}: special ids (pad, eos, unk) are {ids}, expected T5's "
-                             f"{(tokenizer.PAD_ID, tokenizer.EOS_ID, tokenizer.UNK_ID)}")
-
-    @classmethod
-    def load(cls, path):
-        """Reads a local `.model` file (or, through seqio, a `gs://` one).
-
-        A relative path is read from the current folder, else from the repository's (where
-        `make demo` trains): a run trained there is found from any folder.
-        """
-        if "://" in path:
-            return cls(tokenizer.get_vocabulary(path).sp_model, path)
-        found = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
-        try:
-            with open(found, "rb") as f:
-                return cls(f.read(), found)
-        except FileNotFoundError:
-            raise InputError(
-                f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
-                f"path is read from the current folder, else from the repository's "
-                f"({REPO})") from None
-
-    @property
-    def vocab_size(self):
-        return self._processor.get_piece_size()
-
-    def encode(self, text):
-        return self._processor.EncodeAsIds(text)
-
-    def decode(self, ids):
-        return self._processor.DecodeIds([int(i) for i in ids])
+def load_vocabulary(path):
+    """The run's vocabulary (`tokenizer.get_vocabulary`); a relative path is read from the
+    current folder, else from the repository's (where `make demo` trains): a run trained
+    there is found from any folder."""
+    if "://" not in path:
+        path = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
+    try:
+        return tokenizer.get_vocabulary(
+            path, fix="set vocab.path in the run's config.json to the copy (the same as "
+                      "--config.vocab.path=/local/copy.model for train.py)")
+    except FileNotFoundError:
+        raise InputError(
+            f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
+            f"path is read from the current folder, else from the repository's "
+            f"({REPO})") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +51,7 @@ class Run:
         best: whether it is the best evaluation's (checkpoints_best/).
         model: the Captioner module.
         params: its parameters.
-        vocab: a `Vocabulary`.
+        vocab: its `tokenizer.Vocabulary`.
         image_size: the model's input side in pixels.
         prompts: {language: int32 [max_prompt_len] LangId prompt}, in the run's order.
         max_len: decoding length (the run's data.max_target_len: its captions' bound).
@@ -97,7 +61,7 @@ class Run:
     best: bool
     model: Any
     params: Any
-    vocab: Vocabulary
+    vocab: tokenizer.Vocabulary
     image_size: int
     prompts: dict
     max_len: int
@@ -129,27 +93,6 @@ def _read_config(workdir):
     return config, langs
 
 
-def _step(workdir, step):
-    """(step, best) of `step` (None: the latest, "best", or a number), checked."""
-    best = step == "best"
-    if step is not None and not best:
-        try:
-            step = int(step)
-        except ValueError:
-            raise InputError(f"step {step!r}: expected a number or 'best'") from None
-    available = checkpointing.steps(workdir, best)
-    if not available:
-        where = checkpointing.checkpoint_dir(workdir, best)
-        raise InputError(f"no checkpoint in {where}: train first, or give the folder of a "
-                         f"run that has one")
-    if step is None or best:
-        return available[-1], best
-    if step not in available:
-        raise InputError(f"no checkpoint of step {step} in {checkpointing.checkpoint_dir(workdir)}"
-                         f"; available steps: {', '.join(map(str, available))}")
-    return step, best
-
-
 def _max_len(max_len, config):
     """The decoding length: `max_len` (an integer >= 1) or the run's data.max_target_len."""
     if max_len is None:
@@ -157,13 +100,6 @@ def _max_len(max_len, config):
     if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
         raise InputError(f"max_len must be an integer >= 1, got {max_len!r}")
     return int(max_len)
-
-
-def _abstract_params(model):
-    """The model's parameters as ShapeDtypeStructs on this process's first device."""
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
-                        captioner.abstract_params(model, boxed=False))
 
 
 def restore(workdir, step=None, *, max_len=None):
@@ -184,13 +120,23 @@ def restore(workdir, step=None, *, max_len=None):
     """
     config, langs = _read_config(workdir)
     max_len = _max_len(max_len, config)
-    step, best = _step(workdir, step)
-    vocab = Vocabulary.load(config.vocab.path)
+    try:
+        step = checkpointing.parse_step(step)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    best = step == "best"
+    none = (f"no checkpoint in {checkpointing.checkpoint_dir(workdir, best)}: train first, or "
+            f"give the folder of a run that has one")
+    if not checkpointing.steps(workdir, best):
+        raise InputError(none)
+    vocab = load_vocabulary(config.vocab.path)
     model = captioner.from_config(config.model, vocab.vocab_size)
     try:
-        params = checkpointing.restore_params(workdir, _abstract_params(model), step, best)
+        params, step = checkpointing.restore(workdir, state_lib.abstract_params(model), step)
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise InputError(str(e)) from None
+    if params is None:  # Deleted since.
+        raise InputError(none)
     template = config.data.get("prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE)
     prompts = {lang: prompt_lib.tokenize_prompt(vocab, lang, template, config.data.max_prompt_len)
                for lang in langs}

@@ -73,12 +73,12 @@ def test_a_relative_vocabulary_is_found_from_any_folder(caption_run, tmp_path, m
     with open(absolute, "rb") as f, open(os.path.join(REPO, relative), "wb") as g:
         g.write(f.read())
     monkeypatch.chdir(tmp_path)
-    vocab = restore.Vocabulary.load(relative)
-    assert vocab.name == os.path.join(REPO, relative)
-    assert vocab.model_proto == restore.Vocabulary.load(absolute).model_proto
+    vocab = restore.load_vocabulary(relative)
+    assert vocab.path == os.path.join(REPO, relative)
+    assert vocab.model_proto == restore.load_vocabulary(absolute).model_proto
     missing = os.path.join("nowhere", "demo.model")
     with pytest.raises(errors.InputError) as info:
-        restore.Vocabulary.load(missing)
+        restore.load_vocabulary(missing)
     assert str(info.value) == (f"vocabulary {missing} (the run's config.json vocab.path) not "
                                f"found; a relative path is read from the current folder, else "
                                f"from the repository's ({REPO})")

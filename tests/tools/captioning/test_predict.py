@@ -20,8 +20,8 @@ from data import tokenizer
 from model import decode
 from tests import tiny
 from tests.tools.captioning.conftest import EXPORTED
+from tests.training.saved_state import read_saved_state
 from tools.captioning import Captioner, Decoding, InputError, restore
-from training import checkpointing
 
 
 def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
@@ -78,7 +78,7 @@ def test_checkpoint_choice(caption_run, captioner, demo_images):
     # The best checkpoint is step 2's (read back here by orbax without a target).
     best = restore.restore(caption_run, "best")
     assert (best.step, best.best) == (2, True)
-    _, saved = checkpointing.read_saved_state(caption_run, 2)
+    _, saved = read_saved_state(caption_run, 2)
     for got, want in zip(jax.tree.leaves(best.params), jax.tree.leaves(saved["params"]),
                          strict=True):
         np.testing.assert_array_equal(got, want)
@@ -198,12 +198,8 @@ def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
         captioner.caption([3], "en")
 
 
-def test_no_tensorflow_needed(captioner):
-    # The API's vocabulary is sentencepiece's: same ids as seqio's, without TensorFlow.
-    seqio_vocab = tokenizer.get_vocabulary(captioner.vocab.name)
-    text = "un círculo rojo 一个大的黄色圆形"
-    assert list(captioner.vocab.encode(text)) == list(seqio_vocab.encode(text))
-    ids = list(seqio_vocab.encode(text))
-    assert captioner.vocab.decode(ids) == seqio_vocab.decode(ids)
-    assert captioner.vocab.vocab_size == seqio_vocab.vocab_size
+def test_the_vocabulary_is_the_trainers(captioner):
+    # sentencepiece's, without TensorFlow: the class the trainer and the evaluators use.
+    assert type(captioner.vocab) is tokenizer.Vocabulary
+    assert captioner.vocab.model_proto == tokenizer.get_vocabulary(captioner.vocab.path).model_proto
     assert jax.devices()  # (the API runs on whatever JAX has)

@@ -1,15 +1,17 @@
-"""The parameters-only restore: captioning and the checkpoint tool read no optimizer state.
-
-training/checkpointing.restore_params reads a checkpoint's "params" alone (orbax's partial
-restore), so neither tools/captioning/restore.py nor evaluation/evaluate.py builds Adafactor or
-its schedule. Proven on copies of the session's run whose step-4 checkpoint holds the same
-parameters with the optimizer state replaced by NaNs of another structure, or left out: the
-full restore of the trainer refuses both, these restores give the run's own parameters and
-captions bit for bit.
+"""The one restore of a checkpoint (training/checkpointing.restore) as captioning, the export and
+the checkpoint tool use it: given the parameters alone it reads a checkpoint's "params" alone
+(orbax's partial restore), so none of them builds Adafactor or its schedule. Proven on copies of
+the session's run whose step-4 checkpoint holds the same parameters with the optimizer state
+replaced by NaNs of another structure, or left out: the full restore of the trainer refuses
+both, these restores give the run's own parameters and captions bit for bit. A run whose
+vocabulary path is a URL captions, evaluates and exports alike.
 """
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 
 import jax
 import ml_collections
@@ -20,14 +22,15 @@ from data import tokenizer
 from evaluation import evaluate
 from model import captioner as captioner_lib
 from tests import tiny
-from tools.captioning import Captioner, Decoding, restore
+from tests.training.saved_state import read_saved_state
+from tools.captioning import Captioner, Decoding, export, restore
 from training import checkpointing, run_config
 
 
 @pytest.fixture(scope="module")
 def saved(caption_run):
     """The run's step-4 checkpoint as saved (orbax's own read, no target)."""
-    return checkpointing.read_saved_state(caption_run, 4)[1]
+    return read_saved_state(caption_run, 4)[1]
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +103,8 @@ def test_restore_params_reads_what_was_saved(caption_run, saved):
 def test_restore_params_errors(caption_run, tmp_path):
     model = restore.restore(caption_run).model
     abstract = captioner_lib.abstract_params(model, boxed=False)
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* \[2, 4\]"):
-        checkpointing.restore_params(caption_run, abstract, 3)
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* 2, 4$"):
+        checkpointing.restore(caption_run, abstract, 3)
     # Another model's shapes: each differing parameter named.
     other = jax.tree.map(lambda x: x, abstract)
     kernel = other["t5"]["decoder"]["logits_dense"]["kernel"]
@@ -109,11 +112,56 @@ def test_restore_params_errors(caption_run, tmp_path):
         (kernel.shape[0], kernel.shape[1] + 1), kernel.dtype)
     with pytest.raises(checkpointing.IncompatibleCheckpoint,
                        match=r"t5/decoder/logits_dense/kernel: \(32, 768\) -> \(32, 769\)"):
-        checkpointing.restore_params(caption_run, other, 4)
+        checkpointing.restore(caption_run, other, 4)
     # A checkpoint without its metadata: damaged, named.
     copy = tmp_path / "run"
     shutil.copytree(caption_run, copy)
     os.remove(copy / "checkpoints" / "4" / "default" / "_METADATA")
     with pytest.raises(checkpointing.CheckpointError, match=r"checkpoints/4 \(step 4\) is "
                                                             r"damaged"):
-        checkpointing.restore_params(str(copy), abstract, 4)
+        checkpointing.restore(str(copy), abstract, 4)
+
+
+def _with_vocab_path(four_step_run, folder, vocab_path):
+    """A copy of the shared run whose config.json's vocab.path is vocab_path(the path it has)."""
+    workdir = four_step_run.copy_to(folder)
+    saved = run_config.load(workdir)
+    saved["vocab"]["path"] = vocab_path(saved["vocab"]["path"])
+    with open(run_config.path(workdir), "w", encoding="utf-8") as f:
+        json.dump(saved, f)
+    return workdir
+
+
+def test_a_vocabulary_url_captions_evaluates_and_exports(four_step_run, captioner, demo_images,
+                                                        tmp_path):
+    workdir = _with_vocab_path(four_step_run, tmp_path / "run", lambda p: f"file://{p}")
+    got = Captioner.from_run(workdir).caption(demo_images[:2], "en,zh")
+    assert [(c.tokens, c.text) for c in got] == \
+        [(c.tokens, c.text) for c in captioner.caption(demo_images[:2], "en,zh")]
+    config = _config(workdir)
+    assert config.vocab.path.startswith("file://")
+    out, scores, _ = evaluate.evaluate_checkpoint(config, workdir, names=["xm3600"],
+                                                  langs="en", out=str(tmp_path / "eval"))
+    assert scores["xm3600"]["en"] == evaluate.evaluate_checkpoint(
+        _config(four_step_run.workdir), four_step_run.workdir, names=["xm3600"], langs="en",
+        out=str(tmp_path / "eval_local"))[1]["xm3600"]["en"]
+    path = str(tmp_path / "captioner.npz")
+    export.main(["--workdir", workdir, "--out", path])
+    assert [c.tokens for c in Captioner.from_exported(path).caption(demo_images[:2], "en,zh")] \
+        == [c.tokens for c in got]
+
+
+def test_an_unreadable_remote_vocabulary_is_one_error_line(four_step_run, demo_images, tmp_path):
+    # Offline, without TensorFlow (gs:// has no file system then), as on a captioning machine.
+    remote = "gs://no-such-bucket-of-this-repository/vocab.model"
+    workdir = _with_vocab_path(four_step_run, tmp_path / "run", lambda _: remote)
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.captioning", demo_images[0], "--workdir", workdir],
+        cwd=tiny.REPO, env=tiny.no_tensorflow_env(str(tmp_path / "no_tf")), capture_output=True,
+        text=True, timeout=300)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {remote} is remote and cannot be read here (")
+    assert line.endswith("copy it to this machine and set vocab.path in the run's config.json "
+                         "to the copy (the same as --config.vocab.path=/local/copy.model for "
+                         "train.py)")
