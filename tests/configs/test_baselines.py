@@ -13,8 +13,9 @@ import train
 from configs import common
 from data import languages
 from evaluation import report
-from model import captioner, summary
+from model import captioner
 from tests.training.metrics_files import read_metrics
+from tools import model_summary as summary
 from training import state as state_lib
 
 NAMES = ("bb", "bg", "lg", "bb_cc_pretrain", "bb_cc_finetune")
