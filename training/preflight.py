@@ -218,7 +218,7 @@ def check(config, *, build_evaluators, compile_step, say=print):
     vocab_item, vocab = _vocabulary(config)
     size = vocab.vocab_size if vocab is not None else config.model.t5.vocab_size
     model = captioner.from_config(config.model, size or 128)  # 128: any, for the names.
-    abstract_params = captioner.abstract_params(model) if size else None
+    abstract_params = state_lib.abstract_params(model) if size else None
     items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
              *_evaluation_data(config, model, vocab, build_evaluators)]
     say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s):")
