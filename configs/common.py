@@ -36,6 +36,36 @@ schema = run_config.schema
 DEMO_DIR = "demo_data"  # `python -m data.demo --out demo_data` (make demo).
 
 
+def baseline(dataset, *, t5, vit, every):
+    """The schema filled in as the paper's baselines share it (Sec. 3.2, on 64 v4 chips).
+
+    Batch 2048, mT5's vocabulary, `dataset` in its 35 languages (built by python -m data.build),
+    64-token captions, 224-pixel images, bf16, mT5 dropout 0.1, layers scanned, both towers
+    pretrained: ViT-B/16 pooled by its [cls] token, or a g/14 by its MAP head, rematerialized
+    and sharded FSDP over the data axis (64 chips). In-loop evaluations of the core four (all
+    36 languages after training: python -m evaluation.evaluate) in batches of 960 (they divide
+    by 64 chips), XM3600's and a checkpoint every `every` steps, COCO-dev's every 5 x `every`.
+    """
+    c = schema()
+    g14 = vit == "g/14"
+    c.batch_size = 2048
+    c.vocab.path = MT5_VOCAB
+    c.data.update(dataset=dataset, manual_dir=f"{DATA_ROOT}/{dataset}",
+                  tfds_data_dir=f"{DATA_ROOT}/tfds", langs=TRAIN_LANGS, max_prompt_len=16,
+                  max_target_len=64)
+    c.model.update(image_size=224, dtype="bfloat16", dropout=0.1, scan=True, remat=g14)
+    c.model.vit.update(variant=vit, pool="map" if g14 else "tok")
+    c.model.t5.variant = t5
+    c.init.update(mt5=MT5_CHECKPOINTS[t5], vit=VIT_G14 if g14 else VIT_B16)
+    c.evals.xm3600.update(data_dir=f"{DATA_ROOT}/xm3600", langs=CORE_LANGS, every=every,
+                          batch_size=960, max_decode_len=64)
+    c.evals.coco_dev.update(manual_dir=f"{DATA_ROOT}/coco35l", langs=CORE_LANGS,
+                            every=5 * every, batch_size=960, max_decode_len=64)
+    c.checkpoint.update(every=every, keep=3)
+    c.mesh.fsdp = g14
+    return c
+
+
 def epoch_examples(images, langs):
     """Examples in one pass of the pipeline over a split: images x languages."""
     return images * len(langs)

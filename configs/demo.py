@@ -4,9 +4,9 @@
     # = python -m data.demo --out demo_data   (once)
     #   python train.py --config configs/demo.py --workdir runs/demo
 
-Expected (measured on a 2-core CPU, see README): the XM3600-layout held-out
-split's average CIDEr-D over en/es/hi/zh goes from ~0 at step 0 to above 2.0.
-Any field can be overridden, e.g. `--config.total_steps=300`.
+Expected (measured on a 2-core CPU, see README): the XM3600-layout held-out split's average CIDEr-D
+over en/es/hi/zh goes from ~0 at step 0 to above 2.0. Any field can be overridden, e.g.
+`--config.total_steps=300`.
 """
 
 from configs import common

@@ -54,18 +54,10 @@ SCHEDULES = ("rsqrt", "constant")
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """One row of FIELDS.
-
-    Attributes:
-        name: dotted ("model.vit.width").
-        default: its value, or a type (None until set).
-        values: a Range the number must be in, a tuple of the choices, or None (checked by
-            what reads it: the model's, the mesh's, the evaluators' fields).
-        flags: words: "optional" (None means a default), "fixed" (a resume refuses another
-            value: it changes the state's shapes, the data order or the maths), "step" (the
-            compiled train step reads it).
-        comment: what it means.
-    """
+    """One row of FIELDS: the dotted name; the default (a type: None until set); the values, a
+    Range or a tuple of choices (None: checked by what reads it: the model, the mesh, the
+    evaluators); flags, words: "optional" (None means a default), "fixed" (a resume refuses
+    another value: shapes, data order or maths change), "step" (the train step reads it)."""
     name: str
     default: object
     values: object
@@ -94,7 +86,7 @@ def _evaluator(name, kind, data_field, data):
     return tuple(Field(f"evals.{name}.{key}", *rest) for key, *rest in rows)
 
 
-_OPT, _VIT_SIZE, _T5_SIZE = "fixed optional", "None: the variant's.", "None: the variant's."
+_OPT, _SIZE = "fixed optional", "None: the variant's."
 FIELDS = tuple(Field(*row) for row in (
     ("seed", 0, N0, "fixed", "The initialization and the data order follow from it."),
     ("total_steps", int, N0, "", "Training steps."),
@@ -138,10 +130,10 @@ FIELDS = tuple(Field(*row) for row in (
     ("model.vit.pool", str, None, "fixed", '"tok" ([cls] token) or "map" (MAP head).'),
     ("model.vit.posemb", "learn", None, "fixed", "Learned position embeddings."),
     ("model.vit.dropout", float, FRACTION, _OPT, "None: the variant's (none)."),
-    *((f"model.vit.{k}", int, N1, _OPT, _VIT_SIZE)
+    *((f"model.vit.{k}", int, N1, _OPT, _SIZE)
       for k in ("width", "depth", "mlp_dim", "num_heads")),
     ("model.t5.variant", str, None, "fixed", 'T5X size name ("mt5-base", "t5-tiny"; model/t5.py).'),
-    *((f"model.t5.{k}", int, N1, _OPT, _T5_SIZE) for k in (
+    *((f"model.t5.{k}", int, N1, _OPT, _SIZE) for k in (
         "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers", "num_decoder_layers")),
     ("model.t5.vocab_size", int, N1, _OPT, "None: the vocabulary's, padded to a multiple of 128."),
     # Pretrained parameters; "": none.
@@ -236,12 +228,8 @@ class SavedConfigError(errors.RunError):
 
 
 def load(workdir):
-    """The saved config as a dict, or None when the run has none.
-
-    Raises:
-        SavedConfigError: config.json is unreadable, not JSON (naming the line and
-            column), or not a JSON object.
-    """
+    """The saved config as a dict, or None when the run has none (SavedConfigError: it is
+    unreadable, not JSON (naming the line and column), or not a JSON object)."""
     file = path(workdir)
     if not os.path.lexists(file):
         return None
@@ -260,27 +248,15 @@ def load(workdir):
 
 
 class ResumeRefused(errors.RunError):
-    """The checkpoints of a workdir cannot be resumed with this config (the message says
-    what to do)."""
+    """The checkpoints of a workdir cannot be resumed with this config (the message says why)."""
 
 
 def check_resume(config, workdir, checkpoints, allow_change):
-    """Checks the config a run resumes its checkpoints with against its config.json.
+    """Checks `config` against the config.json of the run whose `checkpoints` it resumes.
 
-    A "fixed" field that differs, or a config.json that is missing or
-    unreadable, refuses the resume unless `allow_change` adopts the command line's config.
-
-    Args:
-        config: the command line's config.
-        workdir: the run's folder.
-        checkpoints: where its checkpoints are (for the message).
-        allow_change: --allow_config_change.
-
-    Returns:
-        (the changed fields allowed, the warning lines to show).
-
-    Raises:
-        ResumeRefused: naming the fields or the file, and what to do.
+    A "fixed" field that differs, or a config.json that is missing or unreadable, raises
+    ResumeRefused unless `allow_change` (--allow_config_change) adopts `config`. Returns (the
+    changed fields allowed, the warning lines to show).
     """
     try:
         saved = load(workdir)
@@ -382,14 +358,11 @@ def _check_data(data):
 
 
 def check(config):
-    """Checks the training fields of `config` (not `evals`: evaluation/evaluators checks those).
+    """Checks the training fields of `config` against FIELDS (NaN and inf never pass), and the
+    mesh, the data and the model; ConfigError names the first at fault and what it may be.
 
-    Every number against its FIELDS range (NaN and inf never pass), every choice, the mesh,
-    the data and the model (by building its config). What needs the vocabulary is checked by
-    `check_vocab`, and whether the mesh fits the devices by train.py, once they are known.
-
-    Raises:
-        ConfigError: naming the first field at fault and what it may be.
+    `evals` is evaluation/evaluators' to check, what needs the vocabulary `check_vocab`'s, and
+    whether the mesh fits the devices train.py's, once they are known.
     """
     for field in FIELDS:
         if isinstance(field.values, Range):
@@ -409,15 +382,7 @@ def check(config):
 
 
 def check_vocab(config, vocab):
-    """Checks the fields that depend on the vocabulary, right after loading it.
-
-    Args:
-        config: the run's config.
-        vocab: its vocabulary (`vocab_size`, `encode`).
-
-    Raises:
-        ConfigError: naming the field at fault.
-    """
+    """Checks the fields that depend on the vocabulary (`vocab_size`, `encode`) once loaded."""
     size = config.model.t5.vocab_size
     if size is not None and size < vocab.vocab_size:
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
@@ -435,16 +400,10 @@ def check_vocab(config, vocab):
 
 
 def parse_flags(flag_values, argv, config_flag="config"):
-    """Parses `argv` into `flag_values` and loads the config, as one ConfigError on bad input.
+    """Parses `argv` into `flag_values` and loads the config; returns the arguments left.
 
-    ml_collections reports a misspelled `--config.<field>` or a config file that
-    does not load with a traceback from deep inside it; this names the flag.
-
-    Returns:
-        What `flag_values(argv)` returns (the arguments left over).
-
-    Raises:
-        ConfigError: the flag or config file at fault, and why.
+    ml_collections reports a misspelled `--config.<field>` or a config file that does not load
+    with a traceback from deep inside it; this raises one ConfigError naming the flag.
     """
     try:
         rest = flag_values(argv)
