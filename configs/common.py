@@ -1,10 +1,6 @@
-"""What the configs share: the schema, the baselines' paths, and their `:smoke` variant.
-
-A config file (configs/demo.py, the paper's baselines bb.py, bg.py, lg.py, bb_cc_pretrain.py,
-bb_cc_finetune.py) starts from `schema()` (every field with its default, defined once in
-training/run_config.FIELDS), sets its experiment's choices and locks it (so that a misspelled
-override is an error).
-"""
+"""What the configs share: `schema()` (training/run_config.FIELDS), which each config file fills
+in and locks (a misspelled override is then an error), the baselines' paths and settings, and
+their `:smoke` variant."""
 
 from data import languages
 from training import run_config
@@ -16,35 +12,30 @@ MT5_CHECKPOINTS = {
     "mt5-base": "gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000",
     "mt5-large": "gs://t5-data/pretrained_models/t5x/mt5_large/checkpoint_1000000",
 }
-# ViT-B/16: the AugReg ImageNet-21k checkpoint (Steiner et al. 2021; [cls] token and
-# classifier head, the head is ignored), pooled with its [cls] token. ViT-g/14: the paper's
-# (Zhai et al. 2022, JFT-3B, MAP head) is not public; put a big_vision-format .npz of a g/14
-# there (the loader resamples position embeddings to 16x16), pooled with its MAP head.
+# ViT-B/16: AugReg ImageNet-21k (Steiner et al. 2021; its classifier head is ignored). The
+# paper's ViT-g/14 (Zhai et al. 2022, JFT-3B, MAP head) is not public: put a big_vision .npz of
+# a g/14 there (the loader resamples position embeddings to 16x16).
 VIT_B16 = ("gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-"
            "sd_0.0.npz")
 VIT_G14 = f"{DATA_ROOT}/checkpoints/vit_g14.npz"
 
-# Images of the training splits (data/releases/coco35l.py). One epoch of the input pipeline
-# visits each (image, language) pair once, with one of its references drawn at random.
+# Images of the training splits; an epoch visits each (image, language) pair once.
 COCO35L_TRAIN_IMAGES = 113_287
 CC3M35L_TRAIN_IMAGES = 3_318_333
 
 TRAIN_LANGS = tuple(languages.TRAIN_35L_LANGS)  # The paper's 35 training languages.
 CORE_LANGS = tuple(languages.CORE_LANGS)  # en, es, hi, zh: the in-loop evaluations.
-VARIANTS = ("", "smoke")
-schema = run_config.schema
+VARIANTS, schema = ("", "smoke"), run_config.schema
 DEMO_DIR = "demo_data"  # `python -m data.demo --out demo_data` (make demo).
 
 
 def baseline(dataset, *, t5, vit, every):
-    """The schema filled in as the paper's baselines share it (Sec. 3.2, on 64 v4 chips).
-
-    Batch 2048, mT5's vocabulary, `dataset` in its 35 languages (built by python -m data.build),
-    64-token captions, 224-pixel images, bf16, mT5 dropout 0.1, layers scanned, both towers
-    pretrained: ViT-B/16 pooled by its [cls] token, or a g/14 by its MAP head, rematerialized
-    and sharded FSDP over the data axis (64 chips). In-loop evaluations of the core four (all
-    36 languages after training: python -m evaluation.evaluate) in batches of 960 (they divide
-    by 64 chips), XM3600's and a checkpoint every `every` steps, COCO-dev's every 5 x `every`.
+    """The schema as the paper's baselines share it (Sec. 3.2; 64 v4 chips): batch 2048, mT5's
+    vocabulary, `dataset` in 35 languages (python -m data.build), 64-token captions, 224 px,
+    bf16, mT5 dropout 0.1, layers scanned, towers pretrained (B/16 pooled by its [cls] token; a
+    g/14 by its MAP head, rematerialized, FSDP over the data axis). In-loop evaluations of the
+    core four in batches of 960 (they divide by 64 chips; all 36 languages after training:
+    python -m evaluation.evaluate): XM3600 and a checkpoint every `every` steps, COCO-dev 5x less.
     """
     c = schema()
     g14 = vit == "g/14"
@@ -72,13 +63,9 @@ def epoch_examples(images, langs):
 
 
 def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):
-    """Turns a baseline into its `:smoke` variant, in place (and returns it): a few CPU steps.
-
-    Tiny towers of the same variants, the demo vocabulary and data in `data_dir`, small
-    batches, a short constant period (both parts of an rsqrt schedule run); the optimizer,
-    fusion, dtype, init.checkpoint mechanics and mesh rules are the baseline's. Pretrained
-    mT5/ViT files are not used.
-    """
+    """Turns a baseline into its `:smoke` variant in place (and returns it): a few CPU steps of
+    tiny towers of the same variants on the demo data in `data_dir`, both parts of an rsqrt
+    schedule; the optimizer, fusion, dtype, init.checkpoint and mesh rules are the baseline's."""
     c.total_steps = total_steps
     c.batch_size = 8
     c.log_every = 1

@@ -1,11 +1,6 @@
-"""A run's config: its fields (defined once, in FIELDS), checked before any work, saved with the
-run, compared on resume.
-
-`schema()` builds the ConfigDict every config file starts from; `check` checks each field
-against its row (a typo costs a one-line error naming the key, not minutes of start-up);
-a resume with another value of a "fixed" field (another model, optimizer, data or seed) is
-refused unless the user passes `--allow_config_change`.
-"""
+"""A run's config: its fields, defined once in FIELDS (`schema()` builds the ConfigDict every
+config file starts from), checked before any work (one line naming the key), saved with the run,
+and compared on resume: another value of a "fixed" field needs `--allow_config_change`."""
 
 import dataclasses
 import json
@@ -303,22 +298,16 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_int(config, key, allowed, optional=False):
-    value = _get(config, key)
-    if optional and value in (None, _ABSENT):
+def _check_range(config, field):
+    value = _get(config, field.name)
+    if field.has("optional") and value in (None, _ABSENT):
         return
-    if not _is_int(value) or value not in allowed:
+    integer = int in (field.default, type(field.default))
+    if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
+            or value not in field.values:
         value = None if value is _ABSENT else value
-        raise ConfigError(f"config.{key}={value!r}; expected an integer {allowed}")
-
-
-def _check_number(config, key, allowed, optional=False):
-    value = _get(config, key)
-    if optional and value in (None, _ABSENT):
-        return
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value not in allowed:
-        value = None if value is _ABSENT else value
-        raise ConfigError(f"config.{key}={value!r}; expected a finite number {allowed}")
+        what = "an integer" if integer else "a finite number"
+        raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}")
 
 
 def _check_choice(value, key, known):
@@ -365,12 +354,10 @@ def check(config):
     whether the mesh fits the devices train.py's, once they are known.
     """
     for field in FIELDS:
+        if field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt":
+            continue  # The constant schedule ignores it.
         if isinstance(field.values, Range):
-            if field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt":
-                continue  # The constant schedule ignores it.
-            check_int = field.default is int or type(field.default) is int
-            (_check_int if check_int else _check_number)(
-                config, field.name, field.values, field.has("optional"))
+            _check_range(config, field)
         elif isinstance(field.values, tuple):
             _check_choice(_get(config, field.name), field.name, field.values)
     _check_mesh(config.mesh)
