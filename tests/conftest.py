@@ -1,29 +1,19 @@
-"""Fixtures shared by the trainer and evaluation-tool tests.
+"""Fixtures shared by the trainer and tool tests, and the suite's settings.
 
-XLA compilation dominates the suite's time on a CPU, and the trainer tests
-start subprocesses that compile the same programs again; a persistent
-compilation cache (in .cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every
-process after the first load them instead. The suite's processes (this one and the
-subprocesses it starts, which inherit its environment) compile with XLA's CPU backend at
-optimization level 0 and with its older loop emitters for fusions
-(`tiny.UNOPTIMIZED_XLA_FLAGS`): the HLO passes are the same, only the machine code is made
-more simply, and compiling takes about half the CPU. The tests check numbers and behaviour,
-not speed (the pinned scores were the same before the emitters' flag was added);
-`XLA_FLAGS=--xla_backend_optimization_level=2 make test` runs them on the optimized backend.
+A persistent compilation cache (.cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every process
+after the first load the programs the others compiled. The suite's processes (this one and its
+subprocesses) compile with XLA's CPU backend at optimization level 0 and its older loop emitters
+(`tiny.UNOPTIMIZED_XLA_FLAGS`): the same HLO passes in about half the CPU; the tests check
+numbers and behaviour, not speed (`XLA_FLAGS=--xla_backend_optimization_level=2 make test`
+runs them on the optimized backend). Hypothesis runs derandomized (profile "ci"): every run
+draws the same examples; `HYPOTHESIS_PROFILE=explore` draws new ones on purpose.
 
-Hypothesis runs derandomized (profile "ci", the default): every run of the suite draws the same
-examples, so a test passes or fails the same way on every run and on every machine; a failure
-prints the example and the blob that replays it. `HYPOTHESIS_PROFILE=explore` draws new random
-examples (and keeps Hypothesis's example database) to look for new failures on purpose.
-
-The tiny trained runs that several test modules read (`four_step_run`, `two_step_run`) are
-trained once per test run: under pytest-xdist the first worker to need one trains it, under a
-file lock in the folder the workers' temporary folders share, and the others read it. They are
-shared, so a test only reads them; one that changes a run works on its own copy (`copy_to`).
-
-`make test-fast` (the edit loop) leaves out the tests marked `slow` here: those that train
-through train.py or in subprocesses, shard over simulated devices, drive a browser, or compile
-XLA programs for cost analysis. `make test` (CI) runs everything.
+The demo data (`tiny_demo`) and the tiny trained runs several modules read (`four_step_run`,
+`two_step_run`) are made once per test run: under pytest-xdist by the first worker to need them,
+under a file lock in the folder the workers share. A test only reads them; one that changes a
+run works on its own copy (`copy_to`). `make test-fast` leaves out the modules marked `slow`
+here (training through train.py or in subprocesses, simulated devices, a browser, XLA cost
+analysis); `make test` runs everything.
 """
 
 import dataclasses

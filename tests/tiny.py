@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 import warnings
 
 import pytest
@@ -107,16 +108,13 @@ def write_config_file(path, data_dir, **overrides):
 
 
 def train_main(config_file, workdir, *args):
-    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process, as
+    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process as
     `python train.py` runs it; returns a CompletedProcess.
 
-    What its `__main__` does (signals routed first, `app.run(main, flags_parser=parse_flags)`)
-    runs with the repository as the current folder, with what reaches file descriptors 1 and 2
-    (prints, library logs, C++ logs) captured as the process's stdout and stderr, and with what
-    a fresh interpreter would have: absl's log handler on the root logger, Python's default
-    warning filters, default hooks for exceptions no one catches. The returncode is the
-    SystemExit's status (0 when main returns; 1 and a traceback on stderr for an uncaught
-    exception). Flags, logging and signals are as they were afterwards.
+    Its `__main__` runs in the repository, file descriptors 1 and 2 captured as stdout and
+    stderr, with what a fresh interpreter has (absl's log handler on the root logger, Python's
+    default warning filters and hooks for uncaught exceptions); the returncode is the exit
+    status. Flags, logging and signals are put back afterwards.
     """
     # Imported here (the tests that only need data and configs do not load the trainer), and
     # before the flags are set aside: its flags stay defined.
@@ -162,17 +160,11 @@ def _exit_status(code):
     return 1
 
 
-class _Console:
-    """What a command wrote to stdout and stderr (set when its `_console` block ends)."""
-
-    stdout = stderr = ""
-
-
 @contextlib.contextmanager
 def _console():
-    """Captures file descriptors 1 and 2 (and sys.stdout and sys.stderr, line-buffered on
-    them, as train.py's `__main__` sets them) for the block; yields a `_Console`."""
-    console = _Console()
+    """Captures file descriptors 1 and 2 (sys.stdout and sys.stderr line-buffered on them, as
+    train.py's `__main__` sets them); yields what has `stdout` and `stderr` after the block."""
+    console = types.SimpleNamespace(stdout="", stderr="")
     saved_streams = sys.stdout, sys.stderr
     for stream in saved_streams:
         stream.flush()
@@ -207,9 +199,8 @@ def _command_line(argv):
 
 @contextlib.contextmanager
 def _fresh_flags(argv):
-    """sys.argv = `argv` (ml_collections reads the `--config.<field>` overrides there) and absl's
-    flags unparsed; after the block, every flag is as it was (absl's own flagsaver), and those
-    that parsing defined (the overrides) are gone."""
+    """sys.argv = `argv` (ml_collections reads the overrides there), absl's flags unparsed; then
+    every flag as it was (absl's flagsaver), those that parsing defined gone."""
     from absl import app, flags
     from absl.testing import flagsaver
 
@@ -235,9 +226,7 @@ _QUIETED_LOGGERS = ("absl", "asyncio")
 @contextlib.contextmanager
 def _fresh_logging():
     """Logging as in a new train.py process: absl's handler on the root logger (as `app.run`
-    puts it) writing to the current sys.stderr, and the library logs not yet quieted (a new
-    process quiets them at its first checkpoint manager unless `--verbosity` asks for them).
-    Levels, handlers and filters are put back after the block."""
+    puts it) on the current sys.stderr, the library logs not yet quieted; put back after."""
     from absl import logging as absl_logging
 
     from training import checkpointing
@@ -279,11 +268,9 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 
 @contextlib.contextmanager
 def _fresh_warnings_and_hooks():
-    """Python's default warning filters, warnings printed on stderr, and the default hooks for
-    exceptions no one catches (pytest's would record them instead of printing them), less
-    one thing a fresh process cannot have: orbax's reports of reads that an earlier run in
-    this process abandoned (a damaged checkpoint's), finalized whenever those reads end and
-    the collector runs, before this run quiets orbax (training/checkpointing.py)."""
+    """Python's default warning filters and hooks for uncaught exceptions (pytest's would record
+    them), less orbax's reports of reads an earlier run in this process abandoned (a damaged
+    checkpoint's), which a fresh process cannot have (training/checkpointing.py)."""
     from training import checkpointing
 
     def fresh_unraisable_hook(unraisable):
@@ -358,14 +345,15 @@ class Process:
         return time.monotonic() - self.start
 
     def finish(self, timeout=600):
-        """Waits for the exit: (exit status, or None if killed after `timeout`; seconds)."""
+        """Waits for the exit and the end of the output (which children it started may hold):
+        (exit status, or None if killed after `timeout`; seconds waited)."""
         waited = time.monotonic()
         try:
             self.code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self._reader.join(10)
+        self._reader.join(max(10.0, timeout - (time.monotonic() - waited)))
         return self.code, time.monotonic() - waited
 
     @property
