@@ -121,7 +121,9 @@ def train_main(config_file, workdir, *args):
     import train
 
     argv = ["train.py", "--config", str(config_file), "--workdir", str(workdir), *args]
-    with _console() as console, contextlib.chdir(REPO), _command_line(argv):
+    # The flags put back before the logging levels (setting absl's --verbosity sets those).
+    with _console() as console, contextlib.chdir(REPO), _fresh_logging(), _fresh_flags(argv), \
+            _fresh_warnings_and_hooks():
         returncode = _run_train_main(train, argv)
     return subprocess.CompletedProcess(argv, returncode, console.stdout, console.stderr)
 
@@ -187,14 +189,6 @@ def _console():
             for file, name in ((out, "stdout"), (err, "stderr")):
                 file.seek(0)
                 setattr(console, name, file.read().decode("utf-8", errors="replace"))
-
-
-@contextlib.contextmanager
-def _command_line(argv):
-    """The global state of a process started as `argv`, for the block; put back after (the
-    flags before the logging levels: setting absl's --verbosity sets those)."""
-    with _fresh_logging(), _fresh_flags(argv), _fresh_warnings_and_hooks():
-        yield
 
 
 @contextlib.contextmanager

@@ -80,9 +80,9 @@ def _free_port():
 def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device_run):
     coordinator = f"localhost:{_free_port()}"
     config_file = tiny.write_config_file(tmp_path / "config.py", tiny_demo, **SHARDABLE)
-    procs = [tiny.start(*tiny.train_args(config_file, tmp_path / "two", "--coordinator",
-                                         coordinator, "--num_processes=2", f"--process_id={i}"))
-             for i in range(2)]
+    procs = [tiny.start(*tiny.train_args(
+        config_file, tmp_path / "two", f"--coordinator_address={coordinator}",
+        "--num_processes=2", f"--process_id={i}")) for i in range(2)]
     for proc in procs:
         code, _ = proc.finish()
         assert code == 0, proc.text[-3000:]
