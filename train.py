@@ -194,8 +194,7 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole
     return state, 0
 
 
-# The config fields the step reads (the optimizer's, the loss's, the shardings').
-STEP_FIELDS = ("lr", "optimizer", "label_smoothing", "z_loss", "grad_accum_steps", "mesh")
+STEP_FIELDS = run_config.STEP_FIELDS  # The config fields the step reads.
 
 
 @functools.lru_cache(maxsize=4)

@@ -6,16 +6,14 @@
     # CPU smoke test (after bb_cc_pretrain.py:smoke in runs/bb_cc_pretrain_smoke):
     #   --config configs/bb_cc_finetune.py:smoke --workdir runs/bb_cc_finetune_smoke
 
-Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the
-35 training languages 0.293 (en 0.584, es 0.425, hi 0.197, zh 0.202; core-four
-average 0.352); COCO-dev 0.806.
+Expected (the paper's cider_per_language.csv): XM3600 CIDEr-D averaged over the 35 training
+languages 0.293 (en 0.584, es 0.425, hi 0.197, zh 0.202; core-four average 0.352); COCO-dev 0.806.
 
-From the paper: the parameters of the CC3M-35L run (`init.checkpoint`: its
-workdir, whose latest checkpoint is used, or a `checkpoints/<step>` folder), a
-fresh Adafactor, a constant learning rate of 3e-5 for one epoch of COCO-35L.
-An epoch is one pass of the input pipeline over the (image, language) pairs,
-113,287 x 35 = 3,965,045 examples: 1,936 steps of 2048 (one random reference
-per pair; counting every reference as an example would be ~5x longer).
+From the paper: the parameters of the CC3M-35L run (`init.checkpoint`: its workdir, whose latest
+checkpoint is used, or a `checkpoints/<step>` folder), a fresh Adafactor, a constant learning rate
+of 3e-5 for one epoch of COCO-35L. An epoch is one pass of the input pipeline over the (image,
+language) pairs, 113,287 x 35 = 3,965,045 examples: 1,936 steps of 2048 (one random reference per
+pair; counting every reference as an example would be ~5x longer).
 """
 
 from configs import common
@@ -27,36 +25,14 @@ EPOCHS = 1
 def get_config(arg=None):
     """Returns the BB+CC finetuning config; "smoke" gives the CPU variant (locked)."""
     variant = common.check_variant(arg)
-    c = common.schema()
-    # Training: one epoch of COCO-35L's (image, language) pairs at batch 2048 and a constant
-    # 3e-5, from the CC3M-35L run's parameters (a fresh Adafactor).
+    c = common.baseline("coco35l", t5="mt5-base", vit="B/16", every=500)
+    # One epoch of COCO-35L's (image, language) pairs at a constant 3e-5, from the stage-1
+    # run's parameters (its workdir: override per launch) with a fresh Adafactor.
     epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, common.TRAIN_LANGS)
-    c.batch_size = 2048
     c.total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
                                     examples_per_epoch=epoch, batch_size=c.batch_size)
     c.lr.update(base=3e-5, constant_steps=c.total_steps, schedule="constant")  # (unused)
-
-    # Data: COCO-35L in its 35 languages (built by python -m data.build), mT5's vocabulary.
-    c.vocab.path = common.MT5_VOCAB
-    c.data.update(dataset="coco35l", manual_dir=f"{common.DATA_ROOT}/coco35l",
-                  tfds_data_dir=f"{common.DATA_ROOT}/tfds", langs=common.TRAIN_LANGS,
-                  max_prompt_len=16, max_target_len=64)
-
-    # Model: BB's (ViT-B/16 + mT5-base, bf16, layers scanned), both towers from the
-    # stage-1 run's checkpoint (its workdir: override per launch).
-    c.model.update(image_size=224, dtype="bfloat16", dropout=0.1, scan=True, remat=False)
-    c.model.vit.update(variant="B/16", pool="tok")
-    c.model.t5.variant = "mt5-base"
-    c.init.checkpoint = "runs/bb_cc_pretrain"
-
-    # In-loop evaluations of the core four (all 36 languages after training:
-    # python -m evaluation.evaluate); batches of 960 divide by 64 chips.
-    c.evals.xm3600.update(data_dir=f"{common.DATA_ROOT}/xm3600", langs=common.CORE_LANGS,
-                          every=500, batch_size=960, max_decode_len=64)
-    c.evals.coco_dev.update(manual_dir=f"{common.DATA_ROOT}/coco35l", langs=common.CORE_LANGS,
-                            every=2500, batch_size=960, max_decode_len=64)
-    c.checkpoint.update(every=500, keep=3)
-    c.mesh.update(data=-1, model=1, fsdp=False)  # 64 chips on the data axis.
+    c.init.update(mt5="", vit="", checkpoint="runs/bb_cc_pretrain")
     if variant == "smoke":
         common.smoke(c, image_size=32)
         c.init.checkpoint = "runs/bb_cc_pretrain_smoke"

@@ -1,35 +1,26 @@
-"""Fixtures shared by the trainer and evaluation-tool tests.
+"""Fixtures shared by the trainer and tool tests, and the suite's settings.
 
-XLA compilation dominates the suite's time on a CPU, and the trainer tests
-start subprocesses that compile the same programs again; a persistent
-compilation cache (in .cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every
-process after the first load them instead. The suite's processes (this one and the
-subprocesses it starts, which inherit its environment) compile with XLA's CPU backend at
-optimization level 0 and with its older loop emitters for fusions
-(`tiny.UNOPTIMIZED_XLA_FLAGS`): the HLO passes are the same, only the machine code is made
-more simply, and compiling takes about half the CPU. The tests check numbers and behaviour,
-not speed (the pinned scores were the same before the emitters' flag was added);
-`XLA_FLAGS=--xla_backend_optimization_level=2 make test` runs them on the optimized backend.
+A persistent compilation cache (.cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every process
+after the first load the programs the others compiled. The suite's processes (this one and its
+subprocesses) compile with XLA's CPU backend at optimization level 0 and its older loop emitters
+(`tiny.UNOPTIMIZED_XLA_FLAGS`): the same HLO passes in about half the CPU; the tests check
+numbers and behaviour, not speed (`XLA_FLAGS=--xla_backend_optimization_level=2 make test`
+runs them on the optimized backend). Hypothesis runs derandomized (profile "ci"): every run
+draws the same examples; `HYPOTHESIS_PROFILE=explore` draws new ones on purpose.
 
-Hypothesis runs derandomized (profile "ci", the default): every run of the suite draws the same
-examples, so a test passes or fails the same way on every run and on every machine; a failure
-prints the example and the blob that replays it. `HYPOTHESIS_PROFILE=explore` draws new random
-examples (and keeps Hypothesis's example database) to look for new failures on purpose.
-
-The tiny trained runs that several test modules read (`four_step_run`, `two_step_run`) are
-trained once per test run: under pytest-xdist the first worker to need one trains it, under a
-file lock in the folder the workers' temporary folders share, and the others read it. They are
-shared, so a test only reads them; one that changes a run works on its own copy (`copy_to`).
-
-`make test-fast` (the edit loop) leaves out the tests marked `slow` here: those that train
-through train.py or in subprocesses, shard over simulated devices, drive a browser, or compile
-XLA programs for cost analysis. `make test` (CI) runs everything.
+The demo data (`tiny_demo`) and the tiny trained runs several modules read (`four_step_run`,
+`two_step_run`) are made once per test run: under pytest-xdist by the first worker to need them,
+under a file lock in the folder the workers share. A test only reads them; one that changes a
+run works on its own copy (`copy_to`). `make test-fast` leaves out the modules marked `slow`
+here (training through train.py or in subprocesses, simulated devices, a browser, XLA cost
+analysis); `make test` runs everything.
 """
 
 import dataclasses
 import fcntl
 import fnmatch
 import os
+import pathlib
 import shutil
 
 import hypothesis
@@ -79,14 +70,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(scope="session")
-def tiny_demo(tmp_path_factory):
-    """A small demo dataset in the release layouts (written once per test session)."""
-    out = tmp_path_factory.mktemp("tiny_demo")
-    tiny.write_demo(str(out))
-    return out
-
-
 # Overrides of tiny.tiny_config for the shared runs.
 FOUR_STEPS = {}  # tiny_config as it is: checkpoints 2 and 4, the best at 2 (XM3600 every 2).
 TWO_STEPS = {"total_steps": 2, "evals.xm3600.every": 1, "checkpoint.every": 1}
@@ -98,8 +81,7 @@ class TrainedRun:
 
     Attributes:
         workdir: the run's folder (named "run"); read it, never change it.
-        data_dir: the demo data it was trained on (tiny.write_demo's, the same files as
-            `tiny_demo`'s), shared too.
+        data_dir: the demo data it was trained on (`tiny_demo`), shared too.
         overrides: its tiny.tiny_config overrides.
     """
     workdir: str
@@ -139,16 +121,35 @@ def _built_once(path, build):
     return path
 
 
+def _demo_dir(tmp_path_factory):
+    """tiny.write_demo's data, written once per test run (the trained runs' data)."""
+    return _built_once(str(_shared_root(tmp_path_factory) / "shared_demo"), tiny.write_demo)
+
+
 def _trained_run(tmp_path_factory, name, overrides):
     """The TrainedRun `<shared root>/<name>/run` of tiny_config(**overrides), trained once
     (in "run": the tools name a run by its folder)."""
     import train  # Here: the tests that need no run don't import the trainer.
 
-    root = _shared_root(tmp_path_factory)
-    data_dir = _built_once(str(root / "shared_demo"), tiny.write_demo)
-    folder = _built_once(str(root / name), lambda path: train.train_and_evaluate(
-        tiny.tiny_config(data_dir, **overrides), os.path.join(path, "run")))
+    data_dir = _demo_dir(tmp_path_factory)
+    folder = _built_once(str(_shared_root(tmp_path_factory) / name),
+                         lambda path: train.train_and_evaluate(
+                             tiny.tiny_config(data_dir, **overrides), os.path.join(path, "run")))
     return TrainedRun(os.path.join(folder, "run"), data_dir, dict(overrides))
+
+
+@pytest.fixture(scope="session")
+def tiny_demo(tmp_path_factory):
+    """A small demo dataset in the release layouts, COCO-35L built in tfds/ (written once per
+    test run, and the data of the trained runs: read only)."""
+    return pathlib.Path(_demo_dir(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def config_file(tiny_demo, tmp_path_factory):
+    """A config file of tiny_config on `tiny_demo`, for train.py's command line and the tools."""
+    return tiny.write_config_file(tmp_path_factory.mktemp("config") / "tiny_config.py",
+                                  tiny_demo)
 
 
 @pytest.fixture(scope="session")
@@ -163,3 +164,18 @@ def two_step_run(tmp_path_factory):
     """A 2-step run with checkpoints and in-loop XM3600 evaluations at steps 1 and 2 (shared:
     read only)."""
     return _trained_run(tmp_path_factory, "two_step_run", TWO_STEPS)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless chromium (1100 x 900) for the browser tests of a test process; they fail,
+    never skip, without it (`make test` installs it)."""
+    from tests.tools.captioning import page_screenshot
+
+    try:
+        launch = page_screenshot.chromium()
+        driver = launch.__enter__()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield driver
+    launch.__exit__(None, None, None)

@@ -10,6 +10,7 @@ line's config. The command line runs in the test process (`tiny.train_main`).
 
 import json
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -18,11 +19,9 @@ from tests import tiny
 from training import checkpointing, run_config
 
 
-@pytest.fixture(scope="module")
-def config_file(four_step_run, tmp_path_factory):
-    """The shared four-step run's config without in-loop evaluations, as a config file."""
-    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, four_step_run.data_dir, **{"evals.xm3600.every": 0})
+def _main(config_file, workdir, *args):
+    """train.py's command line on the shared config file, without in-loop evaluations."""
+    return tiny.train_main(config_file, workdir, "--config.evals.xm3600.every=0", *args)
 
 
 @pytest.fixture
@@ -54,7 +53,7 @@ DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_damaged_newest_checkpoint_is_one_warning_line(config_file, workdir, damage):
     DAMAGES[damage](workdir / "checkpoints" / "4")
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
+    result = _main(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _lines(result)
     warnings = [line for line in lines if line.startswith("warning: ")]
@@ -70,18 +69,20 @@ def test_damaged_newest_checkpoint_is_one_warning_line(config_file, workdir, dam
 def test_no_readable_checkpoint_is_the_only_line(config_file, workdir):
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
     _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
+    result = _main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
-    assert lines[0].startswith("error: no checkpoint of the run can be read: "), lines
+    assert re.match(r"error: no checkpoint of the run can be read: checkpoint .*/4 \(step 4\) "
+                    r"is damaged.*/2 \(step 2\) is damaged", lines[0]), lines
     assert checkpointing.steps(str(workdir)) == [2, 4]  # Nothing moved.
+    assert not (workdir / "checkpoints_damaged").exists()
 
 
 def test_checkpoints_being_a_file_is_the_only_line(config_file, workdir):
     shutil.rmtree(workdir / "checkpoints")
     (workdir / "checkpoints").write_text("not a folder")
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
+    result = _main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -92,7 +93,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, workdir):
 
 def test_verbosity_brings_the_library_logs_back(config_file, workdir):
     _truncate_ocdbt_file(workdir / "checkpoints" / "4")
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
+    result = _main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(_lines(result)) > 20
 
@@ -100,7 +101,7 @@ def test_verbosity_brings_the_library_logs_back(config_file, workdir):
 # ------------------------------------------------------------- config.json ----
 def test_missing_config_json_beside_checkpoints_is_an_error(config_file, workdir):
     (workdir / "config.json").unlink()
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
+    result = _main(config_file, workdir, "--config.total_steps=6", "--config.seed=7")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -108,15 +109,15 @@ def test_missing_config_json_beside_checkpoints_is_an_error(config_file, workdir
     assert not (workdir / "config.json").exists()  # Nothing written.
     assert checkpointing.steps(str(workdir)) == [2, 4]
     # Adopting the command line's config explicitly resumes, and saves it.
-    adopted = tiny.train_main(config_file, workdir, "--config.total_steps=6",
-                              "--config.seed=7", "--allow_config_change")
+    adopted = _main(config_file, workdir, "--config.total_steps=6",
+                    "--config.seed=7", "--allow_config_change")
     assert adopted.returncode == 0, adopted.stderr[-3000:]
     assert json.loads((workdir / "config.json").read_text())["seed"] == 7
     assert checkpointing.steps(str(workdir))[-1] == 6
 
 
 def test_an_allowed_config_change_is_a_plain_warning_line(config_file, workdir):
-    result = tiny.train_main(config_file, workdir, "--config.seed=7", "--allow_config_change")
+    result = _main(config_file, workdir, "--config.seed=7", "--allow_config_change")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _lines(result)
     assert lines[0] == "warning: config changed since the checkpoint (allowed): seed: 0 -> 7"
@@ -127,7 +128,7 @@ def test_an_allowed_config_change_is_a_plain_warning_line(config_file, workdir):
 def test_truncated_config_json_is_one_line_naming_it(config_file, workdir):
     text = (workdir / "config.json").read_text()
     (workdir / "config.json").write_text(text[: len(text) // 2])
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=6")
+    result = _main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
     lines = _lines(result)
     assert len(lines) == 1, lines[:40]
@@ -155,7 +156,7 @@ def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(co
     path = workdir / "metrics.jsonl"
     data = path.read_bytes()
     path.write_bytes(data[:data.index(b'{"step": 1,') + 20])  # Inside step 1's first record.
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
+    result = _main(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _lines(result)
     assert any(line.startswith("warning: ") and "dropped a record cut short" in line
@@ -170,7 +171,7 @@ def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(co
 def test_metrics_gone_beside_checkpoints_is_a_warning(config_file, workdir, how):
     path = workdir / "metrics.jsonl"
     path.unlink() if how == "removed" else path.write_bytes(b"")
-    result = tiny.train_main(config_file, workdir, "--config.total_steps=5")
+    result = _main(config_file, workdir, "--config.total_steps=5")
     assert result.returncode == 0, result.stderr[-3000:]
     warning = [line for line in _lines(result) if line.startswith("warning: ")]
     assert warning == [f"warning: {path} is {'gone' if how == 'removed' else 'empty'} though "

@@ -18,13 +18,6 @@ from tests.tiny import tiny_config
 from training import run_config
 
 
-@pytest.fixture(scope="module")
-def config_file(tiny_demo, tmp_path_factory):
-    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, tiny_demo)
-
-
-
 @pytest.mark.parametrize("args,message", [
     (["--config.model.dropout=1.5"],
      r"config.model.dropout=1.5; expected a finite number in \[0, 1\)"),
@@ -79,8 +72,20 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
      r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
     ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
      r"XM3600 captions file not found: /nonexistent/captions.jsonl"),
+    ({"model.dtype": "float17"}, run_config.ConfigError,
+     r"config.model.dtype='float17'; known: float32, bfloat16"),
+    ({"evals.xm3600.langs": ("en", "xx")}, run_config.ConfigError,
+     r"config.evals.xm3600.langs: unknown language 'xx'; known: ar, bn"),
+    ({"data.corrupt_images": "ignore"}, run_config.ConfigError,
+     r"config.data.corrupt_images='ignore'; known: stop, skip"),
+    ({"checkpoint.best_metric": "eval/bleu"}, run_config.ConfigError,
+     r"config.checkpoint.best_metric='eval/bleu' is not logged by the in-loop evaluators"),
+    ({"evals.coco_dev.type": "coco_dev_bleu"}, run_config.ConfigError,
+     r"config.evals.coco_dev.type='coco_dev_bleu'"),
+    ({"batch_size": 0}, run_config.ConfigError, r"config.batch_size=0; expected an integer >= 1"),
 ], ids=["prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
-        "eval_data"])
+        "eval_data", "dtype", "eval_langs", "corrupt_images", "best_metric", "eval_type",
+        "batch_size"])
 def test_bad_value_is_refused_before_the_workdir_is_created(tiny_demo, tmp_path, overrides,
                                                             error, message):
     workdir = tmp_path / "new" / "run"

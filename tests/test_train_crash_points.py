@@ -12,8 +12,6 @@ has two records of a kind in metrics.jsonl.
 """
 
 import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -60,12 +58,9 @@ def _damaged_copy(four_step_run, folder):
 def _run_until(four_step_run, workdir, crash_at):
     """Resumes `workdir` in a new process that kills itself at point `crash_at` (0: none);
     returns (exit status, the points it passed)."""
-    sets = [arg for field, value in OVERRIDES.items() for arg in ("--set", f"{field}={value!r}")]
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.run_tiny_training", "--data", four_step_run.data_dir,
-         "--workdir", workdir, *sets], cwd=tiny.REPO, capture_output=True, text=True,
-        timeout=300, env=tiny.cli_env(TRAIN_CRASH_AT=str(crash_at)))
-    passed = [line.split(": ", 1)[1] for line in result.stderr.splitlines()
+    result = tiny.run(*tiny.train_script(four_step_run.data_dir, workdir, **OVERRIDES),
+                      env={"TRAIN_CRASH_AT": str(crash_at)})
+    passed = [line.split(": ", 1)[1] for line in result.text.splitlines()
               if line.startswith("crash point ")]
     return result, passed
 
@@ -93,7 +88,7 @@ def _check_resumed(four_step_run, workdir):
 def test_the_points_are_every_write_of_the_run(four_step_run, tmp_path):
     workdir = _damaged_copy(four_step_run, tmp_path)
     result, passed = _run_until(four_step_run, workdir, 0)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.code == 0, result.text[-3000:]
     assert tuple(passed) == POINTS
     _check_resumed(four_step_run, workdir)
 
@@ -102,22 +97,21 @@ def test_the_points_are_every_write_of_the_run(four_step_run, tmp_path):
 def test_a_run_killed_after_a_write_resumes_bit_for_bit(four_step_run, tmp_path, point):
     workdir = _damaged_copy(four_step_run, tmp_path)
     result, passed = _run_until(four_step_run, workdir, POINTS.index(point) + 1)
-    assert result.returncode == -9, result.stderr[-3000:]  # SIGKILL
+    assert result.code == -9, result.text[-3000:]  # SIGKILL
     assert passed[-1] == point, passed
     # The same run resumes (here, in the test process) and finishes.
     train.train_and_evaluate(four_step_run.config(**OVERRIDES), workdir)
     _check_resumed(four_step_run, workdir)
 
 
-def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, tmp_path):
+def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config_file,
+                                                          tmp_path):
     """The issue's reproduction: the newest checkpoint left half-written (as orbax's temporary
     folder) while the best checkpoint of its step is complete; the same command resumes."""
     workdir = four_step_run.copy_to(tmp_path / "run")
     assert checkpointing.steps(workdir, best=True) == [2]  # Its best evaluation.
     shutil.rmtree(f"{workdir}/checkpoints/4")
     shutil.move(f"{workdir}/checkpoints/2", f"{workdir}/checkpoints/2.orbax-checkpoint-tmp-1")
-    config_file = tiny.write_config_file(tmp_path / "config.py", four_step_run.data_dir,
-                                         **four_step_run.overrides)
     result = tiny.train_main(config_file, workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Starting {workdir} at step 0 of 4" in result.stdout

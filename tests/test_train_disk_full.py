@@ -10,8 +10,6 @@ makes the disk that checkpointing sees report 4 MB less what the workdir holds.
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -22,7 +20,6 @@ from tests.training.metrics_files import read_metrics
 from tests.training.saved_state import read_saved_state
 from training import checkpointing
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
              "checkpoint.keep": 2}
 FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough free space: "
@@ -47,13 +44,11 @@ def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
     tiny.write_config_file(config_file, tiny_demo, **OVERRIDES)
     workdir = small_fs / "run"
     (small_fs / "filler").write_bytes(os.urandom(1_500_000))
-    cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
     # The in-process test below trains the same config and loads these programs from the
     # compilation cache instead of compiling them again (or this one loads its programs).
-    env = tiny.cli_env()
-    full = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-    assert full.returncode == 2, full.stderr[-3000:]
-    lines = (full.stdout + full.stderr).splitlines()
+    full = tiny.run(*tiny.train_args(config_file, workdir))
+    assert full.code == 2, full.text[-3000:]
+    lines = full.text.splitlines()
     errors = [line for line in lines if line.startswith("error: ")]
     assert len(errors) == 1, lines
     assert re.fullmatch("error: " + FULL.format(workdir=re.escape(str(workdir))), errors[0])
@@ -66,10 +61,9 @@ def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
     assert _train_steps(workdir) == list(range(1, 7))
     # Room made: the same command resumes from step 4 and finishes.
     (small_fs / "filler").unlink()
-    resumed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
-                             env=env)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Resuming {workdir} at step 4 of 10" in resumed.stdout
+    resumed = tiny.run(*tiny.train_args(config_file, workdir))
+    assert resumed.code == 0, resumed.text[-3000:]
+    assert f"Resuming {workdir} at step 4 of 10" in resumed.text
     assert checkpointing.steps(str(workdir)) == [8, 10]
     assert _train_steps(workdir) == list(range(1, 11))  # Each step once.
 

@@ -2,7 +2,7 @@
 
 In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's
 command line in the test process (`tiny.train_main`), with a config file that wraps the tiny
-test config, and the console test runs `python train.py` (or the tiny runner) as a user would.
+test config, and the console test runs `python train.py` as a user would (`tiny.run`).
 """
 
 import json
@@ -10,9 +10,6 @@ import os
 import pathlib
 import re
 import shutil
-import signal
-import sys
-import time
 
 import jax
 import numpy as np
@@ -23,16 +20,7 @@ from tests import tiny
 from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
 from tests.training.saved_state import read_saved_state
-from training import checkpointing, run_config
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(scope="module")
-def config_file(four_step_run, tmp_path_factory):
-    """A config file of the shared four-step run's config, for train.py's command line."""
-    path = tmp_path_factory.mktemp("config") / "tiny_config.py"
-    return tiny.write_config_file(path, four_step_run.data_dir)
+from training import checkpointing
 
 
 def _one_error_line(result):
@@ -101,20 +89,6 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_ste
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_no_readable_checkpoint_is_an_error_that_moves_nothing(four_step_run, tmp_path):
-    workdir = _copy(four_step_run, tmp_path)
-    for step in (2, 4):
-        (workdir / "checkpoints" / str(step) / "default" / "_METADATA").unlink()
-    with pytest.raises(train.TrainingError, match=r"no checkpoint of the run can be read: "
-                                                  r"checkpoint .*/4 \(step 4\) is damaged.*"
-                                                  r"/2 \(step 2\) is damaged"):
-        train.train_and_evaluate(
-            four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6}),
-            str(workdir))
-    assert checkpointing.steps(str(workdir)) == [2, 4]
-    assert not (workdir / "checkpoints_damaged").exists()
-
-
 def test_cut_short_last_metrics_line_is_dropped_on_resume(four_step_run, tmp_path):
     workdir = _copy(four_step_run, tmp_path)
     with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as f:
@@ -164,48 +138,7 @@ def test_malformed_metrics_line_in_the_middle_is_a_clear_error(four_step_run, tm
     assert (workdir / "metrics.jsonl").read_text() == "".join(lines)
 
 
-def test_ctrl_c_saves_and_exits_cleanly_and_a_second_exits_at_once(tiny_demo, tmp_path):
-    workdir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(tiny_demo),
-           "--workdir", str(workdir), "--set", "total_steps=400", "--set",
-           "evals.xm3600.every=0", "--set", "checkpoint.every=1000", "--set", "log_every=1"]
-    proc, lines = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
-    proc.send_signal(signal.SIGINT)
-    out = "".join(lines) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == 0, out[-3000:]
-    assert "Exception ignored" not in out and "Traceback" not in out
-    match = re.search(r"Stopped by Ctrl-C: saved step (\d+)", out)
-    assert match, out[-2000:]
-    assert checkpointing.steps(str(workdir)) == [int(match.group(1))]
-    # Two Ctrl-Cs: the second exits at once with 130, without a traceback.
-    proc, _ = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    out = proc.communicate(timeout=300)[0]
-    assert proc.returncode in (0, 130), out[-2000:]  # 0 if the save won the race.
-    assert "Traceback" not in out
-
-
 # ------------------------------------------------------ one-line errors ----
-@pytest.mark.parametrize("overrides,message", [
-    ({"model.dtype": "float17"}, r"config.model.dtype='float17'; known: float32, bfloat16"),
-    ({"evals.xm3600.langs": ("en", "xx")},
-     r"config.evals.xm3600.langs: unknown language 'xx'; known: ar, bn"),
-    ({"data.corrupt_images": "ignore"}, r"config.data.corrupt_images='ignore'; known: stop, "
-                                        r"skip"),
-    ({"checkpoint.best_metric": "eval/bleu"},
-     r"config.checkpoint.best_metric='eval/bleu' is not logged by the in-loop evaluators"),
-    ({"evals.coco_dev.type": "coco_dev_bleu"}, r"config.evals.coco_dev.type='coco_dev_bleu'"),
-    ({"batch_size": 0}, r"config.batch_size=0; expected an integer >= 1"),
-])
-def test_bad_config_is_refused_before_any_work(tiny_demo, tmp_path, overrides, message):
-    workdir = tmp_path / "run"
-    with pytest.raises(run_config.ConfigError, match=message):
-        train.train_and_evaluate(tiny_config(str(tiny_demo), **overrides), str(workdir))
-    assert not workdir.exists()  # Nothing written.
-
-
 def test_unwritable_workdir_is_refused(tiny_demo, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -221,6 +154,7 @@ def test_unwritable_workdir_is_refused(tiny_demo, tmp_path):
     (["--config.total_steps=abc"], r"--config.total_steps=abc: invalid literal for int"),
     (["--config.evals.xm3600.langs=en,xx"],
      r"config.evals.xm3600.langs: unknown language 'xx'; known: ar, bn"),
+    (["--config.model.t5.no_such_field=3"], r"the config has no field 'no_such_field'"),
 ])
 def test_bad_command_line_is_one_error_line(config_file, tmp_path, args, message):
     workdir = tmp_path / "run"
@@ -256,12 +190,12 @@ def test_corrupt_training_image_is_found_before_the_first_evaluation(tiny_demo, 
 # --------------------------------------------------------------- console ----
 def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp_path):
     workdir = tmp_path / "run"
-    first = tiny.train_cli(config_file, workdir, "--config.total_steps=2")
-    assert first.returncode == 0, first.stderr[-2000:]
-    second = tiny.train_cli(config_file, workdir, "--config.total_steps=4")
-    assert second.returncode == 0, second.stderr[-2000:]
+    first = tiny.run(*tiny.train_args(config_file, workdir, "--config.total_steps=2"))
+    assert first.code == 0, first.text[-2000:]
+    second = tiny.run(*tiny.train_args(config_file, workdir, "--config.total_steps=4"))
+    assert second.code == 0, second.text[-2000:]
     for result, opening in ((first, "Starting"), (second, "Resuming")):
-        lines = (result.stdout + result.stderr).splitlines()
+        lines = result.text.splitlines()
         assert lines[0].startswith(f"{opening} {workdir} at step"), lines
         for line in lines[1:]:  # Progress and evaluation lines, nothing from the libraries.
             assert re.match(r"step \d+(/\d+ \||  ?evaluation:)|(Initialized the parameters|"

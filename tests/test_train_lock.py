@@ -21,8 +21,6 @@ from tests.training.metrics_files import read_metrics
 from training import checkpointing
 from training import workdir as workdir_lib
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 HOLDER = """
 import sys, time
 from training import workdir
@@ -32,10 +30,6 @@ time.sleep(60)
 """
 
 
-def _env():
-    return tiny.cli_env()
-
-
 def _dead_pid():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -43,28 +37,26 @@ def _dead_pid():
 
 
 def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
-    config_file = tmp_path / "tiny_config.py"
-    tiny.write_config_file(config_file, tiny_demo, **{
+    config_file = tiny.write_config_file(tmp_path / "tiny_config.py", tiny_demo, **{
         "evals.xm3600.every": 0, "total_steps": 100000, "checkpoint.every": 1000000})
     workdir = tmp_path / "run"
-    cmd = [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir)]
-    first, lines = tiny.start_until_first_step(cmd, REPO, _env())
+    first = tiny.start(*tiny.train_args(config_file, workdir))
     try:
-        second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                                env=_env())
-        assert first.poll() is None, "".join(lines)  # Still training.
-        assert second.returncode == 2, second.stderr[-3000:]
-        out = (second.stdout + second.stderr).splitlines()
+        assert first.wait_for_line(r"^step \d+/"), first.text
+        second = tiny.run(*tiny.train_args(config_file, workdir))
+        assert first.proc.poll() is None, first.text  # Still training.
+        assert second.code == 2, second.text[-3000:]
+        out = second.text.splitlines()
         assert len(out) == 1, out[:40]
         assert out[0].startswith(f"error: --workdir {workdir} is in use by another trainer "
                                  f"(pid {first.pid} on host {socket.gethostname()}, started "), out
         assert "use another --workdir" in out[0]
-        first.send_signal(signal.SIGTERM)  # The first saves and exits normally.
-        rest = first.communicate(timeout=300)[0]
+        first.signal(signal.SIGTERM)  # The first saves and exits normally.
+        first.finish(300)
     finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 0, rest[-3000:]
+        if first.proc.poll() is None:
+            first.proc.kill()
+    assert first.code == 0, first.text[-3000:]
     saved = checkpointing.steps(str(workdir))
     assert len(saved) == 1
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
@@ -75,10 +67,9 @@ def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
 def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
     workdir = tmp_path / "run"
     workdir.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], cwd=REPO,
-                              stdout=subprocess.PIPE, text=True)
+    holder = tiny.start("-c", HOLDER, workdir)
     try:
-        assert holder.stdout.readline().strip() == "locked"
+        assert holder.wait_for_line("^locked$"), holder.text
         before = (workdir / ".lock").read_text()
         with pytest.raises(workdir_lib.WorkdirError,
                            match=rf"is in use by another trainer \(pid {holder.pid} on host "
@@ -87,8 +78,8 @@ def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
         assert (workdir / ".lock").read_text() == before
         assert sorted(os.listdir(workdir)) == [".lock"]
     finally:
-        holder.kill()
-        holder.wait()
+        holder.proc.kill()
+        holder.finish()
     # Its process gone (killed: no release), the lock is free and taken over with a note.
     note = workdir_lib.lock(str(workdir))
     try:

@@ -13,28 +13,13 @@ tests/benchmarks/test_accelerator_report.py.
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
+from configs import demo as demo_config
 from tests import tiny
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 4
-
-# configs/demo.py shrunk as tests/tiny.tiny_config, reading the TFDS build (the default).
-TINY = {
-    "total_steps": STEPS, "batch_size": 8, "log_every": 2, "checkpoint.every": 2,
-    "model.image_size": 32, "model.vit.width": 32, "model.vit.depth": 1,
-    "model.vit.mlp_dim": 64, "model.vit.num_heads": 2, "model.t5.emb_dim": 32,
-    "model.t5.num_heads": 2, "model.t5.head_dim": 16, "model.t5.mlp_dim": 64,
-    "model.t5.num_encoder_layers": 1, "model.t5.num_decoder_layers": 1,
-    "evals.xm3600.langs": "('en','zh')", "evals.xm3600.every": 2,
-    "evals.xm3600.batch_size": 4, "evals.xm3600.max_decode_len": 8,
-    "evals.coco_dev.every": 0,
-}
 
 # `python train.py ARGS`, then the libraries the training process imported of LIBRARIES.
 LIBRARIES = ("matplotlib", "flask", "ot")
@@ -52,40 +37,54 @@ from tensorboard.backend.event_processing import event_accumulator
 assert "tensorflow" not in sys.modules
 events = event_accumulator.EventAccumulator(sys.argv[1], size_guidance={"scalars": 0})
 events.Reload()
-print(json.dumps({tag: [[e.step, e.value] for e in events.Scalars(tag)]
-                  for tag in events.Tags()["scalars"]}))
+with open(sys.argv[2], "w") as f:
+    json.dump({tag: [[e.step, e.value] for e in events.Scalars(tag)]
+               for tag in events.Tags()["scalars"]}, f)
 """
 
 
-def _run(args, env, **kwargs):
-    result = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=600, **kwargs)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def _run(*args, env):
+    result = tiny.run(*args, env=env)
+    assert result.code == 0, result.text[-3000:]
     return result
+
+
+def _flat(tree, prefix=""):
+    return {name: value for key, child in tree.items() for name, value in (
+        _flat(child, f"{prefix}{key}.").items() if isinstance(child, dict)
+        else [(f"{prefix}{key}", child)])}
+
+
+def _overrides(data):
+    """configs/demo.py shrunk to tests/tiny.tiny_config on `data` as --config flags, but with
+    batches made by worker processes (the demo's default) and a training record every 2 steps."""
+    demo = _flat(demo_config.get_config().to_dict())
+    shrunk = _flat(tiny.tiny_config(str(data), **{"data.num_workers": None, "log_every": 2,
+                                                 "total_steps": STEPS}).to_dict())
+    return [f"--config.{key}={','.join(value) if isinstance(value, tuple) else value}"
+            for key, value in shrunk.items() if value != demo[key]]
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     env = tiny.no_tensorflow_env(tmp_path_factory.mktemp("no_tensorflow"))
-    result = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
-                            capture_output=True, text=True)
-    assert "No module named 'tensorflow'" in result.stderr  # The blocker works.
+    result = tiny.run("-c", "import tensorflow", env=env)
+    assert "No module named 'tensorflow'" in result.text  # The blocker works.
     return env
 
 
 def test_train_and_evaluate_without_tensorflow(env, tmp_path):
     data, workdir = tmp_path / "demo", tmp_path / "run"
-    _run(["-m", "data.demo", "--out", str(data), "--num_train", "48", "--num_xm3600", "8",
-          "--image_size", "32"], env)
+    _run("-m", "data.demo", "--out", data, "--num_train", "48", "--num_xm3600", "8",
+         "--image_size", "32", env=env)
     assert (data / "tfds" / "coco35l").is_dir()
-    paths = {"vocab.path": data / "spm" / "demo.model", "data.manual_dir": data / "coco35l",
-             "evals.xm3600.data_dir": data / "xm3600", "evals.coco_dev.manual_dir":
-             data / "coco35l"}
-    overrides = [f"--config.{k}={v}" for k, v in {**TINY, **paths}.items()]
-    train = _run(["-c", TRAIN_PY, "--config", "configs/demo.py", "--workdir", str(workdir),
-                  *overrides], env)
-    assert f"step {STEPS}/{STEPS}" in train.stdout
-    assert train.stdout.splitlines()[-1] == "imported: []"  # Evaluators write no report.
+    overrides = _overrides(data)
+    train = _run("-c", TRAIN_PY, "--config", "configs/demo.py", "--workdir", workdir,
+                 *overrides, env=env)
+    assert f"step {STEPS}/{STEPS}" in train.text
+    # Evaluators write no report.
+    assert [line for line in train.text.splitlines() if line.startswith("imported:")] == [
+        "imported: []"]
 
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     by_step = {}
@@ -102,7 +101,8 @@ def test_train_and_evaluate_without_tensorflow(env, tmp_path):
     assert "perf/compile_s" in by_step[1]
 
     # TensorBoard without TensorFlow reads every scalar of metrics.jsonl, with its step.
-    events = json.loads(_run(["-c", READ_EVENTS, str(workdir)], env).stdout)
+    _run("-c", READ_EVENTS, workdir, tmp_path / "events.json", env=env)
+    events = json.loads((tmp_path / "events.json").read_text())
     expected = {(name, step, value) for step, values in by_step.items()
                 for name, value in values.items() if name != "step"}
     found = {(name, step, value) for name, points in events.items() for step, value in points}
@@ -112,9 +112,8 @@ def test_train_and_evaluate_without_tensorflow(env, tmp_path):
                             rel_tol=1e-6), (name, step)
 
     out = tmp_path / "eval"
-    _run(["-m", "evaluation.evaluate", "--config", "configs/demo.py", "--workdir",
-          str(workdir), "--evals", "xm3600", "--langs", "config", "--out", str(out),
-          *overrides], env)
+    _run("-m", "evaluation.evaluate", "--config", "configs/demo.py", "--workdir", workdir,
+         "--evals", "xm3600", "--langs", "config", "--out", out, *overrides, env=env)
     metrics = json.loads((out / "metrics.json").read_text())
     # The last checkpoint, evaluated again: the in-loop evaluation's scores.
     assert metrics["step"] == STEPS

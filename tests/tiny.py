@@ -1,24 +1,27 @@
-"""Tiny demo data and configs for tests that run the trainer (in-process or as subprocesses).
+"""Tiny demo data and configs, and the two ways the tests run the trainer.
 
 `train_main` runs train.py's command line in the test process, as `python train.py` would run
-it (`train_cli`) but without a new interpreter's imports and compilations: the tests of its
-error messages and exit statuses use it, and one test per entry point still starts the real
-command.
+it but without a new interpreter's imports and compilations. `start` (and `run`) start a real
+process, for what needs one: signals, locks, kills, simulated devices, several processes.
 """
 
 import contextlib
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
+import types
 import warnings
 
 import pytest
 
+from configs import common
 from configs import demo as demo_config
 from data import demo
 
@@ -58,50 +61,22 @@ def spoil_built_images(tfds_dir, dataset="coco35l"):
 
 
 def tiny_config(data_dir, **overrides):
-    """configs/demo.py shrunk to a model and run that take seconds on a CPU."""
+    """configs/demo.py shrunk as the baselines' smoke variants are (configs/common.smoke), with
+    data in `data_dir`: a model and run that take seconds on a CPU."""
     c = demo_config.get_config()
     c.unlock()
+    common.smoke(c, image_size=32, data_dir=data_dir)
     c.update_from_flattened_dict({
-        "total_steps": 4, "batch_size": 8, "log_every": 1,
-        "vocab.path": f"{data_dir}/spm/demo.model",
-        "data.manual_dir": f"{data_dir}/coco35l",
+        "lr.constant_steps": 500,  # The demo's.
         # Batches made in the test process: no worker start-up per run (tests/data/pipeline/
         # shows that worker processes make the same batches; the signal tests start them).
         "data.num_workers": 0,
-        "data.max_target_len": 16,
-        "model.image_size": 32,
-        "model.vit.width": 32, "model.vit.depth": 1, "model.vit.mlp_dim": 64,
-        "model.vit.num_heads": 2,
-        "model.t5.emb_dim": 32, "model.t5.num_heads": 2, "model.t5.head_dim": 16,
-        "model.t5.mlp_dim": 64, "model.t5.num_encoder_layers": 1,
-        "model.t5.num_decoder_layers": 1,
-        "evals.xm3600.data_dir": f"{data_dir}/xm3600",
-        "evals.xm3600.langs": ("en", "zh"),
-        "evals.xm3600.every": 2, "evals.xm3600.batch_size": 4,
-        "evals.xm3600.max_decode_len": 8,
-        "evals.coco_dev.manual_dir": f"{data_dir}/coco35l",
+        "evals.xm3600.langs": ("en", "zh"), "evals.xm3600.batch_size": 4,
         "evals.coco_dev.every": 0,  # Off: tests that want it turn it on.
-        "evals.coco_dev.batch_size": 4, "evals.coco_dev.max_decode_len": 8,
-        "checkpoint.every": 2,
+        "evals.coco_dev.batch_size": 4, "evals.coco_dev.max_images": None,
         **overrides,
     })
     return c.lock()
-
-
-def start_until_first_step(cmd, cwd, env):
-    """Starts a training command and reads its output until its first progress line.
-
-    Returns (process, the output lines read so far); the caller sends its signal
-    once the process has trained a step, and reads the rest with communicate().
-    """
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if re.match(r"step \d+/", line):  # "step 1/4 | ...", not "step 0 evaluation: ...".
-            break
-    return proc, lines
 
 
 # A sitecustomize module that makes TensorFlow absent, as on a machine without it: `import
@@ -133,23 +108,22 @@ def write_config_file(path, data_dir, **overrides):
 
 
 def train_main(config_file, workdir, *args):
-    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process, as
-    `python train.py` runs it; returns a CompletedProcess like `train_cli`'s.
+    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process as
+    `python train.py` runs it; returns a CompletedProcess.
 
-    What its `__main__` does (signals routed first, `app.run(main, flags_parser=parse_flags)`)
-    runs with the repository as the current folder, with what reaches file descriptors 1 and 2
-    (prints, library logs, C++ logs) captured as the process's stdout and stderr, and with what
-    a fresh interpreter would have: absl's log handler on the root logger, Python's default
-    warning filters, default hooks for exceptions no one catches. The returncode is the
-    SystemExit's status (0 when main returns; 1 and a traceback on stderr for an uncaught
-    exception). Flags, logging and signals are as they were afterwards.
+    Its `__main__` runs in the repository, file descriptors 1 and 2 captured as stdout and
+    stderr, with what a fresh interpreter has (absl's log handler on the root logger, Python's
+    default warning filters and hooks for uncaught exceptions); the returncode is the exit
+    status. Flags, logging and signals are put back afterwards.
     """
     # Imported here (the tests that only need data and configs do not load the trainer), and
     # before the flags are set aside: its flags stay defined.
     import train
 
     argv = ["train.py", "--config", str(config_file), "--workdir", str(workdir), *args]
-    with _console() as console, contextlib.chdir(REPO), _command_line(argv):
+    # The flags put back before the logging levels (setting absl's --verbosity sets those).
+    with _console() as console, contextlib.chdir(REPO), _fresh_logging(), _fresh_flags(argv), \
+            _fresh_warnings_and_hooks():
         returncode = _run_train_main(train, argv)
     return subprocess.CompletedProcess(argv, returncode, console.stdout, console.stderr)
 
@@ -188,17 +162,11 @@ def _exit_status(code):
     return 1
 
 
-class _Console:
-    """What a command wrote to stdout and stderr (set when its `_console` block ends)."""
-
-    stdout = stderr = ""
-
-
 @contextlib.contextmanager
 def _console():
-    """Captures file descriptors 1 and 2 (and sys.stdout and sys.stderr, line-buffered on
-    them, as train.py's `__main__` sets them) for the block; yields a `_Console`."""
-    console = _Console()
+    """Captures file descriptors 1 and 2 (sys.stdout and sys.stderr line-buffered on them, as
+    train.py's `__main__` sets them); yields what has `stdout` and `stderr` after the block."""
+    console = types.SimpleNamespace(stdout="", stderr="")
     saved_streams = sys.stdout, sys.stderr
     for stream in saved_streams:
         stream.flush()
@@ -224,18 +192,9 @@ def _console():
 
 
 @contextlib.contextmanager
-def _command_line(argv):
-    """The global state of a process started as `argv`, for the block; put back after (the
-    flags before the logging levels: setting absl's --verbosity sets those)."""
-    with _fresh_logging(), _fresh_flags(argv), _fresh_warnings_and_hooks():
-        yield
-
-
-@contextlib.contextmanager
 def _fresh_flags(argv):
-    """sys.argv = `argv` (ml_collections reads the `--config.<field>` overrides there) and absl's
-    flags unparsed; after the block, every flag is as it was (absl's own flagsaver), and those
-    that parsing defined (the overrides) are gone."""
+    """sys.argv = `argv` (ml_collections reads the overrides there), absl's flags unparsed; then
+    every flag as it was (absl's flagsaver), those that parsing defined gone."""
     from absl import app, flags
     from absl.testing import flagsaver
 
@@ -261,9 +220,7 @@ _QUIETED_LOGGERS = ("absl", "asyncio")
 @contextlib.contextmanager
 def _fresh_logging():
     """Logging as in a new train.py process: absl's handler on the root logger (as `app.run`
-    puts it) writing to the current sys.stderr, and the library logs not yet quieted (a new
-    process quiets them at its first checkpoint manager unless `--verbosity` asks for them).
-    Levels, handlers and filters are put back after the block."""
+    puts it) on the current sys.stderr, the library logs not yet quieted; put back after."""
     from absl import logging as absl_logging
 
     from training import checkpointing
@@ -305,11 +262,9 @@ def _print_warning(message, category, filename, lineno, file=None, line=None):
 
 @contextlib.contextmanager
 def _fresh_warnings_and_hooks():
-    """Python's default warning filters, warnings printed on stderr, and the default hooks for
-    exceptions no one catches (pytest's would record them instead of printing them), less
-    one thing a fresh process cannot have: orbax's reports of reads that an earlier run in
-    this process abandoned (a damaged checkpoint's), finalized whenever those reads end and
-    the collector runs, before this run quiets orbax (training/checkpointing.py)."""
+    """Python's default warning filters and hooks for uncaught exceptions (pytest's would record
+    them), less orbax's reports of reads an earlier run in this process abandoned (a damaged
+    checkpoint's), which a fresh process cannot have (training/checkpointing.py)."""
     from training import checkpointing
 
     def fresh_unraisable_hook(unraisable):
@@ -329,12 +284,103 @@ def _fresh_warnings_and_hooks():
         sys.unraisablehook, threading.excepthook = saved_hooks
 
 
-def train_cli(config_file, workdir, *args):
-    """Runs `python train.py --config <config_file> --workdir <workdir> <args>` as a user would
-    (the repository as the current folder, `cli_env`); returns the CompletedProcess."""
-    return subprocess.run(
-        [sys.executable, "train.py", "--config", str(config_file), "--workdir", str(workdir),
-         *args], cwd=REPO, capture_output=True, text=True, timeout=600, env=cli_env())
+# Run with SIGINT and SIGTERM at their defaults and unblocked, whatever the parent has (a
+# pytest-xdist worker may ignore SIGINT; children inherit that): set here, then exec.
+_EXEC_WITH_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGTERM):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n")
+
+
+class Process:
+    """`python ARGS` started in the repository as a user would (`cli_env`), with SIGINT and
+    SIGTERM at their defaults; a thread reads its output (stdout and stderr together) into
+    `lines`, (seconds since the start, line)."""
+
+    def __init__(self, *args, env=None, new_session=False):
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _EXEC_WITH_DEFAULT_SIGNALS, *map(str, args)], cwd=REPO,
+            env=cli_env(**(env or {})), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
+        self.pid, self.lines, self.code = self.proc.pid, [], None
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self._changed:
+                self.lines.append((time.monotonic() - self.start, line.rstrip("\n")))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_line(self, pattern, timeout=300):
+        """The first line matching `pattern` (waiting for it); None if the process ended."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for _, line in self.lines:
+                    if regex.search(line):
+                        return line
+                if not self._reader.is_alive() or time.monotonic() > deadline:
+                    return None
+                self._changed.wait(0.05)
+
+    def signal(self, signum=signal.SIGINT):
+        """Sends `signum` unless the process has ended; returns when (seconds since the start)."""
+        if self.proc.poll() is not None:
+            return None
+        self.proc.send_signal(signum)
+        return time.monotonic() - self.start
+
+    def finish(self, timeout=600):
+        """Waits for the exit and the end of the output (which children it started may hold):
+        (exit status, or None if killed after `timeout`; seconds waited)."""
+        waited = time.monotonic()
+        try:
+            self.code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(max(10.0, timeout - (time.monotonic() - waited)))
+        return self.code, time.monotonic() - waited
+
+    @property
+    def text(self):
+        return "\n".join(line for _, line in self.lines)
+
+
+def start(*args, **kwargs):
+    """Starts `python ARGS` (see `Process`)."""
+    return Process(*args, **kwargs)
+
+
+def run(*args, **kwargs):
+    """Runs `python ARGS` to its end (see `Process`); returns the finished Process."""
+    process = Process(*args, **kwargs)
+    process.finish()
+    return process
+
+
+def train_args(config_file, workdir, *args):
+    """The arguments of `python train.py --config <config_file> --workdir <workdir> <args>`."""
+    return ("train.py", "--config", str(config_file), "--workdir", str(workdir), *args)
+
+
+def train_script(data_dir, workdir, **overrides):
+    """The arguments of `python -c <a program calling train.train_and_evaluate>` on
+    tiny_config(data_dir, **overrides): the trainer as a library, not through train.py (its
+    output lines written whole, as train.py writes them)."""
+    return ("-c", "import sys\nimport train\nfrom tests import tiny\n"
+                  "for stream in (sys.stdout, sys.stderr):\n"
+                  "    stream.reconfigure(line_buffering=True, write_through=False)\n"
+                  f"train.train_and_evaluate(tiny.tiny_config({str(data_dir)!r}, **{overrides!r}),"
+                  f" {str(workdir)!r})\n")
 
 
 def cli_env(**extra):

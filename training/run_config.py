@@ -1,13 +1,6 @@
-"""A run's config: checked before any work, saved with the run, compared on resume.
-
-`check` looks at every training field that can be wrong without loading
-anything (the model's, the data's, the optimizer's, the loop's), so a typo
-costs a one-line error naming the key rather than minutes of start-up and a
-traceback. Resuming a checkpoint with another model, optimizer, data or seed
-would either fail deep inside orbax (shapes) or, worse, silently train
-something else. So the fields below must equal those of the saved
-`config.json`, unless the user passes `--allow_config_change`.
-"""
+"""A run's config: its fields, defined once in FIELDS (`schema()` builds the ConfigDict every
+config file starts from), checked before any work (one line naming the key), saved with the run,
+and compared on resume: another value of a "fixed" field needs `--allow_config_change`."""
 
 import dataclasses
 import json
@@ -15,7 +8,9 @@ import math
 import os
 import re
 
+import ml_collections
 from absl import flags
+from ml_collections import config_dict
 
 import errors
 import files
@@ -27,9 +22,154 @@ from model import captioner
 from model.upstream import trees
 from training import crash_points
 
-# Dotted prefixes of fields that change the state's shapes, the data order or the maths.
-INCOMPATIBLE = ("model", "optimizer", "vocab", "data", "seed", "batch_size", "lr", "z_loss",
-                "label_smoothing", "init")
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The finite numbers from `low` to `high`; `open_low`/`open_high` leave an end out."""
+    low: float
+    high: float = math.inf
+    open_low: bool = False
+    open_high: bool = True
+
+    def __contains__(self, x):
+        return (math.isfinite(x) and (self.low < x if self.open_low else self.low <= x)
+                and (x < self.high if self.open_high else x <= self.high))
+
+    def __str__(self):
+        if self.high == math.inf:
+            return f"{'>' if self.open_low else '>='} {self.low:g}"
+        return (f"in {'(' if self.open_low else '['}{self.low:g}, "
+                f"{self.high:g}{')' if self.open_high else ']'}")
+
+
+N0, N1 = Range(0), Range(1)  # Integers >= 0, >= 1.
+POSITIVE, FRACTION = Range(0, open_low=True), Range(0, 1)
+SCHEDULES = ("rsqrt", "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One row of FIELDS: the dotted name; the default (a type: None until set); the values, a
+    Range or a tuple of choices (None: checked by what reads it: the model, the mesh, the
+    evaluators); flags, words: "optional" (None means a default), "fixed" (a resume refuses
+    another value: shapes, data order or maths change), "step" (the train step reads it)."""
+    name: str
+    default: object
+    values: object
+    flags: str
+    comment: str
+
+    def has(self, flag):
+        return flag in self.flags.split()
+
+
+def _evaluator(name, kind, data_field, data):
+    """The rows of one in-loop evaluator, config.evals.<name> (evaluation/evaluators/)."""
+    rows = (
+        ("type", kind, None, "", "The evaluator (evaluation/evaluators/__init__.py)."),
+        (data_field, str, None, "", data),
+        ("langs", tuple, None, "", "The languages it scores in the loop."),
+        ("every", int, None, "", "Steps between runs in the loop (and at step 0 and the last); "
+                                 "0: only `python -m evaluation.evaluate`."),
+        ("batch_size", int, None, "", "Images per decoding batch (split over devices)."),
+        ("max_decode_len", int, None, "", "Caption tokens decoded."),
+        ("max_images", int, None, "optional", "None: every image of the split."),
+        ("decode", "greedy", None, "", '"greedy" or "beam".'),
+        ("beam_size", int, None, "optional", 'Beams of "beam"; None: 4.'),
+        ("alpha", float, None, "optional", 'T5X\'s length penalty of "beam"; None: 0.6.'),
+    )
+    return tuple(Field(f"evals.{name}.{key}", *rest) for key, *rest in rows)
+
+
+_OPT, _SIZE = "fixed optional", "None: the variant's."
+FIELDS = tuple(Field(*row) for row in (
+    ("seed", 0, N0, "fixed", "The initialization and the data order follow from it."),
+    ("total_steps", int, N0, "", "Training steps."),
+    ("batch_size", int, N1, "fixed", "Global batch, split over devices and processes."),
+    ("grad_accum_steps", 1, N1, "step", "Micro-batches per step: the same maths, less memory."),
+    ("log_every", 100, N0, "", "Steps between training records in metrics.jsonl."),
+    # Adafactor (training/optimizer.py) at `base`, constant for `constant_steps`, then
+    # base * sqrt(constant_steps / step) ("rsqrt", the paper's Sec. 3.2), or "constant".
+    ("lr.base", float, POSITIVE, "fixed step", "Peak learning rate."),
+    ("lr.constant_steps", int, N1, "fixed step", "Steps at `base` (rsqrt only)."),
+    ("lr.schedule", "rsqrt", SCHEDULES, "fixed step", "The decay after them."),
+    ("optimizer.clipping_threshold", 1.0, POSITIVE, "fixed step optional",
+     "Adafactor's update clipping (T5X default); None: none."),
+    ("optimizer.decay_rate", 0.8, POSITIVE, "fixed step",
+     "Second-moment decay exponent (T5X default)."),
+    ("label_smoothing", 0.0, FRACTION, "fixed step", "T5X finetuning default; the paper's none."),
+    ("z_loss", 1e-4, Range(0), "fixed step", "T5X's auxiliary log(Z)^2 loss."),
+    ("vocab.path", str, None, "fixed", "SentencePiece model."),
+    # The training data and how batches are made (data/pipeline/).
+    ("data.dataset", str, None, "fixed", '"coco35l" or "cc3m35l" (data/releases/).'),
+    ("data.manual_dir", str, None, "fixed", "The release files (TFDS manual_dir)."),
+    ("data.tfds_data_dir", "", None, "fixed",
+     'Where `python -m data.build` wrote it; "": beside manual_dir.'),
+    ("data.num_workers", int, N0, "optional", "Processes making batches; None: one per core."),
+    ("data.langs", tuple, None, "fixed", "The training languages."),
+    ("data.prompt_template", "<2{lang}>", None, "fixed", "The LangId string fed to the encoder."),
+    ("data.max_prompt_len", int, N1, "fixed", "Prompt tokens with EOS."),
+    ("data.max_target_len", int, N1, "fixed", "Caption tokens with EOS."),
+    ("data.corrupt_images", "stop", None, "", 'A JPEG that does not decode: "stop" or "skip".'),
+    # The captioner (model/captioner.py checks its choices).
+    ("model.image_size", int, N1, "fixed", "ViT input side in pixels."),
+    ("model.fusion", "pooled", None, "fixed", "The paper's: one pooled image vector + LangId."),
+    ("model.dtype", "float32", None, "fixed", 'Activations ("bfloat16" too); parameters f32.'),
+    ("model.dropout", 0.0, FRACTION, _OPT, "mT5 dropout."),
+    ("model.scan", False, None, "fixed",
+     "nn.scan over layers: one compiled layer per stack (same checkpoints; faster compiles)."),
+    ("model.remat", False, None, "fixed", "Recompute layer activations in the backward pass."),
+    ("model.remat_policy", "full", None, "",
+     'What remat keeps: "full" nothing (least memory), "dots" the matmul outputs.'),
+    ("model.vit.variant", str, None, "fixed", 'big_vision size/patch name ("B/16", "mu/16").'),
+    ("model.vit.pool", str, None, "fixed", '"tok" ([cls] token) or "map" (MAP head).'),
+    ("model.vit.posemb", "learn", None, "fixed", "Learned position embeddings."),
+    ("model.vit.dropout", float, FRACTION, _OPT, "None: the variant's (none)."),
+    *((f"model.vit.{k}", int, N1, _OPT, _SIZE)
+      for k in ("width", "depth", "mlp_dim", "num_heads")),
+    ("model.t5.variant", str, None, "fixed", 'T5X size name ("mt5-base", "t5-tiny"; model/t5.py).'),
+    *((f"model.t5.{k}", int, N1, _OPT, _SIZE) for k in (
+        "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers", "num_decoder_layers")),
+    ("model.t5.vocab_size", int, N1, _OPT, "None: the vocabulary's, padded to a multiple of 128."),
+    # Pretrained parameters; "": none.
+    ("init.mt5", "", None, "fixed", "T5X checkpoint of the text tower."),
+    ("init.vit", "", None, "fixed", "big_vision .npz of the image tower."),
+    ("init.checkpoint", "", None, "fixed", "Another run (its workdir or checkpoints/<step>)."),
+)) + _evaluator("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/.") + \
+    _evaluator("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release.") + \
+    tuple(Field(*row) for row in (
+        ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
+        ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
+        ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
+         "checkpoints_best/ keeps the highest of this."),
+        # The device mesh (run_config checks it, train.py whether it fits the devices).
+        ("mesh.data", -1, None, "step", "Devices on the data axis; -1: what `model` leaves."),
+        ("mesh.model", 1, None, "step", "Devices on the model (tensor-parallel) axis."),
+        ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
+    ))
+BY_NAME = {field.name: field for field in FIELDS}
+
+
+def groups(flag):
+    """The top-level names (seed, lr, ...) of the fields with `flag`, in FIELDS' order."""
+    return tuple(dict.fromkeys(f.name.split(".")[0] for f in FIELDS if f.has(flag)))
+
+
+STEP_FIELDS = groups("step")  # What train.py's compiled step reads of the config.
+
+
+def schema():
+    """Every field of a run's config with its default (unlocked, for a config to fill in)."""
+    tree = {}
+    for field in FIELDS:
+        *parents, key = field.name.split(".")
+        node = tree
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        default = field.default
+        # A placeholder, not None: None could not be set from the command line.
+        node[key] = config_dict.placeholder(default) if isinstance(default, type) else default
+    return ml_collections.ConfigDict(tree)
 
 
 def _flatten(tree):
@@ -41,24 +181,26 @@ def _normalize(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-# Fields under those prefixes that change neither shapes nor maths (how to react to a bad
-# image, how many processes decode them, what a rematerialized layer keeps).
-MAY_CHANGE = ("data.corrupt_images", "data.num_workers", "model.remat_policy")
-
-
 # Fields that are gone, saved by earlier runs, with the values that gave what every run does
 # now: the release files read as they are or built (the same examples), languages taking
 # turns, no crops. A run saved with one of them resumes as it was.
 RETIRED = {"data.reader": ("tfds", "files"), "data.mixture": ("uniform",),
            "data.augment": (False,)}
+_FIXED_GROUPS = groups("fixed")
+
+
+def _fixed(name):
+    """Whether a resume refuses another value of `name` (one FIELDS has not: of its group)."""
+    field = BY_NAME.get(name)
+    return field.has("fixed") if field else name.split(".")[0] in _FIXED_GROUPS
 
 
 def incompatible_changes(saved, current):
-    """Returns ["field: saved -> current", ...] for fields of INCOMPATIBLE that differ."""
+    """Returns ["field: saved -> current", ...] for the "fixed" fields that differ."""
     saved, current = _flatten(saved), _flatten(current)
     changes = []
     for name in sorted(set(saved) | set(current)):
-        if name.split(".")[0] not in INCOMPATIBLE or name in MAY_CHANGE:
+        if not _fixed(name):
             continue
         if name not in current and saved[name] in RETIRED.get(name, ()):
             continue
@@ -81,12 +223,8 @@ class SavedConfigError(errors.RunError):
 
 
 def load(workdir):
-    """The saved config as a dict, or None when the run has none.
-
-    Raises:
-        SavedConfigError: config.json is unreadable, not JSON (naming the line and
-            column), or not a JSON object.
-    """
+    """The saved config as a dict, or None when the run has none (SavedConfigError: it is
+    unreadable, not JSON (naming the line and column), or not a JSON object)."""
     file = path(workdir)
     if not os.path.lexists(file):
         return None
@@ -105,27 +243,15 @@ def load(workdir):
 
 
 class ResumeRefused(errors.RunError):
-    """The checkpoints of a workdir cannot be resumed with this config (the message says
-    what to do)."""
+    """The checkpoints of a workdir cannot be resumed with this config (the message says why)."""
 
 
 def check_resume(config, workdir, checkpoints, allow_change):
-    """Checks the config a run resumes its checkpoints with against its config.json.
+    """Checks `config` against the config.json of the run whose `checkpoints` it resumes.
 
-    A field that matters (INCOMPATIBLE) that differs, or a config.json that is missing or
-    unreadable, refuses the resume unless `allow_change` adopts the command line's config.
-
-    Args:
-        config: the command line's config.
-        workdir: the run's folder.
-        checkpoints: where its checkpoints are (for the message).
-        allow_change: --allow_config_change.
-
-    Returns:
-        (the changed fields allowed, the warning lines to show).
-
-    Raises:
-        ResumeRefused: naming the fields or the file, and what to do.
+    A "fixed" field that differs, or a config.json that is missing or unreadable, raises
+    ResumeRefused unless `allow_change` (--allow_config_change) adopts `config`. Returns (the
+    changed fields allowed, the warning lines to show).
     """
     try:
         saved = load(workdir)
@@ -155,44 +281,6 @@ def save(workdir, config):
     crash_points.passed("config.json")
 
 
-SCHEDULES = ("rsqrt", "constant")
-
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """The finite numbers from `low` to `high`; `open_low`/`open_high` leave an end out."""
-    low: float
-    high: float = math.inf
-    open_low: bool = False
-    open_high: bool = True
-
-    def __contains__(self, x):
-        return (math.isfinite(x) and (self.low < x if self.open_low else self.low <= x)
-                and (x < self.high if self.open_high else x <= self.high))
-
-    def __str__(self):
-        if self.high == math.inf:
-            return f"{'>' if self.open_low else '>='} {self.low:g}"
-        return (f"in {'(' if self.open_low else '['}{self.low:g}, "
-                f"{self.high:g}{')' if self.open_high else ']'}")
-
-
-POSITIVE, FRACTION = Range(0, open_low=True), Range(0, 1)
-# The numeric training fields and the values each may take. Integers: (key, lowest value);
-# numbers: (key, Range). OPTIONAL ones may be None or absent (= a default: the tower
-# variant's size, one batch worker per core, no update clipping, ...).
-INTS = (("seed", 0), ("total_steps", 0), ("batch_size", 1), ("grad_accum_steps", 1),
-        ("log_every", 0), ("checkpoint.every", 0), ("checkpoint.keep", 1),
-        ("data.max_prompt_len", 1), ("data.max_target_len", 1), ("model.image_size", 1))
-OPTIONAL_INTS = (("data.num_workers", 0),
-                 *((f"model.vit.{k}", 1) for k in ("width", "depth", "mlp_dim", "num_heads")),
-                 *((f"model.t5.{k}", 1) for k in ("emb_dim", "num_heads", "head_dim", "mlp_dim",
-                                                  "num_encoder_layers", "num_decoder_layers",
-                                                  "vocab_size")))
-NUMBERS = (("lr.base", POSITIVE), ("optimizer.decay_rate", POSITIVE),
-           ("label_smoothing", FRACTION), ("z_loss", Range(0)))
-OPTIONAL_NUMBERS = (("optimizer.clipping_threshold", POSITIVE), ("model.dropout", FRACTION),
-                    ("model.vit.dropout", FRACTION))
 _ABSENT = object()
 
 
@@ -210,22 +298,16 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_int(config, key, low, optional=False):
-    value = _get(config, key)
-    if optional and value in (None, _ABSENT):
+def _check_range(config, field):
+    value = _get(config, field.name)
+    if field.has("optional") and value in (None, _ABSENT):
         return
-    if not _is_int(value) or value < low:
+    integer = int in (field.default, type(field.default))
+    if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
+            or value not in field.values:
         value = None if value is _ABSENT else value
-        raise ConfigError(f"config.{key}={value!r}; expected an integer >= {low}")
-
-
-def _check_number(config, key, allowed, optional=False):
-    value = _get(config, key)
-    if optional and value in (None, _ABSENT):
-        return
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value not in allowed:
-        value = None if value is _ABSENT else value
-        raise ConfigError(f"config.{key}={value!r}; expected a finite number {allowed}")
+        what = "an integer" if integer else "a finite number"
+        raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}")
 
 
 def _check_choice(value, key, known):
@@ -265,27 +347,19 @@ def _check_data(data):
 
 
 def check(config):
-    """Checks the training fields of `config` (not `evals`: evaluation/evaluators checks those).
+    """Checks the training fields of `config` against FIELDS (NaN and inf never pass), and the
+    mesh, the data and the model; ConfigError names the first at fault and what it may be.
 
-    Every number against its range (INTS, NUMBERS, ...: NaN and inf are never allowed),
-    every choice against the known ones, the model's fields by building its config.
-    What needs the vocabulary is checked by `check_vocab`, and whether config.mesh fits
-    the devices by train.py, once they are known (still before any work).
-
-    Raises:
-        ConfigError: naming the first field at fault and what it may be.
+    `evals` is evaluation/evaluators' to check, what needs the vocabulary `check_vocab`'s, and
+    whether the mesh fits the devices train.py's, once they are known.
     """
-    for key, low in INTS:
-        _check_int(config, key, low)
-    for key, low in OPTIONAL_INTS:
-        _check_int(config, key, low, optional=True)
-    for key, allowed in NUMBERS:
-        _check_number(config, key, allowed)
-    for key, allowed in OPTIONAL_NUMBERS:
-        _check_number(config, key, allowed, optional=True)
-    _check_choice(config.lr.schedule, "lr.schedule", SCHEDULES)
-    if config.lr.schedule == "rsqrt":  # The constant schedule ignores constant_steps.
-        _check_int(config, "lr.constant_steps", 1)
+    for field in FIELDS:
+        if field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt":
+            continue  # The constant schedule ignores it.
+        if isinstance(field.values, Range):
+            _check_range(config, field)
+        elif isinstance(field.values, tuple):
+            _check_choice(_get(config, field.name), field.name, field.values)
     _check_mesh(config.mesh)
     _check_data(config.data)
     try:
@@ -295,15 +369,7 @@ def check(config):
 
 
 def check_vocab(config, vocab):
-    """Checks the fields that depend on the vocabulary, right after loading it.
-
-    Args:
-        config: the run's config.
-        vocab: its vocabulary (`vocab_size`, `encode`).
-
-    Raises:
-        ConfigError: naming the field at fault.
-    """
+    """Checks the fields that depend on the vocabulary (`vocab_size`, `encode`) once loaded."""
     size = config.model.t5.vocab_size
     if size is not None and size < vocab.vocab_size:
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
@@ -321,16 +387,10 @@ def check_vocab(config, vocab):
 
 
 def parse_flags(flag_values, argv, config_flag="config"):
-    """Parses `argv` into `flag_values` and loads the config, as one ConfigError on bad input.
+    """Parses `argv` into `flag_values` and loads the config; returns the arguments left.
 
-    ml_collections reports a misspelled `--config.<field>` or a config file that
-    does not load with a traceback from deep inside it; this names the flag.
-
-    Returns:
-        What `flag_values(argv)` returns (the arguments left over).
-
-    Raises:
-        ConfigError: the flag or config file at fault, and why.
+    ml_collections reports a misspelled `--config.<field>` or a config file that does not load
+    with a traceback from deep inside it; this raises one ConfigError naming the flag.
     """
     try:
         rest = flag_values(argv)

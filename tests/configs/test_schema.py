@@ -1,44 +1,23 @@
-"""configs/common.py's schema is the one definition of a run's fields.
+"""training/run_config.FIELDS is the one definition of a run's fields.
 
 Every config (the demo, the baselines and their smoke variants, the tests' tiny one) has
-exactly its fields and sets those it leaves to them; training/run_config.py checks the
-numbers of exactly those fields.
+exactly its fields and sets those it leaves unset unless their None means a default; every
+number has a range unless something else checks it.
 """
 
 import importlib
 
 import pytest
 
-from configs import common
 from tests import tiny
 from training import run_config
 
 CONFIGS = [("demo", None)] + [(name, variant) for name in
                               ("bb", "bg", "lg", "bb_cc_pretrain", "bb_cc_finetune")
                               for variant in (None, "smoke")]
-# Fields whose None means a default (the schema's comments say which).
-NONE_MEANS_DEFAULT = {"data.num_workers", "model.vit.dropout"} | {
-    f"evals.{name}.{field}" for name in ("xm3600", "coco_dev")
-    for field in ("max_images", "beam_size", "alpha")} | {
-    f"model.{tower}.{field}" for tower, fields in (
-        ("vit", ("width", "depth", "mlp_dim", "num_heads")),
-        ("t5", ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
-                "num_decoder_layers", "vocab_size"))) for field in fields}
 # Numbers checked elsewhere: the evaluators' by evaluation/evaluators, the mesh's by
-# run_config._check_mesh, lr.constant_steps only where the schedule uses it.
-CHECKED_ELSEWHERE = ("evals.", "mesh.", "lr.constant_steps")
-
-
-def _types(config, prefix=""):
-    """{dotted field: its type} of a ConfigDict (placeholders' declared types)."""
-    out = {}
-    for key in config:
-        value = config[key]
-        if hasattr(value, "keys"):
-            out.update(_types(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = config.get_ref(key).get_type()
-    return out
+# run_config._check_mesh.
+CHECKED_ELSEWHERE = ("evals.", "mesh.")
 
 
 def _values(config, prefix=""):
@@ -63,25 +42,25 @@ def test_a_config_has_the_schemas_fields_and_sets_its_choices(name, variant):
     with pytest.raises(AttributeError):
         config.no_such_field = 1
     values = _values(config.to_dict())
-    assert set(values) == set(_types(common.schema()))
-    assert {k for k, v in values.items() if v is None} <= NONE_MEANS_DEFAULT
+    assert set(values) == set(run_config.BY_NAME)
+    assert {k for k, v in values.items() if v is None} <= {
+        f.name for f in run_config.FIELDS if f.has("optional")}
 
 
 def test_the_tiny_test_config_is_the_demos_shrunk():
-    values = _values(tiny.tiny_config("data").to_dict())
-    assert set(values) == set(_types(common.schema()))
+    assert set(_values(tiny.tiny_config("data").to_dict())) == set(run_config.BY_NAME)
 
 
-def test_run_config_checks_the_numbers_of_exactly_the_schemas_fields():
-    types = _types(common.schema())
-    ranged = [key for key, _ in (*run_config.INTS, *run_config.OPTIONAL_INTS,
-                                 *run_config.NUMBERS, *run_config.OPTIONAL_NUMBERS)]
-    assert not set(ranged) - set(types), "ranges of fields the schema does not have"
-    assert not set(run_config.MAY_CHANGE) - set(types)
-    numbers = {key for key, kind in types.items() if kind in (int, float)
-               and not key.startswith(CHECKED_ELSEWHERE)}
-    assert numbers == set(ranged)
-    optional = {key for key, _ in (*run_config.OPTIONAL_INTS, *run_config.OPTIONAL_NUMBERS)}
-    assert optional == {key for key in NONE_MEANS_DEFAULT if not key.startswith("evals.")} \
-        | {"optimizer.clipping_threshold", "model.dropout"}
-
+def test_every_number_has_a_range_unless_checked_elsewhere():
+    schema = run_config.schema()
+    for field in run_config.FIELDS:
+        *parents, key = field.name.split(".")
+        node = schema
+        for parent in parents:
+            node = node[parent]
+        kind = node.get_ref(key).get_type()
+        assert kind == (field.default if isinstance(field.default, type) else
+                        type(field.default)), field.name
+        if kind in (int, float) and not field.name.startswith(CHECKED_ELSEWHERE):
+            assert isinstance(field.values, run_config.Range), field.name
+        assert set(field.flags.split()) <= {"optional", "fixed", "step"}, field.name

@@ -42,13 +42,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.fixture(scope="module")
-def tiny_demo(two_step_run):
-    """The demo data the run was trained on (tests/conftest.py's `tiny_demo` holds the same
-    files; these are the ones the run's config names)."""
-    return pathlib.Path(two_step_run.data_dir)
-
-
-@pytest.fixture(scope="module")
 def tiny_run(two_step_run, tmp_path_factory):
     """(config file, run folder, config) of a 2-step tiny run with checkpoints and in-loop
     evaluations at steps 1 and 2: the test run's shared `two_step_run`, copied (the tool

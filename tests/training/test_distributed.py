@@ -5,11 +5,8 @@ because the device count and jax.distributed are fixed when JAX starts; the
 single-device references run in the test process itself.
 """
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -22,7 +19,6 @@ from tests.tiny import tiny_config
 from tests.training.metrics_files import read_metrics
 from tests.training.saved_state import read_saved_state
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
 SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,
              "total_steps": 6, "evals.xm3600.every": 0, "checkpoint.every": 3}
@@ -67,26 +63,12 @@ def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_pa
             config = tiny_config({str(tiny_demo)!r}, **{SHARDABLE!r}, **mesh)
             train.train_and_evaluate(config, os.path.join({str(tmp_path)!r}, name))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=tiny.cli_env(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = tiny.run("-c", script)
+    assert result.code == 0, result.text[-3000:]
     for name in MESHES:
         losses = _losses(tmp_path / name)
         assert len(losses) == len(reference) == 6, name
         np.testing.assert_allclose(losses, reference, rtol=2e-5, err_msg=name)
-
-
-def _runner(data, workdir, *extra):
-    cmd = [sys.executable, "-m", "tests.run_tiny_training", "--data", str(data),
-           "--workdir", str(workdir)]
-    return cmd + list(extra)
-
-
-def _sets(overrides):
-    out = []
-    for field, value in overrides.items():
-        out += ["--set", f"{field}={value!r}"]
-    return out
 
 
 def _free_port():
@@ -97,15 +79,13 @@ def _free_port():
 
 def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device_run):
     coordinator = f"localhost:{_free_port()}"
-    procs = [subprocess.Popen(
-        _runner(tiny_demo, tmp_path / "two", *_sets(SHARDABLE), "--coordinator", coordinator,
-                "--num_processes", "2", "--process_id", str(i)),
-        cwd=REPO, env=tiny.cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True)
-        for i in range(2)]
-    outputs = [p.communicate(timeout=600)[0] for p in procs]
-    for p, out in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, out[-3000:]
+    config_file = tiny.write_config_file(tmp_path / "config.py", tiny_demo, **SHARDABLE)
+    procs = [tiny.start(*tiny.train_args(
+        config_file, tmp_path / "two", f"--coordinator_address={coordinator}",
+        "--num_processes=2", f"--process_id={i}")) for i in range(2)]
+    for proc in procs:
+        code, _ = proc.finish()
+        assert code == 0, proc.text[-3000:]
     np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(single_device_run),
                                rtol=2e-5)
     # Gradients summed across processes in another order: parameters agree to
@@ -120,11 +100,12 @@ def test_a_preempted_run_resumes_bit_for_bit(four_step_run, tmp_path):
     with the parameters of the shared four-step run, each step logged once. (SIGKILLs after
     every write of a run: tests/test_train_crash_points.py.)"""
     workdir = tmp_path / "run"
-    cmd = _runner(four_step_run.data_dir, workdir)
-    proc, lines = tiny.start_until_first_step(cmd, REPO, tiny.cli_env())
-    proc.send_signal(signal.SIGTERM)
-    out = "".join(lines) + proc.communicate(timeout=300)[0]
-    assert proc.returncode == 0, out[-3000:]
+    run = tiny.start(*tiny.train_script(four_step_run.data_dir, workdir))
+    assert run.wait_for_line(r"^step \d+/"), run.text
+    run.signal(signal.SIGTERM)
+    code, _ = run.finish(300)
+    out = run.text
+    assert code == 0, out[-3000:]
     if "Stopped by SIGTERM" in out:  # Else it finished before the signal landed.
         saved, _ = read_saved_state(str(workdir))
         logged = max(r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r)

@@ -3,14 +3,13 @@
 The run is tests/conftest.py's `four_step_run` (4 steps of tests/tiny.py's config, trained once
 per test run and shared between the test processes: read only): checkpoints/2 and /4,
 checkpoints_best/2 (its best evaluation), config.json. Its captions are nonsense with varied
-tokens, which is what token-for-token comparisons need. `tiny_demo` here is the data it was
-trained on.
+tokens, which is what token-for-token comparisons need; `tiny_demo` is the data it was trained
+on.
 """
 
 import contextlib
 import io
 import os
-import pathlib
 
 import pytest
 
@@ -25,13 +24,6 @@ EXPORTED = (Decoding("greedy"), Decoding("beam", beam_size=3, alpha=0.6),
 def caption_run(four_step_run):
     """The tiny run's folder (shared: read only)."""
     return four_step_run.workdir
-
-
-@pytest.fixture(scope="session")
-def tiny_demo(four_step_run):
-    """The demo data the run was trained on (tests/conftest.py's `tiny_demo` holds the same
-    files; these are the ones the run's config.json names)."""
-    return pathlib.Path(four_step_run.data_dir)
 
 
 @pytest.fixture(scope="session")

@@ -17,15 +17,6 @@ from tools.captioning import Decoding
 
 
 @pytest.fixture(scope="module")
-def browser():
-    try:
-        with page.chromium() as driver:
-            yield driver
-    except RuntimeError as e:
-        pytest.fail(str(e))
-
-
-@pytest.fixture(scope="module")
 def url(captioner):
     with page.serving(captioner) as base:
         yield base

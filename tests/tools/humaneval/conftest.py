@@ -2,15 +2,11 @@
 the browser and servers of the browser tests."""
 
 import os
-import shutil
-import tempfile
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 
 from tests.tools.humaneval import helpers, pages
-from tools.humaneval import create, screenshot, server
+from tools.humaneval import create, server
 
 LANGS = ("en", "zh", "ar")
 
@@ -55,28 +51,6 @@ def consent(tmp_path):
     path = tmp_path / "consent.txt"
     path.write_text("We study captions.\n\nYou may stop at any time.", encoding="utf-8")
     return str(path)
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """One headless chromium for the browser tests of a test process (`browser_tab` resets it)."""
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.fail("chromium and chromedriver are required: `make test` installs them "
-                    "(apt-get install chromium chromium-driver)")
-    profile = tempfile.mkdtemp(prefix="humaneval-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    flags = (*screenshot.CHROMIUM_FLAGS, f"--window-size={pages.WINDOW[0]},{pages.WINDOW[1]}",
-             f"--user-data-dir={profile}")
-    for flag in flags:
-        options.add_argument(flag)
-    # An explicit driver path: selenium never tries to download one.
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
