@@ -37,7 +37,7 @@ $(VENV)/.stamp-browser: $(VENV)/.stamp-runtime
 	touch $@
 
 $(DEMO_DATA)/.complete: $(VENV)/.stamp-runtime
-	$(PY) -m data.demo --out $(DEMO_DATA)
+	$(PY) -m tools.demo --out $(DEMO_DATA)
 	touch $@
 
 # The console shows progress and evaluation lines (train.py keeps library logs out of it).

@@ -231,8 +231,11 @@ def _time_attention(q, k, v, bias, implementation, repeats=5):
 def suggested_target_len(demo_sizes, say):
     """`python -m tools.target_length`'s suggestion for the demo captions and vocabulary."""
     from configs import demo as demo_config  # noqa: PLC0415
-    from data import demo, tokenizer  # noqa: PLC0415
-    from tools import target_length  # noqa: PLC0415
+    from data import tokenizer  # noqa: PLC0415
+    from tools import (
+        demo,  # noqa: PLC0415
+        target_length,  # noqa: PLC0415
+    )
 
     with tempfile.TemporaryDirectory(prefix="accelerator_report_demo_") as folder:
         written = demo.generate(folder, build_tfds=False, vifidel=False, **demo_sizes)

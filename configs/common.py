@@ -26,7 +26,7 @@ CC3M35L_TRAIN_IMAGES = 3_318_333
 TRAIN_LANGS = tuple(languages.TRAIN_35L_LANGS)  # The paper's 35 training languages.
 CORE_LANGS = tuple(languages.CORE_LANGS)  # en, es, hi, zh: the in-loop evaluations.
 VARIANTS, schema = ("", "smoke"), run_config.schema
-DEMO_DIR = "demo_data"  # `python -m data.demo --out demo_data` (make demo).
+DEMO_DIR = "demo_data"  # `python -m tools.demo --out demo_data` (make demo).
 
 
 def baseline(dataset, *, t5, vit, every):

@@ -1,7 +1,7 @@
 """The demo: a tiny ViT + mT5 captioner trained on synthetic shapes in four languages.
 
     make demo
-    # = python -m data.demo --out demo_data   (once)
+    # = python -m tools.demo --out demo_data   (once)
     #   python train.py --config configs/demo.py --workdir runs/demo
 
 Expected (measured on a 2-core CPU, see README): the XM3600-layout held-out split's average CIDEr-D

@@ -122,7 +122,7 @@ def _read_model(path, fix):
             raise FileNotFoundError(
                 f"SentencePiece model not found: {path}. Real configs use mT5's "
                 f"gs://t5-data/vocabs/mc4.250000.100extra/sentencepiece.model (or a local "
-                f"copy); the demo writes DIR/spm/demo.model via `python -m data.demo --out DIR`.")
+                f"copy); the demo writes DIR/spm/demo.model via `python -m tools.demo --out DIR`.")
         with open(path, "rb") as f:
             return f.read()
     try:

@@ -35,9 +35,9 @@ FORBIDDEN = [
     ("model", ("training", "evaluation", "data", "train", "configs") + TOOLS),
     # data/ in three parts: the release readers read files; the build reads the releases;
     # the training input reads the build (or the releases), and builds on request.
-    ("data.releases", ("data.build", "data.pipeline", "data.eval_sets", "data.demo",
+    ("data.releases", ("data.build", "data.pipeline", "data.eval_sets",
                        "training", "evaluation", "model", "train", "configs") + TOOLS),
-    ("data.build", ("data.pipeline", "data.eval_sets", "data.demo", "training", "evaluation",
+    ("data.build", ("data.pipeline", "data.eval_sets", "training", "evaluation",
                     "model", "train", "configs") + TOOLS),
     ("data", ("training", "evaluation", "model", "train", "configs") + TOOLS),
     ("training", ("evaluation", "train", "configs") + TOOLS),

@@ -1,7 +1,7 @@
 """The training process runs where TensorFlow is not installed (as on the GPU machines).
 
 In subprocesses whose `import tensorflow` fails (tests/tiny.no_tensorflow_env),
-the demo is built with the normal command (`python -m data.demo`, TFDS files
+the demo is built with the normal command (`python -m tools.demo`, TFDS files
 included), `train.py` trains a tiny model on it through the TFDS reader, with an
 in-loop evaluation and checkpoints (and at its exit has imported no plotting library,
 web framework or optimal-transport solver: matplotlib, flask, ot),
@@ -75,7 +75,7 @@ def env(tmp_path_factory):
 
 def test_train_and_evaluate_without_tensorflow(env, tmp_path):
     data, workdir = tmp_path / "demo", tmp_path / "run"
-    _run("-m", "data.demo", "--out", data, "--num_train", "48", "--num_xm3600", "8",
+    _run("-m", "tools.demo", "--out", data, "--num_train", "48", "--num_xm3600", "8",
          "--image_size", "32", env=env)
     assert (data / "tfds" / "coco35l").is_dir()
     overrides = _overrides(data)

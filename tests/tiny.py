@@ -23,7 +23,7 @@ import pytest
 
 from configs import common
 from configs import demo as demo_config
-from data import demo
+from tools import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # XLA's CPU backend without LLVM's optimizations of the machine code and with its older loop

@@ -133,7 +133,7 @@ def main(argv=None):
              if flagged else "every language matches Table 1"))
     if flagged and len(records) != RELEASE_IMAGES:
         print(f"Note: the release has {RELEASE_IMAGES} images and this copy {len(records)}: "
-              f"a partial copy, or the demo's synthetic split (python -m data.demo), which "
+              f"a partial copy, or the demo's synthetic split (python -m tools.demo), which "
               f"differs from Table 1 by design (exit status 1 all the same).")
     return 1 if flagged else 0
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from data import build, demo
+from data import build
+from tools import demo
 
 
 @pytest.fixture(scope="session")

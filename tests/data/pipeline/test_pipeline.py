@@ -11,9 +11,10 @@ import ml_collections
 import numpy as np
 import pytest
 
-from data import demo_captions, images, pipeline, prompts, tokenizer
+from data import images, pipeline, prompts, tokenizer
 from data.build import layout
 from tests import tiny
+from tools import demo_captions
 
 
 def _config(demo_dir, **overrides):

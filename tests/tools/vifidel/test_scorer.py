@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from data import demo
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from tests.tools.vifidel.conftest import write_vec
+from tools import demo
 from tools.vifidel import __main__ as cli
 from tools.vifidel import bags, corpus, vectors
 from tools.vifidel.scorer import VifidelScorer

@@ -1,13 +1,13 @@
 """Synthetic demo data in the real release layouts: COCO-35L, XM3600, a vocabulary.
 
 Each image is a small JPEG of one coloured shape (size, position) on a noisy grey
-background, captioned natively in en, es, hi and zh (data/demo_captions.py): small enough
+background, captioned natively in en, es, hi and zh (tools/demo_captions.py): small enough
 for a tiny model to learn on a CPU in minutes, read by the same readers, build and pipeline
 as the real releases. Under DIR: coco35l/ (Karpathy file, train2014/ and val2014/ images,
 coco_mt_{train,dev}.jsonl.bz2), xm3600/ (captions.jsonl, images/, Open Images-style label
 CSVs), vectors/wiki.<lang>.align.vec, spm/demo.model, tfds/coco35l/ (the build).
 
-Usage: python -m data.demo --out DIR [--seed 0]
+Usage: python -m tools.demo --out DIR [--seed 0]
 """
 
 import argparse
@@ -23,7 +23,8 @@ from PIL import Image, ImageDraw
 
 import files
 from data import build as build_lib
-from data import demo_captions, languages, prompts, tokenizer
+from data import languages, prompts, tokenizer
+from tools import demo_captions
 
 _RGB = {"red": (215, 35, 35), "green": (35, 165, 45), "blue": (35, 65, 215),
         "yellow": (235, 205, 25)}

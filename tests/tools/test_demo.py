@@ -1,4 +1,4 @@
-"""Tests of data/demo.py and data/demo_captions.py: layouts, native captions, determinism."""
+"""Tests of tools/demo.py and tools/demo_captions.py: layouts, native captions, determinism."""
 
 import bz2
 import hashlib
@@ -9,8 +9,8 @@ import re
 import numpy as np
 from PIL import Image
 
-from data import demo, demo_captions
 from data.releases import xm3600
+from tools import demo, demo_captions
 
 DEVANAGARI = re.compile(r"^[\u0900-\u097F ]+$")
 HAN = re.compile(r"^[\u4E00-\u9FFF]+$")
