@@ -54,7 +54,14 @@ def release(name, manual_dir):
     modules = _plans()
     if name not in modules:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
+    _check_manual_dir(name, manual_dir)
     return modules[name].release(manual_dir)
+
+
+def _check_manual_dir(name, manual_dir):
+    if not os.path.isdir(manual_dir):
+        raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
+                                f"(see docs/datasets.md for what goes in it)")
 
 
 def estimate_bytes(name, manual_dir, langs, images=True):
@@ -127,9 +134,7 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     builder = get_builder(name, data_dir=data_dir, config=config,
                           corrupt_images=corrupt_images)
     if not builder.is_prepared():
-        if not os.path.isdir(manual_dir):
-            raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
-                                    f"(see docs/datasets.md for what goes in it)")
+        _check_manual_dir(name, manual_dir)
         logging.info("Building %s/%s from %s into %s", name, config, manual_dir, data_dir)
         builder.download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))

@@ -8,7 +8,6 @@ last (a folder without it is unfinished); a killed build resumes from the finish
 """
 
 import dataclasses
-import json
 import logging
 import multiprocessing
 import os
@@ -119,20 +118,18 @@ class _Done:
     """A task run at once in this process, with the pool's `AsyncResult` methods."""
 
     def __init__(self, fn, args):
-        self._value, self._error = None, None
         try:
-            self._value = fn(*args)
+            self._value, self._error = fn(*args), None
         except Exception as e:  # Raised by get(), as a pool would.
-            self._error = e
+            self._value, self._error = None, e
 
     def ready(self):
         return True
 
     def wait(self, timeout=None):
-        del timeout
+        pass
 
     def get(self, timeout=None):
-        del timeout
         if self._error is not None:
             raise self._error
         return self._value
@@ -147,11 +144,7 @@ class _InProcess:
     def close(self):
         pass
 
-    def join(self):
-        pass
-
-    def terminate(self):
-        pass
+    join = terminate = close
 
 
 def _pool(workers):
@@ -230,7 +223,7 @@ def _plan(release, data_dir, langs, options, splits):
     images_built = layout.read_splits(image_dir) is not None
     if images_built:
         _check_options(data_dir, dataset, options)
-    built = _existing_splits(caption_dir)
+    built = layout.read_splits(caption_dir, num_bytes=True) or {}
     todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
     todo = {split: split_langs for split, split_langs in todo.items() if split_langs}
     if images_built and not todo:
@@ -379,17 +372,6 @@ def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
         data_dir=folder, features=_features(kind), split_infos=infos, version=layout.VERSION,
         check_data=False, description=description,
         homepage="https://google.github.io/crossmodal-3600/", **kwargs)
-
-
-def _existing_splits(folder):
-    """{split: (shard lengths, bytes)} of a TFDS folder's dataset_info.json."""
-    try:
-        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
-            info = json.load(f)
-    except FileNotFoundError:
-        return {}
-    return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
-            for s in info["splits"]}
 
 
 def _check_options(data_dir, dataset, options):
