@@ -64,33 +64,29 @@ class _Plan:
 
 
 # ----------------------------------------------------------------- estimates ----
-def sample_text(path, sample_bytes=1 << 22):
-    """(lines per byte of the file on disk, mean bytes of a translation) from its beginning."""
+def caption_bytes(path, langs):
+    """About the bytes of the caption tables of `langs` (but en) from a translation file (an
+    upper bound: uncompressed text plus a record's overhead), from its first 4 MB."""
     from data import jsonl
     from data.releases import coco35l
 
+    translated = [lang for lang in langs if lang != "en"]
+    if not path or not translated:
+        return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
     lines = text = 0
     for _, row in stream:
         lines += 1
         text += len(row.translation_tokenized.encode("utf-8"))
-        if stream.position >= min(sample_bytes, stream.size) and lines >= 100:
+        if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
     else:
         position = stream.size
-    return lines / max(position, 1), text / max(lines, 1)
-
-
-def caption_bytes(path, langs, file_langs=34):
-    """About the bytes of the caption tables of `langs` (but en) from a translation file (an
-    upper bound: uncompressed text plus a record's overhead)."""
-    translated = [lang for lang in langs if lang != "en"]
-    if not path or not translated:
-        return 0
-    lines_per_byte, mean_text = sample_text(path)
-    lines = os.path.getsize(path) * lines_per_byte * len(translated) / file_langs
+    mean_text = text / max(lines, 1)
+    # The file holds 34 languages' lines.
+    lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
     return int(lines * (mean_text + 24))
 
 
@@ -165,8 +161,7 @@ def _finished(result):
 
 
 # ------------------------------------------------------------------ build ----
-def build(release, *, data_dir, langs, options=None, workers=None,
-          splits=("train", "dev"), progress_stream=None):
+def build(release, *, data_dir, langs, options=None, workers=None, progress_stream=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
     `options` (default: JPEGs as they are) must match built images'; `workers` defaults to
@@ -176,7 +171,7 @@ def build(release, *, data_dir, langs, options=None, workers=None,
     """
     start = time.monotonic()
     options = options or image_shards.ImageOptions()
-    plan = _plan(release, data_dir, langs, options, splits)
+    plan = _plan(release, data_dir, langs, options, ("train", "dev"))
     if plan is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)

@@ -9,7 +9,6 @@ out and counted.
 import functools
 import os
 
-from data import jsonl
 from data.build import builder
 from data.build.image_shards import plan_shards
 from data.releases import coco35l as coco35l_release
@@ -63,9 +62,8 @@ def release(manual_dir):
         translated = [lang for lang in langs if lang != "en"]
         if not translated:
             return []
-        stream = jsonl.LineStream(coco35l_release.translations_path(manual_dir, split),
-                                  coco35l_release.TRANSLATION_DECODER,
-                                  coco35l_release.check_translation)
+        stream = coco35l_release.open_translations(
+            coco35l_release.translations_path(manual_dir, split))
         unknown = wrong_split = lines = 0
         for cid, n, lang, text in coco35l_release.translations_of(stream, translated):
             lines += 1

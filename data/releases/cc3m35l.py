@@ -10,7 +10,6 @@ key for the image when run on it unshuffled. English is the source `caption_toke
 import os
 import tarfile
 
-from data import jsonl
 from data.jsonl import FormatError
 from data.releases import coco35l
 from data.releases.coco35l import find_file
@@ -26,10 +25,6 @@ def parse_key(value):
     """The integer record key of an `image_id`/`rec_num` or an image file stem, else None."""
     text = str(value)
     return int(text) if text.isdigit() and text.isascii() else None
-
-
-def _check_line(where, line):
-    return coco35l.check_translation(where, line, required=_TEXT_FIELDS)
 
 
 class _Seen:
@@ -77,7 +72,7 @@ def stream_captions(stream, langs):
 
 def open_translations(path):
     """A `jsonl.LineStream` over a CC3M-35L translation file (for `stream_captions`)."""
-    return jsonl.LineStream(path, coco35l.TRANSLATION_DECODER, _check_line)
+    return coco35l.open_translations(path, required=_TEXT_FIELDS)
 
 
 def translations_path(manual_dir, split):

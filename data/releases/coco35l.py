@@ -16,6 +16,7 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -151,12 +152,10 @@ def check_translation(where, line, required=_MT_FIELDS):
                            **{k: row[k] for k in fields if k in row})
 
 
-def stream_translations(path, langs):
-    """Yields (cocoid, n, trg_lang, translation) of the lines in `langs`, in one pass.
-
-    FormatError names the file and line of a malformed one.
-    """
-    return translations_of(jsonl.LineStream(path, TRANSLATION_DECODER, check_translation), langs)
+def open_translations(path, required=_MT_FIELDS):
+    """A `jsonl.LineStream` over a translation file, its lines checked for `required` fields."""
+    return jsonl.LineStream(path, TRANSLATION_DECODER,
+                            functools.partial(check_translation, required=required))
 
 
 def translations_of(stream, langs):
@@ -223,8 +222,8 @@ def read_split(manual_dir, split, langs, *, check_images=True):
             captions["en"][cid] = dict(enumerate(images[cid][2]))
     translated = [lang for lang in langs if lang != "en"]
     if translated:
-        for cid, n, lang, text in stream_translations(translations_path(manual_dir, split),
-                                                      translated):
+        for cid, n, lang, text in translations_of(
+                open_translations(translations_path(manual_dir, split)), translated):
             if cid not in images:
                 stats.unknown_image += 1
             elif cid not in wanted:
