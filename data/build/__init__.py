@@ -64,11 +64,6 @@ def _check_manual_dir(name, manual_dir):
                                 f"(see docs/datasets.md for what goes in it)")
 
 
-def estimate_bytes(name, manual_dir, langs, images=True):
-    """About the disk a build of `langs` of COCO-35L or CC3M-35L takes (images too if `images`)."""
-    return _plans()[name].estimate_bytes(manual_dir, langs, images=images)
-
-
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,
                  workers=None, progress_stream=None):
     """Builds what is missing of COCO-35L or CC3M-35L for `langs` (`builder.build`); its summary."""
@@ -102,7 +97,7 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
         return layout.Built(data_dir, name)
     what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
     try:
-        size = f"about {size_text(estimate_bytes(name, manual_dir, missing, images))}"
+        size = f"about {size_text(_plans()[name].estimate_bytes(manual_dir, missing, images))}"
     except (OSError, ValueError) as e:
         size = f"size unknown: {e}"
     raise layout.NotBuiltError(

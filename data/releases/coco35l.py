@@ -83,15 +83,10 @@ class ReadStats:
 
     def report(self, where):
         """Logs one warning summarising the dropped records, if any."""
-        parts = []
-        if self.unknown_image:
-            parts.append(f"{self.unknown_image} caption records name an image that is not in "
-                         f"{KARPATHY_FILE}")
-        if self.wrong_split:
-            parts.append(f"{self.wrong_split} caption records name an image of another "
-                         f"Karpathy split")
-        if self.missing_image_file:
-            parts.append(f"{self.missing_image_file} (image, language) pairs have no image file")
+        parts = [f"{n} {what}" for n, what in (
+            (self.unknown_image, f"caption records name an image that is not in {KARPATHY_FILE}"),
+            (self.wrong_split, "caption records name an image of another Karpathy split"),
+            (self.missing_image_file, "(image, language) pairs have no image file")) if n]
         if parts:
             logging.warning("%s: skipped %s", where, "; ".join(parts))
 
@@ -230,18 +225,14 @@ def read_split(manual_dir, split, langs, *, check_images=True):
                 stats.wrong_split += 1
             else:
                 captions[lang][cid][n] = text
-    exists = {}
-    examples = {}
+    exists, examples = functools.cache(os.path.exists), {}
     for lang in langs:
         kept = []
         for cid in sorted(captions[lang]):
             path = os.path.join(root, images[cid][1])
-            if check_images:
-                if path not in exists:
-                    exists[path] = os.path.exists(path)
-                if not exists[path]:
-                    stats.missing_image_file += 1
-                    continue
+            if check_images and not exists(path):
+                stats.missing_image_file += 1
+                continue
             refs = captions[lang][cid]
             kept.append(Example(f"{cid}_{lang}", cid, lang, path,
                                 tuple(refs[n] for n in sorted(refs))))
