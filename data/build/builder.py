@@ -334,26 +334,16 @@ def _caption_tables(pool, plan, workers, progress):
 
 
 # -------------------------------------------------------- TFDS metadata ----
-IMAGE_FEATURES = "image"
-CAPTION_FEATURES = "captions"
-
-
-def _features(kind):
+def _write_metadata(folder, dataset, images, splits, description, metadata=None):
+    """TFDS's dataset_info.json and features.json of the image (`images`) or caption tables,
+    for {split: (shard lengths, bytes)}."""
     import tensorflow_datasets as tfds
 
-    if kind == IMAGE_FEATURES:
-        return tfds.features.FeaturesDict({
-            "image": tfds.features.Image(encoding_format="jpeg"),
-            "key": tfds.features.Scalar(dtype=np.int64)})
-    return tfds.features.FeaturesDict({
-        "image_index": tfds.features.Scalar(dtype=np.int64),
-        "key": tfds.features.Scalar(dtype=np.int64),
-        "captions": tfds.features.Sequence(tfds.features.Text())})
-
-
-def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
-    """TFDS's dataset_info.json and features.json for {split: (shard lengths, bytes)}."""
-    import tensorflow_datasets as tfds
+    key = tfds.features.Scalar(dtype=np.int64)
+    features = tfds.features.FeaturesDict(
+        {"image": tfds.features.Image(encoding_format="jpeg"), "key": key} if images else
+        {"image_index": tfds.features.Scalar(dtype=np.int64), "key": key,
+         "captions": tfds.features.Sequence(tfds.features.Text())})
 
     infos = []
     for name, (lengths, num_bytes) in sorted(splits.items()):
@@ -364,7 +354,7 @@ def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
                                          num_bytes=int(num_bytes), filename_template=template))
     kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
-        data_dir=folder, features=_features(kind), split_infos=infos, version=layout.VERSION,
+        data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
         check_data=False, description=description,
         homepage="https://google.github.io/crossmodal-3600/", **kwargs)
 
@@ -411,7 +401,7 @@ def _finish_images(plan):
     metadata = {"max_side": plan.options.max_side or None,
                 "jpeg_quality": plan.options.jpeg_quality,
                 "corrupt_images": plan.options.corrupt_images}
-    _write_metadata(plan.image_dir, release.dataset, IMAGE_FEATURES, splits,
+    _write_metadata(plan.image_dir, release.dataset, True, splits,
                     f"{release.description} Images, each stored once.", metadata)
     for split_shards, _ in plan.shards.values():
         for s in split_shards:
@@ -427,7 +417,7 @@ def _finish_captions(plan, tables):
         splits[table["name"]] = ([table["num_examples"]], table["num_bytes"])
         if table["no_image"]:
             no_image[table["name"]] = table["no_image"]
-    _write_metadata(plan.caption_dir, plan.release.dataset, CAPTION_FEATURES, splits,
+    _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
     if no_image:
