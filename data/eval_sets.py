@@ -36,7 +36,7 @@ class CaptionSet:
         return tuple(self.keys)
 
 
-def _read_images(paths, image_size, names, num_threads=None):
+def _read_images(paths, image_size, names):
     """Decodes each image (a path, or a bytes function) once: uint8 [n, size, size, 3]."""
     out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
 
@@ -46,7 +46,7 @@ def _read_images(paths, image_size, names, num_threads=None):
         else:
             out[i] = image_lib.read_pixels(paths[i], image_size, name=names[i])
 
-    with concurrent.futures.ThreadPoolExecutor(num_threads or os.cpu_count() or 1) as pool:
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(read, range(len(paths))))
     return out
 
@@ -100,20 +100,20 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
     Keys are COCO image ids as strings; the same set whether read from the build or the release.
     """
     built = _built_dev(manual_dir, langs)
-    if built is not None:
-        return _coco_dev_from_build(built, manual_dir, langs, vocab, image_size=image_size,
-                                    prompt_template=prompt_template,
-                                    max_prompt_len=max_prompt_len, max_images=max_images)
-    examples, _ = coco35l.read_split(manual_dir, "dev", langs)
+    if built is None:
+        examples, _ = coco35l.read_split(manual_dir, "dev", langs)
+        chosen = {lang: [(e.cocoid, e.captions, e.image_path) for e in examples[lang][:max_images]]
+                  for lang in langs}
+    else:
+        chosen = _built_rows(built, manual_dir, langs, max_images)
     per_lang, paths = {}, {}
-    for lang in langs:
-        chosen = examples[lang][:max_images]
-        if not chosen:
+    for lang, rows in chosen.items():
+        if not rows:
             raise ValueError(f"COCO-35L dev in {manual_dir} has no examples in {lang!r}")
-        ids = [e.cocoid for e in chosen]
-        per_lang[lang] = ([str(i) for i in ids], [list(e.captions) for e in chosen], ids)
-        for e in chosen:
-            paths.setdefault(e.cocoid, e.image_path)
+        ids = [cid for cid, _, _ in rows]
+        per_lang[lang] = ([str(i) for i in ids], [list(refs) for _, refs, _ in rows], ids)
+        for cid, _, image in rows:
+            paths.setdefault(cid, image)
     return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)
 
@@ -128,24 +128,17 @@ def _built_dev(manual_dir, langs):
     return built if set(langs) <= set(built.langs("dev")) else None
 
 
-def _coco_dev_from_build(built, manual_dir, langs, vocab, *, image_size, prompt_template,
-                         max_prompt_len, max_images):
-    """`load_coco_dev` from the build's dev tables (images re-encoded by the build: from files)."""
-    store = built.images("dev")
-    reencoded = built.metadata().get("max_side")
-    files = None
-    if reencoded:  # Score the images as released, not the build's smaller copies.
+def _built_rows(built, manual_dir, langs, max_images):
+    """{lang: [(cocoid, references, image path or bytes function)]} of the build's dev tables."""
+    store, files = built.images("dev"), None
+    if built.metadata().get("max_side"):  # Score the images as released, not the build's copies.
         karpathy = coco35l.read_karpathy(coco35l.karpathy_path(manual_dir))
         root = coco35l.image_root(manual_dir)
         files = {cid: os.path.join(root, path) for cid, (_, path, _) in karpathy.items()}
-    per_lang, paths = {}, {}
+    chosen = {}
     for lang in langs:
         table = built.captions("dev", lang)
-        rows = table.read(range(min(len(table), max_images or len(table))))
-        ids = [key for _, key, _ in rows]
-        per_lang[lang] = ([str(i) for i in ids], [list(c) for _, _, c in rows], ids)
-        for index, key, _ in rows:
-            paths.setdefault(key, files[key] if files else
-                             (lambda index=index: store[index][1]))
-    return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
-                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)
+        chosen[lang] = [(key, refs, files[key] if files else (lambda index=index: store[index][1]))
+                        for index, key, refs in table.read(range(min(len(table),
+                                                                     max_images or len(table))))]
+    return chosen

@@ -207,29 +207,26 @@ class LineStream:
         except (OSError, EOFError) as e:
             raise FormatError(f"{self.path}: not a readable compressed file ({e})") from None
 
-    def __iter__(self):
-        decode, lineno, rest = self._decoder.decode, 0, b""
+    def _lines(self):
+        """The file's lines, a last one without a newline only if it is not blank."""
+        rest = b""
         with open(self.path, "rb") as self._raw:
             for chunk in self._chunks():
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()
-                for line in lines:
-                    lineno += 1
-                    try:
-                        obj = decode(line)
-                    except (msgspec.DecodeError, ValueError):
-                        obj = self._fallback(f"{self.path}:{lineno}", line) \
-                            if line.strip() else None
-                    if obj is not None:
-                        yield lineno, obj
+                yield from lines
             if rest.strip():
-                lineno += 1
-                try:
-                    obj = decode(rest)
-                except (msgspec.DecodeError, ValueError):
-                    obj = self._fallback(f"{self.path}:{lineno}", rest)
-                if obj is not None:
-                    yield lineno, obj
+                yield rest
+
+    def __iter__(self):
+        decode, lineno = self._decoder.decode, 0
+        for lineno, line in enumerate(self._lines(), start=1):
+            try:
+                obj = decode(line)
+            except (msgspec.DecodeError, ValueError):
+                obj = self._fallback(f"{self.path}:{lineno}", line) if line.strip() else None
+            if obj is not None:
+                yield lineno, obj
         self.lines = lineno
 
 

@@ -29,15 +29,8 @@ _T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encod
             "num_decoder_layers", "vocab_size")
 
 
-def _unit_range_table():
-    """float32 [256]: x -> x * (2 / 255) - 1, rounded as data/images.py rounds it."""
-    table = np.arange(256).astype(np.float32)
-    table *= 2.0 / 255.0
-    table -= 1.0
-    return table
-
-
-_UNIT_RANGE = _unit_range_table()
+# float32 [256]: x -> x * (2 / 255) - 1, each step rounded to float32 as data/images.py does.
+_UNIT_RANGE = np.arange(256).astype(np.float32) * (2.0 / 255.0) - 1.0
 
 
 def unit_range(images):

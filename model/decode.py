@@ -92,8 +92,8 @@ def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pic
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "eos_id"))
 def greedy(model, params, images, prompt_tokens, max_len: int, eos_id: int = 1):
     """Greedy (argmax) decoding: [batch, max_len] int32 tokens, 0 after EOS."""
-    return _search(model, params, images, prompt_tokens, max_len, eos_id,
-                   lambda logits, rng: jnp.argmax(logits, axis=-1), jax.random.key(0))
+    return sample(model, params, images, prompt_tokens, max_len, jax.random.key(0),
+                  temperature=0.0, eos_id=eos_id)
 
 
 def _top_k_mask(logits: jax.Array, top_k: int) -> jax.Array:

@@ -69,6 +69,27 @@ def remat(module_class, policy: str, scan: bool):
     return nn.remat(module_class, prevent_cse=not scan, policy=REMAT_POLICIES[policy])
 
 
+def layer_stack(cls, cfg, num_layers: int, name: str, num_args: int = 0, **attrs):
+    """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`):
+    scanned as `name` (parameters stacked on axis 0, a cache on axis 1) or `name_<i>`."""
+    if cfg.remat:
+        cls = remat(cls, cfg.remat_policy, cfg.scan)
+    if cfg.scan:
+        scanned = nn.scan(
+            cls, variable_axes={"params": 0, "cache": 1},
+            split_rngs={"params": True, "dropout": True},
+            in_axes=(nn.broadcast,) * num_args, length=num_layers,
+            metadata_params={nn.PARTITION_NAME: part.LAYERS})
+        stack = scanned(config=cfg, scanned=True, name=name, **attrs)
+        return lambda x, *args: stack(x, *args)[0]
+
+    def run(x, *args):
+        for i in range(num_layers):
+            x = cls(config=cfg, name=f"{name}_{i}", **attrs)(x, *args)
+        return x
+    return run
+
+
 def _as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 

@@ -262,26 +262,6 @@ class DecoderLayer(nn.Module):
         return (x, None) if self.scanned else x
 
 
-def _layer_stack(cls, cfg: T5Config, num_layers: int, num_args: int, **attrs):
-    """Returns a callable running `num_layers` layers, scanned or unrolled."""
-    if cfg.remat:
-        cls = layers.remat(cls, cfg.remat_policy, cfg.scan)
-    if cfg.scan:
-        scanned = nn.scan(
-            cls, variable_axes={"params": 0, "cache": 1},
-            split_rngs={"params": True, "dropout": True},
-            in_axes=(nn.broadcast,) * num_args, length=num_layers,
-            metadata_params={nn.PARTITION_NAME: part.LAYERS})
-        stack = scanned(config=cfg, scanned=True, name="layers", **attrs)
-        return lambda x, *args: stack(x, *args)[0]
-
-    def run(x, *args):
-        for i in range(num_layers):
-            x = cls(config=cfg, name=f"layers_{i}", **attrs)(x, *args)
-        return x
-    return run
-
-
 class Encoder(nn.Module):
     """Encoder stack over already embedded inputs."""
     config: T5Config
@@ -299,7 +279,8 @@ class Encoder(nn.Module):
                 + rel_bias(length, length))
         x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
         x = part.constrain(x, _RESIDUAL)
-        x = _layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, 1, deterministic=det)(x, bias)
+        x = layers.layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, "layers", 1,
+                               deterministic=det)(x, bias)
         x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="encoder_norm")(x)
         return _dropout(cfg, x, det)
 
@@ -351,8 +332,9 @@ class Decoder(nn.Module):
 
         y = _dropout(cfg, embedder(decoder_input_tokens), det).astype(cfg.dtype)
         y = part.constrain(y, _RESIDUAL)
-        y = _layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, 4, deterministic=det,
-                         decode=decode)(y, encoded, self_bias, cross_bias, cache_index)
+        y = layers.layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, "layers", 4,
+                               deterministic=det, decode=decode)(
+            y, encoded, self_bias, cross_bias, cache_index)
         y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
         y = _dropout(cfg, y, det)
         if hidden_only:

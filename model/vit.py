@@ -202,17 +202,8 @@ class Encoder(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool = False):
         cfg = self.config
-        block = Encoder1DBlock
-        if cfg.remat:
-            block = layers.remat(block, cfg.remat_policy, cfg.scan)
-        if cfg.scan:
-            stack = nn.scan(block, variable_axes={"params": 0},
-                            split_rngs={"params": True, "dropout": True},
-                            length=cfg.depth, metadata_params={nn.PARTITION_NAME: part.LAYERS})
-            x, _ = stack(cfg, not train, True, name="encoderblock")(x)
-        else:
-            for i in range(cfg.depth):
-                x = block(cfg, not train, name=f"encoderblock_{i}")(x)
+        x = layers.layer_stack(Encoder1DBlock, cfg, cfg.depth, "encoderblock",
+                               deterministic=not train)(x)
         return _layer_norm(cfg.dtype, "encoder_norm")(x)
 
 

@@ -54,12 +54,14 @@ def release(name, manual_dir):
     modules = _plans()
     if name not in modules:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
+    _check_manual_dir(name, manual_dir)
     return modules[name].release(manual_dir)
 
 
-def estimate_bytes(name, manual_dir, langs, images=True):
-    """About the disk a build of `langs` of COCO-35L or CC3M-35L takes (images too if `images`)."""
-    return _plans()[name].estimate_bytes(manual_dir, langs, images=images)
+def _check_manual_dir(name, manual_dir):
+    if not os.path.isdir(manual_dir):
+        raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
+                                f"(see docs/datasets.md for what goes in it)")
 
 
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,
@@ -95,7 +97,7 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
         return layout.Built(data_dir, name)
     what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
     try:
-        size = f"about {size_text(estimate_bytes(name, manual_dir, missing, images))}"
+        size = f"about {size_text(_plans()[name].estimate_bytes(manual_dir, missing, images))}"
     except (OSError, ValueError) as e:
         size = f"size unknown: {e}"
     raise layout.NotBuiltError(
@@ -127,9 +129,7 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     builder = get_builder(name, data_dir=data_dir, config=config,
                           corrupt_images=corrupt_images)
     if not builder.is_prepared():
-        if not os.path.isdir(manual_dir):
-            raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
-                                    f"(see docs/datasets.md for what goes in it)")
+        _check_manual_dir(name, manual_dir)
         logging.info("Building %s/%s from %s into %s", name, config, manual_dir, data_dir)
         builder.download_and_prepare(
             download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))

@@ -8,7 +8,6 @@ last (a folder without it is unfinished); a killed build resumes from the finish
 """
 
 import dataclasses
-import json
 import logging
 import multiprocessing
 import os
@@ -65,33 +64,29 @@ class _Plan:
 
 
 # ----------------------------------------------------------------- estimates ----
-def sample_text(path, sample_bytes=1 << 22):
-    """(lines per byte of the file on disk, mean bytes of a translation) from its beginning."""
+def caption_bytes(path, langs):
+    """About the bytes of the caption tables of `langs` (but en) from a translation file (an
+    upper bound: uncompressed text plus a record's overhead), from its first 4 MB."""
     from data import jsonl
     from data.releases import coco35l
 
+    translated = [lang for lang in langs if lang != "en"]
+    if not path or not translated:
+        return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
     lines = text = 0
     for _, row in stream:
         lines += 1
         text += len(row.translation_tokenized.encode("utf-8"))
-        if stream.position >= min(sample_bytes, stream.size) and lines >= 100:
+        if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
     else:
         position = stream.size
-    return lines / max(position, 1), text / max(lines, 1)
-
-
-def caption_bytes(path, langs, file_langs=34):
-    """About the bytes of the caption tables of `langs` (but en) from a translation file (an
-    upper bound: uncompressed text plus a record's overhead)."""
-    translated = [lang for lang in langs if lang != "en"]
-    if not path or not translated:
-        return 0
-    lines_per_byte, mean_text = sample_text(path)
-    lines = os.path.getsize(path) * lines_per_byte * len(translated) / file_langs
+    mean_text = text / max(lines, 1)
+    # The file holds 34 languages' lines.
+    lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
     return int(lines * (mean_text + 24))
 
 
@@ -119,20 +114,18 @@ class _Done:
     """A task run at once in this process, with the pool's `AsyncResult` methods."""
 
     def __init__(self, fn, args):
-        self._value, self._error = None, None
         try:
-            self._value = fn(*args)
+            self._value, self._error = fn(*args), None
         except Exception as e:  # Raised by get(), as a pool would.
-            self._error = e
+            self._value, self._error = None, e
 
     def ready(self):
         return True
 
     def wait(self, timeout=None):
-        del timeout
+        pass
 
     def get(self, timeout=None):
-        del timeout
         if self._error is not None:
             raise self._error
         return self._value
@@ -147,11 +140,7 @@ class _InProcess:
     def close(self):
         pass
 
-    def join(self):
-        pass
-
-    def terminate(self):
-        pass
+    join = terminate = close
 
 
 def _pool(workers):
@@ -172,8 +161,7 @@ def _finished(result):
 
 
 # ------------------------------------------------------------------ build ----
-def build(release, *, data_dir, langs, options=None, workers=None,
-          splits=("train", "dev"), progress_stream=None):
+def build(release, *, data_dir, langs, options=None, workers=None, progress_stream=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
     `options` (default: JPEGs as they are) must match built images'; `workers` defaults to
@@ -183,7 +171,7 @@ def build(release, *, data_dir, langs, options=None, workers=None,
     """
     start = time.monotonic()
     options = options or image_shards.ImageOptions()
-    plan = _plan(release, data_dir, langs, options, splits)
+    plan = _plan(release, data_dir, langs, options, ("train", "dev"))
     if plan is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
@@ -230,7 +218,7 @@ def _plan(release, data_dir, langs, options, splits):
     images_built = layout.read_splits(image_dir) is not None
     if images_built:
         _check_options(data_dir, dataset, options)
-    built = _existing_splits(caption_dir)
+    built = layout.read_splits(caption_dir, num_bytes=True) or {}
     todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
     todo = {split: split_langs for split, split_langs in todo.items() if split_langs}
     if images_built and not todo:
@@ -346,26 +334,16 @@ def _caption_tables(pool, plan, workers, progress):
 
 
 # -------------------------------------------------------- TFDS metadata ----
-IMAGE_FEATURES = "image"
-CAPTION_FEATURES = "captions"
-
-
-def _features(kind):
+def _write_metadata(folder, dataset, images, splits, description, metadata=None):
+    """TFDS's dataset_info.json and features.json of the image (`images`) or caption tables,
+    for {split: (shard lengths, bytes)}."""
     import tensorflow_datasets as tfds
 
-    if kind == IMAGE_FEATURES:
-        return tfds.features.FeaturesDict({
-            "image": tfds.features.Image(encoding_format="jpeg"),
-            "key": tfds.features.Scalar(dtype=np.int64)})
-    return tfds.features.FeaturesDict({
-        "image_index": tfds.features.Scalar(dtype=np.int64),
-        "key": tfds.features.Scalar(dtype=np.int64),
-        "captions": tfds.features.Sequence(tfds.features.Text())})
-
-
-def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
-    """TFDS's dataset_info.json and features.json for {split: (shard lengths, bytes)}."""
-    import tensorflow_datasets as tfds
+    key = tfds.features.Scalar(dtype=np.int64)
+    features = tfds.features.FeaturesDict(
+        {"image": tfds.features.Image(encoding_format="jpeg"), "key": key} if images else
+        {"image_index": tfds.features.Scalar(dtype=np.int64), "key": key,
+         "captions": tfds.features.Sequence(tfds.features.Text())})
 
     infos = []
     for name, (lengths, num_bytes) in sorted(splits.items()):
@@ -376,20 +354,9 @@ def _write_metadata(folder, dataset, kind, splits, description, metadata=None):
                                          num_bytes=int(num_bytes), filename_template=template))
     kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
-        data_dir=folder, features=_features(kind), split_infos=infos, version=layout.VERSION,
+        data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
         check_data=False, description=description,
         homepage="https://google.github.io/crossmodal-3600/", **kwargs)
-
-
-def _existing_splits(folder):
-    """{split: (shard lengths, bytes)} of a TFDS folder's dataset_info.json."""
-    try:
-        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
-            info = json.load(f)
-    except FileNotFoundError:
-        return {}
-    return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
-            for s in info["splits"]}
 
 
 def _check_options(data_dir, dataset, options):
@@ -434,7 +401,7 @@ def _finish_images(plan):
     metadata = {"max_side": plan.options.max_side or None,
                 "jpeg_quality": plan.options.jpeg_quality,
                 "corrupt_images": plan.options.corrupt_images}
-    _write_metadata(plan.image_dir, release.dataset, IMAGE_FEATURES, splits,
+    _write_metadata(plan.image_dir, release.dataset, True, splits,
                     f"{release.description} Images, each stored once.", metadata)
     for split_shards, _ in plan.shards.values():
         for s in split_shards:
@@ -450,7 +417,7 @@ def _finish_captions(plan, tables):
         splits[table["name"]] = ([table["num_examples"]], table["num_bytes"])
         if table["no_image"]:
             no_image[table["name"]] = table["no_image"]
-    _write_metadata(plan.caption_dir, plan.release.dataset, CAPTION_FEATURES, splits,
+    _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
     if no_image:

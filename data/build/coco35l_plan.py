@@ -9,7 +9,6 @@ out and counted.
 import functools
 import os
 
-from data import jsonl
 from data.build import builder
 from data.build.image_shards import plan_shards
 from data.releases import coco35l as coco35l_release
@@ -28,20 +27,20 @@ def _split_images(images, split):
     return sorted(cid for cid, (s, _, _) in images.items() if s in wanted)
 
 
+def _image_files(manual_dir, images, split):
+    """([(cocoid, path)] of a split's JPEGs, [(cocoid, path)] of those missing)."""
+    root = coco35l_release.image_root(manual_dir)
+    paths = [(cid, os.path.join(root, images[cid][1])) for cid in _split_images(images, split)]
+    return ([p for p in paths if os.path.exists(p[1])],
+            [p for p in paths if not os.path.exists(p[1])])
+
+
 def release(manual_dir):
     """The `Release` of COCO-35L in `manual_dir`, for data/build/builder.build."""
-    if not os.path.isdir(manual_dir):
-        raise FileNotFoundError(f"manual directory of coco35l not found: {manual_dir} (see "
-                                f"docs/datasets.md for what goes in it)")
     karpathy = functools.cache(lambda: _karpathy(manual_dir))
 
     def image_shards(split):
-        images = karpathy()
-        root = coco35l_release.image_root(manual_dir)
-        files, missing = [], []
-        for cid in _split_images(images, split):
-            path = os.path.join(root, images[cid][1])
-            (files if os.path.exists(path) else missing).append((cid, path))
+        files, missing = _image_files(manual_dir, karpathy(), split)
         warning = ""
         if missing:
             warning = (f"{TITLE} {split}: {len(missing)} images of {coco35l_release.KARPATHY_FILE} "
@@ -63,9 +62,8 @@ def release(manual_dir):
         translated = [lang for lang in langs if lang != "en"]
         if not translated:
             return []
-        stream = jsonl.LineStream(coco35l_release.translations_path(manual_dir, split),
-                                  coco35l_release.TRANSLATION_DECODER,
-                                  coco35l_release.check_translation)
+        stream = coco35l_release.open_translations(
+            coco35l_release.translations_path(manual_dir, split))
         unknown = wrong_split = lines = 0
         for cid, n, lang, text in coco35l_release.translations_of(stream, translated):
             lines += 1
@@ -96,16 +94,12 @@ def release(manual_dir):
 
 def estimate_bytes(manual_dir, langs, images=True):
     """About the disk a build of `langs` (and of the images, if `images`) takes."""
-    total = 0
-    if images:
-        karpathy = _karpathy(manual_dir)
-        root = coco35l_release.image_root(manual_dir)
-        for split in coco35l_release.SPLITS:
-            for cid in _split_images(karpathy, split):
-                path = os.path.join(root, karpathy[cid][1])
-                total += os.path.getsize(path) if os.path.exists(path) else 0
+    total, karpathy = 0, _karpathy(manual_dir) if images else None
     for split in coco35l_release.SPLITS:
+        if images:
+            files, _ = _image_files(manual_dir, karpathy, split)
+            total += sum(os.path.getsize(path) for _, path in files)
         if any(lang != "en" for lang in langs):
-            path = coco35l_release.translations_path(manual_dir, split)
-            total += builder.caption_bytes(path, langs)
+            total += builder.caption_bytes(
+                coco35l_release.translations_path(manual_dir, split), langs)
     return total

@@ -100,9 +100,7 @@ def _shard_items(shard):
     """(key, name, bytes) of the images of a shard, in order."""
     from data.releases import cc3m35l
 
-    if shard.tar:
-        yield from cc3m35l.iter_tar(shard.tar)
-        return
+    yield from cc3m35l.iter_tar(shard.tar) if shard.tar else ()
     for key, path in shard.files:
         try:
             with open(path, "rb") as f:

@@ -45,14 +45,16 @@ def shard_path(folder, dataset, split, shard, num_shards):
                                                      num_shards=num_shards))
 
 
-def read_splits(folder):
-    """{split name: [records per shard]} from a TFDS folder's dataset_info.json, or None."""
+def read_splits(folder, num_bytes=False):
+    """{split name: [records per shard]} (with `num_bytes`: (that, bytes)) from a TFDS folder's
+    dataset_info.json, or None."""
     try:
         with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
             info = json.load(f)
     except FileNotFoundError:
         return None
-    return {s["name"]: [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}
+    return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
+            if num_bytes else [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}
 
 
 def image_row(record):

@@ -13,12 +13,10 @@ def size_text(num_bytes):
 
 
 def _duration(seconds):
-    seconds = int(seconds)
-    if seconds < 60:
+    minutes, seconds = divmod(int(seconds), 60)
+    if not minutes:
         return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 class Progress:

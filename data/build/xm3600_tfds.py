@@ -22,46 +22,18 @@ class LangsConfig(tfds.core.BuilderConfig):
     langs: tuple = ()
 
 
-def lang_configs(all_langs, core_langs):
-    """The standard configs: "all" languages and the paper's four "core" ones."""
-    return [LangsConfig(name="all", description="every language", langs=tuple(all_langs)),
-            LangsConfig(name="core", description="en, es, hi, zh", langs=tuple(core_langs))]
-
-
-class ManualBuilder(tfds.core.GeneratorBasedBuilder):
-    """Base of the builders here: offline (manual directory), with a corrupt-image policy."""
-
-    def __init__(self, *, corrupt_images="stop", **kwargs):
-        if corrupt_images not in image_shards.CORRUPT_IMAGE_POLICIES:
-            raise ValueError(f"unknown corrupt_images policy {corrupt_images!r}; known: "
-                             f"{', '.join(image_shards.CORRUPT_IMAGE_POLICIES)}")
-        self._corrupt_images = corrupt_images
-        super().__init__(**kwargs)
-
-    # TFDS 4.9.10 finds a builder's source (checksums.tsv) through the `importlib_resources`
-    # backport, which it requires only on Python < 3.9; the plain file path serves.
-    @tfds.core.utils.classproperty
-    @classmethod
-    def code_path(cls):
-        return epath.Path(sys.modules[cls.__module__].__file__)
-
-
 class ImageChecker:
     """Decodes each image once: "stop" raises CorruptImageError naming it, "skip" counts it."""
 
     def __init__(self, policy="stop"):
         self.options = image_shards.ImageOptions(corrupt_images=policy)
-        self.policy = policy
-        self.skipped = []
-        self._seen = {}
+        self.skipped, self._seen = [], {}
 
     def ok(self, data, name):
         """True if `data` (encoded bytes) decodes; `name` identifies it in errors."""
         if name not in self._seen:
-            good = image_shards.prepare_image(data, name, self.options) is not None
-            if not good:
-                self.skipped.append(name)
-            self._seen[name] = good
+            self._seen[name] = image_shards.prepare_image(data, name, self.options) is not None
+            self.skipped += [] if self._seen[name] else [name]
         return self._seen[name]
 
     def report(self, where):
@@ -71,28 +43,32 @@ class ImageChecker:
                             ", ".join(self.skipped[:5]))
 
 
-def read_bytes(path, what):
-    """Bytes of a file, or FileNotFoundError naming `what` and the path."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"missing image of {what}: {path}") from None
-
-
 _INSTRUCTIONS = """\
 Download captions.jsonl and images.tgz from https://google.github.io/crossmodal-3600/
 into the manual directory (images.tgz may also be extracted to images/<key>.jpg).
 """
 
 
-class Xm3600(ManualBuilder):
-    """Crossmodal-3600: 3600 images with human captions in 36 languages."""
+class Xm3600(tfds.core.GeneratorBasedBuilder):
+    """Crossmodal-3600: 3600 images with human captions in 36 languages (offline: manual dir)."""
 
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES = {"1.0.0": "First release."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = _INSTRUCTIONS
-    BUILDER_CONFIGS = lang_configs(languages.XM3600_LANGS, languages.CORE_LANGS)
+    BUILDER_CONFIGS = [
+        LangsConfig(name="all", description="every language", langs=languages.XM3600_LANGS),
+        LangsConfig(name="core", description="en, es, hi, zh", langs=languages.CORE_LANGS)]
+
+    def __init__(self, *, corrupt_images="stop", **kwargs):
+        self._checker = ImageChecker(corrupt_images)  # Checks the policy.
+        super().__init__(**kwargs)
+
+    # TFDS 4.9.10 finds a builder's source (checksums.tsv) through the `importlib_resources`
+    # backport, which it requires only on Python < 3.9; the plain file path serves.
+    @tfds.core.utils.classproperty
+    @classmethod
+    def code_path(cls):
+        return epath.Path(sys.modules[cls.__module__].__file__)
 
     def _info(self):
         return tfds.core.DatasetInfo(
@@ -118,8 +94,7 @@ class Xm3600(ManualBuilder):
                 f"https://google.github.io/crossmodal-3600/ (see the README's Datasets section)")
         records = xm3600_release.read_captions(captions_path)
         image_dir = self._image_dir(dl_manager, manual_dir)
-        checker = ImageChecker(self._corrupt_images)
-        splits = {}
+        checker, splits = self._checker, {}
         for lang in self.builder_config.langs:
             if not any(lang in r.captions for r in records):
                 raise ValueError(
@@ -147,7 +122,12 @@ class Xm3600(ManualBuilder):
             if lang not in record.captions:
                 continue
             path = os.path.join(image_dir, f"{record.key}.jpg")
-            data = read_bytes(path, f"XM3600 key {record.key!r}")
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"missing image of XM3600 key {record.key!r}: "
+                                        f"{path}") from None
             if not checker.ok(data, f"{record.key!r} ({path})"):
                 continue
             yield record.key, {

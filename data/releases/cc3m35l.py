@@ -10,7 +10,6 @@ key for the image when run on it unshuffled. English is the source `caption_toke
 import os
 import tarfile
 
-from data import jsonl
 from data.jsonl import FormatError
 from data.releases import coco35l
 from data.releases.coco35l import find_file
@@ -28,29 +27,6 @@ def parse_key(value):
     return int(text) if text.isdigit() and text.isascii() else None
 
 
-def _check_line(where, line):
-    return coco35l.check_translation(where, line, required=_TEXT_FIELDS)
-
-
-class _Seen:
-    """Which integer keys have been seen: a bytearray for small keys, a set for the rest."""
-
-    def __init__(self):
-        self._bits, self._large = bytearray(), set()
-
-    def add(self, key):
-        """Marks `key`; True if it was not seen before."""
-        if key >= _BITMAP_KEYS:
-            new = key not in self._large
-            self._large.add(key)
-            return new
-        if key >= len(self._bits):
-            self._bits.extend(bytes(max(key + 1 - len(self._bits), len(self._bits))))
-        new = not self._bits[key]
-        self._bits[key] = 1
-        return new
-
-
 def stream_captions(stream, langs):
     """Yields (key, lang, caption) of a translation `LineStream` in one pass ("en": the source).
 
@@ -59,7 +35,7 @@ def stream_captions(stream, langs):
     """
     wanted = set(langs)
     english = "en" in wanted
-    seen = _Seen()
+    seen, seen_large = bytearray(), set()  # A byte per key below _BITMAP_KEYS, a set above.
     for lineno, row in stream:
         raw_key = row.image_id if row.image_id is not None else row.rec_num
         key = parse_key(raw_key) if raw_key is not None else None
@@ -69,15 +45,22 @@ def stream_captions(stream, langs):
         if row.caption_tokenized is None:
             raise FormatError(f"{stream.path}:{lineno}: expected an object with string fields "
                               f"{', '.join(_TEXT_FIELDS)}")
-        if english and seen.add(key):
+        if english and key >= _BITMAP_KEYS and key not in seen_large:
+            seen_large.add(key)
             yield key, "en", row.caption_tokenized
+        elif english and key < _BITMAP_KEYS:
+            if key >= len(seen):
+                seen.extend(bytes(max(key + 1 - len(seen), len(seen))))
+            if not seen[key]:
+                seen[key] = 1
+                yield key, "en", row.caption_tokenized
         if row.trg_lang in wanted:
             yield key, row.trg_lang, row.translation_tokenized
 
 
 def open_translations(path):
     """A `jsonl.LineStream` over a CC3M-35L translation file (for `stream_captions`)."""
-    return jsonl.LineStream(path, coco35l.TRANSLATION_DECODER, _check_line)
+    return coco35l.open_translations(path, required=_TEXT_FIELDS)
 
 
 def translations_path(manual_dir, split):

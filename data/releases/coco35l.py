@@ -16,6 +16,7 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -82,15 +83,10 @@ class ReadStats:
 
     def report(self, where):
         """Logs one warning summarising the dropped records, if any."""
-        parts = []
-        if self.unknown_image:
-            parts.append(f"{self.unknown_image} caption records name an image that is not in "
-                         f"{KARPATHY_FILE}")
-        if self.wrong_split:
-            parts.append(f"{self.wrong_split} caption records name an image of another "
-                         f"Karpathy split")
-        if self.missing_image_file:
-            parts.append(f"{self.missing_image_file} (image, language) pairs have no image file")
+        parts = [f"{n} {what}" for n, what in (
+            (self.unknown_image, f"caption records name an image that is not in {KARPATHY_FILE}"),
+            (self.wrong_split, "caption records name an image of another Karpathy split"),
+            (self.missing_image_file, "(image, language) pairs have no image file")) if n]
         if parts:
             logging.warning("%s: skipped %s", where, "; ".join(parts))
 
@@ -151,12 +147,10 @@ def check_translation(where, line, required=_MT_FIELDS):
                            **{k: row[k] for k in fields if k in row})
 
 
-def stream_translations(path, langs):
-    """Yields (cocoid, n, trg_lang, translation) of the lines in `langs`, in one pass.
-
-    FormatError names the file and line of a malformed one.
-    """
-    return translations_of(jsonl.LineStream(path, TRANSLATION_DECODER, check_translation), langs)
+def open_translations(path, required=_MT_FIELDS):
+    """A `jsonl.LineStream` over a translation file, its lines checked for `required` fields."""
+    return jsonl.LineStream(path, TRANSLATION_DECODER,
+                            functools.partial(check_translation, required=required))
 
 
 def translations_of(stream, langs):
@@ -223,26 +217,22 @@ def read_split(manual_dir, split, langs, *, check_images=True):
             captions["en"][cid] = dict(enumerate(images[cid][2]))
     translated = [lang for lang in langs if lang != "en"]
     if translated:
-        for cid, n, lang, text in stream_translations(translations_path(manual_dir, split),
-                                                      translated):
+        for cid, n, lang, text in translations_of(
+                open_translations(translations_path(manual_dir, split)), translated):
             if cid not in images:
                 stats.unknown_image += 1
             elif cid not in wanted:
                 stats.wrong_split += 1
             else:
                 captions[lang][cid][n] = text
-    exists = {}
-    examples = {}
+    exists, examples = functools.cache(os.path.exists), {}
     for lang in langs:
         kept = []
         for cid in sorted(captions[lang]):
             path = os.path.join(root, images[cid][1])
-            if check_images:
-                if path not in exists:
-                    exists[path] = os.path.exists(path)
-                if not exists[path]:
-                    stats.missing_image_file += 1
-                    continue
+            if check_images and not exists(path):
+                stats.missing_image_file += 1
+                continue
             refs = captions[lang][cid]
             kept.append(Example(f"{cid}_{lang}", cid, lang, path,
                                 tuple(refs[n] for n in sorted(refs))))

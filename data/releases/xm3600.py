@@ -159,17 +159,13 @@ def _references_in_bulk(path, field):
         return None
     by_lang = {}
     for lang in languages.XM3600_LANGS:
-        values = list(map(operator.attrgetter(lang), lines))
-        have = [value is not msgspec.UNSET for value in values]
-        if not any(have):
-            continue
-        if field == "caption":
-            refs = [value.caption for value in values if value is not msgspec.UNSET]
-        else:
+        present = [(key, value) for key, value in zip(keys, map(operator.attrgetter(lang), lines),
+                                                      strict=True) if value is not msgspec.UNSET]
+        if present:
             # As `_parse_record`: the captions stand in for a missing tokenized field.
-            refs = [value.caption if value.tokenized is msgspec.UNSET else value.tokenized
-                    for value in values if value is not msgspec.UNSET]
-        by_lang[lang] = ([key for key, h in zip(keys, have, strict=True) if h], refs)
+            by_lang[lang] = ([key for key, _ in present], [
+                v.caption if field == "caption" or v.tokenized is msgspec.UNSET else v.tokenized
+                for _, v in present])
     return References(field, keys, by_lang)
 
 
@@ -193,10 +189,6 @@ def image_path(root, key):
 
 def references(records, lang, field="caption"):
     """(keys, refs) of the images that have captions in `lang`."""
-    keys, refs = [], []
-    for r in records:
-        source = r.captions if field == "caption" else r.tokenized
-        if lang in source:
-            keys.append(r.key)
-            refs.append(source[lang])
-    return keys, refs
+    pairs = [(r.key, (r.captions if field == "caption" else r.tokenized)[lang])
+             for r in records if lang in r.captions]
+    return [key for key, _ in pairs], [refs for _, refs in pairs]

@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import ml_dtypes
 import numpy as np
 import scipy.ndimage
@@ -108,7 +109,7 @@ def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(transformer, dict) or "encoderblock" not in transformer:
         return tree
     stacked = transformer.pop("encoderblock")
-    depth = len(next(iter(_leaves(stacked))))
+    depth = len(jax.tree_util.tree_leaves(stacked)[0])
 
     def take(node, i):
         return {k: take(v, i) if isinstance(v, dict) else v[i] for k, v in node.items()}
@@ -116,14 +117,6 @@ def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
     for i in range(depth):
         transformer[f"encoderblock_{i}"] = take(stacked, i)
     return tree
-
-
-def _leaves(tree):
-    for value in tree.values():
-        if isinstance(value, dict):
-            yield from _leaves(value)
-        else:
-            yield value
 
 
 def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:

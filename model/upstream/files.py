@@ -81,21 +81,20 @@ def step_folders(path: str, names: list[str] | None = None) -> list[str]:
     return sorted(steps, key=lambda n: int(n.rpartition("_")[2]))
 
 
+# What a file starting with these bytes is.
+_HEADS = ((_NPY, "a single NumPy array (np.save), not an np.savez archive"),
+          (_ZIP, "a zip archive"), (_HDF5, "an HDF5 file (Keras .h5?)"), (_GZIP, "a gzip file"),
+          (_TF_CHECKPOINT_INDEX, "a TensorFlow `checkpoint` index file (Mesh TensorFlow T5; "
+                                 "t5x converts those with t5x/scripts/convert_tf_checkpoint.py)"))
+
+
 def describe_file_head(head: bytes) -> str | None:
     """What a file starting with `head` is, if recognizable."""
     if not head:
         return "an empty file"
-    if head.startswith(_NPY):
-        return "a single NumPy array (np.save), not an np.savez archive"
-    if head.startswith(_ZIP):
-        return "a zip archive"
-    if head.startswith(_HDF5):
-        return "an HDF5 file (Keras .h5?)"
-    if head.startswith(_GZIP):
-        return "a gzip file"
-    if head.startswith(_TF_CHECKPOINT_INDEX):
-        return ("a TensorFlow `checkpoint` index file (Mesh TensorFlow T5; t5x converts "
-                "those with t5x/scripts/convert_tf_checkpoint.py)")
+    for magic, what in _HEADS:
+        if head.startswith(magic):
+            return what
     if head.startswith(b"\x80") and len(head) > 1 and head[1] <= 5:
         return "a Python pickle (PyTorch .bin / .pt?)"
     if len(head) > 9 and head[8:10] == b'{"':

@@ -177,29 +177,16 @@ def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
 
     `convert` runs on each as it arrives, so the stored copies need not all be held at once.
     """
-    opening = {name: ts.open(spec, open=True, read=True, context=_TS_CONTEXT)
-               for name, spec in specs.items()}
-    reading = {}
-    for name, future in opening.items():
+    def result(name, future):
         try:
-            reading[name] = future.result().read()
+            return future.result()
         except Exception as e:  # tensorstore reports everything as ValueError
             raise _open_error(checkpoint_file, name, specs[name], e) from e
-    arrays = {}
-    for name, future in reading.items():
-        try:
-            array = future.result()
-        except Exception as e:
-            raise _open_error(checkpoint_file, name, specs[name], e) from e
-        arrays[name] = convert(array)
-    return arrays
 
-
-def _fix_dtype(array: np.ndarray, dtype: Any | None) -> np.ndarray:
-    if array.dtype == np.uint16:
-        # Version-2 checkpoints wrote bfloat16 bits as uint16 (zarr '<u2').
-        array = array.view(ml_dtypes.bfloat16)
-    return _cast(array, dtype)
+    opening = {name: ts.open(spec, open=True, read=True, context=_TS_CONTEXT)
+               for name, spec in specs.items()}
+    reading = {name: result(name, future).read() for name, future in opening.items()}
+    return {name: convert(result(name, future)) for name, future in reading.items()}
 
 
 def _cast(array: np.ndarray, dtype: Any | None) -> np.ndarray:
@@ -228,7 +215,9 @@ def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, n
             specs[name] = resolve_spec(value, checkpoint_dir, name)
 
     def convert(array):
-        return _fix_dtype(array, dtype)
+        if array.dtype == np.uint16:  # Version 2 wrote bfloat16 bits as uint16 (zarr '<u2').
+            array = array.view(ml_dtypes.bfloat16)
+        return _cast(array, dtype)
 
     from_zarr = _read_arrays(specs, checkpoint_file, convert)
     # Inline leaves are numpy arrays or scalars from flax's msgpack decoding.

@@ -48,13 +48,10 @@ def unscan_stack(stack: Mapping[str, Any], where: str,
     if not flat:
         raise ValueError(f"scanned stack {where!r} is empty")
     axis = _layer_axis(flat, where, param_scan_axis)
-    num_layers = next(iter(flat.values())).shape[axis]
-    per_layer = {}
-    for i in range(num_layers):
-        per_layer[f"layers_{i}"] = trees.unflatten_tree({
-            path: np.ascontiguousarray(np.take(value, i, axis=axis))
-            for path, value in flat.items()})
-    return per_layer
+    return {f"layers_{i}": trees.unflatten_tree({
+                path: np.ascontiguousarray(np.take(value, i, axis=axis))
+                for path, value in flat.items()})
+            for i in range(next(iter(flat.values())).shape[axis])}
 
 
 def unscan(tree: Mapping[str, Any], param_scan_axis: int | None = None) -> dict[str, Any]:
