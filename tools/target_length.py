@@ -41,8 +41,12 @@ def read_captions(data_config, split="train"):
                                                  data_config.langs, check_images=False)
         return {lang: [c for e in items for c in e.captions] for lang, items in examples.items()}
     if data_config.dataset == "cc3m35l":
-        captions, _ = cc3m35l_release.read_split(data_config.manual_dir, split, data_config.langs)
-        return {lang: list(by_key.values()) for lang, by_key in captions.items()}
+        path = cc3m35l_release.translations_path(data_config.manual_dir, split)
+        captions = {lang: [] for lang in data_config.langs}
+        stream = cc3m35l_release.open_translations(path)
+        for _, lang, caption in cc3m35l_release.stream_captions(stream, data_config.langs):
+            captions[lang].append(caption)
+        return captions
     raise ValueError(f"config.data.dataset: unknown dataset {data_config.dataset!r}; known: "
                      f"coco35l, cc3m35l")
 

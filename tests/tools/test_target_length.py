@@ -2,6 +2,7 @@
 
 import re
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -9,6 +10,7 @@ from data import prompts as prompt_lib
 from data import tokenizer
 from data.releases import coco35l as coco35l_release
 from model import captioner
+from tests.data.build import release_files
 from tests.tiny import tiny_config
 from tools import target_length
 from training import flops
@@ -101,3 +103,20 @@ def test_help_lists_the_flags(capsys):
     assert target_length.main(["target_length", "--help"]) == 0
     out = capsys.readouterr().out
     assert "python -m tools.target_length" in out and "--captions_per_lang" in out
+
+
+@pytest.mark.parametrize("dataset", ["coco35l", "cc3m35l"])
+def test_captions_are_read_from_either_release(tmp_path, dataset):
+    """Every caption of the training split, per language, as the release files hold them."""
+    getattr(release_files, dataset)(tmp_path / "release", **(
+        {"shards": True} if dataset == "cc3m35l" else {}))
+    config = ml_collections.ConfigDict(dict(
+        dataset=dataset, manual_dir=str(tmp_path / "release"), langs=("en", "zh")))
+    captions = target_length.read_captions(config)
+    if dataset == "cc3m35l":  # Records 0-4, one English caption each.
+        assert captions == {"en": [f"picture {k}" for k in range(5)],
+                            "zh": [f"zh picture {k}" for k in range(5)]}
+    else:  # The train and restval images 5 and 6, two captions each.
+        assert sorted(captions["en"]) == sorted(f"{s} {i}" for i in (5, 6)
+                                                for s in ("shape number", "another shape"))
+        assert sorted(captions["zh"]) == sorted(f"zh: {e}" for e in captions["en"])
