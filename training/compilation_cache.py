@@ -15,10 +15,12 @@ import collections
 import contextlib
 import dataclasses
 import os
+import sys
 import threading
 import time
 
 import jax
+from jax._src import lru_cache
 from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
 ENV_DIR = "JAX_COMPILATION_CACHE_DIR"  # jax's own variable; wins when set
@@ -63,17 +65,45 @@ def current_dir():
 
 
 def enable(cache_dir=None, min_compile_secs=1.0):
-    """Turns the persistent cache on (before the first compile); returns its directory.
+    """Turns the persistent cache on (before the first compile); returns its directory, or
+    None (with a warning: the cache is off) when it cannot be written.
 
     Programs compiling faster than `min_compile_secs` are not written (a run's tiny jits).
     """
     cache_dir = cache_dir or default_cache_dir()
+    try:
+        if "://" not in cache_dir:  # A local folder (jax also takes gs:// and the like).
+            os.makedirs(cache_dir, exist_ok=True)
+            if not os.access(cache_dir, os.W_OK | os.X_OK):
+                raise PermissionError(13, os.strerror(13))
+    except OSError as e:
+        print(f"warning: compilation cache {cache_dir}: cannot write there ({e.strerror}); the "
+              f"persistent compilation cache is off", file=sys.stderr, flush=True)
+        return enable_from_flag("none")
     if current_dir() not in (None, cache_dir):
         jax_cache.reset_cache()  # Another folder was in use: open the new one.
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_secs))
     _listen()
+    _replace_failed_entries()
     return cache_dir
+
+
+def _replace_failed_entries():
+    """Makes jax rewrite an entry that failed to load (one cut short by a kill in its
+    non-atomic write), which it would keep: it writes only after a miss or a failed load, and
+    skips a key whose file exists."""
+    put = lru_cache.LRUCache.put
+    if getattr(put, "replaces", False):
+        return
+
+    def replacing_put(self, key, value):
+        with contextlib.suppress(OSError):
+            (self.path / f"{key}{lru_cache._CACHE_SUFFIX}").unlink()  # noqa: SLF001
+        put(self, key, value)
+
+    replacing_put.replaces = True
+    lru_cache.LRUCache.put = replacing_put
 
 
 @dataclasses.dataclass
@@ -95,9 +125,12 @@ class CompileReport:
 
 
 def enable_from_flag(value, workdir=None):
-    """Applies a `--compilation_cache` flag ("none": off; empty or None: `default_cache_dir`;
-    else the directory); returns the directory or None."""
+    """Applies a `--compilation_cache` flag ("none": off, $JAX_COMPILATION_CACHE_DIR too; empty
+    or None: `default_cache_dir`; else the directory); returns the directory or None."""
     if value == "none":
+        if current_dir() is not None:
+            jax_cache.reset_cache()
+            jax.config.update("jax_compilation_cache_dir", None)
         return None
     return enable(value or default_cache_dir(workdir))
 
