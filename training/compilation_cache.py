@@ -1,14 +1,8 @@
 """JAX's persistent compilation cache: where it lives, and whether a compile hit it.
 
-A second launch of the same program loads its executables (and on GPUs the autotuning
-results) from disk; the key covers the program, devices and jax / XLA versions. JAX writes
-from process 0 and every process reads, so a directory all hosts see serves the whole job.
-The cache is trusted code: never point it at a directory others can write.
-
-    compilation_cache.enable(compilation_cache.default_cache_dir(workdir))
-    with compilation_cache.watch() as report:
-        compiled = jax.jit(f).lower(x).compile()
-    print(report)  # "compiled in 3.1 s (persistent cache: miss, written to ...)"
+The key covers the program, devices and jax / XLA versions; process 0 writes, every process
+reads, so a folder all hosts see serves the whole job. The cache is trusted code: never point
+it at a folder others can write.
 """
 
 import collections
@@ -65,11 +59,9 @@ def current_dir():
 
 
 def enable(cache_dir=None, min_compile_secs=1.0):
-    """Turns the persistent cache on (before the first compile); returns its directory, or
-    None (with a warning: the cache is off) when it cannot be written.
-
-    Programs compiling faster than `min_compile_secs` are not written (a run's tiny jits).
-    """
+    """Turns the persistent cache on (before the first compile) for programs compiling in
+    `min_compile_secs` or more; returns its directory, or None (a warning: the cache is off)
+    when it cannot be written."""
     cache_dir = cache_dir or default_cache_dir()
     try:
         if "://" not in cache_dir:  # A local folder (jax also takes gs:// and the like).
