@@ -46,11 +46,22 @@ def _count(event, **kwargs):
 
 
 def _listen():
-    """Counts the cache's monitoring events from now on (once per process)."""
+    """Once per process: counts the cache's monitoring events from now on, and makes jax
+    rewrite an entry that failed to load (cut short by a kill in its non-atomic write), which
+    it would keep: it writes only after a miss or a failed load, and skips a file there."""
     global _listening
-    if not _listening:
-        jax.monitoring.register_event_listener(_count)
-        _listening = True
+    if _listening:
+        return
+    jax.monitoring.register_event_listener(_count)
+    put = lru_cache.LRUCache.put
+
+    def replacing_put(self, key, value):
+        with contextlib.suppress(OSError):
+            (self.path / f"{key}{lru_cache._CACHE_SUFFIX}").unlink()  # noqa: SLF001
+        put(self, key, value)
+
+    lru_cache.LRUCache.put = replacing_put
+    _listening = True
 
 
 def current_dir():
@@ -77,25 +88,7 @@ def enable(cache_dir=None, min_compile_secs=1.0):
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_secs))
     _listen()
-    _replace_failed_entries()
     return cache_dir
-
-
-def _replace_failed_entries():
-    """Makes jax rewrite an entry that failed to load (one cut short by a kill in its
-    non-atomic write), which it would keep: it writes only after a miss or a failed load, and
-    skips a key whose file exists."""
-    put = lru_cache.LRUCache.put
-    if getattr(put, "replaces", False):
-        return
-
-    def replacing_put(self, key, value):
-        with contextlib.suppress(OSError):
-            (self.path / f"{key}{lru_cache._CACHE_SUFFIX}").unlink()  # noqa: SLF001
-        put(self, key, value)
-
-    replacing_put.replaces = True
-    lru_cache.LRUCache.put = replacing_put
 
 
 @dataclasses.dataclass

@@ -276,13 +276,11 @@ def metrics_lost_warning(workdir):
 
 
 def repair(path, step):
-    """Makes `path` the records of steps <= `step`, one a line (an unchanged file stays as is).
+    """Makes `path` the records of steps <= `step`, one a line (logged again after it).
 
-    Later steps go (the resumed run logs them again); a last line lacking only its newline is
-    finished; a record cut short by a crash goes with one warning, its bytes appended to
-    `path`.damaged; a record missing, doubled (the second dropped) or out of order is named in
-    one warning. MetricsFileError for a malformed line not the last (nothing changed);
-    MetricsWriteError if it cannot be written.
+    A record cut short by a crash goes to `path`.damaged, with a warning; one missing, doubled
+    (the second dropped) or out of order is named in one warning. MetricsFileError for a
+    folder or a malformed line not the last (nothing changed); MetricsWriteError.
     """
     data = _read(path)
     records, tail = _scan(path, data)
@@ -313,9 +311,8 @@ def repair(path, step):
 
 
 def _check_sequence(records, step):
-    """(The texts of the records to keep: of steps <= `step`, each step and kind once; what is
-    wrong with the sequence, in words). A resumed run (`step` >= 0) logged a train record at
-    every multiple of its log interval (the commonest gap) through `step`."""
+    """(The records' texts to keep: steps <= `step`, each step and kind once; what is wrong,
+    in words). A train record is due at each multiple of the commonest gap, if seen twice."""
     if step < 0:
         return [], []
     kept, seen, wrong, last = [], set(), [], -1
