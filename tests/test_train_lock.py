@@ -1,11 +1,13 @@
 """One trainer per workdir: a second train.py is refused in one line naming the first.
 
-The lock (training/workdir.py) is a flock on `<workdir>/.lock`, which the kernel
-releases whatever way its process ends; a lock file left by a dead process is
-taken over with a note.
+The lock (training/workdir.py) is a flock on `<workdir>/.lock`, which the kernel releases
+whatever way its process ends; a lock file left by a dead process is taken over with a note.
+It is a lease: its holder makes it again when it is removed by hand, and stops before writing
+when another trainer holds it.
 """
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -13,12 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
 from tests import tiny
 from tests.training.metrics_files import read_metrics
-from training import checkpointing
+from training import checkpointing, metrics
 from training import workdir as workdir_lib
 
 HOLDER = """
@@ -51,6 +55,15 @@ def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
         assert out[0].startswith(f"error: --workdir {workdir} is in use by another trainer "
                                  f"(pid {first.pid} on host {socket.gethostname()}, started "), out
         assert "use another --workdir" in out[0]
+        # `rm .lock` by hand: a trainer started now waits for the first to make it again, and
+        # is refused.
+        os.remove(workdir / ".lock")
+        start = time.monotonic()
+        with pytest.raises(workdir_lib.WorkdirError, match=rf"in use by another trainer \(pid "
+                                                           rf"{first.pid} on host "):
+            workdir_lib.lock(str(workdir))
+        assert time.monotonic() - start < workdir_lib.WAIT_S
+        assert first.proc.poll() is None, first.text  # Still training.
         first.signal(signal.SIGTERM)  # The first saves and exits normally.
         first.finish(300)
     finally:
@@ -129,3 +142,60 @@ def test_a_workdir_replaced_while_held_is_locked_anew(tmp_path):
         assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
     finally:
         workdir_lib.release(str(workdir))
+
+
+def _other_trainer(workdir):
+    """Takes the workdir's lock file as another process would: its own open file, flocked."""
+    fd = os.open(workdir / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, json.dumps({"host": "elsewhere", "pid": 7, "started": "now"}).encode())
+    return fd
+
+
+def test_the_lease_remakes_a_removed_lock_and_stops_before_writing_when_taken(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / ".config.json.abcd1234.tmp").write_text("{")  # Left by kills: removed.
+    (workdir / ".metrics.jsonl.a_b_c_d_.tmp").write_text("")
+    (workdir / ".other.abcd1234.tmp").write_text("")  # Not the run's: kept.
+    assert workdir_lib.lock(str(workdir)) is None
+    try:
+        assert sorted(os.listdir(workdir)) == [".lock", ".other.abcd1234.tmp"]
+        mine = json.loads((workdir / ".lock").read_text())
+        assert mine["pid"] == os.getpid() and len(mine["token"]) == 32
+        os.remove(workdir / ".lock")
+        workdir_lib.check()  # Made again, naming this start.
+        assert json.loads((workdir / ".lock").read_text()) == mine
+        logger = metrics.MetricsLogger(str(workdir), total_steps=3)
+        logger.log(1, {"train/loss": 1.0})
+        os.remove(workdir / ".lock")
+        other = _other_trainer(workdir)
+        try:
+            with pytest.raises(workdir_lib.WorkdirError, match=(
+                    rf"^{workdir}/.lock no longer names this trainer: another trainer \(pid 7 "
+                    rf"on host elsewhere, started now\) holds {workdir} now; this one stopped "
+                    rf"without writing more$")):
+                logger.log(2, {"train/loss": 0.5})
+            logger.close()
+            assert [r["step"] for r in read_metrics(str(workdir))] == [1]
+            workdir_lib.release(str(workdir))
+            assert json.loads((workdir / ".lock").read_text())["pid"] == 7  # Not emptied.
+        finally:
+            os.close(other)
+    finally:
+        workdir_lib.release(str(workdir))
+
+
+def test_a_missing_lock_file_in_a_run_waits_for_its_holder_to_make_it_again(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / "metrics.jsonl").write_text('{"step": 1}\n')
+    taken = []
+    holder = threading.Timer(0.5, lambda: taken.append(_other_trainer(workdir)))
+    holder.start()
+    try:
+        with pytest.raises(workdir_lib.WorkdirError, match=r"in use by another trainer \(pid 7"):
+            workdir_lib.lock(str(workdir))
+    finally:
+        holder.join()
+        os.close(taken[0])

@@ -11,6 +11,7 @@ import numpy as np
 
 import errors
 from training import checkpointing, preemption, schedules
+from training import workdir as workdir_lib
 from training.metrics import StepTimer
 
 
@@ -97,6 +98,7 @@ class Checkpoint:
     def __call__(self, step, state, measurements):
         """Saves `state` of `step` unless its loss or gradient is not finite."""
         check_finite(step, jax.device_get(measurements))
+        workdir_lib.check()  # The workdir still this run's, else stop before writing.
         self._saver.save(step, state)
         self._saved = step
 
@@ -115,6 +117,7 @@ class Checkpoint:
 
     def poll(self):
         self._saver.poll()
+        workdir_lib.check(renew=False)  # What the lease's thread found: no I/O each step.
 
 
 class Stop:

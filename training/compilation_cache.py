@@ -1,24 +1,20 @@
 """JAX's persistent compilation cache: where it lives, and whether a compile hit it.
 
-A second launch of the same program loads its executables (and on GPUs the autotuning
-results) from disk; the key covers the program, devices and jax / XLA versions. JAX writes
-from process 0 and every process reads, so a directory all hosts see serves the whole job.
-The cache is trusted code: never point it at a directory others can write.
-
-    compilation_cache.enable(compilation_cache.default_cache_dir(workdir))
-    with compilation_cache.watch() as report:
-        compiled = jax.jit(f).lower(x).compile()
-    print(report)  # "compiled in 3.1 s (persistent cache: miss, written to ...)"
+The key covers the program, devices and jax / XLA versions; process 0 writes, every process
+reads, so a folder all hosts see serves the whole job. The cache is trusted code: never point
+it at a folder others can write.
 """
 
 import collections
 import contextlib
 import dataclasses
 import os
+import sys
 import threading
 import time
 
 import jax
+from jax._src import lru_cache
 from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
 ENV_DIR = "JAX_COMPILATION_CACHE_DIR"  # jax's own variable; wins when set
@@ -50,11 +46,22 @@ def _count(event, **kwargs):
 
 
 def _listen():
-    """Counts the cache's monitoring events from now on (once per process)."""
+    """Once per process: counts the cache's monitoring events from now on, and makes jax
+    rewrite an entry that failed to load (cut short by a kill in its non-atomic write), which
+    it would keep: it writes only after a miss or a failed load, and skips a file there."""
     global _listening
-    if not _listening:
-        jax.monitoring.register_event_listener(_count)
-        _listening = True
+    if _listening:
+        return
+    jax.monitoring.register_event_listener(_count)
+    put = lru_cache.LRUCache.put
+
+    def replacing_put(self, key, value):
+        with contextlib.suppress(OSError):
+            (self.path / f"{key}{lru_cache._CACHE_SUFFIX}").unlink()  # noqa: SLF001
+        put(self, key, value)
+
+    lru_cache.LRUCache.put = replacing_put
+    _listening = True
 
 
 def current_dir():
@@ -63,11 +70,19 @@ def current_dir():
 
 
 def enable(cache_dir=None, min_compile_secs=1.0):
-    """Turns the persistent cache on (before the first compile); returns its directory.
-
-    Programs compiling faster than `min_compile_secs` are not written (a run's tiny jits).
-    """
+    """Turns the persistent cache on (before the first compile) for programs compiling in
+    `min_compile_secs` or more; returns its directory, or None (a warning: the cache is off)
+    when it cannot be written."""
     cache_dir = cache_dir or default_cache_dir()
+    try:
+        if "://" not in cache_dir:  # A local folder (jax also takes gs:// and the like).
+            os.makedirs(cache_dir, exist_ok=True)
+            if not os.access(cache_dir, os.W_OK | os.X_OK):
+                raise PermissionError(13, os.strerror(13))
+    except OSError as e:
+        print(f"warning: compilation cache {cache_dir}: cannot write there ({e.strerror}); the "
+              f"persistent compilation cache is off", file=sys.stderr, flush=True)
+        return enable_from_flag("none")
     if current_dir() not in (None, cache_dir):
         jax_cache.reset_cache()  # Another folder was in use: open the new one.
     jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -95,9 +110,12 @@ class CompileReport:
 
 
 def enable_from_flag(value, workdir=None):
-    """Applies a `--compilation_cache` flag ("none": off; empty or None: `default_cache_dir`;
-    else the directory); returns the directory or None."""
+    """Applies a `--compilation_cache` flag ("none": off, $JAX_COMPILATION_CACHE_DIR too; empty
+    or None: `default_cache_dir`; else the directory); returns the directory or None."""
     if value == "none":
+        if current_dir() is not None:
+            jax_cache.reset_cache()
+            jax.config.update("jax_compilation_cache_dir", None)
         return None
     return enable(value or default_cache_dir(workdir))
 

@@ -1,11 +1,9 @@
-"""Where the numbers of a run go: `metrics.jsonl`, TensorBoard, and the console.
+"""Where the numbers of a run go: `metrics.jsonl`, TensorBoard, the console; and the clocks
+(`StepTimer`, `Progress`, `format_duration`).
 
-Also the clocks: `StepTimer` (step time, throughput, MFU), `Progress` (an evaluation's
-images, rate and ETA) and `format_duration`. `metrics.jsonl` holds one JSON object per
-logged step (`step`, `train/loss`, ..., `eval/cider_d/<lang>`), appended (flushed, synced at
-checkpoint steps) so a resumed run continues it; on resume `repair` drops the records after
-the restored step (a step never has two values) and a record cut short by a crash (set aside
-in `metrics.jsonl.damaged`). A full disk is a one-line `MetricsWriteError`.
+`metrics.jsonl` holds one JSON object per logged step and kind (`step`, `train/loss`, ...,
+`eval/cider_d/<lang>`), appended; a resumed run `repair`s it first. A full disk is a one-line
+`MetricsWriteError`.
 """
 
 import contextlib
@@ -24,6 +22,7 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 import errors
 import files
 from training import crash_points, flops, schedules
+from training import workdir as workdir_lib
 
 
 def metrics_path(workdir):
@@ -42,13 +41,11 @@ def format_duration(seconds):
 
 
 class MetricsLogger:
-    """Writes the main process's measurements; other processes write nothing.
+    """Writes the main process's measurements (other processes write nothing).
 
-    `resumed`: whether the run restored a checkpoint of `start_step` (else an old metrics file
-    starts afresh). Records of steps that are multiples of `sync_every` (and the last) are
-    synced to disk with all before them (fsync ~4 ms: at checkpoint steps; a crash of the
-    process alone loses nothing flushed). MetricsFileError for a folder or a malformed line;
-    MetricsWriteError when the repaired file or the event file cannot be written.
+    `resumed`: the run restored a checkpoint of `start_step` (else an old file starts afresh).
+    Records of multiples of `sync_every` (checkpoint steps) and the last are fsynced.
+    MetricsFileError / MetricsWriteError: see `repair`.
     """
 
     def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1):
@@ -63,10 +60,8 @@ class MetricsLogger:
             self._writer = TensorBoardWriter(workdir)
 
     def log(self, step, measurements):
-        """Records scalar `measurements` (name -> number) of `step`.
-
-        MetricsWriteError (a full disk) stops the run; a line cut short is repaired on resume.
-        """
+        """Records scalar `measurements` (name -> number) of `step`; MetricsWriteError (a full
+        disk) or WorkdirError (another trainer holds the workdir) stops the run."""
         measurements = {k: float(v) for k, v in measurements.items()}
         evals = {k: v for k, v in measurements.items() if k.startswith("eval/")}
         if evals:
@@ -78,9 +73,9 @@ class MetricsLogger:
                   + " | ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in evals.items()),
                   flush=True)
         record = json.dumps({"step": int(step), **measurements}) + "\n"
+        workdir_lib.check()  # Still this run's workdir: else stop before writing.
         with _writing(self.path, f"step {step}: "):
-            # Flushed per record: a crash loses at most the record being written, and the
-            # next run repairs that (`repair`).
+            # Flushed per record: a crash cuts at most this one, which `repair` sets aside.
             with open(self.path, "ab") as f:
                 f.write(record.encode("utf-8"))
                 f.flush()
@@ -121,13 +116,9 @@ class MetricsLogger:
 
 
 class TensorBoardWriter:
-    """Scalars in a TensorBoard event file, written without TensorFlow.
-
-    Each `write_scalars` appends one `Event` framed as a TFRecord with tensorboard's own pure
-    Python protos and record writer (its `EventFileWriter` and clu's import TensorFlow when
-    installed: seconds at start, and GPU memory). A new file per run and resumption;
-    OSErrors pass through to `MetricsLogger`.
-    """
+    """Scalars in a TensorBoard event file (a new one per start), written with tensorboard's
+    pure Python protos and record writer: its `EventFileWriter` and clu's import TensorFlow
+    when installed (seconds, and GPU memory). OSErrors pass through."""
 
     def __init__(self, logdir):
         now = time.time()
@@ -238,12 +229,11 @@ def _read(path):
 
 
 def _scan(path, data):
-    """Splits a metrics file's bytes into ([(text, record)], tail).
+    """Splits a metrics file's bytes into ([(text, record)], the tail cut short by a crash).
 
-    Each newline-terminated line holds whole records (several back to back when appended onto a
-    last line that lacked only its newline); of an unterminated last line the whole records
-    count and the rest (cut short by a crash) is the `tail`. Decoded with surrogateescape, so
-    encoding gives back the bytes. MetricsFileError names a bad line.
+    A line may hold records back to back (appended onto a line that lacked its newline).
+    Decoded with surrogateescape: encoding gives the bytes back. MetricsFileError names a bad
+    line.
     """
     lines = data.decode("utf-8", "surrogateescape").split("\n")
     records = []
@@ -260,9 +250,8 @@ def _scan(path, data):
 
 
 def check_metrics_file(workdir):
-    """The last step whose records `workdir/metrics.jsonl` holds whole (None if none), as
-    `MetricsLogger` will read it: a resumed run restores that step or before, so what was cut is
-    logged again. MetricsFileError for a folder, an unreadable file or a malformed line."""
+    """The last step whose records `workdir/metrics.jsonl` holds whole (None if none is cut):
+    a resumed run restores that step or before. MetricsFileError as `repair`."""
     path = metrics_path(workdir)
     records, tail = _scan(path, _read(path))
     tail = tail.strip()
@@ -277,8 +266,7 @@ def check_metrics_file(workdir):
 
 
 def metrics_lost_warning(workdir):
-    """[the warning line] when a run with checkpoints has no metrics.jsonl or an empty one
-    (removed or emptied by hand: a run writes it from its first step), else []."""
+    """[the warning line] when a run with checkpoints has no or an empty metrics.jsonl."""
     path = metrics_path(workdir)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         return []
@@ -288,19 +276,24 @@ def metrics_lost_warning(workdir):
 
 
 def repair(path, step):
-    """Makes `path` the records of steps <= `step`, one a line (an unchanged file stays as is).
+    """Makes `path` the records of steps <= `step`, one a line (logged again after it).
 
-    Later steps go (the resumed run logs them again); a last line lacking only its newline is
-    finished; a record cut short by a crash goes with one warning, its bytes appended to
-    `path`.damaged. MetricsFileError for a malformed line not the last (nothing changed);
-    MetricsWriteError if it cannot be written.
+    A record cut short by a crash goes to `path`.damaged, with a warning; one missing, doubled
+    (the second dropped) or out of order is named in one warning. MetricsFileError for a
+    folder or a malformed line not the last (nothing changed); MetricsWriteError.
     """
     data = _read(path)
     records, tail = _scan(path, data)
-    kept = [text for text, record in records if record["step"] <= step]
+    kept, wrong = _check_sequence(records, step)
+    if wrong:
+        print(f"warning: {path}: {'; '.join(wrong)} (edited by hand?); the other records are "
+              f"kept", flush=True)
     repaired = "".join(text + "\n" for text in kept).encode("utf-8", "surrogateescape")
     if repaired == data:
         return
+    if tail.strip() and os.path.isdir(path + ".damaged"):
+        raise MetricsFileError(f"{path}.damaged is a folder, not a file: the run sets records "
+                               f"cut short by a crash aside there; move it away")
     with _writing(path):
         if tail.strip():
             damaged = tail.encode("utf-8", "surrogateescape")
@@ -315,6 +308,34 @@ def repair(path, step):
                   flush=True)
         files.write_bytes(path, repaired)  # A crash leaves the old file or the new one.
     crash_points.passed("metrics.jsonl repaired")
+
+
+def _check_sequence(records, step):
+    """(The records' texts to keep: steps <= `step`, each step and kind once; what is wrong,
+    in words). A train record is due at each multiple of the commonest gap, if seen twice."""
+    if step < 0:
+        return [], []
+    kept, seen, wrong, last = [], set(), [], -1
+    for text, record in records:
+        if record["step"] < last:
+            wrong.append(f"step {record['step']} after step {last} (out of order)")
+        last = record["step"]
+        kind = (record["step"], frozenset(record))
+        if kind in seen:
+            wrong.append(f"step {record['step']} twice (kept once)")
+        elif record["step"] <= step:
+            kept.append(text)
+        seen.add(kind)
+    logged = sorted({r["step"] for _, r in records if "train/loss" in r and r["step"] <= step})
+    gaps = [b - a for a, b in zip(logged, logged[1:], strict=False)]
+    every = max(set(gaps), key=gaps.count) if gaps else 0
+    every = every if gaps.count(every) > 1 else 0
+    missing = [s for a, b in zip([0, *logged], [*logged, step + 1], strict=True)
+               for s in range(a + 1, b) if every and s % every == 0]
+    if missing:
+        wrong.append(f"no train record of step {', '.join(map(str, missing[:5]))}"
+                     + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""))
+    return kept, wrong
 
 
 class StepTimer:
@@ -345,9 +366,8 @@ class StepTimer:
 
 
 class Progress:
-    """Prints evaluation progress with an ETA at most every `interval` s: call
-    `progress(lang, images done, images of lang)` after each batch. The rate counts from the end
-    of the first batch, so compilation does not inflate the ETA."""
+    """Prints evaluation progress with an ETA (from the end of the first batch: compiles
+    excluded) at most every `interval` s; called (lang, images done, images of lang)."""
 
     def __init__(self, total_images, num_langs, what, stream=None, interval=10.0):
         self.total, self.num_langs, self.what = total_images, num_langs, what

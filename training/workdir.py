@@ -1,22 +1,33 @@
 """A run's folder: created, checked writable, and held by one trainer at a time.
 
-Two trainers on one workdir would interleave metrics and checkpoints, so process 0 holds an
-exclusive `flock` on `<workdir>/.lock` for the run's life; the file names the holder (host,
-pid, start time) for a second trainer's error. The kernel releases a flock however its
-process ends (even SIGKILL), so a lock left by a gone process is free and is taken over.
-Read-only tools take no lock.
+Process 0 holds an exclusive `flock` on `<workdir>/.lock`, which names it (host, pid, start
+time, a token of this start), for the run's life; the kernel releases a flock however its
+process ends, so a lock left by a gone process is taken over. The lock is a lease, renewed
+every RENEW_S seconds by a thread and by `check` before every write of metrics or a
+checkpoint: a lock file removed by hand is made again; one another trainer holds stops this
+one (WorkdirError) before it writes more. A trainer that finds no lock file beside a
+metrics.jsonl waits WAIT_S for a live holder to make it again. Read-only tools take no lock.
 """
 
+import contextlib
 import datetime
 import errno
 import fcntl
 import json
 import os
+import re
 import socket
+import threading
+import time
+import uuid
 
 import errors
 
 LOCK_FILE = ".lock"
+RENEW_S = 5.0
+WAIT_S = 3 * RENEW_S  # Beyond a holder's renewal, however busy its machine.
+# Left by a kill inside files.replacing: removed once the lock is taken.
+_STRAY_TMP = re.compile(r"\.(config\.json|metrics\.jsonl)\.[a-z0-9_]{8}\.tmp")
 
 
 class WorkdirError(errors.RunError):
@@ -35,9 +46,10 @@ def prepare(workdir, process_index=0):
         raise WorkdirError(f"--workdir {workdir}: cannot write there ({e.strerror})") from None
 
 
-# The locks this process holds, by real path: a second lock() of the same workdir by the
-# same process (an in-process caller retrying after an error) is the same holder.
+# The locks this process holds, by the workdir's real path: [path, fd, record, error]. A
+# second lock() of the same workdir by the same process (an in-process retry) is the holder.
 _HELD = {}
+_MUTEX = threading.Lock()
 
 
 def lock(workdir):
@@ -48,52 +60,121 @@ def lock(workdir):
     """
     key = os.path.realpath(workdir)
     path = os.path.join(workdir, LOCK_FILE)
-    if key in _HELD:
-        if _same_file(_HELD[key], path):
-            return None
-        os.close(_HELD.pop(key))  # The workdir was replaced since: lock the new one.
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise WorkdirError(f"--workdir {workdir}: cannot open its lock file {path} "
-                           f"({e.strerror})") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        holder = _read_holder(fd)
-        os.close(fd)
-        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):  # No locks on this filesystem.
-            return (f"note: cannot lock {path} ({e.strerror}); nothing keeps a second "
-                    f"trainer off this workdir")
-        raise WorkdirError(
-            f"--workdir {workdir} is in use by another trainer ({_describe(holder)}; lock "
-            f"file {path}); wait for it to finish or stop it, or use another --workdir") \
-            from None
-    previous = _read_holder(fd)
-    me = {"host": socket.gethostname(), "pid": os.getpid(),
+    with _MUTEX:
+        if key in _HELD:
+            if _same_file(_HELD[key][1], path):
+                return None
+            os.close(_HELD.pop(key)[1])  # The workdir was replaced since: lock the new one.
+    deadline = time.monotonic() + WAIT_S
+    while (not os.path.lexists(path) and os.path.exists(os.path.join(workdir, "metrics.jsonl"))
+           and time.monotonic() < deadline):
+        time.sleep(0.2)  # Removed by hand? A live holder makes it again within RENEW_S.
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex,
           "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)
-    except OSError:
-        pass  # A full disk, say: the flock still holds; a second trainer's error names nobody.
-    _HELD[key] = fd
+        fd, previous = _take(path, me)
+    except BlockingIOError as e:
+        raise WorkdirError(f"--workdir {workdir} is in use by another trainer ({e}; lock file "
+                           f"{path}); wait for it to finish or stop it, or use another "
+                           f"--workdir") from None
+    if fd is None:
+        return (f"note: cannot lock {path} ({previous}); nothing keeps a second trainer off "
+                f"this workdir")
+    with _MUTEX:
+        _HELD[key] = [path, fd, me, None]
+    if _RENEWER.ident is None:
+        _RENEWER.start()
+    for name in os.listdir(workdir):
+        if _STRAY_TMP.fullmatch(name):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(workdir, name))
     if previous:
         return (f"note: {path} was left by a trainer that is no longer running "
                 f"({_describe(previous)}); taking it over")
     return None
 
 
-def release(workdir):
-    """Releases the lock `lock` took (a no-op when this process holds none)."""
-    fd = _HELD.pop(os.path.realpath(workdir), None)
-    if fd is None:
+def _take(path, me):
+    """Opens and flocks `path`, writes `me` in it; returns (fd, the record it held), or
+    (None, why) when the filesystem cannot lock; BlockingIOError(the holder) when held."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise WorkdirError(f"--workdir {os.path.dirname(path)}: cannot open its lock file "
+                           f"{path} ({e.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = _read_holder(fd)
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return None, e.strerror
+        raise BlockingIOError(_describe(holder)) from None
+    previous = _read_holder(fd)
+    _write_holder(fd, me)
+    return fd, previous
+
+
+def _write_holder(fd, me):
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+    except OSError:
+        pass  # A full disk, say: the flock still holds; a second trainer's error names nobody.
+
+
+def check(renew=True):
+    """Confirms that every lock this process holds is still its own (renewing it now, else as
+    the renewing thread last found it); WorkdirError when another trainer took one over."""
+    with _MUTEX:
+        for held in _HELD.values():
+            if renew:
+                _renew(held)
+            if held[3]:
+                raise WorkdirError(held[3])
+
+
+def _renew(held):
+    path, fd, me, error = held
+    if error:
+        return
+    if _same_file(fd, path):  # Still flocked by this process: a record edited is rewritten.
+        if _read_holder(fd) != me:
+            _write_holder(fd, me)
         return
     try:
-        os.ftruncate(fd, 0)  # Empty: nobody holds it. Not removed: see _read_holder.
-    except OSError:
-        pass
-    os.close(fd)  # Releases the flock.
+        new, _ = _take(path, me)  # Removed by hand: this lease goes on.
+    except (BlockingIOError, WorkdirError) as e:
+        held[3] = (f"{path} no longer names this trainer: another trainer ({e}) holds "
+                   f"{os.path.dirname(path) or '.'} now; this one stopped without writing more")
+        return
+    if new is not None:
+        held[1] = new
+        os.close(fd)
+
+
+def _renew_forever():
+    while True:
+        time.sleep(RENEW_S)
+        with contextlib.suppress(WorkdirError):  # Raised by the trainer's next `check`.
+            check()
+
+
+_RENEWER = threading.Thread(target=_renew_forever, name="workdir_lease", daemon=True)
+
+
+def release(workdir):
+    """Releases the lock `lock` took (a no-op when this process holds none)."""
+    with _MUTEX:
+        held = _HELD.pop(os.path.realpath(workdir), None)
+    if held is None:
+        return
+    if not held[3]:
+        try:
+            os.ftruncate(held[1], 0)  # Empty: nobody holds it. Not removed: see _read_holder.
+        except OSError:
+            pass
+    os.close(held[1])  # Releases the flock.
 
 
 def _same_file(fd, path):

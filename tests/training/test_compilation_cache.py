@@ -1,4 +1,5 @@
-"""Tests of training/compilation_cache.py: the default folder, and hit/miss reports."""
+"""Tests of training/compilation_cache.py: the default folder, the flag, hit/miss reports, and
+an entry cut short (a kill inside jax's write) rewritten by the next compile."""
 
 import os
 
@@ -32,10 +33,15 @@ def test_default_dir_prefers_the_env_then_the_workdir(monkeypatch, tmp_path):
     assert compilation_cache.default_cache_dir("runs/a") == "/shared/jax"
 
 
-def test_flag_none_leaves_the_cache_as_it_was_and_empty_uses_the_workdir(
+def test_flag_none_turns_the_cache_off_and_empty_uses_the_workdir(
         fresh_cache, monkeypatch, tmp_path):
+    monkeypatch.setenv(compilation_cache.ENV_DIR, fresh_cache)  # jax read it at import.
     assert compilation_cache.enable_from_flag("none", str(tmp_path)) is None
-    assert compilation_cache.current_dir() == fresh_cache
+    assert compilation_cache.current_dir() is None
+    with compilation_cache.watch() as report:
+        jax.jit(lambda x: x * 5.0 + float(np.random.default_rng().uniform())).lower(
+            jnp.ones(3)).compile()
+    assert report.hit is None and "not used" in str(report)
     monkeypatch.delenv(compilation_cache.ENV_DIR, raising=False)
     assert compilation_cache.enable_from_flag("", str(tmp_path / "run")) == str(
         tmp_path / "run" / "compilation_cache")
@@ -76,3 +82,33 @@ def test_without_a_folder_the_cache_is_reported_unused():
         assert report.hit is None and "not used" in str(report)
     finally:
         jax.config.update("jax_compilation_cache_dir", previous)
+
+
+def test_a_folder_that_cannot_be_written_is_a_warning_and_the_cache_is_off(fresh_cache, capsys):
+    del fresh_cache
+    assert compilation_cache.enable_from_flag("/proc/nope") is None
+    assert compilation_cache.current_dir() is None
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: compilation cache /proc/nope: cannot write there (No such file or directory); "
+        "the persistent compilation cache is off"]
+
+
+def test_an_entry_cut_short_is_rewritten_by_the_next_compile(fresh_cache):
+    constant = float(np.random.default_rng().uniform())
+    x = jnp.ones((2, 7))  # Made before the cache holds anything: one entry follows.
+    jax.jit(lambda x: jnp.cos(x) + constant).lower(x).compile()
+    entries = [os.path.join(fresh_cache, n) for n in os.listdir(fresh_cache)
+               if n.startswith("jit__lambda") and n.endswith("-cache")]
+    assert len(entries) == 1
+    whole = open(entries[0], "rb").read()  # noqa: SIM115
+    os.truncate(entries[0], 5)  # What a kill inside jax's write leaves.
+    jax.clear_caches()
+    with pytest.warns(UserWarning, match="Error reading persistent compilation cache entry"), \
+            compilation_cache.watch() as failed:
+        jax.jit(lambda x: jnp.cos(x) + constant).lower(x).compile()
+    assert failed.hit is False
+    assert abs(os.path.getsize(entries[0]) - len(whole)) < 8  # Written anew (its own time).
+    jax.clear_caches()
+    with compilation_cache.watch() as again:
+        jax.jit(lambda x: jnp.cos(x) + constant).lower(x).compile()
+    assert again.hit is True

@@ -273,3 +273,36 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
                     r"left on device\)", lines[0]), lines[0]
     steps = [json.loads(line)["step"] for line in (workdir / "metrics.jsonl").open()]
     assert steps, "metrics.jsonl is written before the events"
+
+
+# ------------------------------------------------------ edited by hand ----
+@pytest.mark.parametrize("edit, warning", [
+    (lambda lines: lines[:3] + lines[4:], "no train record of step 4"),
+    (lambda lines: lines[:4] + lines[3:], "step 4 twice (kept once)"),
+    (lambda lines: lines[:3] + [lines[3].replace(b'"step": 4', b'"step": 40')] + lines[4:],
+     "step 5 after step 40 (out of order); no train record of step 4"),
+])
+def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsys, edit,
+                                                                 warning):
+    full = _write_run(tmp_path)
+    lines = full.splitlines(keepends=True)
+    (tmp_path / "metrics.jsonl").write_bytes(b"".join(edit(lines)))
+    capsys.readouterr()
+    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS, resumed=True).close()
+    assert capsys.readouterr().out.splitlines() == [
+        f"warning: {tmp_path}/metrics.jsonl: {warning} (edited by hand?); the other records "
+        f"are kept"]
+    steps = [r["step"] for r in read_metrics(str(tmp_path))]
+    assert steps == [step for step in range(1, STEPS + 1) if step != 4 or "twice" in warning]
+    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS, resumed=True).close()
+    assert ("twice" in capsys.readouterr().out) is False  # A doubled record is gone.
+
+
+def test_a_damaged_file_that_is_a_folder_is_named_with_its_fix(tmp_path):
+    full = _write_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_bytes(full[:-5])
+    (tmp_path / "metrics.jsonl.damaged").mkdir()
+    with pytest.raises(MetricsFileError, match=rf"^{tmp_path}/metrics.jsonl.damaged is a folder, "
+                                               r"not a file: .*; move it away$"):
+        _resume(tmp_path, STEPS - 1)
+    assert (tmp_path / "metrics.jsonl").read_bytes() == full[:-5]  # Nothing changed.
