@@ -78,8 +78,7 @@ def _runnable():
     for block in _command_blocks():
         if block.marker is None:
             by_commands.setdefault(tuple(block.commands()), []).append(block.where)
-    return [pytest.param(commands, id="+".join(wheres))
-            for commands, wheres in by_commands.items()]
+    return [pytest.param(commands, id="+".join(wheres)) for commands, wheres in by_commands.items()]
 
 
 def _python_blocks():
@@ -135,8 +134,7 @@ def test_blocks_are_read_as_markdown_renders_them(tmp_path):
     assert found[0].commands() == ["python -m tools.a --x 1 --y 2   # a comment"]
     assert found[1].commands() == ["python -m tools.b"]
     assert found[2].commands() == []
-    assert found[3].commands() == ["TPU=v4; gcloud compute ssh $TPU",
-                                   "... --command 'python x.py'"]
+    assert found[3].commands() == ["TPU=v4; gcloud compute ssh $TPU", "... --command 'python x.py'"]
     assert found[4].commands() == []
 
 

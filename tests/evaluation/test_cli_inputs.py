@@ -75,8 +75,7 @@ def _cider_files(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--per-image", "--save-df"])
 @pytest.mark.parametrize("previous", [None, "the previous file\n"])
-def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys, flag,
-                                                               previous):
+def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys, flag, previous):
     refs, preds = _cider_files(tmp_path)
     with full_disk.full_disk(tmp_path / "disk", keep=previous and {"out": previous}) as disk:
         status = cider_cli.main(["--references", refs, "--predictions", preds,

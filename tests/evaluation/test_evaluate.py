@@ -278,8 +278,7 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_ru
                                        for key, caption in by_key.items()]))
         assert cider_json(results, "--langs", lang)["scores"] == {lang: tool["scores"][lang]}
     # Beside the paper's baselines, as the tool's report: the same scores and per-image ones.
-    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references",
-                 references])
+    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references", references])
     assert scores_format.read(tmp_path / "mine" / "scores.json")["scores"] == tool["scores"]
     assert per_image_format.read(tmp_path / "mine" / "per_image.jsonl") == tool_per_image
 
@@ -326,8 +325,7 @@ def test_progress_reports_eta_after_the_first_batch():
         def flush(self):
             pass
 
-    progress = Progress(total_images=40, num_langs=2, what="XM3600",
-                                    stream=Stream(), interval=0.0)
+    progress = Progress(total_images=40, num_langs=2, what="XM3600", stream=Stream(), interval=0.0)
     progress("en", 10, 20)
     progress("en", 20, 20)
     progress("zh", 10, 20)

@@ -66,8 +66,7 @@ def test_write_and_read_one_language(tmp_path):
     predictions.write(path, {"zh": {"b": "两只猫", "a": "一只狗"}})
     with open(path, encoding="utf-8") as f:
         assert f.readline() == '{"image/key": "b", "lang": "zh", "caption": "两只猫"}\n'
-    assert list(predictions.read_language(path, "zh").items()) == [("b", "两只猫"),
-                                                                   ("a", "一只狗")]
+    assert list(predictions.read_language(path, "zh").items()) == [("b", "两只猫"), ("a", "一只狗")]
     with pytest.raises(predictions.PredictionsError,
                        match=r"predictions_zh.jsonl:1: field 'lang' is 'zh', expected 'en'"):
         predictions.read_language(path, "en")

@@ -286,8 +286,7 @@ def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
     assert done.stdout.split() == ["0", "False"]
 
 
-def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys,
-                                                                        tmp_path):
+def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys, tmp_path):
     from tests.formats.test_predictions import every_kind
 
     en = {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}

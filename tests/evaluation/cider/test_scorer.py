@@ -135,8 +135,7 @@ def test_languages_on_threads_equal_one_by_one():
     for corpus, per_image in zip(corpora, threaded, strict=True):
         np.testing.assert_array_equal(per_image, score(corpus))
     with pytest.raises(errors.InputError, match="got 0 predictions for 20 images"):
-        cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]),
-                            corpora)
+        cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]), corpora)
 
 
 def test_map_languages_starts_the_costliest_and_keeps_item_order(monkeypatch):
@@ -253,8 +252,7 @@ def test_document_frequency_round_trip_and_reuse(tmp_path):
     full_scores = full.score(preds).per_image
     np.testing.assert_allclose(few.score([preds[i] for i in subset]).per_image,
                                full_scores[subset], atol=1e-12)
-    np.testing.assert_allclose(single.score([preds[8]]).per_image, full_scores[[8]],
-                               atol=1e-12)
+    np.testing.assert_allclose(single.score([preds[8]]).per_image, full_scores[[8]], atol=1e-12)
 
 
 def test_document_frequency_from_another_corpus_matches_pycocoevalcap_formula():
@@ -283,8 +281,7 @@ def test_document_frequency_from_another_corpus_matches_pycocoevalcap_formula():
             vr, lr = vec(r)
             val = 0.0
             for n in range(4):
-                dot = sum(min(v, vr[n].get(k, 0.0)) * vr[n].get(k, 0.0)
-                          for k, v in vh[n].items())
+                dot = sum(min(v, vr[n].get(k, 0.0)) * vr[n].get(k, 0.0) for k, v in vh[n].items())
                 norm = math.sqrt(sum(v * v for v in vh[n].values())) * math.sqrt(
                     sum(v * v for v in vr[n].values()))
                 val += (dot / norm if norm else dot) * math.exp(-(lh - lr) ** 2 / 72)

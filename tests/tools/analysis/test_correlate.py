@@ -120,8 +120,7 @@ def test_missing_values_are_dropped_pairwise(tmp_path):
 
 
 def test_empty_subset_gives_none_and_dashes(tmp_path):
-    evaluations, columns = side_by_side.read(
-        _write(tmp_path, HEADER + "\n".join(ROWS[:3])))
+    evaluations, columns = side_by_side.read(_write(tmp_path, HEADER + "\n".join(ROWS[:3])))
     result = correlate.table6(evaluations, columns)
     assert result["ext"]["n"]["delta_cider_xm3600"] == 0
     assert result["ext"]["pearson"]["delta_cider_xm3600"] is None
@@ -147,5 +146,4 @@ def test_command_line_reports_bad_file(tmp_path):
     with pytest.raises(SystemExit, match="not found"):
         correlate.main(["--side-by-side", str(tmp_path / "nope.csv")])
     with pytest.raises(SystemExit, match="sxs.csv:2: column set"):
-        correlate.main(["--side-by-side",
-                        str(_write(tmp_path, HEADER + "A,B,de,new,1,1,1,1\n"))])
+        correlate.main(["--side-by-side", str(_write(tmp_path, HEADER + "A,B,de,new,1,1,1,1\n"))])

@@ -245,8 +245,7 @@ def test_a_bad_flag_is_one_error_line_before_any_work(tmp_path, capsys, argv, me
         message, lines[0]), lines
 
 
-def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path,
-                                                                     capsys):
+def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path, capsys):
     with full_disk.full_disk(tmp_path / "disk") as disk:
         out = disk / "report"
         status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],

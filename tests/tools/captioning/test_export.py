@@ -72,8 +72,7 @@ def test_exported_captions_equal_the_runs(captioner, from_export, demo_images, d
     got = from_export.caption(images, "en,zh", decoding)
     assert [c.tokens for c in got] == [c.tokens for c in want]
     assert [c.text for c in got] == [c.text for c in want]
-    np.testing.assert_allclose([c.log_prob for c in got], [c.log_prob for c in want],
-                               rtol=1e-6)
+    np.testing.assert_allclose([c.log_prob for c in got], [c.log_prob for c in want], rtol=1e-6)
 
 
 def test_stand_alone_runner(captioner, exported, demo_images, odd_images, tmp_path):

@@ -42,8 +42,7 @@ def test_page_offers_the_models_languages_and_decodings(client, caption_run):
 def test_captions_are_the_apis(client, captioner, demo_images):
     image = _bytes(demo_images[0])
     langs = ("zh", "en", "es", "hi")
-    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3",
-                   alpha="0.6")
+    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3", alpha="0.6")
     assert answer.status_code == 200
     body = answer.get_json()
     want = captioner.caption([("photo.jpg", image)], langs, Decoding("beam", beam_size=3))
@@ -54,8 +53,7 @@ def test_captions_are_the_apis(client, captioner, demo_images):
     # Sampling takes its own settings.
     sampled = _post(client, image, langs=list(langs), decode="sample", temperature="0.8",
                     top_k="20", seed="2").get_json()
-    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20,
-                                                      seed=2))
+    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20, seed=2))
     assert [c["caption"] for c in sampled["captions"]] == [c.text for c in want]
 
 

@@ -8,8 +8,7 @@ from tools.formats import triplet_judgements
 
 
 def _line(image="1", reference="a dog", b="a dog runs", c="a cat", choice="b", **extra):
-    return {"image/key": image, "reference": reference, "b": b, "c": c, "choice": choice,
-            **extra}
+    return {"image/key": image, "reference": reference, "b": b, "c": c, "choice": choice, **extra}
 
 
 def _write(path, rows):

@@ -44,8 +44,7 @@ def release_records(release):
             for r in rows]
 
 
-def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None,
-                  coco_dev=True):
+def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None, coco_dev=True):
     """Writes a results folder for `langs` (the evaluation tool's files).
 
     Args:

@@ -149,8 +149,7 @@ def test_right_to_left_captions(blind_session):
     page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
     assert page.count('lang="ar" dir="rtl"') == 2
     english = blind_session.by_name["ann"]
-    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(
-        as_text=True)
+    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(as_text=True)
 
 
 def test_quality_and_thumb_pages(make_session):
@@ -173,8 +172,7 @@ def test_quality_and_thumb_pages(make_session):
     assert _rate(client, token, 1, answer).status_code == 303
     bad = client.post(f"/r/{token}/item/2", data=dict(answer, P="7"))
     assert bad.status_code == 400 and "outside 1-5" in bad.get_data(as_text=True)
-    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0,
-                                            "Inc": -0.5}
+    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
 
 
 def test_headers_of_every_answer(blind_session):
@@ -207,8 +205,7 @@ def test_active_time_is_kept_within_the_wall_clock(blind_session, sent, stored):
     client.get(f"/r/{rater.token}/item/1")  # the first view
     item = blind_session.assignments["ann"][0]
     with store.Store(blind_session.db_path) as db:  # seen ten seconds ago
-        db.conn.execute("UPDATE views SET first_shown = first_shown - 10 WHERE item = ?",
-                        (item,))
+        db.conn.execute("UPDATE views SET first_shown = first_shown - 10 WHERE item = ?", (item,))
     data = {"choice": "1"} if sent is None else {"choice": "1", "active_ms": sent}
     assert client.post(f"/r/{rater.token}/item/1", data=data).status_code == 303
     (row,) = _ratings(blind_session)
@@ -245,10 +242,8 @@ def test_the_server_measures_the_time_whatever_the_client_claims(blind_session, 
     from tools.humaneval import rating_stats
     client, token = _client(blind_session), blind_session.by_name["ann"].token
     count = len(blind_session.assignments["ann"])
-    never_sent = client.post(f"/r/{token}/item/1", data={"choice": "3",
-                                                          "active_ms": "9999999999"})
-    assert never_sent.status_code == 409 and "not shown to you" in never_sent.get_data(
-        as_text=True)
+    never_sent = client.post(f"/r/{token}/item/1", data={"choice": "3", "active_ms": "9999999999"})
+    assert never_sent.status_code == 409 and "not shown to you" in never_sent.get_data(as_text=True)
     assert _ratings(blind_session) == []
     assert _rate(client, token, 1, {"choice": "3", "active_ms": "9999999999"}).status_code == 303
     for n in range(2, count + 1):  # every page fetched first, then 45 s claimed per answer

@@ -112,8 +112,7 @@ def test_results_of_other_images(make_session, release, results_pair, tmp_path):
     helpers.write_results(folder, release, LANGS, good=1.0, seed=0, keys=keys[:7])
     # A prediction for an image the release does not have.
     with open(os.path.join(folder, "predictions_zh.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"image/key": "0000notanimage00", "lang": "zh", "caption": "x"})
-                + "\n")
+        f.write(json.dumps({"image/key": "0000notanimage00", "lang": "zh", "caption": "x"}) + "\n")
     systems = (("a", folder), ("b", results_pair[1]))
     with pytest.raises(InputError, match="predictions_en.jsonl: no caption for 1 of the "
                                          "session's 8 images"):
@@ -226,8 +225,7 @@ def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_pa
     folder = _copy_with_captions(results_pair[0], tmp_path / "blank", "en",
                                  lambda c: c.update({keys[0]: "", keys[1]: "  \t"}))
     warnings = []
-    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
-                           warn=warnings.append)
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])), warn=warnings.append)
     assert any("predictions_en.jsonl: 2 of the session's 6 captions are empty or blank"
                in w for w in warnings)
     helpers.pass_introduction(session)
@@ -257,8 +255,7 @@ def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp
         make_session(systems=(("a", folder), ("b", results_pair[1])))
     os.remove(path)  # no per-image file at all: warned, the session is made
     warnings = []
-    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
-                           warn=warnings.append)
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])), warn=warnings.append)
     assert any("has no per-image scores file" in w for w in warnings)
     assert session.systems["m1"]["cider_subset"] == {}
 

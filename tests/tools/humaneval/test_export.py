@@ -48,8 +48,7 @@ def test_sxs_export(make_session, tmp_path):
         for column, field in (("delta_cider_xm600", "cider_subset"),
                               ("delta_cider_xm3600", "cider_xm3600"),
                               ("delta_cider_coco_dev", "cider_coco_dev")):
-            assert float(row[column]) == pytest.approx(
-                m2[field][lang] - m1[field][lang], abs=5e-5)
+            assert float(row[column]) == pytest.approx(m2[field][lang] - m1[field][lang], abs=5e-5)
     # The correlation tool reads it as it reads the paper's file.
     evaluations, columns = side_by_side.read(paths["side_by_side"])
     assert [e.lang for e in evaluations] == ["en", "ar"]

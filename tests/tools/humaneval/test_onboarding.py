@@ -57,8 +57,7 @@ def test_consent_guidelines_practice_then_items(study):
         assert client.get(f"/r/{token}").location.endswith(f"/practice/{n}")
         page = _page(client, f"/r/{token}/practice/{n}")
         assert "does not count" in page and all(t in page for t in items[n - 1]["texts"])
-        assert client.post(f"/r/{token}/practice/{n}", data={"choice": choice}
-                           ).status_code == 303
+        assert client.post(f"/r/{token}/practice/{n}", data={"choice": choice}).status_code == 303
         feedback = _page(client, f"/r/{token}/practice/{n}")
         assert ("Well done" in feedback) == right
         # A second answer changes nothing: the first one's feedback stands.

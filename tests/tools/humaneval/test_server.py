@@ -97,8 +97,7 @@ def test_a_port_in_use_is_one_error_line(make_session, capsys):
     try:
         port = busy.getsockname()[1]
         with pytest.raises(SystemExit) as exit_info:
-            errors.run_main(cli.main, ["serve", "--session", session.folder, "--port",
-                                       str(port)])
+            errors.run_main(cli.main, ["serve", "--session", session.folder, "--port", str(port)])
     finally:
         busy.close()
     err = capsys.readouterr().err

@@ -130,8 +130,7 @@ def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys
     # The slots the owner names are simulated; a person's list stays theirs, forced or not.
     cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
-    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(
-        session.assignments["en-3"])
+    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
     with pytest.raises(SystemExit):
         cli.main(["simulate", "--help"])
@@ -260,8 +259,7 @@ def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, 
     flags = {name: [f for f in row["flags"] if f != "gold"] for name, row in table.items()
              if row["rated"]}
     # en-3 gave one answer to all of its 8 items (the smallest --quota): straight-lining.
-    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"],
-                     "en-3": ["straight"]}
+    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"], "en-3": ["straight"]}
     cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
               "--resamples", "1", "--exclude-flagged"])
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")

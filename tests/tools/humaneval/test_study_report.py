@@ -90,8 +90,7 @@ def test_counts_say_what_was_rated(make_session, tmp_path):
     # Three languages, two of them rated: two evaluations, not three; no Table 6 from them;
     # the "all" row and bar say which languages they average.
     session = make_session(langs=("en", "zh", "ar"))
-    simulate.simulate(session, raters={"en-1", "en-2", "en-3", "zh-1", "zh-2", "zh-3"},
-                      seed=1)
+    simulate.simulate(session, raters={"en-1", "en-2", "en-3", "zh-1", "zh-2", "zh-3"}, seed=1)
     paths = study_report.write_report([session], str(tmp_path / "r"), resamples=0)
     markdown = open(paths["markdown"], encoding="utf-8").read()
     assert "2 side-by-side evaluation(s) with ratings (1 without: test vs base ar)" in markdown
@@ -101,8 +100,7 @@ def test_counts_say_what_was_rated(make_session, tmp_path):
     assert "**mean of the 2 rated language(s) of 3 (en, zh)**" in markdown
     (all_row,) = [r for r in _read_csv(paths["sxs"]) if r["lang"] == "all"]
     assert all_row["averaged"] == "en zh"
-    deltas = [float(r["delta_sxs"]) for r in _read_csv(paths["sxs"])
-              if r["lang"] in ("en", "zh")]
+    deltas = [float(r["delta_sxs"]) for r in _read_csv(paths["sxs"]) if r["lang"] in ("en", "zh")]
     assert float(all_row["delta_sxs"]) == pytest.approx(sum(deltas) / 2, abs=1e-9)
     evaluations, _ = side_by_side.read(paths["side_by_side"])
     assert [e.delta_sxs is None for e in evaluations] == [False, False, True]
@@ -115,8 +113,7 @@ def test_quality_as_the_papers_table2(make_session, tmp_path):
     ratings = rating_stats.load_ratings(session)
     # Two captions with a known mix, overwritten in the database by hand.
     tests = [i for i in session.items.values() if not i.is_gold]
-    mixes = {tests[0].id: ["Good", "Not-Enough-Info", "Bad"],
-             tests[1].id: ["Not-Enough-Info"] * 3}
+    mixes = {tests[0].id: ["Good", "Not-Enough-Info", "Bad"], tests[1].id: ["Not-Enough-Info"] * 3}
     conn = sqlite3.connect(session.db_path)
     for item_id, labels in mixes.items():
         rows = conn.execute("SELECT id FROM ratings WHERE item = ? ORDER BY id",
