@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-import errors
+from tests.cli import error_line
 from tools.captioning import Captioner, Decoding, web
 
 
@@ -98,9 +98,5 @@ def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
     (["--port", "80"], "one of the arguments --workdir --exported is required"),
 ])
 def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(web.main, [a.format(tmp=tmp_path) for a in args])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+    err = error_line(capsys, web.main, [a.format(tmp=tmp_path) for a in args])
     assert message.format(tmp=tmp_path) in err

@@ -6,10 +6,8 @@ import sqlite3
 import subprocess
 import sys
 
-import pytest
-
-import errors
 from tests import tiny
+from tests.cli import error_line
 from tools.humaneval import __main__ as cli
 from tools.humaneval import session as session_lib
 
@@ -23,13 +21,7 @@ def _create_args(release, results_pair, out, *extra):
 
 
 def _error(capsys, argv):
-    """Runs the CLI expecting bad input: returns its one stderr line."""
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(cli.main, argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: "), err
-    return err
+    return error_line(capsys, cli.main, argv)
 
 
 def test_the_study_end_to_end(release, results_pair, tmp_path, capsys):
