@@ -67,7 +67,8 @@ def test_cider_checks_its_output_files_before_reading_the_inputs(tmp_path, capsy
 
 
 def _cider_files(tmp_path):
-    from tests.evaluation.cider.test_cli import PREDS, write_lines, write_references
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+    from tests.formats.small_files import write_lines
 
     return (write_references(tmp_path / "captions.jsonl"),
             write_lines(tmp_path / "preds.jsonl", PREDS))

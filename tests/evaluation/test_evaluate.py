@@ -33,12 +33,12 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
 from tests import tiny
+from tests.formats.small_files import read_jsonl
 from tests.training.metrics_files import read_metrics
 from training import checkpointing
 from training.metrics import Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +76,6 @@ def _independent_set(data_dir, lang, vocab, config):
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
 
 
-def _read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
-
-
 def _logged_eval(workdir, step):
     return next(r for r in read_metrics(workdir) if r["step"] == step and "eval/cider_d/avg" in r)
 
@@ -110,7 +105,7 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_pat
         xm3600 = {k: v for k, v in metrics.items() if k.startswith("eval/cider_d/")}
         assert xm3600 == {k: v for k, v in logged.items() if k.startswith("eval/cider_d/")}
         assert summary["num_images"] == {"en": 8, "zh": 8}
-        per_image = _read_jsonl(os.path.join(folder, "per_image.jsonl"))
+        per_image = read_jsonl(os.path.join(folder, "per_image.jsonl"))
         for lang in ("en", "zh"):
             values = [r["score"] for r in per_image if r["lang"] == lang]
             assert np.mean(values) == pytest.approx(summary["scores"][lang])
@@ -134,7 +129,7 @@ def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
         tokens = decode.greedy(model, params, images, prompts,
                                max_len=config.evals.xm3600.max_decode_len)
         expected = tokenizer.detokenize(vocab, tokens)
-        rows = _read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
+        rows = read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
         assert [r["image/key"] for r in rows] == keys
         assert {r["lang"] for r in rows} == {lang}
         assert [r["caption"] for r in rows] == expected
@@ -151,7 +146,7 @@ def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_dem
         summary = json.load(f)
     examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
     for lang in ("en", "zh"):
-        rows = _read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
+        rows = read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
         assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
         refs = [list(e.captions) for e in examples[lang]]
         expected = cider.CiderScorer(refs, lang).score([r["caption"] for r in rows]).corpus
@@ -221,7 +216,7 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
     tokens, _ = decode.beam_search(model, params, images, prompts,
                                    max_len=config.evals.xm3600.max_decode_len, beam_size=2,
                                    alpha=0.6)
-    rows = _read_jsonl(os.path.join(out, "predictions_en.jsonl"))
+    rows = read_jsonl(os.path.join(out, "predictions_en.jsonl"))
     assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}

@@ -5,19 +5,13 @@ import json
 import pytest
 
 from formats import predictions
+from tests.formats.small_files import write_lines
 
 PREDS = [
     {"image/key": "img0", "lang": "en", "caption": "A dog running on the beach"},
     {"image/key": "img1", "lang": "en", "caption": "two cats on a sofa"},
     {"image/key": "img2", "lang": "en", "caption": "a red car"},
 ]
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
-    return str(path)
 
 
 def test_read_predictions_fast_and_line_by_line_agree(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import paper_tables
+from tests.formats.small_files import write_text
 from tools.analysis import correlate
 from tools.formats import side_by_side
 
@@ -25,9 +26,7 @@ ROWS = [
 
 
 def _write(tmp_path, text, name="sxs.csv"):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+    return write_text(tmp_path, text, name)
 
 
 def test_reproduces_every_value_of_the_papers_table6():

@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from tests.evaluation import full_disk
+from tests.formats.small_files import write_lines as _write_jsonl
 from tools.analysis import coefficients, correlate, meta, thumb
 from tools.formats import side_by_side
 from tools.vifidel import options as vifidel_options
@@ -28,11 +29,6 @@ CAPTIONS = {
     "B": {"1": ("a cat on a sofa", 1, 1), "2": ("a man riding a horse", 2, 2),
           "3": ("a plate of pasta", 5, 3), "4": ("a car on a road", 2, 2)},
 }
-
-
-def _write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 @pytest.fixture

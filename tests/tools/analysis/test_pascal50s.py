@@ -11,6 +11,7 @@ import pytest
 from scipy import io as scipy_io
 
 from evaluation import cider
+from tests.formats.small_files import write_lines
 from tools.analysis import meta, pascal50s
 
 IMAGES = ("2008_000032", "2008_000037", "2008_000041")
@@ -269,9 +270,9 @@ def test_the_release_with_a_repeated_pair_as_a_pairwise_file_gives_the_same_accu
     lines = [{"image/key": IMAGES[i], "a": b, "b": c, "kind": pascal50s.KINDS[kind],
               "preference": {1: "a", -1: "b", 0: "tie"}[int(np.sign(sum(_votes_repeated(p))))]}
              for p, (i, b, c, kind, *_) in enumerate(_pairs_repeated())]
-    prefs.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    refs.write_text("".join(json.dumps({"seg_id": k, "set_id": 0, "refs": _sentences(i)}) + "\n"
-                            for i, k in enumerate(IMAGES)))
+    write_lines(prefs, lines)
+    write_lines(refs, [{"seg_id": k, "set_id": 0, "refs": _sentences(i)}
+                       for i, k in enumerate(IMAGES)])
     options = ["--metric", "cider-d", "--num-refs", "5", "--draws", "3", "--samples", "0", "--json"]
     got = {}
     # The folder above data/ is read as data/.

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.formats.small_files import write_lines as _write
 from tests.tools.formats.thumb_files import row as _row
-from tests.tools.formats.thumb_files import write as _write
 from tools.analysis import thumb
 from tools.formats import thumb_ratings
 

@@ -7,8 +7,8 @@ import pytest
 
 from tests import cli
 from tests.evaluation import full_disk
+from tests.formats.small_files import write_lines as _write
 from tests.tools.formats.thumb_files import row as _row
-from tests.tools.formats.thumb_files import write as _write
 from tools.analysis import thumb
 
 RATINGS = [("Human", "1", 5, 5, 0, 0, 0), ("A", "1", 4, 3, 0, 0, 0),
