@@ -1,9 +1,5 @@
-"""The owner's dashboard and the page layout in a real headless browser (conftest.py's).
-
-Covered: the dashboard updating live and showing flagged raters; the layout on a phone and
-with over-long captions; the active-time clock leaving out idle and hidden time; the pause said
-to the rater; the screenshot tool. The rater's own flow: test_browser.py.
-"""
+"""The owner's dashboard and the page layout in a real headless browser (conftest.py's; the
+rater's own flow: test_browser.py)."""
 
 import shutil
 import time

@@ -19,11 +19,6 @@ from tests.training.metrics_files import read_metrics
 from tools.vifidel import evaluator as vifidel_evaluator
 
 
-@pytest.fixture(autouse=True)
-def vector_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("VIFIDEL_CACHE_DIR", str(tmp_path / "vector_cache"))
-
-
 def _vifidel(data_dir, **fields):
     return ml_collections.ConfigDict({
         "type": "tools.vifidel.evaluator:Xm3600Vifidel",
