@@ -128,7 +128,6 @@ def test_expand_knows_what_pil_reads():
     assert ".txt" not in inputs.image_extensions()
 
 
-
 def test_very_large_images_are_read_quietly_or_refused_in_one_line(tmp_path, monkeypatch):
     # PIL warns (with its own file and line) over MAX_IMAGE_PIXELS and refuses over twice
     # that; the limit lowered here so that a 24x16 picture (384 pixels) is "large".
