@@ -32,7 +32,7 @@ from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
-from tests import tiny
+from tests import cli, tiny
 from tests.formats.small_files import read_jsonl
 from tests.training.metrics_files import read_metrics
 from training import checkpointing
@@ -288,10 +288,8 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_ru
 ])
 def test_bad_input_is_a_clear_error(tiny_run, capsys, args, message):
     config_path, workdir, _ = tiny_run
-    with pytest.raises(SystemExit) as exit_info:
-        _main("--config", config_path, "--workdir", workdir, *args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = cli.error_lines(capsys, evaluate.main, ["evaluation.evaluate", "--config", config_path,
+                                                  "--workdir", workdir, *args])
     assert err[-1].startswith("error: ")
     assert re.search(message, err[-1]), err[-1]
 
@@ -302,10 +300,8 @@ def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path
     config_path, _, _ = tiny_run
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SystemExit) as exit_info:
-        _main("--config", config_path, "--workdir", str(empty))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
+    err = "\n".join(cli.error_lines(capsys, evaluate.main, ["evaluation.evaluate", "--config",
+                                                            config_path, "--workdir", str(empty)]))
     assert "Traceback" not in err
     assert f"error: no checkpoint in {empty}/checkpoints" in err
 
