@@ -1,23 +1,14 @@
 """The command and Python blocks of README.md and docs/*.md run as written, or say why not.
 
-Every command or Python block (tests/doc_blocks.py) is either run here or carries a marker
-`<!-- not run here: REASON -->` (CONTRIBUTING.md, "Documentation"), so a new block cannot
-escape. A block runs on the tests' tiny trained run and tiny demo data instead of `make demo`'s:
-in a new working folder laid out as the repository after `make demo` (`working_folder`),
-with the few textual changes of `SUBSTITUTIONS`, the one declared place where the demo and
-the tiny run differ. A command block's lines run in order and must each exit with status 0;
-a file a command names with `--out` must exist afterwards. A Python block runs in this
-process as a script of its own would (`__main__`, a fresh namespace) and must not raise.
-
-`python -m MODULE ...` runs in this process, as `python -m` runs it (runpy, `__main__`,
-sys.argv; SystemExit is the status), so the tools' imports and compiled programs are shared
-with the rest of the test process and the suite's compilation cache; the state a command line
-may change process-wide (the current folder, environment, argv, jax's cache settings, logging,
-warnings) is put back after it. A server (`SERVERS`) runs as its own process with `--port 0`
-added, until it prints its address and answers a request there; a module of `OWN_PROCESS`
-runs as its own process too, and so does train.py (absl defines its flags once a process).
-Any other command line runs with bash. Blocks with the same
-command lines run once.
+Every command or Python block (tests/doc_blocks.py) is run here or carries a marker
+`<!-- not run here: REASON -->` (CONTRIBUTING.md, "Documentation"), so no new block escapes. It
+runs on the tiny trained run and demo data, in a working folder laid out as after `make demo`,
+with `SUBSTITUTIONS` the one declared difference. Each command line must exit 0 and a file named
+by `--out` must exist; a Python block runs as a script of its own (`__main__`) and must not raise.
+`python -m MODULE` runs in this process (runpy; SystemExit is the status) so that compiled
+programs are shared, and what it may change process-wide is put back after it; `SERVERS`,
+`OWN_PROCESS` modules and train.py (absl's flags) run as their own process, other lines with
+bash. Blocks with the same command lines run once.
 """
 
 import contextlib
@@ -78,8 +69,7 @@ def _runnable():
     for block in _command_blocks():
         if block.marker is None:
             by_commands.setdefault(tuple(block.commands()), []).append(block.where)
-    return [pytest.param(commands, id="+".join(wheres))
-            for commands, wheres in by_commands.items()]
+    return [pytest.param(commands, id="+".join(wheres)) for commands, wheres in by_commands.items()]
 
 
 def _python_blocks():
@@ -135,8 +125,7 @@ def test_blocks_are_read_as_markdown_renders_them(tmp_path):
     assert found[0].commands() == ["python -m tools.a --x 1 --y 2   # a comment"]
     assert found[1].commands() == ["python -m tools.b"]
     assert found[2].commands() == []
-    assert found[3].commands() == ["TPU=v4; gcloud compute ssh $TPU",
-                                   "... --command 'python x.py'"]
+    assert found[3].commands() == ["TPU=v4; gcloud compute ssh $TPU", "... --command 'python x.py'"]
     assert found[4].commands() == []
 
 

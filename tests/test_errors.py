@@ -43,10 +43,8 @@ def test_no_duplicate_error_classes():
 
 
 def test_the_branches():
-    assert issubclass(errors.InputError, ValueError) and issubclass(errors.InputError,
-                                                                      errors.Error)
-    assert issubclass(errors.RunError, RuntimeError) and issubclass(errors.RunError,
-                                                                      errors.Error)
+    assert issubclass(errors.InputError, ValueError) and issubclass(errors.InputError, errors.Error)
+    assert issubclass(errors.RunError, RuntimeError) and issubclass(errors.RunError, errors.Error)
     from data import jsonl
     from training import checkpointing, run_config
     assert issubclass(jsonl.FormatError, errors.InputError)

@@ -124,8 +124,7 @@ def test_imports_run_downwards():
 def test_no_import_circles():
     graph = import_graph()
     # A module's package __init__ importing its submodules is not a circle of the design.
-    edges = {a: {b for b in bs if not within(a, b) and not within(b, a)}
-             for a, bs in graph.items()}
+    edges = {a: {b for b in bs if not within(a, b) and not within(b, a)} for a, bs in graph.items()}
     circles, state = [], {}
 
     def visit(node, stack):

@@ -1,11 +1,9 @@
 """benchmarks/accelerator_report.py --tiny: every section runs, without TensorFlow, and adds up.
 
-One run of the whole report on tiny shapes, in a subprocess where `import
-tensorflow` fails (so benchmarks/train_step.py and benchmarks/decode_speed.py,
-which it runs, are checked to start and run without it too). Its JSON must
-hold every section, and the figures must agree with each other: throughput
-with step time, MFU with the analytic FLOP count, the warm launch with the
-cold one's cache.
+One run on tiny shapes in a subprocess where `import tensorflow` fails (so the train_step.py and
+decode_speed.py it runs start without it too). Its JSON holds every section, and the figures
+agree: throughput with step time, MFU with the analytic FLOPs, the warm launch with the cold
+one's cache.
 """
 
 import json

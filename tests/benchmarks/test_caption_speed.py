@@ -2,8 +2,8 @@
 
 import pytest
 
-import errors
 from benchmarks import caption_speed
+from tests.cli import error_line
 
 
 @pytest.mark.parametrize("args, message", [
@@ -15,9 +15,5 @@ from benchmarks import caption_speed
     (["--workdir", "{tmp}", "--images", "x.jpg", "--repeats", "0"], "must be >= 1"),
 ])
 def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(caption_speed.main, [a.format(tmp=tmp_path) for a in args])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+    err = error_line(capsys, caption_speed.main, [a.format(tmp=tmp_path) for a in args])
     assert message.format(tmp=tmp_path) in err

@@ -67,7 +67,8 @@ def test_cider_checks_its_output_files_before_reading_the_inputs(tmp_path, capsy
 
 
 def _cider_files(tmp_path):
-    from tests.evaluation.cider.test_cli import PREDS, write_lines, write_references
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+    from tests.formats.small_files import write_lines
 
     return (write_references(tmp_path / "captions.jsonl"),
             write_lines(tmp_path / "preds.jsonl", PREDS))
@@ -75,8 +76,7 @@ def _cider_files(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--per-image", "--save-df"])
 @pytest.mark.parametrize("previous", [None, "the previous file\n"])
-def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys, flag,
-                                                               previous):
+def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys, flag, previous):
     refs, preds = _cider_files(tmp_path)
     with full_disk.full_disk(tmp_path / "disk", keep=previous and {"out": previous}) as disk:
         status = cider_cli.main(["--references", refs, "--predictions", preds,

@@ -32,13 +32,13 @@ from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import decode
-from tests import tiny
+from tests import cli, tiny
+from tests.formats.small_files import read_jsonl
 from tests.training.metrics_files import read_metrics
 from training import checkpointing
 from training.metrics import Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +67,6 @@ def _independent_set(data_dir, lang, vocab, config):
         image_lib.read_pixels(xm3600_release.image_path(folder, k), size) for k in keys]))
     prompt = prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
-
-
-def _read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 def _logged_eval(workdir, step):
@@ -103,7 +98,7 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_pat
         xm3600 = {k: v for k, v in metrics.items() if k.startswith("eval/cider_d/")}
         assert xm3600 == {k: v for k, v in logged.items() if k.startswith("eval/cider_d/")}
         assert summary["num_images"] == {"en": 8, "zh": 8}
-        per_image = _read_jsonl(os.path.join(folder, "per_image.jsonl"))
+        per_image = read_jsonl(os.path.join(folder, "per_image.jsonl"))
         for lang in ("en", "zh"):
             values = [r["score"] for r in per_image if r["lang"] == lang]
             assert np.mean(values) == pytest.approx(summary["scores"][lang])
@@ -127,7 +122,7 @@ def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
         tokens = decode.greedy(model, params, images, prompts,
                                max_len=config.evals.xm3600.max_decode_len)
         expected = tokenizer.detokenize(vocab, tokens)
-        rows = _read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
+        rows = read_jsonl(os.path.join(out, f"predictions_{lang}.jsonl"))
         assert [r["image/key"] for r in rows] == keys
         assert {r["lang"] for r in rows} == {lang}
         assert [r["caption"] for r in rows] == expected
@@ -144,7 +139,7 @@ def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_dem
         summary = json.load(f)
     examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
     for lang in ("en", "zh"):
-        rows = _read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
+        rows = read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
         assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
         refs = [list(e.captions) for e in examples[lang]]
         expected = cider.CiderScorer(refs, lang).score([r["caption"] for r in rows]).corpus
@@ -214,7 +209,7 @@ def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
     tokens, _ = decode.beam_search(model, params, images, prompts,
                                    max_len=config.evals.xm3600.max_decode_len, beam_size=2,
                                    alpha=0.6)
-    rows = _read_jsonl(os.path.join(out, "predictions_en.jsonl"))
+    rows = read_jsonl(os.path.join(out, "predictions_en.jsonl"))
     assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
@@ -271,8 +266,7 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_ru
                                        for key, caption in by_key.items()]))
         assert cider_json(results, "--langs", lang)["scores"] == {lang: tool["scores"][lang]}
     # Beside the paper's baselines, as the tool's report: the same scores and per-image ones.
-    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references",
-                 references])
+    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references", references])
     assert scores_format.read(tmp_path / "mine" / "scores.json")["scores"] == tool["scores"]
     assert per_image_format.read(tmp_path / "mine" / "per_image.jsonl") == tool_per_image
 
@@ -287,10 +281,8 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_ru
 ])
 def test_bad_input_is_a_clear_error(tiny_run, capsys, args, message):
     config_path, workdir, _ = tiny_run
-    with pytest.raises(SystemExit) as exit_info:
-        _main("--config", config_path, "--workdir", workdir, *args)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = cli.error_lines(capsys, evaluate.main, ["evaluation.evaluate", "--config", config_path,
+                                                  "--workdir", workdir, *args])
     assert err[-1].startswith("error: ")
     assert re.search(message, err[-1]), err[-1]
 
@@ -301,10 +293,8 @@ def test_workdir_without_checkpoint_exits_2_without_traceback(tiny_run, tmp_path
     config_path, _, _ = tiny_run
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SystemExit) as exit_info:
-        _main("--config", config_path, "--workdir", str(empty))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
+    err = "\n".join(cli.error_lines(capsys, evaluate.main, ["evaluation.evaluate", "--config",
+                                                            config_path, "--workdir", str(empty)]))
     assert "Traceback" not in err
     assert f"error: no checkpoint in {empty}/checkpoints" in err
 
@@ -319,8 +309,7 @@ def test_progress_reports_eta_after_the_first_batch():
         def flush(self):
             pass
 
-    progress = Progress(total_images=40, num_langs=2, what="XM3600",
-                                    stream=Stream(), interval=0.0)
+    progress = Progress(total_images=40, num_langs=2, what="XM3600", stream=Stream(), interval=0.0)
     progress("en", 10, 20)
     progress("en", 20, 20)
     progress("zh", 10, 20)

@@ -56,8 +56,7 @@ def _fail(capsys, *args):
      r"config.evals.xm3600.max_images=-3; expected None \(every image\) or an integer >= 1"),
     (["--config.evals.xm3600.max_images=0"], r"config.evals.xm3600.max_images=0; expected"),
 ])
-def test_a_bad_flag_is_one_error_line_before_any_work(config_path, tmp_path, capsys, args,
-                                                      message):
+def test_a_bad_flag_is_one_error_line_before_any_work(config_path, tmp_path, capsys, args, message):
     lines = _fail(capsys, "--config", config_path, "--workdir", str(tmp_path / "no_run"),
                   "--out", str(tmp_path / "out"), *args)
     assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
@@ -87,8 +86,7 @@ def test_an_out_created_for_a_run_that_fails_is_removed(config_path, tmp_path, c
     assert not (tmp_path / "new" / "out").exists()
 
 
-def test_the_default_results_folder_is_checked_before_the_evaluation(config_path, tiny_run,
-                                                                    capsys):
+def test_the_default_results_folder_is_checked_before_the_evaluation(config_path, tiny_run, capsys):
     blocker = os.path.join(tiny_run, "eval_step1")
     with open(blocker, "w") as f:
         f.write("not a folder")

@@ -18,8 +18,13 @@ def run(two_step_run):
     return two_step_run.workdir, two_step_run.config()
 
 
-def _deleting_the_newest_while_reading(monkeypatch):
-    """Makes the next read of a checkpoint delete its folder first, as the trainer would."""
+def _deleting_the_newest_while_reading(run, tmp_path, monkeypatch, *, without_step_1=False):
+    """A copy of the run whose next checkpoint read deletes its folder first, as the trainer
+    would: (workdir, vocabulary, [deleted folder])."""
+    workdir = tmp_path / "run"
+    shutil.copytree(run[0], workdir)
+    if without_step_1:
+        shutil.rmtree(workdir / "checkpoints" / "1")
     real_restore = checkpointing._restore_params
     deleted = []
 
@@ -30,15 +35,12 @@ def _deleting_the_newest_while_reading(monkeypatch):
         return real_restore(path, target)
 
     monkeypatch.setattr(checkpointing, "_restore_params", restore)
-    return deleted
+    return workdir, tokenizer.get_vocabulary(run[1].vocab.path), deleted
 
 
 def test_a_checkpoint_deleted_while_read_is_replaced_by_the_newest_left(run, tmp_path,
                                                                        monkeypatch, capsys):
-    workdir = tmp_path / "run"
-    shutil.copytree(run[0], workdir)
-    vocab = tokenizer.get_vocabulary(run[1].vocab.path)
-    deleted = _deleting_the_newest_while_reading(monkeypatch)
+    workdir, vocab, deleted = _deleting_the_newest_while_reading(run, tmp_path, monkeypatch)
     _, _, step = evaluate._restore(run[1], str(workdir), vocab, None)
     assert deleted == [f"{workdir}/checkpoints/2"]
     assert step == 1
@@ -49,20 +51,13 @@ def test_a_checkpoint_deleted_while_read_is_replaced_by_the_newest_left(run, tmp
     assert "Traceback" not in captured.err and "damaged" not in captured.err
 
 
-def test_an_asked_for_step_deleted_while_read_is_an_error(run, tmp_path, monkeypatch):
-    workdir = tmp_path / "run"
-    shutil.copytree(run[0], workdir)
-    vocab = tokenizer.get_vocabulary(run[1].vocab.path)
-    _deleting_the_newest_while_reading(monkeypatch)
-    with pytest.raises(evaluate.UsageError, match=r"checkpoints/2 \(step 2\)"):
-        evaluate._restore(run[1], str(workdir), vocab, 2)
-
-
-def test_the_last_one_deleted_while_read_says_there_is_none(run, tmp_path, monkeypatch):
-    workdir = tmp_path / "run"
-    shutil.copytree(run[0], workdir)
-    shutil.rmtree(workdir / "checkpoints" / "1")
-    vocab = tokenizer.get_vocabulary(run[1].vocab.path)
-    _deleting_the_newest_while_reading(monkeypatch)
-    with pytest.raises(evaluate.UsageError, match=r"no checkpoint in .*/checkpoints: train "):
-        evaluate._restore(run[1], str(workdir), vocab, None)
+@pytest.mark.parametrize("step, without_step_1, message", [
+    (2, False, r"checkpoints/2 \(step 2\)"),  # the step asked for
+    (None, True, r"no checkpoint in .*/checkpoints: train "),  # the last one
+], ids=["an_asked_for_step", "the_last_one"])
+def test_deleted_while_read_with_no_other_to_read_is_an_error(run, tmp_path, monkeypatch, step,
+                                                              without_step_1, message):
+    workdir, vocab, _ = _deleting_the_newest_while_reading(run, tmp_path, monkeypatch,
+                                                           without_step_1=without_step_1)
+    with pytest.raises(evaluate.UsageError, match=message):
+        evaluate._restore(run[1], str(workdir), vocab, step)

@@ -174,8 +174,7 @@ def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp
 
 @pytest.mark.parametrize("left, kept", [(("old", "tmp"), 0.5), (("old",), 0.3), (("tmp",), None)])
 @pytest.mark.parametrize("tool", ["report", "evaluate"])
-def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys, left, kept,
-                                                                tool):
+def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys, left, kept, tool):
     """A run killed between moving the old results aside and renaming the new ones in (or
     while writing the new ones) leaves hidden folders; the next report or evaluation (its
     check before the work) renames the whole one in and deletes the others."""

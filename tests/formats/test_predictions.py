@@ -5,19 +5,13 @@ import json
 import pytest
 
 from formats import predictions
+from tests.formats.small_files import write_lines
 
 PREDS = [
     {"image/key": "img0", "lang": "en", "caption": "A dog running on the beach"},
     {"image/key": "img1", "lang": "en", "caption": "two cats on a sofa"},
     {"image/key": "img2", "lang": "en", "caption": "a red car"},
 ]
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
-    return str(path)
 
 
 def test_read_predictions_fast_and_line_by_line_agree(tmp_path):
@@ -66,8 +60,7 @@ def test_write_and_read_one_language(tmp_path):
     predictions.write(path, {"zh": {"b": "两只猫", "a": "一只狗"}})
     with open(path, encoding="utf-8") as f:
         assert f.readline() == '{"image/key": "b", "lang": "zh", "caption": "两只猫"}\n'
-    assert list(predictions.read_language(path, "zh").items()) == [("b", "两只猫"),
-                                                                   ("a", "一只狗")]
+    assert list(predictions.read_language(path, "zh").items()) == [("b", "两只猫"), ("a", "一只狗")]
     with pytest.raises(predictions.PredictionsError,
                        match=r"predictions_zh.jsonl:1: field 'lang' is 'zh', expected 'en'"):
         predictions.read_language(path, "en")

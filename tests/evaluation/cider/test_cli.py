@@ -10,6 +10,7 @@ import errors
 from evaluation import cider
 from evaluation.cider import __main__ as cider_main
 from formats import predictions
+from tests.formats.small_files import write_lines
 
 REFS = {
     "img0": {"en": ["A dog runs on the beach.", "A brown dog running."],
@@ -35,13 +36,6 @@ def write_references(path, refs=REFS):
                 line[lang] = {"caption": captions, "caption/tokenized": captions,
                               "caption/tokenized/lowercase": [c.lower() for c in captions]}
             f.write(json.dumps(line) + "\n")
-    return str(path)
-
-
-def write_lines(path, lines):
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
     return str(path)
 
 
@@ -286,8 +280,7 @@ def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
     assert done.stdout.split() == ["0", "False"]
 
 
-def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys,
-                                                                        tmp_path):
+def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys, tmp_path):
     from tests.formats.test_predictions import every_kind
 
     en = {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}

@@ -68,8 +68,7 @@ def _class(code_points):
 def _script_and_marks():
     in_ranges = np.concatenate([np.arange(lo, hi + 1) for lo, hi in text._SCRIPT_RANGES])
     is_mark = np.array([unicodedata.category(chr(c))[0] == "M" for c in range(0x110000)])
-    return _class(np.setdiff1d(in_ranges, np.flatnonzero(is_mark))), _class(
-        np.flatnonzero(is_mark))
+    return _class(np.setdiff1d(in_ranges, np.flatnonzero(is_mark))), _class(np.flatnonzero(is_mark))
 
 
 def rule_batch(captions, lang, remove_symbols=False):

@@ -146,8 +146,7 @@ def _two_results(tmp_path, shift):
     for lang, effect in (("en", shift), ("de", 0.0), ("zh", -shift)):
         base = rng.random(300)
         a[lang] = {f"k{i}": float(v) for i, v in enumerate(base)}
-        b[lang] = {f"k{i}": float(v + effect + rng.normal(0, 0.01))
-                   for i, v in enumerate(base)}
+        b[lang] = {f"k{i}": float(v + effect + rng.normal(0, 0.01)) for i, v in enumerate(base)}
     return _write_results(tmp_path / "run_a", a), _write_results(tmp_path / "run_b", b)
 
 
@@ -207,8 +206,7 @@ def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, c
                                f"device); the results are printed above")
 
 
-def test_predictions_files_are_scored_with_references_or_named_with_the_command(tmp_path,
-                                                                               capsys):
+def test_predictions_files_are_scored_with_references_or_named_with_the_command(tmp_path, capsys):
     import shlex
 
     from evaluation import report

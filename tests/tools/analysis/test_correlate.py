@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import paper_tables
+from tests.formats.small_files import write_text
 from tools.analysis import correlate
 from tools.formats import side_by_side
 
@@ -25,9 +26,7 @@ ROWS = [
 
 
 def _write(tmp_path, text, name="sxs.csv"):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
+    return write_text(tmp_path, text, name)
 
 
 def test_reproduces_every_value_of_the_papers_table6():
@@ -120,8 +119,7 @@ def test_missing_values_are_dropped_pairwise(tmp_path):
 
 
 def test_empty_subset_gives_none_and_dashes(tmp_path):
-    evaluations, columns = side_by_side.read(
-        _write(tmp_path, HEADER + "\n".join(ROWS[:3])))
+    evaluations, columns = side_by_side.read(_write(tmp_path, HEADER + "\n".join(ROWS[:3])))
     result = correlate.table6(evaluations, columns)
     assert result["ext"]["n"]["delta_cider_xm3600"] == 0
     assert result["ext"]["pearson"]["delta_cider_xm3600"] is None
@@ -147,5 +145,4 @@ def test_command_line_reports_bad_file(tmp_path):
     with pytest.raises(SystemExit, match="not found"):
         correlate.main(["--side-by-side", str(tmp_path / "nope.csv")])
     with pytest.raises(SystemExit, match="sxs.csv:2: column set"):
-        correlate.main(["--side-by-side",
-                        str(_write(tmp_path, HEADER + "A,B,de,new,1,1,1,1\n"))])
+        correlate.main(["--side-by-side", str(_write(tmp_path, HEADER + "A,B,de,new,1,1,1,1\n"))])

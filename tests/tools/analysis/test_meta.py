@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import cider
 from tests.evaluation import full_disk
+from tests.formats.small_files import write_lines as _write_jsonl
 from tools.analysis import coefficients, correlate, meta, thumb
 from tools.formats import side_by_side
 from tools.vifidel import options as vifidel_options
@@ -28,11 +29,6 @@ CAPTIONS = {
     "B": {"1": ("a cat on a sofa", 1, 1), "2": ("a man riding a horse", 2, 2),
           "3": ("a plate of pasta", 5, 3), "4": ("a car on a road", 2, 2)},
 }
-
-
-def _write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 @pytest.fixture
@@ -245,8 +241,7 @@ def test_a_bad_flag_is_one_error_line_before_any_work(tmp_path, capsys, argv, me
         message, lines[0]), lines
 
 
-def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path,
-                                                                     capsys):
+def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path, capsys):
     with full_disk.full_disk(tmp_path / "disk") as disk:
         out = disk / "report"
         status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],

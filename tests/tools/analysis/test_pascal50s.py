@@ -11,6 +11,7 @@ import pytest
 from scipy import io as scipy_io
 
 from evaluation import cider
+from tests.formats.small_files import write_lines
 from tools.analysis import meta, pascal50s
 
 IMAGES = ("2008_000032", "2008_000037", "2008_000041")
@@ -48,8 +49,7 @@ def _cell(text):
     return np.array([[text]], dtype=object)
 
 
-def write_release(folder, *, break_triplet=False, category=None, with_sentences=True,
-                  repeat=False):
+def write_release(folder, *, break_triplet=False, category=None, with_sentences=True, repeat=False):
     """The three files in the release's layout (struct fields by position); `repeat`: a 13th
     pair repeating the 4th."""
     if with_sentences:
@@ -66,8 +66,7 @@ def write_release(folder, *, break_triplet=False, category=None, with_sentences=
         new_input[0, p] = (f"{IMAGES[i]}.jpg", b, c)
         # The 48 references: the image's sentences other than its HC pair's two.
         for t, reference in enumerate(_sentences(i)[2:]):
-            votes[0, 48 * p + t] = (_cell(reference), _cell(b), _cell(c),
-                                    1.0 if t < wins else -1.0)
+            votes[0, 48 * p + t] = (_cell(reference), _cell(b), _cell(c), 1.0 if t < wins else -1.0)
     if break_triplet:
         votes[0, 50]["c"] = _cell("a different caption")
     categories = [pair[3] for pair in pairs]
@@ -253,8 +252,7 @@ def test_pairwise_votes_give_the_accuracy_per_kind(tmp_path, capsys):
     captured = capsys.readouterr()
     assert status == 0, captured.err
     rows = {r["subset"]: r for r in json.loads(captured.out)["rows"]}
-    expected = _direct_accuracy(_pairs(), winners, {k: _sentences(i)
-                                                    for i, k in enumerate(IMAGES)})
+    expected = _direct_accuracy(_pairs(), winners, {k: _sentences(i) for i, k in enumerate(IMAGES)})
     # The figures the tool must reproduce: 2 of 3 HC pairs, 2 of 2 HI (the tie of the sixth
     # pair left out), 2 of 3 HM, 1 of 3 MM.
     assert expected == {"HC": 2 / 3, "HI": 1.0, "HM": 2 / 3, "MM": 1 / 3}
@@ -272,11 +270,10 @@ def test_the_release_with_a_repeated_pair_as_a_pairwise_file_gives_the_same_accu
     lines = [{"image/key": IMAGES[i], "a": b, "b": c, "kind": pascal50s.KINDS[kind],
               "preference": {1: "a", -1: "b", 0: "tie"}[int(np.sign(sum(_votes_repeated(p))))]}
              for p, (i, b, c, kind, *_) in enumerate(_pairs_repeated())]
-    prefs.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    refs.write_text("".join(json.dumps({"seg_id": k, "set_id": 0, "refs": _sentences(i)}) + "\n"
-                            for i, k in enumerate(IMAGES)))
-    options = ["--metric", "cider-d", "--num-refs", "5", "--draws", "3", "--samples", "0",
-               "--json"]
+    write_lines(prefs, lines)
+    write_lines(refs, [{"seg_id": k, "set_id": 0, "refs": _sentences(i)}
+                       for i, k in enumerate(IMAGES)])
+    options = ["--metric", "cider-d", "--num-refs", "5", "--draws", "3", "--samples", "0", "--json"]
     got = {}
     # The folder above data/ is read as data/.
     for name, source in (("pascal50s", ["--pascal50s", str(tmp_path)]),
@@ -311,8 +308,7 @@ def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
     (lambda t: (write_code_layout(t), (t / "pascal50S.mat").unlink()),
      r"pascal50S.mat not found: the pairwise votes of pair_pascal.mat are scored against"),
 ])
-def test_code_layout_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make,
-                                                                message):
+def test_code_layout_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, message):
     make(tmp_path)
     assert meta.main(["--pascal50s", str(tmp_path), "--metric", "cider-d"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from tests.formats.small_files import write_lines as _write
 from tests.tools.formats.thumb_files import row as _row
-from tests.tools.formats.thumb_files import write as _write
 from tools.analysis import thumb
 from tools.formats import thumb_ratings
 
@@ -96,8 +96,7 @@ def test_command_line_report_and_errors(tmp_path, capsys):
     out = tmp_path / "report"
     assert thumb.main([path, "--out", str(out), "--samples", "50"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["system", "n", "P"] and lines[1].split()[:2] == ["Human",
-                                                                                     "3"]
+    assert lines[0].split()[:3] == ["system", "n", "P"] and lines[1].split()[:2] == ["Human", "3"]
     assert {p.name for p in out.iterdir()} == {"thumb.md", "thumb.csv", "thumb.png"}
     assert "| Human | 3 | 4.67 [" in (out / "thumb.md").read_text()
     assert thumb.main([path, "--json"]) == 0

@@ -7,8 +7,8 @@ import pytest
 
 from tests import cli
 from tests.evaluation import full_disk
+from tests.formats.small_files import write_lines as _write
 from tests.tools.formats.thumb_files import row as _row
-from tests.tools.formats.thumb_files import write as _write
 from tools.analysis import thumb
 
 RATINGS = [("Human", "1", 5, 5, 0, 0, 0), ("A", "1", 4, 3, 0, 0, 0),
@@ -25,8 +25,7 @@ def _error_lines(capsys, argv):
     (["--samples", "0"], r"argument --samples: expected an integer in 1\.\."),
     (["--bogus"], r"unrecognized arguments: --bogus"),
 ])
-def test_a_bad_flag_is_one_error_line_before_the_ratings_are_read(tmp_path, capsys, args,
-                                                                  message):
+def test_a_bad_flag_is_one_error_line_before_the_ratings_are_read(tmp_path, capsys, args, message):
     lines = _error_lines(capsys, [str(tmp_path / "missing.jsonl"), *args])
     assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), \
         lines

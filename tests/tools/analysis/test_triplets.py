@@ -46,8 +46,7 @@ def judgements_file(tmp_path):
 
 
 def test_majority_per_triplet_then_per_pair(judgements_file):
-    pairs, references, summary = triplets.aggregate(triplet_judgements.read(judgements_file),
-                                                    "en")
+    pairs, references, summary = triplets.aggregate(triplet_judgements.read(judgements_file), "en")
     assert [(p.image, p.kind, p.a, p.human) for p in pairs] == [
         ("1", "HM", PAIRS[0][2], 1), ("2", "MM", PAIRS[1][2], -1), ("1", "HC", PAIRS[2][2], 0)]
     assert references == REFS

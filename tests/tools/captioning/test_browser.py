@@ -32,8 +32,7 @@ def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, 
     sample_settings = browser.find_element(By.CSS_SELECTOR, '.settings[data-for="sample"]')
     assert not sample_settings.is_displayed()  # greedy is chosen: no sampling settings
     page.choose_image(browser, os.path.relpath(demo_images[0]))  # As docs/captioning.md's.
-    WebDriverWait(browser, 10).until(
-        lambda d: d.find_element(By.ID, "preview").is_displayed())
+    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "preview").is_displayed())
     assert browser.find_element(By.ID, "drop-text").text == demo_images[0].rsplit("/", 1)[1]
 
     page.choose(browser, ("en", "es", "zh"), "beam", {"beam_size": 3, "alpha": 0.6})

@@ -19,6 +19,7 @@ import errors
 from evaluation.cider import __main__ as cider
 from formats import predictions
 from tests import tiny
+from tests.formats.small_files import read_jsonl
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
@@ -40,11 +41,6 @@ def _fails(capsys, *args):
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert captured.out == ""
     return captured.err
-
-
-def _jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +78,12 @@ def test_jsonl_out_file_and_exported_model(caption_run, captioner, exported, pho
     assert captured.out == "" and f"captions in {out}" in captured.err
     files = sorted(str(photos / name) for name in os.listdir(photos))
     want = captioner.caption(files, "all", Decoding("beam", beam_size=3), batch_size=4)
-    assert _jsonl(out) == [c.record() for c in want]
+    assert read_jsonl(out) == [c.record() for c in want]
     # The exported model: its own beam settings by default, the same captions.
     again = tmp_path / "exported.jsonl"
     assert _main(pattern, "--exported", exported, "--langs", "all", "--decode", "beam",
                  "--format", "jsonl", "--out", again, "--batch_size", "4") == 0
-    assert _jsonl(again) == _jsonl(out)
+    assert read_jsonl(again) == read_jsonl(out)
 
 
 def test_sampling_settings_reach_the_decoder(caption_run, captioner, demo_images, capsys):
@@ -111,14 +107,14 @@ def test_unreadable_images_stop_or_are_skipped(caption_run, demo_images, tmp_pat
                    "--out", out, "--batch_size", "1")
     assert error == (f"error: cannot decode image {corrupt}: not an image in a format PIL "
                      f"reads; the captions of the 2 image(s) before it are in {out}\n")
-    assert [r["image"] for r in _jsonl(out)] == demo_images[:2]
+    assert [r["image"] for r in read_jsonl(out)] == demo_images[:2]
     # Skip: named on stderr, the others captioned.
     assert _main(*images, "--workdir", caption_run, "--on_error", "skip", "--format", "jsonl",
                  "--out", out) == 0
     err = capsys.readouterr().err
     assert f"skipped: cannot decode image {corrupt}: not an image" in err
     assert ", skipped 1 " in err
-    assert [r["image"] for r in _jsonl(out)] == [demo_images[i] for i in (0, 1, 2)]
+    assert [r["image"] for r in read_jsonl(out)] == [demo_images[i] for i in (0, 1, 2)]
     # A missing file stops before anything is decoded or written.
     before = out.read_text()
     missing = tmp_path / "missing.jpg"
@@ -194,7 +190,7 @@ def test_jsonl_captions_are_scored_by_evaluation_cider_as_written(caption_run, t
                        str(xm3600 / "captions.jsonl"), "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)["scores"]
     logged = {}
-    for record in _jsonl(os.path.join(caption_run, "metrics.jsonl")):
+    for record in read_jsonl(os.path.join(caption_run, "metrics.jsonl")):
         if record["step"] == 2:
             logged.update(record)
     assert scores == {"en": logged["eval/cider_d/en"], "zh": logged["eval/cider_d/zh"]}

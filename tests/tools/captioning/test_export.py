@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import errors
+from tests.cli import error_line
 from tests.tools.captioning.conftest import EXPORTED
 from tools.captioning import Captioner, Decoding, InputError, export, restore
 from tools.captioning import __main__ as cli
@@ -72,8 +72,7 @@ def test_exported_captions_equal_the_runs(captioner, from_export, demo_images, d
     got = from_export.caption(images, "en,zh", decoding)
     assert [c.tokens for c in got] == [c.tokens for c in want]
     assert [c.text for c in got] == [c.text for c in want]
-    np.testing.assert_allclose([c.log_prob for c in got], [c.log_prob for c in want],
-                               rtol=1e-6)
+    np.testing.assert_allclose([c.log_prob for c in got], [c.log_prob for c in want], rtol=1e-6)
 
 
 def test_stand_alone_runner(captioner, exported, demo_images, odd_images, tmp_path):
@@ -152,11 +151,7 @@ def test_export_command_line(export_cli, caption_run, tmp_path, capsys):
             (["--out", str(tmp_path / "x.npz"), "--step", "9"], "no checkpoint of step 9"),
             (["--out", str(tmp_path / "x.npz"), "--top_k", "5000"],
              "top_k: top-k 5000 exceeds the model's 768 logits")):
-        with pytest.raises(SystemExit) as exit_info:
-            errors.run_main(export.main, ["--workdir", caption_run, *args])
-        assert exit_info.value.code == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and message in err and err.count("\n") == 1
+        assert message in error_line(capsys, export.main, ["--workdir", caption_run, *args])
     assert not (tmp_path / "x.npz").exists()
 
 
@@ -187,10 +182,9 @@ def test_damaged_exports_are_one_error_line(exported, tmp_path, demo_images, cap
     for what, path in _damaged_exports(exported, tmp_path).items():
         with pytest.raises(InputError, match=DAMAGED[what]):
             Captioner.from_exported(path)
-        with pytest.raises(SystemExit) as info:  # python -m tools.captioning --exported
-            errors.run_main(cli.main, [demo_images[0], "--exported", path])
-        err = capsys.readouterr().err
-        assert info.value.code == 2 and err.count("\n") == 1 and re.search(DAMAGED[what], err)
+        # python -m tools.captioning --exported
+        assert re.search(DAMAGED[what], error_line(capsys, cli.main,
+                                                   [demo_images[0], "--exported", path]))
 
 
 def _run_exported(monkeypatch, capsys, *args):

@@ -55,8 +55,7 @@ def test_exif_orientation_is_applied(tmp_path):
     exif[0x0112] = 6
     stored = _save(tmp_path / "stored.png", picture.transpose(Image.Transpose.ROTATE_90),
                    exif=exif.tobytes())
-    np.testing.assert_array_equal(inputs.model_input(stored, SIZE),
-                                  _unit_pixels(upright, SIZE))
+    np.testing.assert_array_equal(inputs.model_input(stored, SIZE), _unit_pixels(upright, SIZE))
     # Training keeps the stored pixels.
     assert not np.array_equal(_unit_pixels(stored, SIZE), _unit_pixels(upright, SIZE))
 
@@ -79,13 +78,11 @@ def test_grayscale_cmyk_and_16_bit_images(tmp_path):
     gray = np.arange(256, dtype=np.uint8).reshape(16, 16)
     gray_path = _save(tmp_path / "gray.png", Image.fromarray(gray, "L"))
     rgb_path = _save(tmp_path / "rgb.png", Image.fromarray(np.repeat(gray[..., None], 3, -1)))
-    np.testing.assert_array_equal(inputs.model_input(gray_path, SIZE),
-                                  _unit_pixels(rgb_path, SIZE))
+    np.testing.assert_array_equal(inputs.model_input(gray_path, SIZE), _unit_pixels(rgb_path, SIZE))
     # 16 bits per pixel: 257 * v is v in 8 bits (PIL alone would clip it to white).
     wide = _save(tmp_path / "gray16.png", Image.fromarray(gray.astype(np.uint16) * 257))
     assert Image.open(wide).mode.startswith("I")
-    np.testing.assert_array_equal(inputs.model_input(wide, SIZE),
-                                  _unit_pixels(rgb_path, SIZE))
+    np.testing.assert_array_equal(inputs.model_input(wide, SIZE), _unit_pixels(rgb_path, SIZE))
     cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # pure red in print colours
     red = inputs.model_input(_save(tmp_path / "cmyk.tiff", cmyk), SIZE)
     np.testing.assert_allclose(red[..., 0], 1.0)
@@ -129,7 +126,6 @@ def test_expand_files_folders_and_patterns(tmp_path):
 def test_expand_knows_what_pil_reads():
     assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
     assert ".txt" not in inputs.image_extensions()
-
 
 
 def test_very_large_images_are_read_quietly_or_refused_in_one_line(tmp_path, monkeypatch):

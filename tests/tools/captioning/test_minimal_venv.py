@@ -25,8 +25,7 @@ from tools.captioning import run_exported as runner_module
 
 pytestmark = pytest.mark.slow
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DOC = os.path.join(REPO, "docs", "captioning.md")
 
 

@@ -62,8 +62,7 @@ def test_captions_equal_an_independent_decode(captioner, caption_run, tiny_demo,
                                                      for lang in ("en", "zh")]
     want = _independent(tiny_demo, caption_run, images, ("en", "zh"), captioner.max_len)
     assert [(c.tokens, c.text) for c in captions] == [(ids, text) for ids, text, _ in want]
-    np.testing.assert_allclose([c.log_prob for c in captions], [lp for _, _, lp in want],
-                               rtol=1e-4)
+    np.testing.assert_allclose([c.log_prob for c in captions], [lp for _, _, lp in want], rtol=1e-4)
     assert all(c.text for c in captions)  # nonsense, but not empty: a real comparison
     key = os.path.splitext(os.path.basename(images[0]))[0]  # XM3600's images/<key>.jpg
     assert captions[0].record() == {"image/key": key, "lang": "en",
@@ -186,8 +185,7 @@ def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
     assert one.tokens == raw.tokens == named.tokens == by_path.tokens
     # Decoded pixels (no JPEG draft scaling: the demo's 32x32 images have none to do).
     pixels = np.asarray(Image.open(demo_images[0]).convert("RGB"))
-    picture, array = captioner.caption([Image.open(demo_images[0]), pixels], "en",
-                                       batch_size=1)
+    picture, array = captioner.caption([Image.open(demo_images[0]), pixels], "en", batch_size=1)
     assert picture.tokens == array.tokens == by_path.tokens
     assert array.image == "image[1]"
     stacked = captioner.caption(np.stack([pixels, pixels]), "en", batch_size=2)

@@ -14,6 +14,7 @@ import pytest
 
 import errors
 from model import decode
+from tests.cli import error_line
 from tools.captioning import Decoding, export, web
 from tools.captioning import __main__ as cli
 
@@ -90,12 +91,9 @@ def test_the_command_line_refuses_each_bad_value(caption_run, demo_images, tmp_p
                                                 method, setting, text, message):
     out = tmp_path / "kept.jsonl"
     out.write_text("earlier\n")
-    with pytest.raises(SystemExit) as info:
-        errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, "--decode",
-                                   method, f"--{setting}", text, "--out", str(out)])
-    assert info.value.code == 2
-    captured = capsys.readouterr()
-    assert captured.err == f"error: --{setting}: {_message(setting, message)}\n"
+    assert error_line(capsys, cli.main, [demo_images[0], "--workdir", caption_run, "--decode",
+                                         method, f"--{setting}", text, "--out", str(out)]) == (
+        f"error: --{setting}: {_message(setting, message)}\n")
     assert out.read_text() == "earlier\n"
 
 
@@ -108,11 +106,8 @@ def test_the_command_line_refuses_each_bad_value(caption_run, demo_images, tmp_p
 ])
 def test_the_command_line_refuses_the_other_bad_values(caption_run, demo_images, capsys, args,
                                                        message):
-    with pytest.raises(SystemExit) as info:
-        errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, *args])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert message in error_line(capsys, cli.main,
+                                 [demo_images[0], "--workdir", caption_run, *args])
 
 
 def test_the_api_refuses_max_len_0(caption_run):
@@ -153,18 +148,14 @@ EXPORT_FLAGS = {"beam": ("beam_size", "alpha"), "sample": ("temperature", "top_k
 def test_the_export_refuses_each_bad_value(caption_run, tmp_path, capsys, method, setting,
                                            text, message):
     out = tmp_path / "model.npz"
-    with pytest.raises(SystemExit) as info:
-        errors.run_main(export.main, ["--workdir", caption_run, "--out", str(out),
-                                      f"--{setting}", text])
-    assert info.value.code == 2
-    assert capsys.readouterr().err == f"error: --{setting}: {_message(setting, message)}\n"
+    assert error_line(capsys, export.main, ["--workdir", caption_run, "--out", str(out),
+                                            f"--{setting}", text]) == (
+        f"error: --{setting}: {_message(setting, message)}\n")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_export_refuses_max_len_0(caption_run, tmp_path, capsys):
-    with pytest.raises(SystemExit) as info:
-        errors.run_main(export.main, ["--workdir", caption_run, "--out",
-                                      str(tmp_path / "m.npz"), "--max_len", "0"])
-    assert info.value.code == 2
-    assert capsys.readouterr().err == "error: --max_len must be >= 1, got 0\n"
+    assert error_line(capsys, export.main, ["--workdir", caption_run, "--out",
+                                            str(tmp_path / "m.npz"), "--max_len", "0"]) == (
+        "error: --max_len must be >= 1, got 0\n")
     assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-import errors
+from tests.cli import error_line
 from tools.captioning import Captioner, Decoding, web
 
 
@@ -42,8 +42,7 @@ def test_page_offers_the_models_languages_and_decodings(client, caption_run):
 def test_captions_are_the_apis(client, captioner, demo_images):
     image = _bytes(demo_images[0])
     langs = ("zh", "en", "es", "hi")
-    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3",
-                   alpha="0.6")
+    answer = _post(client, image, langs=list(langs), decode="beam", beam_size="3", alpha="0.6")
     assert answer.status_code == 200
     body = answer.get_json()
     want = captioner.caption([("photo.jpg", image)], langs, Decoding("beam", beam_size=3))
@@ -54,8 +53,7 @@ def test_captions_are_the_apis(client, captioner, demo_images):
     # Sampling takes its own settings.
     sampled = _post(client, image, langs=list(langs), decode="sample", temperature="0.8",
                     top_k="20", seed="2").get_json()
-    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20,
-                                                      seed=2))
+    want = captioner.caption([image], langs, Decoding("sample", temperature=0.8, top_k=20, seed=2))
     assert [c["caption"] for c in sampled["captions"]] == [c.text for c in want]
 
 
@@ -100,9 +98,5 @@ def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
     (["--port", "80"], "one of the arguments --workdir --exported is required"),
 ])
 def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(web.main, [a.format(tmp=tmp_path) for a in args])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1
+    err = error_line(capsys, web.main, [a.format(tmp=tmp_path) for a in args])
     assert message.format(tmp=tmp_path) in err

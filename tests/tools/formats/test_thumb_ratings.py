@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from tests.formats.small_files import write_lines as _write
 from tests.tools.formats.thumb_files import row as _row
-from tests.tools.formats.thumb_files import write as _write
 from tools.formats import thumb_ratings
 
 

@@ -4,17 +4,12 @@ import json
 
 import pytest
 
+from tests.formats.small_files import write_lines as _write
 from tools.formats import triplet_judgements
 
 
 def _line(image="1", reference="a dog", b="a dog runs", c="a cat", choice="b", **extra):
-    return {"image/key": image, "reference": reference, "b": b, "c": c, "choice": choice,
-            **extra}
-
-
-def _write(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
+    return {"image/key": image, "reference": reference, "b": b, "c": c, "choice": choice, **extra}
 
 
 def test_read_gives_the_chosen_caption_and_the_pairs_kind(tmp_path):

@@ -1,7 +1,5 @@
 """THUMB 1.0 release-layout rows and files, written by the tests themselves."""
 
-import json
-
 
 def row(system, image, p, r, fl, con, inc, **overrides):
     """One rated caption in the release layout, its human_score the rubric's total."""
@@ -10,9 +8,3 @@ def row(system, image, p, r, fl, con, inc, **overrides):
             "Fl": fl, "Inc": inc, "Con": con, "human_score": (p + r) / 2 + fl + con + inc}
     line.update(overrides)
     return line
-
-
-def write(path, rows):
-    """Writes `rows` as JSON Lines (bypassing formats/, to test its reader); returns the path."""
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)

@@ -11,6 +11,8 @@ first reference with probability `good`, else another image's; its per-image CID
 import json
 import os
 import shutil
+import subprocess
+import sys
 import urllib.parse
 
 import numpy as np
@@ -18,6 +20,7 @@ import numpy as np
 from evaluation import report
 from formats import per_image as per_image_format
 from formats import predictions
+from tests import tiny
 
 ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
 
@@ -44,8 +47,7 @@ def release_records(release):
             for r in rows]
 
 
-def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None,
-                  coco_dev=True):
+def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None, coco_dev=True):
     """Writes a results folder for `langs` (the evaluation tool's files).
 
     Args:
@@ -117,3 +119,20 @@ def pass_introduction(session, raters=None):
             db.pass_step(rater.name, "guidelines")
             for item in session.practice[rater.lang]:
                 db.add_practice(rater.name, item["id"], {}, True)
+
+
+def client(session):
+    """Flask's test client of the session's app."""
+    from tools.humaneval import app
+    return app.create_app(session.folder).test_client()
+
+
+def start_server(session, port=0):
+    """Starts `python -m tools.humaneval serve` as its own process; returns (process, port)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.humaneval", "serve", "--session", session.folder,
+         "--port", str(port)], cwd=tiny.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("serving http://127.0.0.1:"), line + proc.stdout.read()
+    return proc, int(line.rsplit(":", 1)[1])

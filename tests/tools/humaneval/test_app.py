@@ -8,7 +8,6 @@ import pytest
 
 import errors
 from tests.tools.humaneval import helpers
-from tools.humaneval import app as app_lib
 from tools.humaneval import store
 
 FIELD = r'<(?:input|button|select|textarea)\b[^>]*\bname="([^"]+)"'
@@ -24,10 +23,6 @@ def blind_session(make_session, results_pair):
     return session
 
 
-def _client(session):
-    return app_lib.create_app(session.folder).test_client()
-
-
 _ratings = helpers.ratings
 
 
@@ -38,7 +33,7 @@ def _rate(client, token, n, data, **options):
 
 
 def test_rate_resume_and_finish(blind_session):
-    client, rater = _client(blind_session), blind_session.by_name["ann"]
+    client, rater = helpers.client(blind_session), blind_session.by_name["ann"]
     items = blind_session.assignments["ann"]
     response = client.get(f"/r/{rater.token}")
     assert response.status_code == 303 and response.location.endswith("/item/1")
@@ -70,7 +65,7 @@ def test_rate_resume_and_finish(blind_session):
     ({"choice": ["1", "2"]}, "sent more than once"),
 ])
 def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
-    client, token = _client(blind_session), blind_session.by_name["bob"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["bob"].token
     response = client.post(f"/r/{token}/item/1", data=data)
     assert response.status_code == 400
     assert message in response.get_data(as_text=True)
@@ -78,7 +73,7 @@ def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
 
 
 def test_unknown_tokens_places_and_duplicates(blind_session):
-    client, token = _client(blind_session), blind_session.by_name["cyd"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["cyd"].token
     count = len(blind_session.assignments["cyd"])
     for url in ("/r/0123456789abcdef", f"/r/{token}/item/0", f"/r/{token}/item/{count + 1}",
                 f"/r/{token}/item/{count + 1}/image", "/r/nobody/item/1/image", "/nothing"):
@@ -104,7 +99,7 @@ def test_unknown_tokens_places_and_duplicates(blind_session):
 
 
 def test_nothing_tells_which_model_wrote_a_caption(blind_session):
-    client = _client(blind_session)
+    client = helpers.client(blind_session)
     secrets = ["modelAlpha", "modelBeta", "m1", "m2", "base", "test", "gold",
                *(s["results"] for s in blind_session.data["systems"])]
     for rater in blind_session.raters:
@@ -127,7 +122,7 @@ def test_nothing_tells_which_model_wrote_a_caption(blind_session):
 
 
 def test_a_token_reaches_only_its_raters_items(blind_session):
-    client = _client(blind_session)
+    client = helpers.client(blind_session)
     ann, bob = blind_session.by_name["ann"], blind_session.by_name["bob"]
     assert set(blind_session.assignments["ann"]) - set(blind_session.assignments["bob"])
     # Every place under bob's token is one of bob's items (so none of ann's alone).
@@ -144,20 +139,19 @@ def test_a_token_reaches_only_its_raters_items(blind_session):
 
 
 def test_right_to_left_captions(blind_session):
-    client = _client(blind_session)
+    client = helpers.client(blind_session)
     arabic = next(r for r in blind_session.raters if r.lang == "ar")
     page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
     assert page.count('lang="ar" dir="rtl"') == 2
     english = blind_session.by_name["ann"]
-    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(
-        as_text=True)
+    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(as_text=True)
 
 
 def test_quality_and_thumb_pages(make_session):
     quality = make_session(type="quality", systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
     helpers.pass_introduction(quality)
-    client, token = _client(quality), quality.raters[0].token
+    client, token = helpers.client(quality), quality.raters[0].token
     page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
     assert "Not-Enough-Info" in page and 'name="quality"' in page
     assert _rate(client, token, 1, {"quality": "Good"}).status_code == 303
@@ -166,19 +160,18 @@ def test_quality_and_thumb_pages(make_session):
     thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
                          replication=1, gold_share=0.0)
     helpers.pass_introduction(thumb)
-    client, token = _client(thumb), thumb.raters[0].token
+    client, token = helpers.client(thumb), thumb.raters[0].token
     page = client.get(f"/r/{token}/item/1").get_data(as_text=True)
     assert set(re.findall(FIELD, page)) == {"P", "R", "Fl", "Con", "Inc"}
     answer = {"P": "5", "R": "4", "Fl": "-0.1", "Con": "0.0", "Inc": "-0.5"}
     assert _rate(client, token, 1, answer).status_code == 303
     bad = client.post(f"/r/{token}/item/2", data=dict(answer, P="7"))
     assert bad.status_code == 400 and "outside 1-5" in bad.get_data(as_text=True)
-    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0,
-                                            "Inc": -0.5}
+    assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
 
 
 def test_headers_of_every_answer(blind_session):
-    client, token = _client(blind_session), blind_session.by_name["ann"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     for url in (f"/r/{token}/item/1", f"/r/{token}/item/1/image", "/r/nobody", "/",
                 f"/dashboard/{blind_session.owner_token}"):
         headers = client.get(url).headers
@@ -193,7 +186,7 @@ def test_headers_of_every_answer(blind_session):
 
 
 def test_answers_for_the_pages_script_are_json(blind_session):
-    client, token = _client(blind_session), blind_session.by_name["bob"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["bob"].token
     json_accept = {"Accept": "application/json"}
     ok = _rate(client, token, 1, {"choice": "2"}, headers=json_accept)
     assert ok.status_code == 200 and ok.get_json() == {"next": f"/r/{token}"}
@@ -203,12 +196,11 @@ def test_answers_for_the_pages_script_are_json(blind_session):
 
 @pytest.mark.parametrize("sent, stored", [("2500", 2.5), (None, "wall"), ("99999999", "wall")])
 def test_active_time_is_kept_within_the_wall_clock(blind_session, sent, stored):
-    client, rater = _client(blind_session), blind_session.by_name["ann"]
+    client, rater = helpers.client(blind_session), blind_session.by_name["ann"]
     client.get(f"/r/{rater.token}/item/1")  # the first view
     item = blind_session.assignments["ann"][0]
     with store.Store(blind_session.db_path) as db:  # seen ten seconds ago
-        db.conn.execute("UPDATE views SET first_shown = first_shown - 10 WHERE item = ?",
-                        (item,))
+        db.conn.execute("UPDATE views SET first_shown = first_shown - 10 WHERE item = ?", (item,))
     data = {"choice": "1"} if sent is None else {"choice": "1", "active_ms": sent}
     assert client.post(f"/r/{rater.token}/item/1", data=data).status_code == 303
     (row,) = _ratings(blind_session)
@@ -218,7 +210,7 @@ def test_active_time_is_kept_within_the_wall_clock(blind_session, sent, stored):
 
 
 def test_malformed_active_time_is_400(blind_session):
-    client, token = _client(blind_session), blind_session.by_name["ann"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     response = client.post(f"/r/{token}/item/1", data={"choice": "1", "active_ms": "-5"})
     assert response.status_code == 400 and "active_ms" in response.get_data(as_text=True)
     assert _ratings(blind_session) == []
@@ -226,7 +218,7 @@ def test_malformed_active_time_is_400(blind_session):
 
 def test_items_wait_for_the_introduction(make_session):
     session = make_session(langs=("en",))
-    client, token = _client(session), session.raters[0].token
+    client, token = helpers.client(session), session.raters[0].token
     # Before the guidelines and practice: item pages lead back, answers are refused.
     response = client.get(f"/r/{token}/item/1")
     assert response.status_code == 303 and response.location.endswith(f"/r/{token}")
@@ -243,12 +235,10 @@ def test_the_server_measures_the_time_whatever_the_client_claims(blind_session, 
     claimed per item posted 0.1 s apart is stored as ~0.1 s, paid as such and flagged fast."""
     from tools.humaneval import __main__ as cli
     from tools.humaneval import rating_stats
-    client, token = _client(blind_session), blind_session.by_name["ann"].token
+    client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     count = len(blind_session.assignments["ann"])
-    never_sent = client.post(f"/r/{token}/item/1", data={"choice": "3",
-                                                          "active_ms": "9999999999"})
-    assert never_sent.status_code == 409 and "not shown to you" in never_sent.get_data(
-        as_text=True)
+    never_sent = client.post(f"/r/{token}/item/1", data={"choice": "3", "active_ms": "9999999999"})
+    assert never_sent.status_code == 409 and "not shown to you" in never_sent.get_data(as_text=True)
     assert _ratings(blind_session) == []
     assert _rate(client, token, 1, {"choice": "3", "active_ms": "9999999999"}).status_code == 303
     for n in range(2, count + 1):  # every page fetched first, then 45 s claimed per answer
@@ -284,7 +274,7 @@ def test_a_full_disk_pauses_the_study_and_reading_still_works(make_session, tmp_
     with tiny.small_tmpfs(tmp_path / "disk", "2m") as disk:
         rated = session_lib.load(shutil.copytree(rated.folder, disk / "rated"))
         fresh = session_lib.load(shutil.copytree(fresh.folder, disk / "fresh"))
-        client, token = _client(rated), rated.raters[0].token
+        client, token = helpers.client(rated), rated.raters[0].token
         assert _rate(client, token, 1, {"choice": "1"}).status_code == 303
         assert client.get(f"/r/{token}/item/2").status_code == 200
         full_disk.fill(disk)

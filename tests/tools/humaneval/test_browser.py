@@ -1,27 +1,15 @@
-"""A rater's pages in a real headless browser (Debian's chromium through chromedriver).
-
-Covered: rating by mouse and keyboard, reloads and resuming; crowd participants enrolling
-through the open link, through consent, guidelines and practice to the completion code, and
-coming back to their own slot; Back, reload, a second tab and a killed server never leaving a
-rater on a page that ignores them; the keyboard of the three scales; practice feedback. The
-owner's pages and the layout: test_browser_owner.py. The browser (tests/tools/humaneval/
-conftest.py) is required: `make test` installs chromium and chromium-driver when missing, and
-these tests fail (never skip) without them.
-"""
+"""A rater's pages in a real headless browser (chromium through chromedriver; the owner's pages:
+test_browser_owner.py). The browser is required: these tests fail, never skip, without it
+(`make test` installs chromium and chromium-driver)."""
 
 import signal
-import subprocess
-import sys
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests import tiny
 from tests.tools.humaneval import helpers, pages
 from tools.humaneval import store
-
-REPO = tiny.REPO
 
 
 def test_rating_in_a_browser(browser_tab, served):
@@ -197,22 +185,12 @@ def test_back_reload_and_two_tabs_never_leave_a_silent_page(browser_tab, served)
     assert pages.stored(session, "cyd") == [(mine[0], -3), (mine[1], 3), (mine[2], 0)]
 
 
-def _start_server(session, port=0):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.humaneval", "serve", "--session", session.folder,
-         "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True)
-    line = proc.stdout.readline()
-    assert line.startswith("serving http://127.0.0.1:"), line + proc.stdout.read()
-    return proc, int(line.rsplit(":", 1)[1])
-
-
 def test_a_killed_server_is_said_and_the_rating_goes_through_after(browser_tab, make_session):
     browser = browser_tab
     session = make_session(langs=("en",), replication=1, gold_share=0.0)
     helpers.pass_introduction(session)
     rater = session.raters[0]
-    proc, port = _start_server(session)
+    proc, port = helpers.start_server(session)
     try:
         browser.get(f"http://127.0.0.1:{port}/r/{rater.token}")
         pages.wait_for_url(browser, "/item/1")
@@ -224,7 +202,7 @@ def test_a_killed_server_is_said_and_the_rating_goes_through_after(browser_tab, 
     WebDriverWait(browser, 20).until(lambda d: "NOT saved" in pages.status(d))
     assert browser.find_element(By.CSS_SELECTOR, 'button[value="-2"]').is_enabled()
     assert pages.stored(session, rater.name) == []
-    proc, _ = _start_server(session, port)  # back on the same port
+    proc, _ = helpers.start_server(session, port)  # back on the same port
     try:
         pages.press(browser, "2")
         pages.wait_for_url(browser, "/item/2")

@@ -1,9 +1,5 @@
-"""The owner's dashboard and the page layout in a real headless browser (conftest.py's).
-
-Covered: the dashboard updating live and showing flagged raters; the layout on a phone and
-with over-long captions; the active-time clock leaving out idle and hidden time; the pause said
-to the rater; the screenshot tool. The rater's own flow: test_browser.py.
-"""
+"""The owner's dashboard and the page layout in a real headless browser (conftest.py's; the
+rater's own flow: test_browser.py)."""
 
 import shutil
 import time
@@ -97,8 +93,7 @@ def test_phone_layout_and_over_long_captions(browser_tab, make_session, results_
                     "r.top + r.height / 2) === arguments[0];", button)
         centre = {v: left + w / 2 for v, (left, _, w, _) in buttons.items()}
         # Left points on the left, Similar in the middle, right points on the right.
-        assert max(centre[v] for v in (-3, -2, -1)) < centre[0] < min(centre[v]
-                                                                        for v in (1, 2, 3))
+        assert max(centre[v] for v in (-3, -2, -1)) < centre[0] < min(centre[v] for v in (1, 2, 3))
         if width == pages.WINDOW[0]:
             assert len({round(top) for _, top, _, _ in buttons.values()}) == 1  # one row
             assert sorted(buttons, key=centre.get) == [-3, -2, -1, 0, 1, 2, 3]

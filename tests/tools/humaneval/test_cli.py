@@ -6,10 +6,8 @@ import sqlite3
 import subprocess
 import sys
 
-import pytest
-
-import errors
 from tests import tiny
+from tests.cli import error_line
 from tools.humaneval import __main__ as cli
 from tools.humaneval import session as session_lib
 
@@ -23,13 +21,7 @@ def _create_args(release, results_pair, out, *extra):
 
 
 def _error(capsys, argv):
-    """Runs the CLI expecting bad input: returns its one stderr line."""
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(cli.main, argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: "), err
-    return err
+    return error_line(capsys, cli.main, argv)
 
 
 def test_the_study_end_to_end(release, results_pair, tmp_path, capsys):
@@ -149,8 +141,7 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys,
-                                            consent):
+def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, capsys, consent):
     translation = tmp_path / "zh.json"
     translation.write_text(json.dumps({"submit": "提交"}, ensure_ascii=False), encoding="utf-8")
     out = str(tmp_path / "crowd")
@@ -180,8 +171,7 @@ def test_create_on_a_full_disk_is_one_line_and_leaves_nothing(release, results_p
                                                                     str(out))],
             cwd=REPO, capture_output=True, text=True, timeout=120)
         assert result.returncode == 2, result.stderr
-        errors_ = [line for line in result.stderr.splitlines()
-                   if not line.startswith("warning: ")]
+        errors_ = [line for line in result.stderr.splitlines() if not line.startswith("warning: ")]
         assert len(errors_) == 1 and errors_[0].startswith("error: ")
         assert "could not be written" in errors_[0] and "Traceback" not in result.stderr
         assert sorted(os.listdir(disk)) == ["filler"]  # no session.json, no temporary file

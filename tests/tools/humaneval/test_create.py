@@ -24,8 +24,8 @@ def test_sxs_session_layout(make_session, results_pair, release):
     session = make_session()
     keys = subsets.select(_release_keys(release), 6, 0)
     assert session.data["subset"]["keys"] == keys
-    base = {lang: dict(_predictions(results_pair[0], lang)) for lang in LANGS}
-    test = {lang: dict(_predictions(results_pair[1], lang)) for lang in LANGS}
+    base = {lang: _captions(results_pair[0], lang) for lang in LANGS}
+    test = {lang: _captions(results_pair[1], lang) for lang in LANGS}
     for lang in LANGS:
         items = [i for i in session.items.values() if i.lang == lang]
         tests = [i for i in items if not i.is_gold]
@@ -57,9 +57,9 @@ def test_sxs_session_layout(make_session, results_pair, release):
     assert set(m1["cider_per_image"]["en"]) == set(keys)
 
 
-def _predictions(folder, lang):
-    with open(os.path.join(folder, f"predictions_{lang}.jsonl"), encoding="utf-8") as f:
-        return [(r["image/key"], r["caption"]) for r in map(json.loads, f)]
+def _captions(folder, lang):
+    """{key: caption} of a results folder's predictions in `lang`, in file order."""
+    return predictions.read_language(os.path.join(folder, predictions.file_name(lang)), lang)
 
 
 def test_randomization_is_seeded_and_tokens_are_not(make_session):
@@ -112,8 +112,7 @@ def test_results_of_other_images(make_session, release, results_pair, tmp_path):
     helpers.write_results(folder, release, LANGS, good=1.0, seed=0, keys=keys[:7])
     # A prediction for an image the release does not have.
     with open(os.path.join(folder, "predictions_zh.jsonl"), "a", encoding="utf-8") as f:
-        f.write(json.dumps({"image/key": "0000notanimage00", "lang": "zh", "caption": "x"})
-                + "\n")
+        f.write(json.dumps({"image/key": "0000notanimage00", "lang": "zh", "caption": "x"}) + "\n")
     systems = (("a", folder), ("b", results_pair[1]))
     with pytest.raises(InputError, match="predictions_en.jsonl: no caption for 1 of the "
                                          "session's 8 images"):
@@ -208,7 +207,7 @@ def test_identical_results_folders_are_refused(make_session, results_pair, tmp_p
                                          "6 images of the session: the same model twice"):
         make_session(systems=(("base", results_pair[1]), ("twin", twin)))
     # Identical on some images: what that means depends on the scale.
-    keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    keys = subsets.select(list(_captions(results_pair[0], "en")), 6, 0)
     near = _copy_with_captions(results_pair[1], tmp_path / "near", "en",
                                lambda c: c.update({keys[0]: "another caption"}))
     for kind, systems, meaning in (
@@ -222,12 +221,11 @@ def test_identical_results_folders_are_refused(make_session, results_pair, tmp_p
 
 
 def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_path):
-    keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    keys = subsets.select(list(_captions(results_pair[0], "en")), 6, 0)
     folder = _copy_with_captions(results_pair[0], tmp_path / "blank", "en",
                                  lambda c: c.update({keys[0]: "", keys[1]: "  \t"}))
     warnings = []
-    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
-                           warn=warnings.append)
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])), warn=warnings.append)
     assert any("predictions_en.jsonl: 2 of the session's 6 captions are empty or blank"
                in w for w in warnings)
     helpers.pass_introduction(session)
@@ -239,17 +237,12 @@ def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_pa
     assert 'class="caption empty"' in page and "(this caption is empty)" in page
 
 
-def _release_keys_of(results_pair):
-    path = os.path.join(results_pair[0], predictions.file_name("en"))
-    return list(predictions.read_language(path, "en"))
-
-
 def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp_path):
     folder = str(tmp_path / "partial")
     shutil.copytree(results_pair[0], folder)
     path = os.path.join(folder, per_image.file_name())
     scores = per_image.read(path)
-    session_keys = subsets.select(_release_keys_of(results_pair), 6, 0)
+    session_keys = subsets.select(list(_captions(results_pair[0], "en")), 6, 0)
     del scores["zh"][session_keys[2]]
     per_image.write(path, scores)
     with pytest.raises(InputError, match=r"per_image.jsonl: no score for 1 of the session's 6 "
@@ -257,8 +250,7 @@ def test_per_image_scores_must_cover_the_session(make_session, results_pair, tmp
         make_session(systems=(("a", folder), ("b", results_pair[1])))
     os.remove(path)  # no per-image file at all: warned, the session is made
     warnings = []
-    session = make_session(systems=(("a", folder), ("b", results_pair[1])),
-                           warn=warnings.append)
+    session = make_session(systems=(("a", folder), ("b", results_pair[1])), warn=warnings.append)
     assert any("has no per-image scores file" in w for w in warnings)
     assert session.systems["m1"]["cider_subset"] == {}
 
@@ -297,7 +289,7 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
     from evaluation import report
     from tests.formats.test_predictions import every_kind
 
-    captions = dict(_predictions(results_pair[1], "en"))
+    captions = _captions(results_pair[1], "en")
     for kind, path in every_kind(tmp_path, captions).items():
         with pytest.raises(InputError) as info:
             make_session(langs=("en",), systems=(("base", results_pair[0]), ("test", path)))

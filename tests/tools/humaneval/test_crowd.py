@@ -64,8 +64,7 @@ def test_enrolment_slots(crowd_session):
     second = _token(_join(client, crowd_session, "en", PROLIFIC_PID="p2"))
     # The slots in the session's order; a returning id gets its own back, not another.
     assert [_slot(crowd_session, t) for t in (first, second)] == ["en-1", "en-2"]
-    assert _token(_join(client, crowd_session, "en", PROLIFIC_PID="p1",
-                        SESSION_ID="b")) == first
+    assert _token(_join(client, crowd_session, "en", PROLIFIC_PID="p1", SESSION_ID="b")) == first
     # The same id on another platform is another participant; the same participant through
     # another language's link still has one slot: their own.
     assert _slot(crowd_session, _token(_join(client, crowd_session, "en",

@@ -15,8 +15,7 @@ def running(make_session):
     """An sxs session in en and zh where en is simulated in full, and zh-1 has rated two
     items by hand with known active times."""
     session = make_session(langs=("en", "zh"), gold_share=0.34)
-    simulate.simulate(session, raters={"en-1", "en-2", "en-3"}, careless={"en-2": 1.0},
-                      seed=4)
+    simulate.simulate(session, raters={"en-1", "en-2", "en-3"}, careless={"en-2": 1.0}, seed=4)
     helpers.pass_introduction(session, raters={"zh-1"})
     with store.Store(session.db_path) as db:
         for n, active, at in ((1, 4.0, 1030.0), (2, 10.0, 1045.0)):
@@ -34,8 +33,7 @@ def running(make_session):
 def test_overview_equals_a_direct_count(running):
     data = dashboard.overview(running, now=1090.0)
     ratings = rating_stats.load_ratings(running)
-    assert data["ratings"] == {"web": 3, "simulated": sum(r.source == "simulated"
-                                                           for r in ratings)}
+    assert data["ratings"] == {"web": 3, "simulated": sum(r.source == "simulated" for r in ratings)}
     by_lang = {row["lang"]: row for row in data["langs"]}
     en_tests = [i for i in running.items.values() if i.lang == "en" and not i.is_gold]
     assert by_lang["en"]["complete"] == len(en_tests) == by_lang["en"]["items"]

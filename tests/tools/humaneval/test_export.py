@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from tests.formats.small_files import read_csv
 from tests.tools.humaneval import helpers
 from tools.formats import side_by_side, thumb_ratings
 from tools.humaneval import export, rating_stats, simulate, store
@@ -14,17 +15,12 @@ PAPER_COLUMNS = ("m2", "m1", "lang", "set", "delta_sxs", "delta_cider_xm600",
                  "delta_cider_xm3600", "delta_cider_coco_dev")  # the paper's side_by_side.csv
 
 
-def _read_csv(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
 def test_sxs_export(make_session, tmp_path):
     session = make_session(langs=("en", "ar"))
     simulate.simulate(session, noise=0.5, seed=1)
     paths = export.export(session, str(tmp_path / "out"))
     ratings = rating_stats.load_ratings(session)
-    rows = _read_csv(paths["csv"])
+    rows = read_csv(paths["csv"])
     assert len(rows) == len(ratings) == sum(map(len, session.assignments.values()))
     first = rows[0]
     item = session.items[first["item"]]
@@ -37,7 +33,7 @@ def test_sxs_export(make_session, tmp_path):
 
     with open(paths["side_by_side"], newline="", encoding="utf-8") as f:
         assert tuple(next(csv.reader(f))) == PAPER_COLUMNS
-    side = _read_csv(paths["side_by_side"])
+    side = read_csv(paths["side_by_side"])
     deltas = rating_stats.delta_sxs(session, ratings, resamples=0)
     m1, m2 = session.systems["m1"], session.systems["m2"]
     for row in side:
@@ -48,8 +44,7 @@ def test_sxs_export(make_session, tmp_path):
         for column, field in (("delta_cider_xm600", "cider_subset"),
                               ("delta_cider_xm3600", "cider_xm3600"),
                               ("delta_cider_coco_dev", "cider_coco_dev")):
-            assert float(row[column]) == pytest.approx(
-                m2[field][lang] - m1[field][lang], abs=5e-5)
+            assert float(row[column]) == pytest.approx(m2[field][lang] - m1[field][lang], abs=5e-5)
     # The correlation tool reads it as it reads the paper's file.
     evaluations, columns = side_by_side.read(paths["side_by_side"])
     assert [e.lang for e in evaluations] == ["en", "ar"]
@@ -64,7 +59,7 @@ def test_missing_cider_is_an_empty_cell(make_session, release, tmp_path):
     simulate.simulate(session, seed=0)
     row = export.side_by_side_rows(session, rating_stats.load_ratings(session))[0]
     assert row["delta_cider_coco_dev"] is None and row["delta_cider_xm3600"] is not None
-    (cells,) = _read_csv(export.export(session, str(tmp_path / "out"))["side_by_side"])
+    (cells,) = read_csv(export.export(session, str(tmp_path / "out"))["side_by_side"])
     assert cells["delta_cider_coco_dev"] == "" and cells["delta_cider_xm3600"] != ""
 
 
@@ -98,6 +93,6 @@ def test_times_exported_are_active_and_wall(make_session, tmp_path):
         db.add_rating("en-1", item, 1, {"choice": 1}, now=460.0, active_seconds=5.5)
         db.mark_shown("en-2", item, now=100.0)
         db.add_rating("en-2", item, 1, {"choice": 1}, now=130.0)  # no page script
-    rows = _read_csv(export.export(session, str(tmp_path / "out"))["csv"])
+    rows = read_csv(export.export(session, str(tmp_path / "out"))["csv"])
     assert [(r["rater"], r["seconds"], r["wall_seconds"]) for r in rows] == [
         ("en-1", "5.5", "360.0"), ("en-2", "30.0", "30.0")]

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from tests.tools.humaneval import helpers
-from tools.humaneval import app as app_lib
 from tools.humaneval import store
 
 ZH = {"guidelines.title": "评分指南", "consent.title": "开始之前",
@@ -26,10 +25,6 @@ def study(make_session, tmp_path, consent):
     return session, warnings
 
 
-def _client(session):
-    return app_lib.create_app(session.folder).test_client()
-
-
 def _page(client, url, **kwargs):
     response = client.get(url, **kwargs)
     assert response.status_code == 200, (url, response.status_code)
@@ -38,7 +33,7 @@ def _page(client, url, **kwargs):
 
 def test_consent_guidelines_practice_then_items(study):
     session, _ = study
-    client, rater = _client(session), session.by_name["en-1"]
+    client, rater = helpers.client(session), session.by_name["en-1"]
     token = rater.token
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/consent")
     page = _page(client, f"/r/{token}/consent")
@@ -57,8 +52,7 @@ def test_consent_guidelines_practice_then_items(study):
         assert client.get(f"/r/{token}").location.endswith(f"/practice/{n}")
         page = _page(client, f"/r/{token}/practice/{n}")
         assert "does not count" in page and all(t in page for t in items[n - 1]["texts"])
-        assert client.post(f"/r/{token}/practice/{n}", data={"choice": choice}
-                           ).status_code == 303
+        assert client.post(f"/r/{token}/practice/{n}", data={"choice": choice}).status_code == 303
         feedback = _page(client, f"/r/{token}/practice/{n}")
         assert ("Well done" in feedback) == right
         # A second answer changes nothing: the first one's feedback stands.
@@ -77,7 +71,7 @@ def test_consent_guidelines_practice_then_items(study):
 
 def test_feedback_names_the_expected_answer(study):
     session, _ = study
-    client, token = _client(session), session.by_name["en-2"].token
+    client, token = helpers.client(session), session.by_name["en-2"].token
     client.post(f"/r/{token}/consent", data={"consent": "agree"})
     client.post(f"/r/{token}/guidelines")
     client.post(f"/r/{token}/practice/1", data={"choice": "3"})  # the own caption is left
@@ -89,7 +83,7 @@ def test_feedback_names_the_expected_answer(study):
 
 def test_declining_consent_ends_and_keeps_nothing(study):
     session, _ = study
-    client, token = _client(session), session.by_name["en-3"].token
+    client, token = helpers.client(session), session.by_name["en-3"].token
     response = client.post(f"/r/{token}/consent", data={"consent": "decline"},
                            headers={"Accept": "application/json"})
     assert response.get_json() == {"next": "/declined/en"}
@@ -105,7 +99,7 @@ def test_declining_after_rating_withdraws(study, tmp_path, capsys):
     from tools.humaneval import rating_stats
     session, _ = study
     helpers.pass_introduction(session, raters={"en-1"})
-    client, token = _client(session), session.by_name["en-1"].token
+    client, token = helpers.client(session), session.by_name["en-1"].token
     for n in (1, 2, 3):
         client.get(f"/r/{token}/item/{n}")
         assert client.post(f"/r/{token}/item/{n}", data={"choice": "1"}).status_code == 303
@@ -135,7 +129,7 @@ def test_declining_after_rating_withdraws(study, tmp_path, capsys):
 def test_pages_in_the_raters_language(study):
     session, warnings = study
     assert any("zh.json" in w and "shown in English" in w for w in warnings)
-    client, token = _client(session), session.by_name["zh-1"].token
+    client, token = helpers.client(session), session.by_name["zh-1"].token
     page = _page(client, f"/r/{token}/consent")
     assert '<html lang="zh" dir="ltr">' in page
     assert "开始之前" in page and "我同意参加" in page and "<p>您可以随时停止。</p>" in page
@@ -161,7 +155,7 @@ def test_a_right_to_left_page_keeps_left_on_the_left(make_session, tmp_path):
                            encoding="utf-8")
     session = make_session(langs=("ar",), translations=(("ar", str(translation)),))
     helpers.pass_introduction(session)
-    client, token = _client(session), session.raters[0].token
+    client, token = helpers.client(session), session.raters[0].token
     page = _page(client, f"/r/{token}/item/1")
     assert '<html lang="ar" dir="rtl">' in page
     # The page runs right to left, but the two captions and the seven points stay where
@@ -181,7 +175,7 @@ def test_guidelines_and_practice_of_each_protocol(make_session, session_type, le
                                                   right):
     session = make_session(type=session_type, systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
-    client, token = _client(session), session.raters[0].token
+    client, token = helpers.client(session), session.raters[0].token
     page = _page(client, f"/r/{token}/guidelines")
     for level in levels:
         assert level in page, level

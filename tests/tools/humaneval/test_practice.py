@@ -33,8 +33,7 @@ def test_examples_and_practice_from_the_release(release, session_type):
             if session_type == "sxs" and own != [True, True]:
                 assert item["accept"] == {"choice": [-3, -2, -1] if own[0] else [1, 2, 3]}
             if session_type == "quality":
-                assert item["accept"] == {"quality": ["Excellent", "Good"] if own[0]
-                                          else ["Bad"]}
+                assert item["accept"] == {"quality": ["Excellent", "Good"] if own[0] else ["Bad"]}
             if session_type == "thumb":
                 assert item["accept"] == {"P": [4, 5] if own[0] else [1, 2]}
 

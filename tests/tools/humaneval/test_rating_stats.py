@@ -136,8 +136,7 @@ def test_majority_needs_more_than_half():
 
 
 def test_thumb_and_quality_agreement(make_session):
-    thumb = make_session(type="thumb", systems=(), references=True, langs=("en",),
-                         gold_share=0.0)
+    thumb = make_session(type="thumb", systems=(), references=True, langs=("en",), gold_share=0.0)
     simulate.simulate(thumb, noise=1.0, seed=2)
     ratings = rating_stats.load_ratings(thumb)
     units = {}

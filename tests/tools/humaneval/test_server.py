@@ -5,30 +5,14 @@ import http.client
 import io
 import logging
 import socket
-import subprocess
-import sys
 import urllib.parse
 
 import pytest
 
-import errors
 from errors import InputError
-from tests import tiny
+from tests.cli import error_line
 from tests.tools.humaneval import helpers
 from tools.humaneval import server, store
-
-REPO = tiny.REPO
-
-
-def _start(session):
-    """Starts `python -m tools.humaneval serve --port 0`; returns (process, port)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.humaneval", "serve", "--session", session.folder,
-         "--port", "0"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = proc.stdout.readline()
-    assert line.startswith("serving http://127.0.0.1:"), line + proc.stdout.read()
-    return proc, int(line.rsplit(":", 1)[1])
 
 
 def _post(port, path, choice):
@@ -58,7 +42,7 @@ def test_sigkill_loses_no_acknowledged_rating(make_session):
     rater = session.raters[0]
     items = session.assignments[rater.name]
     acknowledged = []
-    proc, port = _start(session)
+    proc, port = helpers.start_server(session)
     try:
         for n in range(1, 5):
             choice = n % 7 - 3
@@ -71,7 +55,7 @@ def test_sigkill_loses_no_acknowledged_rating(make_session):
     assert _stored(session) == acknowledged
 
     # A new server resumes where the rater left off, and the ratings go on accumulating.
-    proc, port = _start(session)
+    proc, port = helpers.start_server(session)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", f"/r/{rater.token}")
@@ -96,13 +80,10 @@ def test_a_port_in_use_is_one_error_line(make_session, capsys):
     busy.listen()
     try:
         port = busy.getsockname()[1]
-        with pytest.raises(SystemExit) as exit_info:
-            errors.run_main(cli.main, ["serve", "--session", session.folder, "--port",
-                                       str(port)])
+        err = error_line(capsys, cli.main, ["serve", "--session", session.folder, "--port",
+                                            str(port)])
     finally:
         busy.close()
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err == (f"error: --port {port}: 127.0.0.1:{port} is already in use (another "
                    f"server?); stop it or choose another --port\n")
 

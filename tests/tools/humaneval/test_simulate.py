@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
-import errors
 from errors import InputError
+from tests.cli import error_line
 from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import export, rating_stats, simulate, store, study_report
@@ -31,10 +31,8 @@ def test_refused_where_people_rated(rated_by_people, capsys):
                                          r"\(rated\)\)"):
         simulate.simulate(rated_by_people)
     assert _rows(rated_by_people) == before  # nothing stored
-    with pytest.raises(SystemExit):
-        errors.run_main(cli.main, ["simulate", "--session", rated_by_people.folder])
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "--force" in err
+    assert "--force" in error_line(capsys, cli.main,
+                                   ["simulate", "--session", rated_by_people.folder])
 
 
 def test_forced_ratings_are_marked_and_can_be_left_out(rated_by_people, tmp_path, capsys):

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-import errors
 from errors import InputError
 from formats import predictions
+from tests.cli import error_line
 from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import app as app_lib
@@ -112,26 +112,20 @@ def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys
     client = app_lib.create_app(session.folder).test_client()
     token = _join(client, session, "REAL1")
     _introduction(client, token, session)  # consent, guidelines, practice: nothing rated
-    with pytest.raises(SystemExit) as exit_info:
-        errors.run_main(cli.main, ["simulate", "--session", session.folder])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.count("\n") == 1
+    err = error_line(capsys, cli.main, ["simulate", "--session", session.folder])
     assert "people have begun under 1 rater(s) (e.g. en-1 (enrolled, introduction))" in err
     assert store.read_ratings(session.db_path, session.digest) == []
     # The rater's link still starts at their first item, not at "You rated all".
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
     # Forced too: a served crowd study's free slots are the next participants'.
-    with pytest.raises(SystemExit):
-        errors.run_main(cli.main, ["simulate", "--session", session.folder, "--force"])
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "crowd study that has been served" in err and "--raters" in err
+    err = error_line(capsys, cli.main, ["simulate", "--session", session.folder, "--force"])
+    assert "crowd study that has been served" in err and "--raters" in err
     assert store.read_ratings(session.db_path, session.digest) == []
     assert _join(client, session, "REAL2")  # the next participant gets a slot
     # The slots the owner names are simulated; a person's list stays theirs, forced or not.
     cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
-    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(
-        session.assignments["en-3"])
+    assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
     with pytest.raises(SystemExit):
         cli.main(["simulate", "--help"])
@@ -260,8 +254,7 @@ def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, 
     flags = {name: [f for f in row["flags"] if f != "gold"] for name, row in table.items()
              if row["rated"]}
     # en-3 gave one answer to all of its 8 items (the smallest --quota): straight-lining.
-    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"],
-                     "en-3": ["straight"]}
+    assert flags == {"en-1": ["fast", "incomplete"], "en-2": ["incomplete"], "en-3": ["straight"]}
     cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
               "--resamples", "1", "--exclude-flagged"])
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")

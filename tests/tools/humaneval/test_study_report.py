@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from tests.formats.small_files import read_csv
 from tests.tools.humaneval import helpers
 from tools.analysis import correlate
 from tools.formats import side_by_side
@@ -31,11 +32,6 @@ def study(make_session, release, results_pair, tmp_path):
     return first, second, quality
 
 
-def _read_csv(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
 def test_report_files_and_table6(study, tmp_path):
     out = str(tmp_path / "report")
     paths = study_report.write_report(list(study), out, resamples=200, seed=0)
@@ -51,7 +47,7 @@ def test_report_files_and_table6(study, tmp_path):
     expected = correlate.table6(evaluations, columns)
     with open(paths["correlations"], newline="", encoding="utf-8") as f:
         assert tuple(next(csv.reader(f))) == CORRELATION_COLUMNS
-    rows = _read_csv(paths["correlations"])
+    rows = read_csv(paths["correlations"])
     assert len(rows) == 9
     for row in rows:
         cells = expected[row["languages"]]
@@ -68,15 +64,15 @@ def test_report_files_and_table6(study, tmp_path):
     markdown = open(paths["markdown"], encoding="utf-8").read()
     assert "**SIMULATED ratings**" in markdown
     assert "the paper's Table 6" in markdown
-    raters = _read_csv(paths["raters"])
+    raters = read_csv(paths["raters"])
     assert {r["rater"] for r in raters if r["flagged"] == "True"} <= {"en-2"}
-    sxs = _read_csv(paths["sxs"])
+    sxs = read_csv(paths["sxs"])
     assert {r["lang"] for r in sxs} == {"en", "zh", "ar", "all"} and len(sxs) == 8
 
 
 def test_one_session_has_too_few_points_for_correlations(study, tmp_path):
     paths = study_report.write_report([study[0]], str(tmp_path / "one"), resamples=0)
-    rows = _read_csv(paths["correlations"])
+    rows = read_csv(paths["correlations"])
     # en, zh and ar: three evaluations, enough over all languages only.
     assert all(r["n_points"] == "6" and r["delta_cider_xm3600"] != ""
                for r in rows if r["languages"] == "all")
@@ -90,8 +86,7 @@ def test_counts_say_what_was_rated(make_session, tmp_path):
     # Three languages, two of them rated: two evaluations, not three; no Table 6 from them;
     # the "all" row and bar say which languages they average.
     session = make_session(langs=("en", "zh", "ar"))
-    simulate.simulate(session, raters={"en-1", "en-2", "en-3", "zh-1", "zh-2", "zh-3"},
-                      seed=1)
+    simulate.simulate(session, raters={"en-1", "en-2", "en-3", "zh-1", "zh-2", "zh-3"}, seed=1)
     paths = study_report.write_report([session], str(tmp_path / "r"), resamples=0)
     markdown = open(paths["markdown"], encoding="utf-8").read()
     assert "2 side-by-side evaluation(s) with ratings (1 without: test vs base ar)" in markdown
@@ -99,10 +94,9 @@ def test_counts_say_what_was_rated(make_session, tmp_path):
     assert "correlations" not in paths
     assert not os.path.exists(tmp_path / "r" / "correlations.csv")
     assert "**mean of the 2 rated language(s) of 3 (en, zh)**" in markdown
-    (all_row,) = [r for r in _read_csv(paths["sxs"]) if r["lang"] == "all"]
+    (all_row,) = [r for r in read_csv(paths["sxs"]) if r["lang"] == "all"]
     assert all_row["averaged"] == "en zh"
-    deltas = [float(r["delta_sxs"]) for r in _read_csv(paths["sxs"])
-              if r["lang"] in ("en", "zh")]
+    deltas = [float(r["delta_sxs"]) for r in read_csv(paths["sxs"]) if r["lang"] in ("en", "zh")]
     assert float(all_row["delta_sxs"]) == pytest.approx(sum(deltas) / 2, abs=1e-9)
     evaluations, _ = side_by_side.read(paths["side_by_side"])
     assert [e.delta_sxs is None for e in evaluations] == [False, False, True]
@@ -115,8 +109,7 @@ def test_quality_as_the_papers_table2(make_session, tmp_path):
     ratings = rating_stats.load_ratings(session)
     # Two captions with a known mix, overwritten in the database by hand.
     tests = [i for i in session.items.values() if not i.is_gold]
-    mixes = {tests[0].id: ["Good", "Not-Enough-Info", "Bad"],
-             tests[1].id: ["Not-Enough-Info"] * 3}
+    mixes = {tests[0].id: ["Good", "Not-Enough-Info", "Bad"], tests[1].id: ["Not-Enough-Info"] * 3}
     conn = sqlite3.connect(session.db_path)
     for item_id, labels in mixes.items():
         rows = conn.execute("SELECT id FROM ratings WHERE item = ? ORDER BY id",
@@ -141,7 +134,7 @@ def test_quality_as_the_papers_table2(make_session, tmp_path):
     assert rating_stats.quality_level(mixes[tests[0].id]) == "Bad"
     assert rating_stats.quality_level(["Good", "Excellent", "Medium"]) == "Good"
     paths = study_report.write_report([session], str(tmp_path / "q"), resamples=0)
-    (row,) = _read_csv(paths["quality_table2"])
+    (row,) = read_csv(paths["quality_table2"])
     assert int(row["captions"]) == len(medians) == len(tests) - 1 and row["nei"] == "1"
     assert float(row["good_plus"]) == pytest.approx(100 * np.mean([m >= 3 for m in medians]))
     assert float(row["med_plus"]) == pytest.approx(100 * np.mean([m >= 2 for m in medians]))
@@ -149,5 +142,5 @@ def test_quality_as_the_papers_table2(make_session, tmp_path):
     markdown = open(paths["markdown"], encoding="utf-8").read()
     assert "Quality as the paper's Table 2" in markdown
     assert "Each label's share of all ratings" in markdown  # beside the per-rating shares
-    (shares,) = _read_csv(paths["quality"])
+    (shares,) = read_csv(paths["quality"])
     assert float(shares["Not-Enough-Info"]) == pytest.approx(100 * 4 / len(ratings), abs=0.05)

@@ -11,8 +11,7 @@ from tools.humaneval import texts
 
 def _file(tmp_path, content):
     path = tmp_path / "t.json"
-    path.write_text(content if isinstance(content, str) else json.dumps(content),
-                    encoding="utf-8")
+    path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
     return str(path)
 
 
@@ -48,6 +47,5 @@ def test_english_file_to_start_from(tmp_path):
 
 
 def test_quoted_captions_keep_their_language():
-    html = texts.Wording().quoting("guide.quality.example", "ar", "rtl", own="<b>x</b>",
-                                   other="y")
+    html = texts.Wording().quoting("guide.quality.example", "ar", "rtl", own="<b>x</b>", other="y")
     assert '«<bdi lang="ar" dir="rtl">&lt;b&gt;x&lt;/b&gt;</bdi>»' in html

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy import optimize
 
 
 @pytest.fixture(autouse=True)
@@ -32,3 +33,15 @@ def write_bin(path, words, matrix, dim=None):
         for word, row in zip(words, matrix, strict=True):
             f.write(word.encode("utf-8") + b" " + row.tobytes() + b"\n")
     return str(path)
+
+
+def emd_lp(a, b, cost):
+    """The paper's Eq. 2 as a plain linear program (scipy's HiGHS): min <T, C> over T >= 0 with
+    T 1 = a, T^T 1 = b (a, b normalized)."""
+    a, b = a / a.sum(), b / b.sum()
+    m, n = cost.shape
+    a_eq = np.vstack([np.kron(np.eye(m), np.ones(n)), np.kron(np.ones(m), np.eye(n))])
+    result = optimize.linprog(cost.ravel(), A_eq=a_eq, b_eq=np.concatenate([a, b]),
+                              bounds=(0, None), method="highs")
+    assert result.status == 0
+    return result.fun

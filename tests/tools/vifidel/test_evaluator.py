@@ -19,11 +19,6 @@ from tests.training.metrics_files import read_metrics
 from tools.vifidel import evaluator as vifidel_evaluator
 
 
-@pytest.fixture(autouse=True)
-def vector_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("VIFIDEL_CACHE_DIR", str(tmp_path / "vector_cache"))
-
-
 def _vifidel(data_dir, **fields):
     return ml_collections.ConfigDict({
         "type": "tools.vifidel.evaluator:Xm3600Vifidel",
@@ -54,14 +49,12 @@ def test_vifidel_runs_in_the_loop_and_writes_its_files_through_the_tool(tiny_dem
         assert record["eval/vifidel/avg"] == pytest.approx(sum(scores) / 2)
     # The checkpoint tool: predictions and a report by the evaluator contract's defaults.
     out = tmp_path / "results"
-    evaluate.evaluate_checkpoint(config, workdir, names=["vifidel"], langs="config",
-                                 out=str(out))
+    evaluate.evaluate_checkpoint(config, workdir, names=["vifidel"], langs="config", out=str(out))
     summary = scores_format.read(out / "scores_vifidel.json")
     per_caption = per_image_format.read(out / "per_image_vifidel.jsonl")
     assert summary["metric"] == "vifidel" and summary["step"] == 2
     for lang in ("en", "zh"):
-        captions = predictions_format.read_language(
-            out / f"predictions_vifidel_{lang}.jsonl", lang)
+        captions = predictions_format.read_language(out / f"predictions_vifidel_{lang}.jsonl", lang)
         assert len(captions) == 8 and set(per_caption[lang]) <= set(captions)
         assert summary["num_images"][lang] == len(per_caption[lang])
         assert summary["scores"][lang] == pytest.approx(np.mean(list(per_caption[lang].values())))

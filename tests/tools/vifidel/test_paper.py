@@ -14,9 +14,8 @@ import os
 import numpy as np
 import pytest
 import stopwordsiso
-from scipy import optimize
 
-from tests.tools.vifidel.conftest import write_vec
+from tests.tools.vifidel.conftest import emd_lp, write_vec
 from tools.vifidel import corpus
 from tools.vifidel import stopwords as stopwords_lib
 
@@ -59,17 +58,6 @@ def _content(sentence, vectors, stop):
     return [w for w in sentence.lower().split() if w in vectors and w not in stop]
 
 
-def _emd_lp(a, b, cost):
-    """Eq. 2: min <T, C> over T >= 0 with T 1 = a, T^T 1 = b (a, b normalized)."""
-    a, b = a / a.sum(), b / b.sum()
-    m, n = cost.shape
-    a_eq = np.vstack([np.kron(np.eye(m), np.ones(n)), np.kron(np.ones(m), np.eye(n))])
-    result = optimize.linprog(cost.ravel(), A_eq=a_eq, b_eq=np.concatenate([a, b]),
-                              bounds=(0, None), method="highs")
-    assert result.status == 0
-    return result.fun
-
-
 def paper_vifidel(labels, caption, references, vectors, p, stop, binary=False):
     """VIFIDEL(I, S) from Eqs. 1-5, with words as given (no normalizer, no POT)."""
     label_words = [name.lower() for name in labels]
@@ -89,7 +77,7 @@ def paper_vifidel(labels, caption, references, vectors, p, stop, binary=False):
 
     cost = np.array([[np.linalg.norm(rho(i) * x[i] - rho(j) * x[j]) ** p  # Eqs. 1, 5
                       for j in words] for i in label_words])
-    return math.exp(-_emd_lp(a, b, cost))  # Eq. 3
+    return math.exp(-emd_lp(a, b, cost))  # Eq. 3
 
 
 def _settings(folder, **kwargs):

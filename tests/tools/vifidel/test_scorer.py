@@ -125,8 +125,7 @@ def test_demo_own_caption_ranks_above_another_images_caption(demo100, use_refere
         # The caption is the first reference, the penalty uses the other one only.
         captions[lang] = [r[0] for r in all_refs]
         refs[lang] = [r[1:] for r in all_refs]
-    scorers = corpus.build_scorers(keys, refs, _settings(demo100,
-                                                         use_references=use_references))
+    scorers = corpus.build_scorers(keys, refs, _settings(demo100, use_references=use_references))
     for lang, scorer in scorers.items():
         share, compared = corpus.ranking_control(scorer, captions[lang])
         # Plain VIFIDEL knows colour and shape only (no Open Images label carries size or

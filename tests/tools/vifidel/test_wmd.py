@@ -4,25 +4,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy import optimize
 
+from tests.tools.vifidel.conftest import emd_lp
 from tools.vifidel import wmd
-
-
-def _linprog_emd(a, b, cost):
-    """The transport problem solved as a plain linear program (scipy's HiGHS)."""
-    a, b = a / a.sum(), b / b.sum()
-    m, n = cost.shape
-    rows = np.zeros((m, m * n))
-    cols = np.zeros((n, m * n))
-    for i in range(m):
-        rows[i, i * n:(i + 1) * n] = 1
-    for j in range(n):
-        cols[j, j::n] = 1
-    result = optimize.linprog(cost.ravel(), A_eq=np.vstack([rows, cols]),
-                              b_eq=np.concatenate([a, b]), bounds=(0, None), method="highs")
-    assert result.status == 0
-    return result.fun
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -33,7 +17,7 @@ def test_emd_equals_a_linear_program(seed):
     y = rng.normal(size=(n, dim))
     a, b = rng.integers(1, 4, size=m).astype(float), rng.integers(1, 4, size=n).astype(float)
     cost = wmd.cost_matrix(x, y, rng.uniform(size=m), rng.uniform(size=n))
-    assert wmd.emd(a, b, cost) == pytest.approx(_linprog_emd(a, b, cost), abs=1e-6)
+    assert wmd.emd(a, b, cost) == pytest.approx(emd_lp(a, b, cost), abs=1e-6)
 
 
 def test_cost_matrix_is_the_distance_of_scaled_vectors_to_the_power_p():
