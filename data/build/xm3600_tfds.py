@@ -91,7 +91,8 @@ class Xm3600(tfds.core.GeneratorBasedBuilder):
         if not os.path.exists(captions_path):
             raise FileNotFoundError(
                 f"missing XM3600 captions: expected {captions_path}; get captions.jsonl from "
-                f"https://google.github.io/crossmodal-3600/ (see the README's Datasets section)")
+                f"https://google.github.io/crossmodal-3600/ (docs/files.md lists every release "
+                f"file)")
         records = xm3600_release.read_captions(captions_path)
         image_dir = self._image_dir(dl_manager, manual_dir)
         checker, splits = self._checker, {}

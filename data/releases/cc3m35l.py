@@ -78,7 +78,7 @@ def image_dir(manual_dir, split):
         raise FileNotFoundError(
             f"missing CC3M {split} images: expected the folder {folder} with img2dataset "
             f"shards (00000.tar, ...) or NNNNNNNNN.jpg files; download them from the URLs "
-            f"of the CC3M TSV (see the README's Datasets section)")
+            f"of the CC3M TSV (docs/files.md lists every release file)")
     return folder
 
 

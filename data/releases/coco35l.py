@@ -1,6 +1,6 @@
 """Reader of the COCO-35L release: Karpathy split, translation files and COCO images.
 
-Manual directory (the README's Datasets section says where each file comes from):
+Manual directory (docs/files.md says where each file comes from):
 
     dataset_coco.json                     Karpathy split (caption_datasets.zip)
     coco_mt_{train,dev}.jsonl[.bz2|.gz]   translations of train+restval / val captions
@@ -99,7 +99,7 @@ def find_file(manual_dir, name, what, source):
             return path
     raise FileNotFoundError(
         f"missing {what}: expected {os.path.join(manual_dir, name)} (or .bz2/.gz); "
-        f"get it from {source} and put it there (see the README's Datasets section)")
+        f"get it from {source} and put it there (docs/files.md lists every release file)")
 
 
 def read_karpathy(path):

@@ -45,6 +45,7 @@ def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tm
     for line, start in zip(missing, expected, strict=True):
         assert line.startswith(f"  MISSING  {start}"), line
     assert "python -m data.build coco35l" in missing[1]
+    assert "docs/files.md" in missing[1] and "README" not in missing[1]  # A page that exists.
     assert "--config.init.mt5=" in missing[2] and "--config.init.vit=" in missing[3]
     assert "--config.evals.xm3600.data_dir=" in missing[4]
     assert "GiB" not in text  # Compiled only once every input is there.
