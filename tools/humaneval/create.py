@@ -209,14 +209,16 @@ def _examples(keys):
 
 def _check_captions(results, keys, warn):
     """Warnings about captions that raters would see badly: empty, over-long, unbroken; an
-    error when every caption of a language is empty (nothing to rate)."""
+    error when most captions of a language are empty (a failed decoding: little to rate)."""
     for lang, by_key in results.captions.items():
         where = os.path.join(results.path, predictions_format.file_name(lang))
         blank = [k for k in keys if not by_key[k].strip()]
-        if len(blank) == len(keys):
-            raise InputError(f"{where}: all {len(keys)} of the session's captions in {lang!r} "
-                             f"are empty: there is nothing to rate (a failed decoding?); "
-                             f"evaluate the model again or leave {lang!r} out of --langs")
+        if 2 * len(blank) > len(keys):
+            amount = "all" if len(blank) == len(keys) else f"{len(blank)} of"
+            raise InputError(f"{where}: {amount} {len(keys)} of the session's captions in "
+                             f"{lang!r} are empty: there is little or nothing to rate (a "
+                             f"failed decoding?); evaluate the model again or leave {lang!r} "
+                             f"out of --langs")
         if blank:
             warn(f"{where}: {len(blank)} of the session's {len(keys)} captions are empty or "
                  f"blank (e.g. image {_examples(blank)}); raters see them marked as empty")

@@ -217,19 +217,21 @@ def test_the_export_and_the_report_with_and_without_flagged_raters(careless, tmp
     assert f"; {kept_count} ratings)" in text and kept_count < len(rows)
 
 
-@pytest.mark.parametrize("session_type", ["sxs", "quality"])
-def test_empty_predictions_are_refused_saying_so(make_session, results_pair, tmp_path,
-                                                 session_type):
+@pytest.mark.parametrize("session_type, kept, amount", [
+    ("sxs", 0, "all 6"), ("quality", 0, "all 6"), ("sxs", 2, "4 of 6")])
+def test_mostly_empty_predictions_are_refused_saying_so(make_session, results_pair, tmp_path,
+                                                        session_type, kept, amount):
     folder = tmp_path / "empty"
     shutil.copytree(results_pair[1], folder)
     path = str(folder / predictions.file_name("en"))
     captions = predictions.read_language(path, "en")
-    predictions.write(path, {"en": dict.fromkeys(captions, "")})
+    predictions.write(path, {"en": {k: c if i < kept else "" for i, (k, c)
+                                    in enumerate(sorted(captions.items()))}})
     systems = ((("base", results_pair[0]), ("empty", str(folder))) if session_type == "sxs"
                else (("empty", str(folder)),))
-    with pytest.raises(InputError, match=r"predictions_en.jsonl: all 6 of the session's "
-                                         r"captions in 'en' are empty: there is nothing to "
-                                         r"rate") as info:
+    with pytest.raises(InputError, match=rf"predictions_en.jsonl: {amount} of the session's "
+                                         r"captions in 'en' are empty: there is little or "
+                                         r"nothing to rate") as info:
         make_session(type=session_type, langs=("en",), systems=systems)
     assert "attention" not in str(info.value)
 
