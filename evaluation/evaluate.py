@@ -1,19 +1,12 @@
-r"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
+"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
 
     python -m evaluation.evaluate --config configs/bb.py --workdir runs/bb [--step N|best] \
         [--evals xm3600,coco_dev] [--langs all|config|en,es,...] \
         [--decode greedy|beam] [--beam_size 4] [--alpha 0.6] [--out DIR] [--name NAME] \
         [--config.evals.xm3600.max_images=100]
 
-It restores the checkpoint (the latest, `--step`, or checkpoints_best/'s), builds the
-evaluators of `config.evals` (or those of `--evals`) as train.py does, runs them with
-progress and ETA, and writes the results folder (default `<workdir>/eval_step<N>/`,
-evaluation/results_folder.py). `--langs all` (default) gives each evaluator every language
-of its own that its data has (saying which it leaves out), `config` those of its config, a
-list the listed ones. Bad input is one `error: ...` line and exit status 2, checked before
-any work (flags, config fields, `--out`, the room the results need). The folder is written
-whole at the end; if that fails (a full disk), the scores are printed and the files written
-to a new temporary folder, which the `error:` line names.
+The results folder (default `<workdir>/eval_step<N>/`) is written whole at the end; if that
+fails, the scores are printed and the `error:` line names the temporary folder left.
 """
 
 import os
@@ -151,16 +144,8 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
 
-    Args are the flags' (`step`: None, "best" or a number; `names`: of `config.evals`, default
-    all; `decoding`: a `model.decode.Decoding` for every evaluator, default their configs').
-
-    Returns:
-        (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: [its file
-        names but the predictions]} and "metrics.json").
-
-    Raises:
-        UsageError: bad input (no checkpoint, unknown step, evaluator or language,
-            missing data, a results folder that cannot hold the results).
+    Returns (results folder, {evaluator: {lang: score}}, {evaluator: [its file names]} and
+    "metrics.json"); raises UsageError for bad input.
     """
     names, per_name_langs, vocab = _check_request(config, workdir, names, langs)
     model, params, step = _restore(config, workdir, vocab, step)

@@ -1,17 +1,10 @@
 """Predictions files: one caption per image and language, in any of the kinds captioners write.
 
-`read` takes, told apart by their first line:
-- JSON Lines of {"image/key", "lang", "caption"} (what the checkpoint tool and `python -m
-  tools.captioning --format jsonl` write, with `line`; other fields are ignored);
-- JSON Lines of {"image_id", "caption"}, or a pycocoevalcap results list `[{"image_id",
-  "caption"}, ...]`;
-- one JSON object {image key: caption}.
-An `image_id` (or a key of the object) is the image's key, an integer id (COCO's), or its image
-file's name or path, whose base name less an image extension is the key
-(`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "lang" is in the
-language given for the file (`lang`: the command lines' `--langs` when it names one).
-`read_files` reads several files as one. A results folder holds one file per evaluator and
-language (`file_name`), read by `read_language`.
+`read` takes, told apart by their first line: JSON Lines of {"image/key", "lang", "caption"};
+JSON Lines of {"image_id", "caption"} or a pycocoevalcap results list; one JSON object
+{image key: caption}. An `image_id` is the image's key, an integer id, or its file's name or
+path (`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "lang" is in
+the language given for the file.
 """
 
 import json
@@ -116,19 +109,9 @@ def line(key, lang, caption, **extra):
 
 
 def read(path, lang=None):
-    """Reads and checks a predictions file of any kind (module docstring).
+    """Reads and checks a predictions file of any kind (module docstring) into `Predictions`.
 
-    Args:
-        path: the file.
-        lang: the language of entries without a "lang" field.
-
-    Returns:
-        `Predictions`.
-
-    Raises:
-        PredictionsError: a missing or empty file, an entry that is not UTF-8 or JSON or lacks
-            a field, an unknown language, a second prediction for one (image, language);
-            named by file and line.
+    `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line).
     """
     if not os.path.isfile(path):
         raise PredictionsError(f"predictions file not found: {path}")
@@ -167,16 +150,7 @@ def _is_line(first):
 
 
 def read_files(paths, langs=None):
-    """Reads several predictions files (`read`) as one.
-
-    Args:
-        paths: the files.
-        langs: the languages the command line names (--langs); when one, the language of
-            entries without a "lang" field.
-
-    Raises:
-        PredictionsError: as `read`, or a prediction for one (image, language) in two files.
-    """
+    """Reads several predictions files (`read`) as one; `langs`: the command line's --langs."""
     lang = langs[0] if langs and len(langs) == 1 else None
     parts = [read(path, lang) for path in paths]
     if len(parts) == 1:
@@ -286,12 +260,9 @@ def read_language(path, lang):
 
 
 def write(path, predictions):
-    """Writes {lang: {image key: caption}}, language by language, each in its keys' order;
-    returns `path`.
+    """Writes {lang: {image key: caption}}, each in its keys' order; returns `path`.
 
-    Raises:
-        PredictionsError: an unknown language, an empty key, a caption that is not a string
-            (the entry named); nothing is written then.
+    Raises PredictionsError (the entry named) before writing anything.
     """
     lines, i = [], 0
     for lang, by_key in predictions.items():

@@ -1,20 +1,10 @@
 """The per-call half of `evaluation.cider`: a prediction's n-grams matched against its references.
 
 One compiled loop (numba, cached on disk) over the predictions' token positions, order by
-order: the n-gram of order n at p is identified by the (n-1)-gram's id at p and its last
-token, one hash probe per position in tables built once from the references
-(`ngram_index.KeyTable`, read through its arrays):
-  - union ids: per image, its distinct reference n-grams (one region per image); key
-    (image, token) for unigrams, (num_images + union id of the (n-1)-gram, token) after;
-  - known ids: every n-gram with a document frequency (one region); key (0, token), then
-    (1 + known id of the (n-1)-gram, token); unigram known ids are token ids - 1.
-An n-gram is looked up only when the (n-1)-grams at p and p + 1 were found. Counts within a
-prediction are exact (a scratch table over token ids; for n > 1, (first position of the
-(n-1)-gram, last token)). The loop writes the sums `kernel` turns into scores.
-Why numba: the work is a hash probe per position and order, with branches; whole-array
-numpy passes were about 2x slower and XLA on CPU has no fast scalar loop. The first use on a
-machine compiles (~2 s), later processes load the cache. `intern_tokens` and `token_ids`
-number and look up tokens by their characters; `insert_keys` builds the tables.
+order: the n-gram at p is identified by the (n-1)-gram's id at p and its last token, one hash
+probe in tables built once from the references (`ngram_index.KeyTable`): union ids (per image,
+its distinct reference n-grams) and known ids (every n-gram with a document frequency).
+Counts within a prediction are exact. The loop writes the sums `kernel` turns into scores.
 """
 
 import numba
@@ -123,9 +113,7 @@ def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_ke
 
 @numba.njit(inline="always")
 def _group(n, ids, first, last, first_of_token, group, tf):
-    """Sets group[p], p in [first, last) of one prediction, to the first position of the n-gram at
-    p. Equal n-grams: equal tokens, or for n > 1 equal (n-1)-grams (which must repeat: tf[p] of
-    order n - 1 >= 2) and equal last tokens."""
+    """Sets group[p], p in [first, last) of one prediction, to the first position of its n-gram."""
     if n == 1:
         for p in range(first, last):
             if first_of_token[ids[p]] < 0:
@@ -205,9 +193,8 @@ def _home_slot(code_points, start, end, bits):
 def intern_tokens(code_points, starts, ends, slots, ids, first):
     """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence; returns V.
 
-    slots: int64 [2^bits >= 2 * num_tokens] -1s, out: the distinct tokens' hash table (linear
-    probing) for `token_ids`. Out: ids (numbers + 1, 1..V), first (each distinct token's first
-    index). Tokens are compared by characters, so numbers are exact.
+    Out: ids (1..V), first (each distinct token's first index), slots (the hash table for
+    `token_ids`). Tokens are compared by characters.
     """
     bits = _log2(slots.size)
     mask = slots.size - 1
@@ -231,10 +218,7 @@ def intern_tokens(code_points, starts, ends, slots, ids, first):
 @numba.njit(cache=True, nogil=True)
 def token_ids(slots, table_code_points, table_starts, table_ends, code_points, starts, ends,
               ids):
-    """Sets ids[i] to the number + 1 of token i in an `intern_tokens` table (left as is if absent).
-
-    The table's tokens are table_code_points[table_starts[t]:table_ends[t]].
-    """
+    """Sets ids[i] to the number + 1 of token i in an `intern_tokens` table (else left as is)."""
     bits = _log2(slots.size)
     mask = slots.size - 1
     for i in range(starts.size):
@@ -250,11 +234,7 @@ def token_ids(slots, table_code_points, table_starts, table_ends, code_points, s
 
 @numba.njit(cache=True, nogil=True)
 def group_keys(keys, slots, group, first, count):
-    """Groups equal int64 keys in a hash table, numbered by first occurrence; returns the count.
-
-    slots: int64 [2 * 2^bits], 2^bits >= 2n, -1s: (key, group) pairs side by side, so a probe
-    reads one cache line. Out: group per key; first key and count per group.
-    """
+    """Groups equal int64 keys in a hash table, numbered by first occurrence; returns the count."""
     bits = _log2(slots.size // 2)
     mask = slots.size // 2 - 1
     num_groups = 0

@@ -1,20 +1,10 @@
 """CIDEr-D and CIDEr for multilingual captioning, with a jit-compiled JAX kernel.
 
-CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's `CiderD`): for
-n = 1..4, tf-idf vectors of a caption's n-grams with idf(g) = ln(N) - ln(max(1, df(g)))
-(N images, df(g) images whose references contain g); per reference the clipped cosine
-sum_g min(h_g, r_g) r_g / (|h| |r|) times exp(-(l_h - l_r)^2 / 72), where the reference
-code's "length" is the bigram count (max(0, words - 1)), a quirk kept; the mean over n and
-over references, times 10. CIDEr (`metric="cider"`): Vedantam et al.'s formula, no clipping
-or penalty, on the same x10 scale.
-
-References are prepared once with numpy (`ngram_index`): global "known" n-gram ids (for
-document frequencies), per image its distinct "union" n-grams, and per reference its
-distinct n-grams with counts ("entries", grouped by union id), with hash tables from
-(prefix id, token) keys. A call tokenizes the predictions and runs one numba loop over their
-positions (`ngram_match`), giving per-(reference, n) sums min(tf_h, tf_r) tf_r idf^2; the
-JAX kernel (`kernel`) turns them into cosines, penalties and per-image means in float64.
-`map_languages` runs languages on one thread per core: all of this mostly releases the GIL.
+CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's `CiderD`), including
+its quirk of taking the bigram count as a caption's length; CIDEr (`metric="cider"`) is
+Vedantam et al.'s formula on the same x10 scale. References are indexed once with numpy
+(`ngram_index`); a call matches the predictions' n-grams in one numba loop (`ngram_match`)
+and the JAX kernel (`kernel`) turns the sums into scores in float64.
 """
 
 import concurrent.futures
@@ -42,10 +32,9 @@ def num_cores():
 
 
 def map_languages(fn, items, costs=None):
-    """[fn(item) for item in items] on one thread per core (the work mostly releases the GIL).
+    """[fn(item) for item in items] on one thread per core, in order; the first error is raised.
 
-    Results come in order; the first failing item's error is raised. `costs` (estimated times)
-    start the costliest first, so no long item (Thai: nine times English) runs alone at the end.
+    `costs` (estimated times) start the costliest first.
     """
     items = list(items)
     workers = min(len(items), num_cores())
@@ -60,11 +49,7 @@ def map_languages(fn, items, costs=None):
 
 
 def warm_up(metric="cider-d"):
-    """Loads the compiled loops and compiles the kernel for its smallest padded size.
-
-    A process's first scorer pays both (~1 s); the command line calls this on a thread while it
-    reads its files.
-    """
+    """Loads the compiled loops and compiles the kernel for its smallest padded size."""
     CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
 
 
@@ -76,9 +61,7 @@ class CiderResult:
 
 
 class _Tables:
-    """What `CiderScorer._prepare` collects order by order, and what counting document
-    frequencies needs: the sequence of each token position (the references, then the df
-    n-grams), tokens per sequence, and how many sequences are references."""
+    """Per order: each token position's sequence, tokens per sequence, number of references."""
 
     def __init__(self, sequence, lengths, num_refs):
         self.sequence, self.lengths, self.num_refs = sequence, lengths, num_refs
@@ -102,12 +85,10 @@ class _Tables:
 
 
 class CiderScorer:
-    """Scores predictions against fixed references of one language.
+    """Scores predictions against fixed references of one language (indexed once, here).
 
-    The references are normalized, indexed and their norms computed once, here; `score` only
-    tokenizes the predictions, looks their n-grams up and runs the kernel. `references`: per
-    image its raw reference strings (at least one); `df`: a `DocumentFrequency` instead of
-    counting over them (N is then `df.num_images`); `segmenter` and `options`: see `text`.
+    `references`: per image its reference strings; `df`: a `DocumentFrequency` instead of
+    counting over them; `segmenter` and `options`: see `text`.
     """
 
     def __init__(self, references, lang, metric="cider-d", df=None, segmenter="char",
@@ -203,11 +184,7 @@ class CiderScorer:
         return ids, lengths
 
     def _index_order(self, n, token, at, ref_end, prefixes, df, tables):
-        """Indexes the n-grams of order `n` into `tables`; returns the next order's prefixes.
-
-        `token`: last token of the n-gram at each position of `at` (reference positions first,
-        `ref_end` of them); `prefixes`: the (n-1)-grams' ids there as (known, union, entry) keys.
-        """
+        """Indexes the n-grams of order `n` into `tables`; returns the next order's prefixes."""
         bits = self._token_bits
         prev_known, prev_union, prev_entry = prefixes
         # Global ids of the n-grams of the references and of the df file,
@@ -319,10 +296,7 @@ class CiderScorer:
         return dot, hyp_norm2, hyp_len
 
     def score(self, predictions, indices=None):
-        """A `CiderResult` of one predicted caption per image (or per distinct `indices`).
-
-        Document frequencies stay those of all references; per_image follows `predictions`.
-        """
+        """A `CiderResult` of one predicted caption per image (or per distinct `indices`)."""
         if isinstance(predictions, str | dict):
             raise InputError(f"predictions must be a list of strings, one per image, not a "
                              f"{type(predictions).__name__}")

@@ -1,19 +1,11 @@
 """Multilingual caption normalization and tokenization for CIDEr.
 
-Predictions and references go through the same steps:
-1. Unicode normalization (NFKC by default): full-width Latin, half-width katakana,
-   ligatures and Arabic presentation forms fold to plain forms, so text from different
-   input methods matches (Thai SARA AM, which NFKC splits, is put back together).
-2. `str.lower` (full case mapping, Greek final sigma); Turkish dotted/dotless i rules.
-3. Unicode punctuation (P*) becomes a space; symbols (S*: "5°C") stay unless
-   `remove_symbols`.
-4. ja, th, zh are segmented: "char" makes every Han, kana and Thai character a token (with
-   its combining marks) and leaves other runs as words; "word" runs jieba, fugashi +
-   unidic-lite or pythainlp when installed.
-5. Tokens are the whitespace-separated pieces (`str.split`).
-`normalize_batch` does 1-4 on one string of the whole batch with a numpy lookup table of
-character classes (3600 captions in milliseconds); `normalize` is its one-caption view and
-`normalize_spans` returns token boundaries instead of strings.
+Predictions and references go through the same steps: Unicode normalization (NFKC by
+default); `str.lower` with Turkish i rules; punctuation (P*) becomes a space, symbols (S*)
+stay unless `remove_symbols`; ja, th, zh are segmented ("char": every Han, kana and Thai
+character a token; "word": jieba, fugashi or pythainlp); tokens are `str.split`'s pieces.
+`normalize_batch` does this for a whole batch with a numpy lookup table; `normalize` is its
+one-caption view, `normalize_spans` returns token boundaries.
 """
 
 import dataclasses
