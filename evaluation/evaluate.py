@@ -91,8 +91,7 @@ def _data_langs(name, cls, eval_config):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint (its parameters only), with bad input as
-    UsageError; `step`: None (the newest), "best" or a number (`checkpointing.restore`)."""
+    """(model, params, step) of the run's checkpoint (parameters only); bad input as UsageError."""
     try:
         saved = run_config.load(workdir)
     except run_config.SavedConfigError:
@@ -143,10 +142,8 @@ def check_outputs(evaluators):
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
-
     Returns (results folder, {evaluator: {lang: score}}, {evaluator: [its file names]} and
-    "metrics.json"); raises UsageError for bad input.
-    """
+    "metrics.json"); raises UsageError for bad input."""
     names, per_name_langs, vocab = _check_request(config, workdir, names, langs)
     model, params, step = _restore(config, workdir, vocab, step)
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
@@ -177,8 +174,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
 
 
 def _check_request(config, workdir, names, langs):
-    """(evaluator names, {name: languages} or None, vocabulary) of a request, checked before
-    the checkpoint is read (UsageError)."""
+    """(evaluator names, {name: languages} or None, vocabulary), checked (UsageError)."""
     names = list(config.evals) if names is None else names
     try:
         unknown = [n for n in names if n not in config.evals]
@@ -200,8 +196,7 @@ def _check_request(config, workdir, names, langs):
 
 
 def _write_or_fall_back(out, scores, write):
-    """write(out), or when that fails the scores printed, write(a new temporary folder) and
-    ResultsNotWritten naming the cause and where the results are."""
+    """write(out), or: the scores printed, a temporary folder, ResultsNotWritten."""
     try:
         return write(out)
     except OSError as e:
@@ -234,8 +229,7 @@ def _print_summary(out, scores, written):
 
 
 def check_flags(flag_values):
-    """The `Decoding` of --decode or None (UsageError: bad settings, or --beam_size and
-    --alpha without --decode=beam)."""
+    """The `Decoding` of --decode or None (UsageError for bad settings)."""
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
     given = [f"--{name}" for name, value in settings.items() if value is not None]
     if flag_values.decode is None:

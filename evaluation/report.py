@@ -41,8 +41,7 @@ def paper_reference_dir(override=None):
 
 def read_paper_scores(path):
     """The paper's per-language CIDEr (cider_per_language.csv) as
-    {"xm3600": {model: {lang: score}}, "coco_dev": {...}}; raises errors.InputError (file:line).
-    """
+    {"xm3600": {model: {lang: score}}, "coco_dev": {...}}; raises errors.InputError (file:line)."""
     out = {kind: {} for kind in PAPER_COLUMNS}
     header, rows = csv_table.read(path, errors.InputError, "the paper's scores")
     missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values()) if c not in header]
@@ -78,10 +77,8 @@ def _mean_or_none(scores, langs):
 
 def averages(scores):
     """The paper's averages of {lang: score}: over the 35 training languages (no quz) and all 36.
-
     Returns {"avg_35", "avg_36", "missing_35", "missing_36"}: an average is None when a
-    language it needs is missing, and its `missing_*` says which.
-    """
+    language it needs is missing, and its `missing_*` says which."""
     avg_35, missing_35 = _mean_or_none(scores, languages.TRAIN_35L_LANGS)
     avg_36, missing_36 = _mean_or_none(scores, languages.XM3600_LANGS)
     return {"avg_35": avg_35, "avg_36": avg_36,
@@ -99,8 +96,7 @@ def _fmt(value):
 
 def _table(title, baselines, scores, name, extra=None, with_quz=True):
     """One Markdown table: a row per language, then the averages (`extra`: (heading, {lang:
-    value}) for a last column; `with_quz`: whether the 36-language average applies).
-    """
+    value}) for a last column; `with_quz`: whether the 36-language average applies)."""
     models = [m for m in BASELINES if m in baselines]
     header = ["lang", *models, name] + ([extra[0]] if extra else [])
     lines = [f"## {title}", ""]
@@ -240,10 +236,8 @@ def load_baselines(paper_dir=None):
 def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name="this model",
                  step=None, config=None, paper_dir=None, extra=None):
     """Writes scores.json, scores.csv, table.md and bars.png to results_dir; returns {kind: path}.
-
     Everything is checked and drawn first: bad input (formats.scores.ScoresError,
-    errors.InputError) writes nothing.
-    """
+    errors.InputError) writes nothing."""
     summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
                                  coco_dev_scores=coco_dev_scores, extra=extra)
     scores, num_images = summary["scores"], summary["num_images"]

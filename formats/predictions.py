@@ -27,14 +27,12 @@ class PredictionsError(errors.InputError):
 
 
 def file_name(lang, outputs=""):
-    """A results folder's predictions file of `lang` (`outputs`: the evaluator's, "" for
-    XM3600's)."""
+    """A results folder's predictions file of `lang` (`outputs`: the evaluator's, "" XM3600's)."""
     return f"predictions_{outputs + '_' if outputs else ''}{lang}.jsonl"
 
 
 class Predictions(dict):
-    """lang -> {image key -> caption} of the file `path`; `find_lines`, when given, returns
-    `lines` the first time an error message needs them."""
+    """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 
     def __init__(self, path, find_lines=None):
         super().__init__()
@@ -101,8 +99,7 @@ def _record(obj, where, lang):
 
 
 def line(key, lang, caption, **extra):
-    """One line of a predictions file with its newline, checked (PredictionsError);
-    `extra` fields (JSON values) follow the three, and readers ignore them."""
+    """One line of a predictions file with its newline, checked; readers ignore `extra` fields."""
     obj = {"image/key": key, "lang": lang, "caption": caption, **extra}
     _check(obj, "prediction")
     return json.dumps(obj, ensure_ascii=False) + "\n"
@@ -110,9 +107,7 @@ def line(key, lang, caption, **extra):
 
 def read(path, lang=None):
     """Reads and checks a predictions file of any kind (module docstring) into `Predictions`.
-
-    `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line).
-    """
+    `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line)."""
     if not os.path.isfile(path):
         raise PredictionsError(f"predictions file not found: {path}")
     with open(path, "rb") as f:
@@ -248,8 +243,7 @@ def _entry_lines(text):
 
 
 def read_language(path, lang):
-    """{image key: caption} of a predictions file of one language (a results folder's
-    `file_name(lang)`); a line of another language is a PredictionsError."""
+    """{image key: caption} of a predictions file of one language (PredictionsError otherwise)."""
     predictions = read(path)
     for other, by_key in predictions.items():
         if other != lang:
@@ -261,9 +255,7 @@ def read_language(path, lang):
 
 def write(path, predictions):
     """Writes {lang: {image key: caption}}, each in its keys' order; returns `path`.
-
-    Raises PredictionsError (the entry named) before writing anything.
-    """
+    Raises PredictionsError (the entry named) before writing anything."""
     lines, i = [], 0
     for lang, by_key in predictions.items():
         for key, caption in by_key.items():

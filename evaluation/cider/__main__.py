@@ -85,8 +85,7 @@ _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg (0.3 s) to probe for BLAS, which our loops
-    never call: a None in sys.modules fails that one import until numba has loaded."""
+    """Keeps numba from importing scipy.linalg to probe for BLAS, which our loops never call."""
     if "numba.np.arraymath" in sys.modules:
         return lambda: None
     sys.modules.setdefault(_BLAS_MODULE, None)
@@ -136,8 +135,7 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df, each whole or not at all, after the scores are
-    printed (InputError naming the output that could not be written)."""
+    """Writes --per-image and --save-df, each whole or not at all, after the scores are printed."""
     outputs = []
     if args.per_image:
         outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
@@ -156,9 +154,7 @@ def _write_outputs(args, results):
 
 def main(argv=None, own_process=False):
     """Runs the CLI; returns the exit status (2 for bad input).
-
-    `own_process`: nothing else runs in the process, so process-wide settings may change.
-    """
+    `own_process`: nothing else runs in the process, so process-wide settings may change."""
     args = _parser().parse_args(argv)
     if own_process:
         _keep_freed_memory()

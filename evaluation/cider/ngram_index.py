@@ -24,9 +24,7 @@ def shift_key(prefix, token, token_bits, bound=None):
 
 class KeyTable:
     """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1, by region.
-
-    Read by `ngram_match`: keys (-1 empty, the last always empty), ids, offset, size per region.
-    """
+    Read by `ngram_match`: keys (-1 empty, the last always empty), ids, offset, size per region."""
 
     def __init__(self, keys, region=None, num_regions=1, load=0.5):
         capacity = (np.bincount(region, minlength=num_regions) if region is not None

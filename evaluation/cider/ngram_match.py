@@ -19,8 +19,7 @@ _LOW32 = np.uint64(32)
 
 @numba.njit(inline="always")
 def _home(offset, size, key):
-    """A `KeyTable` key's home slot: its region's offset plus the top 32 bits of key * _GOLDEN
-    scaled to the region's `size` ("fastrange")."""
+    """A `KeyTable` key's home slot: its region's offset plus a hash ("fastrange")."""
     h = np.uint64(key) * _GOLDEN
     return offset + np.int64(((h >> _LOW32) * np.uint64(size)) >> _LOW32)
 
@@ -44,19 +43,11 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
                           known_keys, known_ids, known_size, union_known, idf2, union_idf2,
                           column_start, entry_segment, entry_weight, entry_tf,
                           clipped, work, first_of_token, dot, hyp_norm2):
-    """Adds each prediction's sums to `dot` and `hyp_norm2`.
-
-    ids: int64 [T] the predictions' token ids, concatenated (above `vocab_size`: tokens no
-    reference has); starts: int64 [P + 1]; image: int64 [P]. union_* and known_*: the two
-    `KeyTable`s (union per image region, known one region); union_known: known id of each
-    union id; idf2: float64 [K + 1] per known id, the last (ln N)^2 for n-grams no reference
-    has; union_idf2: idf2[union_known] (kept near the union ids for locality); column_start:
-    int64 [U + 1] where each union id's entries start; entry_segment, entry_weight, entry_tf:
-    per entry (a reference holding the n-gram) reference * 4 + (n - 1), tf_r idf^2, tf_r.
-    clipped: CIDEr-D (min(tf_h, tf_r)) or CIDEr (tf_h). work: int64 [5, T] zeros;
-    first_of_token: int64 [max id + 1] -1s (left so). Out: dot [C * 4] per (reference, n),
-    hyp_norm2 [I * 4] per (image, n), sum of (tf_h idf)^2.
-    """
+    """Adds each prediction's sums to `dot` [C * 4] and `hyp_norm2` [I * 4].
+    ids: int64 [T] the predictions' token ids (above `vocab_size`: tokens no reference has);
+    starts [P + 1], image [P]; union_* and known_*: the two `KeyTable`s; per entry (a reference
+    holding the n-gram) entry_segment, entry_weight (tf_r idf^2), entry_tf. clipped: CIDEr-D.
+    work: int64 [5, T] zeros; first_of_token: -1s."""
     # (No array is allocated here: numpy calls would add ~1 s to the first,
     # uncached compilation.) Per token position p: union id, known id, the
     # n-gram's first position in its prediction (`group`) and its count there
@@ -192,10 +183,8 @@ def _home_slot(code_points, start, end, bits):
 @numba.njit(cache=True, nogil=True)
 def intern_tokens(code_points, starts, ends, slots, ids, first):
     """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence; returns V.
-
     Out: ids (1..V), first (each distinct token's first index), slots (the hash table for
-    `token_ids`). Tokens are compared by characters.
-    """
+    `token_ids`). Tokens are compared by characters."""
     bits = _log2(slots.size)
     mask = slots.size - 1
     num_distinct = 0

@@ -33,9 +33,7 @@ def num_cores():
 
 def map_languages(fn, items, costs=None):
     """[fn(item) for item in items] on one thread per core, in order; the first error is raised.
-
-    `costs` (estimated times) start the costliest first.
-    """
+    `costs` (estimated times) start the costliest first."""
     items = list(items)
     workers = min(len(items), num_cores())
     if workers <= 1:
@@ -86,10 +84,8 @@ class _Tables:
 
 class CiderScorer:
     """Scores predictions against fixed references of one language (indexed once, here).
-
     `references`: per image its reference strings; `df`: a `DocumentFrequency` instead of
-    counting over them; `segmenter` and `options`: see `text`.
-    """
+    counting over them; `segmenter` and `options`: see `text`."""
 
     def __init__(self, references, lang, metric="cider-d", df=None, segmenter="char",
                  options=text.DEFAULT_OPTIONS):
@@ -145,8 +141,7 @@ class CiderScorer:
         self._prepare(df, ref_vocab, ref_ids, ref_tokens)
 
     def _prepare(self, df, ref_vocab, ref_ids, ref_tokens):
-        """Indexes the reference n-grams order by order; `ref_ids` (1-based, of `ref_vocab`) or,
-        if None, `ref_tokens` strings to look up."""
+        """Indexes the reference n-grams order by order, from `ref_ids` or `ref_tokens`."""
         ids, lengths = self._token_ids(df, ref_vocab, ref_ids, ref_tokens)
         sequence, remaining = ngram_index.positions(lengths)
         self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
@@ -168,8 +163,7 @@ class CiderScorer:
         self._finish(tables)
 
     def _token_ids(self, df, ref_vocab, ref_ids, ref_tokens):
-        """(int64 token ids of the references then of each df n-gram, tokens per such sequence);
-        sets the vocabulary of both."""
+        """(token ids of the references then of each df n-gram, tokens per such sequence)."""
         df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
         df_tokens = [t for ngram in df_ngrams for t in ngram]
         self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
@@ -267,7 +261,7 @@ class CiderScorer:
 
     @property
     def document_frequency(self):
-        """The `DocumentFrequency` in use (counted over the references unless given)."""
+        """int64 document frequency of each known n-gram of order `n`."""
         if self._given_df is not None:
             return self._given_df
         counts = {}

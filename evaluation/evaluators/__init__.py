@@ -63,9 +63,7 @@ def check_configs(evals_config, best_metric=None):
 
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """{name: evaluator} of `config.evals` (those of `names`, default all), in config order.
-
-    `langs` and `decoding` replace the configs'. Raises ValueError naming what is wrong.
-    """
+    `langs` and `decoding` replace the configs'. Raises ValueError naming what is wrong."""
     names = list(evals_config) if names is None else list(names)
     unknown = [n for n in names if n not in evals_config]
     if unknown:

@@ -38,8 +38,7 @@ def make_decoder(model, max_len, decoding):
 @dataclasses.dataclass(frozen=True)
 class Setup:
     """What every evaluator is given: the vocabulary, `config.data`, the image size, and
-    make_predict_fn(max_len, Decoding) -> fn(params, images, prompts) -> tokens [b, max_len].
-    """
+    make_predict_fn(max_len, Decoding) -> fn(params, images, prompts) -> tokens [b, max_len]."""
     vocab: Any
     data_config: Any
     image_size: int
@@ -98,11 +97,9 @@ class Results(dict):
 
 class CaptionEvaluator:
     """Decodes every language of a caption set and scores it.
-
     A subclass sets `metric_prefix`, `outputs_name` ("" for XM3600's own files), `metric`,
     `title`, `all_langs` and `paper_column`; it may override `load`, `data_langs`,
-    `make_scorers` and `check_config`.
-    """
+    `make_scorers` and `check_config`."""
     metric_prefix = ""
     outputs_name = None
     metric = "cider-d"
