@@ -4,11 +4,7 @@
     ├── InputError (ValueError)    a flag, value, file, line or key the user gave is wrong
     └── RunError (RuntimeError)    a run cannot start or go on (its state, not one input)
 
-A command line catches `Error` once and prints it as one line, `error: <message>`, exit
-status 2 (`fail`, `run_main`); the message names the flag, file and line, key or value at
-fault. Subclasses live with the code that raises them, one per kind of input or failure
-(`FormatError`, `ConfigError`, `CheckpointError`, ...); code with no kind of its own raises
-`InputError` itself.
+A command line prints an `Error` as one line, `error: <message>`, exit status 2 (`run_main`).
 """
 
 import os
@@ -54,10 +50,7 @@ def fail(error):
 
 def run_main(main, *args):
     """Runs a command line's `main(*args)` and exits with its status, the same way everywhere.
-
-    An `Error` is one `error:` line and status 2; Ctrl-C is `stopped (Ctrl-C)` and 130; a reader
-    that closed the pipe early (`... | head`) ends it quietly with 0, no traceback.
-    """
+    `Error`: one `error:` line, 2; Ctrl-C: `stopped (Ctrl-C)`, 130; a closed pipe: quietly, 0."""
     try:
         status = main(*args)
     except Error as e:

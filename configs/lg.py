@@ -12,12 +12,8 @@ languages 0.155 (en 0.343, es 0.220, hi 0.111, zh 0.099; core-four average 0.193
 From the paper: towers, COCO-35L, Adafactor, batch 2048, learning rate 1e-4 constant for 10k steps
 then reverse square-root decay. Not in the paper, chosen here: 20k steps in all (as BB), mT5
 dropout 0.1, 64-token captions. The paper's ViT-g/14 (JFT-3B) is not public: `init.vit` must name a
-big_vision-format g/14 .npz (with a MAP head). 64 v4 chips, data parallel with FSDP (the
-parameters' embed axis sharded over the chips) and layers scanned and rematerialized: ~2.2B float32
-parameters plus gradients are 18 GiB unsharded, too much next to the activations on a 32 GiB chip.
-On one 80 GB GPU (an estimate from XLA's memory analysis on a CPU, to be confirmed):
---config.mesh.fsdp=False --config.grad_accum_steps=8 (256 examples per micro-batch, ~54 GiB);
-without remat Bg already needs ~100 GiB at 32.
+big_vision-format g/14 .npz (with a MAP head). 64 v4 chips, data parallel with FSDP, layers
+scanned and rematerialized. On one 80 GB GPU: --config.mesh.fsdp=False --config.grad_accum_steps=8.
 """
 
 from configs import common

@@ -1,6 +1,5 @@
-"""What the command lines share: one `error:` line (exit status 2), argparse types that check
-a value's range while parsing, checks of an output's place before the work that fills it, and
-charts (matplotlib imported only when one is drawn: training loads no plotting library).
+"""What the command lines share: argparse types that check ranges, checks of an output's place
+before the work, and charts (matplotlib imported only when one is drawn).
 """
 
 import argparse
@@ -59,8 +58,7 @@ def number(low, high, *, open_interval=False):
 
 
 def check_output_file(path, flag):
-    """Checks, before any work, that the file `path` can be written: its folder exists and
-    takes a new file, and it is no folder (InputError naming `flag`)."""
+    """Checks, before any work, that the file `path` can be written (InputError naming `flag`)."""
     if os.path.isdir(path):
         raise errors.InputError(f"{flag} {path} is a folder; give a file name")
     folder = os.path.dirname(path) or "."
@@ -70,8 +68,7 @@ def check_output_file(path, flag):
 
 
 def _check_writable(folder, flag, path, create=False):
-    """Raises an InputError naming `flag` and `path` unless a new file can be made in `folder`
-    (one is created and removed; `create`: the folder too, if missing)."""
+    """InputError naming `flag` and `path` unless a new file can be made in `folder`."""
     try:
         if create:
             os.makedirs(folder, exist_ok=True)
@@ -83,8 +80,7 @@ def _check_writable(folder, flag, path, create=False):
 
 
 def prepare_out(out, flag="--out"):
-    """Creates the folder `out` if needed and checks, before the work, that a file can be
-    written in it (InputError: a file, or it cannot be created or written)."""
+    """Creates the folder `out` if needed and checks that a file can be written in it."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise errors.InputError(f"{flag} {out} is a file; the report goes in a folder")
     _check_writable(out, flag, out, create=True)
@@ -92,16 +88,14 @@ def prepare_out(out, flag="--out"):
 
 
 def not_written(out, error, printed_json=False):
-    """The InputError of a report that could not be written after the work (a full disk);
-    the command lines print their results first, so nothing is lost."""
+    """The InputError of a report that could not be written after the work (a full disk)."""
     return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
                              f"; the results are printed above{' (JSON)' if printed_json else ''}")
 
 
 def check_results_folder(path, flag, marker=None):
-    """Checks, before any work, that a results folder can replace `path` whole: not a file,
-    and an existing folder is empty or a results folder (holding `marker`). Returns the nearest
-    existing folder at or above `path` (where the space is taken); InputError names `flag`."""
+    """Checks, before any work, that a results folder can replace `path` whole (InputError).
+    Returns the nearest existing folder at or above `path` (where the space is taken)."""
     path = os.path.abspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise errors.InputError(f"{flag} {path} is a file; the results go in a folder")

@@ -1,19 +1,12 @@
-r"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
+"""Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
 
     python -m evaluation.evaluate --config configs/bb.py --workdir runs/bb [--step N|best] \
         [--evals xm3600,coco_dev] [--langs all|config|en,es,...] \
         [--decode greedy|beam] [--beam_size 4] [--alpha 0.6] [--out DIR] [--name NAME] \
         [--config.evals.xm3600.max_images=100]
 
-It restores the checkpoint (the latest, `--step`, or checkpoints_best/'s), builds the
-evaluators of `config.evals` (or those of `--evals`) as train.py does, runs them with
-progress and ETA, and writes the results folder (default `<workdir>/eval_step<N>/`,
-evaluation/results_folder.py). `--langs all` (default) gives each evaluator every language
-of its own that its data has (saying which it leaves out), `config` those of its config, a
-list the listed ones. Bad input is one `error: ...` line and exit status 2, checked before
-any work (flags, config fields, `--out`, the room the results need). The folder is written
-whole at the end; if that fails (a full disk), the scores are printed and the files written
-to a new temporary folder, which the `error:` line names.
+The results folder (default `<workdir>/eval_step<N>/`) is written whole at the end; if that
+fails, the scores are printed and the `error:` line names the temporary folder left.
 """
 
 import os
@@ -98,8 +91,7 @@ def _data_langs(name, cls, eval_config):
 
 
 def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint (its parameters only), with bad input as
-    UsageError; `step`: None (the newest), "best" or a number (`checkpointing.restore`)."""
+    """(model, params, step) of the run's checkpoint (parameters only); bad input as UsageError."""
     try:
         saved = run_config.load(workdir)
     except run_config.SavedConfigError:
@@ -150,18 +142,8 @@ def check_outputs(evaluators):
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
-
-    Args are the flags' (`step`: None, "best" or a number; `names`: of `config.evals`, default
-    all; `decoding`: a `model.decode.Decoding` for every evaluator, default their configs').
-
-    Returns:
-        (results folder, {evaluator name: {lang: corpus score}}, {evaluator name: [its file
-        names but the predictions]} and "metrics.json").
-
-    Raises:
-        UsageError: bad input (no checkpoint, unknown step, evaluator or language,
-            missing data, a results folder that cannot hold the results).
-    """
+    Returns (results folder, {evaluator: {lang: score}}, {evaluator: [its file names]} and
+    "metrics.json"); raises UsageError for bad input."""
     names, per_name_langs, vocab = _check_request(config, workdir, names, langs)
     model, params, step = _restore(config, workdir, vocab, step)
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
@@ -192,8 +174,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
 
 
 def _check_request(config, workdir, names, langs):
-    """(evaluator names, {name: languages} or None, vocabulary) of a request, checked before
-    the checkpoint is read (UsageError)."""
+    """(evaluator names, {name: languages} or None, vocabulary), checked (UsageError)."""
     names = list(config.evals) if names is None else names
     try:
         unknown = [n for n in names if n not in config.evals]
@@ -215,8 +196,7 @@ def _check_request(config, workdir, names, langs):
 
 
 def _write_or_fall_back(out, scores, write):
-    """write(out), or when that fails the scores printed, write(a new temporary folder) and
-    ResultsNotWritten naming the cause and where the results are."""
+    """write(out), or: the scores printed, a temporary folder, ResultsNotWritten."""
     try:
         return write(out)
     except OSError as e:
@@ -249,8 +229,7 @@ def _print_summary(out, scores, written):
 
 
 def check_flags(flag_values):
-    """The `Decoding` of --decode or None (UsageError: bad settings, or --beam_size and
-    --alpha without --decode=beam)."""
+    """The `Decoding` of --decode or None (UsageError for bad settings)."""
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
     given = [f"--{name}" for name, value in settings.items() if value is not None]
     if flag_values.decode is None:

@@ -1,19 +1,11 @@
 """The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
 
-`write_report` is XM3600's CIDEr-D report: `scores.json` (formats/scores.py), `scores.csv`,
-`table.md` (Table 8 of the XM3600 paper: a row per language, the paper's four baselines from
-`paper_tables/cider_per_language.csv` or `paper_dir`, this model, and COCO-dev when scored)
-and `bars.png` (the same as a chart). `write_metric_report` is any other evaluator's:
-`scores_<evaluator>.json` and `table_<evaluator>.md`, without baselines.
-
     python -m evaluation.report RESULTS_DIR [--name NAME]
     python -m evaluation.report RESULTS_DIR --predictions FILE --references captions.jsonl \
         [--langs en,es] [--name NAME]
 
-The first redraws the report from RESULTS_DIR's scores.json. The second scores FILE (any kind
-formats/predictions.py reads; repeatable) with CIDEr-D and writes RESULTS_DIR whole as the
-checkpoint tool would (predictions, `per_image.jsonl`, the report). Everything is checked and
-drawn before a file is written; matplotlib is imported only to draw.
+The first redraws the report from RESULTS_DIR's scores.json; the second scores FILE
+(repeatable) with CIDEr-D and writes RESULTS_DIR whole, as the checkpoint tool would.
 """
 
 import csv
@@ -48,17 +40,8 @@ def paper_reference_dir(override=None):
 
 
 def read_paper_scores(path):
-    """Reads the paper's per-language CIDEr (cider_per_language.csv).
-
-    Args:
-        path: the CSV file, with columns model, lang, cider_xm3600, cider_coco_dev.
-
-    Returns:
-        {"xm3600": {model: {lang: score}}, "coco_dev": {model: {lang: score}}}.
-
-    Raises:
-        errors.InputError: a column is missing or a cell is malformed (the message names file:line).
-    """
+    """The paper's per-language CIDEr (cider_per_language.csv) as
+    {"xm3600": {model: {lang: score}}, "coco_dev": {...}}; raises errors.InputError (file:line)."""
     out = {kind: {} for kind in PAPER_COLUMNS}
     header, rows = csv_table.read(path, errors.InputError, "the paper's scores")
     missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values()) if c not in header]
@@ -93,16 +76,9 @@ def _mean_or_none(scores, langs):
 
 
 def averages(scores):
-    """The paper's averages: over the 35 training languages (no quz) and over all 36.
-
-    Args:
-        scores: {lang: score}.
-
-    Returns:
-        {"avg_35": float or None, "avg_36": float or None, "missing_35": tuple of langs,
-        "missing_36": tuple of langs}; an average is None when a language it needs is
-        missing from `scores`, and the matching `missing_*` entry says which.
-    """
+    """The paper's averages of {lang: score}: over the 35 training languages (no quz) and all 36.
+    Returns {"avg_35", "avg_36", "missing_35", "missing_36"}: an average is None when a
+    language it needs is missing, and its `missing_*` says which."""
     avg_35, missing_35 = _mean_or_none(scores, languages.TRAIN_35L_LANGS)
     avg_36, missing_36 = _mean_or_none(scores, languages.XM3600_LANGS)
     return {"avg_35": avg_35, "avg_36": avg_36,
@@ -119,13 +95,8 @@ def _fmt(value):
 
 
 def _table(title, baselines, scores, name, extra=None, with_quz=True):
-    """One Markdown table: a row per language, then the 35- and 36-language averages.
-
-    Args:
-        baselines: {model: {lang: score}} for the paper's columns (possibly empty).
-        extra: optional (heading, {lang: value}) for a last column (image counts).
-        with_quz: whether the 36-language average applies (COCO-dev has no quz).
-    """
+    """One Markdown table: a row per language, then the averages (`extra`: (heading, {lang:
+    value}) for a last column; `with_quz`: whether the 36-language average applies)."""
     models = [m for m in BASELINES if m in baselines]
     header = ["lang", *models, name] + ([extra[0]] if extra else [])
     lines = [f"## {title}", ""]
@@ -157,8 +128,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
 
 
 def describe_decoding(decoding):
-    """How captions were decoded, in words, from a `Decoding` as a dict (scores.json's
-    "decoding" field), or "" when it is not known."""
+    """How captions were decoded, in words, from scores.json's "decoding", or "" when unknown."""
     if not isinstance(decoding, dict) or "method" not in decoding:
         return ""
     if decoding["method"] == "beam":
@@ -198,13 +168,7 @@ _GROUPS_PER_ROW = 19
 
 
 def bars_png(scores, baselines, name):
-    """A grouped bar chart, one group per language, of `scores` and the baselines, as PNG bytes.
-
-    Args:
-        scores: this model's {lang: score}.
-        baselines: {model: {lang: score}} (possibly empty).
-        name: this model's legend label.
-    """
+    """A grouped bar chart (a group per language) of `scores` and `baselines`, as PNG bytes."""
     groups = _ordered(scores)
     series = {m: [baselines[m].get(lang) for lang in groups]
               for m in BASELINES if m in baselines}
@@ -262,14 +226,7 @@ def bars_png(scores, baselines, name):
 
 
 def load_baselines(paper_dir=None):
-    """The paper's per-language scores, or ({}, a note) when its file is absent.
-
-    Args:
-        paper_dir: override of the folder (see `paper_reference_dir`).
-
-    Returns:
-        (scores as returned by `read_paper_scores` or {}, note string or "").
-    """
+    """The paper's per-language scores, or ({}, a note) when its file is absent."""
     path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
     if not path.is_file():
         return {}, f"Note: the paper's baselines are left out: {path} not found."
@@ -278,27 +235,9 @@ def load_baselines(paper_dir=None):
 
 def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name="this model",
                  step=None, config=None, paper_dir=None, extra=None):
-    """Writes scores.json, scores.csv, table.md and bars.png to results_dir.
-
-    Args:
-        results_dir: the folder to write (created when missing).
-        scores: {lang: CIDEr-D on XM3600}.
-        num_images: {lang: number of images scored}, the same languages as `scores`.
-        coco_dev_scores: optional {lang: CIDEr-D on COCO-dev}.
-        name: this model's column heading and legend label.
-        step: optional checkpoint step, recorded in scores.json and table.md.
-        config: optional config name or text, recorded in scores.json.
-        paper_dir: override of the folder with the paper's tables.
-        extra: optional further fields of scores.json (JSON-serializable).
-
-    Returns:
-        {file kind: path written}.
-
-    Raises:
-        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
-        errors.InputError: a malformed file of the paper's (file:line).
-    """
-    # Everything is checked and drawn before a file is written: bad input changes nothing.
+    """Writes scores.json, scores.csv, table.md and bars.png to results_dir; returns {kind: path}.
+    Everything is checked and drawn first: bad input (formats.scores.ScoresError,
+    errors.InputError) writes nothing."""
     summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
                                  coco_dev_scores=coco_dev_scores, extra=extra)
     scores, num_images = summary["scores"], summary["num_images"]
@@ -322,25 +261,7 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
 
 def write_metric_report(results_dir, outputs, metric, title, scores, num_images, *,
                         name="this model", step=None, config=None, with_quz=True, extra=None):
-    """Writes an evaluator's report: scores_<outputs>.json and table_<outputs>.md.
-
-    Args:
-        results_dir: the folder to write (created when missing).
-        outputs: the evaluator's outputs name (in the file names).
-        metric: the metric's name, recorded in the scores file.
-        title: what was measured, the table's heading (e.g. "VIFIDEL on XM3600").
-        scores: {lang: corpus score}.
-        num_images: {lang: number of images scored}, the same languages.
-        name: this model's column heading.
-        step, config, extra: as `write_report`.
-        with_quz: whether the 36-language average applies (not on COCO-dev, which has no quz).
-
-    Returns:
-        {file kind: path written}.
-
-    Raises:
-        formats.scores.ScoresError: a malformed score or count (named); nothing is written.
-    """
+    """Writes an evaluator's scores_<outputs>.json and table_<outputs>.md; returns {kind: path}."""
     if not outputs:
         raise ValueError("an evaluator's report needs its outputs name (scores.json and "
                          "table.md are XM3600's, write_report)")
@@ -373,17 +294,7 @@ def _write_scores_csv(path, scores, coco_dev_scores):
 
 
 def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
-    """Writes `python -m evaluation.report --predictions`'s results folder, whole.
-
-    Args:
-        results_dir: the folder (replaced whole if it exists; see `cli.check_results_folder`).
-        results: {lang: `cider.LanguageScore`}.
-        predictions: {lang: {image key: caption}}, what was scored.
-        name, paper_dir: as `write_report`.
-
-    Returns:
-        {file kind: file name}.
-    """
+    """Writes `--predictions`'s results folder whole; returns {file kind: file name}."""
     with files.replacing_folder(results_dir) as folder:
         for lang, r in results.items():
             predictions_format.write(os.path.join(folder, predictions_format.file_name(lang)),
@@ -445,8 +356,7 @@ def _parser():
 
 
 def main(argv=None):
-    """Writes the report of a results folder, or scores predictions into one (module
-    docstring); returns the exit status."""
+    """Writes the report of a results folder, or scores predictions into one; returns 0."""
     parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)

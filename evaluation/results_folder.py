@@ -1,11 +1,5 @@
-"""The checkpoint tool's results folder: what goes in it, the room it needs, written whole.
-
-`metrics.json` (every evaluator's metrics, as the loop logs them), and per evaluator (under
-its `outputs_name`) a predictions file per language, its per-image scores and its report:
-the paper's XM3600 column gets Table 8 (scores.json, scores.csv, table.md, bars.png, with
-the COCO-dev column when that evaluator ran too), any other `scores_<name>.json` and
-`table_<name>.md`. The folder is written beside its place and renamed onto it at the end. An
-interrupted replacement is finished by `check_room` (files.recover_folder).
+"""The results folder of the checkpoint tool: what goes in it, the room it needs, written whole
+(beside its place, renamed onto it at the end).
 """
 
 import os
@@ -31,9 +25,7 @@ REPORT_BYTES = 1 << 20
 
 
 def needed_bytes(evaluators):
-    """The room a results folder of `evaluators` needs, every caption at its longest: per
-    image and language LINE_BYTES, its key twice and `max_decode_len` tokens of TOKEN_BYTES;
-    per evaluator REPORT_BYTES."""
+    """The room a results folder of `evaluators` needs, every caption at its longest."""
     total = 0
     for evaluator in evaluators.values():
         for keys in evaluator.data.keys.values():
@@ -44,9 +36,7 @@ def needed_bytes(evaluators):
 
 
 def check_room(out, evaluators, flag, folder=None):
-    """InputError (naming `flag`) when the file system of `out` (or of the existing
-    `folder`) has less room than the results need, once an interrupted replacement of `out`
-    is finished (printed)."""
+    """InputError (naming `flag`) when `out`'s file system has less room than the results need."""
     recovered = files.recover_folder(out)
     if recovered:
         print(recovered, file=sys.stderr, flush=True)
@@ -62,10 +52,8 @@ def check_room(out, evaluators, flag, folder=None):
 
 
 def write(out, step, evaluators, results, *, name, config_name, workdir):
-    """Writes the results folder `out` whole, replacing one that is there, from each
-    evaluator's `results`; `name` is the model's column heading, `config_name` and `workdir`
-    are recorded in the scores files. Returns {evaluator name: [its file names but the
-    predictions]}, and metrics.json's."""
+    """Writes the results folder `out` whole from each evaluator's `results`.
+    Returns {evaluator name: [its file names but the predictions]}, and metrics.json's."""
     metrics = {}
     for key in evaluators:
         metrics.update(results[key])
@@ -100,7 +88,7 @@ def _write_outputs(folder, outputs_name, by_lang):
 
 
 def _write_report(folder, evaluator, by_lang, coco_dev, checkpoint, workdir):
-    """An evaluator's report (module docstring); returns {file kind: path}."""
+    """An evaluator's report: Table 8 for the XM3600 column, else its own; {kind: path}."""
     scores = {lang: r.corpus for lang, r in by_lang.items()}
     averages = report.averages(scores)
     extra = {"avg_35": averages["avg_35"], "avg_36": averages["avg_36"],

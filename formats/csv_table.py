@@ -1,11 +1,4 @@
-"""A CSV file with a header line (side_by_side.csv, the paper's tables, system scores), read
-with errors at file:line.
-
-`read` gives each row as a dict with its line number; the file's format module checks the
-cells. A file that is not UTF-8 (a binary file given by mistake), a NUL byte or a broken
-quote is an error naming the file and line, never a traceback, and so is a column name twice
-in the header or a row with more or fewer cells than the header.
-"""
+"""A CSV file with a header line, read with errors at file:line, never a traceback."""
 
 import csv
 import io
@@ -13,21 +6,9 @@ import os
 
 
 def read(path, error, what):
-    """The header and rows of a CSV file.
-
-    Args:
-        path: the file.
-        error: the exception class to raise (the format's).
-        what: how to call the file in the message of a missing one ("side-by-side file").
-
-    Returns:
-        (header, rows): the column names (stripped of spaces), and [(line number, {column:
-        cell})] for every row that is not blank, in file order.
-
-    Raises:
-        error: the file is missing, not UTF-8, not CSV, names a column twice, or a row has
-            more or fewer cells than the header (file:line named).
-    """
+    """(header, [(line number, {column: cell})] of every non-blank row) of a CSV file.
+    Raises `error` (file:line) for a missing, binary or malformed file, a column named twice, or
+    a row with more or fewer cells than the header; `what` names a missing file."""
     if not os.path.isfile(path):
         raise error(f"{what} not found: {path}")
     with open(path, "rb") as f:

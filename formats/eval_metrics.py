@@ -1,8 +1,5 @@
-"""The metrics of one evaluated checkpoint: `metrics.json` in a results folder.
-
-{"step": int, "<metric name>": number, ...}: every evaluator's metrics named as the training
-loop logs them (`eval/cider_d/en`, ...), so the tool's and the loop's numbers compare name by
-name. The checkpoint tool writes it; tests and scripts `read` it.
+"""The metrics of one evaluated checkpoint: `metrics.json` in a results folder, {"step": int,
+"<metric name>": number, ...}, named as the training loop logs them.
 """
 
 import json

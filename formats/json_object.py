@@ -7,17 +7,7 @@ from data import jsonl
 
 
 def read(path, error, what):
-    """The object in `path`.
-
-    Args:
-        path: the file.
-        error: the exception class to raise (the format's).
-        what: how to call the file in the message of a missing one ("scores file").
-
-    Raises:
-        error: the file is missing, not UTF-8, not valid JSON (file:line), holds a key twice
-            in one object (the key named) or is not an object.
-    """
+    """The object in `path`; raises `error` (file:line, a key twice) for anything else."""
     if not os.path.isfile(path):
         raise error(f"{what} not found: {path}")
     try:

@@ -1,10 +1,7 @@
 """Per-image scores: `per_image.jsonl`, one metric score per image and language.
 
 Each line is {"image/key": non-empty str, "lang": an XM3600 code, "score": a finite number},
-at most one per (image, language); an undefined score (VIFIDEL's NaN) has no line. The
-checkpoint tool, `python -m evaluation.cider --per-image` and `python -m tools.vifidel
---per-image` write them (`file_name`); tools/analysis/compare.py and the human-evaluation
-kit read them.
+at most one per (image, language); an undefined score (VIFIDEL's NaN) has no line.
 """
 
 import json
@@ -46,10 +43,7 @@ def _check(obj, where):
 
 
 def read(path):
-    """{lang: {image key: score}} of a per-image file, in file order.
-
-    PerImageError names the file and line of anything malformed, or a pair given twice.
-    """
+    """{lang: {image key: score}} of a per-image file, in file order (PerImageError: file:line)."""
     if not os.path.isfile(path):
         raise PerImageError(f"per-image scores not found: {path}")
     scores = {}
@@ -65,8 +59,7 @@ def read(path):
 
 
 def check(per_image):
-    """The rows `write` writes, checked before anything is: from {lang: {image key: score}} or
-    {"image/key", "lang", "score"} dicts; NaN scores are left out. PerImageError names the entry."""
+    """The rows `write` writes, checked (PerImageError); NaN scores are left out."""
     if isinstance(per_image, dict):
         for lang, by_key in per_image.items():
             if not isinstance(by_key, dict):

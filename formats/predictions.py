@@ -1,17 +1,10 @@
 """Predictions files: one caption per image and language, in any of the kinds captioners write.
 
-`read` takes, told apart by their first line:
-- JSON Lines of {"image/key", "lang", "caption"} (what the checkpoint tool and `python -m
-  tools.captioning --format jsonl` write, with `line`; other fields are ignored);
-- JSON Lines of {"image_id", "caption"}, or a pycocoevalcap results list `[{"image_id",
-  "caption"}, ...]`;
-- one JSON object {image key: caption}.
-An `image_id` (or a key of the object) is the image's key, an integer id (COCO's), or its image
-file's name or path, whose base name less an image extension is the key
-(`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "lang" is in the
-language given for the file (`lang`: the command lines' `--langs` when it names one).
-`read_files` reads several files as one. A results folder holds one file per evaluator and
-language (`file_name`), read by `read_language`.
+`read` takes, told apart by their first line: JSON Lines of {"image/key", "lang", "caption"};
+JSON Lines of {"image_id", "caption"} or a pycocoevalcap results list; one JSON object
+{image key: caption}. An `image_id` is the image's key, an integer id, or its file's name or
+path (`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "lang" is in
+the language given for the file.
 """
 
 import json
@@ -34,14 +27,12 @@ class PredictionsError(errors.InputError):
 
 
 def file_name(lang, outputs=""):
-    """A results folder's predictions file of `lang` (`outputs`: the evaluator's, "" for
-    XM3600's)."""
+    """A results folder's predictions file of `lang` (`outputs`: the evaluator's, "" XM3600's)."""
     return f"predictions_{outputs + '_' if outputs else ''}{lang}.jsonl"
 
 
 class Predictions(dict):
-    """lang -> {image key -> caption} of the file `path`; `find_lines`, when given, returns
-    `lines` the first time an error message needs them."""
+    """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 
     def __init__(self, path, find_lines=None):
         super().__init__()
@@ -108,28 +99,15 @@ def _record(obj, where, lang):
 
 
 def line(key, lang, caption, **extra):
-    """One line of a predictions file with its newline, checked (PredictionsError);
-    `extra` fields (JSON values) follow the three, and readers ignore them."""
+    """One line of a predictions file with its newline, checked; readers ignore `extra` fields."""
     obj = {"image/key": key, "lang": lang, "caption": caption, **extra}
     _check(obj, "prediction")
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
 def read(path, lang=None):
-    """Reads and checks a predictions file of any kind (module docstring).
-
-    Args:
-        path: the file.
-        lang: the language of entries without a "lang" field.
-
-    Returns:
-        `Predictions`.
-
-    Raises:
-        PredictionsError: a missing or empty file, an entry that is not UTF-8 or JSON or lacks
-            a field, an unknown language, a second prediction for one (image, language);
-            named by file and line.
-    """
+    """Reads and checks a predictions file of any kind (module docstring) into `Predictions`.
+    `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line)."""
     if not os.path.isfile(path):
         raise PredictionsError(f"predictions file not found: {path}")
     with open(path, "rb") as f:
@@ -167,16 +145,7 @@ def _is_line(first):
 
 
 def read_files(paths, langs=None):
-    """Reads several predictions files (`read`) as one.
-
-    Args:
-        paths: the files.
-        langs: the languages the command line names (--langs); when one, the language of
-            entries without a "lang" field.
-
-    Raises:
-        PredictionsError: as `read`, or a prediction for one (image, language) in two files.
-    """
+    """Reads several predictions files (`read`) as one; `langs`: the command line's --langs."""
     lang = langs[0] if langs and len(langs) == 1 else None
     parts = [read(path, lang) for path in paths]
     if len(parts) == 1:
@@ -274,8 +243,7 @@ def _entry_lines(text):
 
 
 def read_language(path, lang):
-    """{image key: caption} of a predictions file of one language (a results folder's
-    `file_name(lang)`); a line of another language is a PredictionsError."""
+    """{image key: caption} of a predictions file of one language (PredictionsError otherwise)."""
     predictions = read(path)
     for other, by_key in predictions.items():
         if other != lang:
@@ -286,13 +254,8 @@ def read_language(path, lang):
 
 
 def write(path, predictions):
-    """Writes {lang: {image key: caption}}, language by language, each in its keys' order;
-    returns `path`.
-
-    Raises:
-        PredictionsError: an unknown language, an empty key, a caption that is not a string
-            (the entry named); nothing is written then.
-    """
+    """Writes {lang: {image key: caption}}, each in its keys' order; returns `path`.
+    Raises PredictionsError (the entry named) before writing anything."""
     lines, i = [], 0
     for lang, by_key in predictions.items():
         for key, caption in by_key.items():

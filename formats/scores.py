@@ -3,9 +3,6 @@
     {"metric": "cider-d", "scores": {lang: score}, "average": mean of "scores",
      "num_images": {lang: count}, optional "step", "config", "coco_dev_scores": {lang:
      score} (Table 8's column), and further fields (averages, decoding, workdir)}
-
-Languages are XM3600 codes, scores finite. The checkpoint tool writes one per evaluator
-(`file_name`); the report command line, the human-evaluation kit and the tests read them.
 """
 
 import json
@@ -99,10 +96,7 @@ def _check(summary):
 
 def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=None,
          extra=None):
-    """A checked summary to `write`; `extra` fields must not be one of FIELDS.
-
-    ScoresError names the malformed field (and language).
-    """
+    """A checked summary to `write`; `extra` fields must not be one of FIELDS (ScoresError)."""
     scores = check_language_scores(scores, "scores")
     summary = {"metric": metric, "scores": scores,
                "average": sum(scores.values()) / len(scores),
@@ -127,10 +121,7 @@ def write(path, summary):
 
 
 def read(path):
-    """The checked summary of a scores file ("metric", "scores", "average", "num_images", ...).
-
-    ScoresError for a missing file, not UTF-8 or JSON (file:line), or a bad field (named).
-    """
+    """The checked summary of a scores file; ScoresError names the file:line or field at fault."""
     summary = json_object.read(path, ScoresError, "scores file")
     try:
         return _check(summary)

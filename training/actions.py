@@ -1,9 +1,5 @@
-"""What the training loop does after each step: log, evaluate, checkpoint, stop.
-
-Each is an object the loop calls after every step, deciding by `schedules.itstime` whether
-the step is its own (as flax's wmt example does). `Log` holds a log step's measurements until
-the next step is queued, so that fetching them never idles the device; `poll` reports a
-failed background save at the next step, not at the next save.
+"""What the training loop does after each step: log, evaluate, checkpoint, stop; each decides
+by `schedules.itstime` whether the step is its own.
 """
 
 import jax
@@ -37,8 +33,7 @@ class Log:
         self._pending = None  # (step, measurements on the device)
 
     def __call__(self, step, measurements):
-        """Writes the measurements held (`step` is queued now: fetching them does not idle
-        the device), and holds `step`'s if it is a log step."""
+        """Writes the measurements held (now: no device idling); holds `step`'s."""
         self.flush()
         if schedules.itstime(step, self._config.log_every, self._config.total_steps):
             self._pending = (step, measurements)
@@ -103,9 +98,8 @@ class Checkpoint:
         self._saved = step
 
     def before_error(self, step, state, measurements, error):
-        """Saves the last completed `step` before `error` ends the run; returns the error,
-        naming the saved step. Not when it is saved already or not finite, nor with several
-        processes (a save is collective, and the others are in the next step already)."""
+        """Saves the last completed `step` before `error` ends the run (single process only);
+        returns the error, naming the saved step."""
         if step == self._saved or jax.process_count() > 1:
             return error
         try:

@@ -1,11 +1,7 @@
 """Saving and restoring the training state `{"params", "opt_state", "step"}` with orbax.
 
-Checkpoints are `<workdir>/checkpoints/<step>` (and the best evaluation's in
-`checkpoints_best/`); orbax renames a save's folder only when it is complete, so `steps()`
-never lists a half-written one. `restore` is the one way to read one back (trainer, checkpoint
-tool, captioning); its shapes are checked first (another model's named), damage is reported
-per folder. A `Saver` reports a failed save (a full disk) at once as one `SaveError`; the
-libraries' own reports of such failures are hidden unless `--verbosity=0`.
+Checkpoints are `<workdir>/checkpoints/<step>` (the best evaluation's in `checkpoints_best/`).
+`restore` is the one way to read one back; a `Saver` reports a failed save as one SaveError.
 """
 
 import errno
@@ -56,9 +52,7 @@ _QUIET = {"installed": False}
 
 
 def quiet_library_logs():
-    """Hides the tracebacks and TensorStore spec dumps (thousands of lines) that orbax,
-    asyncio and TensorStore log of a failed read or write, whose failure the caller says in
-    one line; unless absl's verbosity is INFO (`--verbosity=0`). Idempotent."""
+    """Hides the libraries' logs of a failed read or write, unless `--verbosity=0`. Idempotent."""
     if _QUIET["installed"] or absl_logging.get_verbosity() >= absl_logging.INFO:
         return
     _QUIET["installed"] = True
@@ -75,8 +69,7 @@ def quiet_library_logs():
 
 
 def manager(workdir, *, keep=3, asynchronous=True):
-    """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`
-    (CheckpointError when it is not a folder)."""
+    """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`."""
     quiet_library_logs()
     _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
@@ -86,8 +79,7 @@ def manager(workdir, *, keep=3, asynchronous=True):
 
 
 def best_manager(workdir, metric):
-    """The manager of `<workdir>/checkpoints_best`: keeps the state with the highest `metric`
-    of the metrics saved with it (save only with evaluations that measured it)."""
+    """The manager of `<workdir>/checkpoints_best`: keeps the state with the highest `metric`."""
     options = ocp.CheckpointManagerOptions(
         max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
         keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
@@ -114,11 +106,8 @@ class SaveError(CheckpointError):
 
 class Saver:
     """Saves checkpoints through an orbax manager; a failed save stops training at once.
-
-    `save` checks the free space (for the newest checkpoint's size) and starts the save;
-    `poll`, every step, reports a failed background save (a local check, no collective);
-    `wait` waits for it. Each raises SaveError naming the step, the folder and the cause.
-    """
+    `save` checks free space and starts the save, `poll` (every step, no collective) reports a
+    failed background save, `wait` waits; each raises SaveError naming step, folder and cause."""
 
     def __init__(self, mngr):
         self._mngr = mngr
@@ -161,7 +150,8 @@ class Saver:
         """Bytes the next save needs: the newest checkpoint's size, else the state's."""
         done = _steps_in(self.folder)
         if done:
-            return _folder_bytes(os.path.join(self.folder, str(done[-1])))
+            return sum(os.path.getsize(os.path.join(root, name)) for root, _, names
+                       in os.walk(os.path.join(self.folder, str(done[-1]))) for name in names)
         return sum(getattr(leaf, "nbytes", 0) for leaf in jax.tree.leaves(state))
 
     def _failure(self, step, needed, available, error):
@@ -196,11 +186,6 @@ def wait_all(*savers):
             failure = failure or e
     if failure:
         raise failure
-
-
-def _folder_bytes(folder):
-    return sum(os.path.getsize(os.path.join(root, name))
-               for root, _, names in os.walk(folder) for name in names)
 
 
 def _is_no_space(error):
@@ -305,8 +290,7 @@ def _readable_step(workdir, step, abstract_params, best):
 
 
 def _read_step(workdir, step, abstract, best=False):
-    """Checkpoint `step` read into `abstract`: the whole state, or the parameters alone (orbax's
-    partial restore: the optimizer state is neither built nor read)."""
+    """Checkpoint `step` read into `abstract`: the whole state, or the parameters alone."""
     whole = isinstance(abstract, dict) and "opt_state" in abstract
     path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
@@ -330,11 +314,7 @@ def _restore_params(path, abstract_params):
 
 
 def parse_step(step):
-    """A step as given (None, "best", a number or its text) -> None, "best" or an int >= 0.
-
-    Raises:
-        ValueError: anything else (the message names it).
-    """
+    """A step as given (None, "best", a number or its text) -> None, "best" or an int >= 0."""
     if step is None or step == "best":
         return step
     try:
@@ -350,25 +330,16 @@ def restore(workdir, abstract, step=None, *, set_aside=False, at_most=None):
     """Restores a checkpoint of the run into the shapes and shardings of `abstract`.
 
     Args:
-        workdir: the run's folder.
-        abstract: the training state `{"params", "opt_state", "step"}`, or the parameters alone
-            (then only they are read), as ShapeDtypeStructs with their shardings.
-        step: None (the newest readable), "best" (checkpoints_best/'s newest) or a step.
-        set_aside: the trainer's resume (with step None): damaged checkpoints newer than a
-            readable one, and those after step `at_most` while an older one is kept, are
-            moved to `<workdir>/checkpoints_damaged/` (with a warning) and the newest
-            readable one is restored. Without it nothing is moved: a damaged checkpoint is
-            an error, and a newest one deleted while it is read (by a trainer, which keeps
-            the newest) is replaced by the newest left, with a note.
-        at_most: with `set_aside`, the last step whose records metrics.jsonl holds whole.
+        abstract: the state `{"params", "opt_state", "step"}` or the parameters alone, as
+            ShapeDtypeStructs with shardings.
+        step: None (the newest readable), "best" or a step.
+        set_aside: the trainer's resume: damaged checkpoints newer than a readable one, and
+            those after `at_most` (the last step metrics.jsonl holds whole), are moved to
+            `checkpoints_damaged/`. Without it a damaged checkpoint is an error, and a newest
+            one deleted while read is replaced by the newest left.
 
-    Returns:
-        (tree, step), or (None, None) when the run has no checkpoint (step None or "best").
-
-    Raises:
-        FileNotFoundError: no checkpoint of that step (the message lists those there are).
-        IncompatibleCheckpoint: its parameters do not have the model's shapes (each named).
-        CheckpointError: its files are unreadable (the message names the folder).
+    Returns (tree, step), or (None, None) when there is no checkpoint; raises
+    FileNotFoundError, IncompatibleCheckpoint or CheckpointError.
     """
     quiet_library_logs()
     if set_aside:
@@ -400,8 +371,7 @@ def _resumable(done, at_most):
 
 
 def resume_step(workdir, at_most=None):
-    """The step the trainer's `restore` reads unless its checkpoint is damaged (from the
-    folder names alone), or 0 when the run has no checkpoint."""
+    """The step the trainer's `restore` reads (from the folder names), or 0 when there is none."""
     return (_resumable(steps(workdir), at_most) or [0])[-1]
 
 

@@ -1,11 +1,8 @@
 """A fault-injection hook for the tests: kill the trainer right after one of its writes.
 
-Every write that changes what a resumed run finds (a checkpoint committed, a metrics record
-appended, metrics.jsonl repaired, config.json replaced, a damaged checkpoint set aside)
-calls `passed(name)` after it, which returns at once unless TRAIN_CRASH_AT=<n>: then each
-point prints `crash point <i>: <name>` and the n-th SIGKILLs the process (0: none, to list
-them); a background save is waited for before its point counts.
-tests/test_train_crash_points.py stops and resumes a run at each point in turn.
+Each write that changes what a resumed run finds calls `passed(name)` after it; with
+TRAIN_CRASH_AT=<n> each point prints `crash point <i>: <name>` and the n-th SIGKILLs the
+process (0: none, to list them). tests/test_train_crash_points.py resumes at each in turn.
 """
 
 import os

@@ -1,14 +1,9 @@
 """Model FLOPs of the captioner, counted from its config, and utilization (MFU).
 
-Analytic: every matmul of one example's forward at the step's padded lengths (ViT stem and
-blocks, attention, MAP head, projection, mT5 encoder and decoder, the logits layer) at 2
-FLOPs a multiply-add; elementwise work is left out, as is customary for MFU. Training is 3x
-the forward, less the pixels' gradient (never computed); rematerialization is reported apart
-(`remat_flops_per_example`), not as model FLOPs. Not XLA's cost analysis: on GPUs it misses
-the dots autotuned into library calls (MFU ~13x too low on an H100) and it counts a while
-loop's body once (`nn.scan` hides all but one layer); `compiled_flops` stays for comparison
-(it agrees on CPU without scan, tests/training/test_flops.py). Peaks are dense bf16 figures
-from the vendors' data sheets.
+Analytic: every matmul of one example's forward at the step's padded lengths, at 2 FLOPs a
+multiply-add; training is 3x the forward less the pixels' gradient; rematerialization is
+reported apart. Not XLA's cost analysis, which misses dots autotuned into library calls and
+counts a scan's body once (`compiled_flops` stays for comparison). Peaks are dense bf16.
 """
 
 import jax
@@ -40,8 +35,7 @@ def _image_tokens(config):
 
 
 def _attention(q_len, kv_len, width_in, inner, width_out, kv_projected=True):
-    """Forward FLOPs of one multi-head attention (projections, scores, mixing); `inner` = heads x
-    head_dim; `kv_projected`: the key/value projections run here."""
+    """Forward FLOPs of one multi-head attention; `inner` = heads x head_dim."""
     projections = 2 * q_len * width_in * inner + 2 * q_len * inner * width_out
     if kv_projected:
         projections += 2 * 2 * kv_len * width_in * inner
@@ -68,8 +62,7 @@ def vit_forward_flops(vit, image_size):
 
 
 def t5_forward_flops(t5, encoder_len, decoder_len):
-    """Forward FLOPs of the mT5 on one example: {'t5_encoder', 't5_decoder' (with the
-    cross-attention's key/value projections), 't5_logits'}; lengths padded."""
+    """Forward FLOPs of the mT5 on one example: {'t5_encoder', 't5_decoder', 't5_logits'}."""
     e, inner, f = t5.emb_dim, t5.num_heads * t5.head_dim, t5.mlp_dim
     gated_mlp = lambda n: 3 * 2 * n * e * f  # noqa: E731  (wi_0, wi_1, wo)
     encoder_layer = _attention(encoder_len, encoder_len, e, inner, e) + gated_mlp(encoder_len)
@@ -91,19 +84,14 @@ def forward_flops(config, prompt_len, target_len):
 
 
 def train_flops_per_example(config, prompt_len, target_len):
-    """Model FLOPs of one training example at these padded lengths: 3x the forward, less the
-    pixels' gradient; rematerialization excluded."""
+    """Model FLOPs of one training example: 3x the forward, less the pixels' gradient."""
     parts = forward_flops(config, prompt_len, target_len)
     return float(3 * sum(parts.values()) - parts["vit_stem"])
 
 
 def remat_flops_per_example(config, prompt_len, target_len):
     """Extra FLOPs per training example that rematerialization adds (0 without remat).
-
-    A rematerialized layer runs its forward again in the backward: with "full" all but its last
-    matmul (whose output the backward does not need: XLA drops it), with "dots" only the
-    attention scores and mixing.
-    """
+    "full" reruns all of a layer's forward but its last matmul; "dots" only attention."""
     parts = forward_flops(config, prompt_len, target_len)
     vit, t5 = config.vit, config.t5
     extra = 0
@@ -143,8 +131,7 @@ def peak_flops(device=None):
 
 
 def compiled_flops(compiled):
-    """XLA's FLOP count of one call of a compiled function (all devices), or None; not model
-    FLOPs (see the module docstring)."""
+    """XLA's FLOP count of one call of a compiled function (all devices), or None."""
     analysis = compiled.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # Older jax: one dict per device program.
         analysis = analysis[0] if analysis else None
@@ -155,8 +142,7 @@ def compiled_flops(compiled):
 
 
 def mfu(step_flops, step_seconds, num_devices=None, peak=None):
-    """Fraction of the devices' peak that `step_flops` in `step_seconds` reaches, or None; `peak`
-    defaults to the device's data-sheet `peak_flops`, `num_devices` to all."""
+    """Fraction of the devices' peak that `step_flops` in `step_seconds` reaches, or None."""
     peak = peak or peak_flops()
     if not step_flops or not peak or step_seconds <= 0:
         return None

@@ -1,11 +1,8 @@
 """Token-level losses of the captioner (T5X's cross entropy with z-loss and label smoothing).
 
-`cross_entropy(logits, ...)` takes logits the model made; `fused_cross_entropy(hidden,
-kernel, ...)` makes them from the decoder's last hidden states a few target positions at a
-time, so float32 logits [batch, length, 250112] never exist whole (16 GiB at 256 x 64, as
-much again for their gradient), and computes the gradients in the same pass (3 matmuls, no
-recomputation). `captioner_loss` is the train step's loss. Neither builds a one-hot: the
-target logit is gathered and label smoothing uses the sum of the logits.
+`fused_cross_entropy` makes the logits from the decoder's last hidden states a few positions
+at a time, with their gradients in the same pass, so float32 logits [batch, length, vocab]
+never exist whole. `captioner_loss` is the train step's loss. Neither builds a one-hot.
 """
 
 import functools
@@ -35,11 +32,7 @@ def _smoothing(label_smoothing, vocab):
 
 
 def _token_losses(logits, targets, label_smoothing):
-    """Per-token smoothed cross entropy and log-normalizer of float32 logits [..., vocab].
-
-    -sum_v soft_v * log p_v with soft = low + (confidence - low) * onehot(target)
-    is -(confidence - low) * log p_target - low * sum_v log p_v.
-    """
+    """Per-token smoothed cross entropy and log-normalizer of float32 logits [..., vocab]."""
     vocab = logits.shape[-1]
     confidence, low, normalizer = _smoothing(label_smoothing, vocab)
     log_z = jax.nn.logsumexp(logits, axis=-1)
@@ -63,12 +56,7 @@ def _result(loss_sum, z_loss_sum, weight):
 
 def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
     """Mean token cross entropy over non-padding targets (0 = padding), as T5X.
-
-    The smoothed loss is shifted by the smoothed distribution's entropy (a perfect prediction
-    has loss 0) and the z-loss `z_loss * logsumexp(logits)^2` keeps the normalizer near 1.
-    Returns (scalar loss to differentiate, sums {"loss_sum", "z_loss_sum", "weight"} for exact
-    averaging across micro-batches and devices).
-    """
+    Returns (scalar loss, sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging)."""
     token_loss, log_z = _token_losses(logits.astype(jnp.float32), targets, label_smoothing)
     return _result(*_sums(token_loss, log_z, targets, z_loss))
 
@@ -151,13 +139,8 @@ _fused_sums.defvjp(_fused_sums_fwd, _fused_sums_bwd)
 
 def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=0.0,
                         chunk_len=CHUNK_LEN):
-    """`cross_entropy` of the logits `hidden @ kernel`, made `chunk_len` positions at a time.
-
-    float32 logits accumulated from `hidden`'s dtype (the kernel cast to it, as every layer of
-    a bfloat16 model), one chunk at a time, with the gradients for `hidden` and `kernel` in
-    the same pass; the length is padded to a multiple of `chunk_len`. Only `loss` carries
-    gradients.
-    """
+    """`cross_entropy` of `hidden @ kernel`, made `chunk_len` positions at a time in float32.
+    Only `loss` carries gradients (computed in the same pass)."""
     total, loss_sum, z_loss_sum, weight = _fused_sums(
         hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
     weight = jax.lax.stop_gradient(weight)
@@ -168,8 +151,7 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
 
 def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
                    chunk_len=CHUNK_LEN):
-    """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`;
-    batch {"image", "prompt", "targets"}, `rng` for dropout."""
+    """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`."""
     decoder_inputs = shift_right(batch["targets"])
     hidden = model.apply({"params": params}, batch["image"], batch["prompt"], decoder_inputs,
                          train=True, rngs={"dropout": rng}, method="hidden")

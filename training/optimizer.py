@@ -1,13 +1,8 @@
 """Adafactor as T5X applies it, whether the layers are scanned or not.
 
-optax's `adafactor` takes a whole array's RMS twice (`clip_by_block_rms`,
-`scale_by_param_block_rms`); T5X per layer. When `nn.scan` stacks a stack's layers in one
-array (`config.model.scan`, every baseline), optax's RMS would mix them, one layer's large
-updates shrinking the others' steps; here the two block-RMS steps are mapped over the layer
-axis, so a scanned model takes exactly the unscanned model's steps
-(tests/training/test_optimizer.py). The factored second moments are per layer already (the
-layer axis is never one of the two largest). A leaf is stacked when its path passes through
-`model.layers.SCANNED_STACKS`; its leading axis is the layer.
+optax's `adafactor` takes a whole array's RMS; with `nn.scan` that would mix a stack's layers,
+so here the two block-RMS steps are mapped over the layer axis of every leaf whose path passes
+through `model.layers.SCANNED_STACKS` (tests/training/test_optimizer.py).
 """
 
 import jax
@@ -22,8 +17,7 @@ def is_stacked(path):
 
 
 def per_layer(inner):
-    """`inner`, a stateless optax transform, applied to each layer of a stacked leaf on its own
-    (and as is to unstacked leaves)."""
+    """`inner`, a stateless optax transform, applied to each layer of a stacked leaf on its own."""
 
     def update_fn(updates, state, params=None):
         def one(path, update, param):
@@ -45,12 +39,7 @@ def per_layer(inner):
 
 
 def adafactor(learning_rate, *, clipping_threshold=1.0, decay_rate=0.8):
-    """Adafactor with T5X's defaults, its block RMS taken per layer of scanned stacks.
-
-    `optax.adafactor`'s chain with its defaults: factored second moments (decay
-    1 - (step + 1)^-decay_rate), update clipping at `clipping_threshold` (None: none), the
-    learning rate (a float or a schedule), scaling by the parameter's RMS floored at 1e-3.
-    """
+    """Adafactor with T5X's defaults, its block RMS per layer of scanned stacks."""
     chain = [optax.scale_by_factored_rms(decay_rate=decay_rate)]
     if clipping_threshold is not None:
         chain.append(per_layer(optax.clip_by_block_rms(clipping_threshold)))

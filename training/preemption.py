@@ -1,19 +1,10 @@
 """Ctrl-C and SIGTERM at any moment of a run: one line, the right exit status, nothing lost.
 
-What a signal (SIGTERM from a preempting cluster, Ctrl-C from a user) does by stage:
-- starting (flags, data checks, initialization, step-0 evaluation, compiling): one line and
-  exit at once with 130 (Ctrl-C) or 143 (SIGTERM), as a shell reports them; what start-up
-  writes survives an exit at any byte;
-- training: the first signal sets a flag; after each step the loop asks `should_stop()`,
-  saves and exits 0; a second Ctrl-C exits at once (130) without saving;
-- finished: a signal exits at once with 0, so a late Ctrl-C never turns a save into a
-  failure; after the exit handlers, signals are ignored for the same reason.
-No handler raises: Python runs handlers only when the main thread returns to bytecode
-(minutes, while compiling or waiting on the device), and a stray KeyboardInterrupt can be
-swallowed or become a traceback. `signal.set_wakeup_fd` writes each signal to a pipe, and a
-watcher thread acts on it even while XLA holds the main thread. `install()` runs first thing
-in train.py (this module imports nothing heavy). With several processes the flag is
-OR-reduced, so all stop at the same step (a checkpoint is collective).
+Starting: exit at once with 130 (Ctrl-C) or 143 (SIGTERM). Training: the first signal sets a
+flag the loop reads after each step (`should_stop()`), then it saves and exits 0; a second
+Ctrl-C exits at once (130). Finished: exit 0. No handler raises: a watcher thread reads the
+signals from `signal.set_wakeup_fd`'s pipe, even while XLA holds the main thread. With
+several processes the flag is OR-reduced, so all stop at the same step.
 """
 
 import atexit
@@ -87,16 +78,14 @@ def _do_nothing(signum, frame):
 
 
 def _ignore_signals_at_exit():
-    """At the very end Python gives the signals their default action back (a Ctrl-C would turn a
-    finished run's status into 130). Registered first, this runs after every other exit handler."""
+    """Ignores the signals after every other exit handler, so a late Ctrl-C changes no status."""
     if _installed:
         for signum in SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
 
 
 def install():
-    """Routes SIGINT and SIGTERM to `on_signal`, at the starting stage; False if already
-    installed or not on the main thread (where Python cannot set handlers)."""
+    """Routes SIGINT and SIGTERM to `on_signal`; False if installed or not on the main thread."""
     if _installed or threading.current_thread() is not threading.main_thread():
         return False
     # A parent may have blocked them (children inherit the mask): they would never arrive.

@@ -1,10 +1,8 @@
 """`train.py --check`: whether a config can start here, said before a job is launched.
 
-Reads every input the run needs (vocabulary, training data, pretrained checkpoints,
-evaluation data) and reports them all at once, each missing one with its fix; when they are
-all there it compiles the training step on the devices present and reports its per-device
-memory against the devices' capacity, with the smallest `grad_accum_steps` / remat setting
-that fits when the config does not. Nothing is written (no workdir, no compilation cache).
+Reads every input the run needs and reports each missing one with its fix; then compiles the
+training step and reports its memory against the devices' capacity, with the smallest
+setting that fits when it does not. Nothing is written.
 """
 
 import dataclasses
@@ -73,9 +71,7 @@ def _exists(path):
 
 
 def _pretrained(config, abstract_params):
-    """An Item per `config.init` field that names something; with the model's shapes
-    (`abstract_params`, None when the vocabulary is missing) the checkpoint is read and
-    matched against them."""
+    """An Item per `config.init` field that names something, matched against `abstract_params`."""
     items = []
     for field in ("mt5", "vit"):
         path = config.init.get(field)
@@ -134,8 +130,7 @@ def device_capacity():
 
 
 def step_memory(config, model, mesh, compile_step):
-    """Per-device bytes of the compiled training step (arguments, outputs and temporaries,
-    less what donation aliases), from XLA's memory analysis."""
+    """Per-device bytes of the compiled training step, from XLA's memory analysis."""
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
     compiled = compile_step(config, model, mesh, abstract_state)
@@ -158,8 +153,7 @@ def replaced(config, **fields):
 
 
 def _alternatives(config, data_devices):
-    """Settings that use less memory, in the order they cost speed: more accumulation, then
-    rematerialization with it."""
+    """Settings that use less memory, cheapest in speed first."""
     per_device = config.batch_size // data_devices
     k = config.grad_accum_steps
     options = []
@@ -201,14 +195,7 @@ def fit(config, model, mesh, compile_step, say):
 
 
 def check(config, *, build_evaluators, compile_step, say=print):
-    """Runs the preflight; returns True when the run can start here and fits.
-
-    Args:
-        config: the run's config.
-        build_evaluators: fn(config, model, vocab, names) building in-loop evaluators.
-        compile_step: fn(config, model, mesh, abstract_state) -> the compiled train step.
-        say: prints a line.
-    """
+    """Runs the preflight; returns True when the run can start here and fits."""
     try:
         mesh = state_lib.make_mesh(config.mesh)
         run_config.check(config)

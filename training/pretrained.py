@@ -1,7 +1,6 @@
-"""A fresh run's parameters from pretrained weights (`config.init`): `init.mt5` (a T5X mT5
-checkpoint) and `init.vit` (a big_vision ViT `.npz`) merged into their towers (model/upstream/),
-or `init.checkpoint`: another run's parameters (its workdir or a `checkpoints/<step>` folder,
-e.g. BB+CC's COCO-35L finetuning from its CC3M-35L pretraining); the optimizer starts afresh.
+"""A fresh run's parameters from pretrained weights (`config.init`): `init.mt5` (T5X mT5) and
+`init.vit` (big_vision ViT `.npz`) merged into their towers, or `init.checkpoint`: another
+run's parameters (its workdir or a `checkpoints/<step>` folder); the optimizer starts afresh.
 """
 
 import os
@@ -29,13 +28,7 @@ def _restore_other_run(path, abstract_state):
 
 
 def initialize(params, init_config, abstract_state):
-    """Returns `params` with the pretrained weights `init_config` names, in their shardings.
-
-    Args:
-        params: freshly initialized (sharded) params.
-        init_config: `config.init` with fields mt5, vit, checkpoint ('' to skip).
-        abstract_state: the run's abstract state (shapes and shardings).
-    """
+    """Returns `params` with the pretrained weights `init_config` names, in their shardings."""
     shardings = jax.tree.map(lambda x: x.sharding, abstract_state["params"])
     if init_config.get("checkpoint"):
         params = _restore_other_run(init_config.checkpoint, abstract_state)

@@ -49,10 +49,9 @@ SCHEDULES = ("rsqrt", "constant")
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """One row of FIELDS: the dotted name; the default (a type: None until set); the values, a
-    Range or a tuple of choices (None: checked by what reads it: the model, the mesh, the
-    evaluators); flags, words: "optional" (None means a default), "fixed" (a resume refuses
-    another value: shapes, data order or maths change), "step" (the train step reads it)."""
+    """One row of FIELDS: dotted name; default (a type: None until set); values (a Range, a tuple
+    of choices, or None: checked by what reads it); flags: "optional" (None means a default),
+    "fixed" (a resume refuses another value), "step" (the train step reads it)."""
     name: str
     default: object
     values: object
@@ -223,8 +222,7 @@ class SavedConfigError(errors.RunError):
 
 
 def load(workdir):
-    """The saved config as a dict, or None when the run has none (SavedConfigError: it is
-    unreadable, not JSON (naming the line and column), or not a JSON object)."""
+    """The saved config as a dict, or None when the run has none (SavedConfigError)."""
     file = path(workdir)
     if not os.path.lexists(file):
         return None
@@ -247,12 +245,9 @@ class ResumeRefused(errors.RunError):
 
 
 def check_resume(config, workdir, checkpoints, allow_change):
-    """Checks `config` against the config.json of the run whose `checkpoints` it resumes.
-
-    A "fixed" field that differs, or a config.json that is missing or unreadable, raises
-    ResumeRefused unless `allow_change` (--allow_config_change) adopts `config`. Returns (the
-    changed fields allowed, the warning lines to show).
-    """
+    """Checks `config` against the config.json of the run it resumes.
+    A differing "fixed" field, or a missing or unreadable config.json, raises ResumeRefused
+    unless `allow_change`. Returns (the changed fields allowed, the warning lines)."""
     try:
         saved = load(workdir)
         if saved is None:
@@ -347,12 +342,7 @@ def _check_data(data):
 
 
 def check(config):
-    """Checks the training fields of `config` against FIELDS (NaN and inf never pass), and the
-    mesh, the data and the model; ConfigError names the first at fault and what it may be.
-
-    `evals` is evaluation/evaluators' to check, what needs the vocabulary `check_vocab`'s, and
-    whether the mesh fits the devices train.py's, once they are known.
-    """
+    """Checks `config`'s fields against FIELDS, the mesh, data and model (ConfigError)."""
     for field in FIELDS:
         if field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt":
             continue  # The constant schedule ignores it.
@@ -388,10 +378,7 @@ def check_vocab(config, vocab):
 
 def parse_flags(flag_values, argv, config_flag="config"):
     """Parses `argv` into `flag_values` and loads the config; returns the arguments left.
-
-    ml_collections reports a misspelled `--config.<field>` or a config file that does not load
-    with a traceback from deep inside it; this raises one ConfigError naming the flag.
-    """
+    A misspelled `--config.<field>` or a config file that does not load is one ConfigError."""
     try:
         rest = flag_values(argv)
     except flags.Error as e:

@@ -28,8 +28,7 @@ def constant(base):
 
 
 def steps(name, config, *, examples_per_epoch=None, batch_size=None):
-    """A duration as steps from the config's one of `<name>_steps`, `<name>_epochs` and
-    `<name>_examples` (None if none is set); epochs and examples need the dataset size and batch."""
+    """A duration as steps from `<name>_steps`, `<name>_epochs` or `<name>_examples` (or None)."""
     given = {unit: config.get(f"{name}_{unit}") for unit in ("steps", "epochs", "examples")}
     given = {unit: v for unit, v in given.items() if v is not None}
     if len(given) > 1:
@@ -46,8 +45,7 @@ def steps(name, config, *, examples_per_epoch=None, batch_size=None):
 
 
 def itstime(step, every, total_steps, *, first=False, last=True):
-    """Whether a periodic action happens at `step` (steps done): every `every` steps (0 or None:
-    never), and at step 0 if `first`, at `total_steps` if `last`."""
+    """Whether a periodic action happens at `step`: every `every` steps, first and last if asked."""
     if first and step == 0:
         return True
     if last and step == total_steps:

@@ -1,9 +1,5 @@
-"""What a run trains: the mesh, the optimizer, the train step and the sharded training state
+"""The mesh, the optimizer, the train step and the sharded training state
 `{"params", "opt_state", "step"}`, and the abstract trees a checkpoint is restored into.
-
-Shardings come from the model's logical axis names (model/partitioning.py) on a ('data',
-'model') mesh; Adafactor's factored moments get their parameter's with the factored axis
-dropped. The state is created directly with its shardings (inside `jit`).
 """
 
 import flax.linen as nn
@@ -53,13 +49,7 @@ def create_optimizer(config):
 
 
 def init_key(rng):
-    """The key the initializers draw from: an 'rbg' key derived from `rng`.
-
-    With 'rbg' the parameters' bits come from XLA's RngBitGenerator, not a threefry hash
-    unrolled into the program: the initializer compiles ~1.5x faster (BB on a CPU: 13 s -> 9
-    s). The values depend on `rng`, the backend and the jax version (on CPU not on the mesh;
-    elsewhere possibly on the sharding); training keys stay threefry.
-    """
+    """The initializers' 'rbg' key, derived from `rng` (compiles faster than threefry)."""
     return jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
 
 
@@ -86,8 +76,7 @@ def _param_specs(model, rules):
 
 
 def abstract_params(model, config=None):
-    """The model's parameters as ShapeDtypeStructs: sharded over `config`'s mesh as the trainer
-    shards them, or without a config on this process's first device."""
+    """The parameters as ShapeDtypeStructs, sharded over `config`'s mesh (else on one device)."""
     if config is None:
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
@@ -99,8 +88,7 @@ def abstract_params(model, config=None):
 
 
 def state_shardings(model, tx, mesh, rules):
-    """(abstract state with shardings, tree of NamedSharding) of `model` and `tx` on `mesh`
-    with the logical axis `rules` (`axis_rules(config)`)."""
+    """(abstract state with shardings, tree of NamedSharding) of `model` and `tx` on `mesh`."""
     param_specs = _param_specs(model, rules)
     abstract = jax.eval_shape(lambda r: _init_state(model, tx, r), jax.random.key(0))
     is_spec = lambda x: isinstance(x, P)  # noqa: E731

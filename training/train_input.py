@@ -19,11 +19,7 @@ def _data_error(error, where):
 
 class Batches:
     """This process's training batches as global arrays, from step `start_step` + 1 on.
-
-    The pipeline starts when this is made, so its workers make the first batches while the
-    trainer builds the state and compiles; `peek` fetches the next batch ahead (a bad file
-    shows before the first evaluation). A data error is a TrainingError saying what to do.
-    """
+    The workers start at once; `peek` fetches the next batch ahead. Data errors: TrainingError."""
 
     def __init__(self, config, vocab, sharding, start_step):
         self._config, self._vocab, self.sharding = config, vocab, sharding

@@ -1,10 +1,6 @@
 """The CIDEr engine: CIDEr-D and CIDEr for 36 languages, exact to pycocoevalcap, JAX-compiled.
 
-In data-flow order: `text` (multilingual normalization and segmentation), `ngram_index`
-(exact integer ids, hash tables), `ngram_match` (the numba loops), `kernel` (the JAX
-kernel), `df` (document frequencies), `scorer` (`CiderScorer`), `per_language` (an
-XM3600 `captions.jsonl` language by language), `__main__` (the command line). The names
-below are the Python API (docs/cider.md); bad input is an `errors.InputError`.
+The names below are the Python API (docs/cider.md); bad input is an `errors.InputError`.
 """
 
 from evaluation.cider.df import (

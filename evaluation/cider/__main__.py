@@ -5,13 +5,7 @@
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
 
---predictions is a predictions file of any kind formats/predictions.py reads
-(repeatable: the files are read as one); entries without a "lang" field are in
-the one language --langs names. Prints a
-table (or one JSON object) of per-language scores and their average; bad
-input is one `error: ...` line naming the file, line and key, and exit
-status 2. --per-image and --save-df are written whole or not at all, after
-the scores are printed. See docs/cider.md.
+See docs/cider.md.
 """
 
 import ctypes
@@ -73,11 +67,7 @@ def _parser():
 
 
 def _keep_freed_memory():
-    """Has glibc's malloc keep freed memory for reuse (elsewhere, nothing).
-
-    Each language's arrays of tens of MB would otherwise come from fresh mmaps whose pages the
-    kernel faults in and zeroes again: a quarter of the CPU time of scoring all of XM3600.
-    """
+    """Has glibc's malloc keep freed memory for reuse, saving page faults (elsewhere, nothing)."""
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
     try:
@@ -95,8 +85,7 @@ _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg (0.3 s) to probe for BLAS, which our loops
-    never call: a None in sys.modules fails that one import until numba has loaded."""
+    """Keeps numba from importing scipy.linalg to probe for BLAS, which our loops never call."""
     if "numba.np.arraymath" in sys.modules:
         return lambda: None
     sys.modules.setdefault(_BLAS_MODULE, None)
@@ -146,8 +135,7 @@ def _score(args, own_process):
 
 
 def _write_outputs(args, results):
-    """Writes --per-image and --save-df, each whole or not at all, after the scores are
-    printed (InputError naming the output that could not be written)."""
+    """Writes --per-image and --save-df, each whole or not at all, after the scores are printed."""
     outputs = []
     if args.per_image:
         outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
@@ -166,15 +154,7 @@ def _write_outputs(args, results):
 
 def main(argv=None, own_process=False):
     """Runs the CLI; returns the exit status (2 for bad input).
-
-    Args:
-        argv: the arguments (default: sys.argv[1:]).
-        own_process: the process runs nothing else (`python -m evaluation.cider`),
-            so process-wide settings may change: the allocator is tuned
-            (`_keep_freed_memory`), numba's BLAS probe skipped
-            (`_skip_blas_probe`) and the garbage collector told to leave alone
-            the objects that live to the end.
-    """
+    `own_process`: nothing else runs in the process, so process-wide settings may change."""
     args = _parser().parse_args(argv)
     if own_process:
         _keep_freed_memory()

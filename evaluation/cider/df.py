@@ -15,10 +15,7 @@ _DF_FORMAT = "cider-document-frequency"
 @dataclasses.dataclass(frozen=True)
 class DocumentFrequency:
     """One language's reference n-gram document frequencies over `num_images` images.
-
-    `counts`: n-gram (tokens joined by one space) -> images whose references hold it;
-    `normalization`: `text.Options.describe(segmenter)` of the tokens.
-    """
+    `counts`: n-gram (tokens joined by a space) -> images; `normalization`: of the tokens."""
     lang: str
     num_images: int
     counts: dict
@@ -43,9 +40,7 @@ class DocumentFrequency:
 
 
 def save_document_frequencies(path, dfs):
-    """Writes several languages' document frequencies to one JSON file:
-    {"format": "cider-document-frequency", "version": 1, "languages": {lang: {"num_images",
-    "normalization", "df": {n-gram: count}}}}."""
+    """Writes several languages' document frequencies to one JSON file (docs/cider.md)."""
     payload = {"format": _DF_FORMAT, "version": 1, "languages": {
         df.lang: {"num_images": df.num_images, "normalization": df.normalization,
                   "df": df.counts} for df in dfs}}

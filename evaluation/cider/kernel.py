@@ -43,11 +43,9 @@ class RefArrays(typing.NamedTuple):
 @functools.partial(jax.jit, static_argnames=("clipped",))
 def kernel(refs, dot, hyp_norm2, hyp_len, *, clipped):
     """[I] float64 per-image scores from per-(reference, n) and per-(image, n) sums.
-
     `dot` [C * 4]: per reference and n, the sum over shared n-grams of min(tf_h, tf_r) tf_r
     idf^2 (CIDEr-D, `clipped`, with the length penalty) or tf_h tf_r idf^2 (CIDEr);
-    `hyp_norm2` [I * 4]; `hyp_len` [I] (bigram counts).
-    """
+    `hyp_norm2` [I * 4]; `hyp_len` [I] (bigram counts)."""
     num_images = refs.ref_count.shape[0]
     num_refs = refs.ref_norm.shape[0]
     dot = dot.reshape(num_refs, MAX_N)  # [C, 4]

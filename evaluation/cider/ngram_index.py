@@ -1,9 +1,7 @@
 """Exact integer ids for tokens and n-grams, and the hash tables over them.
 
-A token is an id 1..V (`Vocabulary`, reading token spans without a Python string per
-token); an n-gram is (id of its first n - 1 tokens, last token) packed into one int64
-(`shift_key`), so n-gram ids are exact and come order by order. `KeyTable` maps keys to
-dense ids, `group_keys` groups equal keys; the loops are numba functions in `ngram_match`.
+A token is an id 1..V (`Vocabulary`); an n-gram is (id of its first n - 1 tokens, last token)
+packed into one int64 (`shift_key`). `KeyTable` maps keys to dense ids.
 """
 
 import itertools
@@ -17,10 +15,7 @@ KEY_BITS = 62
 
 
 def shift_key(prefix, token, token_bits, bound=None):
-    """Exact int64 key of (prefix, token), or OverflowError if it does not fit.
-
-    `bound`, if given, is above every prefix and checked instead of them (saving a pass).
-    """
+    """Exact int64 key of (prefix, token), or OverflowError; `bound` is above every prefix."""
     largest = bound - 1 if bound is not None else int(prefix.max()) if prefix.size else 0
     if int(largest).bit_length() + token_bits > KEY_BITS:
         raise OverflowError("n-gram keys do not fit in 62 bits; too many tokens or images")
@@ -28,13 +23,8 @@ def shift_key(prefix, token, token_bits, bound=None):
 
 
 class KeyTable:
-    """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1.
-
-    Split into regions (one per image, say), each at most `load` full, so that lookups of one
-    region stay near each other; probes run past a region's end into the next. Read by
-    `ngram_match`: keys (int64 [S], -1 empty, the last always empty), ids, offset (first slot
-    of each region), size (home slots of each region).
-    """
+    """Static open-addressing (linear probing) map from distinct int64 keys to 0..n-1, by region.
+    Read by `ngram_match`: keys (-1 empty, the last always empty), ids, offset, size per region."""
 
     def __init__(self, keys, region=None, num_regions=1, load=0.5):
         capacity = (np.bincount(region, minlength=num_regions) if region is not None
@@ -69,11 +59,7 @@ def group_keys(keys):
 
 
 class Vocabulary:
-    """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`.
-
-    The fast path compares a token's characters with a hash table of the vocabulary's, never
-    building a string for a known token, so ids are exact.
-    """
+    """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`."""
 
     def __init__(self, tokens):
         self.index = {t: i for i, t in enumerate(tokens, start=1)}
@@ -120,10 +106,7 @@ def _empty_table(num_tokens):
 
 
 def distinct_tokens(spans):
-    """(distinct tokens of `text.Spans` in first-occurrence order, int64 id 1..V of each token).
-
-    Tokens are compared by their characters: only the distinct ones become Python strings.
-    """
+    """(distinct tokens of `text.Spans` in first-occurrence order, int64 id 1..V of each token)."""
     num_tokens = spans.starts.size
     ids, first = np.empty(num_tokens, np.int64), np.empty(num_tokens, np.int64)
     num_distinct = ngram_match.intern_tokens(spans.code_points, spans.starts, spans.ends,

@@ -1,20 +1,10 @@
 """The per-call half of `evaluation.cider`: a prediction's n-grams matched against its references.
 
 One compiled loop (numba, cached on disk) over the predictions' token positions, order by
-order: the n-gram of order n at p is identified by the (n-1)-gram's id at p and its last
-token, one hash probe per position in tables built once from the references
-(`ngram_index.KeyTable`, read through its arrays):
-  - union ids: per image, its distinct reference n-grams (one region per image); key
-    (image, token) for unigrams, (num_images + union id of the (n-1)-gram, token) after;
-  - known ids: every n-gram with a document frequency (one region); key (0, token), then
-    (1 + known id of the (n-1)-gram, token); unigram known ids are token ids - 1.
-An n-gram is looked up only when the (n-1)-grams at p and p + 1 were found. Counts within a
-prediction are exact (a scratch table over token ids; for n > 1, (first position of the
-(n-1)-gram, last token)). The loop writes the sums `kernel` turns into scores.
-Why numba: the work is a hash probe per position and order, with branches; whole-array
-numpy passes were about 2x slower and XLA on CPU has no fast scalar loop. The first use on a
-machine compiles (~2 s), later processes load the cache. `intern_tokens` and `token_ids`
-number and look up tokens by their characters; `insert_keys` builds the tables.
+order: the n-gram at p is identified by the (n-1)-gram's id at p and its last token, one hash
+probe in tables built once from the references (`ngram_index.KeyTable`): union ids (per image,
+its distinct reference n-grams) and known ids (every n-gram with a document frequency).
+Counts within a prediction are exact. The loop writes the sums `kernel` turns into scores.
 """
 
 import numba
@@ -29,8 +19,7 @@ _LOW32 = np.uint64(32)
 
 @numba.njit(inline="always")
 def _home(offset, size, key):
-    """A `KeyTable` key's home slot: its region's offset plus the top 32 bits of key * _GOLDEN
-    scaled to the region's `size` ("fastrange")."""
+    """A `KeyTable` key's home slot: its region's offset plus a hash ("fastrange")."""
     h = np.uint64(key) * _GOLDEN
     return offset + np.int64(((h >> _LOW32) * np.uint64(size)) >> _LOW32)
 
@@ -54,19 +43,11 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
                           known_keys, known_ids, known_size, union_known, idf2, union_idf2,
                           column_start, entry_segment, entry_weight, entry_tf,
                           clipped, work, first_of_token, dot, hyp_norm2):
-    """Adds each prediction's sums to `dot` and `hyp_norm2`.
-
-    ids: int64 [T] the predictions' token ids, concatenated (above `vocab_size`: tokens no
-    reference has); starts: int64 [P + 1]; image: int64 [P]. union_* and known_*: the two
-    `KeyTable`s (union per image region, known one region); union_known: known id of each
-    union id; idf2: float64 [K + 1] per known id, the last (ln N)^2 for n-grams no reference
-    has; union_idf2: idf2[union_known] (kept near the union ids for locality); column_start:
-    int64 [U + 1] where each union id's entries start; entry_segment, entry_weight, entry_tf:
-    per entry (a reference holding the n-gram) reference * 4 + (n - 1), tf_r idf^2, tf_r.
-    clipped: CIDEr-D (min(tf_h, tf_r)) or CIDEr (tf_h). work: int64 [5, T] zeros;
-    first_of_token: int64 [max id + 1] -1s (left so). Out: dot [C * 4] per (reference, n),
-    hyp_norm2 [I * 4] per (image, n), sum of (tf_h idf)^2.
-    """
+    """Adds each prediction's sums to `dot` [C * 4] and `hyp_norm2` [I * 4].
+    ids: int64 [T] the predictions' token ids (above `vocab_size`: tokens no reference has);
+    starts [P + 1], image [P]; union_* and known_*: the two `KeyTable`s; per entry (a reference
+    holding the n-gram) entry_segment, entry_weight (tf_r idf^2), entry_tf. clipped: CIDEr-D.
+    work: int64 [5, T] zeros; first_of_token: -1s."""
     # (No array is allocated here: numpy calls would add ~1 s to the first,
     # uncached compilation.) Per token position p: union id, known id, the
     # n-gram's first position in its prediction (`group`) and its count there
@@ -123,9 +104,7 @@ def _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_ke
 
 @numba.njit(inline="always")
 def _group(n, ids, first, last, first_of_token, group, tf):
-    """Sets group[p], p in [first, last) of one prediction, to the first position of the n-gram at
-    p. Equal n-grams: equal tokens, or for n > 1 equal (n-1)-grams (which must repeat: tf[p] of
-    order n - 1 >= 2) and equal last tokens."""
+    """Sets group[p], p in [first, last) of one prediction, to the first position of its n-gram."""
     if n == 1:
         for p in range(first, last):
             if first_of_token[ids[p]] < 0:
@@ -204,11 +183,8 @@ def _home_slot(code_points, start, end, bits):
 @numba.njit(cache=True, nogil=True)
 def intern_tokens(code_points, starts, ends, slots, ids, first):
     """Numbers the tokens code_points[starts[i]:ends[i]] by first occurrence; returns V.
-
-    slots: int64 [2^bits >= 2 * num_tokens] -1s, out: the distinct tokens' hash table (linear
-    probing) for `token_ids`. Out: ids (numbers + 1, 1..V), first (each distinct token's first
-    index). Tokens are compared by characters, so numbers are exact.
-    """
+    Out: ids (1..V), first (each distinct token's first index), slots (the hash table for
+    `token_ids`). Tokens are compared by characters."""
     bits = _log2(slots.size)
     mask = slots.size - 1
     num_distinct = 0
@@ -231,10 +207,7 @@ def intern_tokens(code_points, starts, ends, slots, ids, first):
 @numba.njit(cache=True, nogil=True)
 def token_ids(slots, table_code_points, table_starts, table_ends, code_points, starts, ends,
               ids):
-    """Sets ids[i] to the number + 1 of token i in an `intern_tokens` table (left as is if absent).
-
-    The table's tokens are table_code_points[table_starts[t]:table_ends[t]].
-    """
+    """Sets ids[i] to the number + 1 of token i in an `intern_tokens` table (else left as is)."""
     bits = _log2(slots.size)
     mask = slots.size - 1
     for i in range(starts.size):
@@ -250,11 +223,7 @@ def token_ids(slots, table_code_points, table_starts, table_ends, code_points, s
 
 @numba.njit(cache=True, nogil=True)
 def group_keys(keys, slots, group, first, count):
-    """Groups equal int64 keys in a hash table, numbered by first occurrence; returns the count.
-
-    slots: int64 [2 * 2^bits], 2^bits >= 2n, -1s: (key, group) pairs side by side, so a probe
-    reads one cache line. Out: group per key; first key and count per group.
-    """
+    """Groups equal int64 keys in a hash table, numbered by first occurrence; returns the count."""
     bits = _log2(slots.size // 2)
     mask = slots.size // 2 - 1
     num_groups = 0

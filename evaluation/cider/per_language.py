@@ -1,9 +1,4 @@
-"""CIDEr of predictions against XM3600 references, language by language.
-
-`score_languages` scores predictions (lang -> {image key -> caption}, as
-`formats.predictions.read` gives them) against an XM3600 `captions.jsonl`'s references,
-one language per thread; the command line is reading the two files, this, and printing.
-"""
+"""CIDEr of predictions against XM3600 references, language by language (one per thread)."""
 
 import dataclasses
 import itertools
@@ -22,8 +17,7 @@ REFERENCE_FIELDS = ("caption", "caption/tokenized")
 
 @dataclasses.dataclass(frozen=True)
 class LanguageScore:
-    """One language's result: corpus `score` (mean over scored images), `keys` scored (file order),
-    `per_image` scores, `num_skipped` images without prediction, and the `scorer` (or None)."""
+    """One language's corpus `score`, `keys` scored, `per_image` scores, `num_skipped`, `scorer`."""
     lang: str
     score: float
     keys: list
@@ -127,14 +121,9 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                     segmenter="char", reference_field="caption", allow_missing=False,
                     options=text.DEFAULT_OPTIONS, keep_scorers=True):
     """{lang: LanguageScore} of predictions against XM3600 references, in `langs` order.
-
-    `records`: `xm3600.read_captions` output or `read_references`' `References` (of
-    `reference_field`); `langs` defaults to every language with predictions; `df`: optional
-    {lang: DocumentFrequency} instead of counting over the references; `allow_missing`
-    scores only the images with a prediction; without `keep_scorers` a language's tables are
-    freed once scored. InputError for unknown languages or keys, missing predictions or
-    document frequencies.
-    """
+    `records`: `xm3600.read_captions` output or `References`; `df`: optional {lang:
+    DocumentFrequency}; `allow_missing` scores only the images with a prediction; without
+    `keep_scorers` a language's tables are freed once scored. InputError for bad input."""
     references = _references(records, reference_field)
     langs = chosen_langs(langs, predictions)
     _check_keys(predictions, references)

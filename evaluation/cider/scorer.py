@@ -1,20 +1,10 @@
 """CIDEr-D and CIDEr for multilingual captioning, with a jit-compiled JAX kernel.
 
-CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's `CiderD`): for
-n = 1..4, tf-idf vectors of a caption's n-grams with idf(g) = ln(N) - ln(max(1, df(g)))
-(N images, df(g) images whose references contain g); per reference the clipped cosine
-sum_g min(h_g, r_g) r_g / (|h| |r|) times exp(-(l_h - l_r)^2 / 72), where the reference
-code's "length" is the bigram count (max(0, words - 1)), a quirk kept; the mean over n and
-over references, times 10. CIDEr (`metric="cider"`): Vedantam et al.'s formula, no clipping
-or penalty, on the same x10 scale.
-
-References are prepared once with numpy (`ngram_index`): global "known" n-gram ids (for
-document frequencies), per image its distinct "union" n-grams, and per reference its
-distinct n-grams with counts ("entries", grouped by union id), with hash tables from
-(prefix id, token) keys. A call tokenizes the predictions and runs one numba loop over their
-positions (`ngram_match`), giving per-(reference, n) sums min(tf_h, tf_r) tf_r idf^2; the
-JAX kernel (`kernel`) turns them into cosines, penalties and per-image means in float64.
-`map_languages` runs languages on one thread per core: all of this mostly releases the GIL.
+CIDEr-D (the default) is exactly pycocoevalcap's `Cider` (vrama91/cider's `CiderD`), including
+its quirk of taking the bigram count as a caption's length; CIDEr (`metric="cider"`) is
+Vedantam et al.'s formula on the same x10 scale. References are indexed once with numpy
+(`ngram_index`); a call matches the predictions' n-grams in one numba loop (`ngram_match`)
+and the JAX kernel (`kernel`) turns the sums into scores in float64.
 """
 
 import concurrent.futures
@@ -42,11 +32,8 @@ def num_cores():
 
 
 def map_languages(fn, items, costs=None):
-    """[fn(item) for item in items] on one thread per core (the work mostly releases the GIL).
-
-    Results come in order; the first failing item's error is raised. `costs` (estimated times)
-    start the costliest first, so no long item (Thai: nine times English) runs alone at the end.
-    """
+    """[fn(item) for item in items] on one thread per core, in order; the first error is raised.
+    `costs` (estimated times) start the costliest first."""
     items = list(items)
     workers = min(len(items), num_cores())
     if workers <= 1:
@@ -60,11 +47,7 @@ def map_languages(fn, items, costs=None):
 
 
 def warm_up(metric="cider-d"):
-    """Loads the compiled loops and compiles the kernel for its smallest padded size.
-
-    A process's first scorer pays both (~1 s); the command line calls this on a thread while it
-    reads its files.
-    """
+    """Loads the compiled loops and compiles the kernel for its smallest padded size."""
     CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
 
 
@@ -76,9 +59,7 @@ class CiderResult:
 
 
 class _Tables:
-    """What `CiderScorer._prepare` collects order by order, and what counting document
-    frequencies needs: the sequence of each token position (the references, then the df
-    n-grams), tokens per sequence, and how many sequences are references."""
+    """Per order: each token position's sequence, tokens per sequence, number of references."""
 
     def __init__(self, sequence, lengths, num_refs):
         self.sequence, self.lengths, self.num_refs = sequence, lengths, num_refs
@@ -102,13 +83,9 @@ class _Tables:
 
 
 class CiderScorer:
-    """Scores predictions against fixed references of one language.
-
-    The references are normalized, indexed and their norms computed once, here; `score` only
-    tokenizes the predictions, looks their n-grams up and runs the kernel. `references`: per
-    image its raw reference strings (at least one); `df`: a `DocumentFrequency` instead of
-    counting over them (N is then `df.num_images`); `segmenter` and `options`: see `text`.
-    """
+    """Scores predictions against fixed references of one language (indexed once, here).
+    `references`: per image its reference strings; `df`: a `DocumentFrequency` instead of
+    counting over them; `segmenter` and `options`: see `text`."""
 
     def __init__(self, references, lang, metric="cider-d", df=None, segmenter="char",
                  options=text.DEFAULT_OPTIONS):
@@ -164,8 +141,7 @@ class CiderScorer:
         self._prepare(df, ref_vocab, ref_ids, ref_tokens)
 
     def _prepare(self, df, ref_vocab, ref_ids, ref_tokens):
-        """Indexes the reference n-grams order by order; `ref_ids` (1-based, of `ref_vocab`) or,
-        if None, `ref_tokens` strings to look up."""
+        """Indexes the reference n-grams order by order, from `ref_ids` or `ref_tokens`."""
         ids, lengths = self._token_ids(df, ref_vocab, ref_ids, ref_tokens)
         sequence, remaining = ngram_index.positions(lengths)
         self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
@@ -187,8 +163,7 @@ class CiderScorer:
         self._finish(tables)
 
     def _token_ids(self, df, ref_vocab, ref_ids, ref_tokens):
-        """(int64 token ids of the references then of each df n-gram, tokens per such sequence);
-        sets the vocabulary of both."""
+        """(token ids of the references then of each df n-gram, tokens per such sequence)."""
         df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
         df_tokens = [t for ngram in df_ngrams for t in ngram]
         self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
@@ -203,11 +178,7 @@ class CiderScorer:
         return ids, lengths
 
     def _index_order(self, n, token, at, ref_end, prefixes, df, tables):
-        """Indexes the n-grams of order `n` into `tables`; returns the next order's prefixes.
-
-        `token`: last token of the n-gram at each position of `at` (reference positions first,
-        `ref_end` of them); `prefixes`: the (n-1)-grams' ids there as (known, union, entry) keys.
-        """
+        """Indexes the n-grams of order `n` into `tables`; returns the next order's prefixes."""
         bits = self._token_bits
         prev_known, prev_union, prev_entry = prefixes
         # Global ids of the n-grams of the references and of the df file,
@@ -290,7 +261,7 @@ class CiderScorer:
 
     @property
     def document_frequency(self):
-        """The `DocumentFrequency` in use (counted over the references unless given)."""
+        """int64 document frequency of each known n-gram of order `n`."""
         if self._given_df is not None:
             return self._given_df
         counts = {}
@@ -319,10 +290,7 @@ class CiderScorer:
         return dot, hyp_norm2, hyp_len
 
     def score(self, predictions, indices=None):
-        """A `CiderResult` of one predicted caption per image (or per distinct `indices`).
-
-        Document frequencies stay those of all references; per_image follows `predictions`.
-        """
+        """A `CiderResult` of one predicted caption per image (or per distinct `indices`)."""
         if isinstance(predictions, str | dict):
             raise InputError(f"predictions must be a list of strings, one per image, not a "
                              f"{type(predictions).__name__}")

@@ -1,19 +1,11 @@
 """Multilingual caption normalization and tokenization for CIDEr.
 
-Predictions and references go through the same steps:
-1. Unicode normalization (NFKC by default): full-width Latin, half-width katakana,
-   ligatures and Arabic presentation forms fold to plain forms, so text from different
-   input methods matches (Thai SARA AM, which NFKC splits, is put back together).
-2. `str.lower` (full case mapping, Greek final sigma); Turkish dotted/dotless i rules.
-3. Unicode punctuation (P*) becomes a space; symbols (S*: "5°C") stay unless
-   `remove_symbols`.
-4. ja, th, zh are segmented: "char" makes every Han, kana and Thai character a token (with
-   its combining marks) and leaves other runs as words; "word" runs jieba, fugashi +
-   unidic-lite or pythainlp when installed.
-5. Tokens are the whitespace-separated pieces (`str.split`).
-`normalize_batch` does 1-4 on one string of the whole batch with a numpy lookup table of
-character classes (3600 captions in milliseconds); `normalize` is its one-caption view and
-`normalize_spans` returns token boundaries instead of strings.
+Predictions and references go through the same steps: Unicode normalization (NFKC by
+default); `str.lower` with Turkish i rules; punctuation (P*) becomes a space, symbols (S*)
+stay unless `remove_symbols`; ja, th, zh are segmented ("char": every Han, kana and Thai
+character a token; "word": jieba, fugashi or pythainlp); tokens are `str.split`'s pieces.
+`normalize_batch` does this for a whole batch with a numpy lookup table; `normalize` is its
+one-caption view, `normalize_spans` returns token boundaries.
 """
 
 import dataclasses
@@ -53,8 +45,7 @@ class NormalizationError(errors.InputError):
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Normalization settings other than the segmenter: `unicode_form` ("NFKC", "NFC" or None),
-    `lowercase`, `remove_punctuation` (P* -> space), `remove_symbols` (S* too)."""
+    """Settings other than the segmenter: `unicode_form`, `lowercase`, `remove_punctuation`, ..."""
     unicode_form: str | None = "NFKC"
     lowercase: bool = True
     remove_punctuation: bool = True
@@ -87,8 +78,7 @@ class TokenizedBatch:
 
 
 def _classify(code_points):
-    """Fills `_FLAGS` for `code_points` (uint32 [n]): one category look-up per character,
-    the script ranges in numpy."""
+    """Fills `_FLAGS` for `code_points` (uint32 [n])."""
     categories = [unicodedata.category(chr(cp)) for cp in code_points.tolist()]
     space = np.array([chr(cp).isspace() for cp in code_points.tolist()], dtype=bool)
     major = np.array([c[0] for c in categories], dtype="<U1")
@@ -121,10 +111,6 @@ def _to_code_points(text):
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
 
 
-def _from_code_points(code_points):
-    return code_points.tobytes().decode("utf-32-le", "surrogatepass")
-
-
 def _check(lang, segmenter, options):
     if not isinstance(lang, str):
         raise NormalizationError(f"language must be a string code, got {lang!r}")
@@ -141,8 +127,7 @@ def _check(lang, segmenter, options):
 
 
 def _segment_characters(code_points, flags):
-    """Inserts spaces so that each no-space-script character is a token; a combining mark (M*)
-    stays with the character before it (a Thai consonant with its vowel and tone marks)."""
+    """Makes each no-space-script character a token, with the combining marks (M*) after it."""
     marks = (flags & _MARK) != 0
     script = (flags & _SCRIPT) != 0
     positions = np.arange(code_points.size)
@@ -194,14 +179,13 @@ def _normalized_text(captions, lang, options, segment_chars):
         code_points = _segment_characters(code_points, _char_flags(code_points))
         changed = True
     if changed:
-        text = _from_code_points(code_points)
+        text = code_points.tobytes().decode("utf-32-le", "surrogatepass")
     return text, code_points
 
 
 @dataclasses.dataclass(frozen=True)
 class Spans:
-    """Tokens of a batch as [start, end) `starts` / `ends` in one normalized `text` (the captions
-    joined by newlines; `code_points` its characters), with `lengths` tokens per caption."""
+    """Tokens of a batch as [start, end) in one normalized `text`, `lengths` tokens per caption."""
     text: str
     code_points: np.ndarray
     starts: np.ndarray
@@ -263,8 +247,7 @@ def _load_word_segmenter(lang):
 
 
 def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """`normalize_batch` as `Spans` (no Python string per token: the fast path for scoring);
-    None with segmenter="word" for ja, th and zh."""
+    """`normalize_batch` as `Spans`; None with segmenter="word" for ja, th and zh."""
     _check(lang, segmenter, options)
     captions = list(captions)
     segmented = lang in SEGMENTED_LANGS
@@ -278,10 +261,7 @@ def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
 
 
 def normalize_batch(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """A `TokenizedBatch` of captions of one XM3600 language; `segmenter` matters for ja, th, zh.
-
-    NormalizationError for an unknown language or segmenter, or "word" without its package.
-    """
+    """A `TokenizedBatch` of captions of one XM3600 language (NormalizationError for bad input)."""
     _check(lang, segmenter, options)
     captions = list(captions)
     if not captions:

@@ -1,15 +1,11 @@
 """Evaluators, which the training loop and the checkpoint tool run by name.
 
-The contract. `config.evals` maps a name to an evaluator's ConfigDict: `type`, `every` (steps
-between runs; 0: only when the checkpoint tool asks), `batch_size`, `max_decode_len`,
-`max_images` (None: every image), `langs`, optional `decode` / `beam_size` / `alpha`, and the
-evaluator's own fields. `type` is a key of `EVALUATORS` (the core's evaluators) or a
-"module:Class" path (any other, e.g. "tools.vifidel.evaluator:Xm3600Vifidel"). The class is
-built as `cls(name, eval_config, setup, langs=None, decoding=None)` (`caption_evaluator.Setup`);
-`run(params)` returns `{metric name: value}`, which the loop logs, with the captions and
-per-image scores behind them (`by_lang`) for the checkpoint tool, which writes the files (an
-evaluator writes none). An evaluator subclasses `caption_evaluator.CaptionEvaluator`, which
-holds the rest of the contract, and names itself.
+`config.evals` maps a name to a ConfigDict: `type`, `every` (0: only on request),
+`batch_size`, `max_decode_len`, `max_images`, `langs`, optional decoding fields, and the
+evaluator's own. `type` is a key of `EVALUATORS` or a "module:Class" path. The class is built
+as `cls(name, eval_config, setup, langs=None, decoding=None)`; `run(params)` returns
+`{metric: value}`, keeping the captions and per-image scores (`by_lang`). It subclasses
+`caption_evaluator.CaptionEvaluator`.
 """
 
 import importlib
@@ -37,12 +33,7 @@ def evaluator_class(name, eval_config):
 
 
 def _checked_class(name, eval_config):
-    """The class of `config.evals.<name>` once its fields are checked (ValueError naming one).
-
-    Counts are integers: `every` >= 0, `batch_size` and `max_decode_len` >= 1, `max_images`
-    None or >= 1 (a negative one would slice images off the end); the decoding must make a
-    `model.decode.Decoding`.
-    """
+    """The class of `config.evals.<name>` once its fields are checked (ValueError naming one)."""
     cls = evaluator_class(name, eval_config)
     for field, low in {"every": 0, "batch_size": 1, "max_decode_len": 1, "max_images": 1}.items():
         value = eval_config.get(field, None)
@@ -58,11 +49,7 @@ def _checked_class(name, eval_config):
 
 
 def check_configs(evals_config, best_metric=None):
-    """Checks `config.evals` without loading data; returns the in-loop evaluators' metrics.
-
-    `best_metric` (`config.checkpoint.best_metric`) must be one of them when there are any.
-    Raises ValueError naming the `config.evals.<name>.<field>` at fault.
-    """
+    """Checks `config.evals` without loading data; returns the in-loop evaluators' metrics."""
     logged = []
     for name, eval_config in evals_config.items():
         cls = _checked_class(name, eval_config)
@@ -76,11 +63,7 @@ def check_configs(evals_config, best_metric=None):
 
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """{name: evaluator} of `config.evals` (those of `names`, default all), in config order.
-
-    `langs` ({name: languages}) and `decoding` (a `model.decode.Decoding`) replace the
-    configs'. Raises ValueError: an unknown name or type, a bad field (named), or two
-    evaluators that would log the same metric.
-    """
+    `langs` and `decoding` replace the configs'. Raises ValueError naming what is wrong."""
     names = list(evals_config) if names is None else list(names)
     unknown = [n for n in names if n not in evals_config]
     if unknown:

@@ -1,8 +1,5 @@
-"""The caption evaluator: decodes a caption set in each language and scores the captions.
-
-Decoding runs batch by batch, split over the params' mesh when there is one; each language is
-scored on a CPU thread while the next one decodes. The score is CIDEr-D against the set's
-references unless a subclass scores otherwise. The contract: evaluation/evaluators/__init__.py.
+"""The caption evaluator: decodes a caption set in each language and scores the captions
+(CIDEr-D unless a subclass scores otherwise). The contract: evaluation/evaluators/__init__.py.
 """
 
 import concurrent.futures
@@ -40,10 +37,8 @@ def make_decoder(model, max_len, decoding):
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """What the trainer or the checkpoint tool gives every evaluator: the targets' vocabulary,
-    `config.data` (prompt template and length), the model's image size, and
-    make_predict_fn(max_len, Decoding) -> fn(params, images [b, H, W, 3], prompts [b, Lp])
-    -> tokens [b, max_len]."""
+    """What every evaluator is given: the vocabulary, `config.data`, the image size, and
+    make_predict_fn(max_len, Decoding) -> fn(params, images, prompts) -> tokens [b, max_len]."""
     vocab: Any
     data_config: Any
     image_size: int
@@ -102,15 +97,9 @@ class Results(dict):
 
 class CaptionEvaluator:
     """Decodes every language of a caption set and scores it.
-
-    A subclass names itself: `metric_prefix` (metrics `<prefix><lang>` and `<prefix>avg`),
-    `outputs_name` (its files in a results folder: "" for XM3600's own
-    `predictions_<lang>.jsonl`, else `predictions_<outputs_name>_<lang>.jsonl`, ...),
-    `metric` and `title` (its report's), `all_langs` and `paper_column` ("xm3600" or
-    "coco_dev": the report puts its scores beside the paper's, Table 8). It may override
-    `load` and `data_langs` (default: XM3600 in `data_dir`), `make_scorers` (default: CIDEr-D)
-    and `check_config` (its own fields, checked before anything is loaded).
-    """
+    A subclass sets `metric_prefix`, `outputs_name` ("" for XM3600's own files), `metric`,
+    `title`, `all_langs` and `paper_column`; it may override `load`, `data_langs`,
+    `make_scorers` and `check_config`."""
     metric_prefix = ""
     outputs_name = None
     metric = "cider-d"

@@ -1,10 +1,6 @@
-"""The COCO-dev evaluator (type `coco_dev_cider`): CIDEr-D on COCO-35L's dev split.
-
-The paper's second column (Tables 8-11): Karpathy val images with their machine-translated
-references, in the 35 training languages. Fields: `manual_dir` (the COCO-35L release folder)
-and the common ones (evaluators/__init__.py). Metrics `eval/coco_dev/cider_d/<lang>` and
-`.../avg`; files `predictions_coco_dev_<lang>.jsonl`, `per_image_coco_dev.jsonl`,
-`scores_coco_dev.json` and `table_coco_dev.md`, and the COCO-dev column of XM3600's report.
+"""The COCO-dev evaluator (type `coco_dev_cider`): CIDEr-D on COCO-35L's dev split (Karpathy
+val, machine-translated references), the paper's second column. Fields: `manual_dir` (the
+COCO-35L release folder) and the common ones. Metrics `eval/coco_dev/cider_d/<lang>`.
 """
 
 from data import eval_sets, languages
