@@ -34,7 +34,7 @@ import errors
 import files
 from errors import InputError
 from model import decode
-from tools.captioning import inputs
+from tools.captioning import arguments, inputs
 from tools.captioning.arguments import ArgumentParser
 from tools.captioning.predict import ON_ERROR, Captioner
 
@@ -50,7 +50,9 @@ def parser():
     model.add_argument("--exported", help="a file written by python -m tools.captioning.export")
     p.add_argument("--step", default=None,
                    help="with --workdir: a checkpoint step, or 'best' (default: the latest)")
-    p.add_argument("--langs", default="en", help="comma-separated codes, or 'all' (default en)")
+    p.add_argument("--langs", default="en",
+                   help="comma-separated codes, or 'all' (default en); a code given twice "
+                        "counts once")
     p.add_argument("--decode", default="greedy", choices=decode.METHODS,
                    help="greedy (default), beam search (T5X) or sampling")
     p.add_argument("--beam_size", type=int, default=None, help="beams (default 4)")
@@ -64,7 +66,8 @@ def parser():
     p.add_argument("--batch_size", type=int, default=16,
                    help="(image, language) rows decoded together (default 16)")
     p.add_argument("--max_len", type=int, default=None,
-                   help="with --workdir: decoding length (default: the run's max_target_len)")
+                   help="with --workdir: decoding length (default: the run's "
+                        "data.max_target_len; at most the longest it trained or evaluated at)")
     p.add_argument("--format", default="table", choices=("table", "jsonl"),
                    help="per image: its path, then language, log-probability, caption "
                         "(default); or a JSON line per caption")
@@ -214,11 +217,13 @@ def caption_files(args):
     return done, skipped, captioner, decoding, langs
 
 
-def main(argv=None):
-    """The command line; returns 0 (bad input raises an `errors.Error`: see `errors.run_main`)."""
+def main(argv=None, own_process=False):
+    """The command line; returns 0 (bad input raises an `errors.Error`: see `errors.run_main`).
+    `own_process`: the process is this command's (see `arguments.finished`)."""
     args = parser().parse_args(argv)
     start = time.time()
     done, skipped, captioner, decoding, langs = caption_files(args)
+    arguments.finished(own_process)
     skipped_note = f", skipped {len(skipped)}" if skipped else ""
     print(f"captioned {done} image(s) in {len(langs)} language(s){skipped_note} with "
           f"{decoding.describe()}, {captioner.source}, in {time.time() - start:.1f} s"
@@ -227,4 +232,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    errors.run_main(main)
+    errors.run_main(main, None, True)

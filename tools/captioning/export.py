@@ -38,8 +38,8 @@ from data import images as image_lib
 from data import tokenizer
 from errors import InputError
 from model import decode
+from tools.captioning import arguments, restore, run_exported
 from tools.captioning import decoding as decoding_lib
-from tools.captioning import restore
 from tools.captioning.arguments import ArgumentParser
 
 FORMAT = "xm3600-captioner"
@@ -146,10 +146,15 @@ def load(path):
         InputError: no such file, not an exported captioner (or a truncated one), another
             format version, or parameters that do not fit its programs.
     """
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise InputError(f"exported model {path} not found")
+    problem = run_exported.not_a_file(path, "exported model")
+    if problem:
+        raise InputError(problem)
     try:
         archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
         info = json.loads(archive["manifest"].tobytes())
         if not isinstance(info, dict):
             raise ValueError("the manifest is not a JSON object")
@@ -162,6 +167,15 @@ def load(path):
         raise InputError(f"{path} is format version {info.get('version')}; this code reads "
                          f"version {FORMAT_VERSION}: export the run again with python -m "
                          f"tools.captioning.export")
+    problem = run_exported.manifest_problem(info)
+    if problem is None:
+        try:
+            for method, settings in info["programs"].items():
+                decode.Decoding.create(method, settings, "{}")
+        except (TypeError, ValueError) as e:
+            problem = f"its manifest's programs: {e}"
+    if problem:
+        raise InputError(f"{path} is damaged: {problem}")
     try:
         params = [archive[_param_key(i)] for i in range(info["num_params"])]
         programs = {m: jax_export.deserialize(bytearray(archive[f"program_{m}"]))
@@ -191,8 +205,9 @@ def _check_params(path, params, program, method):
                              f"{list(aval.shape)}")
 
 
-def main(argv=None):
-    """Command line: see the module docstring (bad input raises an `errors.Error`)."""
+def main(argv=None, own_process=False):
+    """Command line: see the module docstring (bad input raises an `errors.Error`);
+    `own_process`: the process is this command's (see `arguments.finished`)."""
     parser = ArgumentParser(
         prog="python -m tools.captioning.export",
         description="Exports a run's captioner as one file that runs without this repository "
@@ -224,6 +239,7 @@ def main(argv=None):
         info = write(run, args.out, decodings)
     except OSError as e:
         raise InputError(f"--out {args.out}: {e.strerror or e}") from None
+    arguments.finished(own_process)
     size = os.path.getsize(args.out)
     print(f"wrote {args.out} ({size / 2**20:.2f} MiB): step {run.step} of {args.workdir}, "
           f"{len(info['prompts'])} languages, programs "
@@ -232,4 +248,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    errors.run_main(main)
+    errors.run_main(main, None, True)

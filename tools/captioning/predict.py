@@ -224,7 +224,8 @@ class Captioner:
                    info["max_len"], f"{path} (step {source['step']} of {source['workdir']})")
 
     def check_langs(self, langs):
-        """`langs` ("all", "en,es", or codes) as a tuple of this model's languages.
+        """`langs` ("all", "en,es", or codes) as a tuple of this model's languages, each
+        once (a repeated code counts once, where it first appears).
 
         Raises:
             InputError: an unknown code (the message lists the known ones), or none.
@@ -232,7 +233,7 @@ class Captioner:
         if langs == "all":
             return self.langs
         try:
-            return languages.check_langs(langs, known=self.langs)
+            return tuple(dict.fromkeys(languages.check_langs(langs, known=self.langs)))
         except ValueError as e:
             raise InputError(str(e)) from None
 

@@ -78,27 +78,61 @@ def run_langs(config):
 def _read_config(workdir):
     if not os.path.isdir(workdir):
         raise InputError(f"run folder {workdir} not found")
+    file = run_config.path(workdir)
     try:
         saved = run_config.load(workdir)
-    except ValueError as e:  # json.JSONDecodeError
-        raise InputError(f"{run_config.path(workdir)} is not valid JSON: {e}") from None
+    except run_config.SavedConfigError as e:
+        raise InputError(str(e)) from None
     if saved is None:
         raise InputError(f"{workdir} has no config.json: not a run folder written by train.py")
     config = ml_collections.ConfigDict(saved)
-    try:
+    try:  # train.py checked it when it wrote it: what fails here was edited since.
+        _check_types(config)
+        run_config.check(config)
         captioner.captioner_config(config.model)
         langs = run_langs(config)
-    except (ValueError, AttributeError, KeyError) as e:
-        raise InputError(f"{run_config.path(workdir)}: {e}") from None
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise InputError(f"{file}: {e}") from None
     return config, langs
 
 
+def _check_types(config):
+    """What run_config.check takes as given: the vocabulary's path and the languages' lists."""
+    path = config.vocab.path
+    if not isinstance(path, str) or not path:
+        raise run_config.ConfigError(f"config.vocab.path={path!r}; expected the vocabulary "
+                                     f"file's path")
+    lists = {"data.langs": config.data.langs}
+    lists.update((f"evals.{name}.langs", config.evals[name].get("langs", ()))
+                 for name in config.get("evals", {}))
+    for key, value in lists.items():
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or \
+                not all(isinstance(lang, str) for lang in value):
+            raise run_config.ConfigError(f"config.{key}={value!r}; expected a list of "
+                                         f"language codes")
+
+
+def max_len_bound(config):
+    """The longest decoding a run allows: the longest it trained (data.max_target_len) or
+    evaluated (evals.*.max_decode_len) at."""
+    lengths = [config.data.max_target_len]
+    lengths += [evaluator.get("max_decode_len", None)
+                for evaluator in config.get("evals", {}).values()]
+    return max(n for n in lengths if isinstance(n, int) and not isinstance(n, bool))
+
+
 def _max_len(max_len, config):
-    """The decoding length: `max_len` (an integer >= 1) or the run's data.max_target_len."""
+    """The decoding length: `max_len` (an integer >= 1, at most `max_len_bound`) or the run's
+    data.max_target_len."""
     if max_len is None:
         return int(config.data.max_target_len)
     if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
         raise InputError(f"max_len must be an integer >= 1, got {max_len!r}")
+    bound = max_len_bound(config)
+    if max_len > bound:
+        raise InputError(f"max_len {max_len} is longer than the run was trained or evaluated "
+                         f"for (at most {bound}: its data.max_target_len and evals' "
+                         f"max_decode_len)")
     return int(max_len)
 
 
@@ -109,14 +143,16 @@ def restore(workdir, step=None, *, max_len=None):
     Args:
         workdir: the run's folder.
         step: None (the latest checkpoint), "best" (checkpoints_best/'s) or a step number.
-        max_len: decoding length (default: the run's data.max_target_len).
+        max_len: decoding length (default: the run's data.max_target_len; at most
+            `max_len_bound`).
 
     Returns:
         A `Run`.
 
     Raises:
-        InputError: no such folder, no config.json, no (such) checkpoint, a damaged or
-            incompatible checkpoint, the vocabulary is missing, or a bad max_len.
+        InputError: no such folder, no config.json or a bad value in it (hand-edited), no
+            (such) checkpoint, a damaged or incompatible checkpoint, the vocabulary is
+            missing, or a bad max_len.
     """
     config, langs = _read_config(workdir)
     max_len = _max_len(max_len, config)
@@ -130,6 +166,10 @@ def restore(workdir, step=None, *, max_len=None):
     if not checkpointing.steps(workdir, best):
         raise InputError(none)
     vocab = load_vocabulary(config.vocab.path)
+    try:
+        run_config.check_vocab(config, vocab)
+    except run_config.ConfigError as e:
+        raise InputError(f"{run_config.path(workdir)}: {e}") from None
     model = captioner.from_config(config.model, vocab.vocab_size)
     try:
         params, step = checkpointing.restore(workdir, state_lib.abstract_params(model), step)

@@ -13,6 +13,7 @@ status 2.
 import argparse
 import json
 import os
+import signal
 import sys
 import warnings
 import zipfile
@@ -32,6 +33,61 @@ def fail(message):
     """Bad input: one `error: ...` line on stderr, exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
+
+
+# What this runner (and tools/captioning/export.py) reads of a manifest: key -> (test, wanted).
+_MANIFEST = {
+    "image": (lambda x: isinstance(x, dict), "an object"),
+    "image.size": (lambda x: _is_int(x) and x >= 1, "an integer >= 1"),
+    "image.value_range": (lambda x: isinstance(x, list) and len(x) == 2
+                          and all(map(_is_number, x)), "two finite numbers"),
+    "image.upright": (lambda x: isinstance(x, bool), "true or false"),
+    "image.jpeg_draft": (lambda x: isinstance(x, bool), "true or false"),
+    "image.background": (lambda x: isinstance(x, list) and len(x) == 3
+                         and all(_is_int(v) and 0 <= v <= 255 for v in x),
+                         "three integers in [0, 255]"),
+    "max_len": (lambda x: _is_int(x) and x >= 1, "an integer >= 1"),
+    "eos_id": (lambda x: _is_int(x) and x >= 0, "an integer >= 0"),
+    "prompts": (lambda x: isinstance(x, dict) and x and all(
+        isinstance(ids, list) and ids and all(map(_is_int, ids)) for ids in x.values()),
+        "an object of languages' token id lists"),
+    "programs": (lambda x: isinstance(x, dict) and x
+                 and all(isinstance(v, dict) for v in x.values()),
+                 "an object of decoding methods' settings"),
+    "num_params": (lambda x: _is_int(x) and x >= 0, "an integer >= 0"),
+    "source": (lambda x: isinstance(x, dict) and "step" in x and "workdir" in x,
+               "an object with step and workdir"),
+}
+_MISSING = object()
+
+
+def manifest_problem(info):
+    """What is wrong with an export's manifest (a dict) for reading it, or None."""
+    for key, (test, wanted) in _MANIFEST.items():
+        value = info
+        for part in key.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is _MISSING:
+            return f"its manifest has no {key}"
+        if not test(value):
+            return f"its manifest's {key} is {json.dumps(value)[:80]}, not {wanted}"
+    return None
+
+
+def not_a_file(path, what):
+    """The problem of a `path` that exists but is no regular file (a folder, a FIFO: reading
+    it would fail or wait forever), or None."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return f"{what} {path} is not a regular file"
+    return None
 
 
 def pixels(path, spec):
@@ -57,6 +113,9 @@ def pixels(path, spec):
 
 def read_image(path, spec):
     """`pixels`, or an error line naming the file."""
+    problem = not_a_file(path, "image file")
+    if problem:
+        fail(problem)
     try:
         with warnings.catch_warnings():  # PIL's over 89 megapixels; it refuses over twice that.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -69,8 +128,13 @@ def read_image(path, spec):
 
 def load(path, method):
     """(manifest, parameters, program, vocabulary) of an export; an error line if none."""
+    problem = not_a_file(path, "exported model")
+    if problem:
+        fail(problem)
     try:
         archive = np.load(path)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
         info = json.loads(archive["manifest"].tobytes())
     except FileNotFoundError:
         fail(f"exported model {path} not found")
@@ -79,6 +143,9 @@ def load(path, method):
     if not isinstance(info, dict) or (info.get("format"), info.get("version")) != (
             "xm3600-captioner", 1):
         fail(f"{path} is not an xm3600-captioner file of version 1")
+    problem = manifest_problem(info)
+    if problem:
+        fail(f"{path} is damaged: {problem}")
     if method not in info["programs"]:
         fail(f"--decode {method}: {path} has programs {', '.join(info['programs'])}")
     try:
@@ -99,7 +166,7 @@ def load(path, method):
 def caption(args):
     """Prints the captions of the arguments' images (an error line for bad input)."""
     info, params, program, vocab = load(args.model, args.decode)
-    langs = args.langs.split(",")
+    langs = list(dict.fromkeys(args.langs.split(",")))  # A code given twice counts once.
     unknown = [lang for lang in langs if lang not in info["prompts"]]
     if unknown:
         fail(f"--langs: unknown language {unknown[0]!r}; known: "
@@ -128,11 +195,14 @@ class _ArgumentParser(argparse.ArgumentParser):
         fail(f"{message} (see {self.prog} --help)")
 
 
-def main():
+def main(own_process=False):
+    """The command line; `own_process`: the process is this command's, so once every caption
+    is printed a late Ctrl-C or SIGTERM is ignored (the run exits 0)."""
     parser = _ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("images", nargs="+")
-    parser.add_argument("--langs", default="en")
+    parser.add_argument("--langs", default="en",
+                        help="comma-separated codes (default en); a code given twice counts once")
     parser.add_argument("--decode", default="greedy")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -140,10 +210,14 @@ def main():
         parser.error(f"--seed must be in [0, 2**32 - 1], got {args.seed}")
     try:
         caption(args)
+        sys.stdout.flush()
+        if own_process:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
     except KeyboardInterrupt:
         print("stopped (Ctrl-C)", file=sys.stderr)
         sys.exit(130)
 
 
 if __name__ == "__main__":
-    main()
+    main(own_process=True)

@@ -10,6 +10,7 @@ on.
 import contextlib
 import io
 import os
+import signal
 
 import pytest
 
@@ -32,16 +33,35 @@ def captioner(caption_run):
     return Captioner.from_run(caption_run)
 
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def own_process_signals():
+    """For a command run in-process as its own process: yields a list that gets the SIGINT and
+    SIGTERM handlers left when the block ends, after a Ctrl-C sent then (a late one); the test
+    process's handlers are put back."""
+    handlers = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    left = []
+    try:
+        yield left
+        left += [signal.getsignal(signum) for signum in SIGNALS]
+        os.kill(os.getpid(), signal.SIGINT)  # Ignored: else a KeyboardInterrupt here.
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
 @pytest.fixture(scope="session")
 def export_cli(caption_run, tmp_path_factory):
-    """(path, printed line) of `python -m tools.captioning.export` (in-process) of the latest
-    checkpoint with EXPORTED's settings."""
+    """(path, printed line, signal handlers left) of `python -m tools.captioning.export`
+    (in-process, as its own process) of the latest checkpoint with EXPORTED's settings."""
     path = str(tmp_path_factory.mktemp("export") / "tiny_captioner.npz")
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with own_process_signals() as left, contextlib.redirect_stdout(printed):
         export.main(["--workdir", caption_run, "--out", path, "--beam_size", "3",
-                     "--alpha", "0.6", "--temperature", "0.8", "--top_k", "20"])
-    return path, printed.getvalue()
+                     "--alpha", "0.6", "--temperature", "0.8", "--top_k", "20"], True)
+    return path, printed.getvalue(), left
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ from evaluation.cider import __main__ as cider
 from formats import predictions
 from tests import tiny
 from tests.formats.small_files import read_jsonl
+from tests.tools.captioning.conftest import own_process_signals
 from tests.tools.captioning.test_export import _rewrite
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
@@ -151,6 +153,19 @@ def test_bad_input_is_one_error_line(caption_run, exported, demo_images, tmp_pat
     nowhere = tmp_path / "no" / "such.jsonl"
     assert _fails(capsys, image, "--workdir", caption_run, "--out", nowhere) == \
         f"error: --out {nowhere}: No such file or directory\n"
+
+
+def test_repeated_languages_count_once_and_a_late_ctrl_c_is_ignored(caption_run, captioner,
+                                                                    demo_images, capsys):
+    assert captioner.check_langs("en,zh,en") == ("en", "zh")
+    with own_process_signals() as left, pytest.raises(SystemExit) as exit_info:
+        errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, "--langs",
+                                   "en,zh,en", "--format", "jsonl"], True)
+    assert exit_info.value.code == 0
+    assert [json.loads(line)["lang"] for line in capsys.readouterr().out.splitlines()] == \
+        ["en", "zh"]
+    # Once the captions are written, a late Ctrl-C or SIGTERM is ignored: the run exits 0.
+    assert left == [signal.SIG_IGN, signal.SIG_IGN]
 
 
 def test_progress_bar_on_a_terminal(caption_run, demo_images, capsys, monkeypatch):

@@ -10,8 +10,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import zipfile
 
 import numpy as np
@@ -19,7 +21,7 @@ import pytest
 from PIL import Image
 
 from tests.cli import error_line
-from tests.tools.captioning.conftest import EXPORTED
+from tests.tools.captioning.conftest import EXPORTED, own_process_signals
 from tools.captioning import Captioner, Decoding, InputError, export, restore
 from tools.captioning import __main__ as cli
 from tools.captioning import run_exported as runner_module
@@ -82,7 +84,8 @@ def test_stand_alone_runner(captioner, exported, demo_images, odd_images, tmp_pa
                 if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
-    assert imported - {"argparse", "json", "os", "sys", "warnings", "zipfile", "zlib"} == {
+    assert imported - {"argparse", "json", "os", "signal", "sys", "warnings", "zipfile",
+                       "zlib"} == {
         "jax", "numpy", "sentencepiece", "PIL"}
     # Run from a folder holding the script alone, with no path into the repository.
     shutil.copy(runner_module.__file__, tmp_path / "run_exported.py")
@@ -141,7 +144,9 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
 
 
 def test_export_command_line(export_cli, caption_run, tmp_path, capsys):
-    path, printed = export_cli
+    path, printed, signals_left = export_cli
+    # Once the file is written, a late Ctrl-C or SIGTERM is ignored: the export exits 0.
+    assert signals_left == [signal.SIG_IGN, signal.SIG_IGN]
     size = os.path.getsize(path) / 2**20
     assert printed == (f"wrote {path} ({size:.2f} MiB): step 4 of {caption_run}, 4 languages, "
                        f"programs greedy, beam search (3 beams, alpha 0.6), sampling "
@@ -169,13 +174,28 @@ def _damaged_exports(exported, folder):
     arrays["param_00003"] = arrays["param_00003"].reshape(-1)
     with open(reshaped, "wb") as f:
         np.savez(f, **arrays)
-    return {"truncated": str(truncated), "random": str(random), "reshaped": str(reshaped)}
+    found = {"truncated": str(truncated), "random": str(random), "reshaped": str(reshaped)}
+    crafted = {"no_programs": lambda m: m.pop("programs"),
+               "prompts_int": lambda m: m.update(prompts=5),
+               "no_value_range": lambda m: m["image"].pop("value_range")}
+    for what, change in crafted.items():
+        found[what] = _rewrite(exported, folder / f"{what}.npz", change)
+    found["npy"] = str(folder / "array.npy")
+    np.save(found["npy"], arrays["param_00000"])
+    return found
 
 
 DAMAGED = {"truncated": r"truncated.npz is not an exported captioner \(",
            "random": r"random.npz is not an exported captioner \(",
            "reshaped": r"reshaped.npz is damaged: param_00003 is float32\[\d+\], its \w+ "
-                       r"program takes float32\[\d+, \d+\]"}
+                       r"program takes float32\[\d+, \d+\]",
+           "no_programs": r"no_programs.npz is damaged: its manifest has no programs$",
+           "prompts_int": r"prompts_int.npz is damaged: its manifest's prompts is 5, not an "
+                          r"object of languages' token id lists$",
+           "no_value_range": r"no_value_range.npz is damaged: its manifest has no "
+                             r"image.value_range$",
+           "npy": r"array.npy is not an exported captioner \(a single array, not an .npz "
+                  r"archive\)$"}
 
 
 def test_damaged_exports_are_one_error_line(exported, tmp_path, demo_images, capsys):
@@ -199,15 +219,45 @@ def _run_exported(monkeypatch, capsys, *args):
     return status, captured.out, captured.err
 
 
+def _end_readers_later(fifo, seconds=5):
+    """Opens `fifo` for writing and closes it in `seconds`, so that a reader waiting for a
+    writer reads an empty file instead of hanging the test."""
+    def end():
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # No reader: nothing waits.
+            pass
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+
+
+def test_stand_alone_runner_repeated_languages_and_a_late_ctrl_c(exported, demo_images,
+                                                                 monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["run_exported.py", exported, demo_images[0], "--langs",
+                                      "en,zh,en"])
+    with own_process_signals() as left:
+        runner_module.main(own_process=True)
+    assert [json.loads(line)["lang"] for line in capsys.readouterr().out.splitlines()] == \
+        ["en", "zh"]  # A language given twice counts once.
+    assert left == [signal.SIG_IGN, signal.SIG_IGN]  # Once printed, a late Ctrl-C exits 0.
+
+
 def test_stand_alone_runner_bad_input_is_one_error_line(exported, tmp_path, demo_images,
                                                         monkeypatch, capsys):
     not_an_image = tmp_path / "notes.jpg"
     not_an_image.write_text("not an image")
+    fifo = tmp_path / "fifo.jpg"  # Opened, it would wait for a writer forever.
+    os.mkfifo(fifo)
+    _end_readers_later(fifo)
     cases = [(path, demo_images[0], "--langs", "en", DAMAGED[what])
              for what, path in _damaged_exports(exported, tmp_path).items()]
     cases += [
         (exported, not_an_image, f"cannot decode image {not_an_image}: cannot identify"),
         (exported, tmp_path / "missing.jpg", "image file not found: .*missing.jpg"),
+        (exported, fifo, f"image file {fifo} is not a regular file"),
+        (fifo, demo_images[0], f"exported model {fifo} is not a regular file"),
         (exported, demo_images[0], "--langs", "en,xx",
          "--langs: unknown language 'xx'; known: en, es, hi, zh"),
         (exported, demo_images[0], "--decode", "nucleus",

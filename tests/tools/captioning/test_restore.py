@@ -4,7 +4,8 @@ the checkpoint tool use it: given the parameters alone it reads a checkpoint's "
 the session's run whose step-4 checkpoint holds the same parameters with the optimizer state
 replaced by NaNs of another structure, or left out: the full restore of the trainer refuses
 both, these restores give the run's own parameters and captions bit for bit. A run whose
-vocabulary path is a URL captions, evaluates and exports alike.
+vocabulary path is a URL captions, evaluates and exports alike; hand-edited bad values in a run's
+config.json are one line naming the file and the key.
 """
 
 import json
@@ -19,11 +20,14 @@ import numpy as np
 import pytest
 
 from data import tokenizer
+from errors import InputError
 from evaluation import evaluate
 from model import captioner as captioner_lib
 from tests import tiny
+from tests.cli import error_line
 from tests.training.saved_state import read_saved_state
 from tools.captioning import Captioner, Decoding, export, restore
+from tools.captioning import __main__ as cli
 from training import checkpointing, run_config
 
 
@@ -165,3 +169,42 @@ def test_an_unreadable_remote_vocabulary_is_one_error_line(four_step_run, demo_i
     assert line.endswith("copy it to this machine and set vocab.path in the run's config.json "
                          "to the copy (the same as --config.vocab.path=/local/copy.model for "
                          "train.py)")
+
+
+# Hand-edited config.json values: (where, key, value, what the error line says after the file).
+HAND_EDITED = [
+    ("vocab", "path", None, "config.vocab.path=None; expected the vocabulary file's path"),
+    ("vocab", "path", 5, "config.vocab.path=5; expected the vocabulary file's path"),
+    ("data", "langs", 5, "config.data.langs=5; expected a list of language codes"),
+    ("model.t5", "emb_dim", "32", "config.model.t5.emb_dim='32'; expected an integer >= 1"),
+    ("data", "max_prompt_len", float("nan"),
+     "config.data.max_prompt_len=nan; expected an integer >= 1"),
+    ("data", "max_target_len", -3, "config.data.max_target_len=-3; expected an integer >= 1"),
+    ("data", "max_prompt_len", 1,
+     "config.data.max_prompt_len=1 is too short for the prompt '<2en>' (3 tokens with EOS)"),
+]
+
+
+def test_hand_edited_config_values_are_one_error_line(four_step_run, demo_images, tmp_path,
+                                                      capsys):
+    workdir = four_step_run.copy_to(tmp_path / "run")
+    original = run_config.load(workdir)
+    file = run_config.path(workdir)
+    for where, key, value, message in HAND_EDITED:
+        saved = json.loads(json.dumps(original))
+        node = saved
+        for part in where.split("."):
+            node = node[part]
+        node[key] = value
+        with open(file, "w", encoding="utf-8") as f:
+            json.dump(saved, f)
+        want = f"{file}: {message}"
+        with pytest.raises(InputError) as raised:
+            Captioner.from_run(workdir)
+        assert str(raised.value) == want
+        assert error_line(capsys, cli.main, [demo_images[0], "--workdir", workdir]) == \
+            f"error: {want}\n"
+        out = tmp_path / "m.npz"
+        assert error_line(capsys, export.main, ["--workdir", workdir, "--out", str(out)]) == \
+            f"error: {want}\n"
+        assert not out.exists()

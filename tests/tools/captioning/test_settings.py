@@ -99,6 +99,9 @@ def test_the_command_line_refuses_each_bad_value(caption_run, demo_images, tmp_p
 
 @pytest.mark.parametrize("args, message", [
     (["--max_len", "0"], "--max_len must be >= 1, got 0"),
+    (["--max_len", "100000"], "max_len 100000 is longer than the run was trained or evaluated "
+                              "for (at most 16: its data.max_target_len and evals' "
+                              "max_decode_len)"),
     (["--decode", "beam", "--beam_size", "4.5"], "argument --beam_size: invalid int value: "
                                                  "'4.5'"),
     (["--decode", "sample", "--top_k", "5000"],
@@ -110,9 +113,12 @@ def test_the_command_line_refuses_the_other_bad_values(caption_run, demo_images,
                                  [demo_images[0], "--workdir", caption_run, *args])
 
 
-def test_the_api_refuses_max_len_0(caption_run):
+def test_the_api_refuses_max_len_0_or_longer_than_trained(caption_run):
     with pytest.raises(errors.InputError, match=r"max_len must be an integer >= 1, got 0"):
         cli.Captioner.from_run(caption_run, max_len=0)
+    with pytest.raises(errors.InputError, match=r"max_len 17 is longer than the run was "
+                                                r"trained or evaluated for \(at most 16"):
+        cli.Captioner.from_run(caption_run, max_len=17)
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +160,13 @@ def test_the_export_refuses_each_bad_value(caption_run, tmp_path, capsys, method
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_export_refuses_max_len_0(caption_run, tmp_path, capsys):
-    assert error_line(capsys, export.main, ["--workdir", caption_run, "--out",
-                                            str(tmp_path / "m.npz"), "--max_len", "0"]) == (
-        "error: --max_len must be >= 1, got 0\n")
+@pytest.mark.parametrize("max_len, message", [
+    ("0", "--max_len must be >= 1, got 0"),
+    ("100000", "max_len 100000 is longer than the run was trained or evaluated for (at most 16"),
+])
+def test_the_export_refuses_max_len_0_or_longer_than_trained(caption_run, tmp_path, capsys,
+                                                             max_len, message):
+    assert message in error_line(capsys, export.main, ["--workdir", caption_run, "--out",
+                                                       str(tmp_path / "m.npz"), "--max_len",
+                                                       max_len])
     assert list(tmp_path.iterdir()) == []
