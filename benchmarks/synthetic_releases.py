@@ -214,12 +214,12 @@ def write_inputs(out, dataset, fraction, kind, workers):
 
 def write_vocab(out, manual):
     """A small SentencePiece model of the synthetic captions (the pipeline tokenises with it)."""
-    from data import tokenizer
+    from tools import demo
 
     path = os.path.join(out, "spm", "scale.model")
     if not os.path.exists(path):
         texts = [s for lang in ("en", *MT_LANGS) for s in _pool(lang)[:300]]
-        tokenizer.train_sentencepiece(texts, path[:-len(".model")], 4000)
+        demo.train_sentencepiece(texts, path[:-len(".model")], 4000)
     return path
 
 

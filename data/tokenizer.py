@@ -1,10 +1,9 @@
 """SentencePiece vocabularies with T5's ids: pad 0, EOS 1, UNK 2, no BOS.
 
 Real configs read mT5's (`gs://...`, or a local copy); the demo trains a small one on its
-own captions with the same special ids.
+own captions with the same special ids (tools/demo.train_sentencepiece).
 """
 
-import io
 import os
 import urllib.parse
 
@@ -12,58 +11,10 @@ import numpy as np
 import sentencepiece as spm
 
 import errors
-import files
 
 PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
-
-
-def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols=(),
-                        model_type="unigram", pretokenization_delimiter=""):
-    """Trains a SentencePiece model with T5 special ids, deterministically (the same texts
-    give the same file); writes `<model_prefix>.model` and `.vocab` and returns the first.
-
-    Args:
-        vocab_size: including the 3 special pieces; a small corpus may yield fewer.
-        user_defined_symbols: strings always kept as single pieces (the demo's prompts).
-        model_type: "unigram" (as mT5) or "bpe".
-        pretokenization_delimiter: a character marking word boundaries in the texts of
-            unspaced scripts (zh, ja, th): pieces never cross it; encoding needs none.
-    """
-    texts = [t for t in texts if t and t.strip()]
-    if not texts:
-        raise ValueError(f"no non-empty training texts for SentencePiece model {model_prefix}")
-    if vocab_size <= 3:
-        raise ValueError(f"vocab_size must be > 3 (the special pieces), got {vocab_size}")
-    folder = os.path.dirname(os.path.abspath(model_prefix))
-    os.makedirs(folder, exist_ok=True)
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-        # Keep every character: Devanagari and Han would otherwise be UNKs.
-        character_coverage=1.0,
-        user_defined_symbols=list(user_defined_symbols),
-        pretokenization_delimiter=pretokenization_delimiter,
-        # A small corpus cannot always fill vocab_size; do not fail on it.
-        hard_vocab_limit=False,
-        # Determinism: no sampling of the input, one thread.
-        shuffle_input_sentence=False,
-        input_sentence_size=0,
-        num_threads=1,
-        minloglevel=2,
-    )
-    path = model_prefix + ".model"
-    files.write_bytes(path, model.getvalue())
-    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    with files.replacing(model_prefix + ".vocab") as f:
-        for i in range(processor.get_piece_size()):
-            f.write(f"{processor.id_to_piece(i)}\t{processor.get_score(i)}\n")
-    return path
 
 
 class Vocabulary:

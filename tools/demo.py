@@ -12,6 +12,7 @@ Usage: python -m tools.demo --out DIR [--seed 0]
 
 import argparse
 import bz2
+import io
 import json
 import math
 import os
@@ -19,6 +20,7 @@ import shutil
 import time
 
 import numpy as np
+import sentencepiece as spm
 from PIL import Image, ImageDraw
 
 import files
@@ -35,6 +37,53 @@ _RADIUS = {"big": (0.17, 0.21), "small": (0.08, 0.11)}
 TRANSLATED_LANGS = ("es", "hi", "zh")
 # Marks zh word boundaries in the vocabulary's training texts.
 _WORD_DELIMITER = "|"
+
+
+def train_sentencepiece(texts, model_prefix, vocab_size, *, user_defined_symbols=(),
+                        model_type="unigram", pretokenization_delimiter=""):
+    """Trains a SentencePiece model with T5 special ids, deterministically (the same texts
+    give the same file); writes `<model_prefix>.model` and `.vocab` and returns the first.
+
+    Args:
+        vocab_size: including the 3 special pieces; a small corpus may yield fewer.
+        user_defined_symbols: strings always kept as single pieces (the demo's prompts).
+        model_type: "unigram" (as mT5) or "bpe".
+        pretokenization_delimiter: a character marking word boundaries in the texts of
+            unspaced scripts (zh, ja, th): pieces never cross it; encoding needs none.
+    """
+    texts = [t for t in texts if t and t.strip()]
+    if not texts:
+        raise ValueError(f"no non-empty training texts for SentencePiece model {model_prefix}")
+    if vocab_size <= 3:
+        raise ValueError(f"vocab_size must be > 3 (the special pieces), got {vocab_size}")
+    folder = os.path.dirname(os.path.abspath(model_prefix))
+    os.makedirs(folder, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        pad_id=tokenizer.PAD_ID, eos_id=tokenizer.EOS_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
+        # Keep every character: Devanagari and Han would otherwise be UNKs.
+        character_coverage=1.0,
+        user_defined_symbols=list(user_defined_symbols),
+        pretokenization_delimiter=pretokenization_delimiter,
+        # A small corpus cannot always fill vocab_size; do not fail on it.
+        hard_vocab_limit=False,
+        # Determinism: no sampling of the input, one thread.
+        shuffle_input_sentence=False,
+        input_sentence_size=0,
+        num_threads=1,
+        minloglevel=2,
+    )
+    path = model_prefix + ".model"
+    files.write_bytes(path, model.getvalue())
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    with files.replacing(model_prefix + ".vocab") as f:
+        for i in range(processor.get_piece_size()):
+            f.write(f"{processor.id_to_piece(i)}\t{processor.get_score(i)}\n")
+    return path
 
 
 def _shape_points(shape, cx, cy, r):
@@ -259,7 +308,7 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
     # BPE, not mT5's unigram: on ~100 distinct words repeated thousands of times unigram EM
     # stalls at near-character pieces. zh words are delimited so pieces are words, not phrases.
     lang_prompts = [prompts.prompt_text(lang) for lang in languages.XM3600_LANGS]
-    vocab = tokenizer.train_sentencepiece(
+    vocab = train_sentencepiece(
         texts, os.path.join(out_dir, "spm", "demo"), vocab_size,
         user_defined_symbols=lang_prompts,
         model_type="bpe", pretokenization_delimiter=_WORD_DELIMITER)

@@ -28,8 +28,8 @@ class Item:
     problem: str | None = None
 
     def line(self):
-        return f"  ok       {self.what}" if self.problem is None else \
-            f"  MISSING  {self.what}: {self.problem}"
+        return f"  MISSING  {self.what}: {self.problem}" if self.problem else \
+            f"  ok       {self.what}"
 
 
 def _vocabulary(config):
@@ -143,12 +143,7 @@ def replaced(config, **fields):
     """A copy of `config` with dotted `fields` replaced."""
     config = config.copy_and_resolve_references()
     with config.unlocked():
-        for key, value in fields.items():
-            node = config
-            *parents, last = key.split(".")
-            for parent in parents:
-                node = node[parent]
-            node[last] = value
+        config.update_from_flattened_dict(fields)
     return config
 
 
@@ -189,8 +184,8 @@ def fit(config, model, mesh, compile_step, say):
             say(f"  does not fit; the smallest change that does: {flags} "
                 f"({need / GIB:.2f} GiB per device)")
             return False
-    say("  does not fit, even with remat and one example per micro-batch: use more devices "
-        "or --config.mesh.fsdp=True")
+    say("  does not fit, even with remat and 256 times the accumulation: use more devices or "
+        "--config.mesh.fsdp=True")
     return False
 
 

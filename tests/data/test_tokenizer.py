@@ -8,6 +8,7 @@ from etils import epath
 
 import errors
 from data import tokenizer
+from tools.demo import train_sentencepiece
 
 TEXTS = ["a big red circle on the left", "una estrella roja pequeña a la derecha",
          "बाईं ओर एक बड़ा लाल गोला", "左边有一个红色的大圆形"] * 20
@@ -19,7 +20,7 @@ def _digest(path):
 
 
 def test_special_ids_follow_t5(tmp_path):
-    path = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
+    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
     vocab = tokenizer.get_vocabulary(path)
     processor = vocab.tokenizer
     assert (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (0, 1, 2)
@@ -31,14 +32,14 @@ def test_special_ids_follow_t5(tmp_path):
 
 
 def test_training_is_deterministic(tmp_path):
-    first = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "a"), 80)
-    second = tokenizer.train_sentencepiece(list(TEXTS), str(tmp_path / "b"), 80)
+    first = train_sentencepiece(TEXTS, str(tmp_path / "a"), 80)
+    second = train_sentencepiece(list(TEXTS), str(tmp_path / "b"), 80)
     assert _digest(first) == _digest(second)
 
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_devanagari_and_han_round_trip_without_unk(tmp_path, model_type):
-    path = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80, model_type=model_type)
+    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80, model_type=model_type)
     vocab = tokenizer.get_vocabulary(path)
     for text in TEXTS[:4]:
         ids = vocab.encode(text)
@@ -47,7 +48,7 @@ def test_devanagari_and_han_round_trip_without_unk(tmp_path, model_type):
 
 
 def test_user_defined_symbols_are_single_pieces(tmp_path):
-    path = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80,
+    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80,
                                          user_defined_symbols=["<2hi>"])
     processor = tokenizer.get_vocabulary(path).tokenizer
     assert "<2hi>" in processor.encode("<2hi>", out_type=str)
@@ -55,7 +56,7 @@ def test_user_defined_symbols_are_single_pieces(tmp_path):
 
 def test_pretokenization_delimiter_keeps_pieces_inside_words(tmp_path):
     texts = ["左边|有|一|个|红色|的|大|圆形"] * 50 + ["右边|有|一|个|蓝色|的|小|圆形"] * 50
-    path = tokenizer.train_sentencepiece(texts, str(tmp_path / "sp"), 100, model_type="bpe",
+    path = train_sentencepiece(texts, str(tmp_path / "sp"), 100, model_type="bpe",
                                          pretokenization_delimiter="|")
     pieces = tokenizer.get_vocabulary(path).tokenizer.encode("左边有一个红色的大圆形",
                                                              out_type=str)
@@ -78,11 +79,11 @@ def test_not_a_model_file_is_a_clear_error(tmp_path):
 
 def test_empty_training_texts_rejected(tmp_path):
     with pytest.raises(ValueError, match="no non-empty"):
-        tokenizer.train_sentencepiece(["", "  "], str(tmp_path / "sp"), 80)
+        train_sentencepiece(["", "  "], str(tmp_path / "sp"), 80)
 
 
 def test_a_url_reads_as_its_file_and_an_unreadable_remote_one_says_what_to_do(tmp_path):
-    path = tokenizer.train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
+    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
     from_url = tokenizer.get_vocabulary(f"file://{path}")
     assert from_url.path == f"file://{path}"
     assert from_url.model_proto == tokenizer.get_vocabulary(path).model_proto
