@@ -148,8 +148,7 @@ def tiny_demo(tmp_path_factory):
 @pytest.fixture(scope="session")
 def config_file(tiny_demo, tmp_path_factory):
     """A config file of tiny_config on `tiny_demo`, for train.py's command line and the tools."""
-    return tiny.write_config_file(tmp_path_factory.mktemp("config") / "tiny_config.py",
-                                  tiny_demo)
+    return tiny.write_config_file(tmp_path_factory.mktemp("config") / "tiny_config.py", tiny_demo)
 
 
 @pytest.fixture(scope="session")

@@ -72,8 +72,7 @@ def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
     assert train_steps == [1, 2, 3, 4]
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path,
-                                                                    monkeypatch):
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path, monkeypatch):
     real = pipeline.train_iterator
 
     def poisoned(*args, **kwargs):

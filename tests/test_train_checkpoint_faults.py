@@ -149,8 +149,7 @@ def test_load_names_the_file_and_position(tmp_path):
 
 
 # ------------------------------------------------------------- metrics.jsonl ----
-def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(config_file,
-                                                                               workdir):
+def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(config_file, workdir):
     """A cut by hand deep in the file (a crash cuts the newest record alone): no checkpoint
     is old enough to log the cut steps again, so the run resumes and says what is lost."""
     path = workdir / "metrics.jsonl"

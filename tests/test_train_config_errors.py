@@ -33,8 +33,7 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
     workdir = tmp_path / "run"
     result = tiny.train_main(config_file, workdir, *args)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, \
-        result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, result.stderr[-2000:]
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and re.match(rf"error: {message}", lines[0]), lines
     assert not workdir.exists()
@@ -99,6 +98,5 @@ def test_metrics_file_that_is_a_folder_is_refused_before_any_work(tiny_demo, tmp
     workdir = tmp_path / "run"
     (workdir / "metrics.jsonl").mkdir(parents=True)
     with pytest.raises(train.TrainingError, match=r"run/metrics.jsonl is a folder, not a file"):
-        train.train_and_evaluate(tiny_config(str(tiny_demo)),
-                                 str(workdir))
+        train.train_and_evaluate(tiny_config(str(tiny_demo)), str(workdir))
     assert os.listdir(workdir) == ["metrics.jsonl"]  # Nothing else written.

@@ -104,8 +104,7 @@ def test_a_run_killed_after_a_write_resumes_bit_for_bit(four_step_run, tmp_path,
     _check_resumed(four_step_run, workdir)
 
 
-def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config_file,
-                                                          tmp_path):
+def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config_file, tmp_path):
     """The issue's reproduction: the newest checkpoint left half-written (as orbax's temporary
     folder) while the best checkpoint of its step is complete; the same command resumes."""
     workdir = four_step_run.copy_to(tmp_path / "run")

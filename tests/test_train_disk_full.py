@@ -80,8 +80,7 @@ def test_full_disk_injected_stops_training_at_the_save(tiny_demo, tmp_path, monk
 
     monkeypatch.setattr(checkpointing.shutil, "disk_usage", small_disk)
     config = tiny_config(str(tiny_demo), **OVERRIDES)
-    with pytest.raises(checkpointing.SaveError,
-                       match=FULL.format(workdir=re.escape(str(workdir)))):
+    with pytest.raises(checkpointing.SaveError, match=FULL.format(workdir=re.escape(str(workdir)))):
         train.train_and_evaluate(config, str(workdir))
     assert checkpointing.steps(str(workdir)) == [2, 4]
     assert _train_steps(workdir) == list(range(1, 7))

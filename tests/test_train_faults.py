@@ -38,8 +38,7 @@ def _copy(four_step_run, tmp_path):
 
 
 # ------------------------------------------------------- nothing is lost ----
-def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run,
-                                                                       tmp_path):
+def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run, tmp_path):
     workdir = _copy(four_step_run, tmp_path)
     before = (workdir / "config.json").read_bytes()
     wider = four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6,

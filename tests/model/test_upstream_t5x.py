@@ -106,8 +106,7 @@ def test_absolute_kvstore_paths(tmp_path, bf16_params):
     path = contents["optimizer"]["target"]["token_embedder"]["embedding"]["kvstore"]["path"]
     assert os.path.isabs(path)
     # Loaded through the msgpack file's path from another working directory.
-    assert_trees_bitwise_equal(t5x.load(os.path.join(ckpt, "checkpoint"), dtype=None),
-                               bf16_params)
+    assert_trees_bitwise_equal(t5x.load(os.path.join(ckpt, "checkpoint"), dtype=None), bf16_params)
 
 
 @pytest.mark.parametrize("driver", ["gfile", "gcs"])

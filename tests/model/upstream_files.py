@@ -226,8 +226,7 @@ class _NoDatasetHandler(ocp.CheckpointHandler):
         del directory, args
 
 
-ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(
-    _NoDatasetArgs)
+ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(_NoDatasetArgs)
 
 
 def write_t5x_orbax(model_dir: str, step: int, target: dict, *, state: dict | None = None,

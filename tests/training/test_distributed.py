@@ -86,8 +86,7 @@ def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device
     for proc in procs:
         code, _ = proc.finish()
         assert code == 0, proc.text[-3000:]
-    np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(single_device_run),
-                               rtol=2e-5)
+    np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(single_device_run), rtol=2e-5)
     # Gradients summed across processes in another order: parameters agree to
     # float32 rounding, except that Adafactor's sign-like updates (~3e-6 here)
     # of parameters whose gradient is ~0 may flip.

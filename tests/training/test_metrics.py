@@ -209,8 +209,7 @@ def _fill_disk(monkeypatch, suffix, room):
 
 
 @pytest.mark.parametrize("target", ["metrics.jsonl", ".v2"])
-def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, monkeypatch,
-                                                                   target):
+def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, monkeypatch, target):
     """Fault injection: training/metrics.py's `open` returns files that fill up."""
     if target == "metrics.jsonl":  # Opened for each record: full from the second one on.
         logger = MetricsLogger(str(tmp_path), total_steps=STEPS)
@@ -259,8 +258,7 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
                                                                       monkeypatch):
     """train.py's command line end to end (in this process, `tiny.train_main`), its TensorBoard
     event file filling up after a few steps."""
-    config = tiny.write_config_file(tmp_path / "config.py", tiny_demo,
-                                    **{"evals.xm3600.every": 0})
+    config = tiny.write_config_file(tmp_path / "config.py", tiny_demo, **{"evals.xm3600.every": 0})
     _fill_disk(monkeypatch, ".v2", room=600)
     workdir = tmp_path / "run"
     result = tiny.train_main(config, workdir)
@@ -282,8 +280,7 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
     (lambda lines: lines[:3] + [lines[3].replace(b'"step": 4', b'"step": 40')] + lines[4:],
      "step 5 after step 40 (out of order); no train record of step 4"),
 ])
-def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsys, edit,
-                                                                 warning):
+def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsys, edit, warning):
     full = _write_run(tmp_path)
     lines = full.splitlines(keepends=True)
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(edit(lines)))

@@ -88,8 +88,7 @@ def test_xm3600_corrupt_image_stops_or_is_skipped(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
     (manual / "images" / "00cc.jpg").write_bytes(_jpeg(9)[:60])
     with pytest.raises(Exception, match=r"corrupt image '00cc'"):
-        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"),
-                    config="core")
+        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"), config="core")
     counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "b"),
                          config="core", corrupt_images="skip")
     assert counts["en"] == 2
