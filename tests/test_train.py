@@ -11,8 +11,7 @@ import train
 from data import images as image_lib
 from data import pipeline
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 from training import checkpointing
 from training import state as state_lib
 

@@ -19,8 +19,7 @@ import pytest
 
 import train
 from tests import tiny
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 from training import checkpointing
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a

@@ -16,8 +16,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 from training import checkpointing
 
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,

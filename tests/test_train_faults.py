@@ -18,8 +18,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 from training import checkpointing
 
 

@@ -5,7 +5,6 @@ compiles. In the loop: a save and exit 0; a second Ctrl-C exits at once with 130
 main thread waits in jax.device_get; a Ctrl-C after the save has finished keeps exit 0. Each run is
 a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at their defaults,
 whatever this process has). The trainer called as a library stops the same way.
-
 """
 
 import os

@@ -1,10 +1,16 @@
-"""A checkpoint's state as saved, without the model's abstract tree (for tests to compare)."""
+"""What a run saved, read back for tests to compare: its metrics and a checkpoint's state."""
 
 import os
 
 import jax
 
-from training import checkpointing
+from training import checkpointing, metrics
+
+
+def read_metrics(workdir):
+    """The records of `workdir/metrics.jsonl`; one cut short at the end is left out."""
+    path = metrics.metrics_path(workdir)
+    return [record for _, record in metrics._scan(path, metrics._read(path))[0]]
 
 
 def read_saved_state(workdir, step=None):

@@ -16,8 +16,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
 SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,

@@ -17,7 +17,7 @@ import pytest
 
 import errors
 from tests import tiny
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import metrics
 from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError
 
