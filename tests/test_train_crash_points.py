@@ -1,14 +1,13 @@
 """A run killed right after any one of its writes resumes to the same parameters, bit for bit.
 
-training/crash_points.py marks every write that a resumed run reads back (checkpoints,
-best checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved
-aside); with TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The
-scenario passes through every kind of write: the shared four-step run, with its newest
-checkpoint damaged and its metrics.jsonl cut short in its last record, is resumed with an
-evaluation at step 3 (a best checkpoint between two regular ones) and at step 4 (a best and
-a regular checkpoint of the same step). Each test kills it at one point, resumes it, and
-checks the parameters against the shared run's (trained without a stop) and that no step
-has two records of a kind in metrics.jsonl.
+training/crash_points.py marks every write that a resumed run reads back (checkpoints, best
+checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved aside); with
+TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The scenario passes through
+every kind of write: the shared four-step run, with its newest checkpoint damaged and its
+metrics.jsonl cut short in its last record, is resumed with an evaluation at step 3 (a best
+checkpoint between two regular ones) and at step 4 (a best and a regular checkpoint of the same
+step). Each test kills it at one point, resumes it, and checks the parameters against the shared
+run's (trained without a stop) and that no step has two records of a kind in metrics.jsonl.
 """
 
 import shutil

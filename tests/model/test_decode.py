@@ -1,9 +1,8 @@
 """Tests of greedy decoding, beam search and sampling.
 
-Two models: the tiny real captioner (cached decoding against uncached full
-forward passes) and a toy module whose next-token logits depend on the
-decoding cache in a known way, so that results can be checked against
-exhaustive enumeration.
+Two models: the tiny real captioner (cached decoding against uncached full forward passes) and a toy
+module whose next-token logits depend on the decoding cache in a known way, so that results can be
+checked against exhaustive enumeration.
 """
 
 import itertools
@@ -174,10 +173,9 @@ def test_beam_search_without_eos_returns_best_live_sequence():
 def _beam_one_reference(table, max_len, eos_boost_steps=None):
     """T5X beam search with one beam and alpha 0, simulated by hand.
 
-    The live beam follows the best non-EOS token; whenever EOS is among the
-    two best extensions, prefix + EOS joins the finished set. The result is
-    the most probable finished sequence (greedy's own, if it ends, is one of
-    them), or the live path if none finished.
+    The live beam follows the best non-EOS token; whenever EOS is among the two best extensions,
+    prefix + EOS joins the finished set. The result is the most probable finished sequence (greedy's
+    own, if it ends, is one of them), or the live path if none finished.
     """
     prefix, total, log_prob = [], 0, 0.0
     best, best_score = None, -np.inf

@@ -287,10 +287,9 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
 def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
     """A per-layer T5X tree in scalable_t5's scanned layout.
 
-    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis`
-    (its `param_scan_axis`), likewise the decoder; with `attention_3d` the
-    2-D attention kernels take scalable_t5's [embed, heads, kv] /
-    [heads, kv, embed] shapes.
+    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis` (its `param_scan_axis`),
+    likewise the decoder; with `attention_3d` the 2-D attention kernels take scalable_t5's [embed,
+    heads, kv] / [heads, kv, embed] shapes.
     """
     flat = flatten(per_layer)
     if attention_3d:

@@ -1,9 +1,8 @@
 """Ctrl-C to the process group while the input workers start or work (data/worker_processes.py).
 
-The trainer's signal handling (training/preemption.py) prints one line and exits 130 before
-the first step; the workers, which get the same Ctrl-C, must add nothing to it (no
-KeyboardInterrupt traceback, no BrokenPipeError, no resource-tracker warning) and must not
-outlive the trainer.
+The trainer's signal handling (training/preemption.py) prints one line and exits 130 before the
+first step; the workers, which get the same Ctrl-C, must add nothing to it (no KeyboardInterrupt
+traceback, no BrokenPipeError, no resource-tracker warning) and must not outlive the trainer.
 """
 
 import os
