@@ -12,13 +12,11 @@ run's (trained without a stop) and that no step has two records of a kind in met
 
 import shutil
 
-import jax
-import numpy as np
 import pytest
 
 import train
 from tests import tiny
-from tests.training.saved_state import read_metrics, read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
@@ -68,9 +66,7 @@ def _check_params(four_step_run, workdir):
     _, expected = read_saved_state(four_step_run.workdir, 4)
     step, state = read_saved_state(workdir)
     assert step == 4
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, expected)
 
 
 def _check_resumed(four_step_run, workdir):

@@ -16,7 +16,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.saved_state import read_metrics, read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
 SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,
@@ -110,8 +110,6 @@ def test_a_preempted_run_resumes_bit_for_bit(four_step_run, tmp_path):
         assert saved == logged
     state = train.train_and_evaluate(four_step_run.config(), str(workdir))
     _, straight = read_saved_state(four_step_run.workdir, 4)
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, straight)
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
     assert steps == [1, 2, 3, 4]
