@@ -1,11 +1,6 @@
-"""Damaged checkpoints and a damaged config.json, as the command line shows them: one line each.
-
-A damaged newest checkpoint falls back to the one before it with one `warning:` line per
-damaged step and none of the libraries' logs (orbax, absl, asyncio, TensorStore's spec
-dumps) unless `--verbosity` asks for them; when none can be read, or `checkpoints` is a
-file, the `error:` line is the only line. A missing or unreadable config.json beside
-checkpoints is an error naming the file, and `--allow_config_change` adopts the command
-line's config. The command line runs in the test process (`tiny.train_main`).
+"""Damaged checkpoints and a damaged config.json, as the command line shows them: one line each,
+none of the libraries' logs (orbax, absl, asyncio, TensorStore's spec dumps) unless `--verbosity`
+asks for them. The command line runs in the test process (`tiny.train_main`).
 """
 
 import json

@@ -1,10 +1,5 @@
-"""Every value given to train.py is checked before any work, and nothing is written first.
-
-A bad value (out of range, NaN/inf, an unknown choice, a mesh the devices do not fit, a
-vocab_size smaller than the vocabulary, data that is not built or not there, a stray
-positional argument) is one `error:` line with exit status 2, and a new workdir is not created.
-In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's command
-line in the test process (`tiny.train_main`).
+"""Every value given to train.py is checked before any work, and nothing is written first: a bad
+value is one `error:` line with exit status 2, and a new workdir is not created.
 """
 
 import os

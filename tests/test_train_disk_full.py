@@ -1,10 +1,8 @@
-"""train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest
-steps lost, and the same command resumes once there is room.
+"""train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest steps
+lost, and the same command resumes once there is room.
 
-The first test runs train.py on a real small filesystem (a 4 MB tmpfs mounted for the
-test, with a 1.5 MB file filling part of it) when the test may mount one (as root);
-otherwise it is skipped and the second test, in-process, injects the fault instead: it
-makes the disk that checkpointing sees report 4 MB less what the workdir holds.
+The first test runs train.py on a real 4 MB tmpfs where the test may mount one (as root); the
+second, in-process, makes the disk that checkpointing sees report 4 MB less what the workdir holds.
 """
 
 import os

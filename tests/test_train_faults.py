@@ -1,9 +1,4 @@
-"""Faults and bad input in train.py: nothing already written is lost, every error is one line.
-
-In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's
-command line in the test process (`tiny.train_main`), with a config file that wraps the tiny
-test config, and the console test runs `python train.py` as a user would (`tiny.run`).
-"""
+"""Faults and bad input in train.py: nothing already written is lost, every error is one line."""
 
 import json
 import os

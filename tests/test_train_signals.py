@@ -1,10 +1,7 @@
 """Ctrl-C and SIGTERM sent to `python train.py` at several moments of a run.
 
-Before the first step: one line, exit 130 (143 for SIGTERM), nothing saved, promptly even while XLA
-compiles. In the loop: a save and exit 0; a second Ctrl-C exits at once with 130, even while the
-main thread waits in jax.device_get; a Ctrl-C after the save has finished keeps exit 0. Each run is
-a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at their defaults,
-whatever this process has). The trainer called as a library stops the same way.
+Each run is a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at their
+defaults, whatever this process has).
 """
 
 import os

@@ -1,8 +1,7 @@
 """Training at scale on CPU: sharded meshes, two processes, and a preempted run resumed.
 
-Runs that need several (simulated) devices or processes are subprocesses,
-because the device count and jax.distributed are fixed when JAX starts; the
-single-device references run in the test process itself.
+Runs that need several (simulated) devices or processes are subprocesses, because the device count
+and jax.distributed are fixed when JAX starts; the single-device references run in this process.
 """
 
 import signal

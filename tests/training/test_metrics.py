@@ -1,10 +1,8 @@
 """Tests of training/metrics.py: metrics.jsonl survives a crash at any byte, an error is one line.
 
-A crash while the trainer appends a record leaves metrics.jsonl cut at some byte; the next
-run (a resume) must repair it: keep every whole record, finish a last line that lacks only
-its newline, set a cut-short record aside in metrics.jsonl.damaged, and never hold two
-values of a step. A full disk (or any OSError) while writing metrics.jsonl or the
-TensorBoard events is a `MetricsWriteError` (one `error:` line), never a traceback.
+A crash while the trainer appends a record leaves metrics.jsonl cut at some byte; the next run (a
+resume) must repair it and never hold two values of a step. A full disk (or any OSError) while
+writing is a `MetricsWriteError` (one `error:` line), never a traceback.
 """
 
 import errno

@@ -1,8 +1,8 @@
 """training/preemption.py: what SIGINT and SIGTERM do at each stage of a run.
 
-`on_signal` is called directly with the exit replaced by a recorder; the
-installed handlers get real signals sent to this process (the watcher thread
-acts on them, and nothing is raised in the main thread).
+`on_signal` is called directly with the exit replaced by a recorder; the installed handlers get
+real signals sent to this process (the watcher thread acts on them, nothing is raised in the main
+thread).
 """
 
 import os
