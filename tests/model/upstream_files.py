@@ -156,10 +156,9 @@ def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
     tree = unflatten(written)
     contents = {"version": 2 if legacy_uint16 else 3,
                 "optimizer": {"target": tree["target"], "state": tree.get("state", {})}}
-    # T5X calls serialization.to_bytes on a tree with ts.Spec leaves, which
-    # its registered handler turns into exactly these JSON dicts; serializing
-    # the dicts directly gives the same bytes (to_bytes would turn the JSON's
-    # lists into {'0': ...} dicts).
+    # T5X calls serialization.to_bytes on a tree with ts.Spec leaves, which its registered handler
+    # turns into exactly these JSON dicts; serializing the dicts directly gives the same bytes
+    # (to_bytes would turn the JSON's lists into {'0': ...} dicts).
     with open(os.path.join(ckpt_dir, "checkpoint"), "wb") as f:
         f.write(serialization.msgpack_serialize(contents))
     return ckpt_dir
