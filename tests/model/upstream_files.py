@@ -38,6 +38,16 @@ def random_tree(shapes: dict[str, tuple], seed: int = 0, dtype=np.float32) -> di
                       for path, shape in shapes.items()})
 
 
+def assert_trees_bitwise_equal(got: dict, want: dict) -> None:
+    """The trees hold the same paths, and each the same dtype, shape and bytes."""
+    got_flat, want_flat = flatten(got), flatten(want)
+    assert sorted(got_flat) == sorted(want_flat)
+    for path, value in want_flat.items():
+        array = np.asarray(got_flat[path])
+        assert array.dtype == value.dtype and array.shape == value.shape, path
+        assert array.tobytes() == np.asarray(value).tobytes(), path
+
+
 def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
                     buckets=32, relpos_per_layer=False) -> dict[str, tuple]:
     """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
