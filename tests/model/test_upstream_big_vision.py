@@ -68,21 +68,6 @@ def test_original_vit_release_names(tmp_path):
     cf.assert_trees_bitwise_equal(loaded, cf.unflatten(expected))
 
 
-def test_pre_2022_posemb_in_transformer(tmp_path, vit_params):
-    flat = cf.flatten(vit_params)
-    flat["Transformer/pos_embedding"] = flat.pop("pos_embedding")
-    path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten(flat))
-    cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
-
-
-def test_inlined_map_head(tmp_path, vit_params):
-    flat = {}
-    for path, value in cf.flatten(vit_params).items():
-        flat[path.removeprefix("MAPHead_0/")] = value
-    path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten(flat))
-    cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
-
-
 def test_scan_checkpoint_is_unstacked(tmp_path, vit_params):
     flat = cf.flatten(vit_params)
     blocks = sorted({p.split("/")[1] for p in flat if p.startswith("Transformer/encoderblock_")})
@@ -96,10 +81,20 @@ def test_scan_checkpoint_is_unstacked(tmp_path, vit_params):
     cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
 
-@pytest.mark.parametrize("wrapper", ["params", "opt/target"])
-def test_train_state_wrappers(tmp_path, vit_params, wrapper):
-    tree = cf.unflatten({f"{wrapper}/{k}": v for k, v in cf.flatten(vit_params).items()})
-    tree["step"] = np.asarray(7)
+# The same weights as other big_vision versions and wrappers name them.
+OTHER_LAYOUTS = {
+    "pre_2022_posemb": lambda path: ("Transformer/" if path == "pos_embedding" else "") + path,
+    "inlined_map_head": lambda path: path.removeprefix("MAPHead_0/"),
+    "train_state_params": lambda path: f"params/{path}",
+    "train_state_opt_target": lambda path: f"opt/target/{path}",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(OTHER_LAYOUTS))
+def test_other_layouts(tmp_path, vit_params, layout):
+    tree = cf.unflatten({OTHER_LAYOUTS[layout](k): v for k, v in cf.flatten(vit_params).items()})
+    if layout.startswith("train_state"):
+        tree["step"] = np.asarray(7)
     path = cf.write_npz(str(tmp_path / "vit.npz"), tree)
     cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
