@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+from flax import serialization
 
 from model.upstream import t5x
 from tests.model import upstream_files as cf
@@ -153,21 +154,16 @@ def test_shape_disagreeing_with_zarr_is_an_error(tmp_path):
         t5x.load(ckpt)
 
 
-def test_not_a_msgpack_file(tmp_path):
+@pytest.mark.parametrize("contents,message", [
+    (b"\xc1 definitely not msgpack",
+     "checkpoint_9/checkpoint is not a T5X checkpoint: not a msgpack file"),
+    (serialization.msgpack_serialize({"version": 3}), "no `optimizer/target`"),
+], ids=["not_msgpack", "msgpack_without_target"])
+def test_a_checkpoint_file_that_is_not_t5x(tmp_path, contents, message):
     bad = tmp_path / "checkpoint_9"
     bad.mkdir()
-    (bad / "checkpoint").write_bytes(b"\xc1 definitely not msgpack")
-    with pytest.raises(ValueError, match="checkpoint_9/checkpoint is not a T5X checkpoint: not a "
-                                         "msgpack file"):
-        t5x.load(str(bad))
-
-
-def test_msgpack_without_target(tmp_path):
-    from flax import serialization  # pylint: disable=import-outside-toplevel
-    bad = tmp_path / "checkpoint_9"
-    bad.mkdir()
-    (bad / "checkpoint").write_bytes(serialization.msgpack_serialize({"version": 3}))
-    with pytest.raises(ValueError, match="no `optimizer/target`"):
+    (bad / "checkpoint").write_bytes(contents)
+    with pytest.raises(ValueError, match=message):
         t5x.load(str(bad))
 
 
