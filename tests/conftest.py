@@ -1,19 +1,15 @@
 """Fixtures shared by the trainer and tool tests, and the suite's settings.
 
 A persistent compilation cache (.cache/jax, or $JAX_COMPILATION_CACHE_DIR) lets every process
-after the first load the programs the others compiled. The suite's processes (this one and its
-subprocesses) compile with XLA's CPU backend at optimization level 0 and its older loop emitters
-(`tiny.UNOPTIMIZED_XLA_FLAGS`): the same HLO passes in about half the CPU; the tests check
-numbers and behaviour, not speed (`XLA_FLAGS=--xla_backend_optimization_level=2 make test`
-runs them on the optimized backend). Hypothesis runs derandomized (profile "ci"): every run
-draws the same examples; `HYPOTHESIS_PROFILE=explore` draws new ones on purpose.
+after the first load the programs the others compiled. The suite's processes compile with XLA's
+CPU backend unoptimized (`tiny.UNOPTIMIZED_XLA_FLAGS`): the same HLO passes in about half the CPU;
+the tests check numbers and behaviour, not speed (`XLA_FLAGS=--xla_backend_optimization_level=2
+make test` runs them optimized). Hypothesis runs derandomized (profile "ci");
+`HYPOTHESIS_PROFILE=explore` draws new examples on purpose.
 
-The demo data (`tiny_demo`) and the tiny trained runs several modules read (`four_step_run`,
-`two_step_run`) are made once per test run: under pytest-xdist by the first worker to need them,
-under a file lock in the folder the workers share. A test only reads them; one that changes a
-run works on its own copy (`copy_to`). `make test-fast` leaves out the modules marked `slow`
-here (training through train.py or in subprocesses, simulated devices, a browser, XLA cost
-analysis); `make test` runs everything.
+The demo data and the tiny trained runs are made once per test run (under pytest-xdist by the
+first worker to need them, under a file lock) and only read: a test that changes a run works on
+its own copy (`copy_to`). `make test-fast` leaves out the modules marked `slow` here.
 """
 
 import dataclasses
@@ -148,8 +144,7 @@ def tiny_demo(tmp_path_factory):
 @pytest.fixture(scope="session")
 def config_file(tiny_demo, tmp_path_factory):
     """A config file of tiny_config on `tiny_demo`, for train.py's command line and the tools."""
-    return tiny.write_config_file(tmp_path_factory.mktemp("config") / "tiny_config.py",
-                                  tiny_demo)
+    return tiny.write_config_file(tmp_path_factory.mktemp("config") / "tiny_config.py", tiny_demo)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 import json
 import os
 
-import jax
 import numpy as np
 import pytest
 
@@ -11,8 +10,7 @@ import train
 from data import images as image_lib
 from data import pipeline
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
 from training import state as state_lib
 
@@ -64,16 +62,13 @@ def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
     resumed = train.train_and_evaluate(four_step_run.config(), workdir)
     assert calls == ["train_iterator", "restore", "compile_train_step"]
     _, straight = read_saved_state(four_step_run.workdir, 4)
-    for a, b in zip(jax.tree.leaves(straight["params"]), jax.tree.leaves(resumed["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(straight, resumed)
     # One record per step and kind, also across the restart.
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path,
-                                                                    monkeypatch):
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path, monkeypatch):
     real = pipeline.train_iterator
 
     def poisoned(*args, **kwargs):

@@ -1,11 +1,6 @@
-"""Damaged checkpoints and a damaged config.json, as the command line shows them: one line each.
-
-A damaged newest checkpoint falls back to the one before it with one `warning:` line per
-damaged step and none of the libraries' logs (orbax, absl, asyncio, TensorStore's spec
-dumps) unless `--verbosity` asks for them; when none can be read, or `checkpoints` is a
-file, the `error:` line is the only line. A missing or unreadable config.json beside
-checkpoints is an error naming the file, and `--allow_config_change` adopts the command
-line's config. The command line runs in the test process (`tiny.train_main`).
+"""Damaged checkpoints and a damaged config.json, as the command line shows them: one line each,
+none of the libraries' logs (orbax, absl, asyncio, TensorStore's spec dumps) unless `--verbosity`
+asks for them. The command line runs in the test process (`tiny.train_main`).
 """
 
 import json
@@ -16,6 +11,7 @@ import shutil
 import pytest
 
 from tests import tiny
+from tests.training.saved_state import truncate_largest_data_file
 from training import checkpointing, run_config
 
 
@@ -34,18 +30,11 @@ def _lines(result):
     return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
 
 
-def _truncate_ocdbt_file(step_dir):
-    data = [p for p in (step_dir / "default").rglob("*") if p.is_file() and p.parent.name == "d"]
-    largest = max(data, key=lambda p: p.stat().st_size)
-    with open(largest, "r+b") as f:
-        f.truncate(largest.stat().st_size // 3)
-
-
 def _remove_ocdbt_process_0(step_dir):
     shutil.rmtree(step_dir / "default" / "ocdbt.process_0")
 
 
-DAMAGES = {"truncated OCDBT file": _truncate_ocdbt_file,
+DAMAGES = {"truncated OCDBT file": truncate_largest_data_file,
            "missing ocdbt.process_0": _remove_ocdbt_process_0}
 
 
@@ -67,7 +56,7 @@ def test_damaged_newest_checkpoint_is_one_warning_line(config_file, workdir, dam
 
 
 def test_no_readable_checkpoint_is_the_only_line(config_file, workdir):
-    _truncate_ocdbt_file(workdir / "checkpoints" / "4")
+    truncate_largest_data_file(workdir / "checkpoints" / "4")
     _remove_ocdbt_process_0(workdir / "checkpoints" / "2")
     result = _main(config_file, workdir, "--config.total_steps=6")
     assert result.returncode == 2, result.stderr[-3000:]
@@ -92,7 +81,7 @@ def test_checkpoints_being_a_file_is_the_only_line(config_file, workdir):
 
 
 def test_verbosity_brings_the_library_logs_back(config_file, workdir):
-    _truncate_ocdbt_file(workdir / "checkpoints" / "4")
+    truncate_largest_data_file(workdir / "checkpoints" / "4")
     result = _main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(_lines(result)) > 20
@@ -149,8 +138,7 @@ def test_load_names_the_file_and_position(tmp_path):
 
 
 # ------------------------------------------------------------- metrics.jsonl ----
-def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(config_file,
-                                                                               workdir):
+def test_metrics_cut_before_every_kept_checkpoint_says_which_records_are_lost(config_file, workdir):
     """A cut by hand deep in the file (a crash cuts the newest record alone): no checkpoint
     is old enough to log the cut steps again, so the run resumes and says what is lost."""
     path = workdir / "metrics.jsonl"

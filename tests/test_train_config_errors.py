@@ -1,10 +1,5 @@
-"""Every value given to train.py is checked before any work, and nothing is written first.
-
-A bad value (out of range, NaN/inf, an unknown choice, a mesh the devices do not fit, a
-vocab_size smaller than the vocabulary, data that is not built or not there, a stray
-positional argument) is one `error:` line with exit status 2, and a new workdir is not created.
-In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's command
-line in the test process (`tiny.train_main`).
+"""Every value given to train.py is checked before any work, and nothing is written first: a bad
+value is one `error:` line with exit status 2, and a new workdir is not created.
 """
 
 import os
@@ -33,8 +28,7 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
     workdir = tmp_path / "run"
     result = tiny.train_main(config_file, workdir, *args)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, \
-        result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "USAGE" not in result.stderr, result.stderr[-2000:]
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and re.match(rf"error: {message}", lines[0]), lines
     assert not workdir.exists()
@@ -99,6 +93,5 @@ def test_metrics_file_that_is_a_folder_is_refused_before_any_work(tiny_demo, tmp
     workdir = tmp_path / "run"
     (workdir / "metrics.jsonl").mkdir(parents=True)
     with pytest.raises(train.TrainingError, match=r"run/metrics.jsonl is a folder, not a file"):
-        train.train_and_evaluate(tiny_config(str(tiny_demo)),
-                                 str(workdir))
+        train.train_and_evaluate(tiny_config(str(tiny_demo)), str(workdir))
     assert os.listdir(workdir) == ["metrics.jsonl"]  # Nothing else written.

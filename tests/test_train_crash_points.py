@@ -1,26 +1,22 @@
 """A run killed right after any one of its writes resumes to the same parameters, bit for bit.
 
-training/crash_points.py marks every write that a resumed run reads back (checkpoints,
-best checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved
-aside); with TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The
-scenario passes through every kind of write: the shared four-step run, with its newest
-checkpoint damaged and its metrics.jsonl cut short in its last record, is resumed with an
-evaluation at step 3 (a best checkpoint between two regular ones) and at step 4 (a best and
-a regular checkpoint of the same step). Each test kills it at one point, resumes it, and
-checks the parameters against the shared run's (trained without a stop) and that no step
-has two records of a kind in metrics.jsonl.
+training/crash_points.py marks every write that a resumed run reads back (checkpoints, best
+checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved aside); with
+TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The scenario passes through
+every kind of write: the shared four-step run, with its newest checkpoint damaged and its
+metrics.jsonl cut short in its last record, is resumed with an evaluation at step 3 (a best
+checkpoint between two regular ones) and at step 4 (a best and a regular checkpoint of the same
+step). Each test kills it at one point, resumes it, and checks the parameters against the shared
+run's (trained without a stop) and that no step has two records of a kind in metrics.jsonl.
 """
 
 import shutil
 
-import jax
-import numpy as np
 import pytest
 
 import train
 from tests import tiny
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
@@ -70,9 +66,7 @@ def _check_params(four_step_run, workdir):
     _, expected = read_saved_state(four_step_run.workdir, 4)
     step, state = read_saved_state(workdir)
     assert step == 4
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, expected)
 
 
 def _check_resumed(four_step_run, workdir):
@@ -104,8 +98,7 @@ def test_a_run_killed_after_a_write_resumes_bit_for_bit(four_step_run, tmp_path,
     _check_resumed(four_step_run, workdir)
 
 
-def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config_file,
-                                                          tmp_path):
+def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config_file, tmp_path):
     """The issue's reproduction: the newest checkpoint left half-written (as orbax's temporary
     folder) while the best checkpoint of its step is complete; the same command resumes."""
     workdir = four_step_run.copy_to(tmp_path / "run")

@@ -14,7 +14,7 @@ from data import images as image_lib
 from data import pipeline
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import checkpointing
 
 

@@ -1,10 +1,8 @@
-"""train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest
-steps lost, and the same command resumes once there is room.
+"""train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest steps
+lost, and the same command resumes once there is room.
 
-The first test runs train.py on a real small filesystem (a 4 MB tmpfs mounted for the
-test, with a 1.5 MB file filling part of it) when the test may mount one (as root);
-otherwise it is skipped and the second test, in-process, injects the fault instead: it
-makes the disk that checkpointing sees report 4 MB less what the workdir holds.
+The first test runs train.py on a real 4 MB tmpfs where the test may mount one (as root); the
+second, in-process, makes the disk that checkpointing sees report 4 MB less what the workdir holds.
 """
 
 import os
@@ -16,8 +14,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import read_metrics, read_saved_state
 from training import checkpointing
 
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
@@ -80,8 +77,7 @@ def test_full_disk_injected_stops_training_at_the_save(tiny_demo, tmp_path, monk
 
     monkeypatch.setattr(checkpointing.shutil, "disk_usage", small_disk)
     config = tiny_config(str(tiny_demo), **OVERRIDES)
-    with pytest.raises(checkpointing.SaveError,
-                       match=FULL.format(workdir=re.escape(str(workdir)))):
+    with pytest.raises(checkpointing.SaveError, match=FULL.format(workdir=re.escape(str(workdir)))):
         train.train_and_evaluate(config, str(workdir))
     assert checkpointing.steps(str(workdir)) == [2, 4]
     assert _train_steps(workdir) == list(range(1, 7))

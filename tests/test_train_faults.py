@@ -1,9 +1,4 @@
-"""Faults and bad input in train.py: nothing already written is lost, every error is one line.
-
-In-process tests call `train.train_and_evaluate`; the command-line ones run train.py's
-command line in the test process (`tiny.train_main`), with a config file that wraps the tiny
-test config, and the console test runs `python train.py` as a user would (`tiny.run`).
-"""
+"""Faults and bad input in train.py: nothing already written is lost, every error is one line."""
 
 import json
 import os
@@ -11,15 +6,13 @@ import pathlib
 import re
 import shutil
 
-import jax
-import numpy as np
 import pytest
 
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training import saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
 
 
@@ -38,8 +31,7 @@ def _copy(four_step_run, tmp_path):
 
 
 # ------------------------------------------------------- nothing is lost ----
-def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run,
-                                                                       tmp_path):
+def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run, tmp_path):
     workdir = _copy(four_step_run, tmp_path)
     before = (workdir / "config.json").read_bytes()
     wider = four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6,
@@ -56,20 +48,13 @@ def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_
     assert int(state["step"]) == 6
 
 
-def _truncate_largest_data_file(step_dir):
-    data = [p for p in (step_dir / "default").rglob("*") if p.is_file() and p.parent.name == "d"]
-    largest = max(data, key=lambda p: p.stat().st_size)
-    with open(largest, "r+b") as f:
-        f.truncate(largest.stat().st_size // 3)
-
-
 @pytest.mark.parametrize("damage", ["truncated data file", "deleted _METADATA"])
 def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_step_run,
                                                                         tmp_path, capsys,
                                                                         damage):
     workdir = _copy(four_step_run, tmp_path)
     if damage == "truncated data file":
-        _truncate_largest_data_file(workdir / "checkpoints" / "4")
+        saved_state.truncate_largest_data_file(workdir / "checkpoints" / "4")
     else:
         (workdir / "checkpoints" / "4" / "default" / "_METADATA").unlink()
     state = train.train_and_evaluate(four_step_run.config(**{"evals.xm3600.every": 0}),
@@ -84,9 +69,7 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_ste
     # The input, started at step 4 (the newest folder) before the restore fell back to step
     # 2, was started again there: steps 3 and 4 are those of the run without damage.
     _, expected = read_saved_state(four_step_run.workdir, 4)
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, expected)
 
 
 def test_cut_short_last_metrics_line_is_dropped_on_resume(four_step_run, tmp_path):
@@ -119,9 +102,7 @@ def test_metrics_cut_in_the_restored_steps_own_records_are_logged_again(four_ste
     assert [r["step"] for r in records if "train/loss" in r] == [1, 2, 3, 4]
     assert [r["step"] for r in records if "eval/cider_d/avg" in r] == [0, 2, 4]
     _, expected = read_saved_state(four_step_run.workdir)
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(expected["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, expected)
     assert checkpointing.steps(workdir) == [2, 4]
     assert os.listdir(tmp_path / "run" / "checkpoints_damaged") == ["4"]
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests import tiny
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import checkpointing, metrics
 from training import workdir as workdir_lib
 

@@ -1,12 +1,7 @@
 """Ctrl-C and SIGTERM sent to `python train.py` at several moments of a run.
 
-Before the first step: one line, exit 130 (143 for SIGTERM), nothing saved,
-promptly even while XLA compiles. In the loop: a save and exit 0; a second
-Ctrl-C exits at once with 130, even while the main thread waits in
-jax.device_get; a Ctrl-C after the save has finished keeps exit 0. Each run is
-a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at
-their defaults, whatever this process has). The trainer called as a library
-stops the same way.
+Each run is a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at their
+defaults, whatever this process has).
 """
 
 import os
@@ -58,8 +53,7 @@ def _time_of(run, text):
     (1.5, signal.SIGINT),   # Flags, data checks, the mesh.
     (0.8, signal.SIGTERM),
 ])
-def test_a_signal_during_start_up_is_one_line_and_an_exit(config_file, tmp_path, after_s,
-                                                          signum):
+def test_a_signal_during_start_up_is_one_line_and_an_exit(config_file, tmp_path, after_s, signum):
     workdir = tmp_path / "run"
     run = _start(config_file, workdir)
     time.sleep(after_s)
@@ -102,8 +96,7 @@ def test_ctrl_c_in_the_loop_saves_the_step_and_exits_0(config_file, tmp_path):
     assert checkpointing.steps(str(workdir)) == [saved]
 
 
-def test_ctrl_c_to_the_trainer_as_a_library_saves_and_a_second_exits_at_once(tiny_demo,
-                                                                              tmp_path):
+def test_ctrl_c_to_the_trainer_as_a_library_saves_and_a_second_exits_at_once(tiny_demo, tmp_path):
     """train.train_and_evaluate routes the signals itself when its caller has not."""
     workdir = tmp_path / "run"
     args = tiny.train_script(tiny_demo, workdir, **{
@@ -177,8 +170,7 @@ def test_ctrl_c_to_the_process_group_while_the_input_workers_start(config_file, 
     before it initializes the model, add nothing to its line (data/worker_processes.py)."""
     run = _start(config_file, tmp_path / "run", "--config.data.num_workers=2", new_session=True)
     deadline = time.monotonic() + 120
-    while len(_children(run.pid)) < 3 and run.proc.poll() is None \
-            and time.monotonic() < deadline:
+    while len(_children(run.pid)) < 3 and run.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)  # Until the two workers (and the resource tracker) run.
     os.killpg(run.pid, signal.SIGINT)
     code, _ = run.finish(60)

@@ -1,13 +1,8 @@
 """The training process runs where TensorFlow is not installed (as on the GPU machines).
 
-In subprocesses whose `import tensorflow` fails (tests/tiny.no_tensorflow_env),
-the demo is built with the normal command (`python -m tools.demo`, TFDS files
-included), `train.py` trains a tiny model on it through the TFDS reader, with an
-in-loop evaluation and checkpoints (and at its exit has imported no plotting library,
-web framework or optimal-transport solver: matplotlib, flask, ot),
-`python -m evaluation.evaluate` evaluates its last checkpoint again (the same scores),
-and TensorBoard (as installed without TensorFlow) reads every scalar of metrics.jsonl from the
-run's event files. The benchmarks run without TensorFlow in
+In subprocesses whose `import tensorflow` fails (tests/tiny.no_tensorflow_env): the demo built by
+`python -m tools.demo`, train.py through the TFDS reader, `python -m evaluation.evaluate`, and
+TensorBoard reading the run's event files. The benchmarks run without TensorFlow in
 tests/benchmarks/test_accelerator_report.py.
 """
 

@@ -384,10 +384,9 @@ def train_script(data_dir, workdir, **overrides):
 
 
 def cli_env(**extra):
-    """os.environ for a train.py subprocess: the CPU, output unbuffered, and XLA's flags of the
-    test process (tests/conftest.py: its backend without LLVM's optimizations, so that the
-    subprocess loads what the test process compiled from the compilation cache and the other
-    way round)."""
+    """os.environ for a train.py subprocess: the CPU, output unbuffered, and XLA's flags of the test
+    process (tests/conftest.py: its backend without LLVM's optimizations, so that the subprocess
+    loads what the test process compiled from the compilation cache and the other way round)."""
     return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", **extra}
 
 

@@ -14,7 +14,7 @@ from configs import common
 from data import languages
 from evaluation import report
 from model import captioner
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from tools import model_summary as summary
 from training import state as state_lib
 

@@ -58,8 +58,7 @@ def test_pretokenization_delimiter_keeps_pieces_inside_words(tmp_path):
     texts = ["左边|有|一|个|红色|的|大|圆形"] * 50 + ["右边|有|一|个|蓝色|的|小|圆形"] * 50
     path = train_sentencepiece(texts, str(tmp_path / "sp"), 100, model_type="bpe",
                                          pretokenization_delimiter="|")
-    pieces = tokenizer.get_vocabulary(path).tokenizer.encode("左边有一个红色的大圆形",
-                                                             out_type=str)
+    pieces = tokenizer.get_vocabulary(path).tokenizer.encode("左边有一个红色的大圆形", out_type=str)
     words = {"左边", "有", "一", "个", "红色", "的", "大", "圆形"}
     assert all(p.lstrip("▁") in words for p in pieces if p != "▁"), pieces
 

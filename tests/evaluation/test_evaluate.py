@@ -34,7 +34,7 @@ from formats import scores as scores_format
 from model import decode
 from tests import cli, tiny
 from tests.formats.small_files import read_jsonl
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import checkpointing
 from training.metrics import Progress
 

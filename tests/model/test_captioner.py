@@ -173,8 +173,7 @@ def test_every_parameter_has_logical_axis_names(scan):
     assert names["t5/token_embedder/embedding"] == ("vocab", "embed")
     assert names["t5/decoder/logits_dense/kernel"] == ("embed", "vocab")
     if scan:
-        assert names["t5/encoder/layers/attention/query/kernel"] == (
-            "layers", "embed", "joined_kv")
+        assert names["t5/encoder/layers/attention/query/kernel"] == ("layers", "embed", "joined_kv")
         assert names["img/Transformer/encoderblock/MlpBlock_0/Dense_0/kernel"] == (
             "layers", "embed", "mlp")
     else:
@@ -193,10 +192,8 @@ def test_logical_rules_map_params_onto_a_mesh(fsdp):
                 specs, is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))[0]}
     embed = "data" if fsdp else None
     assert flat["t5/token_embedder/embedding"] == jax.sharding.PartitionSpec("model", embed)
-    assert flat["t5/encoder/layers_0/mlp/wi_0/kernel"] == jax.sharding.PartitionSpec(
-        embed, "model")
-    assert flat["t5/encoder/relpos_bias/rel_embedding"] == jax.sharding.PartitionSpec(
-        "model", None)
+    assert flat["t5/encoder/layers_0/mlp/wi_0/kernel"] == jax.sharding.PartitionSpec(embed, "model")
+    assert flat["t5/encoder/relpos_bias/rel_embedding"] == jax.sharding.PartitionSpec("model", None)
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
     shardings = nn.logical_to_mesh_sharding(nn.get_partition_spec(boxed), mesh,
                                             part.logical_axis_rules(fsdp))

@@ -1,9 +1,8 @@
 """Tests of greedy decoding, beam search and sampling.
 
-Two models: the tiny real captioner (cached decoding against uncached full
-forward passes) and a toy module whose next-token logits depend on the
-decoding cache in a known way, so that results can be checked against
-exhaustive enumeration.
+Two models: the tiny real captioner (cached decoding against uncached full forward passes) and a toy
+module whose next-token logits depend on the decoding cache in a known way, so that results can be
+checked against exhaustive enumeration.
 """
 
 import itertools
@@ -135,8 +134,7 @@ def _best_by_enumeration(table, max_len, alpha, vocab=4):
     """Best EOS-terminated sequence and its T5X score, by trying them all."""
     best, best_score = None, -np.inf
     for length in range(1, max_len + 1):
-        for prefix in itertools.product([t for t in range(vocab) if t != EOS],
-                                        repeat=length - 1):
+        for prefix in itertools.product([t for t in range(vocab) if t != EOS], repeat=length - 1):
             seq = list(prefix) + [EOS]
             score = _toy_log_prob(table, seq) / ((5.0 + length) / 6.0) ** alpha
             if score > best_score:
@@ -175,10 +173,9 @@ def test_beam_search_without_eos_returns_best_live_sequence():
 def _beam_one_reference(table, max_len, eos_boost_steps=None):
     """T5X beam search with one beam and alpha 0, simulated by hand.
 
-    The live beam follows the best non-EOS token; whenever EOS is among the
-    two best extensions, prefix + EOS joins the finished set. The result is
-    the most probable finished sequence (greedy's own, if it ends, is one of
-    them), or the live path if none finished.
+    The live beam follows the best non-EOS token; whenever EOS is among the two best extensions,
+    prefix + EOS joins the finished set. The result is the most probable finished sequence (greedy's
+    own, if it ends, is one of them), or the live path if none finished.
     """
     prefix, total, log_prob = [], 0, 0.0
     best, best_score = None, -np.inf
@@ -200,8 +197,7 @@ def _beam_one_reference(table, max_len, eos_boost_steps=None):
 def test_beam_size_one_semantics_on_toy(seed):
     model, table = _toy(seed, max_len=5, eos_boost=1.0)
     images, prompt = jnp.zeros((1, 1, 1, 3)), jnp.zeros((1, 1), jnp.int32)
-    tokens, _ = decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=1,
-                                   alpha=0.0)
+    tokens, _ = decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=1, alpha=0.0)
     np.testing.assert_array_equal(tokens[0], _beam_one_reference(table, 5))
 
 
@@ -211,8 +207,7 @@ def test_beam_size_one_equals_greedy_when_eos_is_only_ever_the_argmax():
     model = ToyModel(table=tuple(map(lambda a: tuple(map(tuple, a)), table)))
     images, prompt = jnp.zeros((2, 1, 1, 3)), jnp.zeros((2, 1), jnp.int32)
     greedy = decode.greedy(model, {}, images, prompt, max_len=5)
-    tokens, _ = decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=1,
-                                   alpha=0.0)
+    tokens, _ = decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=1, alpha=0.0)
     assert int(greedy[0, 3]) == EOS
     np.testing.assert_array_equal(tokens, greedy)
 
@@ -234,8 +229,7 @@ def test_sampling_limits():
     rng = jax.random.key(0)
     np.testing.assert_array_equal(
         decode.sample(model, {}, images, prompt, 4, rng, temperature=0.0), greedy)
-    np.testing.assert_array_equal(
-        decode.sample(model, {}, images, prompt, 4, rng, top_k=1), greedy)
+    np.testing.assert_array_equal(decode.sample(model, {}, images, prompt, 4, rng, top_k=1), greedy)
     with pytest.raises(ValueError, match="temperature"):
         decode.sample(model, {}, images, prompt, 4, rng, temperature=-1.0)
     with pytest.raises(ValueError, match="top_k=9"):

@@ -215,8 +215,7 @@ def test_scan_and_per_layer_trees_give_identical_outputs(tiny):
 
 def test_layers_to_scan_rejects_missing_layer(tiny):
     params = tiny["params"]
-    broken = {**params, "encoder": {k: v for k, v in params["encoder"].items()
-                                    if k != "layers_0"}}
+    broken = {**params, "encoder": {k: v for k, v in params["encoder"].items() if k != "layers_0"}}
     with pytest.raises(ValueError, match="layers"):
         layers.layers_to_scan(broken)
 
@@ -247,8 +246,7 @@ def test_bfloat16_activations_keep_float32_params_and_logits(tiny):
 def test_dropout_only_in_training(tiny):
     model = t5.T5(t5.t5_config("t5-tiny", dropout_rate=0.3))
     emb, mask, dec = tiny["emb"], tiny["mask"], tiny["dec"]
-    np.testing.assert_array_equal(_forward(model)(tiny["params"], emb, mask, dec),
-                                  tiny["logits"])
+    np.testing.assert_array_equal(_forward(model)(tiny["params"], emb, mask, dec), tiny["logits"])
     train = jax.jit(lambda rng: model.apply({"params": tiny["params"]}, emb, mask, dec,
                                             train=True, rngs={"dropout": rng}))
     train1, train2 = train(jax.random.key(1)), train(jax.random.key(2))

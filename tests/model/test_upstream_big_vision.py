@@ -12,15 +12,6 @@ from tests.model import upstream_files as cf
 BF16 = cf.BF16
 
 
-def assert_trees_bitwise_equal(got, want):
-    got_flat, want_flat = cf.flatten(got), cf.flatten(want)
-    assert sorted(got_flat) == sorted(want_flat)
-    for path, value in want_flat.items():
-        assert got_flat[path].dtype == value.dtype, path
-        assert got_flat[path].shape == value.shape, path
-        assert got_flat[path].tobytes() == value.tobytes(), path
-
-
 @pytest.fixture(name="vit_params")
 def fixture_vit_params():
     return cf.random_tree(cf.tiny_vit_shapes(), seed=0)
@@ -29,7 +20,7 @@ def fixture_vit_params():
 @pytest.mark.parametrize("compressed", [False, True])
 def test_modern_npz_roundtrip(tmp_path, vit_params, compressed):
     path = cf.write_npz(str(tmp_path / "vit.npz"), vit_params, compressed=compressed)
-    assert_trees_bitwise_equal(big_vision.load(path), vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
 
 def test_bfloat16_stored_as_void_is_recovered(tmp_path, vit_params):
@@ -37,7 +28,7 @@ def test_bfloat16_stored_as_void_is_recovered(tmp_path, vit_params):
     path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten(params))
     with np.load(path) as raw:
         assert raw["pos_embedding"].dtype.kind == "V"  # numpy's view of bfloat16
-    assert_trees_bitwise_equal(big_vision.load(path, dtype=None), cf.unflatten(params))
+    cf.assert_trees_bitwise_equal(big_vision.load(path, dtype=None), cf.unflatten(params))
     loaded = big_vision.load(path)
     assert loaded["pos_embedding"].dtype == np.float32
     np.testing.assert_array_equal(loaded["pos_embedding"],
@@ -74,22 +65,7 @@ def test_original_vit_release_names(tmp_path):
     expected = dict(cf.flatten(modern))
     expected["pos_embedding"] = np.concatenate([class_row, modern["pos_embedding"]], axis=1)
     expected["cls"] = cls
-    assert_trees_bitwise_equal(loaded, cf.unflatten(expected))
-
-
-def test_pre_2022_posemb_in_transformer(tmp_path, vit_params):
-    flat = cf.flatten(vit_params)
-    flat["Transformer/pos_embedding"] = flat.pop("pos_embedding")
-    path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten(flat))
-    assert_trees_bitwise_equal(big_vision.load(path), vit_params)
-
-
-def test_inlined_map_head(tmp_path, vit_params):
-    flat = {}
-    for path, value in cf.flatten(vit_params).items():
-        flat[path.removeprefix("MAPHead_0/")] = value
-    path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten(flat))
-    assert_trees_bitwise_equal(big_vision.load(path), vit_params)
+    cf.assert_trees_bitwise_equal(loaded, cf.unflatten(expected))
 
 
 def test_scan_checkpoint_is_unstacked(tmp_path, vit_params):
@@ -102,21 +78,31 @@ def test_scan_checkpoint_is_unstacked(tmp_path, vit_params):
             [flat[f"Transformer/{block}/{rest}"] for block in blocks])
     flat = {p: v for p, v in flat.items() if not p.startswith("Transformer/encoderblock_")}
     path = cf.write_npz(str(tmp_path / "vit.npz"), cf.unflatten({**flat, **stacked}))
-    assert_trees_bitwise_equal(big_vision.load(path), vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
 
-@pytest.mark.parametrize("wrapper", ["params", "opt/target"])
-def test_train_state_wrappers(tmp_path, vit_params, wrapper):
-    tree = cf.unflatten({f"{wrapper}/{k}": v for k, v in cf.flatten(vit_params).items()})
-    tree["step"] = np.asarray(7)
+# The same weights as other big_vision versions and wrappers name them.
+OTHER_LAYOUTS = {
+    "pre_2022_posemb": lambda path: ("Transformer/" if path == "pos_embedding" else "") + path,
+    "inlined_map_head": lambda path: path.removeprefix("MAPHead_0/"),
+    "train_state_params": lambda path: f"params/{path}",
+    "train_state_opt_target": lambda path: f"opt/target/{path}",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(OTHER_LAYOUTS))
+def test_other_layouts(tmp_path, vit_params, layout):
+    tree = cf.unflatten({OTHER_LAYOUTS[layout](k): v for k, v in cf.flatten(vit_params).items()})
+    if layout.startswith("train_state"):
+        tree["step"] = np.asarray(7)
     path = cf.write_npz(str(tmp_path / "vit.npz"), tree)
-    assert_trees_bitwise_equal(big_vision.load(path), vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
 
 def test_subtree_suffix(tmp_path, vit_params):
     txt = {"txt": {"embedding": np.ones((3, 2), np.float32)}}
     path = cf.write_npz(str(tmp_path / "siglip.npz"), {"img": vit_params, **txt})
-    assert_trees_bitwise_equal(big_vision.load(path + ":img"), vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(path + ":img"), vit_params)
     with pytest.raises(ValueError, match="no sub-tree 'image'.*'img', 'txt'"):
         big_vision.load(path + ":image")
 
@@ -126,8 +112,8 @@ def test_step_copy_with_subtree_suffix(tmp_path, vit_params):
     path = cf.write_npz(str(tmp_path / "checkpoint.npz"), {"params": {"img": vit_params}})
     step_copy = str(tmp_path / "checkpoint.npz-000000010")
     shutil.copy(path, step_copy)
-    assert_trees_bitwise_equal(big_vision.load(step_copy + ":img"), vit_params)
-    assert_trees_bitwise_equal(big_vision.load(step_copy)["img"], vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(step_copy + ":img"), vit_params)
+    cf.assert_trees_bitwise_equal(big_vision.load(step_copy)["img"], vit_params)
 
 
 @pytest.mark.parametrize("path,split", [

@@ -38,8 +38,7 @@ def test_exact_match_copies_and_casts(tmp_path):
 
 def test_missing_is_an_error_unless_allowed():
     init = _init_tree()
-    loaded = {"embedding": {"kernel": np.ones((2, 3))},
-              "pos_embedding": np.ones((1, 9, 3))}
+    loaded = {"embedding": {"kernel": np.ones((2, 3))}, "pos_embedding": np.ones((1, 9, 3))}
     with pytest.raises(ValueError, match="lacks 1 model parameters.*MAPHead_0/probe"):
         merge_params(init, loaded, prefix="img")
     for allow in (True, [r"MAPHead_0/.*"]):
@@ -160,8 +159,7 @@ def fixture_pretrained(tmp_path_factory):
     mt5 = cf.random_tree(cf.tiny_mt5_shapes(), seed=5, dtype=cf.BF16)
     mt5_path = cf.write_t5x(str(root / "mt5" / "checkpoint_1000000"), mt5,
                             state=cf.adafactor_state(mt5))
-    vit = cf.random_tree(cf.tiny_vit_shapes(grid=3, map_head=False, cls=True, classifier=7),
-                         seed=6)
+    vit = cf.random_tree(cf.tiny_vit_shapes(grid=3, map_head=False, cls=True, classifier=7), seed=6)
     flat = cf.flatten(vit)
     class_row = np.full((1, 1, 8), 0.5, np.float32)
     flat["Transformer/posembed_input/pos_embedding"] = np.concatenate(
@@ -229,8 +227,7 @@ def test_captioner_runs_on_loaded_weights(pretrained):
 
 
 def test_scanned_captioner_gets_the_same_weights(pretrained):
-    config = ml_collections.ConfigDict(dict(mt5=pretrained["mt5_path"],
-                                            vit=pretrained["vit_path"]))
+    config = ml_collections.ConfigDict(dict(mt5=pretrained["mt5_path"], vit=pretrained["vit_path"]))
     loaded = {}
     for scan in (False, True):
         model = captioner.from_config(_model_config(scan=scan))

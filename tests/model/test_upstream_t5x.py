@@ -7,25 +7,12 @@ import shutil
 
 import numpy as np
 import pytest
+from flax import serialization
 
 from model.upstream import t5x
 from tests.model import upstream_files as cf
 
 BF16 = cf.BF16
-
-
-def _bits(array):
-    """Raw bytes of an array with its dtype, for bitwise comparison."""
-    array = np.ascontiguousarray(array)
-    return array.dtype.str if array.dtype != BF16 else "bf16", array.shape, array.tobytes()
-
-
-def assert_trees_bitwise_equal(got, want):
-    got_flat, want_flat = cf.flatten(got), cf.flatten(want)
-    assert sorted(got_flat) == sorted(want_flat)
-    for path, value in want_flat.items():
-        assert got_flat[path].dtype == value.dtype, path
-        assert _bits(got_flat[path]) == _bits(value), path
 
 
 @pytest.fixture(name="bf16_params")
@@ -35,19 +22,19 @@ def fixture_bf16_params():
 
 def test_native_bfloat16_roundtrip_is_bitwise(tmp_path, bf16_params):
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1000"), bf16_params)
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
 
 
 def test_default_float32_is_exact_widening(tmp_path, bf16_params):
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1000"), bf16_params)
     want = {k: v.astype(np.float32) for k, v in cf.flatten(bf16_params).items()}
-    assert_trees_bitwise_equal(t5x.load(ckpt), cf.unflatten(want))
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt), cf.unflatten(want))
 
 
 def test_float32_checkpoint_roundtrip(tmp_path):
     params = cf.random_tree(cf.tiny_mt5_shapes(), seed=2)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_7"), params)
-    assert_trees_bitwise_equal(t5x.load(ckpt), params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt), params)
 
 
 def test_save_dtype_cast_by_tensorstore(tmp_path):
@@ -55,14 +42,14 @@ def test_save_dtype_cast_by_tensorstore(tmp_path):
     params = cf.random_tree(cf.tiny_mt5_shapes(), seed=3)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_7"), params, save_dtype=BF16)
     want = {k: v.astype(BF16) for k, v in cf.flatten(params).items()}
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), cf.unflatten(want))
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), cf.unflatten(want))
 
 
 def test_legacy_uint16_bfloat16(tmp_path, bf16_params):
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1"), bf16_params, legacy_uint16=True)
     zarray = json.load(open(os.path.join(ckpt, "target.token_embedder.embedding", ".zarray")))
     assert zarray["dtype"] == "<u2"  # the version-2 marker is really on disk
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
     loaded = t5x.load(ckpt)
     np.testing.assert_array_equal(loaded["token_embedder"]["embedding"],
                                   bf16_params["token_embedder"]["embedding"].astype(np.float32))
@@ -75,7 +62,7 @@ def test_inline_and_zarr_arrays_mixed(tmp_path, bf16_params):
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_2"), bf16_params, inline=inline)
     assert not os.path.exists(os.path.join(ckpt, "target.encoder.encoder_norm.scale"))
     assert os.path.isdir(os.path.join(ckpt, "target.encoder.layers_0.mlp.wi_0.kernel"))
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
 
 
 def test_zarr_chunk_decodes_independently(tmp_path):
@@ -97,7 +84,7 @@ def test_relative_paths_survive_moving_the_checkpoint(tmp_path, bf16_params):
     moved = str(tmp_path / "b" / "checkpoint_3")
     shutil.copytree(ckpt, moved)
     shutil.rmtree(tmp_path / "a")
-    assert_trees_bitwise_equal(t5x.load(moved, dtype=None), bf16_params)
+    cf.assert_trees_bitwise_equal(t5x.load(moved, dtype=None), bf16_params)
 
 
 def test_absolute_kvstore_paths(tmp_path, bf16_params):
@@ -106,8 +93,8 @@ def test_absolute_kvstore_paths(tmp_path, bf16_params):
     path = contents["optimizer"]["target"]["token_embedder"]["embedding"]["kvstore"]["path"]
     assert os.path.isabs(path)
     # Loaded through the msgpack file's path from another working directory.
-    assert_trees_bitwise_equal(t5x.load(os.path.join(ckpt, "checkpoint"), dtype=None),
-                               bf16_params)
+    loaded = t5x.load(os.path.join(ckpt, "checkpoint"), dtype=None)
+    cf.assert_trees_bitwise_equal(loaded, bf16_params)
 
 
 @pytest.mark.parametrize("driver", ["gfile", "gcs"])
@@ -117,7 +104,7 @@ def test_specs_written_elsewhere_read_locally(tmp_path, bf16_params, driver, pat
     # tensorstore versions the path beside the kvstore: all become local files.
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_4"), bf16_params, kvstore_driver=driver,
                         path_at_top=path_at_top)
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), bf16_params)
 
 
 def test_optimizer_state_is_never_read(tmp_path, bf16_params):
@@ -129,13 +116,13 @@ def test_optimizer_state_is_never_read(tmp_path, bf16_params):
         shutil.rmtree(os.path.join(ckpt, name))
     loaded = t5x.load(ckpt, dtype=None)
     assert "state" not in loaded and "param_states" not in loaded
-    assert_trees_bitwise_equal(loaded, bf16_params)
+    cf.assert_trees_bitwise_equal(loaded, bf16_params)
 
 
 def test_accepts_dir_file_and_trailing_slash(tmp_path, bf16_params):
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_6"), bf16_params)
     for path in (ckpt, ckpt + "/", os.path.join(ckpt, "checkpoint")):
-        assert_trees_bitwise_equal(t5x.load(path, dtype=None), bf16_params)
+        cf.assert_trees_bitwise_equal(t5x.load(path, dtype=None), bf16_params)
 
 
 def test_missing_checkpoint_names_the_path(tmp_path):
@@ -167,21 +154,16 @@ def test_shape_disagreeing_with_zarr_is_an_error(tmp_path):
         t5x.load(ckpt)
 
 
-def test_not_a_msgpack_file(tmp_path):
+@pytest.mark.parametrize("contents,message", [
+    (b"\xc1 definitely not msgpack",
+     "checkpoint_9/checkpoint is not a T5X checkpoint: not a msgpack file"),
+    (serialization.msgpack_serialize({"version": 3}), "no `optimizer/target`"),
+], ids=["not_msgpack", "msgpack_without_target"])
+def test_a_checkpoint_file_that_is_not_t5x(tmp_path, contents, message):
     bad = tmp_path / "checkpoint_9"
     bad.mkdir()
-    (bad / "checkpoint").write_bytes(b"\xc1 definitely not msgpack")
-    with pytest.raises(ValueError, match="checkpoint_9/checkpoint is not a T5X checkpoint: not a "
-                                         "msgpack file"):
-        t5x.load(str(bad))
-
-
-def test_msgpack_without_target(tmp_path):
-    from flax import serialization  # pylint: disable=import-outside-toplevel
-    bad = tmp_path / "checkpoint_9"
-    bad.mkdir()
-    (bad / "checkpoint").write_bytes(serialization.msgpack_serialize({"version": 3}))
-    with pytest.raises(ValueError, match="no `optimizer/target`"):
+    (bad / "checkpoint").write_bytes(contents)
+    with pytest.raises(ValueError, match=message):
         t5x.load(str(bad))
 
 

@@ -5,7 +5,6 @@ import pytest
 
 from model.upstream import load_pretrained, t5x, t5x_layout
 from tests.model import upstream_files as cf
-from tests.model.test_upstream_t5x import assert_trees_bitwise_equal
 
 BF16 = cf.BF16
 HEADS = 2
@@ -35,22 +34,22 @@ def test_scanned_layout_is_scalable_t5_s():
 def test_scanned_msgpack_checkpoint_is_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_100"), cf.scan_t5x(per_layer, num_heads=HEADS))
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
 def test_scanned_orbax_checkpoint_is_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype, seed=1)
     step_dir = cf.write_t5x_orbax(str(tmp_path), 100, cf.scan_t5x(per_layer, num_heads=HEADS))
-    assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), per_layer)
+    cf.assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), per_layer)
 
 
 def test_param_scan_axis_0_is_detected_or_given(tmp_path):
     per_layer = _scalable_per_layer(seed=2)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1"),
                         cf.scan_t5x(per_layer, num_heads=HEADS, axis=0))
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None, param_scan_axis=0), per_layer)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None, param_scan_axis=0), per_layer)
     with pytest.raises(ValueError, match=r"scanned stack 'encoder/encoder': no layer axis \(1\)"):
         t5x.load(ckpt, param_scan_axis=1)
 
@@ -69,7 +68,7 @@ def test_unscanned_3d_attention_kernels_are_flattened(tmp_path):
         unscanned[path] = value
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1"), cf.unflatten(unscanned))
     assert unscanned["encoder/layers_0/attention/out/kernel"].ndim == 3
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
 
 
 def test_flattened_kernels_compute_what_the_3d_ones_did():
@@ -105,7 +104,7 @@ def test_stack_beside_per_layer_parameters_is_refused():
 
 def test_unscanned_trees_pass_unchanged():
     tree = cf.random_tree(cf.tiny_mt5_shapes(), seed=5)
-    assert_trees_bitwise_equal(t5x_layout.to_per_layer(tree), tree)
+    cf.assert_trees_bitwise_equal(t5x_layout.to_per_layer(tree), tree)
 
 
 def test_relpos_per_layer_does_not_fit_a_shared_relpos_model(tmp_path):

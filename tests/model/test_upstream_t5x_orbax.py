@@ -12,7 +12,6 @@ from flax import serialization
 
 from model.upstream import load_pretrained, t5x
 from tests.model import upstream_files as cf
-from tests.model.test_upstream_t5x import assert_trees_bitwise_equal
 
 BF16 = cf.BF16
 
@@ -47,23 +46,23 @@ def test_orbax_layout_is_t5x_s(orbax_ckpt):
 
 def test_orbax_bfloat16_is_bitwise(orbax_ckpt):
     params, _, step_dir = orbax_ckpt
-    assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), params)
+    cf.assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), params)
     want = {k: v.astype(np.float32) for k, v in cf.flatten(params).items()}
-    assert_trees_bitwise_equal(t5x.load(step_dir), cf.unflatten(want))
+    cf.assert_trees_bitwise_equal(t5x.load(step_dir), cf.unflatten(want))
 
 
 @pytest.mark.parametrize("use_ocdbt", [True, False])
 def test_orbax_float32_is_bitwise(tmp_path, use_ocdbt):
     params = _params(np.float32, seed=2)
     step_dir = cf.write_t5x_orbax(str(tmp_path), 7, params, use_ocdbt=use_ocdbt)
-    assert_trees_bitwise_equal(t5x.load(step_dir), params)
+    cf.assert_trees_bitwise_equal(t5x.load(step_dir), params)
 
 
 def test_orbax_paths_accepted(orbax_ckpt):
     params, _, step_dir = orbax_ckpt
     state = os.path.join(step_dir, "state")
     for path in (step_dir + "/", state, os.path.join(state, "_METADATA")):
-        assert_trees_bitwise_equal(t5x.load(path, dtype=None), params)
+        cf.assert_trees_bitwise_equal(t5x.load(path, dtype=None), params)
 
 
 def test_orbax_optimizer_state_is_never_read(tmp_path):
@@ -76,7 +75,7 @@ def test_orbax_optimizer_state_is_never_read(tmp_path):
     assert any(d.endswith(".v_row") for d in state_dirs)
     for folder in state_dirs:
         shutil.rmtree(folder)
-    assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), params)
+    cf.assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), params)
 
 
 def test_orbax_before_metadata_placeholders(tmp_path):
@@ -85,7 +84,7 @@ def test_orbax_before_metadata_placeholders(tmp_path):
                                         state=_optimizer_state(params))
     for folder in glob.glob(os.path.join(ckpt, "state", "state.*")):
         shutil.rmtree(folder)
-    assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), params)
+    cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), params)
 
 
 def test_load_pretrained_reads_orbax(orbax_ckpt):

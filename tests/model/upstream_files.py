@@ -38,6 +38,16 @@ def random_tree(shapes: dict[str, tuple], seed: int = 0, dtype=np.float32) -> di
                       for path, shape in shapes.items()})
 
 
+def assert_trees_bitwise_equal(got: dict, want: dict) -> None:
+    """The trees hold the same paths, and each the same dtype, shape and bytes."""
+    got_flat, want_flat = flatten(got), flatten(want)
+    assert sorted(got_flat) == sorted(want_flat)
+    for path, value in want_flat.items():
+        array = np.asarray(got_flat[path])
+        assert array.dtype == value.dtype and array.shape == value.shape, path
+        assert array.tobytes() == np.asarray(value).tobytes(), path
+
+
 def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
                     buckets=32, relpos_per_layer=False) -> dict[str, tuple]:
     """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
@@ -156,10 +166,9 @@ def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
     tree = unflatten(written)
     contents = {"version": 2 if legacy_uint16 else 3,
                 "optimizer": {"target": tree["target"], "state": tree.get("state", {})}}
-    # T5X calls serialization.to_bytes on a tree with ts.Spec leaves, which
-    # its registered handler turns into exactly these JSON dicts; serializing
-    # the dicts directly gives the same bytes (to_bytes would turn the JSON's
-    # lists into {'0': ...} dicts).
+    # T5X calls serialization.to_bytes on a tree with ts.Spec leaves, which its registered handler
+    # turns into exactly these JSON dicts; serializing the dicts directly gives the same bytes
+    # (to_bytes would turn the JSON's lists into {'0': ...} dicts).
     with open(os.path.join(ckpt_dir, "checkpoint"), "wb") as f:
         f.write(serialization.msgpack_serialize(contents))
     return ckpt_dir
@@ -226,8 +235,7 @@ class _NoDatasetHandler(ocp.CheckpointHandler):
         del directory, args
 
 
-ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(
-    _NoDatasetArgs)
+ocp.args.register_with_handler(_NoDatasetHandler, for_save=True, for_restore=True)(_NoDatasetArgs)
 
 
 def write_t5x_orbax(model_dir: str, step: int, target: dict, *, state: dict | None = None,
@@ -288,10 +296,9 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
 def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
     """A per-layer T5X tree in scalable_t5's scanned layout.
 
-    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis`
-    (its `param_scan_axis`), likewise the decoder; with `attention_3d` the
-    2-D attention kernels take scalable_t5's [embed, heads, kv] /
-    [heads, kv, embed] shapes.
+    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis` (its `param_scan_axis`),
+    likewise the decoder; with `attention_3d` the 2-D attention kernels take scalable_t5's [embed,
+    heads, kv] / [heads, kv, embed] shapes.
     """
     flat = flatten(per_layer)
     if attention_3d:

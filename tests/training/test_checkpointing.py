@@ -1,9 +1,8 @@
 """checkpointing.Saver: a save that fails (a full disk above all) is reported at once, in a line.
 
-The disk-full tests run on a real small filesystem, a tmpfs mounted for the test, when
-the test may mount one (as root); otherwise they are skipped, and the fault-injecting
-tests below them (a manager whose background save raises OSError(ENOSPC)) still check
-the Saver's side.
+The disk-full tests run on a real small filesystem, a tmpfs mounted for the test, when the test may
+mount one (as root); otherwise they are skipped, and the fault-injecting tests below them (a manager
+whose background save raises OSError(ENOSPC)) still check the Saver's side.
 """
 
 import errno

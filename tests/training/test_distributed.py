@@ -1,8 +1,7 @@
 """Training at scale on CPU: sharded meshes, two processes, and a preempted run resumed.
 
-Runs that need several (simulated) devices or processes are subprocesses,
-because the device count and jax.distributed are fixed when JAX starts; the
-single-device references run in the test process itself.
+Runs that need several (simulated) devices or processes are subprocesses, because the device count
+and jax.distributed are fixed when JAX starts; the single-device references run in this process.
 """
 
 import signal
@@ -16,8 +15,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
-from tests.training.saved_state import read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 
 # Heads, MLP units and widths divisible by 4 (model axis) and 8 (FSDP over data).
 SHARDABLE = {"model.t5.num_heads": 4, "model.t5.head_dim": 8, "model.vit.num_heads": 4,
@@ -86,8 +84,7 @@ def test_two_processes_give_the_result_of_one(tiny_demo, tmp_path, single_device
     for proc in procs:
         code, _ = proc.finish()
         assert code == 0, proc.text[-3000:]
-    np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(single_device_run),
-                               rtol=2e-5)
+    np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(single_device_run), rtol=2e-5)
     # Gradients summed across processes in another order: parameters agree to
     # float32 rounding, except that Adafactor's sign-like updates (~3e-6 here)
     # of parameters whose gradient is ~0 may flip.
@@ -112,8 +109,6 @@ def test_a_preempted_run_resumes_bit_for_bit(four_step_run, tmp_path):
         assert saved == logged
     state = train.train_and_evaluate(four_step_run.config(), str(workdir))
     _, straight = read_saved_state(four_step_run.workdir, 4)
-    for a, b in zip(jax.tree.leaves(state["params"]), jax.tree.leaves(straight["params"]),
-                    strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert_same_params(state, straight)
     steps = [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
     assert steps == [1, 2, 3, 4]

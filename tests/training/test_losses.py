@@ -51,8 +51,7 @@ def test_label_smoothing_is_zero_at_the_smoothed_optimum():
     targets = jnp.array([[3, 2, 0]])
     soft = np.full((1, 3, vocab), smoothing / (vocab - 1))
     soft[0, 0, 3] = soft[0, 1, 2] = 1 - smoothing
-    loss, _ = losses.cross_entropy(jnp.log(jnp.asarray(soft)), targets,
-                                   label_smoothing=smoothing)
+    loss, _ = losses.cross_entropy(jnp.log(jnp.asarray(soft)), targets, label_smoothing=smoothing)
     np.testing.assert_allclose(loss, 0.0, atol=1e-6)
 
 
@@ -76,8 +75,7 @@ SETTINGS = [(0.0, 0.0), (0.1, 1e-4), (0.2, 0.05)]
 @pytest.mark.parametrize("label_smoothing, z_loss", SETTINGS)
 def test_cross_entropy_equals_the_one_hot_formula(label_smoothing, z_loss):
     logits, targets = _batch(2)
-    loss, _ = losses.cross_entropy(logits, targets, label_smoothing=label_smoothing,
-                                   z_loss=z_loss)
+    loss, _ = losses.cross_entropy(logits, targets, label_smoothing=label_smoothing, z_loss=z_loss)
     want = _one_hot_cross_entropy(logits, targets, label_smoothing, z_loss)
     np.testing.assert_allclose(loss, want, rtol=1e-6)
 

@@ -1,10 +1,8 @@
 """Tests of training/metrics.py: metrics.jsonl survives a crash at any byte, an error is one line.
 
-A crash while the trainer appends a record leaves metrics.jsonl cut at some byte; the next
-run (a resume) must repair it: keep every whole record, finish a last line that lacks only
-its newline, set a cut-short record aside in metrics.jsonl.damaged, and never hold two
-values of a step. A full disk (or any OSError) while writing metrics.jsonl or the
-TensorBoard events is a `MetricsWriteError` (one `error:` line), never a traceback.
+A crash while the trainer appends a record leaves metrics.jsonl cut at some byte; the next run (a
+resume) must repair it and never hold two values of a step. A full disk (or any OSError) while
+writing is a `MetricsWriteError` (one `error:` line), never a traceback.
 """
 
 import errno
@@ -17,7 +15,7 @@ import pytest
 
 import errors
 from tests import tiny
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import metrics
 from training.metrics import MetricsFileError, MetricsLogger, MetricsWriteError
 
@@ -209,8 +207,7 @@ def _fill_disk(monkeypatch, suffix, room):
 
 
 @pytest.mark.parametrize("target", ["metrics.jsonl", ".v2"])
-def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, monkeypatch,
-                                                                   target):
+def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, monkeypatch, target):
     """Fault injection: training/metrics.py's `open` returns files that fill up."""
     if target == "metrics.jsonl":  # Opened for each record: full from the second one on.
         logger = MetricsLogger(str(tmp_path), total_steps=STEPS)
@@ -259,8 +256,7 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
                                                                       monkeypatch):
     """train.py's command line end to end (in this process, `tiny.train_main`), its TensorBoard
     event file filling up after a few steps."""
-    config = tiny.write_config_file(tmp_path / "config.py", tiny_demo,
-                                    **{"evals.xm3600.every": 0})
+    config = tiny.write_config_file(tmp_path / "config.py", tiny_demo, **{"evals.xm3600.every": 0})
     _fill_disk(monkeypatch, ".v2", room=600)
     workdir = tmp_path / "run"
     result = tiny.train_main(config, workdir)
@@ -282,8 +278,7 @@ def test_full_disk_while_writing_tensorboard_events_is_one_error_line(tiny_demo,
     (lambda lines: lines[:3] + [lines[3].replace(b'"step": 4', b'"step": 40')] + lines[4:],
      "step 5 after step 40 (out of order); no train record of step 4"),
 ])
-def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsys, edit,
-                                                                 warning):
+def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsys, edit, warning):
     full = _write_run(tmp_path)
     lines = full.splitlines(keepends=True)
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(edit(lines)))

@@ -42,8 +42,7 @@ def _steps(seed=0):
 
 
 def _tx(base_tx=optimizer.adafactor):
-    return base_tx(schedules.rsqrt_after_constant(1e-2, 2), clipping_threshold=1.0,
-                   decay_rate=0.8)
+    return base_tx(schedules.rsqrt_after_constant(1e-2, 2), clipping_threshold=1.0, decay_rate=0.8)
 
 
 def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned():
@@ -70,8 +69,7 @@ def test_optax_adafactor_mixes_the_layers_of_a_stack():
 def test_unstacked_parameters_get_exactly_optax_adafactor():
     params, grads = _steps(seed=1)
     ours = _updates(_tx(), params, grads)
-    theirs = _updates(_tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)),
-                      params, grads)
+    theirs = _updates(_tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)), params, grads)
     for a, b in zip(ours, theirs, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
 

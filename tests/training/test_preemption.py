@@ -1,8 +1,8 @@
 """training/preemption.py: what SIGINT and SIGTERM do at each stage of a run.
 
-`on_signal` is called directly with the exit replaced by a recorder; the
-installed handlers get real signals sent to this process (the watcher thread
-acts on them, and nothing is raised in the main thread).
+`on_signal` is called directly with the exit replaced by a recorder; the installed handlers get
+real signals sent to this process (the watcher thread acts on them, nothing is raised in the main
+thread).
 """
 
 import os
@@ -41,8 +41,7 @@ def _lines(capfd):
 
 @pytest.mark.parametrize("signum,code,name", [(signal.SIGINT, 130, "Ctrl-C"),
                                               (signal.SIGTERM, 143, "SIGTERM")])
-def test_before_the_first_step_a_signal_is_one_line_and_an_exit(exits, capfd, signum, code,
-                                                                name):
+def test_before_the_first_step_a_signal_is_one_line_and_an_exit(exits, capfd, signum, code, name):
     with pytest.raises(Exited):
         preemption.on_signal(signum)
     assert exits == [code]
@@ -62,8 +61,7 @@ def test_in_training_the_first_ctrl_c_asks_for_a_save_and_the_second_exits(exits
     assert _lines(capfd) == ["Second Ctrl-C: exiting now, without saving."]
 
 
-def test_in_training_sigterm_asks_for_a_save_silently_and_a_repeat_changes_nothing(exits,
-                                                                                   capfd):
+def test_in_training_sigterm_asks_for_a_save_silently_and_a_repeat_changes_nothing(exits, capfd):
     preemption.started_training()
     preemption.on_signal(signal.SIGTERM)
     preemption.on_signal(signal.SIGTERM)

@@ -98,8 +98,7 @@ def test_tfds_data_dir_that_is_a_file_is_an_error(tmp_path):
     (tmp_path / "tfds").write_text("not a folder")
     with pytest.raises(run_config.ConfigError, match=r"config.data.tfds_data_dir=.*/tfds' is a "
                                                      r"file, not a folder"):
-        run_config.check(_with(demo.get_config(), **{"data.tfds_data_dir":
-                                                     str(tmp_path / "tfds")}))
+        run_config.check(_with(demo.get_config(), **{"data.tfds_data_dir": str(tmp_path / "tfds")}))
 
 
 @pytest.mark.parametrize("fields", [

@@ -1,6 +1,5 @@
-"""The build's machinery (data/build/builder.py, image_shards.py, caption_tables.py,
-progress.py): resuming, corrupt images, re-encoding, worker processes, caption tables from
-spills, progress."""
+"""The build's machinery (data/build/builder.py, image_shards.py, caption_tables.py, progress.py):
+resuming, corrupt images, re-encoding, worker processes, caption tables from spills, progress."""
 
 import io
 import io as _io

@@ -29,8 +29,7 @@ def test_images_are_stored_once_and_captions_per_language(tmp_path):
     assert [built.captions("train", "zh")[i] for i in (1, 0)] == [
         (1, 6, ("zh: shape number 6", "zh: another shape 6")),
         (0, 5, ("zh: shape number 5", "zh: another shape 5"))]
-    assert [built.captions("dev", "en")[0]] == [(0, 7, ("shape number 7",
-                                                              "another shape 7"))]
+    assert [built.captions("dev", "en")[0]] == [(0, 7, ("shape number 7", "another shape 7"))]
     # The stored images are the release's JPEG bytes, in cocoid order.
     jpegs = [(manual / "train2014" / "COCO_train2014_000000000005.jpg").read_bytes(),
              (manual / "val2014" / "COCO_val2014_000000000006.jpg").read_bytes()]

@@ -10,12 +10,7 @@ from PIL import Image
 
 from data import build
 from data.build import xm3600_tfds
-
-
-def _jpeg(value, size=(12, 10)):
-    buffer = io.BytesIO()
-    Image.fromarray(np.full((size[1], size[0], 3), value, np.uint8)).save(buffer, "JPEG")
-    return buffer.getvalue()
+from tests.data.build import release_files
 
 
 def _split_contents(builder, split, key_feature):
@@ -45,7 +40,7 @@ def _xm3600_manual(root, *, archive=False):
                          "caption/tokenized/lowercase": caps}
         lines.append(json.dumps(row))
     (root / "captions.jsonl").write_text("\n".join(lines) + "\n")
-    images = {key: _jpeg(40 * i) for i, key in enumerate(XM_KEYS)}
+    images = {key: release_files.jpeg(40 * i) for i, key in enumerate(XM_KEYS)}
     if archive:
         with tarfile.open(root / "images.tgz", "w:gz") as tar:
             for key, data in images.items():
@@ -86,10 +81,9 @@ def test_xm3600_missing_image_names_key_and_path(tmp_path):
 
 def test_xm3600_corrupt_image_stops_or_is_skipped(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
-    (manual / "images" / "00cc.jpg").write_bytes(_jpeg(9)[:60])
+    (manual / "images" / "00cc.jpg").write_bytes(release_files.jpeg(9)[:60])
     with pytest.raises(Exception, match=r"corrupt image '00cc'"):
-        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"),
-                    config="core")
+        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"), config="core")
     counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "b"),
                          config="core", corrupt_images="skip")
     assert counts["en"] == 2
@@ -114,6 +108,6 @@ def test_unknown_builder_config_and_policy_are_errors(tmp_path):
 
 def test_image_checker_counts_each_image_once():
     checker = xm3600_tfds.ImageChecker("skip")
-    assert checker.ok(_jpeg(1), "good")
+    assert checker.ok(release_files.jpeg(1), "good")
     assert not checker.ok(b"garbage", "bad") and not checker.ok(b"garbage", "bad")
     assert checker.skipped == ["bad"]

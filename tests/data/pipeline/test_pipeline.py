@@ -52,8 +52,7 @@ def test_batch_shapes_dtypes_and_ranges(built_demo, vocab):
 
 def test_languages_take_turns_in_the_prompts(built_demo, vocab):
     batches = _take(_config(built_demo), vocab, 3)
-    prompts = [vocab.decode([int(t) for t in row if t > 1])
-               for b in batches for row in b["prompt"]]
+    prompts = [vocab.decode([int(t) for t in row if t > 1]) for b in batches for row in b["prompt"]]
     assert sorted(set(prompts)) == ["<2en>", "<2es>", "<2hi>", "<2zh>"]
     assert all(prompts.count(p) == 6 for p in set(prompts))
 
@@ -111,8 +110,7 @@ def test_unknown_language_lists_known_ones(demo_dir, vocab):
 def test_a_start_reads_the_build_not_the_release_files(built_demo, vocab, tmp_path):
     release = tmp_path / "coco35l"
     release.mkdir()  # The release folder is empty: only the build is read.
-    config = _config(built_demo, manual_dir=str(release),
-                     tfds_data_dir=str(built_demo / "tfds"))
+    config = _config(built_demo, manual_dir=str(release), tfds_data_dir=str(built_demo / "tfds"))
     reference = _take(_config(built_demo), vocab, 2)
     for a, b in zip(_take(config, vocab, 2), reference, strict=True):
         for key in a:
@@ -163,8 +161,7 @@ def test_missing_languages_are_an_error_naming_size_and_command(built_demo, voca
 def test_build_on_request_checks_free_space_first(demo_dir, vocab, tmp_path, monkeypatch):
     from data.build import builder
 
-    config = _config(demo_dir, tfds_data_dir=str(tmp_path / "built"),
-                     langs=("en", "zh"))
+    config = _config(demo_dir, tfds_data_dir=str(tmp_path / "built"), langs=("en", "zh"))
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     with pytest.raises(builder.NotEnoughSpaceError, match=r"needs about [\d.]+ [KM]B"):

@@ -1,9 +1,8 @@
 """Ctrl-C to the process group while the input workers start or work (data/worker_processes.py).
 
-The trainer's signal handling (training/preemption.py) prints one line and exits 130 before
-the first step; the workers, which get the same Ctrl-C, must add nothing to it (no
-KeyboardInterrupt traceback, no BrokenPipeError, no resource-tracker warning) and must not
-outlive the trainer.
+The trainer's signal handling (training/preemption.py) prints one line and exits 130 before the
+first step; the workers, which get the same Ctrl-C, must add nothing to it (no KeyboardInterrupt
+traceback, no BrokenPipeError, no resource-tracker warning) and must not outlive the trainer.
 """
 
 import os
@@ -15,8 +14,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STOPPED = "Ctrl-C: stopped before the first training step (nothing to save)."
 
 

@@ -33,8 +33,7 @@ def release(tmp_path):
               _karpathy_image(13, "train", ["a bird"]),
               _karpathy_image(21, "val", ["a car"]),
               _karpathy_image(31, "test", ["a bus"])]
-    (tmp_path / "dataset_coco.json").write_text(json.dumps({"images": images,
-                                                            "dataset": "coco"}))
+    (tmp_path / "dataset_coco.json").write_text(json.dumps({"images": images, "dataset": "coco"}))
     for folder in ("train2014", "val2014"):
         (tmp_path / folder).mkdir()
     for image in images:

@@ -40,8 +40,7 @@ def test_reads_records_and_references(tmp_path):
                             r"known: ar, bn"),
     (_line("k1"), r"captions.jsonl:2: image key 'k1' repeats line 1"),
 ])
-@pytest.mark.parametrize("read", [xm3600.read_captions,
-                                  xm3600.read_references])
+@pytest.mark.parametrize("read", [xm3600.read_captions, xm3600.read_references])
 def test_malformed_lines_name_file_and_line(tmp_path, bad, message, read):
     path = _write(tmp_path, [_line("k1"), bad])
     with pytest.raises(xm3600.FormatError, match=message):

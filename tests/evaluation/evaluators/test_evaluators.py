@@ -21,7 +21,7 @@ from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
 from model import captioner
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from training import checkpointing
 
 # eval/cider_d/<lang> at steps 0, 30, 60 of `_pinned_config` (see the module docstring).

@@ -15,7 +15,7 @@ from formats import predictions as predictions_format
 from formats import scores as scores_format
 from model import captioner
 from tests.tiny import tiny_config
-from tests.training.metrics_files import read_metrics
+from tests.training.saved_state import read_metrics
 from tools.vifidel import evaluator as vifidel_evaluator
 
 
