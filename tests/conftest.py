@@ -24,6 +24,7 @@ import jax
 import pytest
 
 from tests import tiny
+from tools import demo
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     # Before the first computation creates the CPU client, which reads XLA_FLAGS once.
@@ -132,6 +133,15 @@ def _trained_run(tmp_path_factory, name, overrides):
                          lambda path: train.train_and_evaluate(
                              tiny.tiny_config(data_dir, **overrides), os.path.join(path, "run")))
     return TrainedRun(os.path.join(folder, "run"), data_dir, dict(overrides))
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    """A small demo dataset (COCO-35L, XM3600 and vocabulary layouts; no TFDS build)."""
+    out = tmp_path_factory.mktemp("demo")
+    demo.generate(str(out), seed=0, num_train=60, num_restval=20, num_val=12, num_test=4,
+                  num_xm3600=16, image_size=32, build_tfds=False)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import numpy as np
 from PIL import Image
 
 from data.releases import xm3600
-from tests.data.conftest import demo_dir  # noqa: F401  The data tests' demo, shared.
 from tools import demo, demo_captions
 
 DEVANAGARI = re.compile(r"^[\u0900-\u097F ]+$")
