@@ -186,6 +186,9 @@ def _check_smoke_run(workdir, config):
 @pytest.mark.parametrize("name", ["bb", "bg", "lg"])
 def test_smoke_variant_trains_on_the_demo_data(name, tiny_demo, tmp_path):
     config = _on_tiny_demo(_config(name, "smoke"), tiny_demo)
+    lines = []  # The preflight first: ready, with the step's memory and batch.
+    assert train.preflight_check(config, say=lines.append) and lines[-1] == "Ready.", lines
+    assert any(line.startswith("  memory ") for line in lines), lines
     train.train_and_evaluate(config, str(tmp_path / name))
     _check_smoke_run(str(tmp_path / name), config)
 
