@@ -18,6 +18,7 @@ import re
 import runpy
 import select
 import shlex
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -228,6 +229,8 @@ def _process_state():
     root = logging.getLogger()
     saved_root = root.level, list(root.handlers)
     verbosity = absl_logging.get_verbosity()
+    # A tool run as `__main__` may ignore late signals; children would inherit that.
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         with warnings.catch_warnings():
             # runpy's note that the module was imported before (`python -m` imports it once).
@@ -243,6 +246,8 @@ def _process_state():
         root.setLevel(saved_root[0])
         root.handlers[:] = saved_root[1]
         absl_logging.set_verbosity(verbosity)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def _serve(args, folder):
