@@ -1,8 +1,10 @@
 """train.py with its workdir on a full disk: one error line, exit 2, nothing but the newest steps
 lost, and the same command resumes once there is room.
 
-The first test runs train.py on a real 4 MB tmpfs where the test may mount one (as root); the
-second, in-process, makes the disk that checkpointing sees report 4 MB less what the workdir holds.
+The first test runs train.py on a real tmpfs where the test may mount one (as root), filled so
+that one checkpoint and a half fit (measured there with a copy of a checkpoint of the same model:
+how a file system counts blocks differs between kernels); the second, in-process, makes the disk
+that checkpointing sees report 2.5 MB less what the workdir holds.
 """
 
 import os
@@ -26,9 +28,27 @@ FULL = (r"step 6: saving checkpoint {workdir}/checkpoints/6 failed: not enough f
 
 @pytest.fixture
 def small_fs(tmp_path):
-    """A 4 MB tmpfs (skips the test where mounting is not allowed)."""
-    with tiny.small_tmpfs(tmp_path / "fs", "4m") as folder:
+    """An 8 MB tmpfs (skips the test where mounting is not allowed)."""
+    with tiny.small_tmpfs(tmp_path / "fs", "8m") as folder:
         yield folder
+
+
+def _fill_leaving_room_for(disk, checkpoint):
+    """Fills `disk` so that a run of `checkpoint`'s model saves its first checkpoint and then
+    finds too little room for the third while the first two are kept: free space left for
+    the run's small files (8 blocks), one checkpoint as the disk counts it (the first save), and
+    the bytes the space check asks for plus half a checkpoint (the second save passes, the
+    third not)."""
+    free = shutil.disk_usage(disk).free
+    copy = shutil.copytree(checkpoint, disk / "measure")
+    on_disk = free - shutil.disk_usage(disk).free
+    asked = sum(f.stat().st_size for f in copy.rglob("*") if f.is_file())
+    shutil.rmtree(copy)
+    room = 8 * os.statvfs(disk).f_frsize + on_disk + asked + on_disk // 2
+    filler = disk / "filler"
+    filler.write_bytes(os.urandom(free - room))
+    # Once more with the file system's own rounding of the filler taken into account.
+    filler.write_bytes(os.urandom(free - room + shutil.disk_usage(disk).free - room))
 
 
 def _train_steps(workdir):
@@ -36,11 +56,11 @@ def _train_steps(workdir):
 
 
 def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
-        tiny_demo, tmp_path, small_fs):
+        tiny_demo, tmp_path, small_fs, four_step_run):
     config_file = tmp_path / "tiny_config.py"
     tiny.write_config_file(config_file, tiny_demo, **OVERRIDES)
     workdir = small_fs / "run"
-    (small_fs / "filler").write_bytes(os.urandom(1_500_000))
+    _fill_leaving_room_for(small_fs, os.path.join(four_step_run.workdir, "checkpoints", "2"))
     # The in-process test below trains the same config and loads these programs from the
     # compilation cache instead of compiling them again (or this one loads its programs).
     full = tiny.run(*tiny.train_args(config_file, workdir))
