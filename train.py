@@ -54,6 +54,7 @@ from training.metrics import (
     MetricsLogger,
     MetricsWriteError,
     check_metrics_file,
+    evaluations,
     metrics_lost_warning,
 )
 
@@ -249,6 +250,7 @@ def open_outputs(config, workdir, start_step):
     if jax.process_index() == 0:
         run_config.save(workdir, config)
     saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
+    checkpointing.set_aside_damaged_best(workdir)  # Else orbax's manager fails to open.
     best_saver = checkpointing.Saver(
         checkpointing.best_manager(workdir, config.checkpoint.best_metric))
     return logger, saver, best_saver
@@ -259,12 +261,21 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                        compilation_cache_dir=None, build_data=False):
     """Trains (or resumes) the run in `workdir`; returns the final state.
     Raises run_config.ConfigError (nothing written) or TrainingError."""
-    with contextlib.ExitStack() as cleanup:  # Run backwards when the call ends, however.
-        if preemption.install():
-            cleanup.callback(preemption.uninstall)
-        cleanup.callback(workdir_lib.release, workdir)  # A no-op unless it was locked.
-        return _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir,
-                                   build_data, cleanup)
+    while True:
+        try:
+            with contextlib.ExitStack() as cleanup:  # Run backwards when the call ends.
+                if preemption.install():
+                    cleanup.callback(preemption.uninstall)
+                cleanup.callback(workdir_lib.release, workdir)  # A no-op unless locked.
+                return _train_and_evaluate(config, workdir, allow_change,
+                                           compilation_cache_dir, build_data, cleanup)
+        except actions.RestoredNotFinite as e:  # Damaged data in the checkpoint: the one before.
+            try:
+                checkpointing.set_aside_to_resume_before(workdir, e.restored_step, str(e))
+            except checkpointing.CheckpointError as error:
+                raise TrainingError(str(error)) from None
+        except checkpointing.SaveError as e:  # Says what the folders hold once saves ended.
+            raise e.now() from None
 
 
 def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, build_data,
@@ -307,6 +318,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     logger, saver, best_saver = open_outputs(config, workdir, start_step)
     cleanup.callback(logger.close)
     cleanup.callback(checkpointing.wait_all, saver, best_saver)
+    save_best_again(config, workdir, state, start_step, best_saver, abstract_state)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
                                         config.data.max_prompt_len, config.data.max_target_len)
     log = actions.Log(logger, config, start_step, step_flops)
@@ -324,6 +336,30 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
                       (log, evaluate, checkpoint, stop))
 
 
+def save_best_again(config, workdir, state, step, best_saver, abstract_state):
+    """Saves the best checkpoint of metrics.jsonl's best evaluation (up to the restored `step`)
+    again when checkpoints_best/ lacks it: its save failed, or was cut short, after its step's
+    regular checkpoint was saved (the state read from that checkpoint)."""
+    metric = config.checkpoint.best_metric
+    scores = evaluations(workdir, metric)
+    if not scores:
+        return
+    best_step = max(sorted(scores, reverse=True), key=lambda s: scores[s][metric])  # As orbax.
+    value = scores[best_step][metric]
+    if any(s > step or scores.get(s, {}).get(metric, -float("inf")) >= value
+           for s in checkpointing.steps(workdir, best=True)):  # Newer: evaluated again.
+        return
+    if best_step != step:
+        if best_step not in checkpointing.steps(workdir):
+            _say(f"warning: the best checkpoint of step {best_step} ({metric}={value}) "
+                 f"was not saved, and no checkpoint of that step is kept to save it again")
+            return
+        state, _ = checkpointing.restore(workdir, abstract_state, step=best_step)
+    _say(f"Saving the best checkpoint of step {best_step} ({metric}={value}) again: "
+         f"{checkpointing.checkpoint_dir(workdir, best=True)} lacks it")
+    best_saver.save(best_step, state, metrics=scores[best_step])
+
+
 def train_loop(state, start_step, total_steps, train_step, batches, rng, periodic):
     """Trains up to `total_steps` with the `periodic` actions after each step; returns the state."""
     log, evaluate, checkpoint, stop = periodic
@@ -336,6 +372,8 @@ def train_loop(state, start_step, total_steps, train_step, batches, rng, periodi
             raise checkpoint.before_error(step - 1, state, measurements, e) from None
         with jax.transfer_guard_device_to_host("disallow"):  # Nothing here waits for it.
             state, measurements = train_step(state, batch, jax.random.fold_in(rng, step))
+        if step == start_step + 1 and start_step:  # Damaged data in the checkpoint shows here.
+            actions.check_restored(start_step, step, measurements)
         preemption.started_training()  # From here on a signal saves a step.
         log(step, measurements)
         checkpoint.poll()  # A failed background save stops the run now, not at the next.

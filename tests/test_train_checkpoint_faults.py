@@ -8,10 +8,18 @@ import pathlib
 import re
 import shutil
 
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from tests import tiny
-from tests.training.saved_state import truncate_largest_data_file
+from tests.training.saved_state import (
+    assert_same_params,
+    read_metrics,
+    read_saved_state,
+    truncate_largest_data_file,
+)
 from training import checkpointing, run_config
 
 
@@ -85,6 +93,75 @@ def test_verbosity_brings_the_library_logs_back(config_file, workdir):
     result = _main(config_file, workdir, "--config.total_steps=5", "--verbosity=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(_lines(result)) > 20
+
+
+def _nan_in_params(workdir, step):
+    """Rewrites checkpoint `step` with a NaN in its parameters, as orbax writes one: damage
+    that reads back without an error (as flipped bits can)."""
+    _, state = read_saved_state(str(workdir), step)
+    first = jax.tree.leaves(state["params"])[0]
+    state["params"] = jax.tree.map(lambda x: x.at[(0,) * x.ndim].set(np.nan) if x is first
+                                   else x, state["params"])
+    shutil.rmtree(workdir / "checkpoints" / str(step))
+    with checkpointing.manager(str(workdir), asynchronous=False) as mngr:
+        mngr.save(step, args=ocp.args.StandardSave(state))
+
+
+def test_a_checkpoint_whose_first_step_is_not_finite_is_set_aside(config_file, workdir,
+                                                                    four_step_run):
+    _nan_in_params(workdir, 4)
+    result = _main(config_file, workdir, "--config.total_steps=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    warnings = [line for line in _lines(result) if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: checkpoint {workdir}/checkpoints/4 (step 4) gives step 5: non-finite "
+        f"train/loss=nan, train/grad_norm=nan as the first step trained from it (its files are "
+        f"damaged?); moved it to {workdir}/checkpoints_damaged/4 and resuming from step 2"]
+    assert checkpointing.steps(str(workdir)) == [4, 5]  # 4 trained again, as before.
+    assert_same_params(read_saved_state(str(workdir), 4)[1],
+                       read_saved_state(four_step_run.workdir, 4)[1])
+    assert [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r] == [1, 2, 3, 4, 5]
+    # With no older checkpoint, the run stops naming it.
+    _nan_in_params(workdir, 5)
+    shutil.rmtree(workdir / "checkpoints" / "4")
+    result = _main(config_file, workdir, "--config.total_steps=6")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert _lines(result)[-1] == (
+        f"error: checkpoint {workdir}/checkpoints/5 (step 5) gives step 6: non-finite "
+        f"train/loss=nan, train/grad_norm=nan as the first step trained from it (its files are "
+        f"damaged?); no older checkpoint is kept: move it away to start afresh, or use another "
+        f"--workdir")
+    assert checkpointing.steps(str(workdir)) == [5]
+
+
+@pytest.mark.parametrize("damage", ["metrics truncated", "missing"])
+def test_a_lost_best_checkpoint_is_saved_again_from_its_step(config_file, workdir,
+                                                             four_step_run, damage):
+    best = workdir / "checkpoints_best" / "2"
+    if damage == "missing":  # As a save that failed after its step's checkpoint was saved.
+        shutil.rmtree(best)
+    else:
+        (best / "metrics" / "metrics").write_text('{"eva')
+    result = _main(config_file, workdir, "--config.total_steps=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = _lines(result)
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    if damage != "missing":
+        assert len(warnings) == 1, lines
+        assert warnings[0].startswith(f"warning: best checkpoint {best} (step 2) is damaged "
+                                      f"(its metrics: "), lines
+        assert warnings[0].endswith(f"moved it to {workdir}/checkpoints_damaged/best-2 and the "
+                                    f"best checkpoint is saved again when its step's "
+                                    f"checkpoint is kept"), lines
+    else:
+        assert not warnings, lines
+    assert any(re.fullmatch(rf"Saving the best checkpoint of step 2 \(eval/cider_d/avg=[\d.e-]+"
+                            rf"\) again: {workdir}/checkpoints_best lacks it", line)
+               for line in lines), lines
+    assert checkpointing.steps(str(workdir), best=True) == [2]
+    _, expected = read_saved_state(four_step_run.workdir, 2)
+    restored, _ = checkpointing.restore(str(workdir), expected["params"], step="best")
+    assert_same_params({"params": restored}, expected)
 
 
 # ------------------------------------------------------------- config.json ----

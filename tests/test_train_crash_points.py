@@ -1,13 +1,14 @@
 """A run killed right after any one of its writes resumes to the same parameters, bit for bit.
 
 training/crash_points.py marks every write that a resumed run reads back (checkpoints, best
-checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved aside); with
-TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right after the n-th. The scenario passes through
-every kind of write: the shared four-step run, with its newest checkpoint damaged and its
-metrics.jsonl cut short in its last record, is resumed with an evaluation at step 3 (a best
-checkpoint between two regular ones) and at step 4 (a best and a regular checkpoint of the same
-step). Each test kills it at one point, resumes it, and checks the parameters against the shared
-run's (trained without a stop) and that no step has two records of a kind in metrics.jsonl.
+checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved aside, a
+lost best checkpoint saved again); with TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right
+after the n-th. The scenario passes through every kind of write: the shared four-step run, with
+its newest checkpoint damaged, its metrics.jsonl cut short in its last record and its best
+checkpoint gone, is resumed with an evaluation at step 3 (a best checkpoint between two regular
+ones) and at step 4 (a best and a regular checkpoint of the same step). Each test kills it at
+one point, resumes it, and checks the parameters against the shared run's (trained without a
+stop) and that no step has two records of a kind in metrics.jsonl.
 """
 
 import shutil
@@ -29,6 +30,7 @@ POINTS = (
     "metrics.jsonl.damaged",
     "metrics.jsonl repaired",
     "config.json",
+    "checkpoints_best/2",
     "metrics.jsonl step 3 perf",
     "metrics.jsonl step 3 eval",
     "checkpoints_best/3",
@@ -42,7 +44,7 @@ POINTS = (
 def _damaged_copy(four_step_run, folder):
     """The shared four-step run with its newest checkpoint damaged (no _METADATA), its
     metrics.jsonl cut short inside its last record (of step 4) and without its best checkpoint
-    (of step 2, whose score would keep those of steps 3 and 4 out)."""
+    (of step 2: the resumed run saves it again from checkpoints/2)."""
     workdir = four_step_run.copy_to(folder / "run")
     (folder / "run" / "checkpoints" / "4" / "default" / "_METADATA").unlink()
     metrics = (folder / "run" / "metrics.jsonl").read_bytes()

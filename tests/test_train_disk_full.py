@@ -7,6 +7,7 @@ how a file system counts blocks differs between kernels); the second, in-process
 that checkpointing sees report 2.5 MB less what the workdir holds.
 """
 
+import errno
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import pytest
 import train
 from tests import tiny
 from tests.tiny import tiny_config
-from tests.training.saved_state import read_metrics, read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
 
 OVERRIDES = {"evals.xm3600.every": 0, "total_steps": 10, "checkpoint.every": 2,
@@ -106,3 +107,41 @@ def test_full_disk_injected_stops_training_at_the_save(tiny_demo, tmp_path, monk
     assert int(state["step"]) == 10
     assert checkpointing.steps(str(workdir)) == [8, 10]
     assert _train_steps(workdir) == list(range(1, 11))
+
+
+def test_a_best_checkpoint_lost_to_a_full_disk_is_saved_again(tiny_demo, tmp_path, monkeypatch,
+                                                              four_step_run):
+    """The best save of step 2 fails in the background while the step's own checkpoint is
+    saved: the error says the rerun resumes from that checkpoint, and the rerun saves the
+    best checkpoint again from it (the state of the uninterrupted run, bit for bit)."""
+    workdir, real_best_manager, failed = str(tmp_path / "run"), checkpointing.best_manager, []
+
+    def best_manager_whose_write_fails(run, metric):
+        mngr = real_best_manager(run, metric)
+        finish = mngr.wait_until_finished
+
+        def wait_until_finished():
+            finish()
+            if 2 in checkpointing.steps(run, best=True) and not failed:  # Nothing of it kept.
+                failed.append(shutil.rmtree(os.path.join(run, "checkpoints_best", "2")))
+                raise OSError(errno.ENOSPC, "No space left on device")
+        mngr.wait_until_finished = wait_until_finished
+        return mngr
+
+    monkeypatch.setattr(checkpointing, "best_manager", best_manager_whose_write_fails)
+    with pytest.raises(checkpointing.SaveError) as error:
+        train.train_and_evaluate(four_step_run.config(), workdir)
+    assert re.fullmatch(
+        rf"step 2: saving checkpoint {workdir}/checkpoints_best/2 failed: no space left on the "
+        rf"device \([\d.]+ MB free now, [\d.]+ MB when the save started, for about [\d.]+ MB\); "
+        rf"make room, and the same command resumes from step 2 \({workdir}/checkpoints/2\) "
+        rf"\(and saves the best checkpoint again if its evaluation is the best\)",
+        str(error.value)), str(error.value)
+    monkeypatch.undo()
+    train.train_and_evaluate(four_step_run.config(), workdir)
+    assert checkpointing.steps(workdir, best=True) == [2]
+    _, expected = read_saved_state(four_step_run.workdir, 2)
+    restored, _ = checkpointing.restore(workdir, expected["params"], step="best")
+    assert_same_params({"params": restored}, expected)
+    assert_same_params(read_saved_state(workdir, 4)[1],
+                       read_saved_state(four_step_run.workdir, 4)[1])

@@ -24,6 +24,24 @@ def check_finite(step, measurements):
             "the last good checkpoint is kept in the workdir")
 
 
+class RestoredNotFinite(TrainingError):
+    """The first step after a restore was not finite: the checkpoint's data is damaged."""
+
+    def __init__(self, restored_step, message):
+        super().__init__(message)
+        self.restored_step = restored_step
+
+
+def check_restored(restored_step, step, measurements):
+    """Raises RestoredNotFinite when the first step trained from checkpoint `restored_step`
+    is not finite (a sync, once per resume)."""
+    try:
+        check_finite(step, jax.device_get(measurements))
+    except TrainingError as e:
+        raise RestoredNotFinite(restored_step, f"gives {str(e).split(';')[0]} as the first "
+                                f"step trained from it (its files are damaged?)") from None
+
+
 class Log:
     """Logs the training measurements of every `config.log_every`-th step (and the last)."""
 

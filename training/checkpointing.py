@@ -5,6 +5,7 @@ Checkpoints are `<workdir>/checkpoints/<step>` (the best evaluation's in `checkp
 """
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -101,7 +102,23 @@ class IncompatibleCheckpoint(CheckpointError):
 
 
 class SaveError(CheckpointError):
-    """A checkpoint could not be saved (names the step, the folder and the cause)."""
+    """A checkpoint could not be saved: names the step, the folder, the cause, and what the
+    same command does (from what the folders hold when it is made: `now()` once saves end)."""
+
+    def __init__(self, step, folder, cause, space=False):
+        self.step, self.folder, self.cause, self.space = step, folder, cause, space
+        workdir = os.path.dirname(folder)  # Of checkpoints/ and checkpoints_best/ alike.
+        done = steps(workdir)
+        resume = (f"resumes from step {done[-1]} ({_step_path(workdir, done[-1])})" if done
+                  else "starts afresh (no checkpoint is saved yet)")
+        if done and done[-1] == step and folder == checkpoint_dir(workdir, best=True):
+            resume += " (and saves the best checkpoint again if its evaluation is the best)"
+        super().__init__(f"step {step}: saving checkpoint {os.path.join(folder, str(step))} "
+                         f"failed: {cause}; {'make room, and' if space else 'once that is fixed,'}"
+                         f" the same command {resume}")
+
+    def now(self):
+        return SaveError(self.step, self.folder, self.cause, self.space)
 
 
 class Saver:
@@ -123,9 +140,8 @@ class Saver:
             return
         needed, available = self._space(state), shutil.disk_usage(self.folder).free
         if available < needed:
-            raise SaveError(self._message(
-                step, f"not enough free space: needs about {needed / 1e6:.1f} MB, "
-                      f"{available / 1e6:.1f} MB available", space=True))
+            raise SaveError(step, self.folder, f"not enough free space: needs about "
+                            f"{needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available", True)
         try:
             self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
@@ -157,23 +173,12 @@ class Saver:
     def _failure(self, step, needed, available, error):
         """The SaveError of `error`; a full disk says the free space then and now."""
         if not _is_no_space(error):
-            return SaveError(self._message(step, _first_line(error)))
+            return SaveError(step, self.folder, _first_line(error))
         # Not "the save needed more than was free": another process may have filled the disk.
         now = shutil.disk_usage(self.folder).free
-        return SaveError(self._message(
-            step, f"no space left on the device ({now / 1e6:.1f} MB free now, "
-                  f"{available / 1e6:.1f} MB when the save started, for about "
-                  f"{needed / 1e6:.1f} MB)", space=True))
-
-    def _message(self, step, cause, space=False):
-        """Names the step, the folder and the cause, and where the same command resumes."""
-        workdir = os.path.dirname(self.folder)  # Of checkpoints/ and checkpoints_best/ alike.
-        done = steps(workdir)
-        resume = (f"resumes from step {done[-1]} ({_step_path(workdir, done[-1])})" if done
-                  else "starts afresh (no checkpoint is saved yet)")
-        then = "make room, and" if space else "once that is fixed,"
-        return (f"step {step}: saving checkpoint {os.path.join(self.folder, str(step))} "
-                f"failed: {cause}; {then} the same command {resume}")
+        return SaveError(step, self.folder, f"no space left on the device ({now / 1e6:.1f} MB "
+                         f"free now, {available / 1e6:.1f} MB when the save started, for about "
+                         f"{needed / 1e6:.1f} MB)", True)
 
 
 def wait_all(*savers):
@@ -392,7 +397,7 @@ def _restore_resumable(workdir, abstract_state, at_most):
             damaged.append((step, e))
             continue
         for bad_step, error in skipped[::-1] + damaged:
-            _set_aside(workdir, bad_step, error, step)
+            _set_aside(workdir, bad_step, error, f"resuming from step {step}")
         if at_most is not None and step > at_most and jax.process_index() == 0:
             # Only a file cut by hand gets here: a crash cuts the newest record alone.
             print(f"warning: {workdir}/metrics.jsonl holds whole records only to step "
@@ -407,17 +412,43 @@ def _restore_resumable(workdir, abstract_state, at_most):
     return None, None
 
 
-def _set_aside(workdir, step, error, resume_step):
-    """Moves a damaged checkpoint out of checkpoints/ (process 0; all processes wait)."""
-    source = _step_path(workdir, step)
-    target = os.path.join(os.path.abspath(workdir), "checkpoints_damaged", str(step))
+def set_aside_damaged_best(workdir):
+    """Moves best checkpoints whose state or metrics cannot be read aside, one line each."""
+    for step in steps(workdir, best=True):
+        path = _step_path(workdir, step, best=True)
+        try:
+            _saved_tree(path)
+            with open(os.path.join(path, "metrics", "metrics"), encoding="utf-8") as f:
+                json.load(f)
+        except (CheckpointError, OSError, ValueError) as e:
+            cause = e if isinstance(e, CheckpointError) else f"its metrics: {_first_line(e)}"
+            _set_aside(workdir, step, f"best checkpoint {path} (step {step}) is damaged "
+                       f"({cause})", "the best checkpoint is saved again when its step's "
+                       "checkpoint is kept", best=True)
+
+
+def set_aside_to_resume_before(workdir, step, what):
+    """Moves checkpoint `step`, which `what` (e.g. "gives a NaN loss"), aside when an older
+    one is kept to resume from; else raises CheckpointError."""
+    path, older = _step_path(workdir, step), [s for s in steps(workdir) if s < step]
+    if not older:
+        raise CheckpointError(f"checkpoint {path} (step {step}) {what}; no older checkpoint is "
+                              f"kept: move it away to start afresh, or use another --workdir")
+    _set_aside(workdir, step, f"checkpoint {path} (step {step}) {what}",
+               f"resuming from step {older[-1]}")
+
+
+def _set_aside(workdir, step, error, then, best=False):
+    """Moves a damaged checkpoint to checkpoints_damaged/ (process 0; all processes wait)."""
+    source = _step_path(workdir, step, best)
+    name = f"best-{step}" if best else str(step)
+    target = os.path.join(os.path.abspath(workdir), "checkpoints_damaged", name)
     if os.path.exists(target):
         target = f"{target}.{int(time.time())}"
     if jax.process_index() == 0:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.replace(source, target)
-        print(f"warning: {error}; moved it to {target} and resuming from step {resume_step}",
-              flush=True)
+        print(f"warning: {error}; moved it to {target} and {then}", flush=True)
         crash_points.passed(f"checkpoints_damaged/{os.path.basename(target)}")
     if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(f"set_aside_{step}")
+        multihost_utils.sync_global_devices(f"set_aside_{name}")

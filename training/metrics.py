@@ -265,6 +265,14 @@ def check_metrics_file(workdir):
     return last - 1 if f'{{"step": {last},'.startswith(tail) else last
 
 
+def evaluations(workdir, metric):
+    """{step: scores} of metrics.jsonl's evaluations that hold `metric`, after step 0."""
+    path = metrics_path(workdir)
+    return {r["step"]: {k: v for k, v in r.items() if k != "step"}
+            for _, r in _scan(path, _read(path))[0]
+            if r["step"] > 0 and isinstance(r.get(metric), int | float)}
+
+
 def metrics_lost_warning(workdir):
     """[the warning line] when a run with checkpoints has no or an empty metrics.jsonl."""
     path = metrics_path(workdir)
