@@ -13,6 +13,8 @@ import re
 import shutil
 import tempfile
 
+import crash_points
+
 
 @contextlib.contextmanager
 def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
@@ -77,7 +79,9 @@ def replacing_folder(path):
                                    dir=parent)
             os.rmdir(old)
             os.replace(path, old)
+            crash_points.passed(f"{os.path.basename(path)} moved aside")
         os.replace(tmp, path)
+        crash_points.passed(f"{os.path.basename(path)} renamed in")
         if old:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

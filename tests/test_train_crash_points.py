@@ -1,8 +1,8 @@
 """A run killed right after any one of its writes resumes to the same parameters, bit for bit.
 
-training/crash_points.py marks every write that a resumed run reads back (checkpoints, best
+crash_points.py marks every write that a resumed run reads back (checkpoints, best
 checkpoints, metrics.jsonl records and repairs, config.json, damaged checkpoints moved aside, a
-lost best checkpoint saved again); with TRAIN_CRASH_AT=<n> the trainer SIGKILLs itself right
+lost best checkpoint saved again); with CRASH_AT=<n> the trainer SIGKILLs itself right
 after the n-th. The scenario passes through every kind of write: the shared four-step run, with
 its newest checkpoint damaged, its metrics.jsonl cut short in its last record and its best
 checkpoint gone, is resumed with an evaluation at step 3 (a best checkpoint between two regular
@@ -15,10 +15,12 @@ import shutil
 
 import pytest
 
+import files
 import train
 from tests import tiny
 from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
 from training import checkpointing
+from training import workdir as workdir_lib
 
 # The resumed run: evaluations at steps 3 and 4 (every 3, and the last step; of one batch), a
 # training record at step 4 (every 2), checkpoints at 4 (every 2; the one at 2 is restored).
@@ -57,7 +59,7 @@ def _run_until(four_step_run, workdir, crash_at):
     """Resumes `workdir` in a new process that kills itself at point `crash_at` (0: none);
     returns (exit status, the points it passed)."""
     result = tiny.run(*tiny.train_script(four_step_run.data_dir, workdir, **OVERRIDES),
-                      env={"TRAIN_CRASH_AT": str(crash_at)})
+                      env={"CRASH_AT": str(crash_at)})
     passed = [line.split(": ", 1)[1] for line in result.text.splitlines()
               if line.startswith("crash point ")]
     return result, passed
@@ -113,3 +115,49 @@ def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config
     _check_params(four_step_run, workdir)
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]
+
+
+# ---------------------------------------------------- writes beyond the loop ----
+# A results folder replaced (evaluation.evaluate's and evaluation.report's folders) and a
+# workdir lock made again after `rm .lock`: a process killed after each write loses nothing.
+SWAP = """import sys, files
+with files.replacing_folder(sys.argv[1]) as folder:
+    open(folder + "/scores.json", "w").write("new")
+"""
+LOCK_LOST = """import os, sys
+from training import workdir
+workdir.prepare(sys.argv[1])
+workdir.lock(sys.argv[1])
+os.remove(os.path.join(sys.argv[1], ".lock"))
+workdir.check()
+"""
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])
+def test_a_results_folder_swap_killed_after_a_write_keeps_the_new_one(tmp_path, crash_at):
+    results = tmp_path / "eval_step8"
+    results.mkdir()
+    (results / "scores.json").write_text("old")
+    listed = tiny.run("-c", SWAP, str(results), env={"CRASH_AT": "0"})
+    assert listed.code == 0 and listed.text.splitlines() == [
+        "crash point 1: eval_step8 moved aside", "crash point 2: eval_step8 renamed in"]
+    (results / "scores.json").write_text("old")
+    killed = tiny.run("-c", SWAP, str(results), env={"CRASH_AT": str(crash_at)})
+    assert killed.code == -9, killed.text
+    # What the tools do before they read or write the folder: the new one, written whole.
+    said = files.recover_folder(results)
+    assert (results / "scores.json").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval_step8"]
+    assert said == ("" if crash_at == 2 else f"{results}: an interrupted replacement finished: "
+                    f"the new folder, written whole, renamed in")
+
+
+def test_a_trainer_killed_after_making_its_lock_again_leaves_it_to_the_next(tmp_path):
+    killed = tiny.run("-c", LOCK_LOST, str(tmp_path), env={"CRASH_AT": "1"})
+    assert killed.code == -9 and "crash point 1: .lock made again" in killed.text, killed.text
+    note = workdir_lib.lock(str(tmp_path))
+    try:
+        assert note.startswith(f"note: {tmp_path}/.lock was left by a trainer that is no longer "
+                               f"running (pid {killed.pid} on host "), note
+    finally:
+        workdir_lib.release(str(tmp_path))

@@ -17,8 +17,8 @@ import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 from jax.experimental import multihost_utils
 
+import crash_points
 import errors
-from training import crash_points
 
 
 def checkpoint_dir(workdir, best=False):

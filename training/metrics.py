@@ -19,9 +19,10 @@ import jax
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+import crash_points
 import errors
 import files
-from training import crash_points, flops, schedules
+from training import flops, schedules
 from training import workdir as workdir_lib
 
 

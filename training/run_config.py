@@ -12,6 +12,7 @@ import ml_collections
 from absl import flags
 from ml_collections import config_dict
 
+import crash_points
 import errors
 import files
 from data import languages
@@ -20,7 +21,6 @@ from data.build import layout
 from data.build.image_shards import CORRUPT_IMAGE_POLICIES
 from model import captioner
 from model.upstream import trees
-from training import crash_points
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 
+import crash_points
 import errors
 
 LOCK_FILE = ".lock"
@@ -151,6 +152,7 @@ def _renew(held):
     if new is not None:
         held[1] = new
         os.close(fd)
+        crash_points.passed(f"{LOCK_FILE} made again")
 
 
 def _renew_forever():
