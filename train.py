@@ -341,7 +341,8 @@ def save_best_again(config, workdir, state, step, best_saver, abstract_state):
     again when checkpoints_best/ lacks it: its save failed, or was cut short, after its step's
     regular checkpoint was saved (the state read from that checkpoint)."""
     metric = config.checkpoint.best_metric
-    scores = evaluations(workdir, metric)
+    # Records up to `step` only: every process decides alike, before or after the repair.
+    scores = {s: v for s, v in evaluations(workdir, metric).items() if s <= step}
     if not scores:
         return
     best_step = max(sorted(scores, reverse=True), key=lambda s: scores[s][metric])  # As orbax.
