@@ -1,9 +1,8 @@
 """The one way the project writes an output file: whole, or not at all.
 
-`replacing(path)` writes a temporary file beside `path`, then flushes, syncs and renames it
-onto `path` (atomic within a folder) when the block ends without error: a reader sees the
-old file or the new one, never a partial one; on an error (full disk, Ctrl-C) `path` is left
-as it was. `replacing_folder(path)` does the same for a folder.
+`replacing(path)` writes a temporary file beside `path` and renames it onto `path` when the
+block ends without error: a reader sees the old file or the new one; on an error (full disk,
+Ctrl-C) `path` is left as it was. `replacing_folder(path)` does the same for a folder.
 """
 
 import contextlib

@@ -1,11 +1,9 @@
 """JSON Lines files (plain, `.bz2` or `.gz`), one object a line, errors at file:line.
 
-`read_objects` parses with `json` and names the first bad line; `decode_lines` (files that
-fit in memory) and `LineStream` (any size: COCO-35L's 19 million lines) decode with
-msgspec, and leave a line that does not fit to the caller's slow path for the exact
-message. A key twice in one object is an error (parsers silently keep the last): `json`
-finds it with `unique_keys`; msgspec cannot, so `decode_lines` compares the file's colons
-with the decoded objects' keys and scans with `json` only when they differ.
+`read_objects` parses with `json`; `decode_lines` (files that fit in memory) and `LineStream`
+(any size) decode with msgspec and leave a line that does not fit to the caller's slow path.
+A key twice in one object is an error (msgspec cannot see it: `decode_lines` compares colons
+with decoded keys, and scans with `json` only when they differ).
 """
 
 import bz2

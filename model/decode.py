@@ -1,11 +1,8 @@
 """Autoregressive caption decoding: greedy, beam search (T5X) and sampling.
 
-Each encodes the images once, then runs the cached decoder one position a step in a
-lax.while_loop that stops once every sequence has produced EOS. Outputs are
-[batch, max_len] int32 ids starting after token 0, EOS kept, 0 after it; `log_probs`
-scores any such output. `model` has the Captioner's `encode` and `decode` methods;
-`params` is its tree or {'params': ...}. `Decoding` holds and checks a decoding's
-settings for every caller.
+Each encodes the images once, then runs the cached decoder in a lax.while_loop until every
+sequence has produced EOS. Outputs are [batch, max_len] int32 ids, EOS kept, 0 after it;
+`log_probs` scores any such output. `Decoding` holds and checks a decoding's settings.
 """
 
 import dataclasses

@@ -1,10 +1,8 @@
 """Builds COCO-35L and CC3M-35L in the layout of layout.py: images once, captions per language.
 
-Two stages: (1) worker processes write the image shards (image_shards.py) while this
-process streams each translation file once into per-language spills (caption_tables.py);
-(2) a worker per language turns its spill into its caption table, as many at once as
-TABLE_MEMORY allows, so memory is bounded whatever the cores. TFDS's metadata is written
-last (a folder without it is unfinished); a killed build resumes from the finished shards.
+Worker processes write the image shards while this process spills the captions; then a
+worker per language writes its caption table, as many at once as TABLE_MEMORY allows. TFDS's
+metadata is written last (a folder without it is unfinished); a killed build resumes.
 """
 
 import dataclasses

@@ -1,12 +1,9 @@
 """The training input: `train_iterator`, a Grain pipeline of this process's batches.
 
 A batch: image uint8 [b, H, W, 3] (mapped to [-1, 1] on the accelerator), prompt int32
-[b, Lp] (LangId) and targets int32 [b, Lt] (ids ending in EOS, then 0). The pipeline is a
-Grain `MapDataset` over (step, process) pairs, sharded by process and sliced at the resumed
-step, so a step's examples are a pure function of (seed, step, process), with no iterator
-state. Each `Batch` reads its examples (sampling.py) from the build, decodes and tokenizes
-them in Grain's worker processes (worker w of W makes steps w, w + W, ...), handed over in
-shared memory. The workers start with the iterator, before train.py initializes the model.
+[b, Lp] (LangId) and targets int32 [b, Lt] (ids ending in EOS, then 0). A step's examples are
+a pure function of (seed, step, process) (sampling.py), with no iterator state; Grain's worker
+processes read, decode and tokenize them (worker w of W makes steps w, w + W, ...).
 """
 
 import errno

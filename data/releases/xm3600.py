@@ -2,9 +2,7 @@
 
 Each line: {"image/key": "000411001ff7dd4f", "image/locale": "ar", "ar": {"caption": [...],
 "caption/tokenized": [...], "caption/tokenized/lowercase": [...]}, "bn": {...}, ...}.
-Everything that reads XM3600 goes through here, so a malformed file is reported alike (file
-and line). `read_captions` gives a `Record` per image; `read_references` every language's
-references, decoded in bulk and line by line only when that fails, for the message.
+`read_captions` gives a `Record` per image, `read_references` every language's references.
 """
 
 import dataclasses

@@ -1,10 +1,8 @@
 """The per-call half of `evaluation.cider`: a prediction's n-grams matched against its references.
 
-One compiled loop (numba, cached on disk) over the predictions' token positions, order by
-order: the n-gram at p is identified by the (n-1)-gram's id at p and its last token, one hash
-probe in tables built once from the references (`ngram_index.KeyTable`): union ids (per image,
-its distinct reference n-grams) and known ids (every n-gram with a document frequency).
-Counts within a prediction are exact. The loop writes the sums `kernel` turns into scores.
+One compiled loop (numba, cached on disk) identifies each n-gram of a prediction by its
+(n-1)-gram's id and last token, one hash probe in tables built once from the references
+(`ngram_index.KeyTable`), and writes the sums `kernel` turns into scores.
 """
 
 import numba
