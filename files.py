@@ -85,14 +85,12 @@ def replacing_folder(path):
 
 
 def recover_folder(path):
-    """Finishes or undoes a `replacing_folder(path)` that was interrupted; says what it did.
+    """Finishes or undoes an interrupted `replacing_folder(path)`; returns a line saying what
+    was renamed in, or "".
 
     The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
     `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
     folder they left beside `path` is deleted.
-
-    Returns:
-        A line saying what was renamed in, or "".
     """
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
     left = {"old": [], "tmp": []}
