@@ -83,13 +83,10 @@ class Captioner(nn.Module):
         Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid).
         """
         pooled, patches = self.img(unit_range(images), train=train)
-        # [batch, num_image_tokens, width]
         image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
-        # [batch, num_image_tokens, emb]
+        # [batch, num_image_tokens, emb] then [batch, prompt_len, emb]
         image_embeddings = self.img_proj(image_tokens).astype(self.config.t5.dtype)
-        # [batch, prompt_len, emb]
-        prompt_embeddings = self.t5.embed(prompt_tokens)
-        embeddings = jnp.concatenate([image_embeddings, prompt_embeddings], axis=1)
+        embeddings = jnp.concatenate([image_embeddings, self.t5.embed(prompt_tokens)], axis=1)
         batch, num_image = image_embeddings.shape[:2]
         encoder_mask = jnp.concatenate(
             [jnp.ones((batch, num_image), bool), prompt_tokens != 0], axis=1)

@@ -72,7 +72,6 @@ def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pic
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
                                      state.last)
         rng, step_rng = jax.random.split(state.rng)
-        # [batch]
         token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
         tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
         return SearchState(step=state.step + 1, tokens=tokens, last=token,
@@ -161,8 +160,7 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
     # Keep 2 * beam so that beam live ones remain even if beam of them end now.
     top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
     parents, tokens = top_index // vocab, top_index % vocab
-    # [batch, 2 * beam, max_len]
-    seqs = _gather_beams(state.live_tokens, parents)
+    seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
     seqs = jax.lax.dynamic_update_slice(
         seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
     ends = tokens == eos_id
@@ -256,8 +254,7 @@ def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
     variables = _variables(params)
     encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
-    # [batch, length, vocab]
-    logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")
+    logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")  # [b, L, V]
     token_log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
                                           tokens[:, :, None], axis=-1)[:, :, 0]
     is_eos = tokens == eos_id

@@ -61,7 +61,6 @@ class _Plan:
     pending: list       # the image shards to write
 
 
-# ----------------------------------------------------------------- estimates ----
 def caption_bytes(path, langs):
     """About the bytes of the caption tables of `langs` (but en) from a translation file (an
     upper bound: uncompressed text plus a record's overhead), from its first 4 MB."""
@@ -107,7 +106,6 @@ def check_free_space(data_dir, needed):
             f"(images, caption tables and their temporary spill), {size_text(free)} are free")
 
 
-# ------------------------------------------------------------ worker pool ----
 class _Done:
     """A task run at once in this process, with the pool's `AsyncResult` methods."""
 
@@ -158,7 +156,6 @@ def _finished(result):
     return True
 
 
-# ------------------------------------------------------------------ build ----
 def build(release, *, data_dir, langs, options=None, workers=None, progress_stream=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
@@ -331,7 +328,6 @@ def _caption_tables(pool, plan, workers, progress):
                     "captions": sum(t["num_captions"] for t in tables)}
 
 
-# -------------------------------------------------------- TFDS metadata ----
 def _write_metadata(folder, dataset, images, splits, description, metadata=None):
     """TFDS's dataset_info.json and features.json of the image (`images`) or caption tables,
     for {split: (shard lengths, bytes)}."""

@@ -46,11 +46,10 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
     starts [P + 1], image [P]; union_* and known_*: the two `KeyTable`s; per entry (a reference
     holding the n-gram) entry_segment, entry_weight (tf_r idf^2), entry_tf. clipped: CIDEr-D.
     work: int64 [5, T] zeros; first_of_token: -1s."""
-    # (No array is allocated here: numpy calls would add ~1 s to the first,
-    # uncached compilation.) Per token position p: union id, known id, the
-    # n-gram's first position in its prediction (`group`) and its count there
-    # (`tf`), updated in place order by order; `count` is indexed by first
-    # positions.
+    # (No array is allocated here: numpy calls would add ~1 s to the first, uncached compilation.)
+    # Per token position p: union id, known id, the n-gram's first position in its prediction
+    # (`group`) and its count there (`tf`), updated in place order by order; `count` is indexed by
+    # first positions.
     union, known, group, tf, count = work
     for n in range(1, MAX_N + 1):
         _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys,
@@ -111,8 +110,7 @@ def _group(n, ids, first, last, first_of_token, group, tf):
         for p in range(first, last):
             first_of_token[ids[p]] = -1
     else:
-        # Descending p: group[q] for q < p is still the (n-1)-gram's,
-        # whose first occurrence it is.
+        # Descending p: group[q] for q < p is still the (n-1)-gram's, whose first occurrence it is.
         for p in range(last - 1, first - 1, -1):
             same = p
             if tf[p] >= 2:

@@ -26,7 +26,6 @@ _SOURCES: dict[str, tuple[Callable[[str], dict], str, Any]] = {
 
 
 def _prefix_in(params: dict, prefix: str) -> str:
-    # Accept the flax variables dict {'params': ...} as well as the bare tree.
     if prefix not in params and isinstance(params.get("params"), dict):
         return f"params/{prefix}"
     return prefix
@@ -48,7 +47,6 @@ def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
         try:
             loaded = loader(path)
         except FileNotFoundError as e:
-            # The loaders' messages name the path and what is (not) there.
             raise FileNotFoundError(f"init.{field}: {e}") from e
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e
