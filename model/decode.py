@@ -192,11 +192,10 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
                 alpha: float = 0.6, eos_id: int = 1):
     """Beam search as t5x/decoding.py: returns (tokens [batch, max_len], scores [batch]).
 
-    Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the
-    finished set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS),
-    the others for the live set. Stops at max_len or when no live beam could still beat the
-    worst finished one. An example with no finished sequence gets its best live beam with
-    its raw log-probability.
+    Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the finished
+    set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS), the others for
+    the live set. Stops at max_len or when no live beam could still beat the worst finished one. An
+    example with no finished sequence gets its best live beam with its raw log-probability.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")

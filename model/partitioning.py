@@ -1,9 +1,8 @@
 """Logical axis names of the model's parameters and activations, and their mesh mapping.
 
-The rules map them onto a ('data', 'model') mesh: data parallelism plus model parallelism
-over vocabulary, heads and MLP units, and with `fsdp=True` the parameters' embedding axis
-sharded over 'data' too. Without `nn.logical_axis_rules` in scope the activation
-constraints are no-ops.
+The rules map them onto a ('data', 'model') mesh: data parallelism plus model parallelism over
+vocabulary, heads and MLP units, and with `fsdp=True` the parameters' embedding axis sharded over
+'data' too. Without `nn.logical_axis_rules` in scope the activation constraints are no-ops.
 """
 
 import flax.linen as nn
