@@ -16,9 +16,7 @@ import tempfile
 @contextlib.contextmanager
 def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
     """A file object whose contents replace `path` when the block ends without an error.
-
-    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask).
-    """
+    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask)."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -87,11 +85,9 @@ def replacing_folder(path):
 def recover_folder(path):
     """Finishes or undoes an interrupted `replacing_folder(path)`; returns a line saying what
     was renamed in, or "".
-
     The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
     `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
-    folder they left beside `path` is deleted.
-    """
+    folder they left beside `path` is deleted."""
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
     left = {"old": [], "tmp": []}
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -48,9 +48,7 @@ def to_unit_range(pixels):
 
 def decode_pixels(data, size, *, name="image", upright=False):
     """Image bytes (any format PIL reads) -> uint8 [size, size, 3] (squashed, as big_vision).
-
-    ImageError names `name` when the bytes are no decodable image.
-    """
+    ImageError names `name` when the bytes are no decodable image."""
     try:
         image = Image.open(io.BytesIO(data))
         # The decoder gets the bytes in one call, not in 64 KiB blocks (each a suspension of

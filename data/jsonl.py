@@ -55,9 +55,7 @@ def _open_binary(path):
 
 def read_objects(path, error=FormatError):
     """Yields ("path:line", object) for each non-blank line.
-
-    Raises `error` naming the file and line for a line not UTF-8, not JSON or not an object.
-    """
+    Raises `error` naming the file and line for a line not UTF-8, not JSON or not an object."""
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
             where = f"{path}:{lineno}"
@@ -89,12 +87,10 @@ def _whole_file(path):
 
 def decode_lines(path, decoder, count_keys=None):
     """Decodes every non-blank line with `decoder`: `Lines`, or None if any line does not fit.
-
-    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a
-    regular file (the slow path must read it again). Each line is decoded on its own, in
-    place in the memory-mapped file. `decoder` must accept no line `json.loads` rejects;
-    `count_keys(objects)` gives the decoded keys for the repeated-key check (None: scan).
-    """
+    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a regular
+    file (the slow path must read it again). Each line is decoded on its own, in place in the
+    memory-mapped file. `decoder` must accept no line `json.loads` rejects; `count_keys(objects)`
+    gives the decoded keys for the repeated-key check (None: scan)."""
     if not os.path.isfile(path):
         return None
     data = _whole_file(path)
@@ -154,12 +150,10 @@ def _has_repeated_key(data):
 
 class LineStream:
     """The non-blank lines of a (compressed) JSON Lines file, decoded in one streaming pass.
-
-    Yields (line number, object), one chunk in memory; `position` / `size` (bytes on disk)
-    measure progress. `.bz2` goes through `lbzip2`, `pbzip2` or `bzip2` in its own process
-    when installed (decompression overlaps decoding). `fallback(where, line)` handles a line
-    the decoder rejects: returns its object, None to skip it, or raises naming `where`.
-    """
+    Yields (line number, object), one chunk in memory; `position` / `size` (bytes on disk) measure
+    progress. `.bz2` goes through `lbzip2`, `pbzip2` or `bzip2` in its own process when installed
+    (decompression overlaps decoding). `fallback(where, line)` handles a line the decoder rejects:
+    returns its object, None to skip it, or raises naming `where`."""
 
     def __init__(self, path, decoder, fallback, chunk_size=1 << 22, external=True):
         self.path = str(path)

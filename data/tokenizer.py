@@ -85,10 +85,9 @@ def _read_model(path, fix):
 
 def get_vocabulary(path, fix="pass --config.vocab.path=/local/copy.model"):
     """Loads a SentencePiece model with T5's special ids from a local path or URL.
-
     `fix` says how to name a local copy, for an unreadable remote path (errors.InputError, as are a
-    file that is no such model or special ids not T5's); FileNotFoundError for a missing local path.
-    """
+    file that is no such model or special ids not T5's); FileNotFoundError for a missing local
+    path."""
     if not path:
         raise errors.InputError("no SentencePiece model path given (config field vocab.path)")
     return Vocabulary(_read_model(path, fix), path)

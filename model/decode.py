@@ -191,12 +191,10 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
 def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
                 alpha: float = 0.6, eos_id: int = 1):
     """Beam search as t5x/decoding.py: returns (tokens [batch, max_len], scores [batch]).
-
     Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the finished
     set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS), the others for
     the live set. Stops at max_len or when no live beam could still beat the worst finished one. An
-    example with no finished sequence gets its best live beam with its raw log-probability.
-    """
+    example with no finished sequence gets its best live beam with its raw log-probability."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     variables = _variables(params)
@@ -246,9 +244,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
 @functools.partial(jax.jit, static_argnames=("model", "eos_id"))
 def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     """[batch] log-probability of decoded `tokens` (teacher-forced, up to the first EOS included).
-
-    What beam search ranks by before its length penalty, at temperature 1.
-    """
+    What beam search ranks by before its length penalty, at temperature 1."""
     # [batch, length]: the decoder input is the output shifted right, from token 0.
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
     variables = _variables(params)
@@ -307,10 +303,8 @@ def _checked(name, value):
 @dataclasses.dataclass(frozen=True)
 class Decoding:
     """A decoding and its settings, checked when made (DecodingError naming the setting).
-
-    Unset settings of the chosen method take `_SETTINGS`' defaults; another method's must be
-    None (a beam size given to greedy decoding is an error, never ignored).
-    """
+    Unset settings of the chosen method take `_SETTINGS`' defaults; another method's must be None (a
+    beam size given to greedy decoding is an error, never ignored)."""
     method: str = "greedy"
     beam_size: int | None = None
     alpha: float | None = None

@@ -26,10 +26,8 @@ MODEL_AXIS = "model"
 
 def logical_axis_rules(fsdp: bool = False) -> tuple:
     """(logical name, mesh axis or None) pairs.
-
-    Order matters: flax gives a mesh axis to the first name asking for it, so 'batch' comes
-    first and activations keep their batch sharding when 'embed' also asks for 'data' (FSDP).
-    """
+    Order matters: flax gives a mesh axis to the first name asking for it, so 'batch' comes first
+    and activations keep their batch sharding when 'embed' also asks for 'data' (FSDP)."""
     return (
         (BATCH, DATA_AXIS),
         (VOCAB, MODEL_AXIS),

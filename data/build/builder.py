@@ -33,11 +33,9 @@ class NotEnoughSpaceError(errors.RunError):
 @dataclasses.dataclass
 class Release:
     """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
-
-    image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the
-    translation file the captions need, or None; write_captions(split, langs, spill, tick) ->
-    [warnings], streaming the captions into `spill`, calling tick(file bytes read, lines).
-    """
+    image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the translation
+    file the captions need, or None; write_captions(split, langs, spill, tick) -> [warnings],
+    streaming the captions into `spill`, calling tick(file bytes read, lines)."""
     dataset: str
     title: str
     image_shards: object

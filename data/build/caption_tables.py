@@ -92,9 +92,7 @@ def _table_order(index, image):
 
 def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     """Writes one caption table (a worker task) from its spill; returns its counts.
-
-    Captions whose key has no image in the split are dropped (and counted).
-    """
+    Captions whose key has no image in the split are dropped (and counted)."""
     from array_record.python import array_record_module
 
     cpu = time.process_time()

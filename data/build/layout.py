@@ -68,9 +68,7 @@ def caption_row(record):
 
 class Table:
     """The records of one split (ArrayRecord shards) by index, each decoded by `row`.
-
-    Picklable: readers open in the reading process (Grain's workers open their own).
-    """
+    Picklable: readers open in the reading process (Grain's workers open their own)."""
 
     def __init__(self, folder, dataset, split, shard_lengths, row):
         self._paths = [shard_path(folder, dataset, split, i, len(shard_lengths))

@@ -56,9 +56,7 @@ def _parse_record(obj, where):
 
 def read_captions(path):
     """`Record`s of a `captions.jsonl`, in file order.
-
-    FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key.
-    """
+    FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
     records, first_seen = [], {}
@@ -119,10 +117,8 @@ class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
 
 def _count_keys(lines):
     """The keys of decoded lines (image/key, image/locale, each language's key and fields).
-
-    Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000
-    language objects took longer than decoding them.
-    """
+    Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000 language
+    objects took longer than decoding them."""
     count, is_set = 2 * len(lines), functools.partial(operator.is_not, msgspec.UNSET)
     for lang in languages.XM3600_LANGS:
         present = list(filter(is_set, map(operator.attrgetter(lang), lines)))
@@ -169,9 +165,7 @@ def _references_in_bulk(path, field):
 
 def read_references(path, field="caption"):
     """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
-
-    Accepts and rejects exactly what `read_captions` does, with the same messages.
-    """
+    Accepts and rejects exactly what `read_captions` does, with the same messages."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
     table = _references_in_bulk(path, field)

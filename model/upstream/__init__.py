@@ -33,12 +33,10 @@ def _prefix_in(params: dict, prefix: str) -> str:
 
 def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
     """Overwrites parts of initialized captioner params with pretrained weights.
-
-    `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit`
-    (a big_vision `.npz` or step copy, optionally `:subtree`); None or '' skips that part.
-    `params` may be the variables dict holding the tree under 'params'. Returns (params, one
-    `Report` per checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:".
-    """
+    `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit` (a
+    big_vision `.npz` or step copy, optionally `:subtree`); None or '' skips that part. `params` may
+    be the variables dict holding the tree under 'params'. Returns (params, one `Report` per
+    checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
     reports = []
     for field, (loader, prefix, allow_missing) in _SOURCES.items():
         path = init_config.get(field) if init_config is not None else None
