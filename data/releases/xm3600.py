@@ -41,14 +41,11 @@ def _parse_record(obj, where):
             raise FormatError(
                 f"{where}: image {obj['image/key']!r} has unknown language key {lang!r}; "
                 f"known: {', '.join(languages.XM3600_LANGS)}")
+        at = f"{where}: image {obj['image/key']!r}, language {lang!r}"
         if not isinstance(value, dict) or not isinstance(value.get("caption"), list):
-            raise FormatError(
-                f"{where}: image {obj['image/key']!r}, language {lang!r}: expected an "
-                f"object with a list field 'caption'")
+            raise FormatError(f"{at}: expected an object with a list field 'caption'")
         if not all(isinstance(c, str) for c in value["caption"]):
-            raise FormatError(
-                f"{where}: image {obj['image/key']!r}, language {lang!r}: captions must "
-                f"be strings")
+            raise FormatError(f"{at}: captions must be strings")
         captions[lang] = list(value["caption"])
         tokenized[lang] = list(value.get("caption/tokenized", value["caption"]))
     return Record(obj["image/key"], obj["image/locale"], captions, tokenized)
