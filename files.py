@@ -1,9 +1,8 @@
 """The one way the project writes an output file: whole, or not at all.
 
-`replacing(path)` writes a temporary file beside `path`, then flushes, syncs and renames it
-onto `path` (atomic within a folder) when the block ends without error: a reader sees the
-old file or the new one, never a partial one; on an error (full disk, Ctrl-C) `path` is left
-as it was. `replacing_folder(path)` does the same for a folder.
+`replacing(path)` writes a temporary file beside `path` and renames it onto `path` when the
+block ends without error: a reader sees the old file or the new one; on an error (full disk,
+Ctrl-C) `path` is left as it was. `replacing_folder(path)` does the same for a folder.
 """
 
 import contextlib
@@ -19,9 +18,7 @@ import crash_points
 @contextlib.contextmanager
 def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
     """A file object whose contents replace `path` when the block ends without an error.
-
-    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask).
-    """
+    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask)."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -90,15 +87,11 @@ def replacing_folder(path):
 
 
 def recover_folder(path):
-    """Finishes or undoes a `replacing_folder(path)` that was interrupted; says what it did.
-
+    """Finishes or undoes an interrupted `replacing_folder(path)`; returns a line saying what
+    was renamed in, or "".
     The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
     `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
-    folder they left beside `path` is deleted.
-
-    Returns:
-        A line saying what was renamed in, or "".
-    """
+    folder they left beside `path` is deleted."""
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
     left = {"old": [], "tmp": []}
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):

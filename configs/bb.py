@@ -22,7 +22,6 @@ def get_config(arg=None):
     """Returns the BB config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
     variant = common.check_variant(arg)
     c = common.baseline("coco35l", t5="mt5-base", vit="B/16", every=1000)
-    # Sec. 3.2: 1e-4 constant for 10k steps, then rsqrt; 20k in all.
     c.total_steps = 20_000
     c.lr.update(base=1e-4, constant_steps=10_000, schedule="rsqrt")
     if variant == "smoke":

@@ -25,8 +25,6 @@ def get_config(arg=None):
     """Returns the BB+CC finetuning config; "smoke" gives the CPU variant (locked)."""
     variant = common.check_variant(arg)
     c = common.baseline("coco35l", t5="mt5-base", vit="B/16", every=500)
-    # One epoch of COCO-35L's (image, language) pairs at a constant 3e-5, from the stage-1
-    # run's parameters (its workdir: override per launch) with a fresh Adafactor.
     epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, common.TRAIN_LANGS)
     c.total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
                                     examples_per_epoch=epoch, batch_size=c.batch_size)

@@ -23,7 +23,6 @@ def get_config(arg=None):
     """Returns the BB+CC pretraining config; "smoke" gives the CPU variant (locked)."""
     variant = common.check_variant(arg)
     c = common.baseline("cc3m35l", t5="mt5-base", vit="B/16", every=5000)
-    # Table 3: 3e-4 constant for 10k steps, then rsqrt; 100k in all.
     c.total_steps = 100_000
     c.lr.update(base=3e-4, constant_steps=10_000, schedule="rsqrt")
     if variant == "smoke":

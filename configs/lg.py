@@ -22,9 +22,7 @@ from configs import common
 def get_config(arg=None):
     """Returns the Lg config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
     variant = common.check_variant(arg)
-    # init.vit: a g/14 .npz of your own.
     c = common.baseline("coco35l", t5="mt5-large", vit="g/14", every=1000)
-    # Sec. 3.2: 1e-4 constant for 10k steps, then rsqrt; 20k in all.
     c.total_steps = 20_000
     c.lr.update(base=1e-4, constant_steps=10_000, schedule="rsqrt")
     if variant == "smoke":

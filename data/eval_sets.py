@@ -20,10 +20,8 @@ from data.releases import coco35l, xm3600
 @dataclasses.dataclass
 class CaptionSet:
     """Evaluation images, each once (uint8 [n, H, W, 3]), with each language's references.
-
     Per language: `rows` of `images` it scores, image `keys`, raw `references` and the LangId
-    `prompts` ids.
-    """
+    `prompts` ids."""
     name: str
     images: np.ndarray
     rows: dict
@@ -68,10 +66,8 @@ def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, m
 def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                 max_images=None):
     """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs`.
-
-    `max_images` keeps the first that many images per language. ValueError names every
-    language without captions in the file.
-    """
+    `max_images` keeps the first that many images per language. ValueError names every language
+    without captions in the file."""
     langs = languages.check_langs(langs)
     path = os.path.join(data_dir, "captions.jsonl")
     records = xm3600.read_captions(path)
@@ -96,9 +92,7 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
 def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                   max_images=None):
     """COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
-
-    Keys are COCO image ids as strings; the same set whether read from the build or the release.
-    """
+    Keys are COCO image ids as strings; the same set whether read from the build or the release."""
     built = _built_dev(manual_dir, langs)
     if built is None:
         examples, _ = coco35l.read_split(manual_dir, "dev", langs)

@@ -1,11 +1,9 @@
 """Image decoding shared by training, evaluation and the captioning tools.
 
-Images are decoded and resized on the host to uint8 [size, size, 3] (a quarter of float32's
-bytes to the accelerator, where the model maps them to [-1, 1] with exactly the values of
-`to_unit_range`). JPEGs decode at a reduced DCT scale still covering the target size (PIL's
-`draft`: a 640x480 image going to 224 decodes at 320x240, same antialiased result). EXIF
-orientation is applied only with `upright=True` (the captioning tools); the datasets keep the
-stored pixels, on which their annotations were made.
+Images are decoded and resized on the host to uint8 [size, size, 3] (the model maps them to
+[-1, 1], as `to_unit_range`); JPEGs decode at a reduced DCT scale still covering the target
+size. EXIF orientation is applied only with `upright=True` (the captioning tools): the
+datasets' annotations were made on the stored pixels.
 """
 
 import io
@@ -50,9 +48,7 @@ def to_unit_range(pixels):
 
 def decode_pixels(data, size, *, name="image", upright=False):
     """Image bytes (any format PIL reads) -> uint8 [size, size, 3] (squashed, as big_vision).
-
-    ImageError names `name` when the bytes are no decodable image.
-    """
+    ImageError names `name` when the bytes are no decodable image."""
     try:
         image = Image.open(io.BytesIO(data))
         # The decoder gets the bytes in one call, not in 64 KiB blocks (each a suspension of

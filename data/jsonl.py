@@ -1,11 +1,9 @@
 """JSON Lines files (plain, `.bz2` or `.gz`), one object a line, errors at file:line.
 
-`read_objects` parses with `json` and names the first bad line; `decode_lines` (files that
-fit in memory) and `LineStream` (any size: COCO-35L's 19 million lines) decode with
-msgspec, and leave a line that does not fit to the caller's slow path for the exact
-message. A key twice in one object is an error (parsers silently keep the last): `json`
-finds it with `unique_keys`; msgspec cannot, so `decode_lines` compares the file's colons
-with the decoded objects' keys and scans with `json` only when they differ.
+`read_objects` parses with `json`; `decode_lines` (files that fit in memory) and `LineStream`
+(any size) decode with msgspec and leave a line that does not fit to the caller's slow path.
+A key twice in one object is an error (msgspec cannot see it: `decode_lines` compares colons
+with decoded keys, and scans with `json` only when they differ).
 """
 
 import bz2
@@ -57,9 +55,7 @@ def _open_binary(path):
 
 def read_objects(path, error=FormatError):
     """Yields ("path:line", object) for each non-blank line.
-
-    Raises `error` naming the file and line for a line not UTF-8, not JSON or not an object.
-    """
+    Raises `error` naming the file and line for a line not UTF-8, not JSON or not an object."""
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
             where = f"{path}:{lineno}"
@@ -91,12 +87,10 @@ def _whole_file(path):
 
 def decode_lines(path, decoder, count_keys=None):
     """Decodes every non-blank line with `decoder`: `Lines`, or None if any line does not fit.
-
-    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a
-    regular file (the slow path must read it again). Each line is decoded on its own, in
-    place in the memory-mapped file. `decoder` must accept no line `json.loads` rejects;
-    `count_keys(objects)` gives the decoded keys for the repeated-key check (None: scan).
-    """
+    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a regular
+    file (the slow path must read it again). Each line is decoded on its own, in place in the
+    memory-mapped file. `decoder` must accept no line `json.loads` rejects; `count_keys(objects)`
+    gives the decoded keys for the repeated-key check (None: scan)."""
     if not os.path.isfile(path):
         return None
     data = _whole_file(path)
@@ -156,12 +150,10 @@ def _has_repeated_key(data):
 
 class LineStream:
     """The non-blank lines of a (compressed) JSON Lines file, decoded in one streaming pass.
-
-    Yields (line number, object), one chunk in memory; `position` / `size` (bytes on disk)
-    measure progress. `.bz2` goes through `lbzip2`, `pbzip2` or `bzip2` in its own process
-    when installed (decompression overlaps decoding). `fallback(where, line)` handles a line
-    the decoder rejects: returns its object, None to skip it, or raises naming `where`.
-    """
+    Yields (line number, object), one chunk in memory; `position` / `size` (bytes on disk) measure
+    progress. `.bz2` goes through `lbzip2`, `pbzip2` or `bzip2` in its own process when installed
+    (decompression overlaps decoding). `fallback(where, line)` handles a line the decoder rejects:
+    returns its object, None to skip it, or raises naming `where`."""
 
     def __init__(self, path, decoder, fallback, chunk_size=1 << 22, external=True):
         self.path = str(path)

@@ -18,11 +18,8 @@ UNK_ID = 2
 
 
 class Vocabulary:
-    """A SentencePiece model with T5's special ids and the interface of seqio's vocabulary
-    that this code uses (seqio imports TensorFlow, which training and captioning do without).
-
-    `tokenizer` is the SentencePieceProcessor, `model_proto` the `.model` file's bytes.
-    """
+    """A SentencePiece model (`tokenizer`, from the `.model` bytes `model_proto`) with T5's
+    special ids and the part of seqio's vocabulary interface used here (seqio needs TensorFlow)."""
 
     def __init__(self, model_proto, path):
         self.path, self.model_proto = path, bytes(model_proto)
@@ -87,17 +84,10 @@ def _read_model(path, fix):
 
 
 def get_vocabulary(path, fix="pass --config.vocab.path=/local/copy.model"):
-    """Loads a SentencePiece model with T5's special ids.
-
-    Args:
-        path: a local path or a URL (`file://`, `gs://`, ...) of a `.model` file.
-        fix: how to name a local copy instead, for the error of an unreadable remote path.
-
-    Raises:
-        FileNotFoundError: a local path that does not exist.
-        errors.InputError (a ValueError): a remote path that cannot be read, a file that is
-            not a SentencePiece model, or special ids that are not T5's.
-    """
+    """Loads a SentencePiece model with T5's special ids from a local path or URL.
+    `fix` says how to name a local copy, for an unreadable remote path (errors.InputError, as are a
+    file that is no such model or special ids not T5's); FileNotFoundError for a missing local
+    path."""
     if not path:
         raise errors.InputError("no SentencePiece model path given (config field vocab.path)")
     return Vocabulary(_read_model(path, fix), path)

@@ -1,12 +1,8 @@
 """The worker processes of data/ (Grain's input workers, the build's pool): Ctrl-C is the parent's.
 
-Ctrl-C reaches the whole process group and the parent answers it in one line
-(training/preemption.py), so workers add nothing: they start with SIGINT and SIGTERM blocked
-(a child inherits its starting thread's mask); a signal reaching the parent while it starts
-them is acted on once they are started; a worker ends within 0.1 s of its parent and at once
-when its work ends; the resource tracker's shared-memory warning at such an exit is off.
-Workers are spawned (the trainer has threads) without re-running the parent's __main__
-(train.py's imports: 2-4 s and 110 MB a worker).
+Workers start with SIGINT and SIGTERM blocked (the parent answers Ctrl-C in one line,
+training/preemption.py), end within 0.1 s of their parent, and are spawned without re-running
+the parent's __main__ (train.py's imports: 2-4 s and 110 MB a worker).
 """
 
 import atexit

@@ -264,11 +264,14 @@ def main(argv=None):
             raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
-        step = _parse_step(flag_values.step)
+        try:
+            step = checkpointing.parse_step(flag_values.step)
+        except ValueError as e:
+            raise UsageError(f"--{e}") from None
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
-            _check_out(flag_values.out)
+            cli.check_results_folder(flag_values.out, "--out", eval_metrics.FILE_NAME)
         compilation_cache.enable_from_flag(flag_values.compilation_cache, flag_values.workdir)
         out, scores, paths = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=step, names=names,
@@ -279,21 +282,6 @@ def main(argv=None):
     _print_summary(out, scores, paths)
     return 0
 
-
-def _parse_step(step):
-    """--step as None, "best" or a number (UsageError)."""
-    try:
-        return checkpointing.parse_step(step)
-    except ValueError as e:
-        raise UsageError(f"--{e}") from None
-
-
-def _check_out(out):
-    """--out checked before any work (UsageError): see `cli.check_results_folder`."""
-    try:
-        cli.check_results_folder(out, "--out", eval_metrics.FILE_NAME)
-    except errors.InputError as e:
-        raise UsageError(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -139,20 +139,14 @@ def describe_decoding(decoding):
                                                 decoding["method"] != "greedy" else "")
 
 
-def _intro(step, decoding):
-    """The sentence after a report's heading: checkpoint step and decoding, as known."""
-    parts = [f"Checkpoint step {step}." if step is not None else "",
-             f"Captions by {describe_decoding(decoding)}." if describe_decoding(decoding)
-             else ""]
-    return " ".join(p for p in parts if p)
-
-
 def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step, decoding):
     heading = f"# CIDEr-D on XM3600: {name}"
     intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
              "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
-    if _intro(step, decoding):
-        intro += " " + _intro(step, decoding)
+    if step is not None:
+        intro += f" Checkpoint step {step}."
+    if describe_decoding(decoding):
+        intro += f" Captions by {describe_decoding(decoding)}."
     lines = [heading, "", intro, ""] + ([paper_note, ""] if paper_note else [])
     lines += _table("XM3600 (human references)", paper.get("xm3600", {}), scores, name,
                     extra=("images", num_images))

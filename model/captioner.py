@@ -79,17 +79,12 @@ class Captioner(nn.Module):
 
     def encode(self, images, prompt_tokens, train: bool = False):
         """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).
-
-        Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid).
-        """
+        Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid)."""
         pooled, patches = self.img(unit_range(images), train=train)
-        # [batch, num_image_tokens, width]
         image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
-        # [batch, num_image_tokens, emb]
+        # [batch, num_image_tokens, emb] then [batch, prompt_len, emb]
         image_embeddings = self.img_proj(image_tokens).astype(self.config.t5.dtype)
-        # [batch, prompt_len, emb]
-        prompt_embeddings = self.t5.embed(prompt_tokens)
-        embeddings = jnp.concatenate([image_embeddings, prompt_embeddings], axis=1)
+        embeddings = jnp.concatenate([image_embeddings, self.t5.embed(prompt_tokens)], axis=1)
         batch, num_image = image_embeddings.shape[:2]
         encoder_mask = jnp.concatenate(
             [jnp.ones((batch, num_image), bool), prompt_tokens != 0], axis=1)
@@ -127,10 +122,8 @@ def _fields(config, known, where: str) -> dict:
 
 def captioner_config(model_config) -> CaptionerConfig:
     """The CaptionerConfig of a `config.model`; ValueError names the key at fault.
-
-    vit.variant and t5.variant are required; other keys override the dataclasses' fields
-    (dtype: activations; dropout: the mT5's; scan / remat / remat_policy: both towers).
-    """
+    vit.variant and t5.variant are required; other keys override the dataclasses' fields (dtype:
+    activations; dropout: the mT5's; scan / remat / remat_policy: both towers)."""
     model = _fields(model_config, _MODEL_KEYS, "config.model")
     vit_fields = _fields(model.pop("vit", None), _VIT_KEYS, "config.model.vit")
     t5_fields = _fields(model.pop("t5", None), _T5_KEYS, "config.model.t5")

@@ -1,11 +1,8 @@
 """Autoregressive caption decoding: greedy, beam search (T5X) and sampling.
 
-Each encodes the images once, then runs the cached decoder one position a step in a
-lax.while_loop that stops once every sequence has produced EOS. Outputs are
-[batch, max_len] int32 ids starting after token 0, EOS kept, 0 after it; `log_probs`
-scores any such output. `model` has the Captioner's `encode` and `decode` methods;
-`params` is its tree or {'params': ...}. `Decoding` holds and checks a decoding's
-settings for every caller.
+Each encodes the images once, then runs the cached decoder in a lax.while_loop until every
+sequence has produced EOS. Outputs are [batch, max_len] int32 ids, EOS kept, 0 after it;
+`log_probs` scores any such output. `Decoding` holds and checks a decoding's settings.
 """
 
 import dataclasses
@@ -75,7 +72,6 @@ def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pic
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
                                      state.last)
         rng, step_rng = jax.random.split(state.rng)
-        # [batch]
         token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
         tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
         return SearchState(step=state.step + 1, tokens=tokens, last=token,
@@ -164,8 +160,7 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
     # Keep 2 * beam so that beam live ones remain even if beam of them end now.
     top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
     parents, tokens = top_index // vocab, top_index % vocab
-    # [batch, 2 * beam, max_len]
-    seqs = _gather_beams(state.live_tokens, parents)
+    seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
     seqs = jax.lax.dynamic_update_slice(
         seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
     ends = tokens == eos_id
@@ -196,13 +191,10 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
 def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
                 alpha: float = 0.6, eos_id: int = 1):
     """Beam search as t5x/decoding.py: returns (tokens [batch, max_len], scores [batch]).
-
-    Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the
-    finished set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS),
-    the others for the live set. Stops at max_len or when no live beam could still beat the
-    worst finished one. An example with no finished sequence gets its best live beam with
-    its raw log-probability.
-    """
+    Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the finished
+    set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS), the others for
+    the live set. Stops at max_len or when no live beam could still beat the worst finished one. An
+    example with no finished sequence gets its best live beam with its raw log-probability."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     variables = _variables(params)
@@ -252,15 +244,12 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
 @functools.partial(jax.jit, static_argnames=("model", "eos_id"))
 def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     """[batch] log-probability of decoded `tokens` (teacher-forced, up to the first EOS included).
-
-    What beam search ranks by before its length penalty, at temperature 1.
-    """
+    What beam search ranks by before its length penalty, at temperature 1."""
     # [batch, length]: the decoder input is the output shifted right, from token 0.
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
     variables = _variables(params)
     encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
-    # [batch, length, vocab]
-    logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")
+    logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")  # [b, L, V]
     token_log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
                                           tokens[:, :, None], axis=-1)[:, :, 0]
     is_eos = tokens == eos_id
@@ -314,10 +303,8 @@ def _checked(name, value):
 @dataclasses.dataclass(frozen=True)
 class Decoding:
     """A decoding and its settings, checked when made (DecodingError naming the setting).
-
-    Unset settings of the chosen method take `_SETTINGS`' defaults; another method's must be
-    None (a beam size given to greedy decoding is an error, never ignored).
-    """
+    Unset settings of the chosen method take `_SETTINGS`' defaults; another method's must be None (a
+    beam size given to greedy decoding is an error, never ignored)."""
     method: str = "greedy"
     beam_size: int | None = None
     alpha: float | None = None

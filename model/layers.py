@@ -101,10 +101,8 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
 
 def attention_implementation(platform, dtype, head_dim, has_bias):
     """"cudnn" or "xla": the `jax.nn.dot_product_attention` backend for these shapes.
-
-    cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased
-    attention (T5's) stays on XLA, which measured faster (benchmarks/accelerator_report.py).
-    """
+    cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased attention
+    (T5's) stays on XLA, which measured faster (benchmarks/accelerator_report.py)."""
     if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
         return "xla"
     if head_dim % 8 or head_dim > 128 or has_bias:
@@ -130,10 +128,8 @@ def even_length_attention(query, key, value, implementation="cudnn"):
 def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
                           dropout_rate=0.0, deterministic=True, dtype=jnp.float32):
     """softmax(q.k + bias) @ v, unscaled (T5 folds 1/sqrt(d) into the query init, the ViT scales).
-
-    Without dropout `jax.nn.dot_product_attention` (float32 scores); with dropout, T5X's
-    (one mask per key shared by every query, which jax's lacks) spelled out.
-    """
+    Without dropout `jax.nn.dot_product_attention` (float32 scores); with dropout, T5X's (one mask
+    per key shared by every query, which jax's lacks) spelled out."""
     query, key, value = (x.astype(dtype) for x in (query, key, value))
     if deterministic or dropout_rate == 0.0:
         if bias is not None:
@@ -207,9 +203,7 @@ def layers_to_scan(params: Any) -> Any:
 
 def random_params(abstract: Any, seed: int = 0) -> Any:
     """Random float32 parameters for a tree of shapes, by numpy (no compile; tests, benchmarks).
-
-    Norm scales 1 + N(0, 0.1), biases N(0, 0.1), embeddings N(0, 1), others N(0, 1 / fan_in).
-    """
+    Norm scales 1 + N(0, 0.1), biases N(0, 0.1), embeddings N(0, 1), others N(0, 1 / fan_in)."""
     rng = np.random.default_rng(seed)
 
     def fill(path, leaf):

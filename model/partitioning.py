@@ -1,9 +1,8 @@
 """Logical axis names of the model's parameters and activations, and their mesh mapping.
 
-The rules map them onto a ('data', 'model') mesh: data parallelism plus model parallelism
-over vocabulary, heads and MLP units, and with `fsdp=True` the parameters' embedding axis
-sharded over 'data' too. Without `nn.logical_axis_rules` in scope the activation
-constraints are no-ops.
+The rules map them onto a ('data', 'model') mesh: data parallelism plus model parallelism over
+vocabulary, heads and MLP units, and with `fsdp=True` the parameters' embedding axis sharded over
+'data' too. Without `nn.logical_axis_rules` in scope the activation constraints are no-ops.
 """
 
 import flax.linen as nn
@@ -27,10 +26,8 @@ MODEL_AXIS = "model"
 
 def logical_axis_rules(fsdp: bool = False) -> tuple:
     """(logical name, mesh axis or None) pairs.
-
-    Order matters: flax gives a mesh axis to the first name asking for it, so 'batch' comes
-    first and activations keep their batch sharding when 'embed' also asks for 'data' (FSDP).
-    """
+    Order matters: flax gives a mesh axis to the first name asking for it, so 'batch' comes first
+    and activations keep their batch sharding when 'embed' also asks for 'data' (FSDP)."""
     return (
         (BATCH, DATA_AXIS),
         (VOCAB, MODEL_AXIS),

@@ -61,10 +61,8 @@ def t5_config(variant: str, **overrides) -> T5Config:
 def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int,
                              max_distance: int):
     """Maps key - query offsets to T5's buckets: int32 ids in [0, num_buckets).
-
     Half the buckets (per direction) hold exact offsets, the rest grow logarithmically up to
-    `max_distance`; causal stacks see only non-positive offsets.
-    """
+    `max_distance`; causal stacks see only non-positive offsets."""
     n = -relative_position
     bucket = jnp.zeros_like(n)
     if bidirectional:
@@ -135,10 +133,8 @@ class Attention(nn.Module):
     @nn.compact
     def __call__(self, inputs_q, inputs_kv, bias=None, cache_index=None):
         """Attends from inputs_q [batch, q_len, emb] to inputs_kv [batch, kv_len, emb].
-
         `bias` broadcasts to [batch, heads, q_len, kv_len] (the whole cache when decoding);
-        `cache_index` is the position written in the cache.
-        """
+        `cache_index` is the position written in the cache."""
         kernel_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
         depth_scaling = jnp.sqrt(self.head_dim).astype(jnp.float32)
 
@@ -294,12 +290,10 @@ class Decoder(nn.Module):
     def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                  train: bool = False, hidden_only: bool = False):
         """Float32 logits [batch, length, vocab].
-
         `decoder_input_tokens` are the targets shifted right (starting with 0), one position
-        [batch, 1] per call when decoding with a filled cache. `hidden_only` returns the last
+        ([batch, 1]) per call when decoding with a filled cache. `hidden_only` returns the last
         hidden states [batch, length, emb] instead, for a loss that makes the logits itself
-        (training/losses.py).
-        """
+        (training/losses.py)."""
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
         embedder = self.shared_embedding

@@ -118,11 +118,9 @@ class MlpBlock(nn.Module):
 
 class _HeadsDense(nn.Module):
     """flax DenseGeneral's parameters for a projection into or out of attention heads.
-
-    flax's DenseGeneral reshapes a flattened kernel, which applies the 3-D sharding constraint
-    to the 2-D kernel and fails under a mesh; here the kernel is made in its stored shape, with
-    fans over the same axes (flax's distribution).
-    """
+    flax's DenseGeneral reshapes a flattened kernel, which applies the 3-D sharding constraint to
+    the 2-D kernel and fails under a mesh; here the kernel is made in its stored shape, with fans
+    over the same axes (flax's distribution)."""
     kernel_shape: tuple
     kernel_names: tuple
     bias_shape: tuple

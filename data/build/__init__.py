@@ -79,10 +79,8 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
 
 def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_images="stop"):
     """The `layout.Built` once the training split of `langs` is built in `data_dir`.
-
-    Builds what is missing if `build` (after checking free space); else NotBuiltError saying
-    what, about how big, and the build command.
-    """
+    Builds what is missing if `build` (after checking free space); else NotBuiltError saying what,
+    about how big, and the build command."""
     try:
         built = layout.Built(data_dir, name)
         have, images = set(built.langs("train")), False
@@ -110,11 +108,9 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
 def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_images="stop",
           max_side=0, workers=None):
     """Builds (or reuses) a dataset of BUILDERS; returns {split: examples}.
-
     `config` ("all" or "core") applies when `langs` is not given; `max_side` (re-encode larger
-    images, 0: keep) and `workers` apply to COCO-35L and CC3M-35L. FileNotFoundError names a
-    missing manual directory or file.
-    """
+    images, 0: keep) and `workers` apply to COCO-35L and CC3M-35L. FileNotFoundError names a missing
+    manual directory or file."""
     if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     if name != "xm3600":

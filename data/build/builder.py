@@ -1,10 +1,8 @@
 """Builds COCO-35L and CC3M-35L in the layout of layout.py: images once, captions per language.
 
-Two stages: (1) worker processes write the image shards (image_shards.py) while this
-process streams each translation file once into per-language spills (caption_tables.py);
-(2) a worker per language turns its spill into its caption table, as many at once as
-TABLE_MEMORY allows, so memory is bounded whatever the cores. TFDS's metadata is written
-last (a folder without it is unfinished); a killed build resumes from the finished shards.
+Worker processes write the image shards while this process spills the captions; then a
+worker per language writes its caption table, as many at once as TABLE_MEMORY allows. TFDS's
+metadata is written last (a folder without it is unfinished); a killed build resumes.
 """
 
 import dataclasses
@@ -35,11 +33,9 @@ class NotEnoughSpaceError(errors.RunError):
 @dataclasses.dataclass
 class Release:
     """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
-
-    image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the
-    translation file the captions need, or None; write_captions(split, langs, spill, tick) ->
-    [warnings], streaming the captions into `spill`, calling tick(file bytes read, lines).
-    """
+    image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the translation
+    file the captions need, or None; write_captions(split, langs, spill, tick) -> [warnings],
+    streaming the captions into `spill`, calling tick(file bytes read, lines)."""
     dataset: str
     title: str
     image_shards: object
@@ -63,7 +59,6 @@ class _Plan:
     pending: list       # the image shards to write
 
 
-# ----------------------------------------------------------------- estimates ----
 def caption_bytes(path, langs):
     """About the bytes of the caption tables of `langs` (but en) from a translation file (an
     upper bound: uncompressed text plus a record's overhead), from its first 4 MB."""
@@ -109,7 +104,6 @@ def check_free_space(data_dir, needed):
             f"(images, caption tables and their temporary spill), {size_text(free)} are free")
 
 
-# ------------------------------------------------------------ worker pool ----
 class _Done:
     """A task run at once in this process, with the pool's `AsyncResult` methods."""
 
@@ -160,7 +154,6 @@ def _finished(result):
     return True
 
 
-# ------------------------------------------------------------------ build ----
 def build(release, *, data_dir, langs, options=None, workers=None, progress_stream=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
@@ -333,7 +326,6 @@ def _caption_tables(pool, plan, workers, progress):
                     "captions": sum(t["num_captions"] for t in tables)}
 
 
-# -------------------------------------------------------- TFDS metadata ----
 def _write_metadata(folder, dataset, images, splits, description, metadata=None):
     """TFDS's dataset_info.json and features.json of the image (`images`) or caption tables,
     for {split: (shard lengths, bytes)}."""

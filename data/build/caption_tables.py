@@ -1,11 +1,8 @@
 """The caption tables of a build: captions spilled to disk while the text is read, then sorted.
 
-While the workers write images, this process streams each translation file once into a
-spill per language (`Spill`: an index of (key, caption number, text length) and a file of
-texts), so its memory does not grow with the lines. Then a worker per language sorts the
-index by image and writes the table (`write_caption_table`), reading the texts caption by
-caption, in compressed groups. A table needs at most BYTES_PER_CAPTION a caption
-(`table_memory`), which the build's memory budget schedules.
+This process streams each translation file once into a spill per language (`Spill`), so its
+memory does not grow with the lines; then a worker per language sorts the spill by image and
+writes the table (`write_caption_table`) within `table_memory` bytes.
 """
 
 import os
@@ -95,9 +92,7 @@ def _table_order(index, image):
 
 def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     """Writes one caption table (a worker task) from its spill; returns its counts.
-
-    Captions whose key has no image in the split are dropped (and counted).
-    """
+    Captions whose key has no image in the split are dropped (and counted)."""
     from array_record.python import array_record_module
 
     cpu = time.process_time()

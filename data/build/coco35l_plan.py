@@ -1,9 +1,8 @@
 """What the build of COCO-35L reads: the Karpathy split, the COCO 2014 JPEGs, the translations.
 
-Images (layout: data/releases/coco35l.py): train = Karpathy train + restval, dev = val, in
-cocoid order; English from the Karpathy file, 34 languages from the translations. Images
-whose JPEG is missing, and translation lines of images not in their file's split, are left
-out and counted.
+Images (layout: data/releases/coco35l.py): train = Karpathy train + restval, dev = val, in cocoid
+order; English from the Karpathy file, 34 languages from the translations. Images whose JPEG is
+missing, and translation lines of images not in their file's split, are left out and counted.
 """
 
 import functools

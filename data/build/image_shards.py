@@ -69,10 +69,8 @@ class ImageShard:
 
 def prepare_image(data, name, options):
     """The bytes to store for one image, or None to skip it ("skip" policy).
-
-    Every image is decoded (a reduced decode still reads every block), so corrupt ones are found
-    at build time: CorruptImageError names it under "stop".
-    """
+    Every image is decoded (a reduced decode still reads every block), so corrupt ones are found at
+    build time: CorruptImageError names it under "stop"."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size

@@ -1,11 +1,9 @@
 """The built COCO-35L and CC3M-35L: where `python -m data.build` writes them, and reading them.
 
-Two TFDS datasets of ArrayRecord shards under the data directory:
-<dataset>/images/2.0.0/ (splits train, dev: a record per image, features image, key;
-keys_<split>.npy) and <dataset>/captions/2.0.0/ (splits <split>_<lang>: a record per
-captioned image, features image_index, key, captions). Images cost their bytes once and
-languages are added without touching them. Read here without TensorFlow: a start reads the
-metadata, an example its records by index.
+Two TFDS datasets of ArrayRecord shards under the data directory: <dataset>/images/2.0.0/
+(splits train, dev: a record per image, features image, key; keys_<split>.npy) and
+<dataset>/captions/2.0.0/ (splits <split>_<lang>: a record per captioned image, features
+image_index, key, captions). Read here without TensorFlow.
 """
 
 import json
@@ -70,9 +68,7 @@ def caption_row(record):
 
 class Table:
     """The records of one split (ArrayRecord shards) by index, each decoded by `row`.
-
-    Picklable: readers open in the reading process (Grain's workers open their own).
-    """
+    Picklable: readers open in the reading process (Grain's workers open their own)."""
 
     def __init__(self, folder, dataset, split, shard_lengths, row):
         self._paths = [shard_path(folder, dataset, split, i, len(shard_lengths))

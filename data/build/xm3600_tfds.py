@@ -1,7 +1,6 @@
-"""TFDS builder of Crossmodal-3600 from its release files (captions.jsonl, and images/<key>.jpg
-or images.tgz): one split per language ("all" 36, "core" 4), each holding the images with
-captions in it. Features: image, image/key, image/locale, language, captions,
-captions/tokenized."""
+"""TFDS builder of Crossmodal-3600 from its release files (captions.jsonl, and images/<key>.jpg or
+images.tgz): one split per language ("all" 36, "core" 4), each holding the images with captions in
+it. Features: image, image/key, image/locale, language, captions, captions/tokenized."""
 
 import dataclasses
 import logging

@@ -1,12 +1,9 @@
 """The training input: `train_iterator`, a Grain pipeline of this process's batches.
 
 A batch: image uint8 [b, H, W, 3] (mapped to [-1, 1] on the accelerator), prompt int32
-[b, Lp] (LangId) and targets int32 [b, Lt] (ids ending in EOS, then 0). The pipeline is a
-Grain `MapDataset` over (step, process) pairs, sharded by process and sliced at the resumed
-step, so a step's examples are a pure function of (seed, step, process), with no iterator
-state. Each `Batch` reads its examples (sampling.py) from the build, decodes and tokenizes
-them in Grain's worker processes (worker w of W makes steps w, w + W, ...), handed over in
-shared memory. The workers start with the iterator, before train.py initializes the model.
+[b, Lp] (LangId) and targets int32 [b, Lt] (ids ending in EOS, then 0). A step's examples are
+a pure function of (seed, step, process) (sampling.py), with no iterator state; Grain's worker
+processes read, decode and tokenize them (worker w of W makes steps w, w + W, ...).
 """
 
 import errno
@@ -35,10 +32,8 @@ def batch_shapes(batch_size, image_size, data_config):
 
 class Batch:
     """Makes batch `step * process_count + process_index`: this process's share of a step.
-
-    Small to send to a worker (one pipe write, which an exit cannot cut short); each process
-    opens the tables and vocabulary at its first batch. In a worker, arrays are in shared memory.
-    """
+    Small to send to a worker (one pipe write, which an exit cannot cut short); each process opens
+    the tables and vocabulary at its first batch. In a worker, arrays are in shared memory."""
 
     def __init__(self, config, vocab_path, sampler, *, image_size, global_batch_size,
                  process_count, shared_memory=False):
@@ -182,11 +177,9 @@ def ensure_built(data_config, build=False):
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
                    process_index=0, process_count=1):
     """This process's share of each global training batch, forever: a started `Batches`.
-
     `data_config` is `config.data` (num_workers: None = one per core, 0 = this process);
     `process_index` of `process_count` takes a disjoint slice of every global batch of
-    `global_batch_size`; `start_step` resumes. Raises layout.NotBuiltError for a missing build.
-    """
+    `global_batch_size`; `start_step` resumes. Raises layout.NotBuiltError for a missing build."""
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
     tables = open_tables(config)

@@ -1,13 +1,9 @@
 """Which example each position of the training stream is: a pure function of (seed, position).
 
-Position g (= step * B + i) maps directly to (language, example, reference draw), without
-drawing the positions before it: a resumed run sees the uninterrupted run's examples, and
-process p of P takes the b = B / P positions from step * B + p * b. Every block of K
-positions (K languages) holds each language once, in random order, so each language walks
-through its own epochs; within an epoch each image appears once, with one reference drawn
-for that (image, epoch). The draw u in [0, 1) becomes an index only once the references are
-read (`reference_index`). Only the current epochs' permutations are kept; a draw is read by
-advancing the generator.
+Position g (= step * B + i) maps directly to (language, example, reference draw), so a resumed
+run sees the uninterrupted run's examples. Every block of K positions holds each of the K
+languages once; within a language's epoch each image appears once, with one reference drawn
+for that (image, epoch) (`reference_index` turns the draw into an index).
 """
 
 import functools

@@ -29,10 +29,8 @@ def parse_key(value):
 
 def stream_captions(stream, langs):
     """Yields (key, lang, caption) of a translation `LineStream` in one pass ("en": the source).
-
-    A key's English caption comes once (its first line's); memory holds a byte per key, not
-    the captions. FormatError names the file and line of a malformed line.
-    """
+    A key's English caption comes once (its first line's); memory holds a byte per key, not the
+    captions. FormatError names the file and line of a malformed line."""
     wanted = set(langs)
     english = "en" in wanted
     seen, seen_large = bytearray(), set()  # A byte per key below _BITMAP_KEYS, a set above.

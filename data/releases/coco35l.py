@@ -199,10 +199,8 @@ def image_root(manual_dir):
 
 def read_split(manual_dir, split, langs, *, check_images=True):
     """Reads one split ("train" or "dev") for `langs` ("en": the Karpathy captions).
-
-    Returns ({lang: [Example] by cocoid}, `ReadStats`, already logged); `check_images` drops
-    and counts images without a file.
-    """
+    Returns ({lang: [Example] by cocoid}, `ReadStats`, already logged); `check_images` drops and
+    counts images without a file."""
     if split not in SPLITS:
         raise ValueError(f"unknown COCO-35L split {split!r}; known: {', '.join(SPLITS)}")
     langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,

@@ -2,9 +2,7 @@
 
 Each line: {"image/key": "000411001ff7dd4f", "image/locale": "ar", "ar": {"caption": [...],
 "caption/tokenized": [...], "caption/tokenized/lowercase": [...]}, "bn": {...}, ...}.
-Everything that reads XM3600 goes through here, so a malformed file is reported alike (file
-and line). `read_captions` gives a `Record` per image; `read_references` every language's
-references, decoded in bulk and line by line only when that fails, for the message.
+`read_captions` gives a `Record` per image, `read_references` every language's references.
 """
 
 import dataclasses
@@ -43,14 +41,11 @@ def _parse_record(obj, where):
             raise FormatError(
                 f"{where}: image {obj['image/key']!r} has unknown language key {lang!r}; "
                 f"known: {', '.join(languages.XM3600_LANGS)}")
+        at = f"{where}: image {obj['image/key']!r}, language {lang!r}"
         if not isinstance(value, dict) or not isinstance(value.get("caption"), list):
-            raise FormatError(
-                f"{where}: image {obj['image/key']!r}, language {lang!r}: expected an "
-                f"object with a list field 'caption'")
+            raise FormatError(f"{at}: expected an object with a list field 'caption'")
         if not all(isinstance(c, str) for c in value["caption"]):
-            raise FormatError(
-                f"{where}: image {obj['image/key']!r}, language {lang!r}: captions must "
-                f"be strings")
+            raise FormatError(f"{at}: captions must be strings")
         captions[lang] = list(value["caption"])
         tokenized[lang] = list(value.get("caption/tokenized", value["caption"]))
     return Record(obj["image/key"], obj["image/locale"], captions, tokenized)
@@ -58,9 +53,7 @@ def _parse_record(obj, where):
 
 def read_captions(path):
     """`Record`s of a `captions.jsonl`, in file order.
-
-    FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key.
-    """
+    FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
     records, first_seen = [], {}
@@ -121,10 +114,8 @@ class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
 
 def _count_keys(lines):
     """The keys of decoded lines (image/key, image/locale, each language's key and fields).
-
-    Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000
-    language objects took longer than decoding them.
-    """
+    Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000 language
+    objects took longer than decoding them."""
     count, is_set = 2 * len(lines), functools.partial(operator.is_not, msgspec.UNSET)
     for lang in languages.XM3600_LANGS:
         present = list(filter(is_set, map(operator.attrgetter(lang), lines)))
@@ -171,9 +162,7 @@ def _references_in_bulk(path, field):
 
 def read_references(path, field="caption"):
     """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
-
-    Accepts and rejects exactly what `read_captions` does, with the same messages.
-    """
+    Accepts and rejects exactly what `read_captions` does, with the same messages."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
     table = _references_in_bulk(path, field)

@@ -1,8 +1,7 @@
 """The jit-compiled JAX kernel of `evaluation.cider`: cosines, length penalties, per-image means.
 
-Inputs are the per-(reference, n) dot products and per-(image, n) squared norms of
-`ngram_match`, padded to powers of two of at least `MIN_PAD` so one compilation serves
-every XM3600 language.
+Inputs are the per-(reference, n) dot products and per-(image, n) squared norms of `ngram_match`,
+padded to powers of two of at least `MIN_PAD` so one compilation serves every XM3600 language.
 """
 
 import functools

@@ -1,10 +1,8 @@
 """The per-call half of `evaluation.cider`: a prediction's n-grams matched against its references.
 
-One compiled loop (numba, cached on disk) over the predictions' token positions, order by
-order: the n-gram at p is identified by the (n-1)-gram's id at p and its last token, one hash
-probe in tables built once from the references (`ngram_index.KeyTable`): union ids (per image,
-its distinct reference n-grams) and known ids (every n-gram with a document frequency).
-Counts within a prediction are exact. The loop writes the sums `kernel` turns into scores.
+One compiled loop (numba, cached on disk) identifies each n-gram of a prediction by its
+(n-1)-gram's id and last token, one hash probe in tables built once from the references
+(`ngram_index.KeyTable`), and writes the sums `kernel` turns into scores.
 """
 
 import numba
@@ -48,11 +46,10 @@ def prediction_statistics(ids, starts, image, vocab_size, token_bits, num_images
     starts [P + 1], image [P]; union_* and known_*: the two `KeyTable`s; per entry (a reference
     holding the n-gram) entry_segment, entry_weight (tf_r idf^2), entry_tf. clipped: CIDEr-D.
     work: int64 [5, T] zeros; first_of_token: -1s."""
-    # (No array is allocated here: numpy calls would add ~1 s to the first,
-    # uncached compilation.) Per token position p: union id, known id, the
-    # n-gram's first position in its prediction (`group`) and its count there
-    # (`tf`), updated in place order by order; `count` is indexed by first
-    # positions.
+    # (No array is allocated here: numpy calls would add ~1 s to the first, uncached compilation.)
+    # Per token position p: union id, known id, the n-gram's first position in its prediction
+    # (`group`) and its count there (`tf`), updated in place order by order; `count` is indexed by
+    # first positions.
     union, known, group, tf, count = work
     for n in range(1, MAX_N + 1):
         _look_up(n, ids, starts, image, vocab_size, token_bits, num_images, union_keys,
@@ -113,8 +110,7 @@ def _group(n, ids, first, last, first_of_token, group, tf):
         for p in range(first, last):
             first_of_token[ids[p]] = -1
     else:
-        # Descending p: group[q] for q < p is still the (n-1)-gram's,
-        # whose first occurrence it is.
+        # Descending p: group[q] for q < p is still the (n-1)-gram's, whose first occurrence it is.
         for p in range(last - 1, first - 1, -1):
             same = p
             if tf[p] >= 2:

@@ -137,8 +137,7 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
         return LanguageScore(task.lang, result.corpus, list(keys), result.per_image,
                              task.num_skipped, scorer if keep_scorers else None)
 
-    # The work grows with the characters, and more so where every character
-    # is a token.
+    # The work grows with the characters, and more so where every character is a token.
     costs = [(sum(map(len, itertools.chain.from_iterable(task.refs)))
               + sum(map(len, task.captions)))
              * (4 if task.lang in text.SEGMENTED_LANGS and segmenter == "char" else 1)

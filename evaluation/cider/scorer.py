@@ -205,10 +205,9 @@ class CiderScorer:
         idf = self._log_n - np.log(np.maximum(1.0, doc_freq))
         tables.idf.append(idf)
 
-        # Per reference, its distinct n-grams and their counts ("entries"),
-        # sorted by union entry. They come image by image, and so do the
-        # union ids, in runs a stable sort (timsort) merges 3x faster than
-        # an unstable sort of (id, position) packed into one int64.
+        # Per reference, its distinct n-grams and their counts ("entries"), sorted by union entry.
+        # They come image by image, and so do the union ids, in runs a stable sort (timsort) merges
+        # 3x faster than an unstable sort of (id, position) packed into one int64.
         entry = ngram_index.group_keys(ngram_index.shift_key(prev_entry, ref_token, bits))
         entry_union = union.group[entry.first]
         by_union = np.argsort(entry_union, kind="stable")
@@ -252,10 +251,9 @@ class CiderScorer:
                                  num_images_pad - 1).astype(np.int32),
             ref_count=kernel.pad(np.bincount(self._ref_image).astype(np.float64),
                                  num_images_pad, 1.0))
-        # float64 in the kernel: float32 sums of idf^2 terms (up to ~70 each)
-        # lose about 1e-6 relative, which is the agreement promised.
-        # device_put copies the arrays as they are; jnp.asarray would compile
-        # a conversion per shape (0.1 s in a process's first scorer).
+        # float64 in the kernel: float32 sums of idf^2 terms (up to ~70 each) lose about 1e-6
+        # relative, which is the agreement promised. device_put copies the arrays as they are;
+        # jnp.asarray would compile a conversion per shape (0.1 s in a process's first scorer).
         with jax.enable_x64(True):
             self._refs = jax.device_put(arrays)
 

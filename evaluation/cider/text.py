@@ -23,9 +23,8 @@ UNICODE_FORMS = ("NFKC", "NFC", None)
 
 # Character classes, as bit flags in a lookup table indexed by code point.
 _SPACE, _PUNCT, _SYMBOL, _MARK, _SCRIPT, _UNKNOWN = 1, 2, 4, 8, 16, 128
-# Code point ranges of the scripts written without spaces between words:
-# Han (radicals, iteration marks, CJK ideographs and their extensions),
-# kana, Bopomofo and Thai.
+# Code point ranges of the scripts written without spaces between words: Han (radicals, iteration
+# marks, CJK ideographs and their extensions), kana, Bopomofo and Thai.
 _SCRIPT_RANGES = (
     (0x0E00, 0x0E7F), (0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029),
     (0x3038, 0x303B), (0x3040, 0x30FF), (0x3100, 0x312F), (0x31A0, 0x31BF),

@@ -1,11 +1,10 @@
 """Evaluators, which the training loop and the checkpoint tool run by name.
 
-`config.evals` maps a name to a ConfigDict: `type`, `every` (0: only on request),
-`batch_size`, `max_decode_len`, `max_images`, `langs`, optional decoding fields, and the
-evaluator's own. `type` is a key of `EVALUATORS` or a "module:Class" path. The class is built
-as `cls(name, eval_config, setup, langs=None, decoding=None)`; `run(params)` returns
-`{metric: value}`, keeping the captions and per-image scores (`by_lang`). It subclasses
-`caption_evaluator.CaptionEvaluator`.
+`config.evals` maps a name to a ConfigDict: `type`, `every` (0: only on request), `batch_size`,
+`max_decode_len`, `max_images`, `langs`, optional decoding fields, and the evaluator's own. `type`
+is a key of `EVALUATORS` or a "module:Class" path. The class is built as `cls(name, eval_config,
+setup, langs=None, decoding=None)`; `run(params)` returns `{metric: value}`, keeping the captions
+and per-image scores (`by_lang`). It subclasses `caption_evaluator.CaptionEvaluator`.
 """
 
 import importlib

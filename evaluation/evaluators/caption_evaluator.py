@@ -96,10 +96,9 @@ class Results(dict):
 
 
 class CaptionEvaluator:
-    """Decodes every language of a caption set and scores it.
-    A subclass sets `metric_prefix`, `outputs_name` ("" for XM3600's own files), `metric`,
-    `title`, `all_langs` and `paper_column`; it may override `load`, `data_langs`,
-    `make_scorers` and `check_config`."""
+    """Decodes every language of a caption set and scores it. A subclass sets `metric_prefix`,
+    `outputs_name` ("" for XM3600's own files), `metric`, `title`, `all_langs` and `paper_column`;
+    it may override `load`, `data_langs`, `make_scorers` and `check_config`."""
     metric_prefix = ""
     outputs_name = None
     metric = "cider-d"

@@ -26,7 +26,6 @@ _SOURCES: dict[str, tuple[Callable[[str], dict], str, Any]] = {
 
 
 def _prefix_in(params: dict, prefix: str) -> str:
-    # Accept the flax variables dict {'params': ...} as well as the bare tree.
     if prefix not in params and isinstance(params.get("params"), dict):
         return f"params/{prefix}"
     return prefix
@@ -34,12 +33,10 @@ def _prefix_in(params: dict, prefix: str) -> str:
 
 def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
     """Overwrites parts of initialized captioner params with pretrained weights.
-
-    `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit`
-    (a big_vision `.npz` or step copy, optionally `:subtree`); None or '' skips that part.
-    `params` may be the variables dict holding the tree under 'params'. Returns (params, one
-    `Report` per checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:".
-    """
+    `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit` (a
+    big_vision `.npz` or step copy, optionally `:subtree`); None or '' skips that part. `params` may
+    be the variables dict holding the tree under 'params'. Returns (params, one `Report` per
+    checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
     reports = []
     for field, (loader, prefix, allow_missing) in _SOURCES.items():
         path = init_config.get(field) if init_config is not None else None
@@ -48,7 +45,6 @@ def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
         try:
             loaded = loader(path)
         except FileNotFoundError as e:
-            # The loaders' messages name the path and what is (not) there.
             raise FileNotFoundError(f"init.{field}: {e}") from e
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e

@@ -141,9 +141,7 @@ def _cast_tree(tree: Any, dtype) -> Any:
 
 def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     """The ViT tree (nested numpy dicts, modern names) of a big_vision `.npz[:subkey]`.
-
-    `dtype` None keeps the stored dtypes. FileNotFoundError for no file, else ValueError.
-    """
+    `dtype` None keeps the stored dtypes. FileNotFoundError for no file, else ValueError."""
     file_path, subkey = split_subkey(path)
     flat = read_npz(file_path)
     try:

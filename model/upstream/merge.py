@@ -26,9 +26,7 @@ _SHOWN_UNEXPECTED = 8
 @dataclasses.dataclass
 class Report:
     """What `merge_params` did with one checkpoint (paths relative to `prefix`).
-
-    `reshaped` holds (path, checkpoint shape, model shape, how) of adapted parameters.
-    """
+    `reshaped` holds (path, checkpoint shape, model shape, how) of adapted parameters."""
     prefix: str
     source: str = ""
     loaded: list[str] = dataclasses.field(default_factory=list)
@@ -115,11 +113,9 @@ def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
                 loaded_flat: Mapping[str, Any], init_flat: Mapping[str, Any],
                 out_flat: dict, report: Report) -> np.ndarray:
     """Adapts a ViT position embedding to the model's token count.
-
-    A class-token row the model has no place for is added into the sibling `cls` where both
-    sides have one: old ViTs added the posemb after concatenating [cls], so `cls + pe_cls` is
-    what their class token saw (as big_vision's `fix_old_checkpoints`).
-    """
+    A class-token row the model has no place for is added into the sibling `cls` where both sides
+    have one: old ViTs added the posemb after concatenating [cls], so `cls + pe_cls` is what their
+    class token saw (as big_vision's `fix_old_checkpoints`)."""
     new, class_row, how = big_vision.fit_posemb(value, target_shape)
     report.reshaped.append((path, tuple(value.shape), tuple(target_shape), how))
     parent = path.rpartition(SEP)[0]
@@ -158,13 +154,11 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
                  prefix: str, allow_missing: AllowMissing = False,
                  resample_posemb: bool = True, source: str = "") -> tuple[dict, Report]:
     """Returns (a new tree with `loaded` under `prefix`, its `Report`).
-
-    `prefix` is '/'-separated ('t5', 'img', 'params/t5'); leaves come from the checkpoint as
-    numpy arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes
-    full-matched against paths relative to `prefix`. `resample_posemb`: adapt
-    `pos_embedding`s of another size (big_vision's bilinear method). ValueError, one line,
-    lists every shape mismatch or disallowed missing parameter.
-    """
+    `prefix` is '/'-separated ('t5', 'img', 'params/t5'); leaves come from the checkpoint as numpy
+    arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes full-matched
+    against paths relative to `prefix`. `resample_posemb`: adapt `pos_embedding`s of another size
+    (big_vision's bilinear method). ValueError, one line, lists every shape mismatch or disallowed
+    missing parameter."""
     init_flat = flatten_tree(_get_subtree(init_params, prefix))
     loaded_flat = flatten_tree(loaded)
     if _is_scanned(init_flat) and not _is_scanned(loaded_flat):

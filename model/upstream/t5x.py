@@ -50,11 +50,9 @@ def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
 
 def locate(path: str) -> tuple[str, str]:
     """(MSGPACK, the msgpack file) or (ORBAX, the item folder) for a checkpoint path.
-
-    `path`: a `checkpoint_<step>` folder, its `state/`, its msgpack `checkpoint` or
-    `_METADATA`; local or gs://. FileNotFoundError says what is there instead (for a model
-    directory, its step folders).
-    """
+    `path`: a `checkpoint_<step>` folder, its `state/`, its msgpack `checkpoint` or `_METADATA`;
+    local or gs://. FileNotFoundError says what is there instead (for a model directory, its step
+    folders)."""
     path = files.strip_slash(path)
     if files.isfile(path):
         parent = posixpath.dirname(path) or "."
@@ -137,10 +135,8 @@ def is_ts_spec(node: Any) -> bool:
 
 def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[str, Any]:
     """The stored spec made openable from the checkpoint's place now.
-
-    An absolute `file` or `gcs` kvstore, without the write-time `chunks` / `compressor`
-    (read from the zarr's own metadata).
-    """
+    An absolute `file` or `gcs` kvstore, without the write-time `chunks` / `compressor` (read from
+    the zarr's own metadata)."""
     spec = copy.deepcopy(spec)
     kvstore = spec.pop("kvstore")
     if not isinstance(kvstore, dict) or kvstore.get("driver") not in _KVSTORE_DRIVERS:
@@ -174,9 +170,7 @@ def _open_error(checkpoint_file: str, name: str, spec: dict, error: Exception) -
 def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
                  convert: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
     """Reads tensorstore arrays, all requests in flight together.
-
-    `convert` runs on each as it arrives, so the stored copies need not all be held at once.
-    """
+    `convert` runs on each as it arrives, so the stored copies need not all be held at once."""
     def result(name, future):
         try:
             return future.result()
@@ -229,12 +223,10 @@ def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, n
 def load(path: str, *, dtype: Any | None = np.float32,
          param_scan_axis: int | None = None) -> dict[str, Any]:
     """The parameters of a T5X checkpoint of any format above, as nested numpy dicts.
-
     `path` as `locate`'s (e.g. gs://t5-data/pretrained_models/t5x/mt5_base/checkpoint_1000000);
-    `dtype` None keeps the stored one; `param_scan_axis`: see `t5x_layout.unscan_stack`.
-    Scanned stacks come back as `layers_<i>` and attention kernels 2-D. FileNotFoundError
-    for no checkpoint or an absent zarr array; ValueError for anything unreadable.
-    """
+    `dtype` None keeps the stored one; `param_scan_axis`: see `t5x_layout.unscan_stack`. Scanned
+    stacks come back as `layers_<i>` and attention kernels 2-D. FileNotFoundError for no checkpoint
+    or an absent zarr array; ValueError for anything unreadable."""
     kind, where = locate(path)
     if kind == ORBAX:
         # Orbax stores bfloat16 natively: no uint16 reinterpretation here.

@@ -41,9 +41,7 @@ def _layer_axis(flat: Mapping[str, np.ndarray], where: str, param_scan_axis: int
 def unscan_stack(stack: Mapping[str, Any], where: str,
                  param_scan_axis: int | None = None) -> dict[str, Any]:
     """{'layers_0': subtree, ...} of contiguous arrays from one scanned stack.
-
-    `param_scan_axis` None takes t5x's 1, or 0 if only that fits the shapes.
-    """
+    `param_scan_axis` None takes t5x's 1, or 0 if only that fits the shapes."""
     flat = {path: np.asarray(value) for path, value in trees.flatten_tree(stack).items()}
     if not flat:
         raise ValueError(f"scanned stack {where!r} is empty")
@@ -56,9 +54,8 @@ def unscan_stack(stack: Mapping[str, Any], where: str,
 
 def unscan(tree: Mapping[str, Any], param_scan_axis: int | None = None) -> dict[str, Any]:
     """A new tree with scalable_t5's `encoder/encoder`, `decoder/decoder` split into `layers_<i>`.
-
-    ValueError for a stack with both scanned and per-layer parameters or no consistent layer axis.
-    """
+    ValueError for a stack with both scanned and per-layer parameters or no consistent layer
+    axis."""
     out = dict(tree)
     for parent, stack_name in SCANNED_STACKS.items():
         module = tree.get(parent)
@@ -77,10 +74,8 @@ def unscan(tree: Mapping[str, Any], param_scan_axis: int | None = None) -> dict[
 
 def flatten_attention_kernels(tree: Mapping[str, Any]) -> dict[str, Any]:
     """3-D attention kernels reshaped row-major to T5X's stored 2-D layout.
-
-    [embed, heads, kv] -> [embed, heads*kv] (query/key/value), [heads, kv, embed] ->
-    [heads*kv, embed] (out). Other leaves are kept.
-    """
+    [embed, heads, kv] -> [embed, heads*kv] (query/key/value),
+    [heads, kv, embed] -> [heads*kv, embed] (out). Other leaves are kept."""
     flat = trees.flatten_tree(tree)
     for path, value in flat.items():
         *_, module, projection, leaf = [""] * 3 + path.split(trees.SEP)

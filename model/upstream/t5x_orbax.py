@@ -32,10 +32,8 @@ def is_item_dir(path: str) -> bool:
 
 def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
     """The tree's top-level keys and the structure of its `target`, from `_METADATA`.
-
     Read from the JSON ({'tree_metadata': {"('target', ...)": {'key_metadata': [{'key': ...},
-    ...]}}}) rather than with orbax's `metadata()`, which opens every array's metadata.
-    """
+    ...]}}}) rather than with orbax's `metadata()`, which opens every array's metadata."""
     path = files.join(item_dir, files.ORBAX_TREE_METADATA)
     try:
         entries = json.loads(files.read_bytes(path))["tree_metadata"].values()
@@ -56,9 +54,7 @@ def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
 
 def read_target(item_dir: str) -> dict[str, Any]:
     """The `target` tree of a `checkpoint_<step>/state` folder: numpy arrays in stored dtypes.
-
-    ValueError (naming the folder) for unreadable metadata, no `target`, or an unreadable array.
-    """
+    ValueError (naming the folder) for unreadable metadata, no `target`, or an unreadable array."""
     top_keys, target = _top_keys_and_target(item_dir)
     if not target:
         hint = ""
