@@ -1,7 +1,5 @@
-"""The repository's structure: the core never imports the tools, imports run downwards, no circles.
-
-Reads every module's imports with `ast` (nothing is imported), so the test is fast and sees
-imports inside functions too.
+"""The repository's structure (imports read with `ast`): the core never imports the tools,
+imports run downwards, no circles.
 """
 
 import ast

@@ -1,9 +1,8 @@
 """One trainer per workdir: a second train.py is refused in one line naming the first.
 
-The lock (training/workdir.py) is a flock on `<workdir>/.lock`, which the kernel releases
-whatever way its process ends; a lock file left by a dead process is taken over with a note.
-It is a lease: its holder makes it again when it is removed by hand, and stops before writing
-when another trainer holds it.
+The flock on `<workdir>/.lock` is released however its process ends, a stale file is taken
+over, and it is a lease: made again if removed; a trainer stops before writing when another
+holds it.
 """
 
 import errno

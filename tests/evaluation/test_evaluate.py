@@ -1,10 +1,6 @@
-"""Tests of the checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators.
-
-The acceptance test takes a tiny trained run (a copy of tests/conftest.py's `two_step_run`),
-then checks that the tool's CIDEr-D of each checkpoint equals what the in-loop callback logged
-at that step, and that its captions equal an independent full-batch decode of the checkpoint.
-Another registers a toy evaluator (a class and a table entry) and gets its predictions and
-report from the tool, which knows no evaluator class.
+"""The checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators: its
+CIDEr-D equals what training logged, its captions an independent decode, and a toy evaluator
+registered by a table entry gets predictions and a report.
 """
 
 import ast

@@ -1,8 +1,5 @@
 """Bad input to python -m evaluation.evaluate: one `error:` line before any work, results kept.
-
-Issue 21 items 4 and 8. The flag tests need no run: their --workdir does not exist, so an
-error about the flag (not "no checkpoint") shows that it was checked before anything was
-read. The full-disk tests run on a small real file system (a tmpfs).
+The flags are checked on a --workdir that does not exist; full disks are a small tmpfs.
 """
 
 import os

@@ -1,11 +1,5 @@
-"""Writers of small checkpoints in the published T5X and big_vision formats.
-
-They follow the real writers' on-disk output, not the loaders' assumptions: T5X's
-`Checkpointer.save` (tensorstore zarr arrays whose relative-path specs replace them in the
-msgpack `checkpoint`; small arrays inline; version 2's bfloat16 as uint16), t5x's Orbax
-manager (orbax's CheckpointManager configured as t5x does; `write_t5x_orbax_aggregate`: the
-pre-`_METADATA` layout of t5x/testdata/tiny_orbax), scalable_t5's scanned layers
-(`scan_t5x`), and big_vision's `np.savez` of '/'-joined keys.
+"""Writers of small checkpoints in the published T5X (msgpack + zarr, Orbax, scanned) and
+big_vision (npz) formats, following the real writers' on-disk output.
 """
 
 import dataclasses

@@ -1,10 +1,7 @@
-"""Tests of the analytic FLOP count (training/flops.py) against XLA's cost analysis.
+"""The analytic FLOP count (training/flops.py) against XLA's cost analysis.
 
-On the CPU backend XLA's cost analysis counts every dot and convolution at 2 FLOPs per multiply-add,
-plus 1 FLOP per element of elementwise ops (norms, softmax, GELU, residual adds, the loss), which
-the model-FLOPs count leaves out. The configs below are wide enough (width 128, MLP 512) for that
-elementwise work to stay under ~3% of the total, hence the tolerances. Layers are unrolled
-(scan=False): XLA counts the body of a while loop only once.
+XLA also counts elementwise ops, which the model-FLOPs count leaves out: the configs are wide
+enough for those to stay under ~3%, and unrolled (XLA counts a while loop's body once).
 """
 
 import jax

@@ -1,8 +1,5 @@
-"""training/preemption.py: what SIGINT and SIGTERM do at each stage of a run.
-
-`on_signal` is called directly with the exit replaced by a recorder; the installed handlers get
-real signals sent to this process (the watcher thread acts on them, nothing is raised in the main
-thread).
+"""training/preemption.py: what SIGINT and SIGTERM do at each stage of a run, by direct calls of
+`on_signal` and by real signals to this process.
 """
 
 import os

@@ -1,8 +1,5 @@
-"""Every value of a training config is checked before any work (training/run_config.check).
-
-One table: each numeric field of configs/*.py with a value out of its range (NaN and inf
-included), each choice with an unknown one, and the words the one-line error must hold.
-The fields that depend on the vocabulary are checked by `check_vocab` once it is loaded.
+"""Every value of a training config is checked before any work (training/run_config.check):
+each numeric field out of range (NaN and inf included) and each unknown choice is one error.
 """
 
 import importlib

@@ -1,8 +1,5 @@
-"""Tests of the exported captioner (tools/captioning/export.py) and its stand-alone runner.
-
-The export's captions must equal the run's token for token, through the API and through
-tools/captioning/run_exported.py copied alone into an empty folder (so that it can import nothing
-of the repository) and run as its own process.
+"""The exported captioner (tools/captioning/export.py): its captions equal the run's, through the
+API and through run_exported.py copied alone into an empty folder and run as its own process.
 """
 
 import ast

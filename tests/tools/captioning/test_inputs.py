@@ -1,8 +1,5 @@
-"""Tests of tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads.
-
-The pixels are checked against data/images.read_pixels (what training and evaluation see) on the
-same picture stored plainly: an EXIF-rotated JPEG must give the upright picture's pixels, a
-transparent PNG the picture composited onto white by hand, and so on.
+"""tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads equal to
+data/images.read_pixels' of the same picture stored plainly (EXIF rotation, transparency, ...).
 """
 
 import os

@@ -1,9 +1,5 @@
-"""Tests of the Python API (tools/captioning/predict.py) on the session's tiny trained run.
-
-The captions are checked against an independent pipeline built from the repository's
-parts: the trainer's restore, seqio's vocabulary (not the API's sentencepiece one), the
-evaluation's image reader, model/decode.greedy, and log-probabilities summed here in
-float64 from teacher-forced logits.
+"""The Python API (tools/captioning/predict.py) against an independent pipeline: the trainer's
+restore, seqio's vocabulary, greedy decoding and float64 log-probabilities.
 """
 
 import dataclasses

@@ -1,11 +1,7 @@
-"""The one restore of a checkpoint (training/checkpointing.restore) as captioning, the export and
-the checkpoint tool use it: given the parameters alone it reads a checkpoint's "params" alone
-(orbax's partial restore), so none of them builds Adafactor or its schedule. Proven on copies of
-the session's run whose step-4 checkpoint holds the same parameters with the optimizer state
-replaced by NaNs of another structure, or left out: the full restore of the trainer refuses
-both, these restores give the run's own parameters and captions bit for bit. A run whose
-vocabulary path is a URL captions, evaluates and exports alike; hand-edited bad values in a run's
-config.json are one line naming the file and the key.
+"""The parameters-only restore (training/checkpointing.restore) of captioning, the export and
+the checkpoint tool: it never builds the optimizer, so a checkpoint whose optimizer state is
+NaNs of another structure, or absent, still gives the run's parameters bit for bit. Also: a
+URL vocabulary path, and bad values in config.json named in one line.
 """
 
 import json

@@ -1,7 +1,5 @@
-"""Tests of the captioning page's server side (tools/captioning/web.py) with Flask's test client.
-
-The browser itself is driven in test_browser.py; here: the page's choices, the answers of
-POST /caption against the API's captions, and bad input answered 400 / 413 with a message.
+"""The captioning page's server side (tools/captioning/web.py) with Flask's test client: its
+choices, POST /caption against the API's captions, bad input answered 400 / 413.
 """
 
 import io

@@ -1,11 +1,6 @@
-"""Inputs of the human-evaluation tests: a tiny release and results folders written here.
-
-The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
-a right-to-left script is covered. A results folder is written by the evaluation tool's own
-writers (formats/ for the predictions and per-image files, tools/analysis/report.write_report):
-each image's caption is its
-first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
-(high for its own reference, low otherwise); no model is trained.
+"""Inputs of the human-evaluation tests: the tiny demo's XM3600 split with Arabic captions
+added, and results folders written by the evaluation's own writers (captions drawn from the
+references, made-up per-image scores; no model is trained).
 """
 
 import json

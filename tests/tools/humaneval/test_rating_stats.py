@@ -1,8 +1,5 @@
-"""Analysis of a synthetic session whose answers are known (tools/humaneval/rating_stats.py).
-
-Three simulated raters per language with set biases and noise rate every item; Wins, Losses
-and delta S x S must equal a direct computation from the database rows and the session file,
-and Krippendorff's alpha must equal the `krippendorff` package within 1e-9.
+"""tools/humaneval/rating_stats.py on a simulated session: Wins, Losses and delta S x S equal a
+direct computation, Krippendorff's alpha the `krippendorff` package's within 1e-9.
 """
 
 import json

@@ -1,8 +1,5 @@
-"""The function-word lists of VIFIDEL: their derivation from UD treebanks, and what they keep.
-
-The paper removes stop words so that "only content words are retained" (Sec. 3.1): with the
-default lists, numerals, nouns and adjectives stay in a caption, so a caption naming the
-image's objects scores as the objects do.
+"""VIFIDEL's function-word lists: their derivation from UD treebanks, and that numerals, nouns
+and adjectives stay in a caption (the paper keeps "only content words").
 """
 
 import os
