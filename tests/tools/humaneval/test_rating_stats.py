@@ -54,8 +54,8 @@ def _direct(session):
     return scores, items, rows
 
 
-def test_wins_losses_and_delta_equal_a_direct_computation(rated):
-    scores, _, _ = _direct(rated)
+def test_wins_losses_delta_alpha_and_gold_failures_equal_a_direct_computation(rated):
+    scores, items, rows = _direct(rated)
     result = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     deltas = []
     for lang in ("en", "zh"):
@@ -74,10 +74,7 @@ def test_wins_losses_and_delta_equal_a_direct_computation(rated):
     assert result["all"]["low"] <= result["all"]["delta"] <= result["all"]["high"]
     again = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     assert again == result  # the bootstrap is seeded
-
-
-def test_alpha_equals_the_krippendorff_package(rated):
-    scores, _, _ = _direct(rated)
+    # Krippendorff's alpha equals the package's.
     table = rating_stats.agreement_table(rated, rating_stats.load_ratings(rated))
     for lang in ("en", "zh", "all"):
         langs = ("en", "zh") if lang == "all" else (lang,)
@@ -88,10 +85,7 @@ def test_alpha_equals_the_krippendorff_package(rated):
                                       value_domain=list(range(-3, 4)))
         assert table[(lang, "score")]["alpha"] == pytest.approx(expected, abs=1e-9)
         assert table[(lang, "score")]["units"] == len(units)
-
-
-def test_gold_failures_flag_the_careless_rater(rated):
-    _, items, rows = _direct(rated)
+    # Gold failures flag the careless rater.
     failed = {}
     for rater, item_id, answer in rows:
         item = items[item_id]
