@@ -118,9 +118,6 @@ def test_expand_files_folders_and_patterns(tmp_path):
     with pytest.raises(InputError, match="folder .*deeper/none has no image files"):
         os.mkdir(folder / "deeper" / "none")
         inputs.expand([str(folder / "deeper" / "none")])
-
-
-def test_expand_knows_what_pil_reads():
     assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
     assert ".txt" not in inputs.image_extensions()
 
