@@ -122,12 +122,8 @@ def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
               absolute_paths: bool = False, kvstore_driver: str = "file",
               path_at_top: bool = False) -> str:
     """Writes a T5X `checkpoint_<step>` directory of `target` and `state`; returns it.
-
-    `save_dtype` None keeps each array's dtype; `legacy_uint16` writes bfloat16 as uint16 bits
-    (version 2); `inline(name, array)` -> True keeps an array in the msgpack; `kvstore_driver`
-    as recorded ('file', internal 'gfile', 'gcs'); `path_at_top`: old specs with the path
-    beside `kvstore`.
-    """
+    `legacy_uint16`: bfloat16 as uint16 bits (version 2); `inline(name, array)`: kept in the
+    msgpack; `kvstore_driver`: 'file', 'gfile' or 'gcs'; `path_at_top`: old specs' path."""
     os.makedirs(ckpt_dir)
     written: dict[str, Any] = {}
     items = [("target/" + k, v, True) for k, v in flatten(target).items()]
@@ -288,12 +284,8 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
 
 
 def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
-    """A per-layer T5X tree in scalable_t5's scanned layout.
-
-    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis` (its `param_scan_axis`),
-    likewise the decoder; with `attention_3d` the 2-D attention kernels take scalable_t5's [embed,
-    heads, kv] / [heads, kv, embed] shapes.
-    """
+    """A per-layer T5X tree in scalable_t5's scanned layout: layers stacked on `axis`, and with
+    `attention_3d` the attention kernels as [embed, heads, kv] / [heads, kv, embed]."""
     flat = flatten(per_layer)
     if attention_3d:
         for path, value in flat.items():

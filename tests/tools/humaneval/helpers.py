@@ -43,21 +43,9 @@ def release_records(release):
 
 
 def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None, coco_dev=True):
-    """Writes a results folder for `langs` (the evaluation tool's files).
-
-    Args:
-        out: the folder.
-        release: the release folder.
-        langs: languages to write predictions for.
-        good: probability that an image's caption is its own first reference.
-        seed: of that choice.
-        keys: the images to caption (default: all of the release's).
-        lang_field: a wrong "lang" to write into the predictions (a malformed folder).
-        coco_dev: also write COCO-dev scores.
-
-    Returns:
-        {lang: {key: caption}}.
-    """
+    """Writes a results folder `out` for `langs` of the images `keys` (default: all); returns
+    {lang: {key: caption}}. A caption is its image's first reference with probability `good`;
+    `lang_field` writes a wrong "lang" (a malformed folder); `coco_dev`: COCO-dev scores too."""
     rng = np.random.default_rng(seed)
     records = release_records(release)
     keys = keys or [k for k, _ in records]
