@@ -16,8 +16,7 @@ before it:
     <!-- not run here: needs the real XM3600 release -->
 
 whose reason starts with one of `REASONS`. CONTRIBUTING.md's documentation section states the
-rule; tests/test_docs.py runs every other command and Python block.
-"""
+rule; tests/test_docs.py runs every other command and Python block."""
 
 import ast
 import dataclasses

@@ -2,8 +2,7 @@
 
 Every command or Python block (tests/doc_blocks.py) runs here, on the tiny trained run and demo
 data (`SUBSTITUTIONS`), or carries a `<!-- not run here: REASON -->` marker. Command lines must
-exit 0 and write their `--out`; Python blocks run as `__main__` and must not raise.
-"""
+exit 0 and write their `--out`; Python blocks run as `__main__` and must not raise."""
 
 import contextlib
 import logging

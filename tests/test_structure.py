@@ -1,6 +1,5 @@
 """The repository's structure (imports read with `ast`): the core never imports the tools,
-imports run downwards, no circles.
-"""
+imports run downwards, no circles."""
 
 import ast
 import pathlib

@@ -1,6 +1,5 @@
 """Bad training data in train.py: an image record that no longer decodes stops the run before
-the step-0 evaluation naming it; a data error mid-run saves the last completed step first.
-"""
+the step-0 evaluation naming it; a data error mid-run saves the last completed step first."""
 
 import shutil
 

@@ -2,8 +2,7 @@
 
 The flock on `<workdir>/.lock` is released however its process ends, a stale file is taken
 over, and it is a lease: made again if removed; a trainer stops before writing when another
-holds it.
-"""
+holds it."""
 
 import errno
 import fcntl

@@ -1,6 +1,5 @@
 """The training process runs where TensorFlow cannot be imported (tiny.no_tensorflow_env): the
-demo build, train.py, `python -m evaluation.evaluate` and TensorBoard's reading of the events.
-"""
+demo build, train.py, `python -m evaluation.evaluate` and TensorBoard's reading of the events."""
 
 import json
 import math

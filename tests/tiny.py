@@ -2,8 +2,7 @@
 
 `train_main` runs train.py's command line in the test process, as `python train.py` would run
 it but without a new interpreter's imports and compilations. `start` (and `run`) start a real
-process, for what needs one: signals, locks, kills, simulated devices, several processes.
-"""
+process, for what needs one: signals, locks, kills, simulated devices, several processes."""
 
 import contextlib
 import logging

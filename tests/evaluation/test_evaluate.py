@@ -1,7 +1,6 @@
 """The checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators: its
 CIDEr-D equals what training logged, its captions an independent decode, and a toy evaluator
-registered by a table entry gets predictions and a report.
-"""
+registered by a table entry gets predictions and a report."""
 
 import ast
 import json

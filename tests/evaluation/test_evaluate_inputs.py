@@ -1,6 +1,5 @@
 """Bad input to python -m evaluation.evaluate: one `error:` line before any work, results kept.
-The flags are checked on a --workdir that does not exist; full disks are a small tmpfs.
-"""
+The flags are checked on a --workdir that does not exist; full disks are a small tmpfs."""
 
 import os
 import re

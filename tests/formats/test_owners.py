@@ -1,7 +1,6 @@
 """One owner per exchanged file: no module outside formats/ and tools/formats/ names one of
 those files in code (a whitespace-free string), nor builds a predictions or per-image line
-other than as a dict with the format's keys. Modules are read with `ast`.
-"""
+other than as a dict with the format's keys. Modules are read with `ast`."""
 
 import ast
 import re

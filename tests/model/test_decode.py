@@ -2,8 +2,7 @@
 
 Two models: the tiny real captioner (cached decoding against uncached full forward passes) and a toy
 module whose next-token logits depend on the decoding cache in a known way, so that results can be
-checked against exhaustive enumeration.
-"""
+checked against exhaustive enumeration."""
 
 import itertools
 
@@ -69,8 +68,7 @@ class ToyModel(nn.Module):
     """Next-token logits = table[step, running sum of fed tokens % 4].
 
     The running sum lives in the 'cache' collection (one entry per sequence),
-    so beam search must reorder it correctly when beams are regrouped.
-    """
+    so beam search must reorder it correctly when beams are regrouped."""
     table: tuple  # [max_len, 4, vocab] logits as nested tuples (hashable)
 
     def encode(self, images, prompt_tokens, train=False):
@@ -175,8 +173,7 @@ def _beam_one_reference(table, max_len, eos_boost_steps=None):
 
     The live beam follows the best non-EOS token; whenever EOS is among the two best extensions,
     prefix + EOS joins the finished set. The result is the most probable finished sequence (greedy's
-    own, if it ends, is one of them), or the live path if none finished.
-    """
+    own, if it ends, is one of them), or the live path if none finished."""
     prefix, total, log_prob = [], 0, 0.0
     best, best_score = None, -np.inf
     for step in range(max_len):

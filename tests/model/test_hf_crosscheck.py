@@ -1,6 +1,5 @@
 """The same random weights in Hugging Face's MT5 and ViT and in this package's T5 and ViT give
-outputs within 1e-4 (attention scaling, position buckets, GELU variants, norms, masking).
-"""
+outputs within 1e-4 (attention scaling, position buckets, GELU variants, norms, masking)."""
 
 import jax
 import jax.numpy as jnp

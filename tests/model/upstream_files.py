@@ -1,6 +1,5 @@
 """Writers of small checkpoints in the published T5X (msgpack + zarr, Orbax, scanned) and
-big_vision (npz) formats, following the real writers' on-disk output.
-"""
+big_vision (npz) formats, following the real writers' on-disk output."""
 
 import dataclasses
 import os
@@ -47,8 +46,7 @@ def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
     """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
 
     `relpos_per_layer`: each layer has its own `relpos_bias` (scalable_t5,
-    umT5) instead of one per stack.
-    """
+    umT5) instead of one per stack."""
     inner = heads * head_dim
     shapes = {"token_embedder/embedding": (vocab, emb),
               "encoder/encoder_norm/scale": (emb,),
@@ -259,8 +257,7 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
     """Writes orbax's pre-`_METADATA` layout of a T5X state in `<ckpt_dir>/state`; returns ckpt_dir.
 
     Every array goes to a zstd zarr folder named by its '.'-joined path and
-    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'.
-    """
+    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'."""
     state_dir = os.path.join(ckpt_dir, "state")
     os.makedirs(state_dir)
     tree = {"target": target, "state": state or {"step": np.asarray(1, np.int32)}}

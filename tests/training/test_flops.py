@@ -1,8 +1,7 @@
 """The analytic FLOP count (training/flops.py) against XLA's cost analysis.
 
 XLA also counts elementwise ops, which the model-FLOPs count leaves out: the configs are wide
-enough for those to stay under ~3%, and unrolled (XLA counts a while loop's body once).
-"""
+enough for those to stay under ~3%, and unrolled (XLA counts a while loop's body once)."""
 
 import jax
 import jax.numpy as jnp

@@ -3,8 +3,7 @@
 At float32's parameters before each step the bf16 loss is within LOSS_TOLERANCE and its gradient
 near float32's (GRAD_COSINE, GRAD_COSINE_MIN); run freely, the bf16 curve stays within
 CURVE_TOLERANCE of float32's. It trains at LEARNING_RATE, where the float32 curve does not
-amplify round-off (checked first: STABILITY from parameters perturbed by 1e-6).
-"""
+amplify round-off (checked first: STABILITY from parameters perturbed by 1e-6)."""
 
 import functools
 

@@ -1,6 +1,5 @@
 """training/preemption.py: what SIGINT and SIGTERM do at each stage of a run, by direct calls of
-`on_signal` and by real signals to this process.
-"""
+`on_signal` and by real signals to this process."""
 
 import os
 import signal

@@ -1,6 +1,5 @@
 """Every value of a training config is checked before any work (training/run_config.check):
-each numeric field out of range (NaN and inf included) and each unknown choice is one error.
-"""
+each numeric field out of range (NaN and inf included) and each unknown choice is one error."""
 
 import importlib
 import math

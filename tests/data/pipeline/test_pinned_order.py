@@ -1,6 +1,5 @@
 """The demo config's first 100 steps: which (language, image, reference) each example is, pinned
-(the order is a pure function of seed, step and process; pinned scores and resumes rely on it).
-"""
+(the order is a pure function of seed, step and process; pinned scores and resumes rely on it)."""
 
 import hashlib
 

@@ -1,6 +1,5 @@
 """Ctrl-C to the process group while the input workers start or work: the trainer's one line
-and exit 130, nothing added by the workers (no traceback, no warning), none outliving it.
-"""
+and exit 130, nothing added by the workers (no traceback, no warning), none outliving it."""
 
 import os
 import signal

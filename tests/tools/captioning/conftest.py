@@ -1,6 +1,5 @@
 """Fixtures of the captioning tests: one tiny trained run (tests/conftest.py's `four_step_run`,
-read only), its captioner and its export.
-"""
+read only), its captioner and its export."""
 
 import contextlib
 import io

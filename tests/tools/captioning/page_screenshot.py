@@ -1,8 +1,7 @@
 r"""The captioning page driven in headless chromium: for the browser test and docs/'s picture.
 
     python -m tests.tools.captioning.page_screenshot --workdir runs/demo --image IMAGE \
-        [--langs en,es,hi,zh] [--decode beam] --out docs/captioning_page.png
-"""
+        [--langs en,es,hi,zh] [--decode beam] --out docs/captioning_page.png"""
 
 import argparse
 import contextlib

@@ -1,6 +1,5 @@
 """docs/captioning.md's Python example run as written from a folder outside the repository
-(paths replaced in `PLACES`): its lines must be the API's captions.
-"""
+(paths replaced in `PLACES`): its lines must be the API's captions."""
 
 import json
 import os

@@ -1,6 +1,5 @@
 """The captioning page in headless chromium: chosen or dropped images give the API's captions,
-an unreadable one its message. Fails (never skips) without chromium and chromedriver.
-"""
+an unreadable one its message. Fails (never skips) without chromium and chromedriver."""
 
 import os
 

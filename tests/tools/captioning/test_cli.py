@@ -1,6 +1,5 @@
 """The command line (python -m tools.captioning) on the tiny trained run: every bad input is one
-`error:` line, exit status 2, and leaves what was already written alone.
-"""
+`error:` line, exit status 2, and leaves what was already written alone."""
 
 import io
 import json

@@ -1,6 +1,5 @@
 """The exported captioner (tools/captioning/export.py): its captions equal the run's, through the
-API and through run_exported.py copied alone into an empty folder and run as its own process.
-"""
+API and through run_exported.py copied alone into an empty folder and run as its own process."""
 
 import ast
 import json

@@ -1,6 +1,5 @@
 """tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads equal to
-data/images.read_pixels' of the same picture stored plainly (EXIF rotation, transparency, ...).
-"""
+data/images.read_pixels' of the same picture stored plainly (EXIF rotation, transparency, ...)."""
 
 import os
 import subprocess

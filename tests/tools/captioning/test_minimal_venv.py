@@ -1,8 +1,7 @@
 """The exported model runs where only the packages docs/captioning.md lists are installed.
 
 A new virtual environment (kept in .cache/minimal_venv/<hash of the pip line>) runs
-tools/captioning/run_exported.py copied alone; its captions must be the API's. Slow.
-"""
+tools/captioning/run_exported.py copied alone; its captions must be the API's. Slow."""
 
 import contextlib
 import fcntl

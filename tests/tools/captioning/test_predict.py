@@ -1,6 +1,5 @@
 """The Python API (tools/captioning/predict.py) against an independent pipeline: the trainer's
-restore, seqio's vocabulary, greedy decoding and float64 log-probabilities.
-"""
+restore, seqio's vocabulary, greedy decoding and float64 log-probabilities."""
 
 import dataclasses
 import os

@@ -1,8 +1,7 @@
 """The parameters-only restore (training/checkpointing.restore) of captioning, the export and
 the checkpoint tool: it never builds the optimizer, so a checkpoint whose optimizer state is
 NaNs of another structure, or absent, still gives the run's parameters bit for bit. Also: a
-URL vocabulary path, and bad values in config.json named in one line.
-"""
+URL vocabulary path, and bad values in config.json named in one line."""
 
 import json
 import os

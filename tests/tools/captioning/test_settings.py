@@ -1,6 +1,5 @@
 """Each bad decoding setting is refused naming it as its user wrote it, by the API (`Decoding`),
-the command line (one `error:` line, --out untouched), the page (400) and the export (no file).
-"""
+the command line (one `error:` line, --out untouched), the page (400) and the export (no file)."""
 
 import io
 

@@ -1,6 +1,5 @@
 """The captioning page's server side (tools/captioning/web.py) with Flask's test client: its
-choices, POST /caption against the API's captions, bad input answered 400 / 413.
-"""
+choices, POST /caption against the API's captions, bad input answered 400 / 413."""
 
 import io
 

@@ -1,7 +1,6 @@
 """Inputs of the human-evaluation tests: the tiny demo's XM3600 split with Arabic captions
 added, and results folders written by the evaluation's own writers (captions drawn from the
-references, made-up per-image scores; no model is trained).
-"""
+references, made-up per-image scores; no model is trained)."""
 
 import json
 import os

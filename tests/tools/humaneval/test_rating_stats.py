@@ -1,6 +1,5 @@
 """tools/humaneval/rating_stats.py on a simulated session: Wins, Losses and delta S x S equal a
-direct computation, Krippendorff's alpha the `krippendorff` package's within 1e-9.
-"""
+direct computation, Krippendorff's alpha the `krippendorff` package's within 1e-9."""
 
 import json
 import os

@@ -1,6 +1,5 @@
 """VIFIDEL's function-word lists: their derivation from UD treebanks, and that numerals, nouns
-and adjectives stay in a caption (the paper keeps "only content words").
-"""
+and adjectives stay in a caption (the paper keeps "only content words")."""
 
 import os
 

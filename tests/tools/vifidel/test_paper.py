@@ -1,6 +1,5 @@
 """VIFIDEL end to end against an independent implementation of the paper's Eqs. 1-5 (a plain
-linear program by scipy's HiGHS for the transport problem; the repository uses POT).
-"""
+linear program by scipy's HiGHS for the transport problem; the repository uses POT)."""
 
 import math
 import os
