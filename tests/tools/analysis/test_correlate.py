@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import paper_tables
-from tests.formats.small_files import write_text
+from tests.formats.small_files import write_text as _write
 from tools.analysis import correlate
 from tools.formats import side_by_side
 
@@ -23,10 +23,6 @@ ROWS = [
     "B,C,fr,ext,4.0,0.03,0.02,-0.01",
     "A,C,ja,ext,-1.0,0.00,-0.01,0.00",
 ]
-
-
-def _write(tmp_path, text, name="sxs.csv"):
-    return write_text(tmp_path, text, name)
 
 
 def test_reproduces_every_value_of_the_papers_table6():

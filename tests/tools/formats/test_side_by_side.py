@@ -2,15 +2,11 @@
 
 import pytest
 
-from tests.formats.small_files import write_text
+from tests.formats.small_files import write_text as _write
 from tools.formats import side_by_side
 
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
 ROWS = ["A,B,en,core,-10.0,-0.10,-0.12,0.01"]
-
-
-def _write(tmp_path, text, name="sxs.csv"):
-    return write_text(tmp_path, text, name)
 
 
 @pytest.mark.parametrize("text, message", [
