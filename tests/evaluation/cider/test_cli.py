@@ -1,6 +1,8 @@
 """The CIDEr command line (python -m evaluation.cider) and its file readers, on files made here."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -231,20 +233,6 @@ def test_reference_field_tokenized(tmp_path, capsys):
     assert json.loads(out_tok)["scores"]["en"] == 0
 
 
-def test_python_dash_m_entry_point(files):
-    # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "evaluation.cider", "--references", files[0],
-         "--predictions", files[1],
-         "--json", "--langs", "es"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
-                                                                      abs=1e-6)
-
-
 def test_score_languages_from_references_table(files):
     from data.releases import xm3600 as xm3600_release
     preds = predictions.read(files[1])
@@ -260,12 +248,17 @@ def test_score_languages_from_references_table(files):
         cider.score_languages(table, preds, reference_field="caption/tokenized")
 
 
-def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
+def test_python_dash_m_and_its_own_process_without_numbas_blas_probe(files):
+    # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation.cider", "--references", files[0],
+         "--predictions", files[1], "--json", "--langs", "es"], capture_output=True, text=True,
+        check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
+                                                                      abs=1e-6)
     # In a fresh process, as `python -m evaluation.cider` runs: numba loads without
     # importing scipy.linalg, and the import works again afterwards.
-    import subprocess
-    import sys
-
     script = (
         "import io, contextlib, sys\n"
         "from evaluation.cider import __main__ as m\n"
