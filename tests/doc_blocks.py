@@ -16,8 +16,7 @@ before it:
     <!-- not run here: needs the real XM3600 release -->
 
 whose reason starts with one of `REASONS`. CONTRIBUTING.md's documentation section states the
-rule; tests/test_docs.py runs every other command and Python block.
-"""
+rule; tests/test_docs.py runs every other command and Python block."""
 
 import ast
 import dataclasses
@@ -43,16 +42,9 @@ _ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=[^\s\"'(]*(\s|;|$)")  # TPU=xm3600;
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """A code block of a Markdown file.
-
-    Attributes:
-        path: the file, relative to the repository ("README.md", "docs/cider.md").
-        line: the 1-based line where it starts (a fenced block's opening fence).
-        lines: its lines, without the block's indentation or fences.
-        marker: the reason of its `<!-- not run here: ... -->` marker, or None.
-        fenced: whether it is a fenced block.
-        language: a fenced block's language ("python" after ```python), else "".
-    """
+    """A code block of `path` (relative to the repository) from its 1-based `line` (a fenced
+    block's opening fence): its `lines` without indentation or fences, its `not run here`
+    marker's reason or None, and a fenced block's `language` ("python" after ```python)."""
     path: str
     line: int
     lines: tuple

@@ -1,15 +1,8 @@
 """The command and Python blocks of README.md and docs/*.md run as written, or say why not.
 
-Every command or Python block (tests/doc_blocks.py) is run here or carries a marker
-`<!-- not run here: REASON -->` (CONTRIBUTING.md, "Documentation"), so no new block escapes. It
-runs on the tiny trained run and demo data, in a working folder laid out as after `make demo`,
-with `SUBSTITUTIONS` the one declared difference. Each command line must exit 0 and a file named
-by `--out` must exist; a Python block runs as a script of its own (`__main__`) and must not raise.
-`python -m MODULE` runs in this process (runpy; SystemExit is the status) so that compiled
-programs are shared, and what it may change process-wide is put back after it; `SERVERS`,
-`OWN_PROCESS` modules and train.py (absl's flags) run as their own process, other lines with
-bash. Blocks with the same command lines run once.
-"""
+Every command or Python block (tests/doc_blocks.py) runs here, on the tiny trained run and demo
+data (`SUBSTITUTIONS`), or carries a `<!-- not run here: REASON -->` marker. Command lines must
+exit 0 and write their `--out`; Python blocks run as `__main__` and must not raise."""
 
 import contextlib
 import logging

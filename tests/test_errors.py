@@ -25,15 +25,12 @@ def _classes():
     return found
 
 
-def test_only_errors_py_derives_from_a_builtin_exception():
+def test_only_errors_py_derives_from_a_builtin_exception_and_no_class_is_twice():
     # Every other exception class derives from errors.Error's branches, so that a command
     # line catching errors.Error catches them all.
     rooted = [f"{module}.{cls}({', '.join(bases)})" for module, cls, bases in _classes()
               if module != "errors" and set(bases) & BUILTIN_EXCEPTIONS]
     assert not rooted, rooted
-
-
-def test_no_duplicate_error_classes():
     names = [(cls, module) for module, cls, _ in _classes() if cls.endswith("Error")]
     by_name = {}
     for cls, module in names:
@@ -42,7 +39,7 @@ def test_no_duplicate_error_classes():
     assert by_name["InputError"] == ["errors"]
 
 
-def test_the_branches():
+def test_the_branches_and_fail_prints_one_line_and_exits_with_status_2(capsys):
     assert issubclass(errors.InputError, ValueError) and issubclass(errors.InputError, errors.Error)
     assert issubclass(errors.RunError, RuntimeError) and issubclass(errors.RunError, errors.Error)
     from data import jsonl
@@ -50,9 +47,6 @@ def test_the_branches():
     assert issubclass(jsonl.FormatError, errors.InputError)
     assert issubclass(run_config.ConfigError, errors.InputError)
     assert issubclass(checkpointing.IncompatibleCheckpoint, errors.RunError)
-
-
-def test_fail_prints_one_line_and_exits_with_status_2(capsys):
     with pytest.raises(SystemExit) as info:
         errors.fail(errors.InputError("data.jsonl:3: not valid JSON"))
     assert info.value.code == 2 and str(info.value) == "data.jsonl:3: not valid JSON"

@@ -1,6 +1,5 @@
 """Every value given to train.py is checked before any work, and nothing is written first: a bad
-value is one `error:` line with exit status 2, and a new workdir is not created.
-"""
+value is one `error:` line with exit status 2, and a new workdir is not created."""
 
 import os
 import re

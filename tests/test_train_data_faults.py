@@ -1,9 +1,5 @@
-"""Bad training data in train.py: found before any evaluation, and nothing trained is lost.
-
-The build checks every image it writes; an image record that no longer decodes (a build
-changed since) must stop the run before the step-0 evaluation, naming the record. A data
-error that still happens mid-run saves the last completed step before the run stops.
-"""
+"""Bad training data in train.py: an image record that no longer decodes stops the run before
+the step-0 evaluation naming it; a data error mid-run saves the last completed step first."""
 
 import shutil
 

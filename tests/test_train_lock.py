@@ -1,10 +1,8 @@
 """One trainer per workdir: a second train.py is refused in one line naming the first.
 
-The lock (training/workdir.py) is a flock on `<workdir>/.lock`, which the kernel releases
-whatever way its process ends; a lock file left by a dead process is taken over with a note.
-It is a lease: its holder makes it again when it is removed by hand, and stops before writing
-when another trainer holds it.
-"""
+The flock on `<workdir>/.lock` is released however its process ends, a stale file is taken
+over, and it is a lease: made again if removed; a trainer stops before writing when another
+holds it."""
 
 import errno
 import fcntl
@@ -105,7 +103,7 @@ def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
     assert (workdir / ".lock").read_text() == ""
 
 
-def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path):
+def test_a_stale_lock_file_is_taken_over_and_a_replaced_workdir_locked_anew(tmp_path):
     workdir = tmp_path / "run"
     workdir.mkdir()
     pid = _dead_pid()
@@ -117,7 +115,13 @@ def test_a_stale_lock_file_of_a_dead_pid_is_taken_over(tmp_path):
                     f"(pid {pid} on host {socket.gethostname()}, started "
                     f"2026-01-01T00:00:00+00:00); taking it over")
     assert workdir_lib.lock(str(workdir)) is None  # Released cleanly: no note.
-    workdir_lib.release(str(workdir))
+    shutil.rmtree(workdir)  # Deleted and made again by the user while held, the lock with it.
+    workdir.mkdir()
+    assert workdir_lib.lock(str(workdir)) is None
+    try:
+        assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
+    finally:
+        workdir_lib.release(str(workdir))
 
 
 def test_a_filesystem_without_locks_is_a_note_not_an_error(tmp_path, monkeypatch):
@@ -129,19 +133,6 @@ def test_a_filesystem_without_locks_is_a_note_not_an_error(tmp_path, monkeypatch
     assert note == (f"note: cannot lock {tmp_path}/.lock (No locks available); nothing keeps a "
                     f"second trainer off this workdir")
     workdir_lib.release(str(tmp_path))  # Holds nothing: a no-op.
-
-
-def test_a_workdir_replaced_while_held_is_locked_anew(tmp_path):
-    workdir = tmp_path / "run"
-    workdir.mkdir()
-    workdir_lib.lock(str(workdir))
-    shutil.rmtree(workdir)  # Deleted and made again by the user, the lock file with it.
-    workdir.mkdir()
-    assert workdir_lib.lock(str(workdir)) is None
-    try:
-        assert json.loads((workdir / ".lock").read_text())["pid"] == os.getpid()
-    finally:
-        workdir_lib.release(str(workdir))
 
 
 def _other_trainer(workdir):

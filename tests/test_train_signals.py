@@ -1,8 +1,4 @@
-"""Ctrl-C and SIGTERM sent to `python train.py` at several moments of a run.
-
-Each run is a real train.py process on the tiny config (`tiny.start`: SIGINT and SIGTERM at their
-defaults, whatever this process has).
-"""
+"""Ctrl-C and SIGTERM sent to a real `python train.py` (`tiny.start`) at several moments."""
 
 import os
 import re

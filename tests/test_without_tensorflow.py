@@ -1,10 +1,5 @@
-"""The training process runs where TensorFlow is not installed (as on the GPU machines).
-
-In subprocesses whose `import tensorflow` fails (tests/tiny.no_tensorflow_env): the demo built by
-`python -m tools.demo`, train.py through the TFDS reader, `python -m evaluation.evaluate`, and
-TensorBoard reading the run's event files. The benchmarks run without TensorFlow in
-tests/benchmarks/test_accelerator_report.py.
-"""
+"""The training process runs where TensorFlow cannot be imported (tiny.no_tensorflow_env): the
+demo build, train.py, `python -m evaluation.evaluate` and TensorBoard's reading of the events."""
 
 import json
 import math

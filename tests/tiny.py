@@ -2,8 +2,7 @@
 
 `train_main` runs train.py's command line in the test process, as `python train.py` would run
 it but without a new interpreter's imports and compilations. `start` (and `run`) start a real
-process, for what needs one: signals, locks, kills, simulated devices, several processes.
-"""
+process, for what needs one: signals, locks, kills, simulated devices, several processes."""
 
 import contextlib
 import logging
@@ -108,14 +107,9 @@ def write_config_file(path, data_dir, **overrides):
 
 
 def train_main(config_file, workdir, *args):
-    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process as
-    `python train.py` runs it; returns a CompletedProcess.
-
-    Its `__main__` runs in the repository, file descriptors 1 and 2 captured as stdout and
-    stderr, with what a fresh interpreter has (absl's log handler on the root logger, Python's
-    default warning filters and hooks for uncaught exceptions); the returncode is the exit
-    status. Flags, logging and signals are put back afterwards.
-    """
+    """Runs `train.py --config <config_file> --workdir <workdir> <args>` in this process as a
+    fresh `python train.py` would (absl's log handler, default warning filters and hooks; fds 1
+    and 2 captured); returns a CompletedProcess. Flags, logging and signals are put back."""
     # Imported here (the tests that only need data and configs do not load the trainer), and
     # before the flags are set aside: its flags stay defined.
     import train
@@ -391,11 +385,8 @@ def cli_env(**extra):
 
 
 def no_tensorflow_env(folder):
-    """os.environ for a subprocess in which TensorFlow cannot be imported (a sitecustomize
-    module written to `folder`, first on PYTHONPATH).
-
-    XLA's flags are the test process's (`cli_env`).
-    """
+    """`cli_env` for a subprocess in which TensorFlow cannot be imported (a sitecustomize
+    module written to `folder`, first on PYTHONPATH)."""
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as f:
         f.write(_NO_TENSORFLOW)

@@ -38,7 +38,7 @@ class _Pair(msgspec.Struct):
     b: str
 
 
-def test_decode_lines_types_every_line_and_numbers_them(tmp_path):
+def test_decode_lines_types_every_line_and_numbers_them_but_not_of_a_pipe(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"a": 1, "b": "x"}\n\n  \r\n{"b": "\xc3\xa9", "a": 2, "extra": [1]}\r\n')
     lines = jsonl.decode_lines(path, msgspec.json.Decoder(_Pair))
@@ -51,6 +51,10 @@ def test_decode_lines_types_every_line_and_numbers_them(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert list(jsonl.decode_lines(empty, msgspec.json.Decoder(_Pair))) == []
+    # A pipe can be read once: the line-by-line reader must be the one to read it.
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None
 
 
 @pytest.mark.parametrize("content", [
@@ -67,13 +71,6 @@ def test_decode_lines_gives_up_where_the_slow_path_must_decide(tmp_path, content
     path = tmp_path / "d.jsonl"
     path.write_bytes(content)
     assert jsonl.decode_lines(path, msgspec.json.Decoder(_Pair)) is None
-
-
-def test_decode_lines_leaves_pipes_to_the_slow_path(tmp_path):
-    # A pipe can be read once: the line-by-line reader must be the one to read it.
-    fifo = tmp_path / "fifo.jsonl"
-    os.mkfifo(fifo)
-    assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None
 
 
 def _check(where, line):
@@ -149,9 +146,9 @@ def test_decode_lines_counts_keys_and_scans_only_when_the_colons_differ(tmp_path
     assert scans == [1]  # The colons are the keys: no scan.
 
 
-def test_the_cider_inputs_refuse_a_repeated_key(tmp_path):
+def test_the_cider_inputs_and_json_object_files_refuse_a_repeated_key(tmp_path):
     from data.releases import xm3600
-    from formats import predictions
+    from formats import json_object, predictions
     from tests.evaluation.cider.test_cli import write_references
 
     preds = tmp_path / "preds.jsonl"
@@ -169,11 +166,6 @@ def test_the_cider_inputs_refuse_a_repeated_key(tmp_path):
     with pytest.raises(jsonl.FormatError,
                        match=r"captions.jsonl:2: key 'caption' appears twice in one object"):
         xm3600.read_references(refs)
-
-
-def test_a_json_object_file_refuses_a_repeated_key(tmp_path):
-    from formats import json_object
-
     path = tmp_path / "scores.json"
     path.write_text('{"step": 1,\n "step": 2}\n')
     with pytest.raises(ValueError, match=r"scores.json: key 'step' appears twice in one object"):

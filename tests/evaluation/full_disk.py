@@ -9,15 +9,8 @@ from tests import tiny
 
 @contextlib.contextmanager
 def full_disk(folder, keep=None):
-    """A small tmpfs mounted on the new folder `folder`, filled up, for the block.
-
-    Args:
-        folder: where to mount it (must not exist).
-        keep: {file name: text} written into it before it is filled (a previous output).
-
-    Yields:
-        `folder`, on which a new file can be created but no byte written.
-    """
+    """Yields the new folder `folder` as a small tmpfs filled up, once {file name: text} of
+    `keep` (a previous output) is written in it: a new file can be created, no byte written."""
     with tiny.small_tmpfs(folder, "256k"):
         for name, text in (keep or {}).items():
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:

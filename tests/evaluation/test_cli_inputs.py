@@ -39,19 +39,6 @@ def test_a_usage_error_is_one_line(capsys, main, argv, message):
         lines
 
 
-def test_cider_refuses_a_repeated_key_in_one_line(tmp_path, capsys):
-    from tests.evaluation.cider.test_cli import write_references
-
-    refs = write_references(tmp_path / "captions.jsonl")
-    preds = tmp_path / "preds.jsonl"
-    preds.write_text('{"image/key": "img0", "lang": "en", "caption": "a dog", '
-                     '"caption": "a red bus"}\n')
-    assert cider_cli.main(["--references", refs, "--predictions", str(preds)]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [
-        f"error: {preds}:1: key 'caption' appears twice in one object (a reader would keep "
-        f"only the last value)"]
-
-
 @pytest.mark.parametrize("flag, make_path, message", [
     ("--per-image", lambda tmp: "/proc/x/out.jsonl", r"--per-image /proc/x/out.jsonl: no folder"),
     ("--per-image", lambda tmp: str(tmp), r"--per-image .* is a folder"),
@@ -91,7 +78,7 @@ def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys,
     assert (left, kept) == (({"out": len(previous)}, previous) if previous else ({}, None))
 
 
-def test_cider_names_a_binary_df_file(tmp_path, capsys):
+def test_cider_names_a_binary_df_file_and_a_repeated_key(tmp_path, capsys):
     refs, preds = _cider_files(tmp_path)
     (tmp_path / "df.bin").write_bytes(b"\x00\x01\n\xff\xfe binary")
     status = cider_cli.main(["--references", refs, "--predictions", preds, "--df",
@@ -100,6 +87,12 @@ def test_cider_names_a_binary_df_file(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: {tmp_path}/df.bin:2: not UTF-8 (invalid start byte); not a document "
         f"frequency file"]
+    with open(preds, "w") as f:
+        f.write('{"image/key": "img0", "lang": "en", "caption": "a dog", "caption": "a red bus"}\n')
+    assert cider_cli.main(["--references", refs, "--predictions", preds]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {preds}:1: key 'caption' appears twice in one object (a reader would keep "
+        f"only the last value)"]
 
 
 BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\xff"

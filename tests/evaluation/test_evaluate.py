@@ -1,11 +1,6 @@
-"""Tests of the checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators.
-
-The acceptance test takes a tiny trained run (a copy of tests/conftest.py's `two_step_run`),
-then checks that the tool's CIDEr-D of each checkpoint equals what the in-loop callback logged
-at that step, and that its captions equal an independent full-batch decode of the checkpoint.
-Another registers a toy evaluator (a class and a table entry) and gets its predictions and
-report from the tool, which knows no evaluator class.
-"""
+"""The checkpoint-evaluation tool (python -m evaluation.evaluate) and in-loop evaluators: its
+CIDEr-D equals what training logged, its captions an independent decode, and a toy evaluator
+registered by a table entry gets predictions and a report."""
 
 import ast
 import json
@@ -73,7 +68,8 @@ def _logged_eval(workdir, step):
     return next(r for r in read_metrics(workdir) if r["step"] == step and "eval/cider_d/avg" in r)
 
 
-def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_path, capsys):
+def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint_and_scores_coco_dev(
+        tiny_run, tiny_demo, tmp_path, capsys):
     config_path, workdir, _ = tiny_run
     _main("--config", config_path, "--workdir", workdir, "--langs", "config")
     out = os.path.join(workdir, "eval_step2")  # The default folder, latest step.
@@ -104,9 +100,21 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, tmp_pat
             assert np.mean(values) == pytest.approx(summary["scores"][lang])
         for name in ("scores.csv", "table.md", "bars.png"):
             assert os.path.getsize(os.path.join(folder, name)) > 0
+    # The COCO-dev column scores the translated dev references.
+    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
+    for lang in ("en", "zh"):
+        rows = read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
+        assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
+        refs = [list(e.captions) for e in examples[lang]]
+        expected = cider.CiderScorer(refs, lang).score([r["caption"] for r in rows]).corpus
+        assert summary["coco_dev_scores"][lang] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
+        assert "COCO-dev" in f.read()
 
 
-def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
+def test_greedy_and_beam_captions_equal_an_independent_decode(tiny_run, tiny_demo, tmp_path):
     config_path, workdir, config = tiny_run
     out = os.path.join(workdir, "eval_step2")
     if not os.path.isdir(out):
@@ -128,24 +136,20 @@ def test_captions_equal_an_independent_decode_and_rescore(tiny_run, tiny_demo):
         assert [r["caption"] for r in rows] == expected
         rescored = cider.CiderScorer(refs, lang).score(expected).corpus
         assert scores[lang] == pytest.approx(rescored, rel=1e-9, abs=1e-12)
-
-
-def test_coco_dev_column_scores_the_translated_dev_references(tiny_run, tiny_demo):
-    config_path, workdir, _ = tiny_run
-    out = os.path.join(workdir, "eval_step2")
-    if not os.path.isdir(out):
-        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
-    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
-        summary = json.load(f)
-    examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
-    for lang in ("en", "zh"):
-        rows = read_jsonl(os.path.join(out, f"predictions_coco_dev_{lang}.jsonl"))
-        assert [r["image/key"] for r in rows] == [str(e.cocoid) for e in examples[lang]]
-        refs = [list(e.captions) for e in examples[lang]]
-        expected = cider.CiderScorer(refs, lang).score([r["caption"] for r in rows]).corpus
-        assert summary["coco_dev_scores"][lang] == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
-        assert "COCO-dev" in f.read()
+    # Beam decoding matches beam search.
+    beam = str(tmp_path / "beam")
+    _main("--config", config_path, "--workdir", workdir, "--langs", "en", "--decode", "beam",
+          "--beam_size", "2", "--out", beam)
+    _, _, images, prompts = _independent_set(tiny_demo, "en", vocab, config)
+    tokens, _ = decode.beam_search(model, params, images, prompts,
+                                   max_len=config.evals.xm3600.max_decode_len, beam_size=2,
+                                   alpha=0.6)
+    rows = read_jsonl(os.path.join(beam, "predictions_en.jsonl"))
+    assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
+    with open(os.path.join(beam, "scores.json"), encoding="utf-8") as f:
+        assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
+    with open(os.path.join(beam, "table.md"), encoding="utf-8") as f:
+        assert "Captions by beam search (2 beams, length penalty alpha 0.6)." in f.read()
 
 
 class CaptionLength(caption_evaluator.CaptionEvaluator):
@@ -196,25 +200,6 @@ def test_the_tool_names_no_evaluator_class():
     assert imported == {"caption_evaluator"}
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert not names & {"isinstance", "type", "Xm3600Cider", "CocoDevCider", "Xm3600Vifidel"}
-
-
-def test_beam_decoding_matches_beam_search(tiny_run, tiny_demo, tmp_path):
-    config_path, workdir, config = tiny_run
-    out = str(tmp_path / "beam")
-    _main("--config", config_path, "--workdir", workdir, "--langs", "en", "--decode", "beam",
-          "--beam_size", "2", "--out", out)
-    vocab = tokenizer.get_vocabulary(config.vocab.path)
-    model, params, _ = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
-    _, _, images, prompts = _independent_set(tiny_demo, "en", vocab, config)
-    tokens, _ = decode.beam_search(model, params, images, prompts,
-                                   max_len=config.evals.xm3600.max_decode_len, beam_size=2,
-                                   alpha=0.6)
-    rows = read_jsonl(os.path.join(out, "predictions_en.jsonl"))
-    assert [r["caption"] for r in rows] == tokenizer.detokenize(vocab, tokens)
-    with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
-        assert json.load(f)["decoding"] == {"method": "beam", "beam_size": 2, "alpha": 0.6}
-    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
-        assert "Captions by beam search (2 beams, length penalty alpha 0.6)." in f.read()
 
 
 def test_without_langs_every_language_the_data_has_is_evaluated(tiny_run, tmp_path, capsys):

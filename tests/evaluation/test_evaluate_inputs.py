@@ -1,14 +1,11 @@
 """Bad input to python -m evaluation.evaluate: one `error:` line before any work, results kept.
-
-Issue 21 items 4 and 8. The flag tests need no run: their --workdir does not exist, so an
-error about the flag (not "no checkpoint") shows that it was checked before anything was
-read. The full-disk tests run on a small real file system (a tmpfs).
-"""
+The flags are checked on a --workdir that does not exist; full disks are a small tmpfs."""
 
 import os
 import re
 import shutil
 
+import ml_collections
 import pytest
 
 import train
@@ -138,12 +135,21 @@ def test_a_disk_that_fills_during_the_evaluation_leaves_the_earlier_results(
     assert re.search(r"^xm3600: en \d", captured.out, re.M)  # The scores, printed too.
 
 
-def test_train_gets_the_evaluators_count_checks(tiny_demo):
+def test_train_gets_the_evaluators_checks_and_their_own_fields_are_checked(tiny_demo):
     config = tiny_config(str(tiny_demo), **{"evals.xm3600.max_images": -3})
     with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
         evaluators_lib.check_configs(config.evals)
     with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
         train.check_config(config)
+    config = tiny_config(str(tiny_demo))  # an evaluator's own fields
+    config.unlock()
+    config.evals.vifidel = ml_collections.ConfigDict({
+        "type": "tools.vifidel.evaluator:Xm3600Vifidel",
+        "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
+        "batch_size": 4, "max_decode_len": 8, "vectors": "v/{lang}.vec",
+        "min_confidence": float("nan")})
+    with pytest.raises(ValueError, match=r"config.evals.vifidel: --min-confidence must be in"):
+        evaluators_lib.check_configs(config.evals)
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -160,18 +166,4 @@ def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, messa
     config.unlock()
     config.evals.xm3600.update(fields)
     with pytest.raises(ValueError, match=message):
-        evaluators_lib.check_configs(config.evals)
-
-
-def test_an_evaluators_own_fields_are_checked_with_the_config(tiny_demo):
-    import ml_collections
-
-    config = tiny_config(str(tiny_demo))
-    config.unlock()
-    config.evals.vifidel = ml_collections.ConfigDict({
-        "type": "tools.vifidel.evaluator:Xm3600Vifidel",
-        "every": 0, "data_dir": f"{tiny_demo}/xm3600", "langs": ("en",),
-        "batch_size": 4, "max_decode_len": 8, "vectors": "v/{lang}.vec",
-        "min_confidence": float("nan")})
-    with pytest.raises(ValueError, match=r"config.evals.vifidel: --min-confidence must be in"):
         evaluators_lib.check_configs(config.evals)

@@ -1,6 +1,5 @@
 """evaluation.evaluate beside a running trainer: a checkpoint deleted under it (the trainer
-keeps only the newest) is replaced by the newest remaining, in one line, not called damaged.
-"""
+keeps only the newest) is replaced by the newest remaining, in one line, not called damaged."""
 
 import shutil
 

@@ -12,7 +12,7 @@ def write_lines(path, lines):
     return str(path)
 
 
-def write_text(folder, text, name):
+def write_text(folder, text, name="sxs.csv"):
     """Writes `text` to folder/name; returns that path."""
     path = folder / name
     path.write_text(text)

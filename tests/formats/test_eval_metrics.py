@@ -6,11 +6,16 @@ import pytest
 from formats import eval_metrics
 
 
-def test_round_trip(tmp_path):
+def test_round_trip_and_write_refuses_and_writes_nothing(tmp_path):
     path = eval_metrics.write(tmp_path / eval_metrics.FILE_NAME, np.int64(20),
                               {"eval/cider_d/en": np.float32(0.5), "eval/cider_d/avg": 0.5})
     assert path.read_text().startswith('{\n  "step": 20,\n  "eval/cider_d/en": 0.5')
     assert eval_metrics.read(path) == (20, {"eval/cider_d/en": 0.5, "eval/cider_d/avg": 0.5})
+    with pytest.raises(eval_metrics.EvalMetricsError, match="'step': expected a name other"):
+        eval_metrics.write(tmp_path / "m.json", 1, {"step": 2.0})
+    with pytest.raises(eval_metrics.EvalMetricsError, match="'a': expected a finite number"):
+        eval_metrics.write(tmp_path / "m.json", 1, {"a": float("inf")})
+    assert not (tmp_path / "m.json").exists()
 
 
 @pytest.mark.parametrize("text, message", [
@@ -26,11 +31,3 @@ def test_bad_files_name_file_and_key(tmp_path, text, message):
     with pytest.raises(eval_metrics.EvalMetricsError) as info:
         eval_metrics.read(path)
     assert message in str(info.value)
-
-
-def test_write_refuses_and_writes_nothing(tmp_path):
-    with pytest.raises(eval_metrics.EvalMetricsError, match="'step': expected a name other"):
-        eval_metrics.write(tmp_path / "m.json", 1, {"step": 2.0})
-    with pytest.raises(eval_metrics.EvalMetricsError, match="'a': expected a finite number"):
-        eval_metrics.write(tmp_path / "m.json", 1, {"a": float("inf")})
-    assert not (tmp_path / "m.json").exists()

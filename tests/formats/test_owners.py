@@ -1,13 +1,6 @@
 """One owner per exchanged file: no module outside formats/ and tools/formats/ names one of
-those files in code.
-
-A module that opens, joins, globs or writes a file names it in a string of its code: a file
-name or path, without whitespace (`"per_image.jsonl"`, `f"{out}/predictions_{lang}.jsonl"`).
-Prose may name the files freely (docstrings, help texts, error messages: they hold spaces).
-A module that writes a line of a predictions or per-image file to a path it was given (the
-metric command lines' --per-image) builds the line as a dict with the format's keys. The
-modules are read with `ast` (nothing is imported), as tests/test_structure.py does.
-"""
+those files in code (a whitespace-free string), nor builds a predictions or per-image line
+other than as a dict with the format's keys. Modules are read with `ast`."""
 
 import ast
 import re

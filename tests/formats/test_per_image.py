@@ -26,7 +26,7 @@ def test_malformed_line_is_reported_with_file_and_line(tmp_path, line, message):
     assert message in str(info.value)
 
 
-def test_written_files_read_back_and_compare_reads_them(tmp_path):
+def test_written_files_read_back_compare_reads_them_missing_and_empty_ones_named(tmp_path):
     scores = {"en": {"k1": 0.5, "k2": 1.0}, "de": {"k1": 0.25}}
     (tmp_path / "a").mkdir()
     per_image.write(tmp_path / "a" / per_image.file_name(), scores)
@@ -36,11 +36,14 @@ def test_written_files_read_back_and_compare_reads_them(tmp_path):
     per_image.write(tmp_path / "b.jsonl", rows)
     assert per_image.read(tmp_path / "b.jsonl") == {"en": {"k1": 0.5}}
     assert per_image.file_name("vifidel") == "per_image_vifidel.jsonl"
-
-
-def test_an_undefined_score_has_no_line(tmp_path):
+    # An undefined score has no line.
     per_image.write(tmp_path / "p.jsonl", {"en": {"a": 0.5, "b": math.nan, "c": 0.0}})
     assert per_image.read(tmp_path / "p.jsonl") == {"en": {"a": 0.5, "c": 0.0}}
+    with pytest.raises(per_image.PerImageError, match="per-image scores not found"):
+        per_image.read(tmp_path / "none.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(per_image.PerImageError, match="empty.jsonl: no scores"):
+        per_image.read(tmp_path / "empty.jsonl")
 
 
 @pytest.mark.parametrize("scores, message", [
@@ -57,11 +60,3 @@ def test_bad_scores_write_nothing(tmp_path, scores, message):
     with pytest.raises(per_image.PerImageError, match=message):
         per_image.write(tmp_path / "p.jsonl", scores)
     assert not (tmp_path / "p.jsonl").exists()
-
-
-def test_missing_and_empty_files(tmp_path):
-    with pytest.raises(per_image.PerImageError, match="per-image scores not found"):
-        per_image.read(tmp_path / "none.jsonl")
-    (tmp_path / "empty.jsonl").write_text("\n")
-    with pytest.raises(per_image.PerImageError, match="empty.jsonl: no scores"):
-        per_image.read(tmp_path / "empty.jsonl")

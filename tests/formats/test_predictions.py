@@ -53,7 +53,7 @@ def test_missing_and_empty_files(tmp_path):
         predictions.read(write_lines(tmp_path / "empty.jsonl", [""]))
 
 
-def test_write_and_read_one_language(tmp_path):
+def test_write_and_read_one_language_and_several(tmp_path):
     path = str(tmp_path / predictions.file_name("zh"))
     assert path.endswith("predictions_zh.jsonl")
     assert predictions.file_name("zh", "vifidel") == "predictions_vifidel_zh.jsonl"
@@ -64,11 +64,8 @@ def test_write_and_read_one_language(tmp_path):
     with pytest.raises(predictions.PredictionsError,
                        match=r"predictions_zh.jsonl:1: field 'lang' is 'zh', expected 'en'"):
         predictions.read_language(path, "en")
-
-
-def test_several_languages_round_trip(tmp_path):
     written = {"en": {"a": "a dog", "b": ""}, "es": {"a": "un perro"}}
-    predictions.write(tmp_path / "p.jsonl", written)
+    predictions.write(tmp_path / "p.jsonl", written)  # several languages
     assert predictions.read(tmp_path / "p.jsonl") == written
 
 

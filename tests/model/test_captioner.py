@@ -77,16 +77,12 @@ def test_encoder_length_and_mask(pooled, fusion):
     np.testing.assert_array_equal(mask, want)
 
 
-def test_image_position_valid_even_with_empty_prompt(pooled):
-    _, params, encode, _ = pooled
-    images, prompt, _ = _inputs()
+def test_logits_ignore_prompt_padding_and_depend_on_image(pooled):
+    _, params, encode, forward = pooled
+    images, prompt, targets = _inputs()
+    # The image position is valid even with an empty prompt.
     _, mask = encode(params, images, prompt.at[0].set(0))
     np.testing.assert_array_equal(mask[0], [True, False, False, False])
-
-
-def test_logits_ignore_prompt_padding_and_depend_on_image(pooled):
-    _, params, _, forward = pooled
-    images, prompt, targets = _inputs()
     logits = forward(params, images, prompt, targets)
     assert logits.shape == (2, 4, 128) and logits.dtype == jnp.float32
     # Padding appended to the prompt changes nothing.
@@ -97,7 +93,7 @@ def test_logits_ignore_prompt_padding_and_depend_on_image(pooled):
     assert not np.allclose(other[0], logits[0], atol=1e-3)
 
 
-def test_from_config_defaults_come_from_the_dataclasses():
+def test_from_config_defaults_come_from_the_dataclasses_and_overrides():
     config = captioner.captioner_config(ml_collections.ConfigDict(dict(
         vit=dict(variant="B/16", pool=None), t5=dict(variant="mt5-base", emb_dim=None))))
     # Missing and None keys keep the dataclass defaults, the one place they live.
@@ -112,9 +108,6 @@ def test_from_config_defaults_come_from_the_dataclasses():
     # The variants' sizes.
     assert (config.vit.width, config.vit.patch_size) == (768, (16, 16))
     assert (config.t5.emb_dim, config.t5.num_encoder_layers) == (768, 12)
-
-
-def test_from_config_overrides():
     config = captioner.captioner_config(ml_collections.ConfigDict(dict(
         vit=dict(variant="g/14", depth=2, width=None, pool="map", dropout=0.2),
         t5=dict(variant="mt5-large", num_decoder_layers=3), dtype="bfloat16",

@@ -2,8 +2,7 @@
 
 Two models: the tiny real captioner (cached decoding against uncached full forward passes) and a toy
 module whose next-token logits depend on the decoding cache in a known way, so that results can be
-checked against exhaustive enumeration.
-"""
+checked against exhaustive enumeration."""
 
 import itertools
 
@@ -52,15 +51,17 @@ def _cut_after_eos(tokens):
     return tokens
 
 
-def test_greedy_equals_uncached_argmax(tiny):
+def test_greedy_and_one_beam_equal_uncached_argmax(tiny):
     model, params, images, prompt, argmax_path = tiny
     got = decode.greedy(model, params, images, prompt, max_len=6)
     assert got.shape == (3, 6) and got.dtype == jnp.int32
     np.testing.assert_array_equal(got, _cut_after_eos(argmax_path))
-
-
-def test_params_or_variables_dict_are_accepted():
-    params = {"img": {"w": 1}, "t5": {"w": 2}}
+    # With an unreachable EOS a single beam follows the argmax path through the cache.
+    tokens, scores = decode.beam_search(model, params, images, prompt, max_len=6,
+                                        beam_size=1, alpha=0.0, eos_id=-1)
+    np.testing.assert_array_equal(tokens, argmax_path)
+    assert scores.shape == (3,) and np.all(scores < 0)
+    params = {"img": {"w": 1}, "t5": {"w": 2}}  # a params or a variables dict is accepted
     assert decode._variables(params) == {"params": params}
     assert decode._variables({"params": params, "cache": {}}) == {"params": params}
 
@@ -69,8 +70,7 @@ class ToyModel(nn.Module):
     """Next-token logits = table[step, running sum of fed tokens % 4].
 
     The running sum lives in the 'cache' collection (one entry per sequence),
-    so beam search must reorder it correctly when beams are regrouped.
-    """
+    so beam search must reorder it correctly when beams are regrouped."""
     table: tuple  # [max_len, 4, vocab] logits as nested tuples (hashable)
 
     def encode(self, images, prompt_tokens, train=False):
@@ -175,8 +175,7 @@ def _beam_one_reference(table, max_len, eos_boost_steps=None):
 
     The live beam follows the best non-EOS token; whenever EOS is among the two best extensions,
     prefix + EOS joins the finished set. The result is the most probable finished sequence (greedy's
-    own, if it ends, is one of them), or the live path if none finished.
-    """
+    own, if it ends, is one of them), or the live path if none finished."""
     prefix, total, log_prob = [], 0, 0.0
     best, best_score = None, -np.inf
     for step in range(max_len):
@@ -210,16 +209,6 @@ def test_beam_size_one_equals_greedy_when_eos_is_only_ever_the_argmax():
     tokens, _ = decode.beam_search(model, {}, images, prompt, max_len=5, beam_size=1, alpha=0.0)
     assert int(greedy[0, 3]) == EOS
     np.testing.assert_array_equal(tokens, greedy)
-
-
-def test_beam_size_one_follows_argmax_path_on_captioner(tiny):
-    # With an unreachable EOS the single beam follows the argmax path through
-    # the real model's cache.
-    model, params, images, prompt, argmax_path = tiny
-    tokens, scores = decode.beam_search(model, params, images, prompt, max_len=6,
-                                        beam_size=1, alpha=0.0, eos_id=-1)
-    np.testing.assert_array_equal(tokens, argmax_path)
-    assert scores.shape == (3,) and np.all(scores < 0)
 
 
 def test_sampling_limits():

@@ -145,7 +145,7 @@ def test_query_initializer_folds_in_depth_scaling():
     np.testing.assert_allclose(np.std(params["out"]["kernel"]), 1 / 16, rtol=0.05)
 
 
-def test_encoder_ignores_padding_positions(tiny):
+def test_encoder_ignores_padding_positions_and_decoder_is_causal(tiny):
     model, params, emb, mask = tiny["model"], tiny["params"], tiny["emb"], tiny["mask"]
     encode = jax.jit(lambda e: model.apply({"params": params}, e, mask, method="encode"))
     encoded = encode(emb)
@@ -153,15 +153,14 @@ def test_encoder_ignores_padding_positions(tiny):
     np.testing.assert_allclose(encoded[0, :3], encoded2[0, :3], atol=1e-5)
     np.testing.assert_allclose(encoded[1], encoded2[1], atol=1e-6)
     assert not np.allclose(encoded[0, 3:], encoded2[0, 3:])
-
-
-def test_decoder_is_causal(tiny):
     dec, logits = tiny["dec"], tiny["logits"]
     changed = dec.at[:, 3].set((dec[:, 3] + 1) % TINY.vocab_size)
-    logits2 = tiny["forward"](tiny["params"], tiny["emb"], tiny["mask"], changed)
+    logits2 = tiny["forward"](params, emb, mask, changed)
     np.testing.assert_allclose(logits[:, :3], logits2[:, :3], atol=1e-5)
     assert not np.allclose(logits[:, 3:], logits2[:, 3:])
     assert logits.dtype == jnp.float32 and logits.shape == (BATCH, DEC_LEN, TINY.vocab_size)
+
+
 
 
 def _cached_logits(model, params, emb, mask, dec):
@@ -211,13 +210,11 @@ def test_scan_and_per_layer_trees_give_identical_outputs(tiny):
     back = layers.scan_to_layers(scanned)
     assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(params)
     jax.tree_util.tree_map(np.testing.assert_array_equal, back, params)
-
-
-def test_layers_to_scan_rejects_missing_layer(tiny):
-    params = tiny["params"]
     broken = {**params, "encoder": {k: v for k, v in params["encoder"].items() if k != "layers_0"}}
     with pytest.raises(ValueError, match="layers"):
         layers.layers_to_scan(broken)
+
+
 
 
 def test_remat_gives_same_gradients(tiny):

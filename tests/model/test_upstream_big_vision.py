@@ -99,15 +99,12 @@ def test_other_layouts(tmp_path, vit_params, layout):
     cf.assert_trees_bitwise_equal(big_vision.load(path), vit_params)
 
 
-def test_subtree_suffix(tmp_path, vit_params):
+def test_subtree_suffix_also_on_a_step_copy(tmp_path, vit_params):
     txt = {"txt": {"embedding": np.ones((3, 2), np.float32)}}
     path = cf.write_npz(str(tmp_path / "siglip.npz"), {"img": vit_params, **txt})
     cf.assert_trees_bitwise_equal(big_vision.load(path + ":img"), vit_params)
     with pytest.raises(ValueError, match="no sub-tree 'image'.*'img', 'txt'"):
         big_vision.load(path + ":image")
-
-
-def test_step_copy_with_subtree_suffix(tmp_path, vit_params):
     # big_vision's save_checkpoint(step_copy=10) keeps `<file>-000000010` beside the file.
     path = cf.write_npz(str(tmp_path / "checkpoint.npz"), {"params": {"img": vit_params}})
     step_copy = str(tmp_path / "checkpoint.npz-000000010")
@@ -137,12 +134,9 @@ def test_renumber_pre_linen():
     assert big_vision.renumber_pre_linen(blocks) == blocks
 
 
-def test_missing_file(tmp_path):
+def test_missing_file_and_tensorstore_checkpoint_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no big_vision .npz at .*none.npz: no such file$"):
         big_vision.load(str(tmp_path / "none.npz"))
-
-
-def test_tensorstore_checkpoint_is_named(tmp_path):
     # big_vision's save_checkpoint_ts: `<path>-<step:09d>` folders and a `<path>-LAST` pointer.
     step = tmp_path / "checkpoint.bv-000000010"
     step.mkdir()
@@ -171,7 +165,7 @@ def test_not_an_npz_says_what_it_is(tmp_path, content, what):
         big_vision.load(str(bad) + ":img")
 
 
-def test_pytorch_zip_is_named(tmp_path):
+def test_pytorch_zip_empty_and_damaged_npz_are_named(tmp_path):
     bad = tmp_path / "vit.npz"
     with zipfile.ZipFile(bad, "w") as archive:
         archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
@@ -179,9 +173,6 @@ def test_pytorch_zip_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"vit.npz is not a big_vision .npz: it is a zip archive "
                                          r"of archive/data.pkl, archive/data/0 \(a PyTorch "):
         big_vision.load(str(bad))
-
-
-def test_empty_and_damaged_npz(tmp_path):
     empty = cf.write_npz(str(tmp_path / "empty.npz"), {})
     with pytest.raises(ValueError, match="empty.npz is an empty .npz: it holds no arrays"):
         big_vision.load(empty)

@@ -36,7 +36,7 @@ def test_exact_match_copies_and_casts(tmp_path):
     assert not report.missing and not report.unexpected and not report.reshaped
 
 
-def test_missing_is_an_error_unless_allowed():
+def test_missing_is_an_error_unless_allowed_unexpected_is_ignored():
     init = _init_tree()
     loaded = {"embedding": {"kernel": np.ones((2, 3))}, "pos_embedding": np.ones((1, 9, 3))}
     with pytest.raises(ValueError, match="lacks 1 model parameters.*MAPHead_0/probe"):
@@ -47,6 +47,12 @@ def test_missing_is_an_error_unless_allowed():
         assert params["img"]["MAPHead_0"]["probe"] is init["img"]["MAPHead_0"]["probe"]
     with pytest.raises(ValueError, match="lacks"):
         merge_params(init, loaded, prefix="img", allow_missing=[r"MAPHead"])  # full match
+    # Unexpected parameters are reported and ignored.
+    loaded.update({"MAPHead_0": {"probe": np.ones((1, 1, 3))},
+                   "head": {"kernel": np.ones((3, 1000)), "bias": np.ones(1000)}})
+    params, report = merge_params(init, loaded, prefix="img")
+    assert report.unexpected == ["head/kernel", "head/bias"]
+    assert "head" not in params["img"]
 
 
 def test_missing_error_shows_what_the_checkpoint_has_instead():
@@ -63,17 +69,7 @@ def test_missing_error_shows_what_the_checkpoint_has_instead():
     assert "\n" not in message
 
 
-def test_unexpected_parameters_are_reported_and_ignored():
-    init = _init_tree()
-    loaded = {"embedding": {"kernel": np.ones((2, 3))}, "pos_embedding": np.ones((1, 9, 3)),
-              "MAPHead_0": {"probe": np.ones((1, 1, 3))},
-              "head": {"kernel": np.ones((3, 1000)), "bias": np.ones(1000)}}
-    params, report = merge_params(init, loaded, prefix="img")
-    assert report.unexpected == ["head/kernel", "head/bias"]
-    assert "head" not in params["img"]
-
-
-def test_shape_mismatch_names_every_parameter_and_both_shapes():
+def test_shape_mismatches_and_a_bad_prefix_are_named():
     init = _init_tree()
     loaded = {"embedding": {"kernel": np.ones((3, 3))}, "pos_embedding": np.ones((1, 9, 3)),
               "MAPHead_0": {"probe": np.ones((1, 2, 3))}}
@@ -83,6 +79,8 @@ def test_shape_mismatch_names_every_parameter_and_both_shapes():
     assert "embedding/kernel: checkpoint (3, 3) vs model (2, 3)" in message
     assert "MAPHead_0/probe: checkpoint (1, 2, 3) vs model (1, 1, 3)" in message
     assert "2 shape mismatches" in message and "\n" not in message
+    with pytest.raises(ValueError, match=r"no 't5' at the top level.*'img', 'img_proj'"):
+        merge_params(_init_tree(), {}, prefix="t5")
 
 
 def test_posemb_resampled_and_class_row_folded_into_cls():
@@ -102,11 +100,6 @@ def test_posemb_resampled_and_class_row_folded_into_cls():
     with pytest.raises(ValueError, match=r"pos_embedding: checkpoint \(1, 10, 3\)"):
         merge_params({"img": init}, {"pos_embedding": old_posemb, "cls": cls},
                      prefix="img", resample_posemb=False)
-
-
-def test_bad_prefix_lists_what_exists():
-    with pytest.raises(ValueError, match=r"no 't5' at the top level.*'img', 'img_proj'"):
-        merge_params(_init_tree(), {}, prefix="t5")
 
 
 def test_boxed_and_abstract_leaves_keep_their_boxes():

@@ -31,16 +31,13 @@ def test_scanned_layout_is_scalable_t5_s():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
-def test_scanned_msgpack_checkpoint_is_bitwise(tmp_path, dtype):
+def test_scanned_msgpack_and_orbax_checkpoints_are_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_100"), cf.scan_t5x(per_layer, num_heads=HEADS))
     cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, BF16])
-def test_scanned_orbax_checkpoint_is_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype, seed=1)
-    step_dir = cf.write_t5x_orbax(str(tmp_path), 100, cf.scan_t5x(per_layer, num_heads=HEADS))
+    step_dir = cf.write_t5x_orbax(str(tmp_path / "orbax"), 100,
+                                  cf.scan_t5x(per_layer, num_heads=HEADS))
     cf.assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), per_layer)
 
 
@@ -96,14 +93,11 @@ def test_inconsistent_stack_names_every_shape(tmp_path):
         t5x.load(ckpt)
 
 
-def test_stack_beside_per_layer_parameters_is_refused():
+def test_stack_beside_per_layer_parameters_is_refused_unscanned_trees_pass():
     tree = {"encoder": {"encoder": {"w": np.ones((2, 3))}, "layers_0": {"w": np.ones(2)}}}
     with pytest.raises(ValueError, match=r"both a scanned stack 'encoder/encoder' and per-layer"):
         t5x_layout.unscan(tree)
-
-
-def test_unscanned_trees_pass_unchanged():
-    tree = cf.random_tree(cf.tiny_mt5_shapes(), seed=5)
+    tree = cf.random_tree(cf.tiny_mt5_shapes(), seed=5)  # unscanned: unchanged
     cf.assert_trees_bitwise_equal(t5x_layout.to_per_layer(tree), tree)
 
 

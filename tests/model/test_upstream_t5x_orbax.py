@@ -44,9 +44,11 @@ def test_orbax_layout_is_t5x_s(orbax_ckpt):
     assert keys == {"target", "state"}
 
 
-def test_orbax_bfloat16_is_bitwise(orbax_ckpt):
+def test_orbax_bfloat16_is_bitwise_from_any_path(orbax_ckpt):
     params, _, step_dir = orbax_ckpt
-    cf.assert_trees_bitwise_equal(t5x.load(step_dir, dtype=None), params)
+    state = os.path.join(step_dir, "state")
+    for path in (step_dir, step_dir + "/", state, os.path.join(state, "_METADATA")):
+        cf.assert_trees_bitwise_equal(t5x.load(path, dtype=None), params)
     want = {k: v.astype(np.float32) for k, v in cf.flatten(params).items()}
     cf.assert_trees_bitwise_equal(t5x.load(step_dir), cf.unflatten(want))
 
@@ -56,13 +58,6 @@ def test_orbax_float32_is_bitwise(tmp_path, use_ocdbt):
     params = _params(np.float32, seed=2)
     step_dir = cf.write_t5x_orbax(str(tmp_path), 7, params, use_ocdbt=use_ocdbt)
     cf.assert_trees_bitwise_equal(t5x.load(step_dir), params)
-
-
-def test_orbax_paths_accepted(orbax_ckpt):
-    params, _, step_dir = orbax_ckpt
-    state = os.path.join(step_dir, "state")
-    for path in (step_dir + "/", state, os.path.join(state, "_METADATA")):
-        cf.assert_trees_bitwise_equal(t5x.load(path, dtype=None), params)
 
 
 def test_orbax_optimizer_state_is_never_read(tmp_path):
@@ -87,42 +82,36 @@ def test_orbax_before_metadata_placeholders(tmp_path):
     cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), params)
 
 
-def test_load_pretrained_reads_orbax(orbax_ckpt):
-    params, _, step_dir = orbax_ckpt
+def test_load_pretrained_reads_orbax_and_names_what_it_cannot(tmp_path, orbax_ckpt):
+    params, model_dir, step_dir = orbax_ckpt
     init = {"t5": cf.unflatten({k: np.zeros(v.shape, np.float32)
                                 for k, v in cf.flatten(params).items()})}
     merged, (report,) = load_pretrained(init, {"mt5": step_dir})
     assert not report.missing and not report.unexpected
     np.testing.assert_array_equal(merged["t5"]["decoder"]["logits_dense"]["kernel"],
                                   params["decoder"]["logits_dense"]["kernel"].astype(np.float32))
+    for path in (model_dir, str(tmp_path / "nope")):  # messages in one line
+        with pytest.raises(FileNotFoundError) as info:
+            load_pretrained({"t5": {}}, {"mt5": path})
+        message = str(info.value)
+        assert message.startswith("init.mt5: ") and path in message and "\n" not in message
 
 
 # ------------------------------------------------------------- refusals ----
-def test_model_dir_names_its_steps(orbax_ckpt):
-    _, model_dir, _ = orbax_ckpt
+def test_model_dir_unfinished_save_and_missing_or_bad_metadata_are_named(tmp_path, orbax_ckpt):
+    _, model_dir, step_dir = orbax_ckpt
     with pytest.raises(FileNotFoundError, match="is a T5X model directory.*: checkpoint_1000$"):
         t5x.load(model_dir)
-
-
-def test_unfinished_save(tmp_path, orbax_ckpt):
     tmp = str(tmp_path / "checkpoint_1000.orbax-checkpoint-tmp-1234")
-    shutil.copytree(orbax_ckpt[2], tmp)
+    shutil.copytree(step_dir, tmp)
     with pytest.raises(FileNotFoundError, match="tmp-1234 is an unfinished Orbax save"):
         t5x.load(tmp)
-
-
-def test_ocdbt_without_metadata(tmp_path, orbax_ckpt):
     copy = str(tmp_path / "checkpoint_1000")
-    shutil.copytree(orbax_ckpt[2], copy)
+    shutil.copytree(step_dir, copy)
     os.remove(os.path.join(copy, "state", "_METADATA"))
     with pytest.raises(FileNotFoundError, match=r"checkpoint_1000 is an Orbax T5X checkpoint "
                        r"whose `state/` has no `_METADATA`: it holds Orbax OCDBT data"):
         t5x.load(copy)
-
-
-def test_unreadable_metadata(tmp_path, orbax_ckpt):
-    copy = str(tmp_path / "checkpoint_1000")
-    shutil.copytree(orbax_ckpt[2], copy)
     with open(os.path.join(copy, "state", "_METADATA"), "w") as f:
         f.write("{not json")
     with pytest.raises(ValueError, match="state is an Orbax checkpoint whose `_METADATA` cannot"):
@@ -167,18 +156,25 @@ def test_placeholders_in_an_ocdbt_folder(tmp_path):
         t5x.load(str(ckpt))
 
 
-@pytest.mark.parametrize("content,what", [
-    (b"model_checkpoint_path: \"model.ckpt-0\"", "a TensorFlow `checkpoint` index file"),
-    (b"\x89HDF\r\n\x1a\n\0\0", "an HDF5 file"),
-    (b"\x93NUMPY\x01\x00", "a single NumPy array"),
-    (b"", "an empty file"),
-])
-def test_other_formats_are_named(tmp_path, content, what):
+NOT_T5X = "checkpoint_1/checkpoint is not a T5X checkpoint: "
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"model_checkpoint_path: \"model.ckpt-0\"",
+     NOT_T5X + "it is a TensorFlow `checkpoint` index file"),
+    (b"\x89HDF\r\n\x1a\n\0\0", NOT_T5X + "it is an HDF5 file"),
+    (b"\x93NUMPY\x01\x00", NOT_T5X + "it is a single NumPy array"),
+    (b"", NOT_T5X + "it is an empty file"),
+    (b"\xc1 definitely not msgpack", NOT_T5X + "not a msgpack file"),
+    (serialization.msgpack_serialize({"version": 3}), "no `optimizer/target`"),
+    (serialization.msgpack_serialize({"version": 3, "optimizer": {"target": {"a": {"b": "oops"}}}}),
+     "parameter 'a/b' is not an array but str 'oops'"),
+], ids=["tf_index", "hdf5", "numpy", "empty", "not_msgpack", "no_target", "string_leaf"])
+def test_other_formats_and_contents_are_named(tmp_path, content, message):
     ckpt = tmp_path / "checkpoint_1"
     ckpt.mkdir()
     (ckpt / "checkpoint").write_bytes(content)
-    with pytest.raises(ValueError, match=f"checkpoint_1/checkpoint is not a T5X checkpoint: it "
-                                         f"is {what}"):
+    with pytest.raises(ValueError, match=message):
         t5x.load(str(ckpt))
 
 
@@ -187,21 +183,3 @@ def test_folder_of_something_else(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a T5X checkpoint: no `checkpoint` file "
                        "and no Orbax `_METADATA`.*a folder of .npz files"):
         t5x.load(str(tmp_path))
-
-
-def test_string_leaf_is_named(tmp_path):
-    ckpt = tmp_path / "checkpoint_1"
-    ckpt.mkdir()
-    (ckpt / "checkpoint").write_bytes(serialization.msgpack_serialize(
-        {"version": 3, "optimizer": {"target": {"a": {"b": "oops"}}}}))
-    with pytest.raises(ValueError, match="parameter 'a/b' is not an array but str 'oops'"):
-        t5x.load(str(ckpt))
-
-
-def test_load_pretrained_messages_are_one_line(tmp_path, orbax_ckpt):
-    _, model_dir, _ = orbax_ckpt
-    for path in (model_dir, str(tmp_path / "nope")):
-        with pytest.raises(FileNotFoundError) as info:
-            load_pretrained({"t5": {}}, {"mt5": path})
-        message = str(info.value)
-        assert message.startswith("init.mt5: ") and path in message and "\n" not in message

@@ -22,7 +22,7 @@ def _apply(config, params, images=IMAGES):
     return jax.jit(lambda p, x: vit.ViT(config).apply({"params": p}, x))(params, images)
 
 
-def test_variants_follow_big_vision_table():
+def test_variants_follow_big_vision_table_and_bad_ones_are_refused():
     b16 = vit.vit_config("B/16")
     assert (b16.width, b16.depth, b16.mlp_dim, b16.num_heads, b16.patch_size) == (
         768, 12, 3072, 12, (16, 16))
@@ -38,6 +38,8 @@ def test_variants_follow_big_vision_table():
             vit.vit_config(bad)
     with pytest.raises(ValueError, match="pool 'avg'"):
         vit.vit_config("B/16", pool="avg")
+    with pytest.raises(ValueError, match="patch size"):
+        vit.ViT(MU).init(jax.random.key(0), jnp.zeros((1, 30, 30, 3)))
 
 
 def test_parameter_tree_matches_big_vision():
@@ -119,8 +121,3 @@ def test_scan_matches_per_layer_blocks():
         np.testing.assert_allclose(g, w, atol=1e-5)
     back = layers.scan_to_layers(scanned)
     jax.tree_util.tree_map(np.testing.assert_array_equal, back, params)
-
-
-def test_rejects_image_size_not_multiple_of_patch():
-    with pytest.raises(ValueError, match="patch size"):
-        vit.ViT(MU).init(jax.random.key(0), jnp.zeros((1, 30, 30, 3)))

@@ -1,12 +1,5 @@
-"""Writers of small checkpoints in the published T5X and big_vision formats.
-
-They follow the real writers' on-disk output, not the loaders' assumptions: T5X's
-`Checkpointer.save` (tensorstore zarr arrays whose relative-path specs replace them in the
-msgpack `checkpoint`; small arrays inline; version 2's bfloat16 as uint16), t5x's Orbax
-manager (orbax's CheckpointManager configured as t5x does; `write_t5x_orbax_aggregate`: the
-pre-`_METADATA` layout of t5x/testdata/tiny_orbax), scalable_t5's scanned layers
-(`scan_t5x`), and big_vision's `np.savez` of '/'-joined keys.
-"""
+"""Writers of small checkpoints in the published T5X (msgpack + zarr, Orbax, scanned) and
+big_vision (npz) formats, following the real writers' on-disk output."""
 
 import dataclasses
 import os
@@ -53,8 +46,7 @@ def tiny_mt5_shapes(vocab=40, emb=8, heads=2, head_dim=4, mlp=12, layers=2,
     """Parameter shapes of a T5.1.1 / mT5 model with T5X names.
 
     `relpos_per_layer`: each layer has its own `relpos_bias` (scalable_t5,
-    umT5) instead of one per stack.
-    """
+    umT5) instead of one per stack."""
     inner = heads * head_dim
     shapes = {"token_embedder/embedding": (vocab, emb),
               "encoder/encoder_norm/scale": (emb,),
@@ -128,12 +120,8 @@ def write_t5x(ckpt_dir: str, target: dict, *, state: dict | None = None,
               absolute_paths: bool = False, kvstore_driver: str = "file",
               path_at_top: bool = False) -> str:
     """Writes a T5X `checkpoint_<step>` directory of `target` and `state`; returns it.
-
-    `save_dtype` None keeps each array's dtype; `legacy_uint16` writes bfloat16 as uint16 bits
-    (version 2); `inline(name, array)` -> True keeps an array in the msgpack; `kvstore_driver`
-    as recorded ('file', internal 'gfile', 'gcs'); `path_at_top`: old specs with the path
-    beside `kvstore`.
-    """
+    `legacy_uint16`: bfloat16 as uint16 bits (version 2); `inline(name, array)`: kept in the
+    msgpack; `kvstore_driver`: 'file', 'gfile' or 'gcs'; `path_at_top`: old specs' path."""
     os.makedirs(ckpt_dir)
     written: dict[str, Any] = {}
     items = [("target/" + k, v, True) for k, v in flatten(target).items()]
@@ -269,8 +257,7 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
     """Writes orbax's pre-`_METADATA` layout of a T5X state in `<ckpt_dir>/state`; returns ckpt_dir.
 
     Every array goes to a zstd zarr folder named by its '.'-joined path and
-    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'.
-    """
+    appears in the msgpack `checkpoint` as 'PLACEHOLDER://<that name>'."""
     state_dir = os.path.join(ckpt_dir, "state")
     os.makedirs(state_dir)
     tree = {"target": target, "state": state or {"step": np.asarray(1, np.int32)}}
@@ -294,12 +281,8 @@ def write_t5x_orbax_aggregate(ckpt_dir: str, target: dict, *, state: dict | None
 
 
 def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bool = True) -> dict:
-    """A per-layer T5X tree in scalable_t5's scanned layout.
-
-    `encoder/layers_<i>/...` become `encoder/encoder/...` stacked on `axis` (its `param_scan_axis`),
-    likewise the decoder; with `attention_3d` the 2-D attention kernels take scalable_t5's [embed,
-    heads, kv] / [heads, kv, embed] shapes.
-    """
+    """A per-layer T5X tree in scalable_t5's scanned layout: layers stacked on `axis`, and with
+    `attention_3d` the attention kernels as [embed, heads, kv] / [heads, kv, embed]."""
     flat = flatten(per_layer)
     if attention_3d:
         for path, value in flat.items():

@@ -65,14 +65,11 @@ def test_second_compile_of_a_program_is_a_cache_hit(fresh_cache):
     np.testing.assert_array_equal(got, want)
 
 
-def test_a_block_without_compiles_reports_no_cache_use(fresh_cache):
+def test_a_block_without_compiles_or_a_folder_reports_no_cache_use(fresh_cache):
     del fresh_cache
     with compilation_cache.watch() as report:
         pass
     assert report.hit is None and "not used" in str(report) and report.seconds >= 0
-
-
-def test_without_a_folder_the_cache_is_reported_unused():
     previous = compilation_cache.current_dir()
     jax.config.update("jax_compilation_cache_dir", None)
     try:

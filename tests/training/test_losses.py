@@ -20,12 +20,9 @@ def _batch(seed=0, batch=3, length=5, vocab=11):
     return jnp.asarray(logits), jnp.asarray(targets)
 
 
-def test_shift_right():
+def test_shift_right_and_plain_cross_entropy_matches_optax_on_non_padding():
     out = losses.shift_right(jnp.array([[5, 6, 1, 0]]))
     np.testing.assert_array_equal(out, [[0, 5, 6, 1]])
-
-
-def test_plain_cross_entropy_matches_optax_on_non_padding():
     logits, targets = _batch()
     loss, aux = losses.cross_entropy(logits, targets)
     per_token = optax.softmax_cross_entropy_with_integer_labels(logits, targets)

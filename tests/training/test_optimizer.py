@@ -45,7 +45,7 @@ def _tx(base_tx=optimizer.adafactor):
     return base_tx(schedules.rsqrt_after_constant(1e-2, 2), clipping_threshold=1.0, decay_rate=0.8)
 
 
-def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned():
+def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned_unlike_optax():
     params, grads = _steps()
     unscanned = _updates(_tx(), params, grads)
     scanned = _updates(_tx(), layers.layers_to_scan(params),
@@ -53,29 +53,21 @@ def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned():
     for want, got in zip(unscanned, scanned, strict=True):
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-12),
                      want, layers.scan_to_layers(got))
-
-
-def test_optax_adafactor_mixes_the_layers_of_a_stack():
-    """Why the module exists: optax's block RMS over a stacked array is not per layer."""
-    params, grads = _steps()
-    unscanned = _updates(_tx(), params, grads)[0]
+    # Why the module exists: optax's block RMS over a stacked array is not per layer.
     mixed = layers.scan_to_layers(_updates(
         _tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)),
         layers.layers_to_scan(params), [layers.layers_to_scan(g) for g in grads])[0])
-    wi = unscanned["encoder"]["layers_1"]["mlp"]["wi"]
+    wi = unscanned[0]["encoder"]["layers_1"]["mlp"]["wi"]
     assert not np.allclose(mixed["encoder"]["layers_1"]["mlp"]["wi"], wi, rtol=1e-2)
 
 
-def test_unstacked_parameters_get_exactly_optax_adafactor():
+def test_unstacked_parameters_and_the_state_are_exactly_optax_adafactors():
     params, grads = _steps(seed=1)
     ours = _updates(_tx(), params, grads)
     theirs = _updates(_tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)), params, grads)
     for a, b in zip(ours, theirs, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
-
-
-def test_state_has_optax_adafactors_structure():
-    """Checkpoints written with optax.adafactor's state restore into this optimizer."""
+    # The state has optax.adafactor's structure: its checkpoints restore into this optimizer.
     params = layers.layers_to_scan(_steps()[0])
     ours = _tx().init(params)
     theirs = _tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)).init(params)

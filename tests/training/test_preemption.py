@@ -1,9 +1,5 @@
-"""training/preemption.py: what SIGINT and SIGTERM do at each stage of a run.
-
-`on_signal` is called directly with the exit replaced by a recorder; the installed handlers get
-real signals sent to this process (the watcher thread acts on them, nothing is raised in the main
-thread).
-"""
+"""training/preemption.py: what SIGINT and SIGTERM do at each stage of a run, by direct calls of
+`on_signal` and by real signals to this process."""
 
 import os
 import signal
@@ -67,6 +63,9 @@ def test_in_training_sigterm_asks_for_a_save_silently_and_a_repeat_changes_nothi
     preemption.on_signal(signal.SIGTERM)
     assert exits == [] and preemption.should_stop() and preemption.reason() == "SIGTERM"
     assert _lines(capfd) == []
+    preemption.finished()  # Finished cannot go back to training.
+    preemption.started_training()
+    assert preemption.stage() == preemption.FINISHED
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -78,12 +77,6 @@ def test_after_the_save_a_signal_exits_with_success(exits, capfd, signum):
         preemption.on_signal(signal.SIGINT)
     assert exits == [0]
     assert _lines(capfd)[-1] == "Ctrl-C: exiting now (the run's state is saved)."
-
-
-def test_finished_cannot_go_back_to_training(exits):
-    preemption.finished()
-    preemption.started_training()
-    assert preemption.stage() == preemption.FINISHED
 
 
 def _wait_for(condition, timeout=5.0):
@@ -115,25 +108,18 @@ def test_installed_handlers_act_in_the_watcher_thread_and_raise_nothing(exits, c
         time.sleep(1)
 
 
-def test_install_unblocks_the_signals(exits):
+def test_install_unblocks_and_reinstall_puts_back_handlers_a_library_replaced(exits):
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         assert preemption.install()
         assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
-    finally:
-        preemption.uninstall()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def test_reinstall_puts_back_handlers_a_library_replaced(exits):
-    assert preemption.install()
-    try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         preemption.reinstall()
         assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
         assert signal.getsignal(signal.SIGINT) is signal.getsignal(signal.SIGTERM)
     finally:
         preemption.uninstall()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_importing_it_imports_no_jax():

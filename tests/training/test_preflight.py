@@ -19,7 +19,8 @@ def _check(config):
     return ready, "\n".join(lines)
 
 
-def test_a_run_with_its_inputs_is_ready_with_its_batch_and_memory(four_step_run, tmp_path):
+def test_a_run_with_its_inputs_is_ready_and_an_absent_init_checkpoint_named(four_step_run,
+                                                                           tmp_path):
     ready, text = _check(four_step_run.config())
     assert ready and text.endswith("Ready."), text
     assert "MISSING" not in text
@@ -27,6 +28,9 @@ def test_a_run_with_its_inputs_is_ready_with_its_batch_and_memory(four_step_run,
                      r"micro-batch\(es\) of 8", text), text
     assert re.search(r"memory +\d+\.\d\d GiB per device \(an estimate: XLA's analysis", text)
     assert os.listdir(tmp_path) == []  # Nothing written (it takes no workdir at all).
+    config = four_step_run.config(**{"init.checkpoint": f"{tmp_path}/nothing"})
+    ready, text = _check(config)
+    assert not ready and "MISSING  pretrained config.init.checkpoint" in text
 
 
 def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tmp_path):
@@ -49,12 +53,6 @@ def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tm
     assert "--config.init.mt5=" in missing[2] and "--config.init.vit=" in missing[3]
     assert "--config.evals.xm3600.data_dir=" in missing[4]
     assert "GiB" not in text  # Compiled only once every input is there.
-
-
-def test_an_absent_init_checkpoint_is_named(four_step_run, tmp_path):
-    config = four_step_run.config(**{"init.checkpoint": f"{tmp_path}/nothing"})
-    ready, text = _check(config)
-    assert not ready and "MISSING  pretrained config.init.checkpoint" in text
 
 
 def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(

@@ -1,9 +1,5 @@
-"""Every value of a training config is checked before any work (training/run_config.check).
-
-One table: each numeric field of configs/*.py with a value out of its range (NaN and inf
-included), each choice with an unknown one, and the words the one-line error must hold.
-The fields that depend on the vocabulary are checked by `check_vocab` once it is loaded.
-"""
+"""Every value of a training config is checked before any work (training/run_config.check):
+each numeric field out of range (NaN and inf included) and each unknown choice is one error."""
 
 import importlib
 import math
@@ -88,13 +84,10 @@ def test_a_value_out_of_range_is_one_error_naming_the_field(field, value, messag
     assert "\n" not in str(caught.value)
 
 
-def test_both_mesh_axes_taking_the_rest_is_an_error():
+def test_both_mesh_axes_taking_the_rest_or_a_tfds_data_dir_file_is_an_error(tmp_path):
     with pytest.raises(run_config.ConfigError, match=r"config.mesh.data and config.mesh.model "
                                                      r"are both -1"):
         run_config.check(_with(demo.get_config(), **{"mesh.data": -1, "mesh.model": -1}))
-
-
-def test_tfds_data_dir_that_is_a_file_is_an_error(tmp_path):
     (tmp_path / "tfds").write_text("not a folder")
     with pytest.raises(run_config.ConfigError, match=r"config.data.tfds_data_dir=.*/tfds' is a "
                                                      r"file, not a folder"):
@@ -126,7 +119,7 @@ class _Vocab:
         return [ord(c) % self.vocab_size for c in text]
 
 
-def test_vocab_size_smaller_than_the_vocabulary_is_an_error():
+def test_a_vocab_size_below_the_vocabulary_or_a_prompt_over_max_prompt_len_is_an_error():
     config = _with(demo.get_config(), **{"model.t5.vocab_size": 10})
     with pytest.raises(run_config.ConfigError, match=r"config.model.t5.vocab_size=10 is smaller "
                                                      r"than the vocabulary .*demo.model \(100 "
@@ -134,9 +127,6 @@ def test_vocab_size_smaller_than_the_vocabulary_is_an_error():
         run_config.check_vocab(config, _Vocab())
     run_config.check_vocab(_with(config, **{"model.t5.vocab_size": 100}), _Vocab())
     run_config.check_vocab(_with(config, **{"model.t5.vocab_size": None}), _Vocab())
-
-
-def test_a_prompt_longer_than_max_prompt_len_is_an_error():
     config = _with(demo.get_config(), **{"data.max_prompt_len": 5})  # "<2en>" + EOS: 6.
     with pytest.raises(run_config.ConfigError, match=r"config.data.max_prompt_len=5 is too short "
                                                      r"for the prompt '<2en>' \(6 tokens with "

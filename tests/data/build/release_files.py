@@ -28,8 +28,7 @@ def coco35l(root, images=(5, 6, 7), splits=("train", "restval", "val"), size=(12
     """dataset_coco.json, the JPEGs and coco_mt_{train,dev}.jsonl.bz2 for `images` (cocoids).
 
     Image i has two English captions "shape number <cocoid>", "another shape
-    <cocoid>" and their translations "<lang>: <English>" in es, hi, zh.
-    """
+    <cocoid>" and their translations "<lang>: <English>" in es, hi, zh."""
     root.mkdir()
     karpathy, mt = [], {"train": [], "dev": []}
     for i, (cocoid, split) in enumerate(zip(images, splits, strict=True)):
@@ -55,8 +54,7 @@ def coco35l(root, images=(5, 6, 7), splits=("train", "restval", "val"), size=(12
 def cc3m35l(root, *, shards):
     """cc3m_mt_{train,dev}.jsonl.bz2 and the images (tar shards or files); train image 3 missing.
 
-    Record k's English caption is "picture <k>", its translations "<lang> picture <k>".
-    """
+    Record k's English caption is "picture <k>", its translations "<lang> picture <k>"."""
     root.mkdir()
     for split, keys in (("train", range(0, 5)), ("dev", range(0, 2))):
         lines = []

@@ -2,7 +2,6 @@
 resuming, corrupt images, re-encoding, worker processes, caption tables from spills, progress."""
 
 import io
-import io as _io
 import os
 
 import numpy as np
@@ -153,8 +152,8 @@ def test_caption_tables_keep_the_last_line_and_drop_captions_without_images(tmp_
     assert table.read([0, 1]) == [(0, 30, ("a", "b")), (1, 10, ("y", "z"))]
 
 
-def test_progress_line_shows_shares_and_an_eta():
-    out = _io.StringIO()
+def test_progress_line_shows_shares_and_etas(monkeypatch):
+    out = io.StringIO()
     progress = Progress("coco35l", 4_000_000, 1000, stream=out, every=0, after=0)
     progress.image_done, progress.images = 1_000_000, 250
     progress.text_done, progress.lines = 500, 2_500_000
@@ -164,12 +163,10 @@ def test_progress_line_shows_shares_and_an_eta():
     assert "ETA" in line
     progress.show()
     assert out.getvalue().count("\n") == 1
-
-
-def test_progress_line_gives_the_caption_tables_an_eta_of_their_own(monkeypatch):
+    # The caption tables get an ETA of their own.
     clock = type("Clock", (), {"now": 1000.0, "monotonic": lambda self: self.now})()
     monkeypatch.setattr(progress_module, "time", clock)
-    progress = Progress("cc3m35l", 100, 100, stream=_io.StringIO(), every=0, after=0)
+    progress = Progress("cc3m35l", 100, 100, stream=io.StringIO(), every=0, after=0)
     progress.image_done = progress.text_done = 100  # Both done at 100 s: no ETA from them.
     clock.now = 1100.0
     progress.set_stage("caption tables 0/4", 0.0)

@@ -16,11 +16,27 @@ def _build(manual, data_dir, **kwargs):
                        **{"config": "core", "workers": 0, **kwargs})
 
 
+class _Recorded(builder.Progress):
+    made = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.made.append(self)
+
+
 @pytest.mark.parametrize("shards", [True, False])
-def test_images_once_captions_per_language_and_missing_images(tmp_path, shards, caplog):
+def test_images_once_captions_per_language_missing_images_and_progress(tmp_path, shards, caplog,
+                                                                         monkeypatch):
     manual = release_files.cc3m35l(tmp_path / "manual", shards=shards)
+    monkeypatch.setattr(builder, "Progress", _Recorded)
+    monkeypatch.setattr(_Recorded, "made", [])
     with caplog.at_level(logging.WARNING):
         counts = _build(manual, tmp_path / "built")
+    # The images' share counts the input files' bytes (a tar's headers, .txt and .json too),
+    # as its total does: it ends at 100%.
+    (progress,) = _Recorded.made
+    assert progress.image_total > 0 and progress.image_done == progress.image_total
+    assert "images 100% (6, " in progress.line()
     assert counts == {"images/train": 4, "images/dev": 2,
                       **{f"captions/{s}_{l}": 4 if s == "train" else 2
                          for s in ("train", "dev") for l in ("en", "es", "hi", "zh")}}
@@ -79,22 +95,3 @@ def test_a_broken_tar_shard_is_named(tmp_path):
     (manual / "train" / "00001.tar").write_bytes(b"not a tar file at all" * 40)
     with pytest.raises(ValueError, match=r"00001.tar: not a readable tar shard"):
         _build(manual, tmp_path / "built")
-
-
-@pytest.mark.parametrize("shards", [True, False])
-def test_the_progress_of_the_images_ends_at_100_percent(tmp_path, shards, monkeypatch):
-    """The images' share counts the bytes of the input files, tars (headers, .txt and .json
-    beside the JPEGs) as well as loose files, the bytes its total counts."""
-    made = []
-
-    class Recorded(builder.Progress):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            made.append(self)
-
-    monkeypatch.setattr(builder, "Progress", Recorded)
-    _build(release_files.cc3m35l(tmp_path / "manual", shards=shards), tmp_path / "built")
-    (progress,) = made
-    assert progress.image_total > 0
-    assert progress.image_done == progress.image_total
-    assert "images 100% (6, " in progress.line()

@@ -105,15 +105,11 @@ def test_a_malformed_line_names_the_file_and_line(tmp_path):
         _build(manual, tmp_path / "built")
 
 
-def test_a_language_missing_from_the_translations_is_an_error(tmp_path):
+def test_a_language_or_a_release_file_missing_is_an_error_saying_what_and_where(tmp_path):
     manual = release_files.coco35l(tmp_path / "manual")
     with pytest.raises(ValueError, match=r"coco_mt_train.jsonl.bz2 has no train captions in "
                                          r"'de', which the build needs"):
         _build(manual, tmp_path / "built", langs=["en", "de"])
-
-
-def test_missing_release_files_say_what_and_where(tmp_path):
-    manual = release_files.coco35l(tmp_path / "manual")
     (manual / "coco_mt_dev.jsonl.bz2").unlink()
     with pytest.raises(FileNotFoundError, match=r"coco_mt_dev.jsonl .*crossmodal-3600"):
         _build(manual, tmp_path / "built")

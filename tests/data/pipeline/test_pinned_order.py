@@ -1,10 +1,5 @@
-"""The demo config's first 100 steps: which (language, image, reference) each example is, pinned.
-
-The order of the training examples is a pure function of (seed, step, process); a change of
-the input pipeline must not change it, or the demo's pinned scores and every resumed run
-would train on other examples. The demo trains on 2,000 images per language with 2
-references each; the pins also keep the reference a 5-reference image gets (COCO's usual).
-"""
+"""The demo config's first 100 steps: which (language, image, reference) each example is, pinned
+(the order is a pure function of seed, step and process; pinned scores and resumes rely on it)."""
 
 import hashlib
 

@@ -1,9 +1,5 @@
-"""Ctrl-C to the process group while the input workers start or work (data/worker_processes.py).
-
-The trainer's signal handling (training/preemption.py) prints one line and exits 130 before the
-first step; the workers, which get the same Ctrl-C, must add nothing to it (no KeyboardInterrupt
-traceback, no BrokenPipeError, no resource-tracker warning) and must not outlive the trainer.
-"""
+"""Ctrl-C to the process group while the input workers start or work: the trainer's one line
+and exit 130, nothing added by the workers (no traceback, no warning), none outliving it."""
 
 import os
 import signal

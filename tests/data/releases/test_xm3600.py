@@ -75,15 +75,9 @@ def test_read_references_is_references_of_read_captions(tmp_path, field, odd_lin
     assert table == xm3600.references_by_language(records, field)
 
 
-def test_read_references_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
-        xm3600.read_references(str(tmp_path / "nothing.jsonl"))
+@pytest.mark.parametrize("read", [xm3600.read_captions, xm3600.read_references])
+def test_empty_and_missing_files(tmp_path, read):
     with pytest.raises(xm3600.FormatError, match="no records"):
-        xm3600.read_references(_write(tmp_path, [""]))
-
-
-def test_empty_and_missing_files(tmp_path):
-    with pytest.raises(xm3600.FormatError, match="no records"):
-        xm3600.read_captions(_write(tmp_path, [""]))
+        read(_write(tmp_path, [""]))
     with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
-        xm3600.read_captions(str(tmp_path / "nothing.jsonl"))
+        read(str(tmp_path / "nothing.jsonl"))

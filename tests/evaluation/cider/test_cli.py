@@ -1,12 +1,15 @@
 """The CIDEr command line (python -m evaluation.cider) and its file readers, on files made here."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from pycocoevalcap.cider.cider import Cider
 
 import errors
+from data.releases import xm3600 as xm3600_release
 from evaluation import cider
 from evaluation.cider import __main__ as cider_main
 from formats import predictions
@@ -61,7 +64,7 @@ def expected_scores(lang):
     return corpus, dict(zip(keys, per_image, strict=True))
 
 
-def test_json_output_matches_pycocoevalcap(files, capsys):
+def test_json_and_table_output_match_pycocoevalcap(files, capsys):
     status, out, err = run(capsys, "--references", files[0], "--predictions", files[1], "--json")
     assert status == 0, err
     result = json.loads(out)
@@ -71,9 +74,7 @@ def test_json_output_matches_pycocoevalcap(files, capsys):
     for lang in ("en", "es"):
         assert result["scores"][lang] == pytest.approx(expected_scores(lang)[0], abs=1e-6)
     assert result["average"] == pytest.approx(np.mean(list(result["scores"].values())))
-
-
-def test_table_output_and_langs(files, capsys):
+    # The table, of the languages asked for.
     status, out, _ = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--langs", "es", "--metric", "cider")
     assert status == 0
@@ -206,14 +207,6 @@ def test_df_file_validation(tmp_path):
         cider.load_document_frequencies(path)
 
 
-def test_df_for_missing_language(files, tmp_path):
-    from data.releases import xm3600 as xm3600_release
-    records = xm3600_release.read_captions(files[0])
-    df = {"en": cider.CiderScorer([REFS[k]["en"] for k in REFS], "en").document_frequency}
-    with pytest.raises(errors.InputError, match="no document frequencies for 'es'"):
-        cider.score_languages(records, predictions.read(files[1]), df=df)
-
-
 def test_reference_field_tokenized(tmp_path, capsys):
     refs = {"img0": {"en": ["A dog."]}, "img1": {"en": ["A cat."]}}
     path = tmp_path / "captions.jsonl"
@@ -231,22 +224,7 @@ def test_reference_field_tokenized(tmp_path, capsys):
     assert json.loads(out_tok)["scores"]["en"] == 0
 
 
-def test_python_dash_m_entry_point(files):
-    # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "evaluation.cider", "--references", files[0],
-         "--predictions", files[1],
-         "--json", "--langs", "es"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
-                                                                      abs=1e-6)
-
-
-def test_score_languages_from_references_table(files):
-    from data.releases import xm3600 as xm3600_release
+def test_score_languages_from_references_table_or_records_with_their_df(files):
     preds = predictions.read(files[1])
     from_records = cider.score_languages(xm3600_release.read_captions(files[0]), preds)
     table = xm3600_release.read_references(files[0])
@@ -258,14 +236,22 @@ def test_score_languages_from_references_table(files):
         assert result.scorer is None and from_records[lang].scorer is not None
     with pytest.raises(errors.InputError, match="field 'caption', not 'caption/tokenized'"):
         cider.score_languages(table, preds, reference_field="caption/tokenized")
+    df = {"en": cider.CiderScorer([REFS[k]["en"] for k in REFS], "en").document_frequency}
+    with pytest.raises(errors.InputError, match="no document frequencies for 'es'"):
+        cider.score_languages(xm3600_release.read_captions(files[0]), preds, df=df)
 
 
-def test_own_process_skips_numba_blas_probe_and_restores_imports(files):
+def test_python_dash_m_and_its_own_process_without_numbas_blas_probe(files):
+    # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation.cider", "--references", files[0],
+         "--predictions", files[1], "--json", "--langs", "es"], capture_output=True, text=True,
+        check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
+                                                                      abs=1e-6)
     # In a fresh process, as `python -m evaluation.cider` runs: numba loads without
     # importing scipy.linalg, and the import works again afterwards.
-    import subprocess
-    import sys
-
     script = (
         "import io, contextlib, sys\n"
         "from evaluation.cider import __main__ as m\n"

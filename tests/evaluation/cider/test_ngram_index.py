@@ -15,7 +15,7 @@ def home_slot(key, size):
     return (h >> 32) * size >> 32
 
 
-def test_key_table_finds_every_key_and_no_other():
+def test_key_table_finds_every_key_and_no_other_even_past_its_end():
     rng = np.random.default_rng(0)
     keys = rng.choice(1 << 40, size=20000, replace=False)
     region = rng.integers(0, 7, size=keys.size)
@@ -26,10 +26,8 @@ def test_key_table_finds_every_key_and_no_other():
     absent = rng.integers(1 << 40, 1 << 41, size=100)
     assert all(find(table, k, r) == -1
                for k, r in zip(absent, rng.integers(0, 7, 100), strict=True))
-
-
-def test_key_table_longer_when_probes_run_past_its_end():
-    # 200 keys whose home slots are all in the last quarter of a full table.
+    # A table made longer when probes run past its end: 200 keys whose home slots are all
+    # in the last quarter of a full table.
     candidates = range(1, 100000)
     keys = np.array([k for k in candidates if home_slot(k, 200) >= 150][:200])
     table = ngram_index.KeyTable(keys, load=1.0)

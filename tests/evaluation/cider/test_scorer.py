@@ -342,22 +342,24 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
         assert (i == table.index[token]) if token in table.index else i > len(vocab)
 
 
+def _normalized_pycocoevalcap(refs, preds, lang, segmenter="char"):
+    """pycocoevalcap's per-image scores of the captions as text.normalize tokenizes them."""
+    def join(caption):
+        return " ".join(cider.text.normalize(caption, lang, segmenter))
+    gts = {i: [join(r) for r in rs] for i, rs in enumerate(refs)}
+    return Cider().compute_score(gts, {i: [join(p)] for i, p in enumerate(preds)})[1]
+
+
 def test_non_latin_scripts_agree_with_pycocoevalcap():
-    from evaluation.cider import text
     refs = [["Два кота спят на диване.", "Кошки спят"], ["Собака бежит по пляжу!"],
             ["Красная машина на улице.", "Машина"]]
     preds = ["кошки спят на диване", "собака на пляже", "красная машина"]
-    result = cider.CiderScorer(refs, "ru").score(preds)
-    gts = {i: [" ".join(text.normalize(r, "ru")) for r in rs] for i, rs in enumerate(refs)}
-    res = {i: [" ".join(text.normalize(p, "ru"))] for i, p in enumerate(preds)}
-    corpus, per_image = Cider().compute_score(gts, res)
-    np.testing.assert_allclose(result.per_image, per_image, atol=1e-12)
-    zh_refs = [["一只猫在沙发上睡觉。", "猫在睡觉"], ["一只狗在海滩上跑。"]]
-    zh_preds = ["猫在沙发上", "狗在跑"]
-    zh = cider.CiderScorer(zh_refs, "zh").score(zh_preds)
-    gts = {i: [" ".join(text.normalize(r, "zh")) for r in rs] for i, rs in enumerate(zh_refs)}
-    res = {i: [" ".join(text.normalize(p, "zh"))] for i, p in enumerate(zh_preds)}
-    np.testing.assert_allclose(zh.per_image, Cider().compute_score(gts, res)[1], atol=1e-12)
+    np.testing.assert_allclose(cider.CiderScorer(refs, "ru").score(preds).per_image,
+                               _normalized_pycocoevalcap(refs, preds, "ru"), atol=1e-12)
+    refs = [["一只猫在沙发上睡觉。", "猫在睡觉"], ["一只狗在海滩上跑。"]]
+    preds = ["猫在沙发上", "狗在跑"]
+    np.testing.assert_allclose(cider.CiderScorer(refs, "zh").score(preds).per_image,
+                               _normalized_pycocoevalcap(refs, preds, "zh"), atol=1e-12)
 
 
 def test_word_segmenter_path(monkeypatch):
@@ -372,7 +374,6 @@ def test_word_segmenter_path(monkeypatch):
     refs = [["一只猫在沙发上睡觉", "猫在睡觉"], ["一只狗在海滩上跑"]]
     preds = ["一只猫在沙发上", "一只狗在跑"]
     result = cider.CiderScorer(refs, "zh", segmenter="word").score(preds)
-    gts = {i: [" ".join(text.normalize(r, "zh", "word")) for r in rs] for i, rs in enumerate(refs)}
-    res = {i: [" ".join(text.normalize(p, "zh", "word"))] for i, p in enumerate(preds)}
-    assert gts[0][0] == "一只 猫在 沙发 上睡 觉"
-    np.testing.assert_allclose(result.per_image, Cider().compute_score(gts, res)[1], atol=1e-12)
+    assert text.normalize(refs[0][0], "zh", "word") == ["一只", "猫在", "沙发", "上睡", "觉"]
+    np.testing.assert_allclose(result.per_image,
+                               _normalized_pycocoevalcap(refs, preds, "zh", "word"), atol=1e-12)

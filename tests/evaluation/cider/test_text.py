@@ -114,34 +114,30 @@ def test_the_batch_rule_is_slow_normalize():
                 slow_normalize(c.replace("\n", " "), lang, remove_symbols) for c in captions]
 
 
-def test_lowercase_and_unicode_punctuation():
-    assert text.normalize("A Dog, running! On the “beach”…", "en") == [
-        "a", "dog", "running", "on", "the", "beach"]
-    assert text.normalize("¿Un perro? ¡Sí! «Hola»", "es") == ["un", "perro", "sí", "hola"]
-    assert text.normalize("कुत्ता। दौड़ रहा है", "hi") == ["कुत्ता", "दौड़", "रहा", "है"]
-    # Punctuation separates words: elision and hyphens split.
-    assert text.normalize("l'homme black-and-white", "fr") == [
-        "l", "homme", "black", "and", "white"]
+DEFAULT, SYMBOLS = text.DEFAULT_OPTIONS, text.Options(remove_symbols=True)
 
 
-def test_symbols_kept_unless_asked():
-    assert text.normalize("5$ at 3°C 🙂", "en") == ["5$", "at", "3°c", "🙂"]
-    options = text.Options(remove_symbols=True)
-    assert text.normalize("5$ at 3°C 🙂", "en", options=options) == ["5", "at", "3", "c"]
-
-
-def test_nfkc_folds_compatibility_forms():
-    assert text.normalize("ＴＶ ﬁne ①", "en") == ["tv", "fine", "1"]
-    assert text.normalize("ＴＶ", "en", options=text.Options(unicode_form="NFC")) == ["ｔｖ"]
-    assert text.normalize("Ｔ", "en", options=text.Options(unicode_form=None, lowercase=False)) \
-        == ["Ｔ"]
-
-
-def test_turkish_and_greek_case():
-    assert text.normalize("Işık İstanbul", "tr") == ["ışık", "istanbul"]
-    assert text.normalize("Işık", "de") == ["işık"]
-    word = text.normalize("ΣΚΥΛΟΣ", "el")[0]
-    assert word == "σκυλος" and word[-1] == "\u03c2"  # final sigma
+@pytest.mark.parametrize("caption, lang, options, words", [
+    # Lowercase and Unicode punctuation, which separates words (elision and hyphens split).
+    ("A Dog, running! On the “beach”…", "en", DEFAULT, ["a", "dog", "running", "on", "the",
+                                                        "beach"]),
+    ("¿Un perro? ¡Sí! «Hola»", "es", DEFAULT, ["un", "perro", "sí", "hola"]),
+    ("कुत्ता। दौड़ रहा है", "hi", DEFAULT, ["कुत्ता", "दौड़", "रहा", "है"]),
+    ("l'homme black-and-white", "fr", DEFAULT, ["l", "homme", "black", "and", "white"]),
+    # Symbols kept unless asked.
+    ("5$ at 3°C 🙂", "en", DEFAULT, ["5$", "at", "3°c", "🙂"]),
+    ("5$ at 3°C 🙂", "en", SYMBOLS, ["5", "at", "3", "c"]),
+    # NFKC folds compatibility forms.
+    ("ＴＶ ﬁne ①", "en", DEFAULT, ["tv", "fine", "1"]),
+    ("ＴＶ", "en", text.Options(unicode_form="NFC"), ["ｔｖ"]),
+    ("Ｔ", "en", text.Options(unicode_form=None, lowercase=False), ["Ｔ"]),
+    # Turkish and Greek case (a final sigma).
+    ("Işık İstanbul", "tr", DEFAULT, ["ışık", "istanbul"]),
+    ("Işık", "de", DEFAULT, ["işık"]),
+    ("ΣΚΥΛΟΣ", "el", DEFAULT, ["σκυλο\u03c2"]),
+])
+def test_case_punctuation_symbols_and_compatibility_forms(caption, lang, options, words):
+    assert text.normalize(caption, lang, options=options) == words
 
 
 def test_character_segmentation():
@@ -183,7 +179,7 @@ def test_thai_matches_slow_reference(captions):
         slow_normalize(c, "th") for c in captions]
 
 
-def test_word_segmenter_needs_its_package(monkeypatch):
+def test_word_segmenter_needs_its_package_and_is_used_when_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "jieba", None)  # import fails
     monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
     with pytest.raises(text.NormalizationError, match="needs the Python package 'jieba'"):
@@ -196,14 +192,11 @@ def test_word_segmenter_needs_its_package(monkeypatch):
         text.normalize("猫", "ja", segmenter="word")
     # Other languages ignore the segmenter.
     assert text.normalize("A dog", "en", segmenter="word") == ["a", "dog"]
-
-
-def test_word_segmenter_is_used_when_installed(monkeypatch):
+    # Installed, it gets the normalized text; whitespace pieces are dropped and split.
     fake = types.ModuleType("jieba")
     fake.lcut = lambda s: ["一只", "猫", " ", "在", "iphone 12"]
     monkeypatch.setitem(sys.modules, "jieba", fake)
     monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
-    # Normalized text reaches the segmenter; whitespace pieces are dropped and split.
     assert text.normalize("一只猫，在iPhone 12", "zh", segmenter="word") == [
         "一只", "猫", "在", "iphone", "12"]
 

@@ -28,13 +28,10 @@ def _paired(deltas, base=None):
     return {"en": ([f"k{i}" for i in range(len(deltas))], a, a + deltas)}
 
 
-def test_read_per_image_round_trip(tmp_path):
+def test_read_per_image_round_trip_and_missing_file(tmp_path):
     scores = {"en": {"a": 0.5, "b": 1.25}, "de": {"a": 0.0}}
     folder = _write_results(tmp_path / "r", scores)
     assert compare.read_per_image(folder) == scores
-
-
-def test_missing_file_names_the_folder(tmp_path):
     with pytest.raises(compare.ResultsError, match=r"r_a: no per_image.jsonl"):
         compare.read_per_image(tmp_path / "r_a")
 
@@ -52,7 +49,7 @@ def test_align_pairs_the_shared_languages_and_names_the_others():
         compare.align({"en": {"x": 1.0}}, {"de": {"x": 1.0}}, "runA", "runB")
 
 
-def test_align_reports_different_images_with_examples():
+def test_align_pairs_scores_by_key_in_paper_order_or_names_different_images():
     a = {"en": {f"k{i}": 1.0 for i in range(10)}}
     b = {"en": {f"k{i}": 1.0 for i in range(2, 10)}}
     with pytest.raises(compare.ResultsError) as info:
@@ -60,9 +57,6 @@ def test_align_reports_different_images_with_examples():
     message = str(info.value)
     assert "language 'en'" in message and "(10 vs 8)" in message
     assert "2 only in runA (e.g. 'k0', 'k1')" in message and "0 only in runB" in message
-
-
-def test_align_pairs_scores_by_key_in_paper_order():
     a = {"zh": {"x": 1.0, "y": 2.0}, "en": {"y": 0.0, "x": 5.0}}
     b = {"en": {"x": 6.0, "y": 1.0}, "zh": {"y": 4.0, "x": 1.5}}
     paired = compare.align(a, b)
@@ -173,18 +167,15 @@ def test_command_line_table_json_and_chart(tmp_path, capsys):
     assert (tmp_path / "o" / "compare_run_a.png").is_file()
 
 
-def test_command_line_errors_name_the_folders(tmp_path):
-    dir_a, _ = _two_results(tmp_path, 0.05)
+def test_command_line_errors_name_the_folders_and_shared_languages_compare(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)  # en, de, zh
     with pytest.raises(compare.ResultsError, match="nowhere: no per_image.jsonl"):
         compare.main([dir_a, str(tmp_path / "nowhere")])
     other = _write_results(tmp_path / "run_c", {"ar": {"k0": 1.0}})
     with pytest.raises(compare.ResultsError, match="no language in common"):
         compare.main([dir_a, other])
-
-
-def test_two_folders_of_different_languages_compare_the_shared_ones(tmp_path, capsys):
-    dir_a, dir_b = _two_results(tmp_path, 0.05)  # en, de, zh
-    fewer = _write_results(tmp_path / "run_c", {
+    # Folders of different languages compare the shared ones.
+    fewer = _write_results(tmp_path / "run_d", {
         lang: by_key for lang, by_key in compare.read_per_image(dir_b).items() if lang != "de"})
     compare.main([dir_a, fewer, "--samples", "50", "--json"])
     captured = capsys.readouterr()

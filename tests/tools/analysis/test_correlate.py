@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import paper_tables
-from tests.formats.small_files import write_text
+from tests.formats.small_files import write_text as _write
 from tools.analysis import correlate
 from tools.formats import side_by_side
 
@@ -23,10 +23,6 @@ ROWS = [
     "B,C,fr,ext,4.0,0.03,0.02,-0.01",
     "A,C,ja,ext,-1.0,0.00,-0.01,0.00",
 ]
-
-
-def _write(tmp_path, text, name="sxs.csv"):
-    return write_text(tmp_path, text, name)
 
 
 def test_reproduces_every_value_of_the_papers_table6():
@@ -67,7 +63,7 @@ def _tau_b(x, y):
     return (concordant - discordant) / math.sqrt((pairs + ties_x) * (pairs + ties_y))
 
 
-def test_coefficients_match_textbook_formulas_with_ties():
+def test_coefficients_match_textbook_formulas_with_ties_or_are_undefined():
     x = np.array([3.0, 1.0, 1.0, -2.0, 0.5, 3.0, -1.0, 2.0])
     y = np.array([0.2, 0.1, 0.3, -0.1, 0.1, 0.2, 0.0, 0.1])
     got = correlate.correlations(x, y)
@@ -78,9 +74,7 @@ def test_coefficients_match_textbook_formulas_with_ties():
     assert got["pearson"] == pytest.approx(pearson, abs=1e-12)
     assert got["spearman"] == pytest.approx(spearman, abs=1e-12)
     assert got["kendall"] == pytest.approx(_tau_b(x, y), abs=1e-12)
-
-
-def test_undefined_correlations_are_none():
+    # Undefined correlations are None.
     assert correlate.correlations(np.array([1.0, -1.0]), np.array([2.0, -2.0])) == {
         "pearson": None, "spearman": None, "kendall": None}
     constant = correlate.correlations(np.zeros(6), np.arange(6.0))
@@ -127,7 +121,7 @@ def test_empty_subset_gives_none_and_dashes(tmp_path):
     assert "–" in correlate.format_table(result, columns)
 
 
-def test_command_line_json_and_table(tmp_path, capsys):
+def test_command_line_json_and_table_and_bad_files(tmp_path, capsys):
     path = _write(tmp_path, HEADER + "\n".join(ROWS))
     correlate.main(["--side-by-side", str(path), "--json"])
     result = json.loads(capsys.readouterr().out)
@@ -139,9 +133,6 @@ def test_command_line_json_and_table(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 + 9
     assert lines[2].split()[:3] == ["pearson", "all", "12"]
-
-
-def test_command_line_reports_bad_file(tmp_path):
     with pytest.raises(SystemExit, match="not found"):
         correlate.main(["--side-by-side", str(tmp_path / "nope.csv")])
     with pytest.raises(SystemExit, match="sxs.csv:2: column set"):

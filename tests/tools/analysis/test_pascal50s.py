@@ -84,7 +84,7 @@ def release(tmp_path):
     return write_release(tmp_path)
 
 
-def test_the_files_have_the_layout_that_public_readers_index(release):
+def test_the_files_have_the_public_readers_layout_and_are_read(release):
     # The access paths of the public code that reads the real files (see pascal50s.py).
     pair = scipy_io.loadmat(release / "pair_pascal.mat")["new_input"][0][1]
     image, b, c = (x[0] for x in pair)
@@ -94,9 +94,7 @@ def test_the_files_have_the_layout_that_public_readers_index(release):
     assert isinstance(a[0], str) and winner == 1
     element = scipy_io.loadmat(release / "pascal50S.mat")["train_sent_final"][0, 0]
     assert element[0][0].endswith("2008_000032.jpg") and element[1][0].size == 50
-
-
-def test_read_gives_pairs_kinds_winners_and_references(release):
+    # Read: pairs, kinds, winners and references.
     got = pascal50s.read(str(release))
     (analysis,) = got.analyses
     assert analysis.target == pascal50s.TRIPLETS
@@ -116,15 +114,8 @@ def test_accuracy_per_kind_equals_a_direct_computation(release, capsys):
     captured = capsys.readouterr()
     assert status == 0, captured.err
     rows = {r["subset"]: r for r in json.loads(captured.out)["rows"]}
-    got = pascal50s.read(str(release))
-    scorer = cider.CiderScorer([_sentences(i)[2:] for i in range(3)], "en", "cider-d")
-    agree = {}
-    for (i, *_), pair in zip(_pairs(), got.analyses[0].pairs, strict=True):
-        if pair.human:
-            diff = (scorer.score([pair.a], indices=[i]).per_image[0]
-                    - scorer.score([pair.b], indices=[i]).per_image[0])
-            assert diff != 0
-            agree.setdefault(pair.kind, []).append(np.sign(diff) == pair.human)
+    winners = [p.human for p in pascal50s.read(str(release)).analyses[0].pairs]
+    agree = _agreement(_pairs(), winners, {k: _sentences(i)[2:] for i, k in enumerate(IMAGES)})
     for kind, values in agree.items():
         assert rows[f"{kind}, all (48) refs"]["accuracy"] == pytest.approx(np.mean(values))
     everything = rows["all (48) refs"]
@@ -144,30 +135,14 @@ def test_five_references_and_the_curve_to_48(release, tmp_path, capsys):
     assert (out / "meta_curve.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda t: write_release(t, break_triplet=True),
-     r"consensus_pascal.mat: triplet 51 \(pair 2\): its candidates .* are not the pair's"),
-    (lambda t: write_release(t, category=5),
-     r"pair_pascal.mat: pair 1: category 5 is not 1-4 \(HC, HI, HM, MM\)"),
-    (lambda t: t, r"PASCAL-50S file not found: .*pair_pascal.mat"),
-])
-def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, message):
-    folder = make(tmp_path)
-    assert meta.main(["--pascal50s", str(folder), "--metric", "cider-d"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and re.search(message, err[0]), err
-
-
 def test_a_pair_given_twice_is_two_pairs_of_its_own_triplets(tmp_path):
     got = pascal50s.read(str(write_release(tmp_path, repeat=True)))
     (analysis,) = got.analyses
     assert len(analysis.pairs) == 13 and analysis.pairs[12].kind == "MM"
     assert analysis.pairs[12].human == analysis.pairs[3].human == -1  # 10 of 48 triplets each
     assert "1 pair repeats an earlier pair of its image" in got.note
-
-
-def test_pascal50s_mat_is_optional(tmp_path):
-    got = pascal50s.read(str(write_release(tmp_path, with_sentences=False)))
+    (tmp_path / "without").mkdir()  # pascal50S.mat is optional
+    got = pascal50s.read(str(write_release(tmp_path / "without", with_sentences=False)))
     assert got.sentences is None and "pascal50S.mat" not in got.note
 
 
@@ -213,7 +188,21 @@ def write_code_layout(folder, *, bad_vote=False, other_candidate=False, with_can
     return folder
 
 
-def test_the_code_layout_has_the_shapes_of_the_repository_files(tmp_path):
+def _agreement(pairs, winners, references):
+    """Per kind: for each pair not tied, whether CIDEr-D with all references prefers the winner,
+    counted here with the CIDEr engine on its own."""
+    scorer = cider.CiderScorer([references[k] for k in IMAGES], "en", "cider-d")
+    agree = {}
+    for (i, b, c, kind, *_), winner in zip(pairs, winners, strict=True):
+        if winner:
+            diff = (scorer.score([b], indices=[i]).per_image[0]
+                    - scorer.score([c], indices=[i]).per_image[0])
+            assert diff != 0
+            agree.setdefault(pascal50s.KINDS[kind], []).append(np.sign(diff) == winner)
+    return agree
+
+
+def test_the_code_layout_has_the_repository_files_shapes_and_accuracies(tmp_path, capsys):
     folder = write_code_layout(tmp_path)
     mat = scipy_io.loadmat(folder / "pair_pascal.mat")
     assert mat["new_input"].dtype.names == ("name", "sent1", "sent2")
@@ -223,24 +212,6 @@ def test_the_code_layout_has_the_shapes_of_the_repository_files(tmp_path):
     assert refs.dtype.names == ("image", "sent") and refs[0, 0]["sent"].shape == (1, 50)
     cands = scipy_io.loadmat(folder / "pascal_cands.mat")["cands"]
     assert cands[0, 0]["sent"].shape == (1, 2)
-
-
-def _direct_accuracy(pairs, winners, references):
-    """Per kind: the share of pairs (ties left out) where CIDEr-D with all references prefers
-    the winner, counted here with the CIDEr engine on its own."""
-    scorer = cider.CiderScorer([references[k] for k in IMAGES], "en", "cider-d")
-    agree = {}
-    for (i, b, c, kind, *_), winner in zip(pairs, winners, strict=True):
-        if winner:
-            diff = (scorer.score([b], indices=[i]).per_image[0]
-                    - scorer.score([c], indices=[i]).per_image[0])
-            assert diff != 0
-            agree.setdefault(pascal50s.KINDS[kind], []).append(np.sign(diff) == winner)
-    return {kind: float(np.mean(v)) for kind, v in agree.items()}
-
-
-def test_pairwise_votes_give_the_accuracy_per_kind(tmp_path, capsys):
-    folder = write_code_layout(tmp_path)
     got = pascal50s.read(str(folder))
     (analysis,) = got.analyses
     winners = [int(np.sign(2 * VOTES[p] - len(_votes(p)))) for p in range(12)]
@@ -252,7 +223,8 @@ def test_pairwise_votes_give_the_accuracy_per_kind(tmp_path, capsys):
     captured = capsys.readouterr()
     assert status == 0, captured.err
     rows = {r["subset"]: r for r in json.loads(captured.out)["rows"]}
-    expected = _direct_accuracy(_pairs(), winners, {k: _sentences(i) for i, k in enumerate(IMAGES)})
+    expected = {kind: float(np.mean(v)) for kind, v in _agreement(
+        _pairs(), winners, {k: _sentences(i) for i, k in enumerate(IMAGES)}).items()}
     # The figures the tool must reproduce: 2 of 3 HC pairs, 2 of 2 HI (the tie of the sixth
     # pair left out), 2 of 3 HM, 1 of 3 MM.
     assert expected == {"HC": 2 / 3, "HI": 1.0, "HM": 2 / 3, "MM": 1 / 3}
@@ -301,6 +273,11 @@ def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("make, message", [
+    (lambda t: write_release(t, break_triplet=True),
+     r"consensus_pascal.mat: triplet 51 \(pair 2\): its candidates .* are not the pair's"),
+    (lambda t: write_release(t, category=5),
+     r"pair_pascal.mat: pair 1: category 5 is not 1-4 \(HC, HI, HM, MM\)"),
+    (lambda t: t, r"PASCAL-50S file not found: .*pair_pascal.mat"),
     (lambda t: write_code_layout(t, bad_vote=True),
      r"pair_pascal.mat: result of pair 3: votes \[2, .*\] are not each 1 \(B\) or -1 \(C\)"),
     (lambda t: write_code_layout(t, other_candidate=True),
@@ -308,7 +285,7 @@ def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
     (lambda t: (write_code_layout(t), (t / "pascal50S.mat").unlink()),
      r"pascal50S.mat not found: the pairwise votes of pair_pascal.mat are scored against"),
 ])
-def test_code_layout_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, message):
+def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, message):
     make(tmp_path)
     assert meta.main(["--pascal50s", str(tmp_path), "--metric", "cider-d"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

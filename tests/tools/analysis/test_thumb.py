@@ -20,7 +20,7 @@ RATINGS = [
 ]
 
 
-def test_system_scores_best_worst_and_intervals(tmp_path):
+def test_system_scores_best_worst_ties_and_intervals(tmp_path):
     tab = thumb.table([thumb_ratings.read(_write(tmp_path / "t.jsonl",
                                                  [_row(*r) for r in RATINGS]))])
     assert tab.systems == ["Human", "A", "B"] and tab.images == ["1", "2", "3"]
@@ -39,13 +39,11 @@ def test_system_scores_best_worst_and_intervals(tmp_path):
     assert compared == 3 and all_tied == 0
     assert counts == {"Human": {"best": 2, "worst": 0}, "A": {"best": 0, "worst": 1},
                       "B": {"best": 0, "worst": 1}}
-
-
-def test_best_and_worst_count_ties_as_the_papers_table3(tmp_path):
+    # Ties count as in the paper's Table 3.
     rows = [("Human", "1", 5, 5), ("A", "1", 5, 5), ("B", "1", 3, 4),   # two best, B worst
             ("Human", "2", 4, 4), ("A", "2", 4, 4), ("B", "2", 4, 4),   # all tie: all both
             ("Human", "3", 5, 3), ("A", "3", 4, 4), ("B", "3", 4, 3)]   # no best; B worst
-    tab = thumb.table([thumb_ratings.read(_write(tmp_path / "t.jsonl", [
+    tab = thumb.table([thumb_ratings.read(_write(tmp_path / "ties.jsonl", [
         _row(s, i, p, r, 0, 0, 0) for s, i, p, r in rows]))])
     counts, compared, all_tied = thumb.best_worst(tab)
     assert (compared, all_tied) == (3, 1)

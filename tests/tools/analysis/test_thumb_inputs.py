@@ -42,11 +42,3 @@ def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, 
     assert captured.err.strip().splitlines() == [
         f"error: --out {out}: cannot write the report (No space left on device); the results "
         f"are printed above"]
-
-
-def test_one_system_gets_a_note_and_no_best_or_worst(tmp_path, capsys):
-    path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS if r[0] == "A"])
-    assert thumb.main([path, "--samples", "20"]) == 0
-    out = capsys.readouterr().out
-    assert "nothing to compare" in out
-    assert re.search(r"^A .* –\s+–$", out, re.M)

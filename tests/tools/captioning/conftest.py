@@ -1,11 +1,5 @@
-"""Fixtures of the captioning tests: one tiny trained run, its captioner and its export.
-
-The run is tests/conftest.py's `four_step_run` (4 steps of tests/tiny.py's config, trained once
-per test run and shared between the test processes: read only): checkpoints/2 and /4,
-checkpoints_best/2 (its best evaluation), config.json. Its captions are nonsense with varied
-tokens, which is what token-for-token comparisons need; `tiny_demo` is the data it was trained
-on.
-"""
+"""Fixtures of the captioning tests: one tiny trained run (tests/conftest.py's `four_step_run`,
+read only), its captioner and its export."""
 
 import contextlib
 import io

@@ -1,12 +1,7 @@
 r"""The captioning page driven in headless chromium: for the browser test and docs/'s picture.
 
     python -m tests.tools.captioning.page_screenshot --workdir runs/demo --image IMAGE \
-        [--langs en,es,hi,zh] [--decode beam] --out docs/captioning_page.png
-
-serves the page of the run on a free local port in this process, chooses the image, ticks
-the languages and the decoding, captions, and saves a screenshot (needs the test
-requirements: selenium, and Debian's chromium + chromedriver).
-"""
+        [--langs en,es,hi,zh] [--decode beam] --out docs/captioning_page.png"""
 
 import argparse
 import contextlib

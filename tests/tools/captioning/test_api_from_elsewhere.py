@@ -1,10 +1,5 @@
-"""The Python API used as docs/captioning.md says, from a user's own folder outside the repository.
-
-The docs' example is run as written, in its own process, from an empty temporary folder with
-the repository's root on PYTHONPATH (the way the docs choose: the repository is not a package
-to install), the paths it names replaced in one place (`PLACES`) by the session's run and two
-of its images saved as `photo.jpg` and `scan.png`. Its lines must be the API's captions.
-"""
+"""docs/captioning.md's Python example run as written from a folder outside the repository
+(paths replaced in `PLACES`): its lines must be the API's captions."""
 
 import json
 import os

@@ -1,10 +1,5 @@
-"""The captioning page in a real headless browser (Debian's chromium through chromedriver).
-
-A user chooses an image, ticks languages and a decoding, and reads the captions: they must
-be the API's; dropping an image works as choosing one; an unreadable image shows its
-message. The browser is required: `make test` installs chromium and chromium-driver when
-missing, and this test fails (never skips) without them.
-"""
+"""The captioning page in headless chromium: chosen or dropped images give the API's captions,
+an unreadable one its message. Fails (never skips) without chromium and chromedriver."""
 
 import os
 

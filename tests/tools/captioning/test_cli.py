@@ -1,9 +1,5 @@
-"""Tests of the command line (python -m tools.captioning) on the session's tiny trained run.
-
-In-process (`__main__.main`), but for one test that runs the README's command as its own
-process. Every bad input must be one `error:` line, exit status 2, and leave what was
-already written alone.
-"""
+"""The command line (python -m tools.captioning) on the tiny trained run: every bad input is one
+`error:` line, exit status 2, and leaves what was already written alone."""
 
 import io
 import json

@@ -1,9 +1,5 @@
-"""Tests of the exported captioner (tools/captioning/export.py) and its stand-alone runner.
-
-The export's captions must equal the run's token for token, through the API and through
-tools/captioning/run_exported.py copied alone into an empty folder (so that it can import nothing
-of the repository) and run as its own process.
-"""
+"""The exported captioner (tools/captioning/export.py): its captions equal the run's, through the
+API and through run_exported.py copied alone into an empty folder and run as its own process."""
 
 import ast
 import json
@@ -198,15 +194,6 @@ DAMAGED = {"truncated": r"truncated.npz is not an exported captioner \(",
                   r"archive\)$"}
 
 
-def test_damaged_exports_are_one_error_line(exported, tmp_path, demo_images, capsys):
-    for what, path in _damaged_exports(exported, tmp_path).items():
-        with pytest.raises(InputError, match=DAMAGED[what]):
-            Captioner.from_exported(path)
-        # python -m tools.captioning --exported
-        assert re.search(DAMAGED[what], error_line(capsys, cli.main,
-                                                   [demo_images[0], "--exported", path]))
-
-
 def _run_exported(monkeypatch, capsys, *args):
     """(exit status, stdout, stderr) of run_exported.py's main, in this process."""
     monkeypatch.setattr(sys, "argv", ["run_exported.py", *map(str, args)])
@@ -244,15 +231,21 @@ def test_stand_alone_runner_repeated_languages_and_a_late_ctrl_c(exported, demo_
     assert left == [signal.SIG_IGN, signal.SIG_IGN]  # Once printed, a late Ctrl-C exits 0.
 
 
-def test_stand_alone_runner_bad_input_is_one_error_line(exported, tmp_path, demo_images,
-                                                        monkeypatch, capsys):
+def test_damaged_exports_and_runner_bad_input_are_one_error_line(exported, tmp_path,
+                                                                 demo_images, monkeypatch, capsys):
     not_an_image = tmp_path / "notes.jpg"
     not_an_image.write_text("not an image")
     fifo = tmp_path / "fifo.jpg"  # Opened, it would wait for a writer forever.
     os.mkfifo(fifo)
     _end_readers_later(fifo)
+    damaged = _damaged_exports(exported, tmp_path)
+    for what, path in damaged.items():  # the API, and python -m tools.captioning --exported
+        with pytest.raises(InputError, match=DAMAGED[what]):
+            Captioner.from_exported(path)
+        assert re.search(DAMAGED[what], error_line(capsys, cli.main,
+                                                   [demo_images[0], "--exported", path]))
     cases = [(path, demo_images[0], "--langs", "en", DAMAGED[what])
-             for what, path in _damaged_exports(exported, tmp_path).items()]
+             for what, path in damaged.items()]
     cases += [
         (exported, not_an_image, f"cannot decode image {not_an_image}: cannot identify"),
         (exported, tmp_path / "missing.jpg", "image file not found: .*missing.jpg"),

@@ -1,9 +1,5 @@
-"""Tests of tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads.
-
-The pixels are checked against data/images.read_pixels (what training and evaluation see) on the
-same picture stored plainly: an EXIF-rotated JPEG must give the upright picture's pixels, a
-transparent PNG the picture composited onto white by hand, and so on.
-"""
+"""tools/captioning/inputs.py: image arguments, and pixels of any image PIL reads equal to
+data/images.read_pixels' of the same picture stored plainly (EXIF rotation, transparency, ...)."""
 
 import os
 import subprocess
@@ -121,9 +117,6 @@ def test_expand_files_folders_and_patterns(tmp_path):
     with pytest.raises(InputError, match="folder .*deeper/none has no image files"):
         os.mkdir(folder / "deeper" / "none")
         inputs.expand([str(folder / "deeper" / "none")])
-
-
-def test_expand_knows_what_pil_reads():
     assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
     assert ".txt" not in inputs.image_extensions()
 

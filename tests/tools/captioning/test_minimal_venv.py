@@ -1,12 +1,7 @@
-"""The exported model runs where only the packages its docs list are installed.
+"""The exported model runs where only the packages docs/captioning.md lists are installed.
 
-As a user would: a new virtual environment, `pip install` exactly the line of
-docs/captioning.md's "The exported model" section (from the package index, or pip's cache),
-tools/captioning/run_exported.py copied alone into an empty folder, run there on the
-session's export. Its captions must be the API's. The environment is kept in
-.cache/minimal_venv/<hash of the line> and reused while the line is unchanged (creating it
-takes about 20 s; a run after that, about 10 s). Slow: `make test-fast` leaves it out.
-"""
+A new virtual environment (kept in .cache/minimal_venv/<hash of the pip line>) runs
+tools/captioning/run_exported.py copied alone; its captions must be the API's. Slow."""
 
 import contextlib
 import fcntl

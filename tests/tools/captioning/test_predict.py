@@ -1,10 +1,5 @@
-"""Tests of the Python API (tools/captioning/predict.py) on the session's tiny trained run.
-
-The captions are checked against an independent pipeline built from the repository's
-parts: the trainer's restore, seqio's vocabulary (not the API's sentencepiece one), the
-evaluation's image reader, model/decode.greedy, and log-probabilities summed here in
-float64 from teacher-forced logits.
-"""
+"""The Python API (tools/captioning/predict.py) against an independent pipeline: the trainer's
+restore, seqio's vocabulary, greedy decoding and float64 log-probabilities."""
 
 import dataclasses
 import os
@@ -70,7 +65,7 @@ def test_captions_equal_an_independent_decode(captioner, caption_run, tiny_demo,
                                     "log_prob": round(captions[0].log_prob, 4)}
 
 
-def test_checkpoint_choice(caption_run, captioner, demo_images):
+def test_checkpoint_choice_languages_and_vocabulary(caption_run, captioner, demo_images):
     assert captioner.source == f"step 4 of {caption_run}"
     assert captioner.langs == ("en", "es", "hi", "zh")  # data.langs, then the evaluators'
     assert captioner.max_len == 16  # the run's data.max_target_len
@@ -89,6 +84,14 @@ def test_checkpoint_choice(caption_run, captioner, demo_images):
     short = Captioner.from_run(caption_run, step=2, max_len=5)
     assert (short.source, short.max_len) == (f"step 2 of {caption_run}", 5)
     assert all(len(c.tokens) <= 5 for c in short.caption(images[:1], "en"))
+    # Its languages, and its vocabulary: the trainer's (sentencepiece's, without TensorFlow).
+    assert captioner.check_langs("all") == ("en", "es", "hi", "zh")
+    assert captioner.check_langs(["hi", "en"]) == ("hi", "en")
+    with pytest.raises(InputError, match=r"unknown language 'fr'; known: en, es, hi, zh"):
+        captioner.caption(demo_images[:1], langs="en,fr")
+    assert type(captioner.vocab) is tokenizer.Vocabulary
+    assert captioner.vocab.model_proto == tokenizer.get_vocabulary(captioner.vocab.path).model_proto
+    assert jax.devices()  # (the API runs on whatever JAX has)
 
 
 @pytest.mark.parametrize("step, message", [
@@ -112,13 +115,6 @@ def test_runs_that_cannot_caption(caption_run, tmp_path):
         Captioner.from_run(str(untrained))
     with pytest.raises(InputError, match=r"no checkpoint in .*untrained/checkpoints_best"):
         Captioner.from_run(str(untrained), step="best")
-
-
-def test_languages(captioner, demo_images):
-    assert captioner.check_langs("all") == ("en", "es", "hi", "zh")
-    assert captioner.check_langs(["hi", "en"]) == ("hi", "en")
-    with pytest.raises(InputError, match=r"unknown language 'fr'; known: en, es, hi, zh"):
-        captioner.caption(demo_images[:1], langs="en,fr")
 
 
 def test_decodings(captioner, caption_run, tiny_demo, demo_images):
@@ -194,10 +190,3 @@ def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
         captioner.caption([np.zeros((4, 4, 3))], "en")
     with pytest.raises(InputError, match=r"images\[0\]: expected a path, bytes, .* got int"):
         captioner.caption([3], "en")
-
-
-def test_the_vocabulary_is_the_trainers(captioner):
-    # sentencepiece's, without TensorFlow: the class the trainer and the evaluators use.
-    assert type(captioner.vocab) is tokenizer.Vocabulary
-    assert captioner.vocab.model_proto == tokenizer.get_vocabulary(captioner.vocab.path).model_proto
-    assert jax.devices()  # (the API runs on whatever JAX has)

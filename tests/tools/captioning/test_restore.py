@@ -1,12 +1,7 @@
-"""The one restore of a checkpoint (training/checkpointing.restore) as captioning, the export and
-the checkpoint tool use it: given the parameters alone it reads a checkpoint's "params" alone
-(orbax's partial restore), so none of them builds Adafactor or its schedule. Proven on copies of
-the session's run whose step-4 checkpoint holds the same parameters with the optimizer state
-replaced by NaNs of another structure, or left out: the full restore of the trainer refuses
-both, these restores give the run's own parameters and captions bit for bit. A run whose
-vocabulary path is a URL captions, evaluates and exports alike; hand-edited bad values in a run's
-config.json are one line naming the file and the key.
-"""
+"""The parameters-only restore (training/checkpointing.restore) of captioning, the export and
+the checkpoint tool: it never builds the optimizer, so a checkpoint whose optimizer state is
+NaNs of another structure, or absent, still gives the run's parameters bit for bit. Also: a
+URL vocabulary path, and bad values in config.json named in one line."""
 
 import json
 import os
@@ -67,25 +62,21 @@ def _config(workdir):
     return ml_collections.ConfigDict(run_config.load(workdir))
 
 
-def test_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gone, caption_run):
+def test_only_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gone, caption_run,
+                                                            captioner, demo_images, saved):
     # What these copies prove: a restore of the whole state cannot read them.
     config = _config(caption_run)
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     for workdir in optimizer_state_gone.values():
         with pytest.raises(checkpointing.CheckpointError, match="is damaged"):
             tiny.restore_whole_state_params(config, workdir, vocab.vocab_size, 4)
-
-
-def test_captions_need_only_the_parameters(optimizer_state_gone, captioner, demo_images):
+    # Captions need only the parameters, and so does the checkpoint tool.
     want = captioner.caption(demo_images[:2], "en,zh", Decoding("beam", beam_size=3))
     for workdir in optimizer_state_gone.values():
         got = Captioner.from_run(workdir).caption(demo_images[:2], "en,zh",
                                                   Decoding("beam", beam_size=3))
         assert [(c.tokens, c.text, c.log_prob) for c in got] == \
             [(c.tokens, c.text, c.log_prob) for c in want]
-
-
-def test_the_checkpoint_tool_restores_only_the_parameters(optimizer_state_gone, saved):
     for workdir in optimizer_state_gone.values():
         config = _config(workdir)
         vocab = tokenizer.get_vocabulary(config.vocab.path)
@@ -94,7 +85,8 @@ def test_the_checkpoint_tool_restores_only_the_parameters(optimizer_state_gone, 
             assert got_step == 4 and _equal(params, saved["params"])
 
 
-def test_restore_params_reads_what_was_saved(caption_run, saved):
+def test_restore_params_reads_what_was_saved_and_names_what_it_cannot(caption_run, saved,
+                                                                     tmp_path):
     run = restore.restore(caption_run)
     assert run.step == 4 and _equal(run.params, saved["params"])
     best = restore.restore(caption_run, "best")
@@ -102,10 +94,7 @@ def test_restore_params_reads_what_was_saved(caption_run, saved):
         os.path.join(caption_run, "checkpoints_best", "2"),
         jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), saved))
     assert (best.step, best.best) == (2, True) and _equal(best.params, orbax_best["params"])
-
-
-def test_restore_params_errors(caption_run, tmp_path):
-    model = restore.restore(caption_run).model
+    model = run.model
     abstract = captioner_lib.abstract_params(model, boxed=False)
     with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* 2, 4$"):
         checkpointing.restore(caption_run, abstract, 3)

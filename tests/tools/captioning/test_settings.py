@@ -1,12 +1,5 @@
-"""Decoding settings are checked in one place (model/decode.Decoding), whoever gives them.
-
-Each bad value (not finite, out of range, not an integer, or a setting of another decoding)
-is refused naming the setting as its user wrote it: through the API (`Decoding`), the
-command line (`--alpha`: one `error:` line, status 2, the --out file untouched), the page's
-POST /caption (400) and the export (no file written). Without the checks, alpha NaN or -50
-decoded garbage, temperature NaN empty captions and inf random tokens, and a beam size given
-to greedy decoding or `--max_len 0` were silently ignored.
-"""
+"""Each bad decoding setting is refused naming it as its user wrote it, by the API (`Decoding`),
+the command line (one `error:` line, --out untouched), the page (400) and the export (no file)."""
 
 import io
 

@@ -1,8 +1,5 @@
-"""Tests of the captioning page's server side (tools/captioning/web.py) with Flask's test client.
-
-The browser itself is driven in test_browser.py; here: the page's choices, the answers of
-POST /caption against the API's captions, and bad input answered 400 / 413 with a message.
-"""
+"""The captioning page's server side (tools/captioning/web.py) with Flask's test client: its
+choices, POST /caption against the API's captions, bad input answered 400 / 413."""
 
 import io
 
@@ -29,7 +26,7 @@ def _bytes(path):
         return f.read()
 
 
-def test_page_offers_the_models_languages_and_decodings(client, caption_run):
+def test_page_offers_the_models_choices_and_refuses_an_image_over_the_limit(client, caption_run):
     page = client.get("/").get_data(as_text=True)
     for lang in ("en", "es", "hi", "zh"):
         assert f'name="langs" value="{lang}"' in page
@@ -37,6 +34,9 @@ def test_page_offers_the_models_languages_and_decodings(client, caption_run):
     for method in ("greedy", "beam", "sample"):
         assert f'name="decode" value="{method}"' in page
     assert f"step 4 of {caption_run}" in page
+    answer = _post(client, b"\0" * (web.MAX_IMAGE_BYTES + 1), langs="en")
+    assert answer.status_code == 413
+    assert answer.get_json()["error"] == "the image is over 32 MiB"
 
 
 def test_captions_are_the_apis(client, captioner, demo_images):
@@ -74,12 +74,6 @@ def test_bad_input_is_a_400_with_its_message(client, demo_images, form, image, m
     answer = _post(client, image, **form)
     assert answer.status_code == 400
     assert message in answer.get_json()["error"]
-
-
-def test_an_image_over_the_limit_is_a_413(client):
-    answer = _post(client, b"\0" * (web.MAX_IMAGE_BYTES + 1), langs="en")
-    assert answer.status_code == 413
-    assert answer.get_json()["error"] == "the image is over 32 MiB"
 
 
 def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):

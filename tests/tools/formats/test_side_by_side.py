@@ -2,15 +2,11 @@
 
 import pytest
 
-from tests.formats.small_files import write_text
+from tests.formats.small_files import write_text as _write
 from tools.formats import side_by_side
 
 HEADER = "m2,m1,lang,set,delta_sxs,delta_cider_xm600,delta_cider_xm3600,delta_cider_coco_dev\n"
 ROWS = ["A,B,en,core,-10.0,-0.10,-0.12,0.01"]
-
-
-def _write(tmp_path, text, name="sxs.csv"):
-    return write_text(tmp_path, text, name)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -34,11 +30,6 @@ def test_bad_input_names_what_is_wrong(tmp_path, text, message):
     with pytest.raises(side_by_side.SideBySideError) as info:
         side_by_side.read(_write(tmp_path, text))
     assert message in str(info.value)
-
-
-def test_missing_file(tmp_path):
-    with pytest.raises(side_by_side.SideBySideError, match="side-by-side file not found"):
-        side_by_side.read(tmp_path / "none.csv")
 
 
 def test_write_reads_back_with_missing_values(tmp_path):
@@ -79,11 +70,13 @@ def test_a_binary_file_is_named_not_a_traceback(tmp_path, data, message):
         side_by_side.read(path)
 
 
-def test_a_byte_order_mark_is_no_part_of_the_first_column(tmp_path):
+def test_a_byte_order_mark_is_no_part_of_the_first_column_a_missing_file_named(tmp_path):
     path = tmp_path / "sxs.csv"
     path.write_bytes(b"\xef\xbb\xbf" + (HEADER + ROWS[0] + "\n").encode())
     (evaluation,), _ = side_by_side.read(path)
     assert (evaluation.m2, evaluation.m1, evaluation.delta_sxs) == ("A", "B", -10.0)
+    with pytest.raises(side_by_side.SideBySideError, match="side-by-side file not found"):
+        side_by_side.read(tmp_path / "none.csv")
 
 
 def test_write_refuses_a_pair_twice_in_one_language(tmp_path):

@@ -9,7 +9,7 @@ from tests.tools.formats.thumb_files import row as _row
 from tools.formats import thumb_ratings
 
 
-def test_the_papers_full_penalty_ranges():
+def test_check_rating_accepts_the_papers_rubric_and_names_what_is_wrong():
     # Fluency: 0.1 per fixable error, 0.5 or more for severe problems; inclusive language:
     # 0.5 or 2 (Kasai et al., Sec. 2).
     assert thumb_ratings.check_rating(4, 3, -0.6, 0, -2) == {
@@ -19,9 +19,6 @@ def test_the_papers_full_penalty_ranges():
     assert thumb_ratings.check_rating(4, 3, -0.0, -0.0, -0.0) == {
         "P": 4, "R": 3, "Fl": 0.0, "Con": 0.0, "Inc": 0.0}
     assert str(thumb_ratings.check_rating(4, 3, -0.0, 0, 0)["Fl"]) == "0.0"  # not -0.0
-
-
-def test_check_rating_accepts_the_rubric_and_names_what_is_wrong():
     assert thumb_ratings.check_rating("4", 3.0, -0.1, 0, "-0.5") == {
         "P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
     assert thumb_ratings.total({"P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}) \

@@ -1,12 +1,6 @@
-"""Inputs of the human-evaluation tests: a tiny release and results folders written here.
-
-The release is the tiny demo's XM3600 split (tests/tiny.py) with Arabic captions added, so that
-a right-to-left script is covered. A results folder is written by the evaluation tool's own
-writers (formats/ for the predictions and per-image files, tools/analysis/report.write_report):
-each image's caption is its
-first reference with probability `good`, else another image's; its per-image CIDEr-D is made up
-(high for its own reference, low otherwise); no model is trained.
-"""
+"""Inputs of the human-evaluation tests: the tiny demo's XM3600 split with Arabic captions
+added, and results folders written by the evaluation's own writers (captions drawn from the
+references, made-up per-image scores; no model is trained)."""
 
 import json
 import os
@@ -48,21 +42,9 @@ def release_records(release):
 
 
 def write_results(out, release, langs, good, seed, *, keys=None, lang_field=None, coco_dev=True):
-    """Writes a results folder for `langs` (the evaluation tool's files).
-
-    Args:
-        out: the folder.
-        release: the release folder.
-        langs: languages to write predictions for.
-        good: probability that an image's caption is its own first reference.
-        seed: of that choice.
-        keys: the images to caption (default: all of the release's).
-        lang_field: a wrong "lang" to write into the predictions (a malformed folder).
-        coco_dev: also write COCO-dev scores.
-
-    Returns:
-        {lang: {key: caption}}.
-    """
+    """Writes a results folder `out` for `langs` of the images `keys` (default: all); returns
+    {lang: {key: caption}}. A caption is its image's first reference with probability `good`;
+    `lang_field` writes a wrong "lang" (a malformed folder); `coco_dev`: COCO-dev scores too."""
     rng = np.random.default_rng(seed)
     records = release_records(release)
     keys = keys or [k for k, _ in records]

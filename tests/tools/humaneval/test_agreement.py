@@ -30,7 +30,7 @@ def test_alpha_equals_the_reference_implementation(level, seed):
     assert agreement.alpha(_units(data), level, domain) == pytest.approx(expected, abs=1e-9)
 
 
-def test_ordinal_alpha_depends_only_on_the_order_of_values():
+def test_ordinal_alpha_depends_only_on_the_order_of_values_and_edge_cases():
     data = _reliability_data(9, domain=(1, 5))
     units = _units(data)
     spread = [[v ** 3 for v in u] for u in units]  # same order, other distances
@@ -38,9 +38,7 @@ def test_ordinal_alpha_depends_only_on_the_order_of_values():
         agreement.alpha(units, "ordinal"), abs=1e-12)
     assert agreement.alpha(spread, "interval") != pytest.approx(
         agreement.alpha(units, "interval"), abs=1e-3)
-
-
-def test_perfect_agreement_and_undefined_cases():
+    # Perfect agreement, and undefined cases.
     assert agreement.alpha([[1, 1], [2, 2, 2], [3, 3]], "ordinal") == pytest.approx(1.0)
     assert agreement.alpha([[2, 2], [2, 2]], "ordinal") is None  # no variation
     assert agreement.alpha([[1], [2]], "ordinal") is None  # nothing pairable

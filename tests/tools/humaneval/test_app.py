@@ -63,6 +63,7 @@ def test_rate_resume_and_finish(blind_session):
     ({}, "missing: choice"),
     ({"choice": "1", "system": "m2"}, "unknown: system"),
     ({"choice": ["1", "2"]}, "sent more than once"),
+    ({"choice": "1", "active_ms": "-5"}, "active_ms"),
 ])
 def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
     client, token = helpers.client(blind_session), blind_session.by_name["bob"].token
@@ -138,15 +139,6 @@ def test_a_token_reaches_only_its_raters_items(blind_session):
     assert rows["bob"]["item"] == blind_session.assignments["bob"][0]
 
 
-def test_right_to_left_captions(blind_session):
-    client = helpers.client(blind_session)
-    arabic = next(r for r in blind_session.raters if r.lang == "ar")
-    page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
-    assert page.count('lang="ar" dir="rtl"') == 2
-    english = blind_session.by_name["ann"]
-    assert 'lang="en" dir="ltr"' in client.get(f"/r/{english.token}/item/1").get_data(as_text=True)
-
-
 def test_quality_and_thumb_pages(make_session):
     quality = make_session(type="quality", systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
@@ -170,7 +162,7 @@ def test_quality_and_thumb_pages(make_session):
     assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
 
 
-def test_headers_of_every_answer(blind_session):
+def test_headers_of_every_answer_and_right_to_left_captions(blind_session):
     client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     for url in (f"/r/{token}/item/1", f"/r/{token}/item/1/image", "/r/nobody", "/",
                 f"/dashboard/{blind_session.owner_token}"):
@@ -183,6 +175,11 @@ def test_headers_of_every_answer(blind_session):
     assert client.get(f"/r/{token}/item/1").headers["Cache-Control"] == "no-store"
     assert client.get(f"/r/{token}").headers["Cache-Control"] == "no-store"
     assert "no-store" not in client.get(f"/r/{token}/item/1/image").headers["Cache-Control"]
+    # Right-to-left captions.
+    arabic = next(r for r in blind_session.raters if r.lang == "ar")
+    page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
+    assert page.count('lang="ar" dir="rtl"') == 2
+    assert 'lang="en" dir="ltr"' in client.get(f"/r/{token}/item/1").get_data(as_text=True)
 
 
 def test_answers_for_the_pages_script_are_json(blind_session):
@@ -207,13 +204,6 @@ def test_active_time_is_kept_within_the_wall_clock(blind_session, sent, stored):
     assert row["seconds"] == pytest.approx(10.0, abs=1.0)
     expected = row["seconds"] if stored == "wall" else stored
     assert row["active_seconds"] == pytest.approx(expected)
-
-
-def test_malformed_active_time_is_400(blind_session):
-    client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
-    response = client.post(f"/r/{token}/item/1", data={"choice": "1", "active_ms": "-5"})
-    assert response.status_code == 400 and "active_ms" in response.get_data(as_text=True)
-    assert _ratings(blind_session) == []
 
 
 def test_items_wait_for_the_introduction(make_session):

@@ -59,16 +59,6 @@ def test_rating_in_a_browser(browser_tab, served):
     assert "This link is not known" in browser.find_element(By.ID, "message").text
 
 
-def test_arabic_captions_run_right_to_left(browser_tab, served):
-    session, base = served
-    browser_tab.get(f"{base}/r/{session.by_name['dina'].token}")
-    pages.wait_for_url(browser_tab, "/item/1")
-    for element in browser_tab.find_elements(By.CSS_SELECTOR, "p.caption"):
-        assert element.get_attribute("lang") == "ar"
-        assert browser_tab.execute_script("return getComputedStyle(arguments[0]).direction",
-                                          element) == "rtl"
-
-
 def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, consent):
     # One language, two images at replication 2 (a quota of 8 items: two slots, the
     # replication's minimum).
@@ -152,7 +142,7 @@ def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve,
     pages.wait_for_url(browser, "/consent")
 
 
-def test_back_reload_and_two_tabs_never_leave_a_silent_page(browser_tab, served):
+def test_back_reload_and_two_tabs_never_leave_a_silent_page_arabic_runs_rtl(browser_tab, served):
     browser = browser_tab
     session, base = served
     cyd = session.by_name["cyd"]
@@ -183,6 +173,13 @@ def test_back_reload_and_two_tabs_never_leave_a_silent_page(browser_tab, served)
     browser.find_element(By.ID, "status-next").click()
     pages.wait_for_url(browser, "/item/4")
     assert pages.stored(session, "cyd") == [(mine[0], -3), (mine[1], 3), (mine[2], 0)]
+    # Arabic captions run right to left.
+    browser.get(f"{base}/r/{session.by_name['dina'].token}")
+    pages.wait_for_url(browser, "/item/1")
+    for element in browser.find_elements(By.CSS_SELECTOR, "p.caption"):
+        assert element.get_attribute("lang") == "ar"
+        assert browser.execute_script("return getComputedStyle(arguments[0]).direction",
+                                      element) == "rtl"
 
 
 def test_a_killed_server_is_said_and_the_rating_goes_through_after(browser_tab, make_session):

@@ -56,7 +56,8 @@ def test_bad_create_flags(release, results_pair, tmp_path, capsys):
     assert not os.path.exists(os.path.join(out, "session.json"))
 
 
-def test_commands_on_a_hand_edited_or_missing_session(release, results_pair, tmp_path, capsys):
+def test_commands_on_a_hand_edited_or_missing_session_or_rating(release, results_pair, tmp_path,
+                                                                capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
     cli.main(["simulate", "--session", out])
@@ -86,6 +87,12 @@ def test_commands_on_a_hand_edited_or_missing_session(release, results_pair, tmp
     assert "exists" in _error(capsys, _create_args(release, results_pair, out))
     assert open(path, encoding="utf-8").read() == original
     assert "no rater 'zz'" in _error(capsys, ["simulate", "--session", out, "--bias", "zz=1"])
+    conn = sqlite3.connect(os.path.join(out, "ratings.sqlite"))  # a rating changed by hand
+    conn.execute("""UPDATE ratings SET answer = '{"choice": 9}' WHERE id = 3""")
+    conn.commit()
+    conn.close()
+    err = _error(capsys, ["analyze", "--session", out, "--out", str(tmp_path / "r")])
+    assert "ratings row id 3" in err and "outside -3..3" in err
 
 
 def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pair, tmp_path,
@@ -117,19 +124,6 @@ def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pa
     assert not os.path.exists(tmp_path / "report") and not os.path.exists(tmp_path / "new")
     assert (tmp_path / "a_file").read_text() == "mine"
     assert {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)} == before
-
-
-def test_a_tampered_rating_is_named(release, results_pair, tmp_path, capsys):
-    out = str(tmp_path / "session")
-    cli.main(_create_args(release, results_pair, out))
-    cli.main(["simulate", "--session", out])
-    capsys.readouterr()
-    conn = sqlite3.connect(os.path.join(out, "ratings.sqlite"))
-    conn.execute("""UPDATE ratings SET answer = '{"choice": 9}' WHERE id = 3""")
-    conn.commit()
-    conn.close()
-    err = _error(capsys, ["analyze", "--session", out, "--out", str(tmp_path / "r")])
-    assert "ratings row id 3" in err and "outside -3..3" in err
 
 
 def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):

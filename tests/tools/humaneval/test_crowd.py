@@ -26,13 +26,6 @@ def _slot(session, token):
         return db.rater_of_token(token)
 
 
-def test_quota_sizes_the_slots(crowd_session):
-    for lang in ("en", "zh"):
-        names = [r.name for r in crowd_session.raters if r.lang == lang]
-        loads = [len(crowd_session.assignments[name]) for name in names]
-        assert len(names) == 4 and max(loads) <= 8 and sum(loads) == 4 * 8
-
-
 @pytest.mark.parametrize("params, platform, participant, details", [
     ({"PROLIFIC_PID": "5f1a", "STUDY_ID": "st", "SESSION_ID": "se"}, "prolific", "5f1a",
      {"STUDY_ID": "st", "SESSION_ID": "se"}),
@@ -141,7 +134,11 @@ def test_mturk_participants_get_framed_pages_and_the_submit_form(crowd_session):
     assert 'name="assignmentId" value="as1"' in done and "DONE7" in done
 
 
-def test_participants_arriving_together_never_share_a_slot(crowd_session):
+def test_quota_sizes_the_slots_participants_arriving_together_never_share_one(crowd_session):
+    for lang in ("en", "zh"):
+        names = [r.name for r in crowd_session.raters if r.lang == lang]
+        loads = [len(crowd_session.assignments[name]) for name in names]
+        assert len(names) == 4 and max(loads) <= 8 and sum(loads) == 4 * 8
     store.init(crowd_session.db_path, crowd_session.digest)
     candidates = [r.name for r in crowd_session.raters if r.lang == "en"]
     got, barrier = [], threading.Barrier(8)

@@ -30,7 +30,7 @@ def running(make_session):
     return session
 
 
-def test_overview_equals_a_direct_count(running):
+def test_overview_equals_a_direct_count_pages_and_plots(running):
     data = dashboard.overview(running, now=1090.0)
     ratings = rating_stats.load_ratings(running)
     assert data["ratings"] == {"web": 3, "simulated": sum(r.source == "simulated" for r in ratings)}
@@ -53,9 +53,7 @@ def test_overview_equals_a_direct_count(running):
     assert "fast" in rows["zh-3"]["flags"] and rows["zh-3"]["median_seconds"] == 1.0
     assert rows["en-2"]["flagged"] and rows["en-2"]["gold_failed"] > 0
     assert not rows["en-1"]["flagged"]
-
-
-def test_pages_and_plots(running):
+    # The pages and plots.
     client = app_lib.create_app(running.folder).test_client()
     token = running.owner_token
     page = client.get(f"/dashboard/{token}").get_data(as_text=True)

@@ -31,7 +31,7 @@ def _page(client, url, **kwargs):
     return response.get_data(as_text=True)
 
 
-def test_consent_guidelines_practice_then_items(study):
+def test_consent_guidelines_practice_then_items_feedback_and_declining(study):
     session, _ = study
     client, rater = helpers.client(session), session.by_name["en-1"]
     token = rater.token
@@ -67,11 +67,8 @@ def test_consent_guidelines_practice_then_items(study):
             item["id"]: right for item, (_, right) in zip(items, answers, strict=True)}
     # The guidelines stay open to the rater, with the way back.
     assert 'id="guidelines-back"' in _page(client, f"/r/{token}/guidelines")
-
-
-def test_feedback_names_the_expected_answer(study):
-    session, _ = study
-    client, token = helpers.client(session), session.by_name["en-2"].token
+    # A wrong practice answer: the feedback names the expected one.
+    token = session.by_name["en-2"].token
     client.post(f"/r/{token}/consent", data={"consent": "agree"})
     client.post(f"/r/{token}/guidelines")
     client.post(f"/r/{token}/practice/1", data={"choice": "3"})  # the own caption is left
@@ -79,11 +76,8 @@ def test_feedback_names_the_expected_answer(study):
     assert "Not quite" in page
     assert "Left much better / Left better / Left slightly better" in page
     assert "Right much better" in page  # what the rater answered
-
-
-def test_declining_consent_ends_and_keeps_nothing(study):
-    session, _ = study
-    client, token = helpers.client(session), session.by_name["en-3"].token
+    # Declining consent ends and keeps nothing.
+    token = session.by_name["en-3"].token
     response = client.post(f"/r/{token}/consent", data={"consent": "decline"},
                            headers={"Accept": "application/json"})
     assert response.get_json() == {"next": "/declined/en"}

@@ -1,9 +1,5 @@
-"""Analysis of a synthetic session whose answers are known (tools/humaneval/rating_stats.py).
-
-Three simulated raters per language with set biases and noise rate every item; Wins, Losses
-and delta S x S must equal a direct computation from the database rows and the session file,
-and Krippendorff's alpha must equal the `krippendorff` package within 1e-9.
-"""
+"""tools/humaneval/rating_stats.py on a simulated session: Wins, Losses and delta S x S equal a
+direct computation, Krippendorff's alpha the `krippendorff` package's within 1e-9."""
 
 import json
 import os
@@ -57,8 +53,8 @@ def _direct(session):
     return scores, items, rows
 
 
-def test_wins_losses_and_delta_equal_a_direct_computation(rated):
-    scores, _, _ = _direct(rated)
+def test_wins_losses_delta_alpha_and_gold_failures_equal_a_direct_computation(rated):
+    scores, items, rows = _direct(rated)
     result = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     deltas = []
     for lang in ("en", "zh"):
@@ -77,10 +73,7 @@ def test_wins_losses_and_delta_equal_a_direct_computation(rated):
     assert result["all"]["low"] <= result["all"]["delta"] <= result["all"]["high"]
     again = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     assert again == result  # the bootstrap is seeded
-
-
-def test_alpha_equals_the_krippendorff_package(rated):
-    scores, _, _ = _direct(rated)
+    # Krippendorff's alpha equals the package's.
     table = rating_stats.agreement_table(rated, rating_stats.load_ratings(rated))
     for lang in ("en", "zh", "all"):
         langs = ("en", "zh") if lang == "all" else (lang,)
@@ -91,10 +84,7 @@ def test_alpha_equals_the_krippendorff_package(rated):
                                       value_domain=list(range(-3, 4)))
         assert table[(lang, "score")]["alpha"] == pytest.approx(expected, abs=1e-9)
         assert table[(lang, "score")]["units"] == len(units)
-
-
-def test_gold_failures_flag_the_careless_rater(rated):
-    _, items, rows = _direct(rated)
+    # Gold failures flag the careless rater.
     failed = {}
     for rater, item_id, answer in rows:
         item = items[item_id]

@@ -29,11 +29,15 @@ def test_bad_sxs_answers_name_the_field(fields, message):
         scales.check_answer("sxs", fields)
 
 
-def test_quality_labels():
+def test_quality_labels_unknown_types_and_text_directions():
     assert scales.check_answer("quality", {"quality": "Not-Enough-Info"}) == {
         "quality": "Not-Enough-Info"}
     with pytest.raises(InputError, match="unknown label 'Great'"):
         scales.check_answer("quality", {"quality": "Great"})
+    with pytest.raises(InputError, match="unknown session type"):
+        scales.check_answer("ranking", {})
+    assert [scales.text_direction(lang) for lang in ("ar", "fa", "he", "en", "zh")] == [
+        "rtl", "rtl", "rtl", "ltr", "ltr"]
 
 
 def test_thumb_rubric_ranges_and_total():
@@ -48,13 +52,3 @@ def test_thumb_rubric_ranges_and_total():
         fields = {"P": 3, "R": 3, "Fl": 0, "Con": 0, "Inc": 0, field: value}
         with pytest.raises(InputError, match=f"'{field}'.*{message}"):
             scales.check_answer("thumb", fields)
-
-
-def test_right_to_left_languages():
-    assert [scales.text_direction(lang) for lang in ("ar", "fa", "he", "en", "zh")] == [
-        "rtl", "rtl", "rtl", "ltr", "ltr"]
-
-
-def test_unknown_session_type():
-    with pytest.raises(InputError, match="unknown session type"):
-        scales.check_answer("ranking", {})

@@ -72,7 +72,7 @@ def test_sigkill_loses_no_acknowledged_rating(make_session):
     assert _stored(session) == acknowledged
 
 
-def test_a_port_in_use_is_one_error_line(make_session, capsys):
+def test_a_port_in_use_is_one_error_line_and_threads_are_set(make_session, capsys):
     from tools.humaneval import __main__ as cli
     session = make_session(langs=("en",))
     busy = socket.socket()
@@ -86,6 +86,13 @@ def test_a_port_in_use_is_one_error_line(make_session, capsys):
         busy.close()
     assert err == (f"error: --port {port}: 127.0.0.1:{port} is already in use (another "
                    f"server?); stop it or choose another --port\n")
+    httpd, _, _ = server.make_server(session.folder, port=0, threads=3)
+    try:
+        assert httpd.adj.threads == 3
+    finally:
+        httpd.close()
+    with pytest.raises(InputError, match="--threads must be >= 1"):
+        server.make_server(session.folder, port=0, threads=0)
 
 
 def test_links_behind_a_reverse_proxy(make_session):
@@ -161,14 +168,3 @@ def test_queue_warnings_do_not_flood_the_log(caplog):
             "serve --threads if it persists)")
     finally:
         logger.removeFilter(flood)
-
-
-def test_threads(make_session):
-    session = make_session(langs=("en",))
-    httpd, _, _ = server.make_server(session.folder, port=0, threads=3)
-    try:
-        assert httpd.adj.threads == 3
-    finally:
-        httpd.close()
-    with pytest.raises(InputError, match="--threads must be >= 1"):
-        server.make_server(session.folder, port=0, threads=0)

@@ -25,7 +25,8 @@ def rated_by_people(make_session):
 _rows = helpers.ratings
 
 
-def test_refused_where_people_rated(rated_by_people, capsys):
+def test_refused_where_people_rated_or_forced_marked_and_left_out(rated_by_people, tmp_path,
+                                                                 capsys):
     before = _rows(rated_by_people)
     with pytest.raises(InputError, match=r"people have begun under 1 rater\(s\) \(e.g. en-1 "
                                          r"\(rated\)\)"):
@@ -33,9 +34,7 @@ def test_refused_where_people_rated(rated_by_people, capsys):
     assert _rows(rated_by_people) == before  # nothing stored
     assert "--force" in error_line(capsys, cli.main,
                                    ["simulate", "--session", rated_by_people.folder])
-
-
-def test_forced_ratings_are_marked_and_can_be_left_out(rated_by_people, tmp_path, capsys):
+    # Forced, the simulated ratings are marked and can be left out.
     count = simulate.simulate(rated_by_people, force=True)
     rows = _rows(rated_by_people)
     assert count == len(rows) - 2

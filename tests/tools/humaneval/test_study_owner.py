@@ -181,7 +181,7 @@ def careless(make_session, consent):
     return session, names
 
 
-def test_careless_raters_are_flagged(careless):
+def test_careless_raters_are_flagged_and_reported_with_and_without(careless, tmp_path):
     session, names = careless
     table = rating_stats.rater_table(session, rating_stats.load_ratings(session))
     for pid in ("SIMILAR", "LEFTMUCH"):
@@ -190,10 +190,6 @@ def test_careless_raters_are_flagged(careless):
     for pid in ("careful1", "careful2"):
         assert "fast" not in table[names[pid]]["flags"]
         assert "straight" not in table[names[pid]]["flags"]
-
-
-def test_the_export_and_the_report_with_and_without_flagged_raters(careless, tmp_path):
-    session, names = careless
     careless_raters = {names["SIMILAR"], names["LEFTMUCH"]}
     paths = export.export(session, str(tmp_path / "all"))
     with open(paths["raters"], newline="", encoding="utf-8") as f:

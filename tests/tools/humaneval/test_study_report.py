@@ -32,7 +32,7 @@ def study(make_session, release, results_pair, tmp_path):
     return first, second, quality
 
 
-def test_report_files_and_table6(study, tmp_path):
+def test_report_files_and_table6_and_too_few_points_of_one_session(study, tmp_path):
     out = str(tmp_path / "report")
     paths = study_report.write_report(list(study), out, resamples=200, seed=0)
     for kind in ("markdown", "side_by_side", "correlations", "sxs", "agreement", "raters",
@@ -68,9 +68,7 @@ def test_report_files_and_table6(study, tmp_path):
     assert {r["rater"] for r in raters if r["flagged"] == "True"} <= {"en-2"}
     sxs = read_csv(paths["sxs"])
     assert {r["lang"] for r in sxs} == {"en", "zh", "ar", "all"} and len(sxs) == 8
-
-
-def test_one_session_has_too_few_points_for_correlations(study, tmp_path):
+    # One session has too few points for some correlations.
     paths = study_report.write_report([study[0]], str(tmp_path / "one"), resamples=0)
     rows = read_csv(paths["correlations"])
     # en, zh and ar: three evaluations, enough over all languages only.

@@ -1,15 +1,12 @@
-"""The function-word lists of VIFIDEL: their derivation from UD treebanks, and what they keep.
-
-The paper removes stop words so that "only content words are retained" (Sec. 3.1): with the
-default lists, numerals, nouns and adjectives stay in a caption, so a caption naming the
-image's objects scores as the objects do.
-"""
+"""VIFIDEL's function-word lists: their derivation from UD treebanks, and that numerals, nouns
+and adjectives stay in a caption (the paper keeps "only content words")."""
 
 import os
 
 import numpy as np
 import pytest
 
+from data import languages
 from errors import InputError
 from evaluation.cider import text
 from tests.tools.vifidel.conftest import write_vec
@@ -138,8 +135,9 @@ def test_affixes_tagged_as_particles_are_no_function_words(tmp_path):
     assert set(derive_function_words.function_words([str(path)])[0]) == {"的", "大", "车"}
 
 
-def test_every_list_names_its_treebank_and_three_languages_have_none():
-    assert stopwords.missing(stopwords_langs()) == ["mi", "quz", "sw"]
+def test_every_list_names_its_treebank_three_languages_have_none_the_samples_cover_the_rest():
+    assert stopwords.missing(languages.XM3600_LANGS) == ["mi", "quz", "sw"]
+    assert sorted(SAMPLES) == sorted(set(languages.XM3600_LANGS) - {"mi", "quz", "sw"})
     for name in os.listdir(stopwords.FUNCTION_LISTS):
         with open(os.path.join(stopwords.FUNCTION_LISTS, name), encoding="utf-8") as f:
             head = f.read(600)
@@ -148,11 +146,6 @@ def test_every_list_names_its_treebank_and_three_languages_have_none():
     assert sw.missing and not sw.keys and "every word kept" in sw.origin
     assert "虽 然" in stopwords.load("function", "zh").keys  # keys as bags.match joins them
     assert "の" in stopwords.load("function", "ja").keys
-
-
-def stopwords_langs():
-    from data import languages
-    return languages.XM3600_LANGS
 
 
 class _Vocabulary:
@@ -181,10 +174,6 @@ def test_every_list_removes_the_function_words_of_a_caption_and_keeps_the_rest(l
     assert not maker.oov.oov
 
 
-def test_the_lists_cover_every_language_that_has_one():
-    assert sorted(SAMPLES) == sorted(set(stopwords_langs()) - {"mi", "quz", "sw"})
-
-
 def test_the_docs_state_the_english_list_size_and_the_default_settings_line():
     en = stopwords.load("function", "en")
     with open(os.path.join(stopwords.FUNCTION_LISTS, "en.txt"), encoding="utf-8") as f:
@@ -198,19 +187,14 @@ def test_the_docs_state_the_english_list_size_and_the_default_settings_line():
     assert f"settings used (`({settings})`)" in page
 
 
-@pytest.fixture
-def man_chair(tmp_path):
-    """English vectors of a few words (random, fixed) and one image labelled man and chair."""
-    rng = np.random.default_rng(3)
+def test_default_settings_keep_the_content_words(tmp_path):
+    # English vectors of a few words (random, fixed) and one image labelled man and chair.
     words = ["man", "woman", "chair", "a", "on", "the", "sits"]
-    path = write_vec(tmp_path / "wiki.en.vec", words, rng.normal(size=(len(words), 8)))
+    path = write_vec(tmp_path / "wiki.en.vec", words,
+                     np.random.default_rng(3).normal(size=(len(words), 8)))
     (tmp_path / "labels.jsonl").write_text(
         '{"image/key": "img1", "labels": ["Man", "Chair"]}\n', encoding="utf-8")
-    return tmp_path, vectors.load_vectors(path, "en")
-
-
-def test_default_settings_keep_the_content_words(man_chair):
-    folder, v = man_chair
+    folder, v = tmp_path, vectors.load_vectors(path, "en")
     settings = corpus.Settings(vectors=(f"{folder}/wiki.{{lang}}.vec",),
                                labels=(f"{folder}/labels.jsonl",), use_references=False)
     scorer = corpus.build_scorers({"en": ["img1"]}, {"en": [[]]}, settings)["en"]

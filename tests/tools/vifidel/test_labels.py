@@ -33,7 +33,7 @@ def files(tmp_path):
     return out
 
 
-def test_image_level_keeps_verified_positives_once(files):
+def test_image_level_keeps_verified_positives_once_boxes_count(files, tmp_path):
     got = labels.read_labels([files["imagelabels"]], ["aaaa", "bbbb"],
                              class_descriptions=files["descriptions"])
     # Two sources verifying Dog count once; the verified negative and the machine label are
@@ -42,9 +42,7 @@ def test_image_level_keeps_verified_positives_once(files):
     machine = labels.read_labels([files["imagelabels"]], ["bbbb"], min_confidence=0.5,
                                  class_descriptions=files["descriptions"])
     assert machine == {"bbbb": {"Cat, domestic": 1, "Traffic light": 1}}
-
-
-def test_boxes_count_and_files_merge_by_the_largest_weight(files, tmp_path):
+    # Boxes count, and files merge by the largest weight.
     got = labels.read_labels([str(tmp_path / "*-annotations-*.csv")], ["aaaa"],
                              class_descriptions=files["descriptions"])
     assert got == {"aaaa": collections.Counter({"Dog": 2, "Traffic light": 1})}

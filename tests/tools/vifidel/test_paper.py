@@ -1,12 +1,5 @@
-"""VIFIDEL end to end against an independent implementation of the paper's Eqs. 1-5.
-
-The reference below is written from the equations alone (shared/reference/metric_papers):
-bags of content words (stop words read from their own sources: the function-word file, the
-stopwordsiso package) and of labels weighted
-by their number of boxes, the penalty of Eq. 4, the cost of Eqs. 1 and 5, and the transport
-problem of Eq. 2 as a plain linear program (scipy's HiGHS), exp(-WMD) as Eq. 3. The repository
-computes the same through Open Images box files, a word2vec text file, its normalizer and POT.
-"""
+"""VIFIDEL end to end against an independent implementation of the paper's Eqs. 1-5 (a plain
+linear program by scipy's HiGHS for the transport problem; the repository uses POT)."""
 
 import math
 import os

@@ -8,6 +8,7 @@ import pytest
 
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
+from tests.formats.test_predictions import every_kind
 from tests.tools.vifidel.conftest import write_vec
 from tools import demo
 from tools.vifidel import __main__ as cli
@@ -151,7 +152,7 @@ def _argv(data_dir, predictions, *extra):
             "--vectors", str(data_dir / "vectors" / "wiki.{lang}.align.vec"), *extra]
 
 
-def test_command_line_table_json_and_per_image(tiny_demo, tmp_path, capsys):
+def test_command_line_table_json_per_image_and_every_kind_of_file(tiny_demo, tmp_path, capsys):
     preds = _predictions(tiny_demo, tmp_path / "p.jsonl")
     assert cli.main(_argv(tiny_demo, preds, "--control")) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -163,11 +164,7 @@ def test_command_line_table_json_and_per_image(tiny_demo, tmp_path, capsys):
     assert set(result["scores"]) == {"en", "zh"} and 0 < result["average"] < 1
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 16 and {r["lang"] for r in rows} == {"en", "zh"}
-
-
-def test_command_line_reads_every_kind_of_predictions_file_alike(tiny_demo, tmp_path, capsys):
-    from tests.formats.test_predictions import every_kind
-
+    # Every kind of predictions file reads alike.
     records = xm3600_release.read_captions(str(tiny_demo / "xm3600" / "captions.jsonl"))
     en = {r.key: r.captions["en"][0] for r in records}
     outputs = set()
@@ -176,7 +173,7 @@ def test_command_line_reads_every_kind_of_predictions_file_alike(tiny_demo, tmp_
         outputs.add(capsys.readouterr().out)
     assert len(outputs) == 1
     # Two files, one per language, score as the file of both.
-    both = _predictions(tiny_demo, tmp_path / "p.jsonl")
+    both = preds
     zh = tmp_path / "zh.jsonl"
     zh.write_text("".join(line for line in open(both, encoding="utf-8") if '"zh"' in line),
                   encoding="utf-8")

@@ -8,7 +8,7 @@ from errors import InputError
 from tools.vifidel import stopwords
 
 
-def test_the_package_covers_33_of_36_languages_and_says_which_not():
+def test_the_package_covers_33_of_36_languages_with_keys_normalized_as_captions_are():
     assert stopwords.missing_iso(languages.XM3600_LANGS) == ["mi", "quz", "te"]
     te = stopwords.load("iso", "te")
     assert te.missing and not te.keys and "has no 'te' list: every word kept" in te.origin
@@ -16,9 +16,7 @@ def test_the_package_covers_33_of_36_languages_and_says_which_not():
     fil = stopwords.load("iso", "fil")
     assert not fil.missing and "via 'tl'" in fil.origin
     assert {"ang", "mga", "sa"} <= fil.keys and len(fil.keys) == len(stopwordsiso.stopwords("tl"))
-
-
-def test_keys_are_normalized_as_captions_are():
+    # Keys are normalized as captions are.
     en = stopwords.load("iso", "en")
     assert {"the", "a", "on"} <= en.keys and "dog" not in en.keys
     # ja / zh words become the keys that bags.match joins character runs into.

@@ -29,16 +29,12 @@ def test_text_formats_with_and_without_header(tmp_path, header, trailing):
     _check_keys(vectors.load_vectors(path, "en"), "en")
 
 
-def test_binary_format_and_zh_keys(tmp_path):
-    path = write_bin(tmp_path / "v.bin", WORDS, MATRIX)
-    _check_keys(vectors.load_vectors(path, "zh"), "zh")
-
-
-def test_max_words_reads_the_most_frequent_only(tmp_path):
+def test_binary_format_zh_keys_and_max_words_reads_the_most_frequent_only(tmp_path):
+    binary = write_bin(tmp_path / "v.bin", WORDS, MATRIX)
+    _check_keys(vectors.load_vectors(binary, "zh"), "zh")
     path = write_vec(tmp_path / "v.vec", WORDS, MATRIX)
     assert list(vectors.load_vectors(path, "en", max_words=2).keys) == ["dog"]
-    assert list(vectors.load_vectors(write_bin(tmp_path / "v.bin", WORDS, MATRIX), "en",
-                                     max_words=1).keys) == ["dog"]
+    assert list(vectors.load_vectors(binary, "en", max_words=1).keys) == ["dog"]
 
 
 def test_second_load_reads_the_memory_mapped_cache(tmp_path, vector_cache, monkeypatch):
