@@ -11,6 +11,7 @@ are deterministic on this repository's machines.
 """
 
 import json
+import os
 
 import ml_collections
 import pytest
@@ -57,11 +58,12 @@ def _pinned_config(data_dir):
 
 
 @pytest.fixture(scope="module")
-def pinned_run(tiny_demo, tmp_path_factory):
-    workdir = str(tmp_path_factory.mktemp("pinned") / "run")
+def pinned_run(tiny_demo, built_once):
+    """(workdir, config) of `_pinned_config`, trained once per test run (read only)."""
     config = _pinned_config(tiny_demo)
-    train.train_and_evaluate(config, workdir)
-    return workdir, config
+    folder = built_once("pinned_run", lambda path: train.train_and_evaluate(
+        config, os.path.join(path, "run")))
+    return os.path.join(folder, "run"), config
 
 
 def test_demo_model_in_loop_scores_are_pinned(pinned_run):
