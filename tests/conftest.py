@@ -136,6 +136,13 @@ def _trained_run(tmp_path_factory, name, overrides):
 
 
 @pytest.fixture(scope="session")
+def built_once(tmp_path_factory):
+    """`built_once(name, build)`: the folder `<shared root>/<name>` as a str, built by
+    `build(path)` once per test run (under pytest-xdist by the first worker to ask; read only)."""
+    return lambda name, build: _built_once(str(_shared_root(tmp_path_factory) / name), build)
+
+
+@pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory):
     """A small demo dataset (COCO-35L, XM3600 and vocabulary layouts; no TFDS build)."""
     out = tmp_path_factory.mktemp("demo")

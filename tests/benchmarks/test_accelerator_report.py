@@ -1,14 +1,15 @@
 """benchmarks/accelerator_report.py --tiny: every section runs, without TensorFlow, and adds up.
 
-One run on tiny shapes in a subprocess where `import tensorflow` fails (so the train_step.py and
-decode_speed.py it runs start without it too). Its JSON holds every section, and the figures
-agree: throughput with step time, MFU with the analytic FLOPs, the warm launch with the cold
-one's cache.
+One run on tiny shapes (once per test run) in a subprocess where `import tensorflow` fails (so
+the train_step.py and decode_speed.py it runs start without it too). Its JSON holds every
+section, and the figures agree: throughput with step time, MFU with the analytic FLOPs, the
+warm launch with the cold one's cache.
 """
 
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -19,16 +20,23 @@ from tests import tiny
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("accelerator_report")
-    env = tiny.no_tensorflow_env(folder / "no_tensorflow")
-    path = folder / "report.json"
+def _run_report(folder):
+    os.makedirs(folder)
+    env = tiny.no_tensorflow_env(os.path.join(folder, "no_tensorflow"))
+    path = os.path.join(folder, "report.json")
     result = subprocess.run(
-        [sys.executable, "benchmarks/accelerator_report.py", "--tiny", "--json", str(path)],
+        [sys.executable, "benchmarks/accelerator_report.py", "--tiny", "--json", path],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout, json.loads(path.read_text())
+    with open(os.path.join(folder, "stdout.txt"), "w", encoding="utf-8") as f:
+        f.write(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def report(built_once):
+    """(stdout, figures) of one run per test run, whichever workers run the tests."""
+    folder = pathlib.Path(built_once("accelerator_report", _run_report))
+    return (folder / "stdout.txt").read_text(), json.loads((folder / "report.json").read_text())
 
 
 def _check_step(figures):

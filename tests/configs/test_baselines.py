@@ -2,6 +2,7 @@
 
 import importlib
 import math
+import os
 import re
 
 import jax
@@ -194,11 +195,13 @@ def test_smoke_variant_trains_on_the_demo_data(name, tiny_demo, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pretrain_smoke_run(tiny_demo, tmp_path_factory):
-    workdir = str(tmp_path_factory.mktemp("smoke") / "bb_cc_pretrain")
+def pretrain_smoke_run(tiny_demo, built_once):
+    """(workdir, config) of bb_cc_pretrain's smoke run, trained once per test run (read only:
+    the finetuning starts from it)."""
     config = _on_tiny_demo(_config("bb_cc_pretrain", "smoke"), tiny_demo)
-    train.train_and_evaluate(config, workdir)
-    return workdir, config
+    folder = built_once("bb_cc_pretrain_smoke", lambda path: train.train_and_evaluate(
+        config, os.path.join(path, "bb_cc_pretrain")))
+    return os.path.join(folder, "bb_cc_pretrain"), config
 
 
 def test_pretrain_smoke_variant_trains(pretrain_smoke_run):

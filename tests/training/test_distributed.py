@@ -4,6 +4,8 @@ Runs that need several (simulated) devices or processes are subprocesses, becaus
 and jax.distributed are fixed when JAX starts; the single-device references run in this process.
 """
 
+import os
+import pathlib
 import signal
 import socket
 import textwrap
@@ -40,12 +42,12 @@ def _params(workdir):
 
 
 @pytest.fixture(scope="module")
-def single_device_run(tiny_demo, tmp_path_factory):
-    """The workdir of SHARDABLE trained in this process on one device: the reference of the
-    sharded and the two-process runs (trained once for both)."""
-    workdir = tmp_path_factory.mktemp("single_device") / "run"
-    train.train_and_evaluate(tiny_config(tiny_demo, **SHARDABLE), str(workdir))
-    return workdir
+def single_device_run(tiny_demo, built_once):
+    """The workdir of SHARDABLE trained in a test process on one device: the reference of the
+    sharded and the two-process runs (trained once per test run for both; read only)."""
+    folder = built_once("single_device_run", lambda path: train.train_and_evaluate(
+        tiny_config(tiny_demo, **SHARDABLE), os.path.join(path, "run")))
+    return pathlib.Path(folder) / "run"
 
 
 def test_sharded_training_follows_the_single_device_loss_curve(tiny_demo, tmp_path,

@@ -145,8 +145,10 @@ def test_fused_loss_never_holds_the_whole_logits():
 
 
 def test_captioner_loss_equals_the_loss_of_the_models_logits():
+    # One layer per stack: the fused loss reads the decoder's output, however many layers.
     model = captioner.from_config(ml_collections.ConfigDict(dict(
-        vit=dict(variant="mu/8"), t5=dict(variant="t5-tiny"), image_size=32, dropout=0.0)))
+        vit=dict(variant="mu/8", depth=1), image_size=32, dropout=0.0,
+        t5=dict(variant="t5-tiny", num_encoder_layers=1, num_decoder_layers=1))))
     params = layers.random_params(captioner.abstract_params(model))
     rng = np.random.default_rng(0)
     targets = rng.integers(2, 128, (2, 6)).astype(np.int32)
