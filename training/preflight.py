@@ -36,11 +36,11 @@ def _vocabulary(config):
     """(Item, vocabulary or None)."""
     path = config.vocab.path
     try:
-        vocab = tokenizer.get_vocabulary(path)
+        vocab = tokenizer.get_vocabulary(path, fix="pass --config.vocab.path=<the local copy> "
+                                                    "(docs/files.md)")
         run_config.check_vocab(config, vocab)
     except (OSError, ValueError, errors.Error) as e:
-        problem = _unreadable(path, "vocab.path") if "://" in str(path) else str(e)
-        return Item(f"vocabulary {path}", problem), None
+        return Item(f"vocabulary {path}", str(e)), None
     return Item(f"vocabulary {path} ({vocab.vocab_size} pieces)"), vocab
 
 
@@ -56,9 +56,8 @@ def _training_data(config):
 def _unreadable(path, field):
     """Why `path` (config.<field>) cannot be read, and the override that fixes it."""
     if "://" in path:
-        return (f"{path} is remote and could not be read from here (no network, or no "
-                f"access): copy it to a local disk (docs/files.md) and pass "
-                f"--config.{field}=<the local copy>")
+        return (f"{path} is remote and cannot be read here (no network, or no access); copy "
+                f"it to this machine and pass --config.{field}=<the local copy> (docs/files.md)")
     return f"{path} not found; pass --config.{field}=<its path>"
 
 

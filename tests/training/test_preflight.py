@@ -117,6 +117,6 @@ def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints():
     missing = [line for line in result.stdout.splitlines() if line.startswith("  MISSING  ")]
     assert len(missing) == 6, result.stdout
     vocab, data, mt5, vit = missing[:4]
-    assert "is remote and could not be read" in vocab and "--config.vocab.path=" in vocab
+    assert "is remote and cannot be read here" in vocab and "--config.vocab.path=" in vocab
     assert "python -m data.build coco35l" in data
     assert "--config.init.mt5=" in mt5 and "--config.init.vit=" in vit
