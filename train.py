@@ -374,7 +374,7 @@ def train_loop(state, start_step, total_steps, train_step, batches, rng, periodi
         with jax.transfer_guard_device_to_host("disallow"):  # Nothing here waits for it.
             state, measurements = train_step(state, batch, jax.random.fold_in(rng, step))
         if step == start_step + 1 and start_step:  # Damaged data in the checkpoint shows here.
-            actions.check_restored(start_step, step, measurements)
+            actions.check_restored(start_step, measurements)
         preemption.started_training()  # From here on a signal saves a step.
         log(step, measurements)
         checkpoint.poll()  # A failed background save stops the run now, not at the next.

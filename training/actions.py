@@ -15,13 +15,19 @@ class TrainingError(errors.RunError):
     """Training cannot go on (non-finite loss, incompatible checkpoint, bad data, ...)."""
 
 
-def check_finite(step, measurements):
-    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
+def _not_finite(step, measurements):
+    """What is not finite of the loss and gradient norm, naming `step` (None when both are)."""
     bad = [k for k in ("train/loss", "train/grad_norm") if not np.isfinite(measurements[k])]
     if bad:
-        raise TrainingError(
-            f"step {step}: non-finite {', '.join(f'{k}={measurements[k]}' for k in bad)}; "
-            "the last good checkpoint is kept in the workdir")
+        return f"step {step}: non-finite {', '.join(f'{k}={measurements[k]}' for k in bad)}"
+    return None
+
+
+def check_finite(step, measurements):
+    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
+    bad = _not_finite(step, measurements)
+    if bad:
+        raise TrainingError(f"{bad}; the last good checkpoint is kept in the workdir")
 
 
 class RestoredNotFinite(TrainingError):
@@ -32,14 +38,13 @@ class RestoredNotFinite(TrainingError):
         self.restored_step = restored_step
 
 
-def check_restored(restored_step, step, measurements):
-    """Raises RestoredNotFinite when the first step trained from checkpoint `restored_step`
-    is not finite (a sync, once per resume)."""
-    try:
-        check_finite(step, jax.device_get(measurements))
-    except TrainingError as e:
-        raise RestoredNotFinite(restored_step, f"gives {str(e).split(';')[0]} as the first "
-                                f"step trained from it (its files are damaged?)") from None
+def check_restored(restored_step, measurements):
+    """Raises RestoredNotFinite when `measurements` of the first step trained from checkpoint
+    `restored_step` are not finite (a sync, once per resume)."""
+    bad = _not_finite(restored_step + 1, jax.device_get(measurements))
+    if bad:
+        raise RestoredNotFinite(restored_step, f"gives {bad} as the first step trained from it "
+                                f"(its files are damaged?)")
 
 
 class Log:
