@@ -11,6 +11,7 @@ one point, resumes it, and checks the parameters against the shared run's (train
 stop) and that no step has two records of a kind in metrics.jsonl.
 """
 
+import functools
 import shutil
 
 import pytest
@@ -65,9 +66,15 @@ def _run_until(four_step_run, workdir, crash_at):
     return result, passed
 
 
+@functools.cache
+def _straight_state(workdir):
+    """The state of step 4 of the shared run (read only: read once per test process)."""
+    return read_saved_state(workdir, 4)[1]
+
+
 def _check_params(four_step_run, workdir):
     """The run ended at step 4 with the parameters of the shared run, bit for bit."""
-    _, expected = read_saved_state(four_step_run.workdir, 4)
+    expected = _straight_state(four_step_run.workdir)
     step, state = read_saved_state(workdir)
     assert step == 4
     assert_same_params(state, expected)
