@@ -16,7 +16,6 @@ from typing import Any
 import jax
 import ml_dtypes
 import numpy as np
-import scipy.ndimage
 
 from model.upstream import files, trees
 
@@ -189,6 +188,8 @@ def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
     grid = grid.reshape(old_side, old_side, -1)  # [g, g, D]
     if (new_h, new_w) != (old_side, old_side):
         zoom = (new_h / old_side, new_w / old_side, 1)
+        # Imported here: 0.3 s that every process importing the trainer would pay otherwise.
+        import scipy.ndimage  # noqa: PLC0415
         grid = scipy.ndimage.zoom(grid, zoom, order=1)  # [new_h, new_w, D]
     grid = grid.reshape(1, new_h * new_w, -1)
     if has_class_token and keep_class_token:
