@@ -15,6 +15,7 @@ its own copy (`copy_to`). `make test-fast` leaves out the modules marked `slow` 
 import dataclasses
 import fcntl
 import fnmatch
+import functools
 import os
 import pathlib
 import shutil
@@ -24,6 +25,7 @@ import jax
 import pytest
 
 from tests import tiny
+from tests.training.saved_state import read_saved_state
 from tools import demo
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
@@ -94,6 +96,16 @@ class TrainedRun:
         returns the copy's path as a str."""
         shutil.copytree(self.workdir, folder)
         return str(folder)
+
+    def state(self, step):
+        """The saved state of checkpoint `step`, read once per test process (the run is read
+        only)."""
+        return _saved_state(self.workdir, step)
+
+
+@functools.cache
+def _saved_state(workdir, step):
+    return read_saved_state(workdir, step)[1]
 
 
 def _shared_root(tmp_path_factory):

@@ -10,7 +10,7 @@ import train
 from data import images as image_lib
 from data import pipeline
 from tests.tiny import tiny_config
-from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics
 from training import checkpointing
 from training import state as state_lib
 
@@ -61,8 +61,7 @@ def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
     calls.clear()
     resumed = train.train_and_evaluate(four_step_run.config(), workdir)
     assert calls == ["train_iterator", "restore", "compile_train_step"]
-    _, straight = read_saved_state(four_step_run.workdir, 4)
-    assert_same_params(straight, resumed)
+    assert_same_params(four_step_run.state(4), resumed)
     # One record per step and kind, also across the restart.
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]

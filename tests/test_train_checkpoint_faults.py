@@ -119,7 +119,7 @@ def test_a_checkpoint_whose_first_step_is_not_finite_is_set_aside(config_file, w
         f"damaged?); moved it to {workdir}/checkpoints_damaged/4 and resuming from step 2"]
     assert checkpointing.steps(str(workdir)) == [4, 5]  # 4 trained again, as before.
     assert_same_params(read_saved_state(str(workdir), 4)[1],
-                       read_saved_state(four_step_run.workdir, 4)[1])
+                       four_step_run.state(4))
     assert [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r] == [1, 2, 3, 4, 5]
     # With no older checkpoint, the run stops naming it.
     _nan_in_params(workdir, 5)
@@ -159,7 +159,7 @@ def test_a_lost_best_checkpoint_is_saved_again_from_its_step(config_file, workdi
                             rf"\) again: {workdir}/checkpoints_best lacks it", line)
                for line in lines), lines
     assert checkpointing.steps(str(workdir), best=True) == [2]
-    _, expected = read_saved_state(four_step_run.workdir, 2)
+    expected = four_step_run.state(2)
     restored, _ = checkpointing.restore(str(workdir), expected["params"], step="best")
     assert_same_params({"params": restored}, expected)
 

@@ -11,7 +11,6 @@ one point, resumes it, and checks the parameters against the shared run's (train
 stop) and that no step has two records of a kind in metrics.jsonl.
 """
 
-import functools
 import shutil
 
 import pytest
@@ -66,15 +65,9 @@ def _run_until(four_step_run, workdir, crash_at):
     return result, passed
 
 
-@functools.cache
-def _straight_state(workdir):
-    """The state of step 4 of the shared run (read only: read once per test process)."""
-    return read_saved_state(workdir, 4)[1]
-
-
 def _check_params(four_step_run, workdir):
     """The run ended at step 4 with the parameters of the shared run, bit for bit."""
-    expected = _straight_state(four_step_run.workdir)
+    expected = four_step_run.state(4)
     step, state = read_saved_state(workdir)
     assert step == 4
     assert_same_params(state, expected)

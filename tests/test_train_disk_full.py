@@ -140,8 +140,8 @@ def test_a_best_checkpoint_lost_to_a_full_disk_is_saved_again(tiny_demo, tmp_pat
     monkeypatch.undo()
     train.train_and_evaluate(four_step_run.config(), workdir)
     assert checkpointing.steps(workdir, best=True) == [2]
-    _, expected = read_saved_state(four_step_run.workdir, 2)
+    expected = four_step_run.state(2)
     restored, _ = checkpointing.restore(workdir, expected["params"], step="best")
     assert_same_params({"params": restored}, expected)
     assert_same_params(read_saved_state(workdir, 4)[1],
-                       read_saved_state(four_step_run.workdir, 4)[1])
+                       four_step_run.state(4))

@@ -12,7 +12,7 @@ import train
 from tests import tiny
 from tests.tiny import tiny_config
 from tests.training import saved_state
-from tests.training.saved_state import assert_same_params, read_metrics, read_saved_state
+from tests.training.saved_state import assert_same_params, read_metrics
 from training import checkpointing
 
 
@@ -68,8 +68,7 @@ def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_ste
     assert steps == [1, 2, 3, 4]
     # The input, started at step 4 (the newest folder) before the restore fell back to step
     # 2, was started again there: steps 3 and 4 are those of the run without damage.
-    _, expected = read_saved_state(four_step_run.workdir, 4)
-    assert_same_params(state, expected)
+    assert_same_params(state, four_step_run.state(4))
 
 
 def test_cut_short_last_metrics_line_is_dropped_on_resume(four_step_run, tmp_path):
@@ -101,8 +100,7 @@ def test_metrics_cut_in_the_restored_steps_own_records_are_logged_again(four_ste
     records = read_metrics(workdir)
     assert [r["step"] for r in records if "train/loss" in r] == [1, 2, 3, 4]
     assert [r["step"] for r in records if "eval/cider_d/avg" in r] == [0, 2, 4]
-    _, expected = read_saved_state(four_step_run.workdir)
-    assert_same_params(state, expected)
+    assert_same_params(state, four_step_run.state(4))
     assert checkpointing.steps(workdir) == [2, 4]
     assert os.listdir(tmp_path / "run" / "checkpoints_damaged") == ["4"]
 
