@@ -437,6 +437,7 @@ def main(argv):
     if _WORKDIR.value is None and not _CHECK.value:
         errors.fail("--workdir is required")
     if not flags.FLAGS["verbosity"].present:  # The libraries' logs and warnings off.
+        errors.quiet_native_logs()
         logging.set_verbosity(logging.ERROR)
         warnings.simplefilter("ignore")
     if _CHECK.value:

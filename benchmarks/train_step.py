@@ -43,6 +43,7 @@ from absl import app, flags, logging  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+import errors  # noqa: E402
 import files  # noqa: E402
 import train  # noqa: E402
 from data import pipeline  # noqa: E402
@@ -440,6 +441,7 @@ def default_vocab_size(config, flag_value=None):
 def main(argv):
     del argv
     if not flags.FLAGS["verbosity"].present:
+        errors.quiet_native_logs()
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     config = train._CONFIG.value  # noqa: SLF001  (the trainer's --config flag)
     compilation_cache.enable_from_flag(train._COMPILATION_CACHE.value)  # noqa: SLF001  The trainer's flag.

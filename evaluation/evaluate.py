@@ -251,8 +251,7 @@ def main(argv=None):
     if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
         print(__doc__ + "\nFlags:\n" + flag_values.get_help())
         return 0
-    if not any(arg in ("-v", "--verbosity") or arg.startswith("--verbosity=")
-               for arg in argv[1:]):
+    if not errors.asks_for_verbosity(argv):
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     try:
         rest = run_config.parse_flags(flag_values, argv)

@@ -87,3 +87,19 @@ def test_run_main_ends_a_command_line_in_one_line(tmp_path, kind, status, stderr
     assert proc.returncode == status
     assert proc.stderr == stderr
     assert proc.stdout == ("line 0\n" if kind == "pipe" else "")
+
+
+@pytest.mark.parametrize("argv, quiet", [(["tool"], True), (["tool", "--verbosity=1"], False)])
+def test_quiet_native_logs_silences_tensorflow_unless_verbosity_is_asked(argv, quiet):
+    import subprocess
+    import sys
+    script = (f"import errors; errors.quiet_native_logs({argv!r}); import os, tensorflow; "
+              f"print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+    env = {"PYTHONPATH": str(test_structure.ROOT), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    if quiet:
+        assert (proc.stdout, proc.stderr) == ("3\n", "")
+    else:
+        assert proc.stdout != "3\n"

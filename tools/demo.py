@@ -23,6 +23,7 @@ import numpy as np
 import sentencepiece as spm
 from PIL import Image, ImageDraw
 
+import errors
 import files
 from data import build as build_lib
 from data import languages, prompts, tokenizer
@@ -326,6 +327,7 @@ def generate(out_dir, seed=0, *, num_train=1800, num_restval=200, num_val=100, n
 
 
 def main(argv=None):
+    errors.quiet_native_logs()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0)

@@ -23,6 +23,7 @@ import numpy as np
 from absl import flags, logging
 from ml_collections import config_flags
 
+import errors
 from data import tokenizer
 from data.releases import cc3m35l as cc3m35l_release
 from data.releases import coco35l as coco35l_release
@@ -128,6 +129,7 @@ def _define_flags(flag_values, argv):
 
 def main(argv=None):
     """The command-line tool; returns 0, or 2 with one `error: ...` line on bad input."""
+    errors.quiet_native_logs()
     argv = list(sys.argv if argv is None else argv)
     flag_values = flags.FlagValues()
     config_flag, per_lang_flag = _define_flags(flag_values, argv)

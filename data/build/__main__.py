@@ -14,6 +14,7 @@ from data.build import image_shards
 
 
 def main(argv=None):
+    errors.quiet_native_logs()
     parser = argparse.ArgumentParser(prog="python -m data.build",
                                      description=build.__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=build.BUILDERS)

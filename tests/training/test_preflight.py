@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from absl import flags
 from ml_collections import config_flags
 
@@ -107,12 +108,18 @@ def test_every_baseline_has_a_one_gpu_and_an_eight_gpu_launch_at_the_paper_batch
             assert config.model.remat, command  # What the measured 256 needs on 80 GB.
 
 
-def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints():
-    """The one-GPU launch of BB from docs/baselines.md, checked here, where gs:// is out of
-    reach and /data/xm3600 absent: everything it lacks, at once, exit status 2."""
+@pytest.fixture(scope="module")
+def baseline_offline_check():
+    """The one-GPU launch of BB from docs/baselines.md with `--check`, run here, where gs:// is
+    out of reach and /data/xm3600 absent."""
     command = _launches()[1][0].split()
-    result = subprocess.run([sys.executable, *command[1:], "--check"], cwd=tiny.REPO,
-                            capture_output=True, text=True, timeout=600, env=tiny.cli_env())
+    return subprocess.run([sys.executable, *command[1:], "--check"], cwd=tiny.REPO,
+                          capture_output=True, text=True, timeout=600, env=tiny.cli_env())
+
+
+def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints(baseline_offline_check):
+    """Everything the launch lacks, at once, exit status 2."""
+    result = baseline_offline_check
     assert result.returncode == 2, result.stderr[-2000:]
     missing = [line for line in result.stdout.splitlines() if line.startswith("  MISSING  ")]
     assert len(missing) == 6, result.stdout
@@ -120,3 +127,13 @@ def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints():
     assert "is remote and cannot be read here" in vocab and "--config.vocab.path=" in vocab
     assert "python -m data.build coco35l" in data
     assert "--config.init.mt5=" in mt5 and "--config.init.vit=" in vit
+
+
+def test_a_baseline_offline_check_prints_only_the_preflight(baseline_offline_check):
+    """No library log line (TensorFlow's CUDA probe, its cloud credentials) around the
+    preflight's own lines, although reading gs:// paths loads TensorFlow."""
+    result = baseline_offline_check
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Preflight of ") and lines[-1].startswith("Not ready: ")
+    assert all(line.startswith("  ") for line in lines[1:-1]), result.stdout
