@@ -66,7 +66,7 @@ def translations_path(manual_dir, split):
     if split not in SPLITS:
         raise ValueError(f"unknown CC3M-35L split {split!r}; known: {', '.join(SPLITS)}")
     return find_file(manual_dir, f"cc3m_mt_{split}.jsonl", f"CC3M-35L {split} translations",
-                     f"https://storage.googleapis.com/crossmodal-3600/cc3m_mt_{split}.jsonl.bz2")
+                     f"https://storage.googleapis.com/crossmodal-3600/cc3m_mt_{split}.jsonl.gz")
 
 
 def image_dir(manual_dir, split):
