@@ -61,6 +61,10 @@ def _unreadable(path, field):
     return f"{path} not found; pass --config.{field}=<its path>"
 
 
+_G14_NOT_PUBLIC = ("; the paper's ViT-g/14 (trained on JFT-3B) is not public: name a big_vision "
+                   "`.npz` of a g/14 of your own (docs/files.md)")
+
+
 def _exists(path):
     """Whether a pretrained checkpoint's folder or `.npz` (local or remote) is there."""
     try:
@@ -78,7 +82,8 @@ def _pretrained(config, abstract_params):
             continue
         what = f"pretrained config.init.{field}"
         if not _exists(path):
-            items.append(Item(what, _unreadable(path, f"init.{field}")))
+            items.append(Item(what, _unreadable(path, f"init.{field}") + (
+                _G14_NOT_PUBLIC if field == "vit" and config.model.vit.variant == "g/14" else "")))
         elif abstract_params is None:
             items.append(Item(f"{what} {path} (shapes not checked: they need the vocabulary)"))
         else:

@@ -137,3 +137,12 @@ def test_a_baseline_offline_check_prints_only_the_preflight(baseline_offline_che
     lines = result.stdout.splitlines()
     assert lines[0].startswith("Preflight of ") and lines[-1].startswith("Not ready: ")
     assert all(line.startswith("  ") for line in lines[1:-1]), result.stdout
+
+
+def test_a_missing_g14_says_the_papers_is_not_public():
+    """Bg's `init.vit` absent: the fix says that no public g/14 exists to fetch."""
+    from configs import bg
+
+    items = preflight._pretrained(bg.get_config(), abstract_params=None)  # noqa: SLF001
+    vit = next(item for item in items if item.what.startswith("pretrained config.init.vit"))
+    assert "--config.init.vit=" in vit.problem and "is not public" in vit.problem
