@@ -77,6 +77,12 @@ _CHECK = flags.DEFINE_bool(
     "check", False,
     "Preflight: report every input the run needs and whether the step fits the devices here, "
     "then exit (0: ready, 2: not); writes nothing, needs no --workdir.")
+_DEVICES = flags.DEFINE_integer(
+    "devices", None, "With --check: size the run for this many devices, simulated on this "
+    "host's CPU (a login node needs no GPU, data or checkpoint for it).", lower_bound=1)
+_DEVICE_MEMORY = flags.DEFINE_float(
+    "device_memory", None, "With --check: GiB of memory of each device to size the run for "
+    "(default: what the devices here report).", lower_bound=0.001)
 _COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache", None, "JAX's persistent compilation cache (a folder every host sees; "
     "default $JAX_COMPILATION_CACHE_DIR, else <workdir>/compilation_cache); 'none': off.")
@@ -421,15 +427,16 @@ def compile_for_preflight(config, model, mesh, abstract_state):
     return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0)).compile()
 
 
-def preflight_check(config, say=_say):
-    """`--check`: True when the run can start here and its step fits the devices."""
+def preflight_check(config, say=_say, devices=None, device_memory_gib=None):
+    """`--check`: True when the run can start here and its step fits the devices (or
+    `devices` devices of `device_memory_gib` GiB each)."""
     def build(config, model, vocab, names):
         setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                                  config.model.image_size)
         return evaluators_lib.build(config.evals, setup, names=names)
 
     return preflight.check(config, build_evaluators=build, compile_step=compile_for_preflight,
-                           say=say)
+                           say=say, devices=devices, device_memory_gib=device_memory_gib)
 
 
 def main(argv):
@@ -440,8 +447,15 @@ def main(argv):
         errors.quiet_native_logs()
         logging.set_verbosity(logging.ERROR)
         warnings.simplefilter("ignore")
+    if not _CHECK.value and (_DEVICES.value or _DEVICE_MEMORY.value):
+        errors.fail("--devices and --device_memory size a run for --check only")
     if _CHECK.value:
-        sys.exit(0 if preflight_check(_CONFIG.value) else 2)
+        try:
+            ready = preflight_check(_CONFIG.value, devices=_DEVICES.value,
+                                    device_memory_gib=_DEVICE_MEMORY.value)
+        except errors.Error as e:
+            errors.fail(e)
+        sys.exit(0 if ready else 2)
     logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
     try:
         initialize_distributed()

@@ -2,7 +2,9 @@
 
 Reads every input the run needs and reports each missing one with its fix; then compiles the
 training step and reports its memory against the devices' capacity, with the smallest
-setting that fits when it does not. Nothing is written.
+setting that fits when it does not. Nothing is written. `--devices N --device_memory GIB` size
+the run for other devices than these (a login node's CPU): the step is compiled for N simulated
+CPU devices from abstract shapes, without the data, vocabulary or checkpoints.
 """
 
 import dataclasses
@@ -13,12 +15,16 @@ import ml_collections
 
 import errors
 from data import pipeline, tokenizer
-from model import captioner, upstream
+from model import captioner, t5, upstream
 from model.upstream import big_vision, files
 from training import checkpointing, run_config
 from training import state as state_lib
 
 GIB = 2**30
+# XLA's CPU analysis of the step overestimates a GPU's peak: the H100 peaks of docs/training.md
+# were 0.51 to 0.67 of it (BB batch 256 with each remat setting, Bg and Lg at 256 per micro-
+# batch). A GPU's memory is estimated as the analysis times the largest ratio, rounded up.
+GPU_PEAK_PER_CPU_ANALYSIS = 0.7
 
 
 @dataclasses.dataclass
@@ -127,6 +133,19 @@ def _evaluation_data(config, model, vocab, build_evaluators):
     return items
 
 
+def simulate_devices(count):
+    """Makes JAX in this process see `count` CPU devices (`--check --devices`); before its
+    first computation, or with that many CPU devices already."""
+    try:
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:  # JAX has started: fine if it has those devices.
+        pass
+    if jax.devices()[0].platform != "cpu" or jax.device_count() != count:
+        raise errors.InputError(f"--devices={count}: this process already uses "
+                                f"{jax.device_count()} {jax.devices()[0].platform} device(s)")
+
+
 def device_capacity():
     """Bytes of memory of one device, or None where the backend does not say (a CPU)."""
     stats = jax.devices()[0].memory_stats() or {}
@@ -164,37 +183,54 @@ def _alternatives(config, data_devices):
     return options
 
 
-def fit(config, model, mesh, compile_step, say):
-    """Reports the step's memory against the devices'; returns whether it fits."""
+def fit(config, model, mesh, compile_step, say, device_memory_gib=None):
+    """Reports the step's memory against the devices' (or `device_memory_gib` each, for a
+    GPU when compiled on a CPU); returns whether it fits."""
     data_devices = mesh.shape["data"]
     say(f"  batch    {config.batch_size} global = {data_devices} data device(s) x "
         f"{config.batch_size // data_devices} per device, in {config.grad_accum_steps} "
         f"micro-batch(es) of {config.batch_size // data_devices // config.grad_accum_steps}")
-    capacity = device_capacity()
-    used = step_memory(config, model, mesh, compile_step)
     device = jax.devices()[0]
+    capacity = device_capacity() if device_memory_gib is None else device_memory_gib * GIB
+    for_gpu = device.platform == "cpu" and device_memory_gib is not None
+
+    def need(config):  # Bytes per device where the run goes.
+        used = step_memory(config, model, mesh, compile_step)
+        return used * GPU_PEAK_PER_CPU_ANALYSIS if for_gpu else used
+
+    used = need(config)
     if capacity is None:
         say(f"  memory   {used / GIB:.2f} GiB per device (an estimate: XLA's analysis of the step "
-            f"compiled for {device.platform}, which reports no device memory)")
+            f"compiled for {device.platform}, which reports no device memory; "
+            f"--device_memory GIB gives a verdict)")
         return True
-    say(f"  memory   {used / GIB:.2f} GiB per device of {capacity / GIB:.1f} GiB "
-        f"({device.device_kind})")
+    of = f"{capacity / GIB:.1f} GiB" + (" given" if device_memory_gib else
+                                        f" ({device.device_kind})")
+    how = (f" (XLA's CPU analysis x {GPU_PEAK_PER_CPU_ANALYSIS}: an H100's measured peaks were "
+           f"at most 0.67 of it, docs/training.md)" if for_gpu else "")
     if used <= capacity:
+        say(f"  fits     {used / GIB:.2f} GiB per device of {of}{how}")
         return True
+    say(f"  does not fit: {used / GIB:.2f} GiB per device of {of}{how}")
     for fields in _alternatives(config, data_devices):
-        need = step_memory(replaced(config, **fields), model, mesh, compile_step)
-        if need <= capacity:
-            flags = " ".join(f"--config.{k}={v}" for k, v in fields.items())
-            say(f"  does not fit; the smallest change that does: {flags} "
-                f"({need / GIB:.2f} GiB per device)")
+        flags = " ".join(f"--config.{k}={v}" for k, v in fields.items())
+        smaller = need(replaced(config, **fields))
+        say(f"           with {flags}: {smaller / GIB:.2f} GiB")
+        if smaller <= capacity:
+            say(f"  the smallest change that fits: {flags}")
             return False
-    say("  does not fit, even with remat and 256 times the accumulation: use more devices or "
+    say("  nothing fits, even with remat and 256 times the accumulation: use more devices or "
         "--config.mesh.fsdp=True")
     return False
 
 
-def check(config, *, build_evaluators, compile_step, say=print):
-    """Runs the preflight; returns True when the run can start here and fits."""
+def check(config, *, build_evaluators, compile_step, say=print, devices=None,
+          device_memory_gib=None):
+    """Runs the preflight; returns True when the run can start here and fits. `devices` and
+    `device_memory_gib` size it for those instead (the fit then needs none of the inputs)."""
+    sizing = devices is not None or device_memory_gib is not None
+    if devices is not None:
+        simulate_devices(devices)
     try:
         mesh = state_lib.make_mesh(config.mesh)
         run_config.check(config)
@@ -207,13 +243,25 @@ def check(config, *, build_evaluators, compile_step, say=print):
     abstract_params = state_lib.abstract_params(model) if size else None
     items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
              *_evaluation_data(config, model, vocab, build_evaluators)]
-    say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s):")
+    target = (f" sized for {jax.device_count()} device(s) of " + (
+        f"{device_memory_gib:g} GiB" if device_memory_gib else "the memory here")
+        if sizing else "")
+    say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s){target}:")
     for item in items:
         say(item.line())
-    if any(item.problem for item in items):
+    missing = any(item.problem for item in items)
+    if missing and not sizing:
         say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
-            "are all there).")
+            "are all there, or now with --devices N --device_memory GIB).")
         return False
-    fits = fit(config, model, mesh, compile_step, say)
+    if size is None:  # The vocabulary unread: mT5's, as every baseline's checkpoints.
+        size = t5.MT5_VOCAB_SIZE
+        say(f"  vocab    {size} ids assumed (mT5's; the vocabulary is not read here and "
+            f"config.model.t5.vocab_size is unset)")
+        model = captioner.from_config(config.model, size)
+    fits = fit(config, model, mesh, compile_step, say, device_memory_gib)
+    if missing:
+        say("Not ready: fix the MISSING inputs above.")
+        return False
     say("Ready." if fits else "Not ready: the step does not fit the devices.")
     return fits

@@ -69,7 +69,45 @@ def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
     monkeypatch.setattr(preflight, "device_capacity", lambda: (full + accum2) / 2)
     ready, text = _check(config)
     assert not ready and text.endswith("Not ready: the step does not fit the devices."), text
-    assert "the smallest change that does: --config.grad_accum_steps=2 " in text
+    assert text.splitlines()[-2] == "  the smallest change that fits: --config.grad_accum_steps=2"
+
+
+def test_sized_for_other_devices_the_fit_is_computed_without_the_inputs(four_step_run, tmp_path):
+    config = four_step_run.config(**{"vocab.path": f"{tmp_path}/absent.model",
+                                     "data.manual_dir": f"{tmp_path}/coco35l"})
+    lines = []
+    ready = train.preflight_check(config, say=lines.append, device_memory_gib=1000)
+    assert not ready and lines[-1] == "Not ready: fix the MISSING inputs above.", lines
+    assert any(line.startswith("  fits     ") for line in lines), lines
+
+
+def test_a_gpu_sized_on_the_cpu_is_estimated_from_the_cpu_analysis_by_the_stated_ratio(
+        four_step_run):
+    config = four_step_run.config()
+    model = train.captioner.from_config(config.model, 656)
+    mesh = train.state_lib.make_mesh(config.mesh)
+    analysis = preflight.step_memory(config, model, mesh, train.compile_for_preflight)
+    lines = []
+    assert train.preflight_check(config, say=lines.append, device_memory_gib=1000)
+    fits = next(line for line in lines if line.startswith("  fits     "))
+    estimate = analysis * preflight.GPU_PEAK_PER_CPU_ANALYSIS / preflight.GIB
+    assert fits.startswith(f"  fits     {estimate:.2f} GiB per device of 1000.0 GiB given "
+                           f"(XLA's CPU analysis x 0.7"), fits
+
+
+def test_check_with_devices_compiles_for_that_many_simulated_devices(config_file):
+    process = tiny.run("train.py", "--config", str(config_file), "--check", "--devices", "2",
+                       "--device_memory", "1000")
+    assert process.code == 0, process.text
+    assert "Preflight of 2 cpu device(s) sized for 2 device(s) of 1000 GiB:" in process.text
+    assert "= 2 data device(s) x 4 per device" in process.text, process.text
+
+
+def test_devices_without_check_is_refused_in_one_line(config_file, tmp_path):
+    result = tiny.train_main(config_file, tmp_path / "w", "--devices", "2")
+    assert result.returncode == 2
+    assert result.stderr == "error: --devices and --device_memory size a run for --check only\n"
+    assert not (tmp_path / "w").exists()
 
 
 def _launches():
