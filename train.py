@@ -75,8 +75,8 @@ _BUILD_DATA = flags.DEFINE_bool(
     "(single process; else an error names the python -m data.build command).")
 _CHECK = flags.DEFINE_bool(
     "check", False,
-    "Preflight: report every input the run needs and whether the step fits the devices here, "
-    "then exit (0: ready, 2: not); writes nothing, needs no --workdir.")
+    "Preflight: report every input the run needs (and --workdir's state when given) and "
+    "whether the step fits the devices here, then exit (0: ready, 2: not); writes nothing.")
 _DEVICES = flags.DEFINE_integer(
     "devices", None, "With --check: size the run for this many devices, simulated on this "
     "host's CPU (a login node needs no GPU, data or checkpoint for it).", lower_bound=1)
@@ -129,6 +129,8 @@ def load_vocabulary(config, build_data):
 
 def check_workdir(config, workdir, allow_change):
     """Checks an earlier run's files; returns (last whole step of metrics.jsonl, changed fields)."""
+    if os.path.isdir(run_config.path(workdir)):  # Written at the start, read at a resume.
+        raise TrainingError(f"{run_config.path(workdir)} is a folder, not a file; move it away")
     try:
         whole_through = check_metrics_file(workdir)
         if not checkpointing.has_checkpoint(workdir):
@@ -427,16 +429,31 @@ def compile_for_preflight(config, model, mesh, abstract_state):
     return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0)).compile()
 
 
-def preflight_check(config, say=_say, devices=None, device_memory_gib=None):
+def workdir_problem(config, workdir, allow_change):
+    """Why the trainer would refuse `workdir` before its first step (None: it would not),
+    found without writing there."""
+    try:
+        workdir_lib.check_usable(workdir)
+        check_workdir(config, workdir, allow_change)
+    except errors.Error as e:
+        return str(e)
+    return None
+
+
+def preflight_check(config, say=_say, devices=None, device_memory_gib=None, workdir=None,
+                    allow_change=False):
     """`--check`: True when the run can start here and its step fits the devices (or
-    `devices` devices of `device_memory_gib` GiB each)."""
+    `devices` devices of `device_memory_gib` GiB each), in `workdir` if given."""
     def build(config, model, vocab, names):
         setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                                  config.model.image_size)
         return evaluators_lib.build(config.evals, setup, names=names)
 
+    workdir_item = None if workdir is None else preflight.Item(
+        f"workdir {workdir}", workdir_problem(config, workdir, allow_change))
     return preflight.check(config, build_evaluators=build, compile_step=compile_for_preflight,
-                           say=say, devices=devices, device_memory_gib=device_memory_gib)
+                           say=say, devices=devices, device_memory_gib=device_memory_gib,
+                           workdir_item=workdir_item)
 
 
 def main(argv):
@@ -452,7 +469,9 @@ def main(argv):
     if _CHECK.value:
         try:
             ready = preflight_check(_CONFIG.value, devices=_DEVICES.value,
-                                    device_memory_gib=_DEVICE_MEMORY.value)
+                                    device_memory_gib=_DEVICE_MEMORY.value,
+                                    workdir=_WORKDIR.value,
+                                    allow_change=_ALLOW_CONFIG_CHANGE.value)
         except errors.Error as e:
             errors.fail(e)
         sys.exit(0 if ready else 2)

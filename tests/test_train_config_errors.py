@@ -76,9 +76,11 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
     ({"evals.coco_dev.type": "coco_dev_bleu"}, run_config.ConfigError,
      r"config.evals.coco_dev.type='coco_dev_bleu'"),
     ({"batch_size": 0}, run_config.ConfigError, r"config.batch_size=0; expected an integer >= 1"),
+    ({"data.max_target_len": 1000000}, run_config.ConfigError,
+     r"config.data.max_target_len=1000000; expected an integer in \[1, 1024\]"),
 ], ids=["prompt_template", "max_prompt_len", "tfds_data_dir", "mesh", "vocab",
         "eval_data", "dtype", "eval_langs", "corrupt_images", "best_metric", "eval_type",
-        "batch_size"])
+        "batch_size", "max_target_len"])
 def test_bad_value_is_refused_before_the_workdir_is_created(tiny_demo, tmp_path, overrides,
                                                             error, message):
     workdir = tmp_path / "new" / "run"

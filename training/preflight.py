@@ -225,9 +225,10 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None):
 
 
 def check(config, *, build_evaluators, compile_step, say=print, devices=None,
-          device_memory_gib=None):
+          device_memory_gib=None, workdir_item=None):
     """Runs the preflight; returns True when the run can start here and fits. `devices` and
-    `device_memory_gib` size it for those instead (the fit then needs none of the inputs)."""
+    `device_memory_gib` size it for those instead (the fit then needs none of the inputs);
+    `workdir_item` is the run folder's Item, when one is given."""
     sizing = devices is not None or device_memory_gib is not None
     if devices is not None:
         simulate_devices(devices)
@@ -242,7 +243,8 @@ def check(config, *, build_evaluators, compile_step, say=print, devices=None,
     model = captioner.from_config(config.model, size or 128)  # 128: any, for the names.
     abstract_params = state_lib.abstract_params(model) if size else None
     items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
-             *_evaluation_data(config, model, vocab, build_evaluators)]
+             *_evaluation_data(config, model, vocab, build_evaluators),
+             *([workdir_item] if workdir_item else [])]
     target = (f" sized for {jax.device_count()} device(s) of " + (
         f"{device_memory_gib:g} GiB" if device_memory_gib else "the memory here")
         if sizing else "")

@@ -107,8 +107,10 @@ FIELDS = tuple(Field(*row) for row in (
     ("data.num_workers", int, N0, "optional", "Processes making batches; None: one per core."),
     ("data.langs", tuple, None, "fixed", "The training languages."),
     ("data.prompt_template", "<2{lang}>", None, "fixed", "The LangId string fed to the encoder."),
-    ("data.max_prompt_len", int, N1, "fixed", "Prompt tokens with EOS."),
-    ("data.max_target_len", int, N1, "fixed", "Caption tokens with EOS."),
+    ("data.max_prompt_len", int, Range(1, 512, open_high=False), "fixed",
+     "Prompt tokens with EOS (a LangId prompt needs a few)."),
+    ("data.max_target_len", int, Range(1, 1024, open_high=False), "fixed",
+     "Caption tokens with EOS (mT5's pretraining lengths bound it)."),
     ("data.corrupt_images", "stop", None, "", 'A JPEG that does not decode: "stop" or "skip".'),
     # The captioner (model/captioner.py checks its choices).
     ("model.image_size", int, N1, "fixed", "ViT input side in pixels."),

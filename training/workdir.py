@@ -35,8 +35,38 @@ class WorkdirError(errors.RunError):
     """The workdir cannot be used: not writable, or held by another trainer."""
 
 
+def check_usable(workdir):
+    """What `prepare` and `lock` would refuse, found without writing: a file in the folder's
+    place, a folder that cannot be written, a live holder of its lock."""
+    if os.path.lexists(workdir) and not os.path.isdir(workdir):
+        raise WorkdirError(f"--workdir {workdir}: cannot write there (it is a file, not a "
+                           f"folder)")
+    existing = workdir
+    while not os.path.isdir(existing):
+        existing = os.path.dirname(os.path.abspath(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise WorkdirError(f"--workdir {workdir}: cannot write there (Permission denied)")
+    path = os.path.join(workdir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise WorkdirError(f"--workdir {workdir} is in use by another trainer "
+                           f"({_describe(_read_holder(fd))}; lock file {path}); wait for it to "
+                           f"finish or stop it, or use another --workdir") from None
+    except OSError:
+        pass  # A filesystem without locks: the trainer goes on with a note.
+    finally:
+        os.close(fd)
+
+
 def prepare(workdir, process_index=0):
     """Creates `workdir` and checks that files can be written in it."""
+    if os.path.lexists(workdir) and not os.path.isdir(workdir):
+        check_usable(workdir)  # Its one-line refusal.
     try:
         os.makedirs(workdir, exist_ok=True)
         probe = os.path.join(workdir, f".write_test_{process_index}")

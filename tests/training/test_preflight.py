@@ -1,5 +1,6 @@
 """Tests of the preflight, `train.py --check` (training/preflight.py)."""
 
+import fcntl
 import os
 import re
 import subprocess
@@ -184,3 +185,49 @@ def test_a_missing_g14_says_the_papers_is_not_public():
     items = preflight._pretrained(bg.get_config(), abstract_params=None)  # noqa: SLF001
     vit = next(item for item in items if item.what.startswith("pretrained config.init.vit"))
     assert "--config.init.vit=" in vit.problem and "is not public" in vit.problem
+
+
+def _workdir_line(config, workdir, **kwargs):
+    lines = []
+    ready = train.preflight_check(config, say=lines.append, workdir=str(workdir), **kwargs)
+    return ready, next(line for line in lines if f"workdir {workdir}" in line)
+
+
+def test_check_refuses_a_workdir_that_is_a_file_as_the_trainer_does(four_step_run, tmp_path):
+    workdir = tmp_path / "run"
+    workdir.write_text("")
+    ready, line = _workdir_line(four_step_run.config(), workdir)
+    assert not ready
+    with pytest.raises(train.TrainingError) as refused:
+        train.train_and_evaluate(four_step_run.config(), str(workdir))
+    assert line == f"  MISSING  workdir {workdir}: {refused.value}"
+
+
+def test_check_refuses_a_resume_with_a_changed_guarded_field(four_step_run):
+    ready, line = _workdir_line(four_step_run.config(seed=7), four_step_run.workdir)
+    assert not ready
+    assert "holds checkpoints of a run with another config; changed fields: seed" in line
+
+
+def test_check_accepts_a_resume_of_the_same_config(four_step_run):
+    ready, line = _workdir_line(four_step_run.config(), four_step_run.workdir)
+    assert line == f"  ok       workdir {four_step_run.workdir}"
+
+
+def test_check_refuses_a_workdir_whose_config_json_is_a_folder(four_step_run, tmp_path):
+    workdir = tmp_path / "run"
+    (workdir / "config.json").mkdir(parents=True)
+    ready, line = _workdir_line(four_step_run.config(), workdir, allow_change=True)
+    assert not ready
+    assert line.endswith("run/config.json is a folder, not a file; move it away"), line
+
+
+def test_check_refuses_a_workdir_held_by_a_live_trainer(four_step_run, tmp_path):
+    from training import workdir as workdir_lib
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    with open(workdir / workdir_lib.LOCK_FILE, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        ready, line = _workdir_line(four_step_run.config(), workdir)
+    assert not ready and "is in use by another trainer" in line, line

@@ -21,8 +21,10 @@ BAD_VALUES = [
     ("log_every", -1, "config.log_every=-1; expected an integer >= 0"),
     ("checkpoint.every", -1, "config.checkpoint.every=-1; expected an integer >= 0"),
     ("checkpoint.keep", 0, "config.checkpoint.keep=0; expected an integer >= 1"),
-    ("data.max_prompt_len", 0, "config.data.max_prompt_len=0; expected an integer >= 1"),
-    ("data.max_target_len", 0, "config.data.max_target_len=0; expected an integer >= 1"),
+    ("data.max_prompt_len", 0, "config.data.max_prompt_len=0; expected an integer in [1, 512]"),
+    ("data.max_target_len", 0, "config.data.max_target_len=0; expected an integer in [1, 1024]"),
+    ("data.max_target_len", 1000000,
+     "config.data.max_target_len=1000000; expected an integer in [1, 1024]"),
     ("data.num_workers", -1, "config.data.num_workers=-1; expected an integer >= 0"),
     ("model.image_size", 0, "config.model.image_size=0; expected an integer >= 1"),
     *((f"model.vit.{k}", 0, f"config.model.vit.{k}=0; expected an integer >= 1")

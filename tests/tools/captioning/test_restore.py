@@ -167,8 +167,9 @@ HAND_EDITED = [
     ("data", "langs", 5, "config.data.langs=5; expected a list of language codes"),
     ("model.t5", "emb_dim", "32", "config.model.t5.emb_dim='32'; expected an integer >= 1"),
     ("data", "max_prompt_len", float("nan"),
-     "config.data.max_prompt_len=nan; expected an integer >= 1"),
-    ("data", "max_target_len", -3, "config.data.max_target_len=-3; expected an integer >= 1"),
+     "config.data.max_prompt_len=nan; expected an integer in [1, 512]"),
+    ("data", "max_target_len", -3,
+     "config.data.max_target_len=-3; expected an integer in [1, 1024]"),
     ("data", "max_prompt_len", 1,
      "config.data.max_prompt_len=1 is too short for the prompt '<2en>' (3 tokens with EOS)"),
 ]
