@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # What a marked block needs, or is, that the test cannot give it (the start of each reason).
 REASONS = ("needs the real", "needs a GPU", "needs a TPU", "needs several hosts",
            "needs the network", "a long training", "a synopsis", "a fragment",
-           "a user's own folder")
+           "a user's own folder", "a full-size model")
 
 _PROGRAMS = frozenset({
     "python", "python3", "python3.11", "make", "pip", "pip3", "gcloud", "gsutil", "sed",
