@@ -224,9 +224,11 @@ def lower_train_step(config, model, mesh, abstract_state, rng):
         return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
 
 
-def compile_train_step(config, model, mesh, abstract_state, rng):
+def compile_train_step(config, model, mesh, abstract_state, rng, cleanup):
     """Starts compiling the train step in a thread (overlapping a fresh run's other compile);
-    returns a function that waits and returns (the compiled step, its compile seconds)."""
+    returns a function that waits and returns (the compiled step, its compile seconds). An
+    error meanwhile waits for the compile to end (`cleanup`, an ExitStack): an interpreter
+    that exits under a running compile aborts."""
     outcome = concurrent.futures.Future()
 
     def compile_step():
@@ -237,8 +239,11 @@ def compile_train_step(config, model, mesh, abstract_state, rng):
         except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
             outcome.set_exception(e)
 
-    # A daemon: a run stopped meanwhile (Ctrl-C, a bad pretrained checkpoint) does not wait.
-    threading.Thread(target=compile_step, name="compile_train_step", daemon=True).start()
+    # A daemon: a run stopped meanwhile by Ctrl-C does not wait.
+    thread = threading.Thread(target=compile_step, name="compile_train_step", daemon=True)
+    thread.start()
+    cleanup.push(lambda kind, *_: None if kind is None or issubclass(kind, KeyboardInterrupt)
+                 else thread.join())
 
     def wait():
         step, compiled = outcome.result()
@@ -310,7 +315,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
-    compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng)
+    compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup)
                      if batches.start_step == 0 else None)
     state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                               init_rng, whole_through, changes)
@@ -318,7 +323,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(config, model, mesh,
-                                                            abstract_state, train_rng)
+                                                            abstract_state, train_rng, cleanup)
         train_step, compile_s = compiled_step()
         batches.peek()  # Bad data stops the run here, before any evaluation.
 

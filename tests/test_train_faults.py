@@ -5,6 +5,8 @@ import os
 import pathlib
 import re
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -186,3 +188,32 @@ def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp
     verbose = tiny.train_main(config_file, workdir, "--config.total_steps=4", "--verbosity=0")
     assert verbose.returncode == 0, verbose.stderr[-2000:]
     assert "Config:" in verbose.stderr
+
+
+
+def test_an_error_while_the_step_compiles_waits_for_the_compile(tiny_demo, tmp_path,
+                                                                monkeypatch):
+    """A bad pretrained checkpoint is read while the step compiles in its thread: the error
+    waits for that thread, so that the interpreter never exits under a running compile (which
+    aborts, exit 134, after the error line)."""
+    ended = threading.Event()
+    lower = train.lower_train_step
+
+    class SlowCompile:
+        def __init__(self, lowered):
+            self.lowered = lowered
+
+        def compile(self):
+            time.sleep(2)
+            compiled = self.lowered.compile()
+            ended.set()
+            return compiled
+
+    def unreadable(*args, **kwargs):
+        raise ValueError("init.mt5: not a T5X checkpoint")
+
+    monkeypatch.setattr(train, "lower_train_step", lambda *args: SlowCompile(lower(*args)))
+    monkeypatch.setattr(train.pretrained, "initialize", unreadable)
+    with pytest.raises(train.TrainingError, match="init.mt5: not a T5X checkpoint"):
+        train.train_and_evaluate(tiny_config(str(tiny_demo)), str(tmp_path / "run"))
+    assert ended.is_set()
