@@ -2,6 +2,8 @@
 
 Checkpoints are `<workdir>/checkpoints/<step>` (the best evaluation's in `checkpoints_best/`).
 `restore` is the one way to read one back; a `Saver` reports a failed save as one SaveError.
+Each checkpoint holds a CRC-32 of every array (item "checksums", committed with the state),
+verified when it is read: flipped bytes in its data files make it damaged, like a missing file.
 """
 
 import errno
@@ -11,8 +13,10 @@ import os
 import shutil
 import sys
 import time
+import zlib
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 from jax.experimental import multihost_utils
@@ -121,6 +125,37 @@ class SaveError(CheckpointError):
         return SaveError(self.step, self.folder, self.cause, self.space)
 
 
+def checksums(tree):
+    """{array path: {shard index: CRC-32 of its bytes}} of the shards this process holds, one
+    per distinct index (replicas are the same)."""
+    sums = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        shards = getattr(leaf, "addressable_shards", None)
+        pieces = ([(str(shard.index), shard.data) for shard in shards] if shards is not None
+                  else [("()", leaf)])
+        name = jax.tree_util.keystr(path, simple=True, separator="/")
+        sums[name] = {index: zlib.crc32(np.ascontiguousarray(jax.device_get(data)).view(np.uint8))
+                      for index, data in dict(pieces).items()}
+    return sums
+
+
+def _checksum_mismatch(path, tree):
+    """The first array of `tree` (read from checkpoint folder `path`) whose bytes differ from
+    the checksums saved with it, or None (also when it has none: saved before they were)."""
+    saved_file = os.path.join(path, "checksums", "metadata")  # JsonSave's file name.
+    if not os.path.isfile(saved_file):
+        return None
+    with open(saved_file, encoding="utf-8") as f:
+        saved = json.load(f).get(str(jax.process_index()), {})
+    prefix = "" if "opt_state" in tree else "params/"
+    for name, sums in checksums(tree).items():
+        expected = saved.get(prefix + name, {})
+        for index, crc in sums.items():
+            if index in expected and expected[index] != crc:
+                return prefix + name
+    return None
+
+
 class Saver:
     """Saves checkpoints through an orbax manager; a failed save stops training at once.
     `save` checks free space and starts the save, `poll` (every step, no collective) reports a
@@ -142,8 +177,12 @@ class Saver:
         if available < needed:
             raise SaveError(step, self.folder, f"not enough free space: needs about "
                             f"{needed / 1e6:.1f} MB, {available / 1e6:.1f} MB available", True)
+        # Orbax writes JSON from process 0: the other processes' shards go unchecked.
+        sums = {str(jax.process_index()): checksums(state)}
         try:
-            self._mngr.save(step, args=ocp.args.StandardSave(state), metrics=metrics, force=True)
+            self._mngr.save(step, args=ocp.args.Composite(
+                default=ocp.args.StandardSave(state), checksums=ocp.args.JsonSave(sums)),
+                metrics=metrics, force=True)
         except Exception as e:  # noqa: BLE001  Any failure to write: the message says which.
             raise self._failure(step, needed, available, e) from None
         self._pending = (step, needed, available)
@@ -233,7 +272,8 @@ def _step_path(workdir, step, best=False):
 def _checkpointer():
     """Reads a step folder as the managers write it: the state is its item "default"."""
     return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
-        default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
+        default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler(),
+        checksums=ocp.JsonCheckpointHandler()))
 
 
 def _saved_tree(path):
@@ -299,11 +339,15 @@ def _read_step(workdir, step, abstract, best=False):
     whole = isinstance(abstract, dict) and "opt_state" in abstract
     path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        if whole:
-            return _restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract))
-        return _restore_params(path, abstract)
+        tree = (_restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract)) if whole
+                else _restore_params(path, abstract))
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
+    mismatch = _checksum_mismatch(path, tree)
+    if mismatch:
+        raise CheckpointError(f"{where} is damaged: the data of {mismatch} differs from its "
+                              f"checksum")
+    return tree
 
 
 def _restore_params(path, abstract_params):

@@ -6,6 +6,7 @@ whose background save raises OSError(ENOSPC)) still check the Saver's side.
 """
 
 import errno
+import json
 import logging
 import os
 import sys
@@ -276,3 +277,79 @@ def test_quiet_library_logs_hides_nothing_at_verbosity_info(monkeypatch):
     hook = sys.unraisablehook
     checkpointing.quiet_library_logs()
     assert sys.unraisablehook is hook and not checkpointing._QUIET["installed"]
+
+
+def _abstract(state):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                       sharding=x.sharding), state)
+
+
+def _train_state(seed):
+    """A state as the trainer's: parameters, optimizer state and step."""
+    return {**_state(seed), "opt_state": {"v": jnp.full((1000,), seed, jnp.float32)}}
+
+
+def _saved(folder, *steps):
+    saver = checkpointing.Saver(checkpointing.manager(str(folder), keep=3))
+    for step in steps:
+        saver.save(step, _train_state(step))
+        saver.wait()
+
+
+
+def test_a_save_holds_a_checksum_of_every_array(tmp_path):
+    _saved(tmp_path, 1)
+    with open(tmp_path / "checkpoints" / "1" / "checksums" / "metadata") as f:
+        saved = json.load(f)
+    assert saved == {"0": checkpointing.checksums(_train_state(1))}
+    assert sorted(saved["0"]) == ["opt_state/v", "params/w", "step"]
+
+
+def _flip_16_bytes(step_folder):
+    """Flips 16 bytes in the middle of the largest data file of a checkpoint (the probe)."""
+    files = [os.path.join(root, name) for root, _, names in os.walk(step_folder / "default")
+             for name in names if os.sep + "d" + os.sep in os.path.join(root, name)]
+    path = max(files, key=os.path.getsize)
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        data = f.read(16)
+        f.seek(os.path.getsize(path) // 2)
+        f.write(bytes(b ^ 0xFF for b in data))
+
+
+def _change_checksum(step_folder, name):
+    with open(step_folder / "checksums" / "metadata") as f:
+        saved = json.load(f)
+    for index in saved["0"][name]:
+        saved["0"][name][index] ^= 1
+    with open(step_folder / "checksums" / "metadata", "w") as f:
+        json.dump(saved, f)
+
+
+def test_flipped_bytes_in_a_data_file_set_the_checkpoint_aside_for_the_one_before(tmp_path,
+                                                                                  capsys):
+    _saved(tmp_path, 1, 2)
+    _flip_16_bytes(tmp_path / "checkpoints" / "2")
+    state, step = checkpointing.restore(str(tmp_path), _abstract(_train_state(2)),
+                                        set_aside=True)
+    assert step == 1
+    np.testing.assert_array_equal(state["params"]["w"], _state(1)["params"]["w"])
+    out = capsys.readouterr().out
+    assert (f"warning: checkpoint {tmp_path}/checkpoints/2 (step 2) is damaged: " in out
+            and f"; moved it to {tmp_path}/checkpoints_damaged/2" in out), out
+
+
+def test_data_that_differs_from_its_checksum_makes_the_checkpoint_damaged(tmp_path):
+    _saved(tmp_path, 1)
+    _change_checksum(tmp_path / "checkpoints" / "1", "params/w")
+    with pytest.raises(checkpointing.CheckpointError,
+                       match=r"\(step 1\) is damaged: the data of params/w differs from its "
+                             r"checksum"):
+        checkpointing.restore(str(tmp_path), _abstract(_train_state(1)), step=1)
+
+
+def test_parameters_read_alone_are_checked_against_their_checksums(tmp_path):
+    _saved(tmp_path, 1)
+    _change_checksum(tmp_path / "checkpoints" / "1", "params/w")
+    with pytest.raises(checkpointing.CheckpointError, match=r"the data of params/w differs"):
+        checkpointing.restore(str(tmp_path), _abstract(_train_state(1))["params"], step=1)
