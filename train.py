@@ -334,9 +334,11 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     save_best_again(config, workdir, state, start_step, best_saver, abstract_state)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
                                         config.data.max_prompt_len, config.data.max_target_len)
-    log = actions.Log(logger, config, start_step, step_flops)
+    resumed_from = (os.path.join(checkpointing.checkpoint_dir(workdir), str(start_step))
+                    if start_step else None)
+    log = actions.Log(logger, config, start_step, step_flops, resumed_from)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
-    checkpoint = actions.Checkpoint(saver, config, start_step)
+    checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
     stop = actions.Stop(saver, best_saver)
 
     preemption.reinstall()  # Libraries set up above may have taken the signals.

@@ -23,11 +23,15 @@ def _not_finite(step, measurements):
     return None
 
 
-def check_finite(step, measurements):
-    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity."""
+def check_finite(step, measurements, resumed_from=None):
+    """Stops training on a NaN/Inf loss or gradient, naming the step and the quantity, and
+    `resumed_from`: the checkpoint the run resumed from with no checkpoint saved since."""
     bad = _not_finite(step, measurements)
     if bad:
-        raise TrainingError(f"{bad}; the last good checkpoint is kept in the workdir")
+        since = (f"; the run resumed from {resumed_from} and saved no checkpoint since: if its "
+                 f"data is damaged, move it away to resume from the one before"
+                 if resumed_from else "")
+        raise TrainingError(f"{bad}; the last good checkpoint is kept in the workdir{since}")
 
 
 class RestoredNotFinite(TrainingError):
@@ -50,10 +54,13 @@ def check_restored(restored_step, measurements):
 class Log:
     """Logs the training measurements of every `config.log_every`-th step (and the last)."""
 
-    def __init__(self, logger, config, start_step, step_flops):
+    def __init__(self, logger, config, start_step, step_flops, resumed_from=None):
         self._logger, self._config, self._step_flops = logger, config, step_flops
         self._timer = StepTimer(start_step)
         self._pending = None  # (step, measurements on the device)
+        every = config.checkpoint.every or config.total_steps
+        # Up to the first checkpoint after a resume, a non-finite step names the one read.
+        self._resumed = (resumed_from, (start_step // every + 1) * every if every else 0)
 
     def __call__(self, step, measurements):
         """Writes the measurements held (now: no device idling); holds `step`'s."""
@@ -67,7 +74,8 @@ class Log:
             return
         (step, measurements), self._pending = self._pending, None
         measurements = jax.device_get(measurements)
-        check_finite(step, measurements)
+        resumed_from, first_save = self._resumed
+        check_finite(step, measurements, resumed_from if step <= first_save else None)
         measurements.update(self._timer.measure(step, self._config.batch_size, self._step_flops,
                                                 measurements["train/tokens"]))
         self._logger.log(step, measurements)
@@ -106,16 +114,18 @@ class Evaluate:
 class Checkpoint:
     """Saves the state every `config.checkpoint.every` steps and at the last one."""
 
-    def __init__(self, saver, config, start_step):
+    def __init__(self, saver, config, start_step, resumed_from=None):
         self._saver, self._config = saver, config
         self._saved = start_step  # The newest step saved, or restored.
+        self._start_step, self._resumed_from = start_step, resumed_from
 
     def due(self, step):
         return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
 
     def __call__(self, step, state, measurements):
         """Saves `state` of `step` unless its loss or gradient is not finite."""
-        check_finite(step, jax.device_get(measurements))
+        check_finite(step, jax.device_get(measurements),
+                     self._resumed_from if self._saved == self._start_step else None)
         workdir_lib.check()  # The workdir still this run's, else stop before writing.
         self._saver.save(step, state)
         self._saved = step
