@@ -39,6 +39,7 @@ POINTS = (
     "metrics.jsonl step 4 perf train",
     "metrics.jsonl step 4 eval",
     "checkpoints_best/4",
+    "checkpoints/4 lease confirmed",  # Its commit next: a kill leaves an unfinished folder.
     "checkpoints/4",
 )
 

@@ -23,6 +23,7 @@ from jax.experimental import multihost_utils
 
 import crash_points
 import errors
+from training import workdir as workdir_lib
 
 
 def checkpoint_dir(workdir, best=False):
@@ -73,13 +74,41 @@ def quiet_library_logs():
     sys.unraisablehook = unraisable_hook
 
 
+class _LeasedRename(ocp.path.atomicity.AtomicRenameTemporaryPath):
+    """Orbax's commit of a step folder (a rename), made only while this trainer still holds
+    the workdir's lease: one that lost it (stopped meanwhile, another trainer took over)
+    deletes its unfinished folder and stops (WorkdirError naming the holder)."""
+
+    async def finalize(self):
+        final = str(self.get_final())
+        if os.path.basename(final).isdigit():  # A step folder (not an item inside one).
+            try:
+                workdir_lib.check()
+            except workdir_lib.WorkdirError:
+                shutil.rmtree(str(self.get()), ignore_errors=True)
+                raise
+            if os.path.basename(os.path.dirname(final)) == "checkpoints":
+                crash_points.passed(f"checkpoints/{os.path.basename(final)} lease confirmed")
+        await super().finalize()
+
+
+def _lease_lost(error):
+    """The WorkdirError that `error` came from (a save committed after the lease was lost)."""
+    for _ in range(10):
+        if error is None or isinstance(error, workdir_lib.WorkdirError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def manager(workdir, *, keep=3, asynchronous=True):
     """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`."""
     quiet_library_logs()
     _check_is_folder(checkpoint_dir(workdir))
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, enable_async_checkpointing=asynchronous,
-        cleanup_tmp_directories=True)  # Left behind by a process killed mid-save.
+        cleanup_tmp_directories=True,  # Left behind by a process killed mid-save.
+        temporary_path_class=_LeasedRename)
     return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
@@ -88,6 +117,7 @@ def best_manager(workdir, metric):
     options = ocp.CheckpointManagerOptions(
         max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
         keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
+        temporary_path_class=_LeasedRename,
         # Its own barrier names: saving the same step as the regular manager would
         # otherwise make the processes' barriers collide and hang a multi-process run.
         multiprocessing_options=ocp.options.MultiprocessingOptions(
@@ -199,6 +229,9 @@ class Saver:
         try:
             self._mngr.wait_until_finished()
         except Exception as e:  # noqa: BLE001  Orbax re-raises its background thread's error.
+            lost = _lease_lost(e)
+            if lost is not None:
+                raise workdir_lib.WorkdirError(str(lost)) from None
             raise self._failure(*(pending or (None, 0, 0)), e) from None
 
     def _space(self, state):

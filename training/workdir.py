@@ -3,10 +3,11 @@
 Process 0 holds an exclusive `flock` on `<workdir>/.lock`, which names it (host, pid, start
 time, a token of this start), for the run's life; the kernel releases a flock however its
 process ends, so a lock left by a gone process is taken over. The lock is a lease, renewed
-every RENEW_S seconds by a thread and by `check` before every write of metrics or a
-checkpoint: a lock file removed by hand is made again; one another trainer holds stops this
-one (WorkdirError) before it writes more. A trainer that finds no lock file beside a
-metrics.jsonl waits WAIT_S for a live holder to make it again. Read-only tools take no lock.
+every RENEW_S seconds by a thread and by `check` before every write of metrics or a checkpoint
+(and before a background save is committed, training/checkpointing.py): a lock file removed by
+hand is made again; one another trainer holds stops this one (WorkdirError) before it writes
+more. A trainer that finds no lock file beside a metrics.jsonl waits WAIT_S for a live holder
+to make it again. Read-only tools take no lock.
 """
 
 import contextlib

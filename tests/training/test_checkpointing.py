@@ -353,3 +353,28 @@ def test_parameters_read_alone_are_checked_against_their_checksums(tmp_path):
     _change_checksum(tmp_path / "checkpoints" / "1", "params/w")
     with pytest.raises(checkpointing.CheckpointError, match=r"the data of params/w differs"):
         checkpointing.restore(str(tmp_path), _abstract(_train_state(1))["params"], step=1)
+
+
+def test_a_save_committed_after_the_lease_was_taken_over_leaves_nothing(tmp_path):
+    """The trainer stopped mid-save (SIGSTOP) while another took its workdir over: its save
+    is not renamed into checkpoints/, and it stops in one line naming the holder."""
+    import fcntl
+
+    from training import workdir as workdir_lib
+
+    workdir = str(tmp_path)
+    assert workdir_lib.lock(workdir) is None
+    try:
+        saver = checkpointing.Saver(checkpointing.manager(workdir, keep=3))
+        os.remove(tmp_path / workdir_lib.LOCK_FILE)  # By hand; then the other trainer's lock:
+        with open(tmp_path / workdir_lib.LOCK_FILE, "w") as other:
+            fcntl.flock(other, fcntl.LOCK_EX)
+            other.write(json.dumps({"pid": 4242, "host": "elsewhere", "started": "then"}))
+            other.flush()
+            with pytest.raises(workdir_lib.WorkdirError,
+                               match=r"another trainer \(pid 4242 on host elsewhere"):
+                saver.save(1, _train_state(1))
+                saver.wait()
+        assert os.listdir(tmp_path / "checkpoints") == []
+    finally:
+        workdir_lib.release(workdir)
