@@ -22,6 +22,20 @@ _reason = []
 _stage = [STARTING]
 _installed = []  # [(read fd, write fd, previous wakeup fd)] while installed.
 _exit = os._exit  # Tests replace it.
+_before_exit_now = []  # Run before an exit at once: what the kernel would not undo (a lock's
+# holder record, training/workdir.py).
+
+
+def before_exit_now(function):
+    """Runs `function` before any exit at once (once, however often it is registered)."""
+    if function not in _before_exit_now:
+        _before_exit_now.append(function)
+
+
+def _exit_now(status):
+    for function in _before_exit_now:
+        function()
+    _exit(status)
 
 
 def _say(text):
@@ -41,10 +55,10 @@ def on_signal(signum):
         name = _NAMES.get(signum, f"signal {signum}")
         if _stage[0] == STARTING:
             _say(f"{name}: stopped before the first training step (nothing to save).")
-            _exit(exit_status(signum))
+            _exit_now(exit_status(signum))
         elif _stage[0] == FINISHED:
             _say(f"{name}: exiting now (the run's state is saved).")
-            _exit(0)
+            _exit_now(0)
         elif not _stop.is_set():
             _reason.append(name)
             if signum == signal.SIGINT:  # A user is waiting; a cluster is not.
@@ -53,7 +67,7 @@ def on_signal(signum):
             _stop.set()  # After the line: the loop's "Stopped by" line comes after it.
         elif signum == signal.SIGINT:
             _say("Second Ctrl-C: exiting now, without saving.")
-            _exit(exit_status(signum))
+            _exit_now(exit_status(signum))
         # A repeated SIGTERM: the save is under way already.
 
 

@@ -24,6 +24,7 @@ import uuid
 
 import crash_points
 import errors
+from training import preemption
 
 LOCK_FILE = ".lock"
 RENEW_S = 5.0
@@ -114,6 +115,7 @@ def lock(workdir):
                 f"this workdir")
     with _MUTEX:
         _HELD[key] = [path, fd, me, None]
+    preemption.before_exit_now(release_all)  # Ctrl-C exits at once before the first step.
     if _RENEWER.ident is None:
         _RENEWER.start()
     for name in os.listdir(workdir):
@@ -208,6 +210,12 @@ def release(workdir):
         except OSError:
             pass
     os.close(held[1])  # Releases the flock.
+
+
+def release_all():
+    """Releases every lock this process holds (an exit at once)."""
+    for workdir in list(_HELD):
+        release(workdir)
 
 
 def _same_file(fd, path):

@@ -146,3 +146,15 @@ def test_at_exit_the_signals_are_ignored_not_given_back_their_default(exits):
         preemption.uninstall()
     preemption._ignore_signals_at_exit()  # Not installed: nothing changes.
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_exit_at_once_before_the_first_step_releases_the_workdir_lock(exits, tmp_path):
+    """Else the next run of the same command prints a takeover note for a lock nobody holds."""
+    from training import workdir as workdir_lib
+
+    assert workdir_lib.lock(str(tmp_path)) is None
+    with pytest.raises(Exited):
+        preemption.on_signal(signal.SIGINT)
+    assert (tmp_path / workdir_lib.LOCK_FILE).read_text() == ""  # No holder named.
+    assert workdir_lib.lock(str(tmp_path)) is None  # Not "taking it over".
+    workdir_lib.release(str(tmp_path))
