@@ -82,7 +82,10 @@ def resolve_langs(spec, evals_config, names):
 
 def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
-    langs = cls.data_langs(eval_config)
+    try:
+        langs = cls.data_langs(eval_config)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(f"config.evals.{name}: {e}") from None
     left_out = [lang for lang in cls.all_langs if lang not in langs]
     if left_out:
         print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
@@ -187,6 +190,9 @@ def _check_request(config, workdir, names, langs):
         per_name_langs = resolve_langs(langs, config.evals, names)
         if per_name_langs is not None:  # Evaluators with none of the languages asked for.
             names = [n for n in names if per_name_langs[n]]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
         vocab = tokenizer.get_vocabulary(config.vocab.path)
     except FileNotFoundError as e:
         raise UsageError(f"config.vocab.path: {e}") from None

@@ -64,7 +64,7 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
     ({"vocab.path": "/nonexistent/spm.model"}, train.TrainingError,
      r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
     ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
-     r"XM3600 captions file not found: /nonexistent/captions.jsonl"),
+     r"^config.evals.xm3600: XM3600 captions file not found: /nonexistent/captions.jsonl"),
     ({"model.dtype": "float17"}, run_config.ConfigError,
      r"config.model.dtype='float17'; known: float32, bfloat16"),
     ({"evals.xm3600.langs": ("en", "xx")}, run_config.ConfigError,

@@ -127,7 +127,7 @@ def _evaluation_data(config, model, vocab, build_evaluators):
         try:
             build_evaluators(config, model, vocab, names=[name])
         except (OSError, ValueError, errors.Error) as e:
-            items.append(Item(what, str(e)))
+            items.append(Item(what, str(e).removeprefix(f"config.evals.{name}: ")))
         else:
             items.append(Item(what))
     return items

@@ -71,8 +71,12 @@ def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     built, owner = {}, {}
     for name in names:
         cls = _checked_class(name, evals_config[name])
-        evaluator = cls(name, evals_config[name], setup, langs=(langs or {}).get(name),
-                        decoding=decoding)
+        try:
+            evaluator = cls(name, evals_config[name], setup, langs=(langs or {}).get(name),
+                            decoding=decoding)
+        except (FileNotFoundError, ValueError) as e:  # Its data: named by its config.
+            where = f"config.evals.{name}"
+            raise type(e)(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
         for metric in evaluator.metric_names:
             if metric in owner:
                 raise ValueError(f"config.evals.{name} and config.evals.{owner[metric]} both "

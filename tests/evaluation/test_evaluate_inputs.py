@@ -167,3 +167,10 @@ def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, messa
     config.evals.xm3600.update(fields)
     with pytest.raises(ValueError, match=message):
         evaluators_lib.check_configs(config.evals)
+
+
+def test_missing_evaluation_data_is_named_by_its_field(config_path, tiny_run, tmp_path, capsys):
+    lines = _fail(capsys, "--config", config_path, "--workdir", tiny_run, "--out",
+                  str(tmp_path / "out"), "--config.evals.xm3600.data_dir=/nonexistent")
+    assert lines == ["error: config.evals.xm3600: XM3600 captions file not found: "
+                     "/nonexistent/captions.jsonl"], lines
