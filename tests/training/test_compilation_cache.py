@@ -65,6 +65,21 @@ def test_second_compile_of_a_program_is_a_cache_hit(fresh_cache):
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_hit_beside_a_small_program_that_is_never_written_is_a_hit(fresh_cache):
+    """A resumed run: its step loads from the cache, while a small program compiled in the
+    same block (below the cache's minimum compile time) misses, as it does every time."""
+    del fresh_cache
+    constant = float(np.random.default_rng().uniform())
+    x = jnp.ones((3, 5))
+    jax.jit(lambda x: jnp.cos(x) * constant).lower(x).compile()
+    jax.clear_caches()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1000.0)
+    with compilation_cache.watch() as report:
+        jax.jit(lambda x: jnp.cos(x) * constant).lower(x).compile()
+        jax.jit(lambda x: x + constant).lower(x).compile()
+    assert report.hit is True and "hit, loaded from" in str(report)
+
+
 def test_a_block_without_compiles_or_a_folder_reports_no_cache_use(fresh_cache):
     del fresh_cache
     with compilation_cache.watch() as report:
