@@ -257,7 +257,7 @@ def open_outputs(config, workdir, start_step):
     """The metrics logger (repaired to `start_step`), config.json written, the savers."""
     try:
         logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
-                               sync_every=config.checkpoint.every)
+                               sync_every=config.checkpoint.every, log_every=config.log_every)
     except (MetricsFileError, MetricsWriteError) as e:
         raise TrainingError(str(e)) from None
     if jax.process_index() == 0:

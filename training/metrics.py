@@ -49,7 +49,8 @@ class MetricsLogger:
     MetricsFileError / MetricsWriteError: see `repair`.
     """
 
-    def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1):
+    def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1,
+                 log_every=None):
         self.is_main = jax.process_index() == 0
         self.path = metrics_path(workdir)
         self.total_steps, self.sync_every = total_steps, sync_every
@@ -57,7 +58,7 @@ class MetricsLogger:
         self._last_eval = {}
         self._writer = None
         if self.is_main:
-            repair(self.path, start_step if resumed else -1)
+            repair(self.path, start_step if resumed else -1, log_every)
             self._writer = TensorBoardWriter(workdir)
 
     def log(self, step, measurements):
@@ -284,7 +285,7 @@ def metrics_lost_warning(workdir):
             f"writes it from its first step; it was removed or emptied since)"]
 
 
-def repair(path, step):
+def repair(path, step, log_every=None):
     """Makes `path` the records of steps <= `step`, one a line (logged again after it).
 
     A record cut short by a crash goes to `path`.damaged, with a warning; one missing, doubled
@@ -293,7 +294,7 @@ def repair(path, step):
     """
     data = _read(path)
     records, tail = _scan(path, data)
-    kept, wrong = _check_sequence(records, step)
+    kept, wrong = _check_sequence(records, step, log_every)
     if wrong:
         print(f"warning: {path}: {'; '.join(wrong)} (edited by hand?); the other records are "
               f"kept", flush=True)
@@ -319,9 +320,10 @@ def repair(path, step):
     crash_points.passed("metrics.jsonl repaired")
 
 
-def _check_sequence(records, step):
+def _check_sequence(records, step, log_every=None):
     """(The records' texts to keep: steps <= `step`, each step and kind once; what is wrong,
-    in words). A train record is due at each multiple of the commonest gap, if seen twice."""
+    in words). A train record is due at each multiple of `log_every` when the records keep
+    to it (a short file too), else of the commonest gap, if seen twice."""
     if step < 0:
         return [], []
     kept, seen, wrong, last = [], set(), [], -1
@@ -339,6 +341,8 @@ def _check_sequence(records, step):
     gaps = [b - a for a, b in zip(logged, logged[1:], strict=False)]
     every = max(set(gaps), key=gaps.count) if gaps else 0
     every = every if gaps.count(every) > 1 else 0
+    if log_every and all(s % log_every == 0 for s in logged[:-1]):
+        every = log_every
     missing = [s for a, b in zip([0, *logged], [*logged, step + 1], strict=True)
                for s in range(a + 1, b) if every and s % every == 0]
     if missing:

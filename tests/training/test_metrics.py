@@ -301,3 +301,15 @@ def test_a_damaged_file_that_is_a_folder_is_named_with_its_fix(tmp_path):
                                                r"not a file: .*; move it away$"):
         _resume(tmp_path, STEPS - 1)
     assert (tmp_path / "metrics.jsonl").read_bytes() == full[:-5]  # Nothing changed.
+
+
+def test_a_train_record_deleted_from_a_short_file_is_one_warning(tmp_path, capsys):
+    """Three records, the middle one gone: no gap is seen twice, the run's log_every tells."""
+    full = _write_run(tmp_path, steps=3)
+    lines = full.splitlines(keepends=True)
+    (tmp_path / "metrics.jsonl").write_bytes(lines[0] + b"".join(lines[2:]))
+    capsys.readouterr()
+    MetricsLogger(str(tmp_path), total_steps=3, start_step=3, resumed=True, log_every=1).close()
+    assert capsys.readouterr().out.splitlines() == [
+        f"warning: {tmp_path}/metrics.jsonl: no train record of step 2 (edited by hand?); the "
+        f"other records are kept"]
