@@ -341,7 +341,7 @@ def _check_sequence(records, step, log_every=None):
     gaps = [b - a for a, b in zip(logged, logged[1:], strict=False)]
     every = max(set(gaps), key=gaps.count) if gaps else 0
     every = every if gaps.count(every) > 1 else 0
-    if log_every and all(s % log_every == 0 for s in logged[:-1]):
+    if log_every and logged and all(s % log_every == 0 for s in logged[:-1]):
         every = log_every
     missing = [s for a, b in zip([0, *logged], [*logged, step + 1], strict=True)
                for s in range(a + 1, b) if every and s % every == 0]
