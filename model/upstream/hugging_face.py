@@ -273,9 +273,14 @@ def read(path: str) -> tuple[dict, str]:
     for name, (shape, file) in headers.items():
         for ours, transform in rule(name, config) or []:
             transform = transform or (lambda w: w)
-            out = jax.eval_shape(transform, jax.ShapeDtypeStruct(shape, np.float32)).shape
+            try:
+                out = jax.eval_shape(transform, jax.ShapeDtypeStruct(shape, np.float32)).shape
+            except (TypeError, ValueError) as e:  # e.g. a width no multiple of the heads
+                raise ValueError(f"{path}: {name} {shape} does not fit {layout}'s layout "
+                                 f"({files.one_line(e)})") from None
             flat[ours] = Lazy(out, lambda f=file, n=name, t=transform: t(_read(f, n)))
     if not flat:  # e.g. a file holding only `pooler.*`
         raise ValueError(f"{path} holds no {layout} parameter the captioner has")
-    what = f"{_ORIGIN[layout]} {_variant(layout, flat, config)}, safetensors, {count}"
+    shapes = {ours: lazy.shape for ours, lazy in flat.items()}
+    what = f"{_ORIGIN[layout]} {_variant(layout, shapes, config)}, safetensors, {count}"
     return trees.unflatten_tree(flat), what
