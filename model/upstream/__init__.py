@@ -11,7 +11,7 @@ reads local or gs:// paths. Every refusal is one line naming the path.
 from collections.abc import Callable
 from typing import Any
 
-from model.upstream import big_vision, hugging_face, merge, t5x
+from model.upstream import big_vision, files, hugging_face, merge, t5x
 from model.upstream.merge import Report, merge_params
 
 __all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "t5x"]
@@ -35,7 +35,7 @@ def _prefix_in(params: dict, prefix: str) -> str:
 def _read(loader: Callable[[str], dict], path: str) -> tuple[dict, str]:
     """(tree, the path with the layout found) by `hugging_face` for safetensors, else `loader`."""
     path = hugging_face.local_path(path)
-    if hugging_face.holds_safetensors(path):
+    if not files.is_gcs(path) and hugging_face.holds_safetensors(path):
         tree, what = hugging_face.read(path)
         return tree, f"{path} ({what})"
     return loader(path), path

@@ -257,9 +257,10 @@ def test_an_encoder_model_leaves_the_decoder_at_its_init(mt5_folder, tmp_path):
 
 def test_timm_heads_come_from_the_architecture_without_model_args():
     # The hub's timm/vit_base_patch16_224.augreg_in21k config.json has no model_args.
-    assert hugging_face._timm_heads({"architecture": "vit_base_patch16_224"}) == 12
-    assert hugging_face._timm_heads({"architecture": "vit_large_patch16_224",
-                                     "model_args": {"num_heads": 4}}) == 4
+    headers = {"patch_embed.proj.weight": ((768, 3, 16, 16), "model.safetensors")}
+    heads = lambda config: hugging_face._heads(hugging_face.TIMM, config, headers)  # noqa: E731
+    assert heads({"architecture": "vit_base_patch16_224"}) == 12
+    assert heads({"architecture": "vit_large_patch16_224", "model_args": {"num_heads": 4}}) == 4
 
 
 def test_timm_folder_is_described_by_its_config(vit_folder, tmp_path):
