@@ -267,3 +267,14 @@ def test_timm_folder_is_described_by_its_config(vit_folder, tmp_path):
     _, what = hugging_face.read(_timm_folder(vit_folder[1], str(tmp_path / "timm")))
     assert what == ("timm ViT (width 32, patch 8) vit_base_patch16_224.augreg_in21k, 2 layers, "
                     "safetensors, 1 file")
+
+
+def test_a_folder_of_pytorch_weights_only_is_named_in_one_line(tmp_path):
+    hf = _hf_vit()  # As transformers 4 saved (5 writes safetensors only).
+    hf.config.save_pretrained(str(tmp_path / "vit"))
+    torch.save(hf.state_dict(), tmp_path / "vit" / "pytorch_model.bin")
+    with pytest.raises(ValueError) as error:
+        load_pretrained({"img": {}}, ml_collections.ConfigDict({"vit": str(tmp_path / "vit")}))
+    assert str(error.value) == (
+        f"init.vit: {tmp_path}/vit is not a big_vision .npz: it is a folder, a Hugging Face "
+        "model folder without safetensors (its pytorch_model*.bin is not read; docs/files.md)")
