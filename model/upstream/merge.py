@@ -196,7 +196,7 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
         m := _mismatch(path, shapes[path], tuple(_unboxed(init_value).shape), resample_posemb))]
     _raise_if_unfit(report, mismatches, not_allowed)
     if check_only:
-        return dict(init_params), report
+        return init_params, report
     loaded = jax.tree.map(np.asarray, loaded)  # Reads lazy leaves.
     loaded_flat = flatten_tree(_to_scanned(loaded) if scan else loaded)
     out_flat: dict[str, Any] = {}
