@@ -3,6 +3,8 @@ folders: `train.py --config configs/bb.py:smoke --config.init.mt5=<folder>
 --config.init.vit=<folder>` starts from exactly their weights; another model stops it in one line.
 """
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -61,14 +63,22 @@ def _args(tiny_demo, mt5, vit, *more):
             f"--config.init.mt5={mt5}", f"--config.init.vit={vit}", *more]
 
 
-def _expected(folder):
-    """The folder's weights as the captioner's per-layer tree; for the ViT, the [cls] row of the
-    position embedding added into [cls] (the captioner adds none to [cls])."""
+def _stored(folder):
+    """{name: array} of every safetensors file in `folder` (one file or the shards)."""
+    stored = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".safetensors"):
+            stored.update(load_file(os.path.join(folder, name)))
+    return stored
+
+
+def _expected_vit(folder):
+    """The timm folder's weights as the reader gives them, the [cls] row of the position
+    embedding added into [cls] (the captioner adds no position to [cls])."""
     tree, _ = hugging_face.read(str(folder))
     flat = {path: np.asarray(value) for path, value in trees.flatten_tree(tree).items()}
-    if "pos_embedding" in flat:
-        flat["cls"] = flat["cls"] + flat["pos_embedding"][:, :1]
-        flat["pos_embedding"] = flat["pos_embedding"][:, 1:]
+    flat["cls"] = flat["cls"] + flat["pos_embedding"][:, :1]
+    flat["pos_embedding"] = flat["pos_embedding"][:, 1:]
     return flat
 
 
@@ -88,10 +98,16 @@ def test_bb_smoke_starts_from_the_folders_weights(mt5, folders, tiny_demo, tmp_p
         "--config.evals.xm3600.every=0", "--config.evals.coco_dev.every=0"))
     assert result.returncode == 0, result.stderr[-3000:]
     params = layers.scan_to_layers(initialized[0])
-    for prefix, folder in (("t5", folders / mt5), ("img", folders / "timm")):
-        got = trees.flatten_tree(params[prefix])
-        for path, want in _expected(folder).items():
-            np.testing.assert_array_equal(np.asarray(got[path]), want, err_msg=path)
+    # mT5 mapped back to Hugging Face's names by the tests' own mapping (upstream_files,
+    # checked against transformers in test_hf_crosscheck), not by the reader.
+    as_hf = cf.hf_mt5_state(jax.tree.map(np.asarray, params["t5"]), num_layers=1)
+    stored = _stored(folders / mt5)
+    assert sorted(as_hf) == sorted(stored)
+    for name, value in as_hf.items():
+        np.testing.assert_array_equal(value, stored[name], err_msg=name)
+    got = trees.flatten_tree(params["img"])
+    for path, want in _expected_vit(folders / "timm").items():
+        np.testing.assert_array_equal(np.asarray(got[path]), want, err_msg=path)
 
 
 def _one_error_line(result):
