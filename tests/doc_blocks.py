@@ -34,6 +34,7 @@ _PROGRAMS = frozenset({
     "python", "python3", "python3.11", "make", "pip", "pip3", "gcloud", "gsutil", "sed",
     "img2dataset", "curl", "wget", "git", "cd", "export", "bash", "sh", "sudo", "apt-get",
     "docker", "tar", "unzip", "time", "env", "ls", "cat", "cp", "mv", "rm", "mkdir", "echo",
+    "huggingface-cli",
 })
 _MARKER = re.compile(r"^<!--\s*not run here:\s*(?P<reason>.*?)\s*-->$")
 _LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+")

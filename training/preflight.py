@@ -16,7 +16,7 @@ import ml_collections
 import errors
 from data import pipeline, tokenizer
 from model import captioner, t5, upstream
-from model.upstream import big_vision, files
+from model.upstream import big_vision, files, hugging_face
 from training import checkpointing, run_config
 from training import state as state_lib
 
@@ -61,7 +61,7 @@ def _training_data(config):
 
 def _unreadable(path, field):
     """Why `path` (config.<field>) cannot be read, and the override that fixes it."""
-    if "://" in path:
+    if "://" in path and not path.startswith("file://"):
         return (f"{path} is remote and cannot be read here (no network, or no access); copy "
                 f"it to this machine and pass --config.{field}=<the local copy> (docs/files.md)")
     return f"{path} not found; pass --config.{field}=<its path>"
@@ -73,6 +73,7 @@ _G14_NOT_PUBLIC = ("; the paper's ViT-g/14 (trained on JFT-3B) is not public: na
 
 def _exists(path):
     """Whether a pretrained checkpoint's folder or `.npz` (local or remote) is there."""
+    path = hugging_face.local_path(path)
     try:
         return files.isdir(path) or files.isfile(big_vision.split_subkey(path)[0])
     except Exception:  # noqa: BLE001  TensorFlow's errors for an unreachable gs:// path.
@@ -94,11 +95,12 @@ def _pretrained(config, abstract_params):
             items.append(Item(f"{what} {path} (shapes not checked: they need the vocabulary)"))
         else:
             try:
-                upstream.load_pretrained(abstract_params, ml_collections.ConfigDict({field: path}))
+                _, (report,) = upstream.load_pretrained(
+                    abstract_params, ml_collections.ConfigDict({field: path}), check_only=True)
             except (OSError, ValueError) as e:
                 items.append(Item(what, str(e)))
             else:
-                items.append(Item(f"{what} {path} (its shapes fit the model)"))
+                items.append(Item(f"{what} {report.source}: its shapes fit the model"))
     path = config.init.get("checkpoint")
     if path:
         run = path.rstrip("/")

@@ -3,14 +3,15 @@
     params, reports = load_pretrained(params, config.init)
 
 `t5x`, `t5x_orbax` and `t5x_layout` read T5X checkpoints, `big_vision` the npz files,
-`merge` matches the trees, `trees` converts nested <-> flat ('a/b/c') trees, `files`
+`hugging_face` Hugging Face and timm safetensors (chosen by what the path holds), `merge`
+matches the trees, `trees` converts nested <-> flat ('a/b/c') trees, `files`
 reads local or gs:// paths. Every refusal is one line naming the path.
 """
 
 from collections.abc import Callable
 from typing import Any
 
-from model.upstream import big_vision, merge, t5x
+from model.upstream import big_vision, files, hugging_face, merge, t5x
 from model.upstream.merge import Report, merge_params
 
 __all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "t5x"]
@@ -31,27 +32,42 @@ def _prefix_in(params: dict, prefix: str) -> str:
     return prefix
 
 
-def load_pretrained(params: dict, init_config) -> tuple[dict, list[Report]]:
+def _read(loader: Callable[[str], dict], path: str) -> tuple[dict, str]:
+    """(tree, the path with the layout found) by `hugging_face` for safetensors, else `loader`."""
+    path = hugging_face.local_path(path)
+    if not files.is_gcs(path) and hugging_face.holds_safetensors(path):
+        tree, what = hugging_face.read(path)
+        return tree, f"{path} ({what})"
+    return loader(path), path
+
+
+def load_pretrained(params: dict, init_config, *,
+                    check_only: bool = False) -> tuple[dict, list[Report]]:
     """Overwrites parts of initialized captioner params with pretrained weights.
     `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit` (a
-    big_vision `.npz` or step copy, optionally `:subtree`); None or '' skips that part. `params` may
-    be the variables dict holding the tree under 'params'. Returns (params, one `Report` per
-    checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
+    big_vision `.npz` or step copy, optionally `:subtree`), or either as Hugging Face / timm
+    safetensors (`hugging_face.read`); None or '' skips that part. An mT5 without a decoder
+    (`MT5EncoderModel`) leaves the decoder at its init. `check_only`: the shapes are checked,
+    nothing read from safetensors, `params` returned as they are. `params` may be the variables dict
+    holding the tree under 'params'. Returns (params, one `Report` per checkpoint).
+    FileNotFoundError / ValueError messages start with "init.<field>:"."""
     reports = []
     for field, (loader, prefix, allow_missing) in _SOURCES.items():
         path = init_config.get(field) if init_config is not None else None
         if not path:
             continue
         try:
-            loaded = loader(path)
+            loaded, source = _read(loader, path)
         except FileNotFoundError as e:
             raise FileNotFoundError(f"init.{field}: {e}") from e
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e
+        if field == "mt5" and "decoder" not in loaded:
+            allow_missing = (r"decoder/.*",)
         try:
             params, report = merge_params(
-                params, loaded, prefix=_prefix_in(params, prefix),
-                allow_missing=allow_missing, source=path)
+                params, loaded, prefix=_prefix_in(params, prefix), allow_missing=allow_missing,
+                source=source, check_only=check_only)
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e
         reports.append(report)

@@ -126,6 +126,9 @@ def describe_dir(path: str, names: list[str]) -> str:
                 "array per folder)")
     if not names:
         return "an empty folder"
+    if any(n.startswith("pytorch_model") for n in names):
+        return ("a Hugging Face model folder without safetensors (its pytorch_model*.bin is not "
+                "read; docs/files.md)")
     if any(n.endswith(".npz") for n in names):
         return "a folder of .npz files"
     shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")

@@ -150,48 +150,66 @@ def _raise_if_unfit(report, mismatches, not_allowed):
             f"(pass allow_missing to keep their init): " + ", ".join(not_allowed) + instead)
 
 
+def _shapes(loaded: Mapping[str, Any], scan: bool) -> dict[str, tuple]:
+    """{path: shape} of a loaded tree (in the scanned layout if `scan`), nothing read."""
+    shapes = {path: tuple(np.shape(x)) for path, x in flatten_tree(loaded).items()}
+    if not scan:
+        return shapes
+    structs = unflatten_tree({p: jax.ShapeDtypeStruct(s, np.float32) for p, s in shapes.items()})
+    structs = jax.eval_shape(model_layers.layers_to_scan, structs)
+    return {path: tuple(s.shape) for path, s in flatten_tree(structs).items()}
+
+
+def _mismatch(path: str, shape: tuple, target_shape: tuple, resample_posemb: bool) -> str | None:
+    """Why a checkpoint array of `shape` cannot fill the model's `target_shape` (None: it can)."""
+    if shape == target_shape:
+        return None
+    if resample_posemb and path.rpartition(SEP)[2] == "pos_embedding":
+        try:  # On zeros of the shape: the refusals depend on the shapes alone.
+            big_vision.fit_posemb(np.broadcast_to(np.float32(0), shape), target_shape)
+            return None
+        except ValueError as e:
+            return f"{path}: {e}"
+    return f"{path}: checkpoint {shape} vs model {target_shape}"
+
+
 def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
                  prefix: str, allow_missing: AllowMissing = False,
-                 resample_posemb: bool = True, source: str = "") -> tuple[dict, Report]:
+                 resample_posemb: bool = True, source: str = "",
+                 check_only: bool = False) -> tuple[dict, Report]:
     """Returns (a new tree with `loaded` under `prefix`, its `Report`).
     `prefix` is '/'-separated ('t5', 'img', 'params/t5'); leaves come from the checkpoint as numpy
     arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes full-matched
     against paths relative to `prefix`. `resample_posemb`: adapt `pos_embedding`s of another size
     (big_vision's bilinear method). ValueError, one line, lists every shape mismatch or disallowed
-    missing parameter."""
+    missing parameter, found from the shapes before any array is read (leaves may be lazy, as
+    `hugging_face.Lazy`); `check_only` stops there, returning `init_params`."""
     init_flat = flatten_tree(_get_subtree(init_params, prefix))
-    loaded_flat = flatten_tree(loaded)
-    if _is_scanned(init_flat) and not _is_scanned(loaded_flat):
-        loaded_flat = flatten_tree(_to_scanned(loaded))
+    scan = _is_scanned(init_flat) and not _is_scanned(flatten_tree(loaded))
+    shapes = _shapes(loaded, scan)
     report = Report(prefix=prefix, source=source)
     is_allowed_missing = _missing_allowed(allow_missing)
+    report.missing = [path for path in init_flat if path not in shapes]
+    not_allowed = [path for path in report.missing if not is_allowed_missing(path)]
+    report.unexpected = [path for path in shapes if path not in init_flat]
+    mismatches = [m for path, init_value in init_flat.items() if path in shapes and (
+        m := _mismatch(path, shapes[path], tuple(_unboxed(init_value).shape), resample_posemb))]
+    _raise_if_unfit(report, mismatches, not_allowed)
+    if check_only:
+        return init_params, report
+    loaded = jax.tree.map(np.asarray, loaded)  # Reads lazy leaves.
+    loaded_flat = flatten_tree(_to_scanned(loaded) if scan else loaded)
     out_flat: dict[str, Any] = {}
-    mismatches, not_allowed = [], []
     for path, init_value in init_flat.items():
         if path not in loaded_flat:
             out_flat.setdefault(path, init_value)
-            report.missing.append(path)
-            if not is_allowed_missing(path):
-                not_allowed.append(path)
             continue
         value = np.asarray(loaded_flat[path])
         target_shape = tuple(_unboxed(init_value).shape)
-        if value.shape != target_shape:
-            if resample_posemb and path.rpartition(SEP)[2] == "pos_embedding":
-                try:
-                    value = _fit_posemb(path, value, target_shape, loaded_flat, init_flat,
-                                        out_flat, report)
-                except ValueError as e:
-                    mismatches.append(f"{path}: {e}")
-                    continue
-            else:
-                mismatches.append(
-                    f"{path}: checkpoint {tuple(value.shape)} vs model {target_shape}")
-                continue
+        if value.shape != target_shape:  # A position embedding `_mismatch` let through.
+            value = _fit_posemb(path, value, target_shape, loaded_flat, init_flat, out_flat,
+                                report)
         # `setdefault`: a `cls` already adjusted by _fit_posemb keeps its new value.
         out_flat.setdefault(path, _like(init_value, value))
         report.loaded.append(path)
-    # Errors are raised only after the loop so that they list every problem.
-    report.unexpected = [path for path in loaded_flat if path not in init_flat]
-    _raise_if_unfit(report, mismatches, not_allowed)
     return _replace_subtree(init_params, prefix, unflatten_tree(out_flat)), report

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from model import layers, t5, vit
+from tests.model import upstream_files as cf
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -19,42 +20,11 @@ def _t(x) -> "torch.Tensor":
 
 
 def _t5_state_dict(params, cfg):
-    """Our T5X-layout tree as HF MT5 weights ([out, in] Linear weights)."""
-    sd = {"shared.weight": _t(params["token_embedder"]["embedding"]),
-          "lm_head.weight": _t(params["decoder"]["logits_dense"]["kernel"]).T}
+    """Our T5X-layout tree as HF MT5 weights, the token embedding tied in both stacks."""
+    assert cfg.num_encoder_layers == cfg.num_decoder_layers
+    sd = {name: _t(value) for name, value in cf.hf_mt5_state(
+        jax.tree.map(np.asarray, params), cfg.num_encoder_layers).items()}
     sd["encoder.embed_tokens.weight"] = sd["decoder.embed_tokens.weight"] = sd["shared.weight"]
-
-    def attention(prefix, tree):
-        for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v"), ("out", "o")):
-            sd[f"{prefix}.{theirs}.weight"] = _t(tree[ours]["kernel"]).T
-
-    def mlp(prefix, tree):
-        for name in ("wi_0", "wi_1", "wo"):
-            sd[f"{prefix}.DenseReluDense.{name}.weight"] = _t(tree[name]["kernel"]).T
-
-    for stack, num_layers in (("encoder", cfg.num_encoder_layers),
-                              ("decoder", cfg.num_decoder_layers)):
-        tree = params[stack]
-        # HF keeps the stack's one relative-position table in block 0, transposed.
-        sd[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = _t(
-            tree["relpos_bias"]["rel_embedding"]).T
-        sd[f"{stack}.final_layer_norm.weight"] = _t(tree[f"{stack}_norm"]["scale"])
-        for i in range(num_layers):
-            layer, block = tree[f"layers_{i}"], f"{stack}.block.{i}.layer"
-            if stack == "encoder":
-                attention(f"{block}.0.SelfAttention", layer["attention"])
-                sd[f"{block}.0.layer_norm.weight"] = _t(layer["pre_attention_layer_norm"]["scale"])
-                mlp(f"{block}.1", layer["mlp"])
-                sd[f"{block}.1.layer_norm.weight"] = _t(layer["pre_mlp_layer_norm"]["scale"])
-            else:
-                attention(f"{block}.0.SelfAttention", layer["self_attention"])
-                sd[f"{block}.0.layer_norm.weight"] = _t(
-                    layer["pre_self_attention_layer_norm"]["scale"])
-                attention(f"{block}.1.EncDecAttention", layer["encoder_decoder_attention"])
-                sd[f"{block}.1.layer_norm.weight"] = _t(
-                    layer["pre_cross_attention_layer_norm"]["scale"])
-                mlp(f"{block}.2", layer["mlp"])
-                sd[f"{block}.2.layer_norm.weight"] = _t(layer["pre_mlp_layer_norm"]["scale"])
     return sd
 
 

@@ -2,6 +2,7 @@
 big_vision (npz) formats, following the real writers' on-disk output."""
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Callable
@@ -304,3 +305,89 @@ def scan_t5x(per_layer: dict, *, num_heads: int, axis: int = 1, attention_3d: bo
     for path, layers in stacks.items():
         out[path] = np.stack([layers[i] for i in range(len(layers))], axis=axis)
     return unflatten(out)
+
+
+def hf_mt5_state(tree: dict, num_layers: int) -> dict[str, np.ndarray]:
+    """A T5X-layout mT5 tree as Hugging Face's MT5ForConditionalGeneration state dict
+    (transformers' names; torch Linear weights [out, in]); `num_layers` per stack."""
+    sd = {"shared.weight": tree["token_embedder"]["embedding"],
+          "lm_head.weight": tree["decoder"]["logits_dense"]["kernel"].T}
+
+    def attention(prefix, node):
+        for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v"), ("out", "o")):
+            sd[f"{prefix}.{theirs}.weight"] = node[ours]["kernel"].T
+
+    def mlp(prefix, node):
+        for name in ("wi_0", "wi_1", "wo"):
+            sd[f"{prefix}.DenseReluDense.{name}.weight"] = node[name]["kernel"].T
+
+    # Sub-layers of a block: (HF module, ours, our norm before it); attention or MLP.
+    sublayers = {"encoder": [("SelfAttention", "attention", "pre_attention_layer_norm"),
+                             ("", "mlp", "pre_mlp_layer_norm")],
+                 "decoder": [("SelfAttention", "self_attention", "pre_self_attention_layer_norm"),
+                             ("EncDecAttention", "encoder_decoder_attention",
+                              "pre_cross_attention_layer_norm"),
+                             ("", "mlp", "pre_mlp_layer_norm")]}
+    for stack, parts in sublayers.items():
+        node = tree[stack]
+        # HF keeps the stack's one relative-position table in block 0, transposed.
+        sd[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = \
+            node["relpos_bias"]["rel_embedding"].T
+        sd[f"{stack}.final_layer_norm.weight"] = node[f"{stack}_norm"]["scale"]
+        for i in range(num_layers):
+            layer = node[f"layers_{i}"]
+            for j, (theirs, ours, norm) in enumerate(parts):
+                prefix = f"{stack}.block.{i}.layer.{j}"
+                sd[f"{prefix}.layer_norm.weight"] = layer[norm]["scale"]
+                if theirs:
+                    attention(f"{prefix}.{theirs}", layer[ours])
+                else:
+                    mlp(prefix, layer[ours])
+    return {name: np.ascontiguousarray(value) for name, value in sd.items()}
+
+
+def timm_vit_state(hf_vit: dict[str, np.ndarray], depth: int) -> dict[str, np.ndarray]:
+    """A Hugging Face ViTModel's saved tensors under timm's VisionTransformer names (query, key
+    and value stacked in one `attn.qkv`)."""
+    sd = {"cls_token": hf_vit["embeddings.cls_token"],
+          "pos_embed": hf_vit["embeddings.position_embeddings"],
+          "patch_embed.proj.weight": hf_vit["embeddings.patch_embeddings.projection.weight"],
+          "patch_embed.proj.bias": hf_vit["embeddings.patch_embeddings.projection.bias"],
+          "norm.weight": hf_vit["layernorm.weight"], "norm.bias": hf_vit["layernorm.bias"]}
+    for i in range(depth):
+        theirs, ours = f"encoder.layer.{i}", f"blocks.{i}"
+        for leaf in ("weight", "bias"):
+            sd[f"{ours}.attn.qkv.{leaf}"] = np.concatenate(
+                [hf_vit[f"{theirs}.attention.attention.{part}.{leaf}"]
+                 for part in ("query", "key", "value")])
+            for hf_name, timm_name in (("attention.output.dense", "attn.proj"),
+                                       ("layernorm_before", "norm1"),
+                                       ("layernorm_after", "norm2"),
+                                       ("intermediate.dense", "mlp.fc1"),
+                                       ("output.dense", "mlp.fc2")):
+                sd[f"{ours}.{timm_name}.{leaf}"] = hf_vit[f"{theirs}.{hf_name}.{leaf}"]
+    return sd
+
+
+def write_timm_vit(folder: str, state: dict[str, np.ndarray], *, width: int, depth: int,
+                   heads: int, mlp: int, patch: int, image_size: int) -> str:
+    """Writes a timm model folder as timm's `push_to_hub` does: `model.safetensors` and a
+    `config.json` naming the architecture, its pretrained config and the model's arguments."""
+    from safetensors.numpy import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    save_file(state, os.path.join(folder, "model.safetensors"))
+    config = {"architecture": "vit_base_patch16_224", "num_classes": 0, "num_features": width,
+              "global_pool": "token",
+              "model_args": {"embed_dim": width, "depth": depth, "num_heads": heads,
+                             "mlp_ratio": mlp / width, "patch_size": patch,
+                             "img_size": image_size},
+              "pretrained_cfg": {"tag": "augreg_in21k", "custom_load": False,
+                                 "input_size": [3, image_size, image_size],
+                                 "fixed_input_size": True, "interpolation": "bicubic",
+                                 "crop_pct": 0.9, "crop_mode": "center", "mean": [0.5] * 3,
+                                 "std": [0.5] * 3, "num_classes": 0, "pool_size": None,
+                                 "first_conv": "patch_embed.proj", "classifier": "head"}}
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    return folder
