@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import os
 from typing import Any
 
 import flax
@@ -16,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 import errors
+from model import vit
 
 # Log-probability of impossible continuations (finite, as T5X, to keep arithmetic NaN-free).
 NEG_INF = -1.0e7
@@ -361,8 +363,47 @@ class Decoding:
             return f"sampling (temperature {self.temperature:g}{top}{seed})"
         return "greedy"
 
+    def check_size(self, model_config, batch_size, max_len, trained_len, memory_bytes):
+        """DecodingError (or InputError for the batch or length) when decoding `batch_size`
+        images of a `model_config` (a CaptionerConfig) to `max_len` tokens goes beyond the
+        caption length the model was trained on (`trained_len`), or its working memory (the
+        logits of every beam, the decoder's cache, the images) beyond `memory_bytes`: refused
+        before anything is allocated."""
+        if max_len > trained_len:
+            raise errors.InputError(f"max_len {max_len}: the model was trained on captions of "
+                                    f"at most {trained_len} tokens")
+        need = decode_bytes(model_config, batch_size, self.beam_size or 1, max_len)
+        if need > memory_bytes:
+            beams = f"{self.beam_size} beams x " if self.beam_size else ""
+            problem = (f"{beams}batch {batch_size} x {max_len} tokens: decoding needs about "
+                       f"{need / 2**30:.1f} GiB, more than the {memory_bytes / 2**30:.1f} GiB "
+                       f"of memory here; give fewer")
+            raise (DecodingError("beam_size", problem) if self.beam_size
+                   else errors.InputError(f"batch_size {batch_size}: {problem}"))
+
     def check_logits(self, num_logits):
         """DecodingError when top-k sampling asks for more than the model's `num_logits`."""
         if self.method == "sample" and self.top_k > num_logits:
             raise DecodingError("top_k", f"top-k {self.top_k} exceeds the model's {num_logits} "
                                          f"logits")
+
+
+def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
+    """Bytes of a decoding's largest buffers: per row (an image's beam) the float32 logits
+    and their log-softmax, the decoder's self-attention cache and the encoder output with
+    its cross-attention keys and values; the images as float32."""
+    t5, rows = model_config.t5, batch_size * beams
+    kv = t5.num_heads * t5.head_dim
+    encoder_len = prompt_len + (1 if model_config.fusion == "pooled" else
+                                vit.num_patches(model_config.vit, model_config.image_size))
+    per_row = 4 * (2 * t5.vocab_size + 2 * t5.num_decoder_layers * max_len * kv
+                   + encoder_len * (t5.emb_dim + 2 * t5.num_decoder_layers * kv))
+    return rows * per_row + batch_size * 4 * 3 * model_config.image_size ** 2
+
+
+def memory_bytes():
+    """Bytes of memory of the first device, or the machine's for a CPU (it reports none)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if stats.get("bytes_limit"):
+        return stats["bytes_limit"]
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

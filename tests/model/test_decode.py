@@ -13,6 +13,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+import errors
 from model import captioner, decode, layers
 
 EOS = 1
@@ -274,3 +275,32 @@ def test_log_probs_undo_the_beam_length_penalty_on_captioner(tiny):
     want = np.where(finished, scores * ((5.0 + lengths) / 6.0) ** 0.6, scores)
     got = decode.log_probs(model, params, images, prompt, tokens, eos_id=eos)
     np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def _bb_model_config():
+    from configs import bb
+
+    return captioner.from_config(bb.get_config().model, 250100).config
+
+
+def test_a_beam_too_large_for_the_memory_is_refused_naming_it():
+    with pytest.raises(decode.DecodingError, match=r"^beam_size: 1000000 beams x batch 16 x 64 "
+                                                   r"tokens: decoding needs about [\d.]+ GiB, "
+                                                   r"more than the 80.0 GiB"):
+        decode.Decoding("beam", beam_size=1_000_000).check_size(
+            _bb_model_config(), 16, 64, 64, 80 * 2**30)
+
+
+def test_a_batch_too_large_for_the_memory_is_refused_naming_it():
+    with pytest.raises(errors.InputError, match=r"^batch_size 100000000: batch 100000000 x 64"):
+        decode.Decoding("greedy").check_size(_bb_model_config(), 10**8, 64, 64, 80 * 2**30)
+
+
+def test_a_length_beyond_the_trained_captions_is_refused():
+    with pytest.raises(errors.InputError, match=r"^max_len 100: the model was trained on "
+                                                r"captions of at most 64 tokens"):
+        decode.Decoding("greedy").check_size(_bb_model_config(), 16, 100, 64, 80 * 2**30)
+
+
+def test_the_papers_evaluation_batch_fits_one_gpu():
+    decode.Decoding("beam").check_size(_bb_model_config(), 256, 64, 64, 80 * 2**30)
