@@ -240,6 +240,15 @@ def load(workdir):
     return saved
 
 
+def from_saved(saved):
+    """The ConfigDict of a saved config (JSON's lists as the tuples the config files give)."""
+    def tuples(value):
+        if isinstance(value, dict):
+            return {k: tuples(v) for k, v in value.items()}
+        return tuple(map(tuples, value)) if isinstance(value, list) else value
+    return ml_collections.ConfigDict(tuples(saved))
+
+
 class ResumeRefused(errors.RunError):
     """The checkpoints of a workdir cannot be resumed with this config (the message says why)."""
 

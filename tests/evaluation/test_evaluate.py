@@ -307,7 +307,7 @@ def test_progress_reports_eta_after_the_first_batch():
 def test_help_prints_the_usage_and_flags(capsys):
     assert evaluate.main(["evaluation.evaluate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "python -m evaluation.evaluate --config" in out
+    assert "python -m evaluation.evaluate --workdir" in out
     assert "--workdir" in out and "--evals" in out
 
 
