@@ -307,7 +307,10 @@ _KINDS = {str: (str, "a string"), bool: (bool, "True or False"),
 
 
 def check_value(field, value):
-    """ConfigError unless `value` is one `field` allows: its type, range or choices."""
+    """ConfigError unless `value` is one `field` allows: its type, range or choices (_ABSENT:
+    its default, when it has one)."""
+    if value is _ABSENT and not isinstance(field.default, type):
+        return
     value = None if value is _ABSENT else value
     if value is None and field.has("optional"):
         return
@@ -336,7 +339,7 @@ def check_evaluator(name, eval_config):
     fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or \
         evaluator_fields(name)
     for field in fields:
-        check_value(field, eval_config.get(field.name.rsplit(".", 1)[1], None))
+        check_value(field, eval_config.get(field.name.rsplit(".", 1)[1], _ABSENT))
 
 
 def _check_data(data):
