@@ -133,15 +133,12 @@ def check_workdir(config, workdir, allow_change):
     return whole_through, changes
 
 
-def build_evaluators(config, model, vocab):
-    """The in-loop evaluators (`every` > 0) by name, their data read now."""
+def build_evaluators(config, model, vocab, names=None):
+    """The evaluators of `names` (default: the in-loop ones, `every` > 0), their data read now."""
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                              config.model.image_size)
-    in_loop = [name for name, c in config.evals.items() if c.every]
-    try:
-        return evaluators_lib.build(config.evals, setup, names=in_loop)
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(str(e)) from None
+    names = [name for name, c in config.evals.items() if c.every] if names is None else names
+    return evaluators_lib.build(config.evals, setup, names=names)
 
 
 def prepare_workdir(workdir):
@@ -284,7 +281,10 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     whole_through, changes = check_workdir(config, workdir, allow_change)
     run = run_lib.Run(workdir, config, vocab)
     model = run.model
-    evaluators = build_evaluators(config, model, vocab)
+    try:
+        evaluators = build_evaluators(config, model, vocab)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(str(e)) from None
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
@@ -417,13 +417,8 @@ def compile_for_preflight(config, model, mesh, abstract_state):
 
 def preflight_check(config, say=_say):
     """`--check`: True when the run can start here and its step fits the devices."""
-    def build(config, model, vocab, names):
-        setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
-                                                 config.model.image_size)
-        return evaluators_lib.build(config.evals, setup, names=names)
-
-    return preflight.check(config, build_evaluators=build, compile_step=compile_for_preflight,
-                           say=say)
+    return preflight.check(config, build_evaluators=build_evaluators,
+                           compile_step=compile_for_preflight, say=say)
 
 
 def main(argv):
