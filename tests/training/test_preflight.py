@@ -80,6 +80,16 @@ def _launches():
     return {1: commands(one), 8: commands(eight)}
 
 
+def test_languages_given_as_a_list_flag_are_checked_as_that_list(config_file):
+    argv = ["train.py", "--config", config_file, "--config.data.langs=en,es"]
+    values = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=values, lock_config=True,
+                                    sys_argv=argv)
+    run_config.parse_flags(values, argv)
+    _, text = _check(values.config)
+    assert "training data coco35l, built for its 2 languages" in text, text
+
+
 def _parse(command):
     """The config a documented train.py command line runs."""
     argv = command.split()[1:]
