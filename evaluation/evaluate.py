@@ -104,6 +104,11 @@ def _data_langs(name, cls, eval_config):
     return langs
 
 
+# Model fields that say how the model runs, not what it computes: they may differ (the run's
+# model is evaluated as it was trained).
+_HOW_IT_RUNS = ("model.scan", "model.remat", "model.dropout", "model.vit.dropout")
+
+
 def open_run(workdir, config):
     """The run of `workdir`, evaluated with `config` (UsageError when its model or vocabulary
     differs from the run's config.json)."""
@@ -112,7 +117,7 @@ def open_run(workdir, config):
                          f"first, or pass the --workdir of a run")
     run = run_lib.Run.open(workdir)
     changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())
-               if c.startswith(("model.", "vocab."))]
+               if c.startswith(("model.", "vocab.")) and c.split(":")[0] not in _HOW_IT_RUNS]
     if changed:
         raise UsageError(f"config.{changed[0]}: not the model or vocabulary of the run in "
                          f"{run_config.path(workdir)}; leave --config out to evaluate the run "
