@@ -9,6 +9,7 @@ from absl import flags
 from ml_collections import config_flags
 
 import train
+from model import captioner
 from tests import tiny
 from training import preflight, run_config
 
@@ -58,7 +59,7 @@ def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tm
 def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
         four_step_run, monkeypatch):
     config = four_step_run.config()
-    model = train.captioner.from_config(config.model, 656)
+    model = captioner.from_config(config.model, 656)
     mesh = train.state_lib.make_mesh(config.mesh)
     compile_step = train.compile_for_preflight
     full = preflight.step_memory(config, model, mesh, compile_step)
