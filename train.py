@@ -32,10 +32,9 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_flags
 
 import errors
-from data import pipeline, tokenizer
+from data import pipeline
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
-from model import captioner
 from training import (
     actions,
     checkpointing,
@@ -46,6 +45,7 @@ from training import (
     run_config,
     train_input,
 )
+from training import run as run_lib
 from training import state as state_lib
 from training import workdir as workdir_lib
 from training.actions import TrainingError
@@ -115,10 +115,7 @@ def check_config(config):
 
 def load_vocabulary(config, build_data):
     """The vocabulary, once the training data is known to be built (or built now)."""
-    try:
-        vocab = tokenizer.get_vocabulary(config.vocab.path)
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(f"config.vocab.path: {e}") from None
+    vocab = run_lib.vocabulary(config.vocab.path)
     run_config.check_vocab(config, vocab)
     try:
         pipeline.ensure_built(config.data, build=build_data and jax.process_count() == 1)
@@ -144,15 +141,12 @@ def check_workdir(config, workdir, allow_change):
     return whole_through, changes
 
 
-def build_evaluators(config, model, vocab):
-    """The in-loop evaluators (`every` > 0) by name, their data read now."""
+def build_evaluators(config, model, vocab, names=None):
+    """The evaluators of `names` (default: the in-loop ones, `every` > 0), their data read now."""
     setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
                                              config.model.image_size)
-    in_loop = [name for name, c in config.evals.items() if c.every]
-    try:
-        return evaluators_lib.build(config.evals, setup, names=in_loop)
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(str(e)) from None
+    names = [name for name, c in config.evals.items() if c.every] if names is None else names
+    return evaluators_lib.build(config.evals, setup, names=names)
 
 
 def prepare_workdir(workdir):
@@ -167,12 +161,12 @@ def prepare_workdir(workdir):
 
 
 # ----------------------------------------------------------- state, step ----
-def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole_through,
-                          changes):
+def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes):
     """(state, step) of the newest readable checkpoint, or of a fresh initialization."""
+    config, workdir = run.config, run.workdir
     try:
-        state, step = checkpointing.restore(workdir, abstract_state, set_aside=True,
-                                            at_most=whole_through)
+        state, step = run.restore(params_only=False, abstract=abstract_state, set_aside=True,
+                                  at_most=whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
@@ -187,7 +181,7 @@ def restore_or_initialize(config, workdir, model, tx, abstract_state, rng, whole
     _say(f"Starting {workdir} at step 0 of {config.total_steps} ({size})")
     shardings = jax.tree.map(lambda x: x.sharding, abstract_state)  # Of state_shardings.
     with compilation_cache.watch() as compiled:
-        state = state_lib.init_state(model, tx, rng, shardings)
+        state = state_lib.init_state(run.model, tx, rng, shardings)
     _say(f"Initialized the parameters in {compiled}")
     try:
         state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
@@ -298,28 +292,28 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     mesh = check_config(config)
     vocab = load_vocabulary(config, build_data)
     whole_through, changes = check_workdir(config, workdir, allow_change)
-    model = captioner.from_config(config.model, vocab.vocab_size)
-    evaluators = build_evaluators(config, model, vocab)
+    run = run_lib.Run(workdir, config, vocab)
+    model = run.model
+    try:
+        evaluators = build_evaluators(config, model, vocab)
+    except (FileNotFoundError, ValueError) as e:
+        raise TrainingError(str(e)) from None
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    # Input first, at the step the checkpoints' folder names promise; the restore decides
-    # (it moves the input back only when it sets a damaged checkpoint aside).
-    batches = cleanup.enter_context(train_input.Batches(
-        config, vocab, NamedSharding(mesh, P("data")),
-        checkpointing.resume_step(workdir, whole_through)))
-
-    # State: the workdir's newest checkpoint, or a fresh initialization.
+    # State: the workdir's newest readable checkpoint, or a fresh initialization.
     tx, _ = state_lib.create_optimizer(config)
-    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
+    abstract_state = run.abstract_state(tx, mesh)
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
-    compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup)
-                     if batches.start_step == 0 else None)
-    state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
-                                              init_rng, whole_through, changes)
-    batches.restart(start_step)
+    compiled_step = (None if checkpointing.has_checkpoint(workdir) else
+                     compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup))
+    state, start_step = restore_or_initialize(run, tx, abstract_state, init_rng, whole_through,
+                                              changes)
+    # The input, from the step the state is at (the one place the start step is decided).
+    batches = cleanup.enter_context(train_input.Batches(
+        config, vocab, NamedSharding(mesh, P("data")), start_step))
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(config, model, mesh,
@@ -451,16 +445,11 @@ def preflight_check(config, say=_say, devices=None, device_memory_gib=None, work
                     allow_change=False):
     """`--check`: True when the run can start here and its step fits the devices (or
     `devices` devices of `device_memory_gib` GiB each), in `workdir` if given."""
-    def build(config, model, vocab, names):
-        setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
-                                                 config.model.image_size)
-        return evaluators_lib.build(config.evals, setup, names=names)
-
     workdir_item = None if workdir is None else preflight.Item(
         f"workdir {workdir}", workdir_problem(config, workdir, allow_change))
-    return preflight.check(config, build_evaluators=build, compile_step=compile_for_preflight,
-                           say=say, devices=devices, device_memory_gib=device_memory_gib,
-                           workdir_item=workdir_item)
+    return preflight.check(config, build_evaluators=build_evaluators,
+                           compile_step=compile_for_preflight, say=say, devices=devices,
+                           device_memory_gib=device_memory_gib, workdir_item=workdir_item)
 
 
 def main(argv):

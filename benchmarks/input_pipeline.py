@@ -1,7 +1,7 @@
 """Input pipeline speed: one core's decoding, the Grain pipeline, and main's pipeline in one run.
 
     python -m benchmarks.input_pipeline [--train_images 1024] [--batches 8] [--rounds 3] \
-        [--work_dir DIR] [--old_commit e546dba] [--workers 1,2,16]
+        [--work_dir DIR] [--baseline PATH|REF] [--workers 1,2,16]
 
 Batch 256 at 224 px, all 35 languages, on a synthetic COCO-35L release with released-size
 JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of this tree:
@@ -13,9 +13,10 @@ JPEGs (640x480, ~150 KB: synthetic_releases.py), built once with the build of th
    pipeline. The ratio to two cores is also given at one core's rate +- that error.
 2. The Grain pipeline (data/pipeline/) with 1 and 2 worker processes: examples/s, examples
    per CPU-second of a worker, and the trainer's own CPU per example.
-3. The pipeline of `--old_commit` (main before the move to Grain: its own worker pool and
-   prefetch thread), from `git archive` of that commit into a temporary folder, built there
-   with its own build from the same release files, measured the same way, in a subprocess.
+3. With `--baseline`, the pipeline of another tree (e.g. main before the move to Grain: its
+   own worker pool and prefetch thread): a folder holding it, or a git ref of this repository
+   exported by `git archive` into a temporary folder; built there with its own build from
+   the same release files, measured the same way, in a subprocess.
 4. The prediction for 16 and 64 cores: workers x one worker's examples per CPU-second x
    the efficiency per CPU-second measured from 1 to 2 workers, capped by what the trainer's
    own CPU per example allows (it takes every batch in one process); `--workers 1,2,16`
@@ -42,7 +43,6 @@ from evaluation import cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH, SIZE = 256, 224
-OLD_COMMIT = "e546dba"
 
 
 def load():
@@ -144,10 +144,16 @@ def run(code, cwd, **kwargs):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def old_tree(commit, folder):
-    """`commit` of this repository, exported into `folder` (its files only)."""
-    archive = subprocess.run(["git", "-C", ROOT, "archive", commit], check=True,
-                             capture_output=True).stdout
+def baseline_tree(baseline, folder):
+    """The tree of `--baseline`: a folder as it is, or a git ref of this repository exported
+    into `folder` (its files only)."""
+    if os.path.isdir(baseline):
+        return os.path.abspath(baseline)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", baseline], capture_output=True)
+    if archive.returncode:
+        sys.exit(f"error: --baseline {baseline}: neither a folder nor a git ref of {ROOT} "
+                 f"({archive.stderr.decode().strip()})")
+    archive = archive.stdout
     subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
     return folder
 
@@ -199,8 +205,9 @@ def main(argv=None):
                         help="rounds of the two pipelines' measurements (the medians are shown)")
     parser.add_argument("--work_dir", default=None,
                         help="keep the release and the builds here (reused when present)")
-    parser.add_argument("--old_commit", default=OLD_COMMIT,
-                        help="the commit whose pipeline is measured beside this one ('': none)")
+    parser.add_argument("--baseline", default=None,
+                        help="a tree whose pipeline is measured beside this one: its folder, or "
+                             "a git ref of this repository (default: none)")
     parser.add_argument("--workers", type=cli.counts(1), default=[1, 2],
                         help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
@@ -240,12 +247,13 @@ def main(argv=None):
     build.build_corpus("coco35l", manual_dir=manual, data_dir=data_dir, langs=langs)
     params = dict(manual=manual, vocab=vocab, langs=langs, batch=BATCH, size=SIZE,
                   batches=args.batches, workers=worker_counts)
-    compare = bool(args.old_commit)
+    compare = bool(args.baseline)
     trees = {"Grain": (NEW, ROOT, data_dir)}  # label: (measuring script, tree, its build)
     with tempfile.TemporaryDirectory() as folder:
         if compare:
-            trees[args.old_commit] = (OLD, old_tree(args.old_commit, folder),
-                                      os.path.join(work, f"built_{args.old_commit}"))
+            name = os.path.basename(os.path.normpath(args.baseline))
+            trees[args.baseline] = (OLD, baseline_tree(args.baseline, folder),
+                                    os.path.join(work, f"built_{name}"))
         results = {label: [] for label in trees}
         for round_index in range(rounds):
             for label in list(trees)[::-1] if round_index % 2 else list(trees):
@@ -256,12 +264,12 @@ def main(argv=None):
     print(f"2. the Grain pipeline (data/pipeline/), {of_rounds}:")
     report("Grain", worker_counts, new)
     if compare:
-        print(f"3. main's pipeline at {args.old_commit} (its worker pool and prefetch thread; "
-              f"its own build of the same files), {of_rounds}:")
-        report(args.old_commit, worker_counts, medians(results[args.old_commit]))
+        print(f"3. the pipeline of {args.baseline} (its own build of the same files), "
+              f"{of_rounds}:")
+        report(args.baseline, worker_counts, medians(results[args.baseline]))
         ratios = [n[1]["rate"] / o[1]["rate"]
-                  for n, o in zip(results["Grain"], results[args.old_commit], strict=True)]
-        print(f"   2 workers: Grain {statistics.median(ratios):.2f}x {args.old_commit}'s "
+                  for n, o in zip(results["Grain"], results[args.baseline], strict=True)]
+        print(f"   2 workers: Grain {statistics.median(ratios):.2f}x {args.baseline}'s "
               f"examples/s, the median of the rounds' ratios "
               f"({', '.join(f'{r:.2f}' for r in ratios)}; goal: at least 1.0x)")
     low, high = (new[1]["rate"] / (2 * (per_core + e)) for e in (error, -error))

@@ -1,9 +1,12 @@
 """Evaluates a checkpoint of a run with the evaluators of its config, and writes a results folder.
 
-    python -m evaluation.evaluate --config configs/bb.py --workdir runs/bb [--step N|best] \
+    python -m evaluation.evaluate --workdir runs/bb [--step N|best] \
         [--evals xm3600,coco_dev] [--langs all|config|en,es,...] \
         [--decode greedy|beam] [--beam_size 4] [--alpha 0.6] [--out DIR] [--name NAME] \
-        [--config.evals.xm3600.max_images=100]
+        [--config configs/bb.py] [--config.evals.xm3600.max_images=100]
+
+The run's config.json is the config; `--config` replaces it (its evaluation fields: a model or
+vocabulary field that differs from the run's is refused), and `--config.<field>=` overrides.
 
 The results folder (default `<workdir>/eval_step<N>/`) is written whole at the end; if that
 fails, the scores are printed and the `error:` line names the temporary folder left.
@@ -18,14 +21,13 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 import errors
-from data import tokenizer
 from evaluation import cli, report, results_folder
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
-from model import captioner, decode
+from model import decode
 from training import checkpointing, compilation_cache, run_config
-from training import state as state_lib
+from training import run as run_lib
 from training.metrics import Progress
 
 
@@ -39,9 +41,21 @@ class ResultsNotWritten(errors.RunError):
 
 def _define_flags(flag_values, argv):
     # sys_argv: where ml_collections finds the --config.x overrides (main's argv, not sys.argv).
-    config = config_flags.DEFINE_config_file(
-        "config", None, "The run's config file (`file.py:variant` and --config.x=y work).",
-        flag_values=flag_values, lock_config=True, sys_argv=argv)
+    given = flags.FlagValues()  # --config and --workdir first: without --config, the run's.
+    for name in ("config", "workdir"):
+        flags.DEFINE_string(name, None, "", flag_values=given)
+    try:
+        given(argv, known_only=True)
+    except flags.Error as e:
+        raise UsageError(str(e)) from None
+    if given.config is None and given.workdir:
+        config = config_flags.DEFINE_config_dict(
+            "config", run_lib.read_config(given.workdir), "The run's config (default: its "
+            "config.json; --config.x=y works).", flag_values=flag_values, sys_argv=argv)
+    else:
+        config = config_flags.DEFINE_config_file(
+            "config", None, "A config file instead of the run's config.json (`file.py:variant` "
+            "and --config.x=y work).", flag_values=flag_values, lock_config=True, sys_argv=argv)
     kw = {"flag_values": flag_values}
     flags.DEFINE_string("workdir", None, "The run's folder (holds checkpoints/).", **kw)
     flags.DEFINE_string("step", None, "Checkpoint step, or 'best' (checkpoints_best/'s; "
@@ -93,39 +107,48 @@ def _data_langs(name, cls, eval_config):
     return langs
 
 
-def _restore(config, workdir, vocab, step):
-    """(model, params, step) of the run's checkpoint (parameters only); bad input as UsageError."""
+# Model fields that say how the model runs, not what it computes: they may differ (the run's
+# model is evaluated as it was trained).
+_HOW_IT_RUNS = ("model.scan", "model.remat", "model.dropout", "model.vit.dropout")
+
+
+def open_run(workdir, config):
+    """The run of `workdir`, evaluated with `config` (UsageError when its model or vocabulary
+    differs from the run's config.json)."""
+    if not checkpointing.has_checkpoint(workdir):
+        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train "
+                         f"first, or pass the --workdir of a run")
+    run = run_lib.Run.open(workdir)
+    changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())
+               if c.startswith(("model.", "vocab.")) and c.split(":")[0] not in _HOW_IT_RUNS]
+    if changed:
+        raise UsageError(f"config.{changed[0]}: not the model or vocabulary of the run in "
+                         f"{run_config.path(workdir)}; leave --config out to evaluate the run "
+                         f"with its own config")
+    run.config = config
+    return run
+
+
+def _restore(run, step):
+    """(params, step) of the run's checkpoint (parameters only); bad input as UsageError."""
     try:
-        saved = run_config.load(workdir)
-    except run_config.SavedConfigError:
-        saved = None  # Only for the hint below; the checkpoint itself is checked on reading.
-    changed = [c for c in run_config.incompatible_changes(saved or {}, config.to_dict())
-               if c.startswith(("model.", "vocab."))] if saved else []
-    model = captioner.from_config(config.model, vocab.vocab_size)
-    try:
-        params, step = checkpointing.restore(workdir, state_lib.abstract_params(model, config),
-                                             step)
-    except FileNotFoundError as e:
+        params, step = run.restore(step, params_only=True)
+    except (FileNotFoundError, checkpointing.IncompatibleCheckpoint) as e:
         raise UsageError(str(e)) from None
-    except checkpointing.IncompatibleCheckpoint as e:
-        hint = f" (fields that differ from {workdir}/config.json: {'; '.join(changed)})" \
-            if changed else ""
-        raise UsageError(f"{e}{hint}") from None
     except checkpointing.CheckpointError as e:
-        raise UsageError(f"{e}; pass --step with another of {checkpointing.steps(workdir)}") \
-            from None
+        raise UsageError(f"{e}; pass --step with another of "
+                         f"{checkpointing.steps(run.workdir)}") from None
     if params is None:
-        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir, step == 'best')}"
-                         f": train first, or pass the --workdir of a run")
-    return model, params, step
+        raise UsageError(f"no checkpoint in "
+                         f"{checkpointing.checkpoint_dir(run.workdir, step == 'best')}: train "
+                         f"first, or pass the --workdir of a run")
+    return params, step
 
 
 def check_config(config):
-    """The checks of the model and evaluator fields that need no data (run_config.ConfigError)."""
-    if config is None:
-        return
+    """The checks of the config's fields that need no data (run_config.ConfigError)."""
+    run_config.check(config)
     try:
-        captioner.captioner_config(config.model)
         evaluators_lib.check_configs(config.evals)
     except ValueError as e:
         raise run_config.ConfigError(str(e)) from None
@@ -147,9 +170,10 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
     Returns (results folder, {evaluator: {lang: score}}, {evaluator: [its file names]} and
     "metrics.json"); raises UsageError for bad input."""
-    names, per_name_langs, vocab = _check_request(config, workdir, names, langs)
-    model, params, step = _restore(config, workdir, vocab, step)
-    setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
+    names, per_name_langs = _check_request(config, names, langs)
+    run = open_run(workdir, config)
+    params, step = _restore(run, step)
+    setup = caption_evaluator.Setup.for_model(run.model, run.vocab, config.data,
                                               config.model.image_size)
     try:
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
@@ -176,29 +200,20 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     return out, scores, written
 
 
-def _check_request(config, workdir, names, langs):
-    """(evaluator names, {name: languages} or None, vocabulary), checked (UsageError)."""
+def _check_request(config, names, langs):
+    """(evaluator names, {name: languages} or None), checked (UsageError)."""
     names = list(config.evals) if names is None else names
+    unknown = [n for n in names if n not in config.evals]
+    if unknown:
+        raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
+                         f"{', '.join(config.evals)}")
     try:
-        unknown = [n for n in names if n not in config.evals]
-        if unknown:
-            raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
-                             f"{', '.join(config.evals)}")
-        if not checkpointing.has_checkpoint(workdir):
-            raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train "
-                             f"first, or pass the --workdir of a run")
         per_name_langs = resolve_langs(langs, config.evals, names)
-        if per_name_langs is not None:  # Evaluators with none of the languages asked for.
-            names = [n for n in names if per_name_langs[n]]
     except ValueError as e:
         raise UsageError(str(e)) from None
-    try:
-        vocab = tokenizer.get_vocabulary(config.vocab.path)
-    except FileNotFoundError as e:
-        raise UsageError(f"config.vocab.path: {e}") from None
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return names, per_name_langs, vocab
+    if per_name_langs is not None:  # Evaluators with none of the languages asked for.
+        names = [n for n in names if per_name_langs[n]]
+    return names, per_name_langs
 
 
 def _write_or_fall_back(out, scores, write):
@@ -253,26 +268,25 @@ def main(argv=None):
     """The command-line tool; returns 0, or exits with status 2 and `error: ...`."""
     argv = list(sys.argv if argv is None else argv)
     flag_values = flags.FlagValues()
-    config_flag = _define_flags(flag_values, argv)
     if any(arg in ("-h", "--help", "-help", "--helpfull") for arg in argv[1:]):
+        _define_flags(flag_values, argv[:1])
         print(__doc__ + "\nFlags:\n" + flag_values.get_help())
         return 0
     if not errors.asks_for_verbosity(argv):
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     try:
+        config_flag = _define_flags(flag_values, argv)
         rest = run_config.parse_flags(flag_values, argv)
         if len(rest) > 1:
             raise UsageError(f"unexpected argument {rest[1]!r} (every input is a --flag; see "
                              f"--help)")
-        check_config(config_flag.value)
-        if flag_values.config is None:
-            raise UsageError("--config is required (e.g. --config configs/bb.py)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
         try:
             step = checkpointing.parse_step(flag_values.step)
         except ValueError as e:
             raise UsageError(f"--{e}") from None
+        check_config(config_flag.value)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
@@ -281,12 +295,12 @@ def main(argv=None):
         out, scores, paths = evaluate_checkpoint(
             config_flag.value, flag_values.workdir, step=step, names=names,
             langs=flag_values.langs, decoding=decoding, out=flag_values.out,
-            name=flag_values.name, config_name=flag_values["config"].config_filename)
+            name=flag_values.name, config_name=getattr(
+                flag_values["config"], "config_filename", run_config.path(flag_values.workdir)))
     except errors.Error as e:
         errors.fail(e)
     _print_summary(out, scores, paths)
     return 0
-
 
 
 if __name__ == "__main__":

@@ -13,21 +13,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from model import layers
 from model import partitioning as part
 from model import t5 as t5_lib
 from model import vit as vit_lib
 
 FUSIONS = ("pooled", "patches")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
-# Keys of `config.model` and its towers; a missing or None one keeps its dataclass default.
-_MODEL_KEYS = ("vit", "t5", "fusion", "image_size", "dtype", "dropout", "scan", "remat",
-               "remat_policy")
-_VIT_KEYS = ("variant", "pool", "posemb", "dropout", "width", "depth", "mlp_dim", "num_heads")
-_T5_KEYS = ("variant", "emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
-            "num_decoder_layers", "vocab_size")
-
 
 # float32 [256]: x -> x * (2 / 255) - 1, each step rounded to float32 as data/images.py does.
 _UNIT_RANGE = np.arange(256).astype(np.float32) * (2.0 / 255.0) - 1.0
@@ -108,37 +99,21 @@ class Captioner(nn.Module):
         return self.decode(encoded, encoder_mask, decoder_input_tokens, train=train)
 
 
-def _fields(config, known, where: str) -> dict:
-    """The set (non-None) entries of a ConfigDict or dict; unknown keys are an error."""
-    if config is None:
-        return {}
-    config = dict(config.items())
-    unknown = sorted(set(config) - set(known))
-    if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(unknown)} in {where}; "
-                         f"known: {', '.join(sorted(known))}")
-    return {k: v for k, v in config.items() if v is not None}
+def _fields(config) -> dict:
+    """The set (non-None) entries of a ConfigDict or dict."""
+    return {k: v for k, v in dict((config or {}).items()).items() if v is not None}
 
 
 def captioner_config(model_config) -> CaptionerConfig:
-    """The CaptionerConfig of a `config.model`; ValueError names the key at fault.
+    """The CaptionerConfig of a `config.model` (its fields: training/run_config.FIELDS, which
+    checks their choices); ValueError names the key at fault.
     vit.variant and t5.variant are required; other keys override the dataclasses' fields (dtype:
     activations; dropout: the mT5's; scan / remat / remat_policy: both towers)."""
-    model = _fields(model_config, _MODEL_KEYS, "config.model")
-    vit_fields = _fields(model.pop("vit", None), _VIT_KEYS, "config.model.vit")
-    t5_fields = _fields(model.pop("t5", None), _T5_KEYS, "config.model.t5")
-    common = {k: bool(model.pop(k)) for k in ("scan", "remat") if k in model}
-    if "remat_policy" in model:
-        policy = model.pop("remat_policy")
-        if policy not in layers.REMAT_POLICIES:
-            raise ValueError(f"config.model.remat_policy={policy!r}; known: "
-                             f"{', '.join(layers.REMAT_POLICIES)}")
-        common["remat_policy"] = policy
+    model = _fields(model_config)
+    vit_fields, t5_fields = _fields(model.pop("vit", None)), _fields(model.pop("t5", None))
+    common = {k: model.pop(k) for k in ("scan", "remat", "remat_policy") if k in model}
     if "dtype" in model:
-        dtype = model.pop("dtype")
-        if dtype not in DTYPES:
-            raise ValueError(f"config.model.dtype={dtype!r}; known: {', '.join(DTYPES)}")
-        common["dtype"] = DTYPES[dtype]
+        common["dtype"] = DTYPES[model.pop("dtype")]
     if "dropout" in vit_fields:
         vit_fields["dropout_rate"] = float(vit_fields.pop("dropout"))
     if "dropout" in model:
@@ -152,11 +127,9 @@ def captioner_config(model_config) -> CaptionerConfig:
             towers[name] = build(fields.pop("variant"), **fields, **common)
         except ValueError as e:
             raise ValueError(f"config.model.{name}: {e}") from e
-    if "image_size" in model:
-        model["image_size"] = int(model["image_size"])
     try:
         return CaptionerConfig(**towers, **model)
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
         raise ValueError(f"config.model: {e}") from e
 
 

@@ -47,20 +47,22 @@ def _spy(monkeypatch, calls, module, name):
     monkeypatch.setattr(module, name, spied)
 
 
-def test_input_starts_first_and_a_resume_is_bit_for_bit(four_step_run, tmp_path, monkeypatch):
-    """The input's workers start first; a fresh run's step compiles (in a thread) while the
-    state initializes, a resumed run's after the restore; a run resumed at step 2 ends as
-    the shared four-step run, logging each step once."""
+def test_input_starts_at_the_restored_step_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
+                                                                       monkeypatch):
+    """The input starts once the state is restored or initialized, at its step (decided once);
+    a fresh run's step compiles (in a thread) while the state initializes, a resumed run's
+    after the restore; a run resumed at step 2 ends as the shared four-step run, logging each
+    step once."""
     calls = []
     for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore"),
                          (state_lib, "init_state"), (train, "compile_train_step")):
         _spy(monkeypatch, calls, module, name)
     workdir = str(tmp_path / "run")
     train.train_and_evaluate(four_step_run.config(total_steps=2), workdir)
-    assert calls == ["train_iterator", "compile_train_step", "restore", "init_state"]
+    assert calls == ["compile_train_step", "restore", "init_state", "train_iterator"]
     calls.clear()
     resumed = train.train_and_evaluate(four_step_run.config(), workdir)
-    assert calls == ["train_iterator", "restore", "compile_train_step"]
+    assert calls == ["restore", "train_iterator", "compile_train_step"]
     assert_same_params(four_step_run.state(4), resumed)
     # One record per step and kind, also across the restart.
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]

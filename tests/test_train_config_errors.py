@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+import errors
 import train
 from tests import tiny
 from tests.tiny import tiny_config
@@ -61,7 +62,7 @@ def test_a_config_file_that_does_not_load_is_one_line_naming_it(tmp_path, conten
      r"config.data: coco35l is not built for these languages in /nonexistent/tfds"),
     ({"mesh.data": 2}, run_config.ConfigError,
      r"config.mesh data=2 x model=1 does not cover the 1 devices here"),
-    ({"vocab.path": "/nonexistent/spm.model"}, train.TrainingError,
+    ({"vocab.path": "/nonexistent/spm.model"}, errors.InputError,
      r"config.vocab.path: SentencePiece model not found: /nonexistent/spm.model"),
     ({"evals.xm3600.data_dir": "/nonexistent"}, train.TrainingError,
      r"^config.evals.xm3600: XM3600 captions file not found: /nonexistent/captions.jsonl"),

@@ -452,11 +452,6 @@ def _resumable(done, at_most):
     return [step for step in done if at_most is None or step <= at_most] or done
 
 
-def resume_step(workdir, at_most=None):
-    """The step the trainer's `restore` reads (from the folder names), or 0 when there is none."""
-    return (_resumable(steps(workdir), at_most) or [0])[-1]
-
-
 def _restore_resumable(workdir, abstract_state, at_most):
     """`restore` with `set_aside`."""
     done = steps(workdir)

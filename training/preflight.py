@@ -14,10 +14,11 @@ import jax
 import ml_collections
 
 import errors
-from data import pipeline, tokenizer
+from data import pipeline
 from model import captioner, t5, upstream
 from model.upstream import big_vision, files, hugging_face
 from training import checkpointing, run_config
+from training import run as run_lib
 from training import state as state_lib
 
 GIB = 2**30
@@ -42,8 +43,7 @@ def _vocabulary(config):
     """(Item, vocabulary or None)."""
     path = config.vocab.path
     try:
-        vocab = tokenizer.get_vocabulary(path, fix="pass --config.vocab.path=<the local copy> "
-                                                    "(docs/files.md)")
+        vocab = run_lib.vocabulary(path)
         run_config.check_vocab(config, vocab)
     except (OSError, ValueError, errors.Error) as e:
         return Item(f"vocabulary {path}", str(e)), None

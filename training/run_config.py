@@ -2,6 +2,7 @@
 config file starts from), checked before any work (one line naming the key), saved with the run,
 and compared on resume: another value of a "fixed" field needs `--allow_config_change`."""
 
+import ast
 import dataclasses
 import json
 import math
@@ -19,7 +20,7 @@ from data import languages
 from data import prompts as prompt_lib
 from data.build import layout
 from data.build.image_shards import CORRUPT_IMAGE_POLICIES
-from model import captioner
+from model import captioner, layers
 from model.upstream import trees
 
 
@@ -62,18 +63,19 @@ class Field:
         return flag in self.flags.split()
 
 
-def _evaluator(name, kind, data_field, data):
-    """The rows of one in-loop evaluator, config.evals.<name> (evaluation/evaluators/)."""
+def evaluator_fields(name, kind=str, data_field=None, data=""):
+    """The rows of the evaluator config.evals.<name> (evaluation/evaluators/): those every one
+    has, and with `data_field` the row of its data."""
     rows = (
         ("type", kind, None, "", "The evaluator (evaluation/evaluators/__init__.py)."),
-        (data_field, str, None, "", data),
+        *([(data_field, str, None, "", data)] if data_field else []),
         ("langs", tuple, None, "", "The languages it scores in the loop."),
-        ("every", int, None, "", "Steps between runs in the loop (and at step 0 and the last); "
-                                 "0: only `python -m evaluation.evaluate`."),
-        ("batch_size", int, None, "", "Images per decoding batch (split over devices)."),
-        ("max_decode_len", int, None, "", "Caption tokens decoded."),
-        ("max_images", int, None, "optional", "None: every image of the split."),
-        ("decode", "greedy", None, "", '"greedy" or "beam".'),
+        ("every", int, N0, "", "Steps between runs in the loop (and at step 0 and the last); "
+                               "0: only `python -m evaluation.evaluate`."),
+        ("batch_size", int, N1, "", "Images per decoding batch (split over devices)."),
+        ("max_decode_len", int, N1, "", "Caption tokens decoded."),
+        ("max_images", int, N1, "optional", "None: every image of the split."),
+        ("decode", "greedy", None, "", '"greedy" or "beam" (model/decode.py checks them).'),
         ("beam_size", int, None, "optional", 'Beams of "beam"; None: 4.'),
         ("alpha", float, None, "optional", 'T5X\'s length penalty of "beam"; None: 0.6.'),
     )
@@ -100,7 +102,7 @@ FIELDS = tuple(Field(*row) for row in (
     ("z_loss", 1e-4, Range(0), "fixed step", "T5X's auxiliary log(Z)^2 loss."),
     ("vocab.path", str, None, "fixed", "SentencePiece model."),
     # The training data and how batches are made (data/pipeline/).
-    ("data.dataset", str, None, "fixed", '"coco35l" or "cc3m35l" (data/releases/).'),
+    ("data.dataset", str, layout.DATASETS, "fixed", "The release (data/releases/)."),
     ("data.manual_dir", str, None, "fixed", "The release files (TFDS manual_dir)."),
     ("data.tfds_data_dir", "", None, "fixed",
      'Where `python -m data.build` wrote it; "": beside manual_dir.'),
@@ -111,16 +113,18 @@ FIELDS = tuple(Field(*row) for row in (
      "Prompt tokens with EOS (a LangId prompt needs a few)."),
     ("data.max_target_len", int, Range(1, 1024, open_high=False), "fixed",
      "Caption tokens with EOS (mT5's pretraining lengths bound it)."),
-    ("data.corrupt_images", "stop", None, "", 'A JPEG that does not decode: "stop" or "skip".'),
-    # The captioner (model/captioner.py checks its choices).
+    ("data.corrupt_images", "stop", CORRUPT_IMAGE_POLICIES, "", "A JPEG that does not decode."),
+    # The captioner (model/captioner.py).
     ("model.image_size", int, N1, "fixed", "ViT input side in pixels."),
-    ("model.fusion", "pooled", None, "fixed", "The paper's: one pooled image vector + LangId."),
-    ("model.dtype", "float32", None, "fixed", 'Activations ("bfloat16" too); parameters f32.'),
+    ("model.fusion", "pooled", captioner.FUSIONS, "fixed",
+     "The paper's: one pooled image vector + LangId."),
+    ("model.dtype", "float32", tuple(captioner.DTYPES), "fixed",
+     "Activations; parameters are float32."),
     ("model.dropout", 0.0, FRACTION, _OPT, "mT5 dropout."),
     ("model.scan", False, None, "fixed",
      "nn.scan over layers: one compiled layer per stack (same checkpoints; faster compiles)."),
     ("model.remat", False, None, "fixed", "Recompute layer activations in the backward pass."),
-    ("model.remat_policy", "full", None, "",
+    ("model.remat_policy", "full", tuple(layers.REMAT_POLICIES), "",
      'What remat keeps: "full" nothing (least memory), "dots" the matmul outputs.'),
     ("model.vit.variant", str, None, "fixed", 'big_vision size/patch name ("B/16", "mu/16").'),
     ("model.vit.pool", str, None, "fixed", '"tok" ([cls] token) or "map" (MAP head).'),
@@ -136,16 +140,16 @@ FIELDS = tuple(Field(*row) for row in (
     ("init.mt5", "", None, "fixed", "T5X checkpoint of the text tower."),
     ("init.vit", "", None, "fixed", "big_vision .npz of the image tower."),
     ("init.checkpoint", "", None, "fixed", "Another run (its workdir or checkpoints/<step>)."),
-)) + _evaluator("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/.") + \
-    _evaluator("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release.") + \
+)) + evaluator_fields("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/.") + \
+    evaluator_fields("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release.") + \
     tuple(Field(*row) for row in (
         ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
         ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
         ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
          "checkpoints_best/ keeps the highest of this."),
-        # The device mesh (run_config checks it, train.py whether it fits the devices).
-        ("mesh.data", -1, None, "step", "Devices on the data axis; -1: what `model` leaves."),
-        ("mesh.model", 1, None, "step", "Devices on the model (tensor-parallel) axis."),
+        # The device mesh (train.py checks that it fits the devices).
+        ("mesh.data", -1, N1, "auto step", "Devices on the data axis; -1: what `model` leaves."),
+        ("mesh.model", 1, N1, "auto step", "Devices on the model (tensor-parallel) axis."),
         ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
     ))
 BY_NAME = {field.name: field for field in FIELDS}
@@ -242,6 +246,15 @@ def load(workdir):
     return saved
 
 
+def from_saved(saved):
+    """The ConfigDict of a saved config (JSON's lists as the tuples the config files give)."""
+    def tuples(value):
+        if isinstance(value, dict):
+            return {k: tuples(v) for k, v in value.items()}
+        return tuple(map(tuples, value)) if isinstance(value, list) else value
+    return ml_collections.ConfigDict(tuples(saved))
+
+
 class ResumeRefused(errors.RunError):
     """The checkpoints of a workdir cannot be resumed with this config (the message says why)."""
 
@@ -291,41 +304,47 @@ def _get(config, key):
     return value
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+_KINDS = {str: (str, "a string"), bool: (bool, "True or False"),
+          tuple: ((tuple, list), "a list of strings")}
 
 
-def _check_range(config, field):
-    value = _get(config, field.name)
-    if field.has("optional") and value in (None, _ABSENT):
+def check_value(field, value):
+    """ConfigError unless `value` is one `field` allows: its type, range or choices (_ABSENT:
+    its default, when it has one)."""
+    if value is _ABSENT and not isinstance(field.default, type):
         return
-    integer = int in (field.default, type(field.default))
-    if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
-            or value not in field.values:
-        value = None if value is _ABSENT else value
-        what = "an integer" if integer else "a finite number"
-        raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}")
+    value = None if value is _ABSENT else value
+    if value is None and field.has("optional"):
+        return
+    kind = field.default if isinstance(field.default, type) else type(field.default)
+    if isinstance(field.values, Range):
+        if field.has("auto") and value == -1 and type(value) is int:
+            return
+        integer = kind is int
+        if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
+                or value not in field.values:
+            what = "an integer" if integer else "a finite number"
+            raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}"
+                              f"{', or -1' if field.has('auto') else ''}")
+    elif isinstance(field.values, tuple):
+        if value not in field.values:
+            raise ConfigError(f"config.{field.name}={value!r}; known: {', '.join(field.values)}")
+    elif kind in _KINDS:
+        types, what = _KINDS[kind]
+        if not isinstance(value, types) or (kind is tuple and not all(
+                isinstance(item, str) for item in value)):
+            raise ConfigError(f"config.{field.name}={value!r}; expected {what}")
 
 
-def _check_choice(value, key, known):
-    if value not in known:
-        raise ConfigError(f"config.{key}={value!r}; known: {', '.join(known)}")
-
-
-def _check_mesh(mesh):
-    for axis in ("data", "model"):
-        value = mesh.get(axis, None)
-        if not _is_int(value) or not (value == -1 or value >= 1):
-            raise ConfigError(f"config.mesh.{axis}={value!r}; expected an integer >= 1, or -1 "
-                              f"(the devices the other axis leaves)")
-    if mesh.data == mesh.model == -1:
-        raise ConfigError("config.mesh.data and config.mesh.model are both -1; at most one "
-                          "axis may take the devices the other leaves")
+def check_evaluator(name, eval_config):
+    """Checks the fields every evaluator has of config.evals.<name> (ConfigError)."""
+    fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or \
+        evaluator_fields(name)
+    for field in fields:
+        check_value(field, eval_config.get(field.name.rsplit(".", 1)[1], _ABSENT))
 
 
 def _check_data(data):
-    _check_choice(data.dataset, "data.dataset", layout.DATASETS)
-    _check_choice(data.corrupt_images, "data.corrupt_images", CORRUPT_IMAGE_POLICIES)
     template = data.prompt_template
     try:
         prompt_lib.prompt_text("en", template)
@@ -346,13 +365,15 @@ def _check_data(data):
 def check(config):
     """Checks `config`'s fields against FIELDS, the mesh, data and model (ConfigError)."""
     for field in FIELDS:
-        if field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt":
-            continue  # The constant schedule ignores it.
-        if isinstance(field.values, Range):
-            _check_range(config, field)
-        elif isinstance(field.values, tuple):
-            _check_choice(_get(config, field.name), field.name, field.values)
-    _check_mesh(config.mesh)
+        if field.name.startswith("evals.") or (
+                field.name == "lr.constant_steps" and config.lr.schedule != "rsqrt"):
+            continue  # The evaluators below; the constant schedule ignores constant_steps.
+        check_value(field, _get(config, field.name))
+    for name, eval_config in config.get("evals", {}).items():
+        check_evaluator(name, eval_config)
+    if config.mesh.data == config.mesh.model == -1:
+        raise ConfigError("config.mesh.data and config.mesh.model are both -1; at most one "
+                          "axis may take the devices the other leaves")
     _check_data(config.data)
     try:
         captioner.captioner_config(config.model)
@@ -402,7 +423,30 @@ def parse_flags(flag_values, argv, config_flag="config"):
             flag_values[config_flag].value.to_dict()
         except Exception as e:  # noqa: BLE001  ml_collections defers a missing file's error.
             raise _cannot_load(argv, config_flag, e) from None
+        _lists_from_argv(flag_values[config_flag].value, argv, config_flag)
     return rest
+
+
+def _lists_from_argv(config, argv, config_flag):
+    """A tuple field given as `--config.<field>=a,b,c` is (a, b, c), and the last such flag
+    replaces the others, as absl reads a list flag (ml_collections appends the flags' values)."""
+    given, prefix = {}, f"--{config_flag}."
+    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
+        if arg.startswith(prefix):
+            name, equals, value = arg[len(prefix):].partition("=")
+            given[name] = value if equals else following
+    for name, value in given.items():
+        *parents, key = name.split(".")
+        node = _get(config, ".".join(parents)) if parents else config
+        if not isinstance(node.get(key), tuple):
+            continue
+        literal = value.lstrip().startswith(("(", "["))
+        try:
+            items = ast.literal_eval(value) if literal else value.split(",")
+            node[key] = tuple(item.strip() if isinstance(item, str) else item for item in items
+                              if item != "")
+        except (ValueError, SyntaxError, TypeError) as e:
+            raise ConfigError(f"{prefix}{name}={value}: not a list ({e})") from None
 
 
 def _cannot_load(argv, config_flag, error):

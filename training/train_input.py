@@ -22,25 +22,14 @@ class Batches:
     The workers start at once; `peek` fetches the next batch ahead. Data errors: TrainingError."""
 
     def __init__(self, config, vocab, sharding, start_step):
-        self._config, self._vocab, self.sharding = config, vocab, sharding
-        self._iterator = self._peeked = None
-        self.start_step = None
-        self.restart(start_step)
-
-    def restart(self, start_step):
-        """Starts the iterator at `start_step` (unless it starts there already)."""
-        if start_step == self.start_step:
-            return
-        self.close()
+        self.sharding, self._peeked = sharding, None
         try:
             self._iterator = pipeline.train_iterator(
-                self._config.data, self._vocab, global_batch_size=self._config.batch_size,
-                image_size=self._config.model.image_size, seed=self._config.seed,
-                start_step=start_step, process_index=jax.process_index(),
-                process_count=jax.process_count())
+                config.data, vocab, global_batch_size=config.batch_size,
+                image_size=config.model.image_size, seed=config.seed, start_step=start_step,
+                process_index=jax.process_index(), process_count=jax.process_count())
         except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
             raise _data_error(e, "config.data") from None
-        self.start_step = start_step
 
     def peek(self):
         """The next batch, fetched now; `next` returns it."""

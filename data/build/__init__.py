@@ -7,7 +7,8 @@ r"""The build of the datasets from their release files: read this first, then bu
 Offline: every file comes from the manual directory (docs/datasets.md). COCO-35L and
 CC3M-35L go into layout.py's layout by builder.py (streaming, on every core, resumable;
 coco35l_plan.py and cc3m35l_plan.py say what it reads); more languages later only add
-tables. XM3600 is a TFDS builder (xm3600_tfds.py). What is built is reused.
+tables. What is built is reused. (XM3600 is read from its release folder; tools/xm3600_tfds.py
+builds it for TFDS.)
 """
 
 import logging
@@ -17,36 +18,18 @@ from data import languages
 from data.build import layout
 from data.build.progress import size_text
 
-BUILDERS = ("xm3600", "coco35l", "cc3m35l")
+BUILDERS = ("coco35l", "cc3m35l")
 CONFIGS = {"all": None, "core": languages.CORE_LANGS}
 
 
 def config_langs(config, langs=None, dataset="coco35l"):
     """The languages a build covers: `langs` if given, else those of config "all" or "core"."""
-    known = languages.XM3600_LANGS if dataset == "xm3600" else languages.TRAIN_35L_LANGS
+    known = languages.TRAIN_35L_LANGS
     if langs:
         return languages.check_langs(langs, known=known, what=f"{dataset} language")
     if config not in CONFIGS:
         raise ValueError(f"unknown {dataset} config {config!r}; known: {', '.join(CONFIGS)}")
     return tuple(CONFIGS[config] or known)
-
-
-def get_builder(name, *, data_dir, config="all", corrupt_images="stop"):
-    """The TFDS builder of XM3600 ("all" or "core") rooted at `data_dir`; `corrupt_images`:
-    "stop" at one (naming it) or "skip" and count."""
-    import tensorflow_datasets as tfds  # Deferred: TensorFlow is slow to import.
-
-    from data.build import xm3600_tfds
-
-    if name != "xm3600":
-        raise ValueError(f"unknown TFDS dataset {name!r}; known: xm3600 (build coco35l and "
-                         f"cc3m35l with build_corpus)")
-    names = [c.name for c in xm3600_tfds.Xm3600.BUILDER_CONFIGS]
-    if config not in names:
-        raise ValueError(f"unknown {name} config {config!r}; known: {', '.join(names)}")
-    tfds.disable_progress_bar()
-    return xm3600_tfds.Xm3600(config=config, data_dir=data_dir, file_format="array_record",
-                              corrupt_images=corrupt_images)
 
 
 def release(name, manual_dir):
@@ -113,23 +96,11 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     manual directory or file."""
     if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
-    if name != "xm3600":
-        summary = build_corpus(name, manual_dir=manual_dir, data_dir=data_dir,
-                               langs=config_langs(config, langs, name),
-                               corrupt_images=corrupt_images, max_side=max_side,
-                               workers=workers)
-        return {**{f"images/{s}": n for s, n in summary["images"].items()},
-                **{f"captions/{s}": n for s, n in summary["captions"].items()}}
-    import tensorflow_datasets as tfds
-
-    builder = get_builder(name, data_dir=data_dir, config=config,
-                          corrupt_images=corrupt_images)
-    if not builder.is_prepared():
-        _check_manual_dir(name, manual_dir)
-        logging.info("Building %s/%s from %s into %s", name, config, manual_dir, data_dir)
-        builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
-    return {split: info.num_examples for split, info in builder.info.splits.items()}
+    summary = build_corpus(name, manual_dir=manual_dir, data_dir=data_dir,
+                           langs=config_langs(config, langs, name),
+                           corrupt_images=corrupt_images, max_side=max_side, workers=workers)
+    return {**{f"images/{s}": n for s, n in summary["images"].items()},
+            **{f"captions/{s}": n for s, n in summary["captions"].items()}}
 
 
 def _plans():

@@ -10,6 +10,7 @@ and per-image scores (`by_lang`). It subclasses `caption_evaluator.CaptionEvalua
 import importlib
 
 from model import decode
+from training import run_config
 
 # type -> "module:Class", imported when a config names it.
 EVALUATORS = {
@@ -34,14 +35,7 @@ def evaluator_class(name, eval_config):
 def _checked_class(name, eval_config):
     """The class of `config.evals.<name>` once its fields are checked (ValueError naming one)."""
     cls = evaluator_class(name, eval_config)
-    for field, low in {"every": 0, "batch_size": 1, "max_decode_len": 1, "max_images": 1}.items():
-        value = eval_config.get(field, None)
-        if field == "max_images" and value is None:  # Every image.
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            none = "None (every image) or " if field == "max_images" else ""
-            raise ValueError(f"config.evals.{name}.{field}={value!r}; expected {none}an "
-                             f"integer >= {low}")
+    run_config.check_evaluator(name, eval_config)  # The fields every evaluator has.
     decode.Decoding.from_config(eval_config, spell=f"config.evals.{name}.{{}}")
     cls.check_config(name, eval_config)
     return cls

@@ -202,6 +202,46 @@ def test_the_tool_names_no_evaluator_class():
     assert not names & {"isinstance", "type", "Xm3600Cider", "CocoDevCider", "Xm3600Vifidel"}
 
 
+def _written(folder):
+    """{file name: bytes} of a results folder, but the report naming the config's file."""
+    return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))
+            if name != "scores.json"}
+
+
+def test_without_config_the_runs_config_json_gives_the_same_results(tiny_run, tmp_path):
+    config_path, workdir, _ = tiny_run
+    _main("--config", config_path, "--workdir", workdir, "--evals", "xm3600", "--out",
+          str(tmp_path / "with_config"))
+    _main("--workdir", workdir, "--evals", "xm3600", "--out", str(tmp_path / "without"))
+    assert _written(tmp_path / "without") == _written(tmp_path / "with_config")
+
+
+def test_without_config_an_override_of_an_evaluation_field_applies(tiny_run, tmp_path):
+    _, workdir, _ = tiny_run
+    _main("--workdir", workdir, "--evals", "xm3600", "--langs", "config",
+          "--config.evals.xm3600.langs=es,hi", "--out", str(tmp_path / "out"))
+    assert list(scores_format.read(tmp_path / "out" / "scores.json")["scores"]) == ["es", "hi"]
+
+
+def test_another_vocabulary_than_the_runs_is_refused_naming_vocab_path(tiny_run, tmp_path,
+                                                                       capsys):
+    config_path, workdir, config = tiny_run
+    other = tmp_path / "other.model"
+    other.write_bytes(open(config.vocab.path, "rb").read())
+    err = cli.error_lines(capsys, evaluate.main, [
+        "evaluation.evaluate", "--config", config_path, f"--config.vocab.path={other}",
+        "--workdir", workdir, "--out", str(tmp_path / "out")])
+    assert len(err) == 1 and err[0].startswith("error: config.vocab.path: "), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_another_model_than_the_runs_is_refused_naming_the_field(tiny_run, tmp_path, capsys):
+    _, workdir, _ = tiny_run
+    err = cli.error_lines(capsys, evaluate.main, [
+        "evaluation.evaluate", "--workdir", workdir, "--config.model.t5.emb_dim=64"])
+    assert len(err) == 1 and err[0].startswith("error: config.model.t5.emb_dim: 32 -> 64"), err
+
+
 def test_without_langs_every_language_the_data_has_is_evaluated(tiny_run, tmp_path, capsys):
     config_path, workdir, _ = tiny_run
     out = tmp_path / "all"
@@ -307,7 +347,7 @@ def test_progress_reports_eta_after_the_first_batch():
 def test_help_prints_the_usage_and_flags(capsys):
     assert evaluate.main(["evaluation.evaluate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "python -m evaluation.evaluate --config" in out
+    assert "python -m evaluation.evaluate --workdir" in out
     assert "--workdir" in out and "--evals" in out
 
 

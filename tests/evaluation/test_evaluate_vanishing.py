@@ -8,6 +8,7 @@ import pytest
 from data import tokenizer
 from evaluation import evaluate
 from training import checkpointing
+from training import run as run_lib
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def _deleting_the_newest_while_reading(run, tmp_path, monkeypatch, *, without_st
 def test_a_checkpoint_deleted_while_read_is_replaced_by_the_newest_left(run, tmp_path,
                                                                        monkeypatch, capsys):
     workdir, vocab, deleted = _deleting_the_newest_while_reading(run, tmp_path, monkeypatch)
-    _, _, step = evaluate._restore(run[1], str(workdir), vocab, None)
+    _, step = evaluate._restore(run_lib.Run(str(workdir), run[1], vocab), None)
     assert deleted == [f"{workdir}/checkpoints/2"]
     assert step == 1
     captured = capsys.readouterr()
@@ -59,4 +60,4 @@ def test_deleted_while_read_with_no_other_to_read_is_an_error(run, tmp_path, mon
     workdir, vocab, _ = _deleting_the_newest_while_reading(run, tmp_path, monkeypatch,
                                                            without_step_1=without_step_1)
     with pytest.raises(evaluate.UsageError, match=message):
-        evaluate._restore(run[1], str(workdir), vocab, step)
+        evaluate._restore(run_lib.Run(str(workdir), run[1], vocab), step)

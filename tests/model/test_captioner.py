@@ -124,8 +124,6 @@ def test_from_config_defaults_come_from_the_dataclasses_and_overrides():
     (dict(vit=dict(variant="B/16", widht=3)), "widht"),
     (dict(t5=dict(variant="mt5-base", emb=3)), "emb"),
     (dict(fusion="concat"), "concat"),
-    (dict(dtype="float16"), "float16"),
-    (dict(remat=True, remat_policy="dot"), "config.model.remat_policy='dot'; known: full, dots"),
     (dict(image_size=100), "image_size 100"),
     (dict(vit=dict(variant="B/16", pool="cls")), "cls"),
     (dict(learning_rate=1.0), "learning_rate"),

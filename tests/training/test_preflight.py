@@ -11,6 +11,7 @@ from absl import flags
 from ml_collections import config_flags
 
 import train
+from model import captioner
 from tests import tiny
 from training import preflight, run_config
 
@@ -60,7 +61,7 @@ def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tm
 def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
         four_step_run, monkeypatch):
     config = four_step_run.config()
-    model = train.captioner.from_config(config.model, 656)
+    model = captioner.from_config(config.model, 656)
     mesh = train.state_lib.make_mesh(config.mesh)
     compile_step = train.compile_for_preflight
     full = preflight.step_memory(config, model, mesh, compile_step)
@@ -118,6 +119,16 @@ def _launches():
     one, eight = section.split("One host with 8 GPUs", 1)
     commands = lambda part: re.findall(r"^    (python train\.py .*)$", part, re.M)  # noqa: E731
     return {1: commands(one), 8: commands(eight)}
+
+
+def test_languages_given_as_a_list_flag_are_checked_as_that_list(config_file):
+    argv = ["train.py", "--config", config_file, "--config.data.langs=en,es"]
+    values = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=values, lock_config=True,
+                                    sys_argv=argv)
+    run_config.parse_flags(values, argv)
+    _, text = _check(values.config)
+    assert "training data coco35l, built for its 2 languages" in text, text
 
 
 def _parse(command):

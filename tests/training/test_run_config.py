@@ -59,3 +59,29 @@ def test_a_config_file_without_get_config_is_named(tmp_path):
                                                      r"get_config\(\)$"):
         run_config.parse_flags(flag_values, ["x", f"--no_get_config={tmp_path}/config.py"],
                                config_flag="no_get_config")
+
+
+def _parsed(*args):
+    """The config of configs/demo.py with `args` (--config.x=y flags) as train.py parses them."""
+    flag_values = flags.FlagValues()
+    argv = ["train.py", "--config", "configs/demo.py", *args]
+    config = config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values,
+                                             sys_argv=argv)
+    run_config.parse_flags(flag_values, argv)
+    return config.value
+
+
+def test_a_list_field_given_as_a_b_c_is_a_tuple():
+    assert _parsed("--config.data.langs=en,es,hi").data.langs == ("en", "es", "hi")
+
+
+def test_a_list_field_given_apart_from_its_value_is_a_tuple():
+    assert _parsed("--config.evals.xm3600.langs", "en,zh").evals.xm3600.langs == ("en", "zh")
+
+
+def test_a_list_field_given_as_a_python_tuple_is_that_tuple():
+    assert _parsed("--config.data.langs=('en', 'zh')").data.langs == ("en", "zh")
+
+
+def test_a_list_flag_given_twice_keeps_the_last():
+    assert _parsed("--config.data.langs=en,es", "--config.data.langs=hi").data.langs == ("hi",)

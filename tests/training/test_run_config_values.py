@@ -61,6 +61,17 @@ BAD_VALUES = [
     ("data.dataset", "coco", "config.data.dataset='coco'; known: coco35l, cc3m35l"),
     ("data.corrupt_images", "ignore", "config.data.corrupt_images='ignore'; known: stop, skip"),
     ("model.dtype", "float17", "config.model.dtype='float17'; known: float32, bfloat16"),
+    ("model.remat_policy", "dot", "config.model.remat_policy='dot'; known: full, dots"),
+    ("model.fusion", "concat", "config.model.fusion='concat'; known: pooled, patches"),
+    ("model.scan", 1, "config.model.scan=1; expected True or False"),
+    ("vocab.path", None, "config.vocab.path=None; expected a string"),
+    ("data.langs", "en", "config.data.langs='en'; expected a list of strings"),
+    ("evals.xm3600.every", -1, "config.evals.xm3600.every=-1; expected an integer >= 0"),
+    ("evals.xm3600.batch_size", 0, "config.evals.xm3600.batch_size=0; expected an integer >= 1"),
+    ("evals.coco_dev.max_decode_len", 0,
+     "config.evals.coco_dev.max_decode_len=0; expected an integer >= 1"),
+    ("evals.xm3600.max_images", 0,
+     "config.evals.xm3600.max_images=0; expected an integer >= 1"),
 ]
 
 

@@ -2,43 +2,20 @@
 
 train.py writes `<workdir>/config.json` (the resolved config) and orbax checkpoints in
 `<workdir>/checkpoints/<step>` and `<workdir>/checkpoints_best/<step>`; that is all the
-captioning tools need. Paths inside config.json (the vocabulary's) are as the run was
-launched: a relative one is read from the current folder, else from the repository's.
+captioning tools need, read through the core's `training.run.Run`.
 """
 
 import dataclasses
 import numbers
-import os
 from typing import Any
 
-import ml_collections
 import numpy as np
 
 from data import languages, tokenizer
 from data import prompts as prompt_lib
 from errors import InputError
-from model import captioner
 from training import checkpointing, run_config
-from training import state as state_lib
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_vocabulary(path):
-    """The run's vocabulary (`tokenizer.get_vocabulary`); a relative path is read from the
-    current folder, else from the repository's (where `make demo` trains): a run trained
-    there is found from any folder."""
-    if "://" not in path:
-        path = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
-    try:
-        return tokenizer.get_vocabulary(
-            path, fix="set vocab.path in the run's config.json to the copy (the same as "
-                      "--config.vocab.path=/local/copy.model for train.py)")
-    except FileNotFoundError:
-        raise InputError(
-            f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
-            f"path is read from the current folder, else from the repository's "
-            f"({REPO})") from None
+from training import run as run_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,43 +50,6 @@ def run_langs(config):
     for name in config.get("evals", {}):
         found += list(config.evals[name].get("langs", ()))
     return languages.check_langs(list(dict.fromkeys(found)))
-
-
-def _read_config(workdir):
-    if not os.path.isdir(workdir):
-        raise InputError(f"run folder {workdir} not found")
-    file = run_config.path(workdir)
-    try:
-        saved = run_config.load(workdir)
-    except run_config.SavedConfigError as e:
-        raise InputError(str(e)) from None
-    if saved is None:
-        raise InputError(f"{workdir} has no config.json: not a run folder written by train.py")
-    config = ml_collections.ConfigDict(saved)
-    try:  # train.py checked it when it wrote it: what fails here was edited since.
-        _check_types(config)
-        run_config.check(config)
-        captioner.captioner_config(config.model)
-        langs = run_langs(config)
-    except (ValueError, TypeError, AttributeError, KeyError) as e:
-        raise InputError(f"{file}: {e}") from None
-    return config, langs
-
-
-def _check_types(config):
-    """What run_config.check takes as given: the vocabulary's path and the languages' lists."""
-    path = config.vocab.path
-    if not isinstance(path, str) or not path:
-        raise run_config.ConfigError(f"config.vocab.path={path!r}; expected the vocabulary "
-                                     f"file's path")
-    lists = {"data.langs": config.data.langs}
-    lists.update((f"evals.{name}.langs", config.evals[name].get("langs", ()))
-                 for name in config.get("evals", {}))
-    for key, value in lists.items():
-        if isinstance(value, str) or not isinstance(value, (list, tuple)) or \
-                not all(isinstance(lang, str) for lang in value):
-            raise run_config.ConfigError(f"config.{key}={value!r}; expected a list of "
-                                         f"language codes")
 
 
 def max_len_bound(config):
@@ -154,7 +94,12 @@ def restore(workdir, step=None, *, max_len=None):
             (such) checkpoint, a damaged or incompatible checkpoint, the vocabulary is
             missing, or a bad max_len.
     """
-    config, langs = _read_config(workdir)
+    opened = run_lib.Run.open(workdir)
+    config, vocab, model = opened.config, opened.vocab, opened.model
+    try:
+        langs = run_langs(config)
+    except ValueError as e:
+        raise InputError(f"{run_config.path(workdir)}: {e}") from None
     max_len = _max_len(max_len, config)
     try:
         step = checkpointing.parse_step(step)
@@ -165,14 +110,9 @@ def restore(workdir, step=None, *, max_len=None):
             f"give the folder of a run that has one")
     if not checkpointing.steps(workdir, best):
         raise InputError(none)
-    vocab = load_vocabulary(config.vocab.path)
     try:
-        run_config.check_vocab(config, vocab)
-    except run_config.ConfigError as e:
-        raise InputError(f"{run_config.path(workdir)}: {e}") from None
-    model = captioner.from_config(config.model, vocab.vocab_size)
-    try:
-        params, step = checkpointing.restore(workdir, state_lib.abstract_params(model), step)
+        params, step = opened.restore(step, params_only=True,
+                                      abstract=opened.abstract_params(sharded=False))
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise InputError(str(e)) from None
     if params is None:  # Deleted since.

@@ -361,11 +361,6 @@ class Store:
                 out.setdefault(rater, []).append(what)
         return out
 
-    def count_by_source(self):
-        """{source: number of ratings}."""
-        return dict(self.conn.execute("SELECT source, COUNT(*) FROM ratings GROUP BY source")
-                    .fetchall())
-
     def ratings(self):
         """Every rating, in the order stored: dicts with the columns and `answer` parsed."""
         rows = self.conn.execute("SELECT * FROM ratings ORDER BY id").fetchall()

@@ -4,8 +4,8 @@ runs, the best metric.
 `test_demo_model_in_loop_scores_are_pinned` trains the demo config's model on the tiny demo data
 for 60 steps and pins the in-loop XM3600 CIDEr-D at steps 0, 30 and 60 (the same run evaluates
 COCO-dev every 30 steps and keeps the best checkpoint by it, which the other tests of the run
-check: neither changes the training numerics): first the values of the
-code before eval/ was split (commit 8a90e14 held both), measured again after the "rbg" key, the
+check: neither changes the training numerics): first the values of the code before eval/ was
+split into evaluation/cider/ and evaluation/evaluators/, measured again after the "rbg" key, the
 fused loss and jax.nn.dot_product_attention changed the training numerics. XLA's CPU numerics
 are deterministic on this repository's machines.
 """

@@ -11,7 +11,8 @@ from PIL import Image
 
 import errors
 from tests.tools.captioning.test_minimal_venv import DOC, REPO
-from tools.captioning import Decoding, restore
+from tools.captioning import Decoding
+from training import run as run_lib
 
 
 def documented_example():
@@ -68,12 +69,12 @@ def test_a_relative_vocabulary_is_found_from_any_folder(caption_run, tmp_path, m
     with open(absolute, "rb") as f, open(os.path.join(REPO, relative), "wb") as g:
         g.write(f.read())
     monkeypatch.chdir(tmp_path)
-    vocab = restore.load_vocabulary(relative)
+    vocab = run_lib.vocabulary(relative, saved=True)
     assert vocab.path == os.path.join(REPO, relative)
-    assert vocab.model_proto == restore.load_vocabulary(absolute).model_proto
+    assert vocab.model_proto == run_lib.vocabulary(absolute, saved=True).model_proto
     missing = os.path.join("nowhere", "demo.model")
     with pytest.raises(errors.InputError) as info:
-        restore.load_vocabulary(missing)
+        run_lib.vocabulary(missing, saved=True)
     assert str(info.value) == (f"vocabulary {missing} (the run's config.json vocab.path) not "
                                f"found; a relative path is read from the current folder, else "
                                f"from the repository's ({REPO})")

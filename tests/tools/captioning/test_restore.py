@@ -24,6 +24,7 @@ from tests.training.saved_state import read_saved_state
 from tools.captioning import Captioner, Decoding, export, restore
 from tools.captioning import __main__ as cli
 from training import checkpointing, run_config
+from training import run as run_lib
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +79,8 @@ def test_only_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gon
         assert [(c.tokens, c.text, c.log_prob) for c in got] == \
             [(c.tokens, c.text, c.log_prob) for c in want]
     for workdir in optimizer_state_gone.values():
-        config = _config(workdir)
-        vocab = tokenizer.get_vocabulary(config.vocab.path)
         for step in (None, 4):  # The newest, and a step asked for.
-            _, params, got_step = evaluate._restore(config, workdir, vocab, step)
+            params, got_step = evaluate._restore(run_lib.Run.open(workdir), step)
             assert got_step == 4 and _equal(params, saved["params"])
 
 
@@ -162,9 +161,9 @@ def test_an_unreadable_remote_vocabulary_is_one_error_line(four_step_run, demo_i
 
 # Hand-edited config.json values: (where, key, value, what the error line says after the file).
 HAND_EDITED = [
-    ("vocab", "path", None, "config.vocab.path=None; expected the vocabulary file's path"),
-    ("vocab", "path", 5, "config.vocab.path=5; expected the vocabulary file's path"),
-    ("data", "langs", 5, "config.data.langs=5; expected a list of language codes"),
+    ("vocab", "path", None, "config.vocab.path=None; expected a string"),
+    ("vocab", "path", 5, "config.vocab.path=5; expected a string"),
+    ("data", "langs", 5, "config.data.langs=5; expected a list of strings"),
     ("model.t5", "emb_dim", "32", "config.model.t5.emb_dim='32'; expected an integer >= 1"),
     ("data", "max_prompt_len", float("nan"),
      "config.data.max_prompt_len=nan; expected an integer in [1, 512]"),

@@ -1,4 +1,5 @@
-"""Tests of the TFDS builder of XM3600 on fixture files written in the release layout."""
+"""Tests of tools/xm3600_tfds.py, the TFDS builder of XM3600, on fixture files written in the
+release layout."""
 
 import io
 import json
@@ -9,8 +10,8 @@ import pytest
 from PIL import Image
 
 from data import build
-from data.build import xm3600_tfds
 from tests.data.build import release_files
+from tools import xm3600_tfds
 
 
 def _split_contents(builder, split, key_feature):
@@ -57,10 +58,10 @@ def _xm3600_manual(root, *, archive=False):
 @pytest.mark.parametrize("archive", [False, True])
 def test_xm3600_splits_features_and_counts(tmp_path, archive):
     manual = _xm3600_manual(tmp_path / "manual", archive=archive)
-    counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+    counts = xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
                          config="core")
     assert counts == {"en": 3, "es": 3, "hi": 3, "zh": 2}
-    builder = build.get_builder("xm3600", data_dir=str(tmp_path / "tfds"), config="core")
+    builder = xm3600_tfds.get_builder(data_dir=str(tmp_path / "tfds"), config="core")
     rows = _split_contents(builder, "hi", "image/key")
     assert sorted(rows) == list(XM_KEYS)
     row = rows["00bb"]
@@ -75,7 +76,7 @@ def test_xm3600_missing_image_names_key_and_path(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
     (manual / "images" / "00bb.jpg").unlink()
     with pytest.raises(Exception, match=r"'00bb'.*images/00bb.jpg"):
-        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+        xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
                     config="core")
 
 
@@ -83,8 +84,8 @@ def test_xm3600_corrupt_image_stops_or_is_skipped(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
     (manual / "images" / "00cc.jpg").write_bytes(release_files.jpeg(9)[:60])
     with pytest.raises(Exception, match=r"corrupt image '00cc'"):
-        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "a"), config="core")
-    counts = build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "b"),
+        xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "a"), config="core")
+    counts = xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "b"),
                          config="core", corrupt_images="skip")
     assert counts["en"] == 2
 
@@ -93,17 +94,17 @@ def test_xm3600_missing_files_say_where_they_go(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
     (manual / "captions.jsonl").unlink()
     with pytest.raises(Exception, match=r"captions.jsonl.*crossmodal-3600"):
-        build.build("xm3600", manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
+        xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
                     config="core")
 
 
 def test_unknown_builder_config_and_policy_are_errors(tmp_path):
     with pytest.raises(ValueError, match="known: all, core"):
-        build.get_builder("xm3600", data_dir=str(tmp_path), config="most")
-    with pytest.raises(ValueError, match="known: xm3600, coco35l, cc3m35l"):
-        build.build("flickr", manual_dir=str(tmp_path), data_dir=str(tmp_path))
+        xm3600_tfds.get_builder(data_dir=str(tmp_path), config="most")
+    with pytest.raises(ValueError, match="known: coco35l, cc3m35l"):
+        build.build("xm3600", manual_dir=str(tmp_path), data_dir=str(tmp_path))
     with pytest.raises(ValueError, match="known: stop, skip"):
-        build.get_builder("xm3600", data_dir=str(tmp_path), corrupt_images="ignore")
+        xm3600_tfds.get_builder(data_dir=str(tmp_path), corrupt_images="ignore")
 
 
 def test_image_checker_counts_each_image_once():

@@ -1,7 +1,13 @@
-"""TFDS builder of Crossmodal-3600 from its release files (captions.jsonl, and images/<key>.jpg or
+r"""TFDS builder of Crossmodal-3600 from its release files (captions.jsonl, and images/<key>.jpg or
 images.tgz): one split per language ("all" 36, "core" 4), each holding the images with captions in
-it. Features: image, image/key, image/locale, language, captions, captions/tokenized."""
+it. Features: image, image/key, image/locale, language, captions, captions/tokenized. For tools
+that read XM3600 through TFDS (the trainer and the checkpoint tool read the release folder).
 
+    python -m tools.xm3600_tfds --manual_dir ~/data/xm3600 --data_dir ~/data/built \
+        [--config all|core] [--corrupt_images stop|skip]
+"""
+
+import argparse
 import dataclasses
 import logging
 import os
@@ -10,6 +16,7 @@ import sys
 import tensorflow_datasets as tfds
 from etils import epath
 
+import errors
 from data import languages
 from data.build import image_shards
 from data.releases import xm3600 as xm3600_release
@@ -139,3 +146,53 @@ class Xm3600(tfds.core.GeneratorBasedBuilder):
                 "captions/tokenized": record.tokenized[lang],
             }
         checker.report(f"XM3600 {lang}")
+
+
+def get_builder(*, data_dir, config="all", corrupt_images="stop"):
+    """The builder of config "all" or "core" rooted at `data_dir`; `corrupt_images`: "stop" at
+    one (naming it) or "skip" and count."""
+    names = [c.name for c in Xm3600.BUILDER_CONFIGS]
+    if config not in names:
+        raise ValueError(f"unknown xm3600 config {config!r}; known: {', '.join(names)}")
+    tfds.disable_progress_bar()
+    return Xm3600(config=config, data_dir=data_dir, file_format="array_record",
+                  corrupt_images=corrupt_images)
+
+
+def build(*, manual_dir, data_dir, config="all", corrupt_images="stop"):
+    """Builds (or reuses) XM3600 from `manual_dir` into `data_dir`; returns {split: examples}."""
+    builder = get_builder(data_dir=data_dir, config=config, corrupt_images=corrupt_images)
+    if not builder.is_prepared():
+        if not os.path.isdir(manual_dir):
+            raise FileNotFoundError(f"manual directory of xm3600 not found: {manual_dir} "
+                                    f"(see docs/datasets.md for what goes in it)")
+        builder.download_and_prepare(
+            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    return {split: info.num_examples for split, info in builder.info.splits.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tools.xm3600_tfds",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--manual_dir", required=True, help="the release files")
+    parser.add_argument("--data_dir", required=True, help="where the built dataset goes")
+    parser.add_argument("--config", default="all", choices=("all", "core"),
+                        help="all languages, or core: en, es, hi, zh")
+    parser.add_argument("--corrupt_images", default="stop",
+                        choices=image_shards.CORRUPT_IMAGE_POLICIES)
+    args = parser.parse_args(argv)
+    try:
+        counts = build(manual_dir=args.manual_dir, data_dir=args.data_dir, config=args.config,
+                       corrupt_images=args.corrupt_images)
+    except (OSError, errors.Error) as e:  # Missing/malformed input: the message says which.
+        while e.__cause__ is not None:  # Our own message, without what TFDS prepends.
+            e = e.__cause__
+        errors.fail(e)
+    print(f"xm3600 ready in {args.data_dir}:")
+    for split, count in sorted(counts.items()):
+        print(f"  {split}: {count} examples")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

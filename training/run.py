@@ -1,0 +1,96 @@
+"""A run's folder opened: its config (config.json, checked by the schema), its vocabulary, its
+model, the abstract trees its checkpoints are read into, and `restore`. train.py, the checkpoint
+tool, the captioning tools and `config.init.checkpoint` open a run through it.
+
+Paths inside config.json (the vocabulary's) are as the run was launched: a relative one is read
+from the current folder, else from the repository's (where `make demo` trains).
+"""
+
+import os
+
+import errors
+from data import tokenizer
+from model import captioner
+from training import checkpointing, run_config
+from training import state as state_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SAVED_FIX = ("set vocab.path in the run's config.json to the copy (the same as "
+              "--config.vocab.path=/local/copy.model for train.py)")
+
+
+def vocabulary(path, saved=False):
+    """The vocabulary of config.vocab.path; every error is one errors.InputError naming it.
+    `saved`: the path as a run's config.json holds it (a relative one not found from the current
+    folder is read from the repository's)."""
+    if saved and isinstance(path, str) and "://" not in path:
+        path = next((p for p in (path, os.path.join(REPO, path)) if os.path.isfile(p)), path)
+    try:
+        return tokenizer.get_vocabulary(path, *([_SAVED_FIX] if saved else []))
+    except (FileNotFoundError, errors.InputError) as e:
+        if not saved:
+            raise errors.InputError(f"config.vocab.path: {e}") from None
+        if isinstance(e, FileNotFoundError):
+            raise errors.InputError(
+                f"vocabulary {path} (the run's config.json vocab.path) not found; a relative "
+                f"path is read from the current folder, else from the repository's "
+                f"({REPO})") from None
+        raise
+
+
+def read_config(workdir):
+    """The config of the run in `workdir` (its config.json), checked by the schema; bad or
+    missing: errors.InputError naming the file."""
+    if not os.path.isdir(workdir):
+        raise errors.InputError(f"run folder {workdir} not found")
+    try:
+        saved = run_config.load(workdir)
+    except run_config.SavedConfigError as e:
+        raise errors.InputError(str(e)) from None
+    if saved is None:
+        raise errors.InputError(f"{workdir} has no config.json: not a run folder written by "
+                                f"train.py")
+    config = run_config.from_saved(saved)
+    try:  # train.py checked it when it wrote it: what fails here was edited since.
+        run_config.check(config)
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise errors.InputError(f"{run_config.path(workdir)}: {e}") from None
+    return config
+
+
+class Run:
+    """A run: its folder, config, vocabulary and model (`Run.open` reads them from the folder)."""
+
+    def __init__(self, workdir, config, vocab):
+        self.workdir, self.config, self.vocab = workdir, config, vocab
+        self.model = captioner.from_config(config.model, vocab.vocab_size)
+
+    @classmethod
+    def open(cls, workdir):
+        """The run of `workdir` as its config.json says (errors.InputError when it cannot)."""
+        config = read_config(workdir)
+        vocab = vocabulary(config.vocab.path, saved=True)
+        try:
+            run_config.check_vocab(config, vocab)
+        except run_config.ConfigError as e:
+            raise errors.InputError(f"{run_config.path(workdir)}: {e}") from None
+        return cls(workdir, config, vocab)
+
+    def abstract_params(self, sharded=True):
+        """The parameters as ShapeDtypeStructs: over the config's mesh, or on one device."""
+        return state_lib.abstract_params(self.model, self.config if sharded else None)
+
+    def abstract_state(self, tx, mesh):
+        """The training state `{"params", "opt_state", "step"}` of optimizer `tx` on `mesh`."""
+        return state_lib.state_shardings(self.model, tx, mesh,
+                                         state_lib.axis_rules(self.config))[0]
+
+    def restore(self, step=None, *, params_only, abstract=None, **options):
+        """(tree, step) of checkpoint `step` (None: the newest; "best"), read into `abstract`
+        (default: the sharded parameters with `params_only`); `options` and errors as
+        `checkpointing.restore`'s. With `params_only` the optimizer's state is not read."""
+        if abstract is None:
+            abstract = self.abstract_params()
+        if params_only and isinstance(abstract, dict) and "opt_state" in abstract:
+            abstract = abstract["params"]
+        return checkpointing.restore(self.workdir, abstract, step, **options)
