@@ -139,7 +139,7 @@ def _is_line(first):
         return False
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # Not a line: the whole file's reader says why.
         return False
     return isinstance(obj, dict) and any(k in obj for k in (*FIELDS, "image_id"))
 
@@ -191,14 +191,7 @@ def image_key(image_id, where):
 def _read_json(path, lang):
     """A results list or a {key: caption} object as `Predictions`."""
     text = _text(path)
-    try:
-        entries = json.loads(text, object_pairs_hook=jsonl.unique_keys)
-    except jsonl.DuplicateKeyError as e:
-        raise PredictionsError(f"{path}: {e} (a reader would keep only the last value)") \
-            from None
-    except json.JSONDecodeError as e:
-        raise PredictionsError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-            from None
+    entries = jsonl.loads(text, path, PredictionsError)
     predictions = Predictions(path)
     if isinstance(entries, dict):
         for key, caption in entries.items():

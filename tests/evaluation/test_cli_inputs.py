@@ -131,3 +131,38 @@ def test_compare_into_a_closed_pipe_ends_quietly(tmp_path):
     finally:
         os.close(write)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def _deep_inputs(tmp_path):
+    """{tool: argv} each naming one file nested 100,000 deep (the others well-formed)."""
+    from tools.humaneval import __main__ as humaneval_cli
+
+    refs, preds = _cider_files(tmp_path)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "per_image.jsonl").write_text('{"a": ' + deep.read_text() + "}\n")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "captions.jsonl").write_text(deep.read_text())
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("2 2\ndog 1 0\ncat 0 1\n")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"image/key": "img0", "labels": ["dog"]}\n')
+    return {
+        "cider": (cider_cli.main, ["--references", refs, "--predictions", str(deep)]),
+        "vifidel": (vifidel_cli.main, ["--references", refs, "--predictions", str(deep),
+                                       "--labels", str(labels), "--vectors", str(vectors)]),
+        "compare": (compare.main, [str(results), str(results)]),
+        "humaneval create": (humaneval_cli.main, [
+            "create", "--type", "quality", "--release", str(release), "--langs", "en",
+            "--references", "--out", str(tmp_path / "session")]),
+    }
+
+
+@pytest.mark.parametrize("tool", ["cider", "vifidel", "compare", "humaneval create"])
+def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, tool):
+    main, argv = _deep_inputs(tmp_path)[tool]
+    line = cli.error_line(capsys, main, argv)
+    assert "not readable JSON (nested too deep" in line
