@@ -157,6 +157,7 @@ def _export(args):
 def _analyze(args):
     from tools.humaneval import session as session_lib
     from tools.humaneval import study_report
+    cli.prepare_out(args.out)
     sessions = [session_lib.load(s) for s in args.session]
     paths = study_report.write_report(sessions, args.out, resamples=args.resamples,
                                       seed=args.seed, paper_dir=args.paper_dir,
