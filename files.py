@@ -86,12 +86,13 @@ def replacing_folder(path):
         raise
 
 
-def recover_folder(path):
+def recover_folder(path, tidy=True):
     """Finishes or undoes an interrupted `replacing_folder(path)`; returns a line saying what
     was renamed in, or "".
     The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
     `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
-    folder they left beside `path` is deleted."""
+    folder they left beside `path` is deleted if `tidy` (a writer; a reader leaves them: they
+    may be another writer's, in progress)."""
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
     left = {"old": [], "tmp": []}
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -108,7 +109,7 @@ def recover_folder(path):
         done = (f"{os.path.join(parent, name)}: an interrupted replacement finished: "
                 + ("the new folder, written whole, renamed in" if kind == "tmp" else
                    "the previous folder restored"))
-    for leftover in left["old"] + left["tmp"]:
+    for leftover in left["old"] + left["tmp"] if tidy else ():
         shutil.rmtree(leftover, ignore_errors=True)
     return done
 

@@ -5,6 +5,7 @@ before the work, and charts (matplotlib imported only when one is drawn).
 import argparse
 import math
 import os
+import sys
 import tempfile
 
 import errors
@@ -91,6 +92,14 @@ def not_written(out, error, printed_json=False):
     """The InputError of a report that could not be written after the work (a full disk)."""
     return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
                              f"; the results are printed above{' (JSON)' if printed_json else ''}")
+
+
+def finish_swap(path, tidy=False):
+    """Finishes an interrupted replacement of the results folder `path` (files.recover_folder),
+    said on stderr: every reader of results folders calls it first (`tidy`: a writer)."""
+    recovered = files.recover_folder(path, tidy)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
 
 
 def check_results_folder(path, flag, marker=None):

@@ -14,7 +14,6 @@ import math
 import os
 import pathlib
 import shlex
-import sys
 import textwrap
 
 import errors
@@ -354,9 +353,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
-    recovered = files.recover_folder(results_dir)
-    if recovered:
-        print(recovered, file=sys.stderr, flush=True)
+    cli.finish_swap(results_dir, tidy=True)  # It writes the folder too.
     name = args.name or results_dir.resolve().name
     if args.predictions or args.references or args.langs:
         if not (args.predictions and args.references):

@@ -31,6 +31,11 @@ def file_name(lang, outputs=""):
     return f"predictions_{outputs + '_' if outputs else ''}{lang}.jsonl"
 
 
+def is_file_name(name):
+    """Whether `name` is a results folder's predictions file (of any evaluator and language)."""
+    return name.startswith("predictions_") and name.endswith(".jsonl")
+
+
 class Predictions(dict):
     """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 

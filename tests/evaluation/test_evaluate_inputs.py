@@ -167,3 +167,46 @@ def test_the_config_decoding_is_checked_with_the_config(tiny_demo, fields, messa
     config.evals.xm3600.update(fields)
     with pytest.raises(ValueError, match=message):
         evaluators_lib.check_configs(config.evals)
+
+
+# Evaluating into a results folder again (issue 55 point 6): the folder is the tool's own.
+
+def _evaluate_en(config_path, tiny_run, out, langs="en"):
+    evaluate.main(["evaluation.evaluate", "--config", config_path, "--workdir", tiny_run,
+                   "--evals", "xm3600", "--langs", langs, "--out", str(out)])
+
+
+def test_evaluating_again_keeps_the_files_the_tool_did_not_write(config_path, tiny_run,
+                                                                 tmp_path):
+    out = tmp_path / "R"
+    _evaluate_en(config_path, tiny_run, out)
+    (out / "my_notes.txt").write_text("mine")
+    (out / "plots").mkdir()
+    (out / "plots" / "mine.png").write_bytes(b"png")
+    _evaluate_en(config_path, tiny_run, out)
+    assert (out / "my_notes.txt").read_text() == "mine"
+    assert (out / "plots" / "mine.png").read_bytes() == b"png"
+
+
+def test_evaluating_again_names_the_files_it_replaces(config_path, tiny_run, tmp_path, capsys):
+    out = tmp_path / "R"
+    _evaluate_en(config_path, tiny_run, out)
+    own = sorted(os.listdir(out))
+    (out / "my_notes.txt").write_text("mine")
+    capsys.readouterr()
+    _evaluate_en(config_path, tiny_run, out)
+    assert f"{out}: replaced the previous results' {', '.join(own)}; kept my_notes.txt\n" in \
+        capsys.readouterr().out
+
+
+def test_evaluating_fewer_languages_is_refused_naming_the_predictions_left_out(
+        config_path, tiny_run, tmp_path, capsys):
+    out = tmp_path / "R"
+    _evaluate_en(config_path, tiny_run, out, langs="en,zh")
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    lines = _fail(capsys, "--config", config_path, "--workdir", tiny_run, "--evals", "xm3600",
+                  "--langs", "en", "--out", str(out))
+    assert lines == [f"error: --out {out} holds predictions this evaluation does not recompute "
+                     f"(predictions_zh.jsonl); evaluate their languages and evaluators too, or "
+                     f"choose another --out"]
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before

@@ -203,6 +203,33 @@ def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys
         ".eval_step8.other.tmp"]
 
 
+def _read_with(reader, folder):
+    """{lang: {key: score}} of a results folder as a reader of results folders reads it."""
+    from tools.analysis import compare
+    from tools.humaneval import results
+    if reader == "compare":
+        return compare.read_per_image(folder)
+    return results.read_results(folder, ["en"]).per_image
+
+
+@pytest.mark.parametrize("reader", ["compare", "humaneval create"])
+def test_every_reader_finishes_an_interrupted_replacement(tmp_path, capsys, reader):
+    from tests.tools.humaneval import helpers
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "captions.jsonl").write_text("".join(
+        json.dumps({"image/key": f"k{i}", "image/locale": "en",
+                    "en": {"caption": [f"a dog {i}"]}}) + "\n" for i in range(3)))
+    for kind, seed in (("old", 1), ("tmp", 2)):
+        helpers.write_results(str(tmp_path / f".eval_step8.{kind}abcde.{kind}"), str(release),
+                              ["en"], good=0.5, seed=seed, coco_dev=False)
+    new = per_image.read(tmp_path / ".eval_step8.tmpabcde.tmp" / "per_image.jsonl")
+    out = tmp_path / "eval_step8"
+    assert _read_with(reader, str(out)) == new
+    assert capsys.readouterr().err == (f"{out}: an interrupted replacement finished: the new "
+                                       f"folder, written whole, renamed in\n")
+
+
 def test_command_line_redraws_from_scores_json(tmp_path, capsys):
     report.write_report(tmp_path / "run7", {"en": 0.4}, {"en": 5}, step=7,
                         paper_dir=tmp_path / "none")

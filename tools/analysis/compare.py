@@ -59,6 +59,7 @@ def read_per_image(results_dir, references=None, langs=None):
             [results_dir], langs), langs=langs, keep_scorers=False)
         return {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
                 for lang, r in results.items()}
+    cli.finish_swap(results_dir)
     path = pathlib.Path(results_dir) / per_image.file_name()
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "
