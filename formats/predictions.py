@@ -114,7 +114,8 @@ def read(path, lang=None):
     """Reads and checks a predictions file of any kind (module docstring) into `Predictions`.
     `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line)."""
     if not os.path.isfile(path):
-        raise PredictionsError(f"predictions file not found: {path}")
+        raise PredictionsError(files.not_a_file(path, "predictions file")
+                               or f"predictions file not found: {path}")
     with open(path, "rb") as f:
         first = next((raw for raw in f if raw.strip()), b"")
     if not first:

@@ -230,6 +230,16 @@ def test_every_reader_finishes_an_interrupted_replacement(tmp_path, capsys, read
                                        f"folder, written whole, renamed in\n")
 
 
+@pytest.mark.parametrize("reader", ["compare", "humaneval create"])
+def test_every_reader_says_a_fifo_is_not_a_results_folder(tmp_path, reader):
+    import os
+    fifo = tmp_path / "results"
+    os.mkfifo(fifo)
+    with pytest.raises(errors.InputError, match=r"results folder .*results is a FIFO \(named "
+                                                r"pipe\), not a folder$"):
+        _read_with(reader, str(fifo))
+
+
 def test_command_line_redraws_from_scores_json(tmp_path, capsys):
     report.write_report(tmp_path / "run7", {"en": 0.4}, {"en": 5}, step=7,
                         paper_dir=tmp_path / "none")

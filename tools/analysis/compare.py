@@ -28,6 +28,7 @@ import sys
 import numpy as np
 
 import errors
+import files
 from data import languages
 from data.releases import xm3600 as xm3600_release
 from evaluation import cider, cli, report
@@ -60,6 +61,9 @@ def read_per_image(results_dir, references=None, langs=None):
         return {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
                 for lang, r in results.items()}
     cli.finish_swap(results_dir)
+    if os.path.exists(results_dir) and not os.path.isdir(results_dir):  # A FIFO, a device.
+        raise ResultsError(f"results folder {results_dir} is {files.kind(results_dir)}, not a "
+                           f"folder")
     path = pathlib.Path(results_dir) / per_image.file_name()
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "

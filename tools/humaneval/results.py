@@ -10,6 +10,7 @@ the languages it asks for, and, against the release, a results folder of other i
 import dataclasses
 import os
 
+import files
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
 from evaluation import cli, report
@@ -89,7 +90,8 @@ def read_results(path, langs, release="XM3600"):
                          f"{report.command(path, references, langs)} and give that folder")
     cli.finish_swap(path)
     if not os.path.isdir(path):
-        raise InputError(f"results folder not found: {path}")
+        raise InputError(f"results folder {path} is {files.kind(path)}, not a folder"
+                         if os.path.exists(path) else f"results folder not found: {path}")
     scores_path = os.path.join(path, scores_format.file_name())
     if not os.path.isfile(scores_path):
         raise InputError(f"{scores_path} not found: not a results folder of the evaluation "
