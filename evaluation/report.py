@@ -56,14 +56,8 @@ def read_paper_scores(path):
                                     f"{first[row['model'], row['lang']]})")
         first[row["model"], row["lang"]] = lineno
         for kind, column in PAPER_COLUMNS.items():
-            try:
-                value = float(row[column])
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise errors.InputError(f"{path}:{lineno}: column {column}: not a finite "
-                                        f"number: {row[column]!r}")
-            out[kind].setdefault(row["model"], {})[row["lang"]] = value
+            out[kind].setdefault(row["model"], {})[row["lang"]] = csv_table.number(
+                row[column], f"{path}:{lineno}: column {column}", errors.InputError)
     return out
 
 

@@ -172,6 +172,17 @@ def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
 
 
+@pytest.mark.parametrize("cell", ["1_0", " 0.2", "0.2 ", "0x1p-3", "1e999"])
+def test_a_paper_cell_that_is_no_plain_number_is_refused(tmp_path, cell):
+    _write_paper(tmp_path)
+    paper = tmp_path / "cider_per_language.csv"
+    paper.write_text(paper.read_text().replace("BB,ar,0.2,", f"BB,ar,{cell},"))
+    row = 2 + len(languages.TRAIN_35L_LANGS)
+    with pytest.raises(errors.InputError) as info:
+        report.read_paper_scores(paper)
+    assert str(info.value) == f"{paper}:{row}: column cider_xm3600: not a finite number: {cell!r}"
+
+
 @pytest.mark.parametrize("left, kept", [(("old", "tmp"), 0.5), (("old",), 0.3), (("tmp",), None)])
 @pytest.mark.parametrize("tool", ["report", "evaluate"])
 def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys, left, kept, tool):
