@@ -432,6 +432,15 @@ def _rater_names(spec, lang, count_items, named):
     return [f"{lang}-{i + 1}" for i in range(count)]
 
 
+def _judged_quota(spec, count_items):
+    """The smallest --quota from spec.quota up whose slots (`_rater_names`, loads spread
+    round-robin) all get MIN_RATINGS items or more, or None (too few items for any)."""
+    total = count_items * spec.replication
+    return next((quota for quota in range(spec.quota, total + 1)
+                 if total // max(spec.replication, math.ceil(total / quota)) >= MIN_RATINGS),
+                None)
+
+
 def build(spec, warn=None):
     """The session (without its digest) that `spec` describes.
 
@@ -468,9 +477,12 @@ def build(spec, warn=None):
         assignments.update(_assign(lang_items, names, spec.replication, rng))
         loads = [len(assignments[name]) for name in names]
         if spec.quota is not None and min(loads) < MIN_RATINGS:
+            quota = _judged_quota(spec, len(lang_items))
             warn(f"{lang!r}: its rater slots get {min(loads)}-{max(loads)} items, fewer than "
-                 f"the {MIN_RATINGS} straight-lining is judged on; more images or a larger "
-                 f"--quota give each slot more")
+                 f"the {MIN_RATINGS} straight-lining is judged on; " + (
+                     f"give --quota {quota}, the smallest whose slots all get {MIN_RATINGS} or "
+                     f"more" if quota else f"give more images: at replication "
+                     f"{spec.replication} a slot gets at most the {len(lang_items)} items"))
     return {
         "format": session_lib.FORMAT, "type": spec.type, "name": spec.name,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
