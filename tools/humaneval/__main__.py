@@ -256,7 +256,8 @@ def _parser():
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
     p.add_argument("--exclude-flagged", action="store_true",
-                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
+                   help="leave out the ratings of flagged raters (gold, too fast, straight); "
+                        "those still rating or stopped early (incomplete) are kept")
     p.set_defaults(run=_export)
     p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
     p.add_argument("--session", required=True, action="append", help="repeatable")
@@ -268,7 +269,8 @@ def _parser():
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
     p.add_argument("--exclude-flagged", action="store_true",
-                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
+                   help="leave out the ratings of flagged raters (gold, too fast, straight); "
+                        "those still rating or stopped early (incomplete) are kept")
     p.set_defaults(run=_analyze)
     p = sub.add_parser("texts", help="write the kit's English texts (to translate)")
     p.add_argument("--out", required=True, help="the JSON file to write")

@@ -200,7 +200,7 @@ def _rater_lines(session, raters, rater_rows):
         rater_rows.append(row)
         rows.append({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()})
         rows[-1]["rated"] = f"{row['rated']} / {row['assigned']}"
-        rows[-1]["flagged"] = f"**FLAGGED: {row['flags']}**" if row["flagged"] else ""
+        rows[-1]["flagged"] = f"**FLAGGED: {row['flags']}**" if row["flagged"] else row["flags"]
     return _summary_lines(columns, rows)
 
 

@@ -233,8 +233,8 @@ def test_mostly_empty_predictions_are_refused_saying_so(make_session, results_pa
 
 
 def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, capsys):
-    """Speed is judged from the first rating; a rater who stops early is flagged incomplete,
-    and `analyze --exclude-flagged` leaves them out."""
+    """Speed is judged from the first rating; a rater who stops early is marked incomplete;
+    `analyze --exclude-flagged` leaves out the flagged ones (not those only incomplete)."""
     session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     for pid, count, seconds in (("QUICK", 2, 0), ("SLOW", 3, 30), ("DONE", 99, 30)):
@@ -256,4 +256,4 @@ def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, 
     cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
               "--resamples", "1", "--exclude-flagged"])
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
-    assert "left out** (" in text and "base_vs_test/en-2" in text
+    assert "left out** (2: base_vs_test/en-1, base_vs_test/en-3)" in text
