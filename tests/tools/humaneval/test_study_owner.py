@@ -122,8 +122,12 @@ def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys
     assert "crowd study that has been served" in err and "--raters" in err
     assert store.read_ratings(session.db_path, session.digest) == []
     assert _join(client, session, "REAL2")  # the next participant gets a slot
-    # The slots the owner names are simulated; a person's list stays theirs, forced or not.
-    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
+    # The slots the owner names are simulated; naming a person's is refused, forced or not.
+    err = error_line(capsys, cli.main, ["simulate", "--session", session.folder, "--force",
+                                        "--raters", "en-1,en-3"])
+    assert "--raters: a person has begun under en-1 (enrolled, introduction)" in err
+    assert store.read_ratings(session.db_path, session.digest) == []
+    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
     assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
