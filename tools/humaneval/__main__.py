@@ -192,8 +192,10 @@ def _create_parser(sub):
     p.add_argument("--replication", type=int, default=3, help="raters per item")
     p.add_argument("--raters", action="append", metavar="N | LANG=NAME,NAME,...",
                    help="raters per language (default: as many as --replication)")
-    p.add_argument("--gold-share", type=float, default=0.1,
-                   help="attention-check items, as a share of the test items")
+    p.add_argument("--gold-share", type=float, default=None,
+                   help="attention-check items, as a share of the test items (default: "
+                        f"{create_lib.GOLD_SHARE:g}, or the smallest share above it that "
+                        "gives every rater slot one, said in a warning)")
     p.add_argument("--gold-max-failure-rate", type=float, default=0.0,
                    help="a rater failing a larger share of gold items is flagged")
     p.add_argument("--idle-seconds", type=float, default=create_lib.IDLE_SECONDS,

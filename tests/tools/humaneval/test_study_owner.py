@@ -261,3 +261,15 @@ def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, 
               "--resamples", "1", "--exclude-flagged"])
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     assert "left out** (2: base_vs_test/en-1, base_vs_test/en-3)" in text
+
+
+def test_a_small_crowd_study_gets_a_default_gold_share_that_works(make_session, consent):
+    # Quota 8, 8 images: the share 0.1 would give 4 slots one check (3 assignments).
+    warnings = []
+    session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=None, crowd=True,
+                           consent=consent, warn=warnings.append)
+    assert "--gold-share 0.188, not 0.1: the smallest share that gives every rater slot an " \
+           "attention check (give --gold-share to choose)" in warnings
+    assert session.data["gold"]["share"] == 0.188
+    gold = {item_id for item_id, item in session.items.items() if item.is_gold}
+    assert all(set(items) & gold for items in session.assignments.values())
