@@ -10,6 +10,7 @@ import tempfile
 
 import errors
 import files
+from data.releases import xm3600 as xm3600_release
 
 # Bootstrap resamples at most: 10^5 put the Monte Carlo error of a 95% interval's ends far
 # below its width; a typo of 10^11 would die allocating terabytes after the inputs were read.
@@ -56,6 +57,14 @@ def number(low, high, *, open_interval=False):
             raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
         return value
     return parse
+
+
+def read_references(path, field="caption"):
+    """`xm3600.read_references` for a command line: a missing file is an InputError too."""
+    try:
+        return xm3600_release.read_references(path, field)
+    except FileNotFoundError as e:
+        raise errors.InputError(str(e)) from None
 
 
 def check_output_file(path, flag):

@@ -20,7 +20,6 @@ import errors
 import files
 import paper_tables
 from data import languages
-from data.releases import xm3600 as xm3600_release
 from evaluation import cider, cli
 from formats import csv_table
 from formats import per_image as per_image_format
@@ -303,11 +302,19 @@ def command(predictions, references, langs=None):
         + ([f"--langs {','.join(langs)}"] if langs else []))
 
 
+def _cider_command(args):
+    """python -m evaluation.cider on report's --predictions and --references, --allow-missing."""
+    words = ["--references", args.references] + [
+        word for path in args.predictions for word in ("--predictions", path)] + (
+        ["--langs", args.langs] if args.langs else [])
+    return " ".join(["python -m evaluation.cider", *map(shlex.quote, words), "--allow-missing"])
+
+
 def _score(args):
     """({lang: LanguageScore}, the predictions) of --predictions against --references."""
     langs = [code.strip() for code in args.langs.split(",") if code.strip()] \
         if args.langs else None
-    references = xm3600_release.read_references(args.references)
+    references = cli.read_references(args.references)
     predictions = predictions_format.read_files(args.predictions, langs)
     results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
                                     allow_missing=True)
@@ -318,8 +325,8 @@ def _score(args):
                 f"{', '.join(args.predictions)}: {r.num_skipped} of "
                 f"{len(missing) + len(r.keys)} images with {lang!r} references have no "
                 f"prediction (first: {', '.join(map(repr, missing[:3]))}); a report needs one "
-                f"for every image (python -m evaluation.cider --allow-missing scores only the "
-                f"images that have one)")
+                f"for every image ({_cider_command(args)} scores only the images that have "
+                f"one)")
     return results, predictions
 
 

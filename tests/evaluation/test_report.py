@@ -349,7 +349,8 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
         "--langs", "en"])
     assert lines == [f"error: {results}: 2 of 3 images with 'en' references have no prediction "
                      f"(first: 'img1', 'img2'); a report needs one for every image (python -m "
-                     f"evaluation.cider --allow-missing scores only the images that have one)"]
+                     f"evaluation.cider --references {references} --predictions {results} "
+                     f"--langs en --allow-missing scores only the images that have one)"]
     assert not (tmp_path / "partial").exists()
 
 
