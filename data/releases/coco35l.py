@@ -110,7 +110,7 @@ def read_karpathy(path):
         return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
                                [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
                 for image in parsed.images}
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError, RecursionError):
         pass  # Read again with `json`, which names the problem.
     data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
     del raw

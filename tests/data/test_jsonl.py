@@ -193,7 +193,7 @@ def test_decode_lines_leaves_a_line_nested_too_deep_to_the_slow_path(tmp_path):
 
 
 def _deep_file_readers():
-    from data.releases import xm3600
+    from data.releases import coco35l, xm3600
     from evaluation.cider import df
     from formats import json_object, predictions
     from tools.humaneval import session
@@ -206,6 +206,8 @@ def _deep_file_readers():
                         lambda p: json_object.read(p, jsonl.FormatError, "scores file")),
         "document frequencies": ("df.json", DEEP, df.load_document_frequencies),
         "session": ("session.json", DEEP, lambda p: session.load(os.path.dirname(p))),
+        "karpathy": ("dataset_coco.json", '{"other": ' + DEEP + ', "images": []}',
+                     coco35l.read_karpathy),
     }
 
 
