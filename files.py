@@ -3,6 +3,7 @@
 `replacing(path)` writes a temporary file beside `path` and renames it onto `path` when the
 block ends without error: a reader sees the old file or the new one; on an error (full disk,
 Ctrl-C) `path` is left as it was. `replacing_folder(path)` does the same for a folder.
+`kind` and `not_a_file` say what an input path is when it is there but no file.
 """
 
 import contextlib
@@ -10,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 import crash_points
@@ -86,12 +88,13 @@ def replacing_folder(path):
         raise
 
 
-def recover_folder(path):
+def recover_folder(path, tidy=True):
     """Finishes or undoes an interrupted `replacing_folder(path)`; returns a line saying what
     was renamed in, or "".
     The folder at `path` is moved aside (".old") only once the new one (".tmp") is whole: with
     `path` gone and an old one aside, the new one is renamed in, else the old one. Every other
-    folder they left beside `path` is deleted."""
+    folder they left beside `path` is deleted if `tidy` (a writer; a reader leaves them: they
+    may be another writer's, in progress)."""
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
     left = {"old": [], "tmp": []}
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -108,9 +111,28 @@ def recover_folder(path):
         done = (f"{os.path.join(parent, name)}: an interrupted replacement finished: "
                 + ("the new folder, written whole, renamed in" if kind == "tmp" else
                    "the previous folder restored"))
-    for leftover in left["old"] + left["tmp"]:
+    for leftover in left["old"] + left["tmp"] if tidy else ():
         shutil.rmtree(leftover, ignore_errors=True)
     return done
+
+
+def kind(path):
+    """What is at `path`: "a file", "a folder", "a FIFO (named pipe)" (reading it would wait
+    forever), "a socket", "a device", or None (nothing)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    kinds = ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "a device")
+
+
+def not_a_file(path, what):
+    """"<what> <path> is a folder, not a file" (`kind`) for a `path` that is there but no
+    regular file, else None."""
+    found = kind(path)
+    return None if found in (None, "a file") else f"{what} {path} is {found}, not a file"
 
 
 def _umask():

@@ -1,6 +1,9 @@
 """JSON Lines files (plain, `.bz2` or `.gz`), one object a line, errors at file:line.
 
-`read_objects` parses with `json`; `decode_lines` (files that fit in memory) and `LineStream`
+`loads` is the one parse with `json` (every reader of a JSON file goes through it): a key twice in
+one object, or nesting deeper than Python's recursion limit (a file 100,000 brackets deep), is
+an error naming the file like any syntax error. `read_objects` parses each line with it;
+`decode_lines` (files that fit in memory) and `LineStream`
 (any size) decode with msgspec and leave a line that does not fit to the caller's slow path.
 A key twice in one object is an error (msgspec cannot see it: `decode_lines` compares colons
 with decoded keys, and scans with `json` only when they differ).
@@ -13,6 +16,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import sys
 
 import msgspec
 import numpy as np
@@ -42,6 +46,21 @@ def unique_keys(pairs):
                 raise DuplicateKeyError(key)
             seen.add(key)
     return obj
+
+
+def loads(text, where, error=FormatError, one_line=False):
+    """The JSON value of `text` (str or bytes) whose objects have unique keys, else `error` naming
+    `where` (a file; with `one_line`, "file:line" of the one line `text` is)."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as e:
+        at = where if one_line else f"{where}:{e.lineno}"
+        raise error(f"{at}: not valid JSON ({json_problem(e)})") from None
+    except DuplicateKeyError as e:
+        raise error(f"{where}: {e} (a reader would keep only the last value)") from None
+    except RecursionError:  # Python's bound on nesting: the C parser recurses per level.
+        raise error(f"{where}: not readable JSON (nested too deep: Python's reader stops at "
+                    f"about {sys.getrecursionlimit()} levels)") from None
 
 
 def _open_binary(path):
@@ -107,7 +126,7 @@ def decode_lines(path, decoder, count_keys=None):
             try:
                 objects.append(decode(view[start:end]))
                 linenos.append(lineno)
-            except (msgspec.DecodeError, ValueError):  # UnicodeDecodeError is a ValueError
+            except (msgspec.DecodeError, ValueError, RecursionError):  # Unicode errors: ValueError
                 if data[start:end].strip():
                     return None
             start = end + 1
@@ -142,8 +161,8 @@ def _has_repeated_key(data):
                 json.loads(data[start:end], object_pairs_hook=unique_keys)
             except DuplicateKeyError:
                 return True
-            except ValueError:
-                pass  # A blank line (the decoder took all others).
+            except (ValueError, RecursionError):
+                pass  # A blank line (the decoder took all others), or nested too deep (said later).
         start = end + 1
     return False
 
@@ -215,7 +234,7 @@ class LineStream:
         for lineno, line in enumerate(self._lines(), start=1):
             try:
                 obj = decode(line)
-            except (msgspec.DecodeError, ValueError):
+            except (msgspec.DecodeError, ValueError, RecursionError):
                 obj = self._fallback(f"{self.path}:{lineno}", line) if line.strip() else None
             if obj is not None:
                 yield lineno, obj
@@ -230,12 +249,7 @@ def parse_line(line, where, error=FormatError):
         raise error(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
     if not text.strip():
         return None
-    try:
-        obj = json.loads(text, object_pairs_hook=unique_keys)
-    except json.JSONDecodeError as e:
-        raise error(f"{where}: not valid JSON ({json_problem(e)})") from None
-    except DuplicateKeyError as e:
-        raise error(f"{where}: {e} (a reader would keep only the last value)") from None
+    obj = loads(text, where, error, one_line=True)
     if not isinstance(obj, dict):
         raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj

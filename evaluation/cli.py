@@ -5,10 +5,12 @@ before the work, and charts (matplotlib imported only when one is drawn).
 import argparse
 import math
 import os
+import sys
 import tempfile
 
 import errors
 import files
+from data.releases import xm3600 as xm3600_release
 
 # Bootstrap resamples at most: 10^5 put the Monte Carlo error of a 95% interval's ends far
 # below its width; a typo of 10^11 would die allocating terabytes after the inputs were read.
@@ -57,6 +59,14 @@ def number(low, high, *, open_interval=False):
     return parse
 
 
+def read_references(path, field="caption"):
+    """`xm3600.read_references` for a command line: a missing file is an InputError too."""
+    try:
+        return xm3600_release.read_references(path, field)
+    except FileNotFoundError as e:
+        raise errors.InputError(str(e)) from None
+
+
 def check_output_file(path, flag):
     """Checks, before any work, that the file `path` can be written (InputError naming `flag`)."""
     if os.path.isdir(path):
@@ -91,6 +101,14 @@ def not_written(out, error, printed_json=False):
     """The InputError of a report that could not be written after the work (a full disk)."""
     return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
                              f"; the results are printed above{' (JSON)' if printed_json else ''}")
+
+
+def finish_swap(path, tidy=False):
+    """Finishes an interrupted replacement of the results folder `path` (files.recover_folder),
+    said on stderr: every reader of results folders calls it first (`tidy`: a writer)."""
+    recovered = files.recover_folder(path, tidy)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
 
 
 def check_results_folder(path, flag, marker=None):

@@ -14,14 +14,12 @@ import math
 import os
 import pathlib
 import shlex
-import sys
 import textwrap
 
 import errors
 import files
 import paper_tables
 from data import languages
-from data.releases import xm3600 as xm3600_release
 from evaluation import cider, cli
 from formats import csv_table
 from formats import per_image as per_image_format
@@ -57,14 +55,8 @@ def read_paper_scores(path):
                                     f"{first[row['model'], row['lang']]})")
         first[row["model"], row["lang"]] = lineno
         for kind, column in PAPER_COLUMNS.items():
-            try:
-                value = float(row[column])
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise errors.InputError(f"{path}:{lineno}: column {column}: not a finite "
-                                        f"number: {row[column]!r}")
-            out[kind].setdefault(row["model"], {})[row["lang"]] = value
+            out[kind].setdefault(row["model"], {})[row["lang"]] = csv_table.number(
+                row[column], f"{path}:{lineno}: column {column}", errors.InputError)
     return out
 
 
@@ -310,11 +302,19 @@ def command(predictions, references, langs=None):
         + ([f"--langs {','.join(langs)}"] if langs else []))
 
 
+def _cider_command(args):
+    """python -m evaluation.cider on report's --predictions and --references, --allow-missing."""
+    words = ["--references", args.references] + [
+        word for path in args.predictions for word in ("--predictions", path)] + (
+        ["--langs", args.langs] if args.langs else [])
+    return " ".join(["python -m evaluation.cider", *map(shlex.quote, words), "--allow-missing"])
+
+
 def _score(args):
     """({lang: LanguageScore}, the predictions) of --predictions against --references."""
     langs = [code.strip() for code in args.langs.split(",") if code.strip()] \
         if args.langs else None
-    references = xm3600_release.read_references(args.references)
+    references = cli.read_references(args.references)
     predictions = predictions_format.read_files(args.predictions, langs)
     results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
                                     allow_missing=True)
@@ -325,8 +325,8 @@ def _score(args):
                 f"{', '.join(args.predictions)}: {r.num_skipped} of "
                 f"{len(missing) + len(r.keys)} images with {lang!r} references have no "
                 f"prediction (first: {', '.join(map(repr, missing[:3]))}); a report needs one "
-                f"for every image (python -m evaluation.cider --allow-missing scores only the "
-                f"images that have one)")
+                f"for every image ({_cider_command(args)} scores only the images that have "
+                f"one)")
     return results, predictions
 
 
@@ -354,9 +354,7 @@ def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
     results_dir = pathlib.Path(args.results_dir)
-    recovered = files.recover_folder(results_dir)
-    if recovered:
-        print(recovered, file=sys.stderr, flush=True)
+    cli.finish_swap(results_dir, tidy=True)  # It writes the folder too.
     name = args.name or results_dir.resolve().name
     if args.predictions or args.references or args.langs:
         if not (args.predictions and args.references):

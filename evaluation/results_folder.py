@@ -1,9 +1,14 @@
 """The results folder of the checkpoint tool: what goes in it, the room it needs, written whole
 (beside its place, renamed onto it at the end).
+
+A folder evaluated again is the tool's own: its files the evaluation rewrites are replaced (and
+named), every other file (a user's notes) is kept, and predictions it would not recompute
+(other languages or evaluators) are refused before the evaluation, named. Every reader of
+results folders calls `cli.finish_swap` first.
 """
 
 import os
-import sys
+import shutil
 
 import numpy as np
 
@@ -36,11 +41,19 @@ def needed_bytes(evaluators):
 
 
 def check_room(out, evaluators, flag, folder=None):
-    """InputError (naming `flag`) when `out`'s file system has less room than the results need."""
-    recovered = files.recover_folder(out)
-    if recovered:
-        print(recovered, file=sys.stderr, flush=True)
+    """InputError (naming `flag`) when `out`'s file system has less room than the results need,
+    or when `out` holds predictions the evaluation would not write again."""
+    cli.finish_swap(out, tidy=True)
     folder = folder or cli.check_results_folder(out, flag, eval_metrics.FILE_NAME)
+    fresh = {predictions_format.file_name(lang, e.outputs_name)
+             for e in evaluators.values() for lang in e.langs}
+    stale = sorted(name for name in (os.listdir(out) if os.path.isdir(out) else ())
+                   if predictions_format.is_file_name(name) and name not in fresh)
+    if stale:
+        raise errors.InputError(
+            f"{flag} {out} holds predictions this evaluation does not recompute "
+            f"({', '.join(stale)}); evaluate their languages and evaluators too, or choose "
+            f"another {flag}")
     needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
     if free < needed:
         images = sum(sum(e.num_images.values()) for e in evaluators.values())
@@ -71,8 +84,34 @@ def write(out, step, evaluators, results, *, name, config_name, workdir):
                                   os.path.abspath(workdir))
             written[key] = [per_image_format.file_name(evaluator.outputs_name)] + [
                 os.path.basename(path) for path in paths.values()]
+        replaced, kept = _keep_the_rest(out, folder)
+    if replaced:
+        print(f"{out}: replaced the previous results' {', '.join(replaced)}"
+              + (f"; kept {', '.join(kept)}" if kept else ""), flush=True)
     written[eval_metrics.FILE_NAME] = [eval_metrics.FILE_NAME]
     return written
+
+
+def _keep_the_rest(out, folder):
+    """Links (or copies) into `folder` every entry of the previous `out` it has not written;
+    returns (names replaced, names kept), sorted."""
+    old = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    new = set(os.listdir(folder))
+    for name in old:
+        if name not in new:
+            source, target = os.path.join(out, name), os.path.join(folder, name)
+            if os.path.isdir(source) and not os.path.islink(source):
+                shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(source, target)
+    return [n for n in old if n in new], [n for n in old if n not in new]
+
+
+def _link_or_copy(source, target):
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(source, target, follow_symlinks=False)
 
 
 def _write_outputs(folder, outputs_name, by_lang):

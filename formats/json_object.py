@@ -1,6 +1,5 @@
 """A file holding one JSON object (scores.json, metrics.json), read with errors at file:line."""
 
-import json
 import os
 
 from data import jsonl
@@ -12,13 +11,10 @@ def read(path, error, what):
         raise error(f"{what} not found: {path}")
     try:
         with open(path, encoding="utf-8") as f:
-            obj = json.load(f, object_pairs_hook=jsonl.unique_keys)
-    except jsonl.DuplicateKeyError as e:
-        raise error(f"{path}: {e} (a reader would keep only the last value)") from None
+            text = f.read()
     except UnicodeDecodeError as e:
         raise error(f"{path}: not UTF-8 ({e.reason})") from None
-    except json.JSONDecodeError as e:
-        raise error(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") from None
+    obj = jsonl.loads(text, path, error)
     if not isinstance(obj, dict):
         raise error(f"{path}: expected a JSON object, got {type(obj).__name__}")
     return obj

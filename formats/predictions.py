@@ -31,6 +31,11 @@ def file_name(lang, outputs=""):
     return f"predictions_{outputs + '_' if outputs else ''}{lang}.jsonl"
 
 
+def is_file_name(name):
+    """Whether `name` is a results folder's predictions file (of any evaluator and language)."""
+    return name.startswith("predictions_") and name.endswith(".jsonl")
+
+
 class Predictions(dict):
     """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 
@@ -109,7 +114,8 @@ def read(path, lang=None):
     """Reads and checks a predictions file of any kind (module docstring) into `Predictions`.
     `lang`: the language of entries without a "lang" field. Raises PredictionsError (file:line)."""
     if not os.path.isfile(path):
-        raise PredictionsError(f"predictions file not found: {path}")
+        raise PredictionsError(files.not_a_file(path, "predictions file")
+                               or f"predictions file not found: {path}")
     with open(path, "rb") as f:
         first = next((raw for raw in f if raw.strip()), b"")
     if not first:
@@ -139,7 +145,7 @@ def _is_line(first):
         return False
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # Not a line: the whole file's reader says why.
         return False
     return isinstance(obj, dict) and any(k in obj for k in (*FIELDS, "image_id"))
 
@@ -191,14 +197,7 @@ def image_key(image_id, where):
 def _read_json(path, lang):
     """A results list or a {key: caption} object as `Predictions`."""
     text = _text(path)
-    try:
-        entries = json.loads(text, object_pairs_hook=jsonl.unique_keys)
-    except jsonl.DuplicateKeyError as e:
-        raise PredictionsError(f"{path}: {e} (a reader would keep only the last value)") \
-            from None
-    except json.JSONDecodeError as e:
-        raise PredictionsError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-            from None
+    entries = jsonl.loads(text, path, PredictionsError)
     predictions = Predictions(path)
     if isinstance(entries, dict):
         for key, caption in entries.items():

@@ -17,7 +17,6 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 import collections
 import dataclasses
 import functools
-import json
 import logging
 import os
 
@@ -111,12 +110,9 @@ def read_karpathy(path):
         return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
                                [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
                 for image in parsed.images}
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, ValueError, RecursionError):
         pass  # Read again with `json`, which names the problem.
-    try:
-        data = json.loads(raw.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
     del raw
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise FormatError(f"{path}: expected an object with a list field 'images'")

@@ -13,6 +13,7 @@ import typing
 
 import msgspec
 
+import files
 from data import jsonl, languages
 from data.jsonl import FormatError
 
@@ -51,11 +52,19 @@ def _parse_record(obj, where):
     return Record(obj["image/key"], obj["image/locale"], captions, tokenized)
 
 
+def _check_file(path):
+    """FileNotFoundError for no file at `path`, FormatError for a folder or a FIFO there."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"XM3600 captions file not found: {path}")
+    problem = files.not_a_file(path, "XM3600 captions file")
+    if problem:
+        raise FormatError(problem)
+
+
 def read_captions(path):
     """`Record`s of a `captions.jsonl`, in file order.
     FileNotFoundError; FormatError naming file and line for a malformed line or a repeated key."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"XM3600 captions file not found: {path}")
+    _check_file(path)
     records, first_seen = [], {}
     for where, obj in jsonl.read_objects(path):
         record = _parse_record(obj, where)
@@ -163,8 +172,7 @@ def _references_in_bulk(path, field):
 def read_references(path, field="caption"):
     """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
     Accepts and rejects exactly what `read_captions` does, with the same messages."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"XM3600 captions file not found: {path}")
+    _check_file(path)
     table = _references_in_bulk(path, field)
     if table is None:
         table = references_by_language(read_captions(path), field)

@@ -75,16 +75,12 @@ def load_document_frequencies(path):
     with open(path, "rb") as f:
         data = f.read()
     try:
-        payload = json.loads(data.decode("utf-8"), object_pairs_hook=jsonl.unique_keys)
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise InputError(f"{path}:{line}: not UTF-8 ({e.reason}); not a document frequency "
                          f"file") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON ({jsonl.json_problem(e)})") \
-            from None
-    except jsonl.DuplicateKeyError as e:
-        raise InputError(f"{path}: {e} (a reader would keep only the last value)") from None
+    payload = jsonl.loads(text, path, InputError)
     if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
         raise InputError(f"{path}: not a document frequency file (no \"format\": "
                          f"\"{_DF_FORMAT}\")")

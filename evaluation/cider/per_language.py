@@ -70,7 +70,10 @@ def _references(records, reference_field):
     return records
 
 
-def _task(lang, references, predictions, df, allow_missing):
+MISSING_HINT = "pass --allow-missing to score only the images that have one"
+
+
+def _task(lang, references, predictions, df, allow_missing, missing_hint=MISSING_HINT):
     """The `_Task` of `lang`, or an InputError naming what is missing or unknown."""
     keys, refs = references.get(lang)
     by_key = predictions.get(lang, {})
@@ -98,8 +101,7 @@ def _task(lang, references, predictions, df, allow_missing):
         missing = [key for key in keys if key not in by_key]
         raise InputError(
             f"{num_skipped} of {len(keys)} images with {lang!r} references have no "
-            f"prediction (first: {', '.join(map(repr, missing[:3]))}); pass "
-            f"--allow-missing to score only the images that have one")
+            f"prediction (first: {', '.join(map(repr, missing[:3]))}); {missing_hint}")
     if df is not None and lang not in df:
         raise InputError(f"no document frequencies for {lang!r} (they cover "
                          f"{', '.join(df) or 'nothing'})")
@@ -119,15 +121,17 @@ def chosen_langs(langs, predictions):
 
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
                     segmenter="char", reference_field="caption", allow_missing=False,
-                    options=text.DEFAULT_OPTIONS, keep_scorers=True):
+                    options=text.DEFAULT_OPTIONS, keep_scorers=True, missing_hint=MISSING_HINT):
     """{lang: LanguageScore} of predictions against XM3600 references, in `langs` order.
     `records`: `xm3600.read_captions` output or `References`; `df`: optional {lang:
-    DocumentFrequency}; `allow_missing` scores only the images with a prediction; without
-    `keep_scorers` a language's tables are freed once scored. InputError for bad input."""
+    DocumentFrequency}; `allow_missing` scores only the images with a prediction (else an image
+    without one is an InputError ending in `missing_hint`, what the caller's user can do);
+    without `keep_scorers` a language's tables are freed once scored. InputError for bad input."""
     references = _references(records, reference_field)
     langs = chosen_langs(langs, predictions)
     _check_keys(predictions, references)
-    tasks = [_task(lang, references, predictions, df, allow_missing) for lang in langs]
+    tasks = [_task(lang, references, predictions, df, allow_missing, missing_hint)
+             for lang in langs]
 
     def score(task):
         scorer = scorer_lib.CiderScorer(task.refs, task.lang, metric, df=task.df,

@@ -170,3 +170,52 @@ def test_the_cider_inputs_and_json_object_files_refuse_a_repeated_key(tmp_path):
     path.write_text('{"step": 1,\n "step": 2}\n')
     with pytest.raises(ValueError, match=r"scores.json: key 'step' appears twice in one object"):
         json_object.read(str(path), ValueError, "scores file")
+
+
+# Nesting deeper than Python's recursion limit (issue 55 point 5): `json` and msgspec raise
+# RecursionError; `jsonl.loads`, the one parse, turns it into the reader's error.
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_line_nested_too_deep_is_an_error_at_its_line(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"a": 1}\n{"a": ' + DEEP + "}\n")
+    with pytest.raises(jsonl.FormatError, match=r"deep.jsonl:2: not readable JSON \(nested too "
+                                                r"deep: Python's reader stops at about \d+ "):
+        list(jsonl.read_objects(path))
+
+
+def test_decode_lines_leaves_a_line_nested_too_deep_to_the_slow_path(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"a": 1, "b": "x"}\n{"a": 1, "b": "x", "c": ' + DEEP + "}\n")
+    assert jsonl.decode_lines(path, msgspec.json.Decoder(_Pair)) is None
+
+
+def _deep_file_readers():
+    from data.releases import coco35l, xm3600
+    from evaluation.cider import df
+    from formats import json_object, predictions
+    from tools.humaneval import session
+    return {
+        "predictions list": ("preds.json", DEEP, predictions.read),
+        "predictions lines": ("preds.jsonl", '{"image/key": ' + DEEP + "}\n", predictions.read),
+        "references": ("captions.jsonl", '{"image/key": ' + DEEP + "}\n",
+                       xm3600.read_references),
+        "json object": ("scores.json", '{"a": ' + DEEP + "}",
+                        lambda p: json_object.read(p, jsonl.FormatError, "scores file")),
+        "document frequencies": ("df.json", DEEP, df.load_document_frequencies),
+        "session": ("session.json", DEEP, lambda p: session.load(os.path.dirname(p))),
+        "karpathy": ("dataset_coco.json", '{"other": ' + DEEP + ', "images": []}',
+                     coco35l.read_karpathy),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_deep_file_readers()))
+def test_every_json_reader_refuses_a_file_nested_too_deep_naming_it(tmp_path, kind):
+    import errors
+    name, text, read = _deep_file_readers()[kind]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(errors.InputError, match=rf"{name}(:1)?: not readable JSON \(nested too "):
+        read(str(path))

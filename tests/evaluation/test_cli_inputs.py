@@ -131,3 +131,95 @@ def test_compare_into_a_closed_pipe_ends_quietly(tmp_path):
     finally:
         os.close(write)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def _deep_inputs(tmp_path):
+    """{tool: argv} each naming one file nested 100,000 deep (the others well-formed)."""
+    from tools.humaneval import __main__ as humaneval_cli
+
+    refs, preds = _cider_files(tmp_path)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "per_image.jsonl").write_text('{"a": ' + deep.read_text() + "}\n")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "captions.jsonl").write_text(deep.read_text())
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("2 2\ndog 1 0\ncat 0 1\n")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"image/key": "img0", "labels": ["dog"]}\n')
+    return {
+        "cider": (cider_cli.main, ["--references", refs, "--predictions", str(deep)]),
+        "vifidel": (vifidel_cli.main, ["--references", refs, "--predictions", str(deep),
+                                       "--labels", str(labels), "--vectors", str(vectors)]),
+        "compare": (compare.main, [str(results), str(results)]),
+        "humaneval create": (humaneval_cli.main, [
+            "create", "--type", "quality", "--release", str(release), "--langs", "en",
+            "--references", "--out", str(tmp_path / "session")]),
+    }
+
+
+@pytest.mark.parametrize("tool", ["cider", "vifidel", "compare", "humaneval create"])
+def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, tool):
+    main, argv = _deep_inputs(tmp_path)[tool]
+    line = cli.error_line(capsys, main, argv)
+    assert "not readable JSON (nested too deep" in line
+
+
+# Issue 54 point 5: hints that run as printed; a missing references file is one line.
+
+@pytest.mark.parametrize("tool", ["cider", "vifidel", "report", "compare"])
+def test_a_missing_references_file_is_one_line(tmp_path, capsys, tool):
+    from evaluation import report
+    _, preds = _cider_files(tmp_path)
+    missing = str(tmp_path / "nothere.jsonl")
+    main, argv = {
+        "cider": (cider_cli.main, ["--references", missing, "--predictions", preds]),
+        "vifidel": (vifidel_cli.main, ["--references", missing, "--predictions", preds,
+                                       "--labels", preds, "--vectors", preds]),
+        "report": (report.main, [str(tmp_path / "R"), "--predictions", preds,
+                                 "--references", missing]),
+        "compare": (compare.main, [preds, preds, "--references", missing]),
+    }[tool]
+    assert cli.error_line(capsys, main, argv) == \
+        f"error: XM3600 captions file not found: {missing}\n"
+
+
+def _partial_predictions(tmp_path):
+    """(references, a predictions file with 'en' of img0 and img1 only)."""
+    from tests.evaluation.cider.test_cli import PREDS, write_references
+    from tests.formats.small_files import write_lines
+    return (write_references(tmp_path / "captions.jsonl"),
+            write_lines(tmp_path / "partial.jsonl", [p for p in PREDS[:2]]))
+
+
+def test_compare_suggests_no_flag_it_lacks(tmp_path, capsys):
+    refs, partial = _partial_predictions(tmp_path)
+    line = cli.error_line(capsys, compare.main, [partial, partial, "--references", refs])
+    assert "--allow-missing" not in line
+    assert line.endswith("compare pairs the models image by image: it needs a prediction of "
+                         "every image\n")
+
+
+def test_compare_on_a_predictions_file_suggests_no_placeholder_command(tmp_path, capsys):
+    _, partial = _partial_predictions(tmp_path)
+    line = cli.error_line(capsys, compare.main, [partial, partial])
+    assert line == (f"error: {partial} is a predictions file, not a results folder: give "
+                    f"--references with XM3600's captions.jsonl to score it here\n")
+
+
+def test_the_command_report_suggests_runs_as_printed(tmp_path, capsys, monkeypatch):
+    import shlex
+
+    from evaluation import report
+    refs, partial = _partial_predictions(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    line = cli.error_line(capsys, report.main, ["R", "--predictions", "partial.jsonl",
+                                                "--references", "captions.jsonl"])
+    command = re.search(r"\((python -m evaluation.cider .*) scores only the images", line)[1]
+    words = shlex.split(command)
+    assert words[:3] == ["python", "-m", "evaluation.cider"]
+    assert cider_cli.main(words[3:]) == 0
+    assert re.search(r"^en\s+2\s", capsys.readouterr().out, re.M)

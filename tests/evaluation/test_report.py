@@ -172,6 +172,17 @@ def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
 
 
+@pytest.mark.parametrize("cell", ["1_0", " 0.2", "0.2 ", "0x1p-3", "1e999"])
+def test_a_paper_cell_that_is_no_plain_number_is_refused(tmp_path, cell):
+    _write_paper(tmp_path)
+    paper = tmp_path / "cider_per_language.csv"
+    paper.write_text(paper.read_text().replace("BB,ar,0.2,", f"BB,ar,{cell},"))
+    row = 2 + len(languages.TRAIN_35L_LANGS)
+    with pytest.raises(errors.InputError) as info:
+        report.read_paper_scores(paper)
+    assert str(info.value) == f"{paper}:{row}: column cider_xm3600: not a finite number: {cell!r}"
+
+
 @pytest.mark.parametrize("left, kept", [(("old", "tmp"), 0.5), (("old",), 0.3), (("tmp",), None)])
 @pytest.mark.parametrize("tool", ["report", "evaluate"])
 def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys, left, kept, tool):
@@ -201,6 +212,43 @@ def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys
         assert scores.read(out / "scores.json")["scores"] == {"en": kept}
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [
         ".eval_step8.other.tmp"]
+
+
+def _read_with(reader, folder):
+    """{lang: {key: score}} of a results folder as a reader of results folders reads it."""
+    from tools.analysis import compare
+    from tools.humaneval import results
+    if reader == "compare":
+        return compare.read_per_image(folder)
+    return results.read_results(folder, ["en"]).per_image
+
+
+@pytest.mark.parametrize("reader", ["compare", "humaneval create"])
+def test_every_reader_finishes_an_interrupted_replacement(tmp_path, capsys, reader):
+    from tests.tools.humaneval import helpers
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "captions.jsonl").write_text("".join(
+        json.dumps({"image/key": f"k{i}", "image/locale": "en",
+                    "en": {"caption": [f"a dog {i}"]}}) + "\n" for i in range(3)))
+    for kind, seed in (("old", 1), ("tmp", 2)):
+        helpers.write_results(str(tmp_path / f".eval_step8.{kind}abcde.{kind}"), str(release),
+                              ["en"], good=0.5, seed=seed, coco_dev=False)
+    new = per_image.read(tmp_path / ".eval_step8.tmpabcde.tmp" / "per_image.jsonl")
+    out = tmp_path / "eval_step8"
+    assert _read_with(reader, str(out)) == new
+    assert capsys.readouterr().err == (f"{out}: an interrupted replacement finished: the new "
+                                       f"folder, written whole, renamed in\n")
+
+
+@pytest.mark.parametrize("reader", ["compare", "humaneval create"])
+def test_every_reader_says_a_fifo_is_not_a_results_folder(tmp_path, reader):
+    import os
+    fifo = tmp_path / "results"
+    os.mkfifo(fifo)
+    with pytest.raises(errors.InputError, match=r"results folder .*results is a FIFO \(named "
+                                                r"pipe\), not a folder$"):
+        _read_with(reader, str(fifo))
 
 
 def test_command_line_redraws_from_scores_json(tmp_path, capsys):
@@ -301,7 +349,8 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
         "--langs", "en"])
     assert lines == [f"error: {results}: 2 of 3 images with 'en' references have no prediction "
                      f"(first: 'img1', 'img2'); a report needs one for every image (python -m "
-                     f"evaluation.cider --allow-missing scores only the images that have one)"]
+                     f"evaluation.cider --references {references} --predictions {results} "
+                     f"--langs en --allow-missing scores only the images that have one)"]
     assert not (tmp_path / "partial").exists()
 
 

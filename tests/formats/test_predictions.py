@@ -1,6 +1,7 @@
 """Tests of formats/predictions.py: predictions files, read (fast and line by line) and written."""
 
 import json
+import os
 
 import pytest
 
@@ -196,3 +197,13 @@ def test_several_files_are_merged_and_a_prediction_in_two_is_refused(tmp_path):
         predictions.read_files([en, again], langs=["en"])
     with pytest.raises(predictions.PredictionsError, match="no \"lang\""):
         predictions.read_files([en, es], langs=["en", "es"])
+
+
+@pytest.mark.parametrize("kind, make", [("a FIFO \\(named pipe\\)", os.mkfifo),
+                                        ("a folder", os.mkdir)])
+def test_a_fifo_or_a_folder_as_predictions_says_what_it_is(tmp_path, kind, make):
+    path = tmp_path / "preds.jsonl"
+    make(path)
+    with pytest.raises(predictions.PredictionsError,
+                       match=rf"predictions file {path} is {kind}, not a file$"):
+        predictions.read(str(path))

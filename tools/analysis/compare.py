@@ -28,9 +28,9 @@ import sys
 import numpy as np
 
 import errors
+import files
 from data import languages
-from data.releases import xm3600 as xm3600_release
-from evaluation import cider, cli, report
+from evaluation import cider, cli
 from formats import per_image, predictions
 
 _EXAMPLES = 3
@@ -53,12 +53,17 @@ def read_per_image(results_dir, references=None, langs=None):
         if references is None:
             raise ResultsError(
                 f"{results_dir} is a predictions file, not a results folder: give --references "
-                f"(XM3600's captions.jsonl) to score it here, or make a results folder with "
-                f"{report.command(results_dir, 'captions.jsonl', langs)}")
-        results = cider.score_languages(references, predictions.read_files(
-            [results_dir], langs), langs=langs, keep_scorers=False)
+                f"with XM3600's captions.jsonl to score it here")
+        results = cider.score_languages(
+            references, predictions.read_files([results_dir], langs), langs=langs,
+            keep_scorers=False, missing_hint="compare pairs the models image by image: it "
+            "needs a prediction of every image")
         return {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
                 for lang, r in results.items()}
+    cli.finish_swap(results_dir)
+    if os.path.exists(results_dir) and not os.path.isdir(results_dir):  # A FIFO, a device.
+        raise ResultsError(f"results folder {results_dir} is {files.kind(results_dir)}, not a "
+                           f"folder")
     path = pathlib.Path(results_dir) / per_image.file_name()
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "
@@ -275,7 +280,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.out:
         cli.prepare_out(args.out)
-    references = xm3600_release.read_references(args.references) if args.references else None
+    references = cli.read_references(args.references) if args.references else None
     langs = args.langs.split(",") if args.langs else None
     scores_a, scores_b = (read_per_image(path, references, langs)
                           for path in (args.results_a, args.results_b))

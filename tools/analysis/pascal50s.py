@@ -285,9 +285,19 @@ def read(folder, lang="en"):
             do not match their pairs (file and entry named).
     """
     notes = []
-    if not os.path.isfile(os.path.join(folder, PAIRS_FILE)) and os.path.isfile(
-            os.path.join(folder, "data", PAIRS_FILE)):  # the code repository's top folder
-        folder = os.path.join(folder, "data")
+    if not os.path.isdir(folder):
+        raise MetaError(f"PASCAL-50S folder not found: {folder}" if not os.path.exists(folder)
+                        else f"PASCAL-50S: {folder} is not a folder")
+    data = os.path.join(folder, "data")
+    if not os.path.isfile(os.path.join(folder, PAIRS_FILE)):
+        if not os.path.isfile(os.path.join(data, PAIRS_FILE)):
+            raise MetaError(
+                f"PASCAL-50S: no {PAIRS_FILE} in {folder}" + (
+                    f" nor in {data}" if os.path.isdir(data) else "")
+                + f"; give the folder of the dataset's release ({PAIRS_FILE}, {VOTES_FILE}) "
+                f"or of the CIDEr code repository ({PAIRS_FILE}, {REFERENCES_FILE} in its "
+                f"data/, read from the repository's folder too)")
+        folder = data  # the code repository's top folder
         notes.append(f"read from {folder}")
     pairs_path = os.path.join(folder, PAIRS_FILE)
     pairs, votes = read_pairs(pairs_path)

@@ -150,7 +150,8 @@ def _prepare(args):
     if args.on_error == "stop":
         missing = [f for f in paths if not os.path.isfile(f)]
         if missing:
-            raise InputError(f"image file not found: {missing[0]}"
+            raise InputError((files.not_a_file(missing[0], "image") or
+                              f"image file not found: {missing[0]}")
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     if args.batch_size < 1:
         raise InputError(f"--batch_size must be >= 1, got {args.batch_size}")

@@ -178,14 +178,24 @@ def load(path):
         raise InputError(f"{path} is damaged: {problem}")
     try:
         params = [archive[_param_key(i)] for i in range(info["num_params"])]
-        programs = {m: jax_export.deserialize(bytearray(archive[f"program_{m}"]))
-                    for m in info["programs"]}
+        programs = {m: _program(path, archive[f"program_{m}"], m) for m in info["programs"]}
         vocab = tokenizer.Vocabulary(archive["vocab"].tobytes(), f"{path}:vocab")
     except (*_DAMAGED, TypeError) as e:
         raise InputError(f"{path} is damaged ({_gist(e)})") from None
     for method, program in programs.items():
         _check_params(path, params, program, method)
     return Exported(path, info, params, vocab, programs)
+
+
+def _program(path, data, method):
+    """The `jax.export` program of `method` from its bytes, or InputError naming the member."""
+    try:
+        return jax_export.deserialize(bytearray(data))
+    except ImportError:
+        raise  # flatbuffers missing: not the file's fault.
+    except Exception as e:  # noqa: BLE001  Flatbuffers' readers raise struct.error, IndexError...
+        raise InputError(f"{path} is damaged: its program_{method} is not a jax.export "
+                         f"program ({_gist(e)})") from None
 
 
 # What numpy and zipfile raise for a truncated or altered file.

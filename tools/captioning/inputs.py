@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+import files
 from data import images as image_lib
 from errors import InputError
 
@@ -93,6 +94,9 @@ def _read(image, name):
     """The encoded bytes of a path or of bytes."""
     if isinstance(image, bytes):
         return image
+    problem = files.not_a_file(image, "image")
+    if problem:  # A FIFO would be waited on forever.
+        raise InputError(problem)
     try:
         with open(image, "rb") as f:
             return f.read()

@@ -12,6 +12,7 @@ by tools/captioning/export.py. Images go in batches of (image, language) rows, a
 goes in the next power of two of rows.
 """
 
+import collections.abc
 import dataclasses
 import functools
 import json
@@ -140,6 +141,9 @@ def _items(images):
         return [images]
     if isinstance(images, np.ndarray):
         return list(images) if images.ndim == 4 else [images]
+    if not isinstance(images, collections.abc.Iterable):
+        raise InputError(f"images: expected an image or a list of images (paths, bytes, (name, "
+                         f"bytes) pairs, PIL images, uint8 pixels), got {type(images).__name__}")
     return list(images)
 
 
@@ -232,6 +236,12 @@ class Captioner:
         """
         if langs == "all":
             return self.langs
+        if not isinstance(langs, str) and isinstance(langs, collections.abc.Iterable):
+            langs = list(langs)  # Once: an iterator is read here.
+        if not isinstance(langs, str) and not (isinstance(langs, list)
+                                               and all(isinstance(l, str) for l in langs)):
+            raise InputError(f"langs: expected \"all\", \"en,es\" or a sequence of language "
+                             f"codes, got {type(langs).__name__}")
         try:
             return tuple(dict.fromkeys(languages.check_langs(langs, known=self.langs)))
         except ValueError as e:
@@ -281,8 +291,11 @@ class Captioner:
         decoding = self.check_decoding(decode)
         if on_error not in ON_ERROR:
             raise InputError(f"on_error {on_error!r}; known: {', '.join(ON_ERROR)}")
-        if batch_size < 1:
-            raise InputError(f"batch size must be >= 1, got {batch_size}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InputError(f"batch size must be an integer >= 1, got {batch_size!r}")
+        if skipped is not None and not callable(skipped):
+            raise InputError(f"skipped: expected a function skipped(name, message) or None, got "
+                             f"{type(skipped).__name__}")
         images = [_named(image, i) for i, image in enumerate(_items(images))]
         batch_size = min(batch_size, _bucket(len(images) * len(langs)))
         rows, batch_index = [], 0

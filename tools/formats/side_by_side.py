@@ -69,13 +69,7 @@ def set_of(lang):
 def _number(text, where, column):
     if text is None or text.strip().lower() in MISSING_VALUES:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise SideBySideError(f"{where}: column {column}: not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise SideBySideError(f"{where}: column {column}: not a finite number: {text!r}")
-    return value
+    return csv_table.number(text, f"{where}: column {column}", SideBySideError)
 
 
 def _check_header(header, where):

@@ -157,6 +157,7 @@ def _export(args):
 def _analyze(args):
     from tools.humaneval import session as session_lib
     from tools.humaneval import study_report
+    cli.prepare_out(args.out)
     sessions = [session_lib.load(s) for s in args.session]
     paths = study_report.write_report(sessions, args.out, resamples=args.resamples,
                                       seed=args.seed, paper_dir=args.paper_dir,
@@ -191,8 +192,10 @@ def _create_parser(sub):
     p.add_argument("--replication", type=int, default=3, help="raters per item")
     p.add_argument("--raters", action="append", metavar="N | LANG=NAME,NAME,...",
                    help="raters per language (default: as many as --replication)")
-    p.add_argument("--gold-share", type=float, default=0.1,
-                   help="attention-check items, as a share of the test items")
+    p.add_argument("--gold-share", type=float, default=None,
+                   help="attention-check items, as a share of the test items (default: "
+                        f"{create_lib.GOLD_SHARE:g}, or the smallest share above it that "
+                        "gives every rater slot one, said in a warning)")
     p.add_argument("--gold-max-failure-rate", type=float, default=0.0,
                    help="a rater failing a larger share of gold items is flagged")
     p.add_argument("--idle-seconds", type=float, default=create_lib.IDLE_SECONDS,
@@ -255,7 +258,8 @@ def _parser():
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
     p.add_argument("--exclude-flagged", action="store_true",
-                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
+                   help="leave out the ratings of flagged raters (gold, too fast, straight); "
+                        "those still rating or stopped early (incomplete) are kept")
     p.set_defaults(run=_export)
     p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
     p.add_argument("--session", required=True, action="append", help="repeatable")
@@ -267,7 +271,8 @@ def _parser():
     p.add_argument("--exclude-simulated", action="store_true",
                    help="leave out the ratings of `simulate`")
     p.add_argument("--exclude-flagged", action="store_true",
-                   help="leave out the ratings of flagged raters (gold, too fast, straight)")
+                   help="leave out the ratings of flagged raters (gold, too fast, straight); "
+                        "those still rating or stopped early (incomplete) are kept")
     p.set_defaults(run=_analyze)
     p = sub.add_parser("texts", help="write the kit's English texts (to translate)")
     p.add_argument("--out", required=True, help="the JSON file to write")

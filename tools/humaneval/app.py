@@ -209,6 +209,8 @@ def _join(enrol_token, lang):
     if arrival.participant is None:
         raise web.Refused(400, "join.no_id", arrival.problem or "")
     candidates = [r.name for r in session.raters if r.lang == lang]
+    if web.open_store().withdrew(arrival.platform, arrival.participant):  # Final: not again.
+        raise web.Refused(409, "error.withdrawn")
     name, token, _ = web.open_store().enrol(arrival.platform, arrival.participant,
                                             candidates, arrival.details)
     if name is None:

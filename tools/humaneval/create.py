@@ -46,6 +46,7 @@ LONG_CAPTION = 400  # characters: a caption longer than this is warned about
 UNBROKEN_RUN = 80  # characters without a space: warned about (the page breaks them anyway)
 IDLE_SECONDS = 30.0  # default of --idle-seconds: a pause longer than this is not active time
 MIN_SECONDS = 2.0  # default of --min-seconds: a median time per item below it is too fast
+GOLD_SHARE = 0.1  # the share of attention checks by default (raised where slots would lack one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,8 @@ class Spec:
         subset_seed: the seed of a sized subset.
         replication: raters per item.
         raters: --raters values (see `parse_raters`).
-        gold_share: gold items per language as a share of its test items.
+        gold_share: gold items per language as a share of its test items (None: GOLD_SHARE,
+            or the smallest share above it that gives every rater slot one: `_gold_share`).
         gold_max_failure_rate: a rater failing more than this share of gold items is flagged.
         idle_seconds: a pause without input longer than this is not active time (rate.js).
         min_seconds: a median time per item below this is too fast (rating_stats).
@@ -86,7 +88,7 @@ class Spec:
     subset_seed: int = 0
     replication: int = 3
     raters: tuple = ()
-    gold_share: float = 0.1
+    gold_share: float | None = None
     gold_max_failure_rate: float = 0.0
     idle_seconds: float = IDLE_SECONDS
     min_seconds: float = MIN_SECONDS
@@ -154,7 +156,7 @@ def _check_spec(spec):
                          f"got {spec.seed}")
     for flag, value in (("--gold-share", spec.gold_share),
                         ("--gold-max-failure-rate", spec.gold_max_failure_rate)):
-        if not 0 <= value <= 1:
+        if value is not None and not 0 <= value <= 1:
             raise InputError(f"{flag} must be in [0, 1], got {value}")
     if not 1 <= spec.idle_seconds <= 600:
         raise InputError(f"--idle-seconds must be in [1, 600], got {spec.idle_seconds}")
@@ -365,6 +367,21 @@ def _plan(spec, lang, tests, named, share):
     return gold, names, share == 0 or gold * spec.replication >= len(names)
 
 
+def _gold_share(spec, keys, captions, named, warn):
+    """The default --gold-share: GOLD_SHARE, or the smallest share above it on a 0.001 grid that
+    gives every rater slot of every language an attention check (said in a warning); GOLD_SHARE
+    where none does (`_check_gold_spread` then says what to do)."""
+    tests = {lang: len(keys) if spec.type == "sxs" else len(_single_items(lang, keys, captions))
+             for lang in spec.langs}
+    share = next((k / 1000 for k in range(round(1000 * GOLD_SHARE), 1001)
+                  if all(_plan(spec, lang, count, named, k / 1000)[2]
+                         for lang, count in tests.items())), GOLD_SHARE)
+    if share != GOLD_SHARE:
+        warn(f"--gold-share {share:g}, not {GOLD_SHARE:g}: the smallest share that gives every "
+             f"rater slot an attention check (give --gold-share to choose)")
+    return share
+
+
 def _check_gold_spread(spec, lang, tests, named):
     """Refuses a share of attention checks too small for every rater to get one, suggesting
     the smallest share on a 0.001 grid that `_plan` accepts (more checks can mean more
@@ -432,6 +449,15 @@ def _rater_names(spec, lang, count_items, named):
     return [f"{lang}-{i + 1}" for i in range(count)]
 
 
+def _judged_quota(spec, count_items):
+    """The smallest --quota from spec.quota up whose slots (`_rater_names`, loads spread
+    round-robin) all get MIN_RATINGS items or more, or None (too few items for any)."""
+    total = count_items * spec.replication
+    return next((quota for quota in range(spec.quota, total + 1)
+                 if total // max(spec.replication, math.ceil(total / quota)) >= MIN_RATINGS),
+                None)
+
+
 def build(spec, warn=None):
     """The session (without its digest) that `spec` describes.
 
@@ -450,6 +476,9 @@ def build(spec, warn=None):
     keys, subset = _choose_images(spec, records)
     systems, captions = _captions(spec, records, keys, warn)
     raters = parse_raters(spec.raters, spec.langs, spec.replication)
+    if spec.gold_share is None:
+        spec = dataclasses.replace(spec, gold_share=_gold_share(spec, keys, captions, raters,
+                                                                warn))
     rng = np.random.default_rng(spec.seed)
     items, rater_list, assignments = [], [], {}
     for lang in spec.langs:
@@ -468,9 +497,12 @@ def build(spec, warn=None):
         assignments.update(_assign(lang_items, names, spec.replication, rng))
         loads = [len(assignments[name]) for name in names]
         if spec.quota is not None and min(loads) < MIN_RATINGS:
+            quota = _judged_quota(spec, len(lang_items))
             warn(f"{lang!r}: its rater slots get {min(loads)}-{max(loads)} items, fewer than "
-                 f"the {MIN_RATINGS} straight-lining is judged on; more images or a larger "
-                 f"--quota give each slot more")
+                 f"the {MIN_RATINGS} straight-lining is judged on; " + (
+                     f"give --quota {quota}, the smallest whose slots all get {MIN_RATINGS} or "
+                     f"more" if quota else f"give more images: at replication "
+                     f"{spec.replication} a slot gets at most the {len(lang_items)} items"))
     return {
         "format": session_lib.FORMAT, "type": spec.type, "name": spec.name,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

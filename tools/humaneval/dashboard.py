@@ -55,6 +55,18 @@ def _ago(seconds):
     return f"{seconds / 3600:.1f} h ago"
 
 
+def seconds_text(seconds, threshold):
+    """`seconds` with one decimal, or as many more as it takes to be on the side of `threshold`
+    (the "fast" flag's) the value is on: 1.96 below 2 is "1.96", not "2.0"; "–" for None."""
+    if seconds is None:
+        return "–"
+    for digits in range(1, 16):
+        text = f"{seconds:.{digits}f}"
+        if (float(text) < threshold) == (seconds < threshold):
+            break
+    return text
+
+
 def overview(session, now=None):
     """Everything the dashboard shows, computed from the database as it is now.
 
@@ -87,6 +99,8 @@ def overview(session, now=None):
             "assigned": sum(len(session.assignments[r.name]) for r in session.raters
                             if r.lang == lang),
             "median_seconds": statistics.median(seconds) if seconds else None,
+            "median_text": seconds_text(statistics.median(seconds) if seconds else None,
+                                        session.checks["min_seconds"]),
             "p90_seconds": _percentile(seconds, 90), "seconds": seconds, "alpha": alphas})
     rows = []
     for rater in session.raters:
@@ -100,6 +114,7 @@ def overview(session, now=None):
             consent="consent" in steps, guidelines="guidelines" in steps,
             practice=f"{sum(a['correct'] for a in answers)} / {len(answers)}",
             last=_ago(now - max(mine)) if mine else "–",
+            median_text=seconds_text(stats["median_seconds"], session.checks["min_seconds"]),
             # A crowd slot nobody holds or has rated under: folded away on the page.
             untaken=session.crowd is not None and participant is None and not mine
             and not steps))

@@ -25,10 +25,11 @@ look at, each by a rule fixed in the session's "gold" and "checks" blocks:
   answers say too little (a rater with 5 of 7 answers alike may be right); `create` refuses a
   --quota below MIN_RATINGS;
 - "incomplete": some but not all of the rater's items rated (stopped early, or still
-  rating).
+  rating): a state, not a fault (FAULTS), so it does not make a rater "flagged".
 
-`load_ratings(..., exclude_flagged=True)` leaves the flagged raters' ratings out, so that a
-report can be computed with and without them.
+`load_ratings(..., exclude_flagged=True)` leaves the flagged raters' ratings out (those with
+a flag of FAULTS: a report run mid-study keeps everyone still rating), so that a report can
+be computed with and without them.
 """
 
 import collections
@@ -44,6 +45,7 @@ from tools.humaneval import agreement, scales
 from tools.humaneval import store as store_lib
 
 FLAGS = ("gold", "fast", "straight", "incomplete")
+FAULTS = ("gold", "fast", "straight")  # The flags that make a rater "flagged".
 STRAIGHT_SHARE = 0.9  # one answer to at least this share of a rater's items: straight-lining
 MIN_RATINGS = 8  # a rater is judged straight-lining from this many ratings on
 
@@ -308,7 +310,7 @@ def rater_table(session, ratings):
         {rater name: {"lang", "assigned", "rated", "median_seconds", "mean_score",
         "majority_agreement" (sxs: share of complete test items whose majority the rater's
         sign matches), "gold", "gold_failed", "gold_failure_rate", "same_answer" (share of
-        the most common answer), "flags" (of FLAGS), "flagged"}}.
+        the most common answer), "flags" (of FLAGS), "flagged" (a flag of FAULTS)}}.
     """
     per_lang, _ = sxs_outcomes(session, ratings) if session.type == "sxs" else ({}, None)
     by_rater = collections.defaultdict(list)
@@ -332,7 +334,7 @@ def rater_table(session, ratings):
                "gold_failure_rate": failed / len(gold) if gold else None}
         row["flags"], row["same_answer"] = rater_flags(session, mine, failed, len(gold),
                                                        row["assigned"])
-        row["flagged"] = bool(row["flags"])
+        row["flagged"] = any(flag in FAULTS for flag in row["flags"])
         if session.type == "sxs":
             outcomes = per_lang[rater.lang][0]
             signs = [(int(np.sign(m2_score(r))), outcomes[r.item.image]) for r in tests

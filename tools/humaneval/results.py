@@ -10,9 +10,10 @@ the languages it asks for, and, against the release, a results folder of other i
 import dataclasses
 import os
 
+import files
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
-from evaluation import report
+from evaluation import cli, report
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
@@ -87,8 +88,10 @@ def read_results(path, langs, release="XM3600"):
         references = os.path.join(release, "captions.jsonl")
         raise InputError(f"{path} is a predictions file, not a results folder: make one with "
                          f"{report.command(path, references, langs)} and give that folder")
+    cli.finish_swap(path)
     if not os.path.isdir(path):
-        raise InputError(f"results folder not found: {path}")
+        raise InputError(f"results folder {path} is {files.kind(path)}, not a folder"
+                         if os.path.exists(path) else f"results folder not found: {path}")
     scores_path = os.path.join(path, scores_format.file_name())
     if not os.path.isfile(scores_path):
         raise InputError(f"{scores_path} not found: not a results folder of the evaluation "

@@ -80,8 +80,8 @@ def text_direction(lang):
 
 
 # A number as the form sends it: ASCII digits, no sign but "-", no space (" 1", "+1" and
-# "١" are not the button's value).
-_FORM_NUMBER = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
+# "١" are not the button's value), no minus zero ("-0", "-0.0": the form writes "0", "0.0").
+_FORM_NUMBER = re.compile(r"^(?!-0(\.0+)?$)-?(0|[1-9][0-9]*)(\.[0-9]+)?$")
 
 
 def _exact(value, field):

@@ -346,12 +346,9 @@ def load(folder):
                          f"`python -m tools.humaneval create`")
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f, object_pairs_hook=jsonl.unique_keys)
-    except jsonl.DuplicateKeyError as e:
-        raise InputError(f"{path}: {e} (a reader would keep only the last value)") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+            text = f.read()
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason})") from None
+    data = jsonl.loads(text, path, InputError)
     check(data, path)
     return Session(folder, data)

@@ -11,7 +11,8 @@ then find it done, and a crowd participant get the completion code) and mix with
 lists stay theirs), marked "simulated" as always; `export --exclude-simulated` and
 `analyze --exclude-simulated` leave them out again. A crowd study that has been served
 (store.init's "served") is never simulated, `--force` included, unless the owner names the
-slots (`raters`, `--raters`): a simulated slot is a slot no participant can take.
+slots (`raters`, `--raters`): a simulated slot is a slot no participant can take. Naming a
+slot a person has begun is refused, `--force` included (nothing is stored).
 
 A simulated rater answers a test item from a latent value: `truth(item)` plus the rater's
 bias plus Gaussian noise, rounded and clipped to the scale. sxs: the latent value is m2's
@@ -106,8 +107,9 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
         The number of ratings stored.
 
     Raises:
-        InputError: a person has begun under a rater to simulate and `force` is not set, a
-            served crowd study without named raters, or an unknown rater (nothing is stored).
+        InputError: a person has begun under a rater named in `raters`, or under a rater to
+            simulate and `force` is not set, a served crowd study without named raters, or an
+            unknown rater (nothing is stored).
     """
     unknown = sorted(set(raters or ()) - set(session.by_name))
     if unknown:
@@ -119,6 +121,13 @@ def simulate(session, *, truth=None, biases=None, noise=0.5, careless=None, seed
     with store_lib.Store(session.db_path) as db:
         people = {name: what for name, what in db.people().items()
                   if raters is None or name in raters}
+        if people and raters is not None:  # Named: the owner means them, and cannot have them.
+            name, what = sorted(people.items())[0]
+            raise InputError(
+                f"--raters: a person has begun under {name} ({', '.join(what)}"
+                + (f"; and {len(people) - 1} more of those named" if len(people) > 1 else "")
+                + "): a person's list stays theirs, --force included; name only slots no "
+                "person has begun")
         if people and not force:
             begun = ", ".join(f"{name} ({', '.join(what)})"
                               for name, what in sorted(people.items())[:3])

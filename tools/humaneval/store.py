@@ -474,6 +474,12 @@ class Store:
                 self.conn.execute(f"DELETE FROM {table} WHERE rater = ?", (rater,))
         return count
 
+    def withdrew(self, platform, participant):
+        """Whether a crowd participant withdrew from the session (after rating). Withdrawal is
+        final: they are not enrolled again (a decline, before any rating, is not)."""
+        return self.conn.execute("SELECT 1 FROM withdrawals WHERE platform = ? AND participant "
+                                 "= ?", (platform, participant)).fetchone() is not None
+
     def withdrawn(self, rater):
         """Whether `rater`'s personal link was withdrawn (it then reaches nothing)."""
         return self.conn.execute("SELECT 1 FROM withdrawals WHERE rater = ? AND platform = ''",

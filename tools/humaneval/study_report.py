@@ -40,7 +40,9 @@ import os
 import numpy as np
 
 import files
+from errors import InputError
 from evaluation import report as eval_report
+from formats import csv_table
 from tools.analysis import correlate
 from tools.formats import side_by_side, thumb_ratings
 from tools.humaneval import export, plots, rating_stats, scales
@@ -69,9 +71,13 @@ def read_paper_correlations(paper_dir=None):
     path = eval_report.paper_reference_dir(paper_dir) / "correlations.csv"
     if not path.is_file():
         return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        return {(row["coefficient"], row["languages"]): {c: float(row[c]) for c in TABLE6_COLUMNS}
-                for row in csv.DictReader(f)}
+    header, rows = csv_table.read(path, InputError, "the paper's correlations")
+    missing = [c for c in ("coefficient", "languages", *TABLE6_COLUMNS) if c not in header]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    return {(row["coefficient"], row["languages"]): {
+        c: csv_table.number(row[c], f"{path}:{lineno}: column {c}", InputError)
+        for c in TABLE6_COLUMNS} for lineno, row in rows}
 
 
 def table6_rows(result):
@@ -194,7 +200,7 @@ def _rater_lines(session, raters, rater_rows):
         rater_rows.append(row)
         rows.append({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()})
         rows[-1]["rated"] = f"{row['rated']} / {row['assigned']}"
-        rows[-1]["flagged"] = f"**FLAGGED: {row['flags']}**" if row["flagged"] else ""
+        rows[-1]["flagged"] = f"**FLAGGED: {row['flags']}**" if row["flagged"] else row["flags"]
     return _summary_lines(columns, rows)
 
 

@@ -10,6 +10,7 @@ ends on a bare status page. The page's script asks for JSON with `Accept: applic
 """
 
 import dataclasses
+import re
 
 import flask
 
@@ -111,7 +112,7 @@ def _active_seconds(form):
     if values is None:
         return None
     value = values[0]
-    if len(values) != 1 or not value.isdigit() or len(value) > 10:
+    if len(values) != 1 or not re.fullmatch(r"[0-9]{1,10}", value):  # "²", "١": not ASCII
         raise InputError(f"field 'active_ms': expected milliseconds, got {value!r}"[:120])
     return int(value) / 1000
 

@@ -81,3 +81,12 @@ def test_empty_and_missing_files(tmp_path, read):
         read(_write(tmp_path, [""]))
     with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
         read(str(tmp_path / "nothing.jsonl"))
+
+
+def test_a_fifo_as_the_captions_file_says_what_it_is(tmp_path):
+    import os
+    path = tmp_path / "captions.jsonl"
+    os.mkfifo(path)  # Opened, it would wait for a writer forever.
+    with pytest.raises(xm3600.FormatError, match=r"XM3600 captions file .* is a FIFO \(named "
+                                                 r"pipe\), not a file$"):
+        xm3600.read_references(str(path))

@@ -197,7 +197,7 @@ def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, c
                                f"device); the results are printed above")
 
 
-def test_predictions_files_are_scored_with_references_or_named_with_the_command(tmp_path, capsys):
+def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag(tmp_path, capsys):
     import shlex
 
     from evaluation import report
@@ -213,10 +213,8 @@ def test_predictions_files_are_scored_with_references_or_named_with_the_command(
         compare.main([kinds["results.json"], str(worse), "--langs", "en"])
     assert str(info.value) == (
         f"{kinds['results.json']} is a predictions file, not a results folder: give "
-        f"--references (XM3600's captions.jsonl) to score it here, or make a results folder "
-        f"with python -m evaluation.report {tmp_path}/results_results --predictions "
-        f"{kinds['results.json']} --references captions.jsonl --langs en")
-    command = str(info.value).split(" folder with ")[1].replace("captions.jsonl", refs)
+        f"--references with XM3600's captions.jsonl to score it here")
+    command = report.command(kinds["results.json"], refs, ["en"])  # humaneval create's hint
     assert report.main(shlex.split(command)[3:]) == 0
     capsys.readouterr()
     # The folder that command writes and every kind of file compare alike.

@@ -277,7 +277,8 @@ def test_both_layouts_in_one_folder_give_both_targets(tmp_path, capsys):
      r"consensus_pascal.mat: triplet 51 \(pair 2\): its candidates .* are not the pair's"),
     (lambda t: write_release(t, category=5),
      r"pair_pascal.mat: pair 1: category 5 is not 1-4 \(HC, HI, HM, MM\)"),
-    (lambda t: t, r"PASCAL-50S file not found: .*pair_pascal.mat"),
+    (lambda t: t, r"PASCAL-50S: no pair_pascal.mat in .*; give the folder of the dataset's "
+                  r"release \(pair_pascal.mat, consensus_pascal.mat\) or of the CIDEr code"),
     (lambda t: write_code_layout(t, bad_vote=True),
      r"pair_pascal.mat: result of pair 3: votes \[2, .*\] are not each 1 \(B\) or -1 \(C\)"),
     (lambda t: write_code_layout(t, other_candidate=True),
@@ -290,3 +291,13 @@ def test_files_that_do_not_match_are_one_error_line(tmp_path, capsys, make, mess
     assert meta.main(["--pascal50s", str(tmp_path), "--metric", "cider-d"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
+
+
+def test_a_folder_above_the_code_layouts_data_names_both_places_it_looked(tmp_path, capsys):
+    (tmp_path / "cider" / "data").mkdir(parents=True)
+    (tmp_path / "cider" / "data" / "pascal50S.mat").write_bytes(b"")  # pair_pascal.mat absent
+    assert meta.main(["--pascal50s", str(tmp_path / "cider"), "--metric", "cider-d"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"error: PASCAL-50S: no pair_pascal.mat in {tmp_path / 'cider'} nor in "
+        f"{tmp_path / 'cider' / 'data'}; give the folder of"), err

@@ -207,3 +207,10 @@ def test_jsonl_captions_are_scored_by_evaluation_cider_as_written(caption_run, t
     assert scores == {"en": logged["eval/cider_d/en"], "zh": logged["eval/cider_d/zh"]}
     assert scores["zh"] > 0  # a comparison of real scores, not of zeros
     assert set(predictions.read(str(out))) == {"en", "zh"}
+
+
+def test_a_fifo_given_as_an_image_says_what_it_is(caption_run, demo_images, tmp_path, capsys):
+    fifo = tmp_path / "picture.jpg"
+    os.mkfifo(fifo)
+    assert _fails(capsys, demo_images[0], fifo, "--workdir", caption_run) \
+        == f"error: image {fifo} is a FIFO (named pipe), not a file\n"

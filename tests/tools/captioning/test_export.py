@@ -139,6 +139,19 @@ def test_files_that_are_not_this_export(exported, tmp_path, from_export, demo_im
         from_export.caption(demo_images[:1], "en", Decoding("beam", beam_size=5))
 
 
+def test_a_garbage_program_is_one_error_line_naming_it(exported, tmp_path, demo_images,
+                                                      capsys):
+    with np.load(exported) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    arrays["program_greedy"] = np.frombuffer(np.random.default_rng(0).bytes(4096), np.uint8)
+    garbage = tmp_path / "garbage.npz"
+    with open(garbage, "wb") as f:
+        np.savez(f, **arrays)
+    line = error_line(capsys, cli.main, [demo_images[0], "--exported", str(garbage)])
+    assert re.search(r"garbage.npz is damaged: its program_greedy is not a jax.export program",
+                     line), line
+
+
 def test_export_command_line(export_cli, caption_run, tmp_path, capsys):
     path, printed, signals_left = export_cli
     # Once the file is written, a late Ctrl-C or SIGTERM is ignored: the export exits 0.

@@ -146,3 +146,12 @@ def test_the_export_command_runs_without_a_runpy_warning():
     result = subprocess.run([sys.executable, "-W", "always", "-m", "tools.captioning.export",
                              "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize("kind, make", [("a FIFO \\(named pipe\\)", os.mkfifo),
+                                        ("a folder", os.mkdir)])
+def test_a_fifo_or_a_folder_as_an_image_says_what_it_is(tmp_path, kind, make):
+    path = tmp_path / "picture.jpg"
+    make(path)  # A FIFO opened would wait for a writer forever.
+    with pytest.raises(InputError, match=rf"image {path} is {kind}, not a file$"):
+        inputs.model_input(str(path), SIZE)

@@ -147,7 +147,7 @@ def test_batches_are_padded_and_split(captioner, demo_images):
     first = captioner.caption(images[:2], "en,zh", batch_size=4)
     last = captioner.caption([images[2], images[2]], "en,zh", batch_size=4)[:2]
     assert [c.tokens for c in split] == [c.tokens for c in first + last]
-    with pytest.raises(InputError, match="batch size must be >= 1"):
+    with pytest.raises(InputError, match="batch size must be an integer >= 1, got 0"):
         captioner.caption(images, "en", batch_size=0)
 
 
@@ -169,6 +169,24 @@ def test_unreadable_images_stop_or_are_skipped(captioner, demo_images, tmp_path)
     assert got == [demo_images[0]]
     with pytest.raises(InputError, match="on_error 'ignore'; known: stop, skip"):
         captioner.caption(images, "en", on_error="ignore")
+
+
+@pytest.mark.parametrize("images, kwargs, message", [
+    (5, {}, r"images: expected an image or a list of images .*, got int"),
+    (None, {}, r"images: expected an image or a list of images .*, got NoneType"),
+    ("demo", {"langs": 5}, r"langs: expected \"all\", \"en,es\" or a sequence of language "
+                           r"codes, got int"),
+    ("demo", {"langs": [5]}, r"langs: expected \"all\", .* got list"),
+    ("demo", {"batch_size": "4"}, r"batch size must be an integer >= 1, got '4'"),
+    ("demo", {"batch_size": True}, r"batch size must be an integer >= 1, got True"),
+    ("demo", {"batch_size": 2.0}, r"batch size must be an integer >= 1, got 2.0"),
+    ("demo", {"on_error": "skip", "skipped": 5}, r"skipped: expected a function "
+                                                 r"skipped\(name, message\) or None, got int"),
+])
+def test_bad_arguments_are_input_errors(captioner, demo_images, images, kwargs, message):
+    images = demo_images[:1] if images == "demo" else images
+    with pytest.raises(InputError, match=message):
+        captioner.caption(images, **kwargs)
 
 
 def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):

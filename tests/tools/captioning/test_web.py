@@ -94,3 +94,18 @@ def test_an_exported_models_page_has_its_fixed_settings(exported, demo_images):
 def test_command_line_bad_input_is_one_error_line(args, message, tmp_path, capsys):
     err = error_line(capsys, web.main, [a.format(tmp=tmp_path) for a in args])
     assert message.format(tmp=tmp_path) in err
+
+
+def test_every_field_the_page_posts_is_documented():
+    import os
+    import re
+    folder = os.path.dirname(web.__file__)
+    with open(os.path.join(folder, "templates", "page.html"), encoding="utf-8") as f:
+        page = f.read()
+    fields = set(re.findall(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"', page))
+    with open(os.path.join(folder, "..", "..", "docs", "captioning.md"), encoding="utf-8") as f:
+        docs = f.read()
+    section = docs[docs.index("## The page"):]
+    section = section[:section.index("\n## ", 4)]
+    assert fields >= {"image", "langs", "decode"}
+    assert [name for name in sorted(fields) if f"`{name}`" not in section] == []

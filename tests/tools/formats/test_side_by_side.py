@@ -18,6 +18,10 @@ ROWS = ["A,B,en,core,-10.0,-0.10,-0.12,0.01"]
     (HEADER + "A,B,xx,ext,-3.0,0.1,-0.02,0.03\n", "sxs.csv:2: column lang"),
     (HEADER + "A,B,de,ext,-3.0,0.1,-0.02\n", "sxs.csv:2: fewer cells"),
     (HEADER + "A,B,de,ext,-3.0,inf,-0.02,0.1\n", "not a finite number"),
+    (HEADER + "A,B,de,ext,1_0,0.1,-0.02,0.1\n", "sxs.csv:2: column delta_sxs: not a finite "
+                                                 "number: '1_0'"),
+    (HEADER + "A,B,de,ext,-3.0, 0.2,-0.02,0.1\n", "sxs.csv:2: column delta_cider_xm600: not a "
+                                                  "finite number: ' 0.2'"),
     (HEADER, "no evaluations"),
     (HEADER + ROWS[0] + "\n" + ROWS[0] + "\n",
      "sxs.csv:3: A vs B in 'en' again (first at line 2)"),

@@ -64,6 +64,9 @@ def test_rate_resume_and_finish(blind_session):
     ({"choice": "1", "system": "m2"}, "unknown: system"),
     ({"choice": ["1", "2"]}, "sent more than once"),
     ({"choice": "1", "active_ms": "-5"}, "active_ms"),
+    ({"choice": "-0"}, "expected an integer"),  # the button of 0 sends "0"
+    ({"choice": "1", "active_ms": "²"}, "active_ms"),  # str.isdigit's, not int's digits
+    ({"choice": "1", "active_ms": "١٢٠٠"}, "active_ms"),  # refused as answers are
 ])
 def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
     client, token = helpers.client(blind_session), blind_session.by_name["bob"].token

@@ -126,6 +126,17 @@ def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pa
     assert {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)} == before
 
 
+def test_analyze_into_an_existing_file_is_one_line_and_keeps_the_file(release, results_pair,
+                                                                      tmp_path, capsys):
+    out = str(tmp_path / "session")
+    cli.main(_create_args(release, results_pair, out))
+    (tmp_path / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    err = _error(capsys, ["analyze", "--session", out, "--out", str(tmp_path / "notes.txt")])
+    assert f"--out {tmp_path / 'notes.txt'} is a file" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.humaneval", "serve", "--session", str(tmp_path)],

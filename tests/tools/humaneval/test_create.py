@@ -303,3 +303,15 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
                                                        ("test", argv[3])))
         assert {i.texts[i.side_of("m2")] for i in session.items.values() if not i.is_gold} <= \
             set(captions.values()), kind
+
+
+def test_slots_too_small_to_judge_straight_lining_are_warned_with_a_quota_that_fits(
+        make_session):
+    # 8 images + 2 attention checks at replication 3: 30 assignments, 4 slots of 7-8 at quota 8.
+    warnings = []
+    make_session(langs=("en",), subset_size=8, quota=8, gold_share=0.25, warn=warnings.append)
+    warned = [w for w in warnings if "straight-lining" in w]
+    assert warned == ["'en': its rater slots get 7-8 items, fewer than the 8 straight-lining is "
+                      "judged on; give --quota 10, the smallest whose slots all get 8 or more"]
+    session = make_session(langs=("en",), subset_size=8, quota=10, gold_share=0.25)
+    assert min(map(len, session.assignments.values())) >= 8  # the suggestion fits

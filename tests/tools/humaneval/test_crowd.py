@@ -154,3 +154,17 @@ def test_quota_sizes_the_slots_participants_arriving_together_never_share_one(cr
         thread.join()
     assert sorted(name for name in got if name) == sorted(candidates)
     assert got.count(None) == 4
+
+
+def test_a_withdrawn_participant_is_not_enrolled_again(crowd_session):
+    client = helpers.client(crowd_session)
+    token = _token(_join(client, crowd_session, PROLIFIC_PID="BACK1", STUDY_ID="s"))
+    slot = _slot(crowd_session, token)
+    with store.Store(crowd_session.db_path) as db:  # one item rated, then withdrawn
+        db.add_rating(slot, crowd_session.assignments[slot][0], 1, {"choice": 1})
+        assert db.decline(slot) == 1
+    again = _join(client, crowd_session, PROLIFIC_PID="BACK1", STUDY_ID="s")
+    assert again.status_code == 409 and "You withdrew" in again.get_data(as_text=True)
+    with store.Store(crowd_session.db_path) as db:
+        assert db.participant(slot) is None  # the slot stays free for someone else
+    assert _join(client, crowd_session, PROLIFIC_PID="NEW2", STUDY_ID="s").status_code == 303

@@ -75,3 +75,16 @@ def test_a_fresh_session(make_session):
     assert data["ratings"] == {"web": 0, "simulated": 0}
     assert all(row["last"] == "–" for row in data["raters"])
     assert dashboard.times_png(data)[:4] == b"\x89PNG"
+
+
+def test_a_median_just_below_the_fast_flag_is_shown_below_it(make_session):
+    session = make_session(langs=("zh",), min_seconds=2.0)
+    helpers.pass_introduction(session, raters={"zh-1"})
+    with store.Store(session.db_path) as db:
+        item = session.assignments["zh-1"][0]
+        db.mark_shown("zh-1", item, now=1000.0)
+        db.add_rating("zh-1", item, 1, {"choice": 1}, now=1010.0, active_seconds=1.96)
+    client = app_lib.create_app(session.folder).test_client()
+    panel = client.get(f"/dashboard/{session.owner_token}/panel").get_data(as_text=True)
+    row = next(r for r in panel.split("<tr ") if r.startswith('data-rater="zh-1"'))
+    assert "<td>1.96</td>" in row and "FLAGGED: fast" in row, row

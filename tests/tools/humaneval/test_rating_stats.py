@@ -176,3 +176,18 @@ def test_a_database_of_another_session_is_refused_read_only(rated, make_session)
     os.replace(rated.db_path, other.db_path)
     with pytest.raises(InputError, match="holds the ratings of another session"):
         rating_stats.load_ratings(other)
+
+
+def test_exclude_flagged_keeps_raters_still_rating(make_session):
+    from tests.tools.humaneval import helpers
+    from tools.humaneval import store
+    session = make_session(langs=("en",))
+    helpers.pass_introduction(session, raters={"en-1"})
+    with store.Store(session.db_path) as db:  # one of its items rated, at an unhurried pace
+        item = session.assignments["en-1"][0]
+        db.mark_shown("en-1", item, now=1000.0)
+        db.add_rating("en-1", item, 1, {"choice": 1}, now=1030.0, active_seconds=30.0)
+    row = rating_stats.rater_table(session, rating_stats.load_ratings(session))["en-1"]
+    assert row["flags"] == ["incomplete"] and not row["flagged"]
+    kept = rating_stats.load_ratings(session, exclude_flagged=True)
+    assert [r.rater for r in kept] == ["en-1"]

@@ -23,6 +23,7 @@ def test_sxs_answers_are_positional_and_turned_to_m2s_side():
     ({"choice": "1.5"}, "expected an integer"),
     ({}, "missing: choice"),
     ({"choice": "1", "model": "m2"}, "unknown: model"),
+    ({"choice": "-0"}, "expected an integer"),  # not the button's "0"
 ])
 def test_bad_sxs_answers_name_the_field(fields, message):
     with pytest.raises(InputError, match=message):
@@ -52,3 +53,11 @@ def test_thumb_rubric_ranges_and_total():
         fields = {"P": 3, "R": 3, "Fl": 0, "Con": 0, "Inc": 0, field: value}
         with pytest.raises(InputError, match=f"'{field}'.*{message}"):
             scales.check_answer("thumb", fields)
+
+
+@pytest.mark.parametrize("value", ["-0", "-0.0", "-0.00"])
+def test_a_thumb_penalty_of_minus_zero_is_not_the_forms_value(value):
+    fields = {"P": "3", "R": "3", "Fl": value, "Con": "0", "Inc": "0"}
+    with pytest.raises(InputError, match=f"field 'Fl': expected one of the form's values, got "
+                                         f"'{value}'"):
+        scales.check_answer("thumb", fields)

@@ -60,3 +60,12 @@ def test_refused_where_people_rated_or_forced_marked_and_left_out(rated_by_peopl
     text = open(report["markdown"], encoding="utf-8").read()
     assert "SIMULATED" not in text and "; 2 ratings)" in text
     assert len(rating_stats.load_ratings(rated_by_people, exclude_simulated=True)) == 2
+
+
+def test_naming_a_persons_rater_is_refused_forced_too(rated_by_people, capsys):
+    before = _rows(rated_by_people)
+    err = error_line(capsys, cli.main, ["simulate", "--session", rated_by_people.folder,
+                                        "--force", "--raters", "en-1"])
+    assert err == ("error: --raters: a person has begun under en-1 (rated): a person's list "
+                   "stays theirs, --force included; name only slots no person has begun\n")
+    assert _rows(rated_by_people) == before

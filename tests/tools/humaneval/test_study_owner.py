@@ -122,8 +122,12 @@ def test_simulate_never_fills_a_served_crowd_study(make_session, consent, capsys
     assert "crowd study that has been served" in err and "--raters" in err
     assert store.read_ratings(session.db_path, session.digest) == []
     assert _join(client, session, "REAL2")  # the next participant gets a slot
-    # The slots the owner names are simulated; a person's list stays theirs, forced or not.
-    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-1,en-3"])
+    # The slots the owner names are simulated; naming a person's is refused, forced or not.
+    err = error_line(capsys, cli.main, ["simulate", "--session", session.folder, "--force",
+                                        "--raters", "en-1,en-3"])
+    assert "--raters: a person has begun under en-1 (enrolled, introduction)" in err
+    assert store.read_ratings(session.db_path, session.digest) == []
+    cli.main(["simulate", "--session", session.folder, "--force", "--raters", "en-3"])
     rows = store.read_ratings(session.db_path, session.digest)
     assert {r["rater"] for r in rows} == {"en-3"} and len(rows) == len(session.assignments["en-3"])
     assert client.get(f"/r/{token}").location.endswith(f"/r/{token}/item/1")
@@ -233,8 +237,8 @@ def test_mostly_empty_predictions_are_refused_saying_so(make_session, results_pa
 
 
 def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, capsys):
-    """Speed is judged from the first rating; a rater who stops early is flagged incomplete,
-    and `analyze --exclude-flagged` leaves them out."""
+    """Speed is judged from the first rating; a rater who stops early is marked incomplete;
+    `analyze --exclude-flagged` leaves out the flagged ones (not those only incomplete)."""
     session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)
     client = app_lib.create_app(session.folder).test_client()
     for pid, count, seconds in (("QUICK", 2, 0), ("SLOW", 3, 30), ("DONE", 99, 30)):
@@ -256,4 +260,16 @@ def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, 
     cli.main(["analyze", "--session", session.folder, "--out", str(tmp_path / "r"),
               "--resamples", "1", "--exclude-flagged"])
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
-    assert "left out** (" in text and "base_vs_test/en-2" in text
+    assert "left out** (2: base_vs_test/en-1, base_vs_test/en-3)" in text
+
+
+def test_a_small_crowd_study_gets_a_default_gold_share_that_works(make_session, consent):
+    # Quota 8, 8 images: the share 0.1 would give 4 slots one check (3 assignments).
+    warnings = []
+    session = make_session(langs=("en",), subset_size=8, quota=8, gold_share=None, crowd=True,
+                           consent=consent, warn=warnings.append)
+    assert "--gold-share 0.188, not 0.1: the smallest share that gives every rater slot an " \
+           "attention check (give --gold-share to choose)" in warnings
+    assert session.data["gold"]["share"] == 0.188
+    gold = {item_id for item_id, item in session.items.items() if item.is_gold}
+    assert all(set(items) & gold for items in session.assignments.values())

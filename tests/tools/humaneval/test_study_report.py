@@ -142,3 +142,14 @@ def test_quality_as_the_papers_table2(make_session, tmp_path):
     assert "Each label's share of all ratings" in markdown  # beside the per-rating shares
     (shares,) = read_csv(paths["quality"])
     assert float(shares["Not-Enough-Info"]) == pytest.approx(100 * 4 / len(ratings), abs=0.05)
+
+
+@pytest.mark.parametrize("cell", ["1_0", " 0.2"])
+def test_a_paper_correlation_that_is_no_plain_number_is_refused(tmp_path, cell):
+    from errors import InputError
+    paper = tmp_path / "correlations.csv"
+    paper.write_text("coefficient,languages,delta_cider_xm600,delta_cider_xm3600,"
+                     f"delta_cider_coco_dev\npearson,all,0.5,{cell},0.1\n")
+    with pytest.raises(InputError, match=rf"correlations.csv:2: column delta_cider_xm3600: not "
+                                         rf"a finite number: '{cell}'$"):
+        study_report.read_paper_correlations(tmp_path)
