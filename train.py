@@ -201,22 +201,22 @@ def jitted_train_step(model, mesh, step_config):
                    out_shardings=(shardings, None), donate_argnums=0)
 
 
-def abstract_batch(config, sharding):
-    """The global training batches as ShapeDtypeStructs."""
+def abstract_batch(config, sharding, layout=None):
+    """The global training batches as ShapeDtypeStructs (packed ones with a packing.Layout)."""
     return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
             for name, (shape, dtype) in pipeline.batch_shapes(
-                config.batch_size, config.model.image_size, config.data).items()}
+                config.batch_size, config.model.image_size, config.data, layout).items()}
 
 
-def lower_train_step(config, model, mesh, abstract_state, rng):
+def lower_train_step(config, model, mesh, abstract_state, rng, layout=None):
     """The train step lowered for the state's and global batch's shapes, in the mesh and rules."""
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
-    batch = abstract_batch(config, NamedSharding(mesh, P("data")))
+    batch = abstract_batch(config, NamedSharding(mesh, P("data")), layout)
     with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
         return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
 
 
-def compile_train_step(config, model, mesh, abstract_state, rng):
+def compile_train_step(config, model, mesh, abstract_state, rng, layout=None):
     """Starts compiling the train step in a thread (overlapping a fresh run's other compile);
     returns a function that waits and returns (the compiled step, its compile seconds)."""
     outcome = concurrent.futures.Future()
@@ -224,7 +224,8 @@ def compile_train_step(config, model, mesh, abstract_state, rng):
     def compile_step():
         try:
             with compilation_cache.watch() as compiled:
-                step = lower_train_step(config, model, mesh, abstract_state, rng).compile()
+                step = lower_train_step(config, model, mesh, abstract_state, rng,
+                                        layout).compile()
             outcome.set_result((step, compiled))
         except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
             outcome.set_exception(e)
@@ -292,9 +293,14 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
 
     # Input first, at the step the checkpoints' folder names promise; the restore decides
     # (it moves the input back only when it sets a damaged checkpoint aside).
+    layout = train_input.packing_layout(config, vocab, model.num_image_tokens,
+                                        mesh.shape["data"])
+    if layout is not None:
+        _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
+             f"(config.data.pack)")
     batches = cleanup.enter_context(train_input.Batches(
         config, vocab, NamedSharding(mesh, P("data")),
-        checkpointing.resume_step(workdir, whole_through)))
+        checkpointing.resume_step(workdir, whole_through), layout))
 
     # State: the workdir's newest checkpoint, or a fresh initialization.
     tx, _ = state_lib.create_optimizer(config)
@@ -302,7 +308,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
-    compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng)
+    compiled_step = (compile_train_step(config, model, mesh, abstract_state, train_rng, layout)
                      if batches.start_step == 0 else None)
     state, start_step = restore_or_initialize(config, workdir, model, tx, abstract_state,
                                               init_rng, whole_through, changes)
@@ -310,7 +316,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(config, model, mesh,
-                                                            abstract_state, train_rng)
+                                                            abstract_state, train_rng, layout)
         train_step, compile_s = compiled_step()
         batches.peek()  # Bad data stops the run here, before any evaluation.
 
@@ -320,8 +326,9 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     cleanup.callback(checkpointing.wait_all, saver, best_saver)
     save_best_again(config, workdir, state, start_step, best_saver, abstract_state)
     step_flops = flops.train_step_flops(model.config, config.batch_size,
-                                        config.data.max_prompt_len, config.data.max_target_len)
-    log = actions.Log(logger, config, start_step, step_flops)
+                                        config.data.max_prompt_len, config.data.max_target_len,
+                                        rows=layout and layout.rows)
+    log = actions.Log(logger, config, start_step, step_flops, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
     checkpoint = actions.Checkpoint(saver, config, start_step)
     stop = actions.Stop(saver, best_saver)
@@ -416,9 +423,10 @@ def parse_flags(argv):
     return rest
 
 
-def compile_for_preflight(config, model, mesh, abstract_state):
+def compile_for_preflight(config, model, mesh, abstract_state, layout=None):
     """The train step compiled for `config` (what `--check` measures)."""
-    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0)).compile()
+    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0),
+                            layout).compile()
 
 
 def preflight_check(config, say=_say):

@@ -10,12 +10,14 @@ import os
 
 import jax
 import ml_collections
+import numpy as np
 
 import errors
 from data import pipeline, tokenizer
+from data.pipeline import packing
 from model import captioner, upstream
 from model.upstream import big_vision, files
-from training import checkpointing, run_config
+from training import checkpointing, flops, run_config
 from training import state as state_lib
 
 GIB = 2**30
@@ -128,11 +130,57 @@ def device_capacity():
     return stats.get("bytes_limit")
 
 
-def step_memory(config, model, mesh, compile_step):
+def packing_layout(config, model, mesh, lengths):
+    """The packing.Layout of `config` (None: data.pack off) from a `lengths` sample."""
+    if not config.data.pack:
+        return None
+    return packing.layout(config.batch_size, data_devices=mesh.shape["data"],
+                          accum=config.grad_accum_steps, image_tokens=model.num_image_tokens,
+                          max_prompt_len=config.data.max_prompt_len,
+                          max_target_len=config.data.max_target_len, lengths=lengths)
+
+
+def text_lengths(config, vocab, data_item):
+    """(`lengths(count)`, what they are): the built captions', else the stated distribution."""
+    data = config.data
+    if vocab is not None and not data_item.problem:
+        return (lambda n: pipeline.sample_lengths(data, vocab, config.seed, n),
+                "the first examples of the training stream")
+    return (lambda n: packing.synthetic_lengths(n, data.max_prompt_len, data.max_target_len),
+            f"no built captions: captions of {packing.SYNTHETIC_CAPTION_LEN} tokens on average "
+            f"(uniform in [{packing.SYNTHETIC_CAPTION_LEN // 2}, "
+            f"{3 * packing.SYNTHETIC_CAPTION_LEN // 2}]), prompts of "
+            f"{packing.SYNTHETIC_PROMPT_LEN}")
+
+
+def packing_lines(config, model, mesh, lengths, source):
+    """The estimate of the step's work: real / computed positions, FLOPs computed and useful."""
+    data, batch = config.data, config.batch_size
+    layout = packing_layout(config, model, mesh, lengths)
+    prompt_lens, caption_lens = (np.asarray(x) for x in lengths(packing.SAMPLE))
+    enc_lens = model.num_image_tokens + prompt_lens
+    rows = layout.rows if layout else batch
+    enc_cap, dec_cap = model.num_image_tokens + data.max_prompt_len, data.max_target_len
+    enc, dec = (float(np.mean(x)) * batch / (rows * cap)
+                for x, cap in ((enc_lens, enc_cap), (caption_lens, dec_cap)))
+    sums = {"enc": enc_lens.sum(), "enc2": (enc_lens ** 2).sum(), "dec": caption_lens.sum(),
+            "dec2": (caption_lens ** 2).sum(), "enc_dec": (enc_lens * caption_lens).sum()}
+    useful = flops.useful_step_flops(model.config, len(caption_lens), sums) / len(caption_lens)
+    computed = flops.train_step_flops(model.config, batch, data.max_prompt_len,
+                                      data.max_target_len, rows=rows) / batch
+    return [f"  packing  {'on' if layout else 'off'} (config.data.pack): {batch} examples in "
+            f"{rows} rows; real / computed positions: encoder {enc:.0%}, decoder {dec:.0%} "
+            f"({source})",
+            f"  FLOPs    {computed / 1e9:.4g} GFLOP computed per training example, "
+            f"{useful / 1e9:.4g} at the real lengths ({computed / useful:.2f}x)"]
+
+
+def step_memory(config, model, mesh, compile_step, lengths=None):
     """Per-device bytes of the compiled training step, from XLA's memory analysis."""
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
-    compiled = compile_step(config, model, mesh, abstract_state)
+    compiled = compile_step(config, model, mesh, abstract_state,
+                            packing_layout(config, model, mesh, lengths))
     m = compiled.memory_analysis()
     return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
             - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
@@ -159,14 +207,14 @@ def _alternatives(config, data_devices):
     return options
 
 
-def fit(config, model, mesh, compile_step, say):
+def fit(config, model, mesh, compile_step, say, lengths=None):
     """Reports the step's memory against the devices'; returns whether it fits."""
     data_devices = mesh.shape["data"]
     say(f"  batch    {config.batch_size} global = {data_devices} data device(s) x "
         f"{config.batch_size // data_devices} per device, in {config.grad_accum_steps} "
         f"micro-batch(es) of {config.batch_size // data_devices // config.grad_accum_steps}")
     capacity = device_capacity()
-    used = step_memory(config, model, mesh, compile_step)
+    used = step_memory(config, model, mesh, compile_step, lengths)
     device = jax.devices()[0]
     if capacity is None:
         say(f"  memory   {used / GIB:.2f} GiB per device (an estimate: XLA's analysis of the step "
@@ -177,7 +225,7 @@ def fit(config, model, mesh, compile_step, say):
     if used <= capacity:
         return True
     for fields in _alternatives(config, data_devices):
-        need = step_memory(replaced(config, **fields), model, mesh, compile_step)
+        need = step_memory(replaced(config, **fields), model, mesh, compile_step, lengths)
         if need <= capacity:
             flags = " ".join(f"--config.{k}={v}" for k, v in fields.items())
             say(f"  does not fit; the smallest change that does: {flags} "
@@ -200,15 +248,19 @@ def check(config, *, build_evaluators, compile_step, say=print):
     size = vocab.vocab_size if vocab is not None else config.model.t5.vocab_size
     model = captioner.from_config(config.model, size or 128)  # 128: any, for the names.
     abstract_params = state_lib.abstract_params(model) if size else None
-    items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
+    data_item = _training_data(config)
+    items = [vocab_item, data_item, *_pretrained(config, abstract_params),
              *_evaluation_data(config, model, vocab, build_evaluators)]
     say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s):")
     for item in items:
         say(item.line())
+    lengths, source = text_lengths(config, vocab, data_item)
+    for line in packing_lines(config, model, mesh, lengths, source):
+        say(line)
     if any(item.problem for item in items):
         say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
             "are all there).")
         return False
-    fits = fit(config, model, mesh, compile_step, say)
+    fits = fit(config, model, mesh, compile_step, say, lengths)
     say("Ready." if fits else "Not ready: the step does not fit the devices.")
     return fits

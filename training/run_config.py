@@ -110,6 +110,7 @@ FIELDS = tuple(Field(*row) for row in (
     ("data.max_prompt_len", int, N1, "fixed", "Prompt tokens with EOS."),
     ("data.max_target_len", int, N1, "fixed", "Caption tokens with EOS."),
     ("data.corrupt_images", "stop", None, "", 'A JPEG that does not decode: "stop" or "skip".'),
+    ("data.pack", False, None, "", "Several examples' text per row (data/pipeline/packing.py)"),
     # The captioner (model/captioner.py checks its choices).
     ("model.image_size", int, N1, "fixed", "ViT input side in pixels."),
     ("model.fusion", "pooled", None, "fixed", "The paper's: one pooled image vector + LangId."),

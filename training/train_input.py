@@ -5,6 +5,7 @@ import jax
 import errors
 from data import images as image_lib
 from data import pipeline
+from data.pipeline import packing
 from training.actions import TrainingError
 
 
@@ -17,12 +18,28 @@ def _data_error(error, where):
                          f"delete it and build it again")
 
 
+def packing_layout(config, vocab, image_tokens, data_devices):
+    """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
+    from the first examples of the run's training stream."""
+    if not config.data.pack:
+        return None
+    try:
+        return packing.layout(
+            config.batch_size, data_devices=data_devices, accum=config.grad_accum_steps,
+            image_tokens=image_tokens, max_prompt_len=config.data.max_prompt_len,
+            max_target_len=config.data.max_target_len,
+            lengths=lambda count: pipeline.sample_lengths(config.data, vocab, config.seed, count))
+    except (OSError, errors.Error) as e:
+        raise _data_error(e, "config.data") from None
+
+
 class Batches:
     """This process's training batches as global arrays, from step `start_step` + 1 on.
     The workers start at once; `peek` fetches the next batch ahead. Data errors: TrainingError."""
 
-    def __init__(self, config, vocab, sharding, start_step):
+    def __init__(self, config, vocab, sharding, start_step, layout=None):
         self._config, self._vocab, self.sharding = config, vocab, sharding
+        self.layout = layout  # A packing.Layout: packed batches.
         self._iterator = self._peeked = None
         self.start_step = None
         self.restart(start_step)
@@ -37,7 +54,7 @@ class Batches:
                 self._config.data, self._vocab, global_batch_size=self._config.batch_size,
                 image_size=self._config.model.image_size, seed=self._config.seed,
                 start_step=start_step, process_index=jax.process_index(),
-                process_count=jax.process_count())
+                process_count=jax.process_count(), layout=self.layout)
         except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
             raise _data_error(e, "config.data") from None
         self.start_step = start_step
