@@ -325,9 +325,10 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     cleanup.callback(logger.close)
     cleanup.callback(checkpointing.wait_all, saver, best_saver)
     save_best_again(config, workdir, state, start_step, best_saver, abstract_state)
-    step_flops = flops.train_step_flops(model.config, config.batch_size,
-                                        config.data.max_prompt_len, config.data.max_target_len,
-                                        rows=layout and layout.rows)
+    step_flops = flops.train_step_flops(
+        model.config, config.batch_size,
+        layout.prompt_len if layout else config.data.max_prompt_len,
+        config.data.max_target_len, rows=layout and layout.rows)
     log = actions.Log(logger, config, start_step, step_flops, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
     checkpoint = actions.Checkpoint(saver, config, start_step)

@@ -124,7 +124,8 @@ def _t5_parts(parts):
 
 def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
     """Model FLOPs computed by one training step of `batch_size` examples (all devices): the
-    mT5 at the padded lengths of each example, or of each of `rows` packed rows."""
+    mT5 at the padded lengths of each example, or of each of `rows` packed rows (`prompt_len`:
+    a row's text positions, packing.Layout.prompt_len)."""
     parts = forward_flops(config, prompt_len, target_len)
     image = sum(parts.values()) - _t5_parts(parts)
     return float(3 * (batch_size * image + (rows or batch_size) * _t5_parts(parts))

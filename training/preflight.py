@@ -160,14 +160,15 @@ def packing_lines(config, model, mesh, lengths, source):
     prompt_lens, caption_lens = (np.asarray(x) for x in lengths(packing.SAMPLE))
     enc_lens = model.num_image_tokens + prompt_lens
     rows = layout.rows if layout else batch
-    enc_cap, dec_cap = model.num_image_tokens + data.max_prompt_len, data.max_target_len
+    prompt_len = layout.prompt_len if layout else data.max_prompt_len
+    enc_cap, dec_cap = model.num_image_tokens + prompt_len, data.max_target_len
     enc, dec = (float(np.mean(x)) * batch / (rows * cap)
                 for x, cap in ((enc_lens, enc_cap), (caption_lens, dec_cap)))
     sums = {"enc": enc_lens.sum(), "enc2": (enc_lens ** 2).sum(), "dec": caption_lens.sum(),
             "dec2": (caption_lens ** 2).sum(), "enc_dec": (enc_lens * caption_lens).sum()}
     useful = flops.useful_step_flops(model.config, len(caption_lens), sums) / len(caption_lens)
-    computed = flops.train_step_flops(model.config, batch, data.max_prompt_len,
-                                      data.max_target_len, rows=rows) / batch
+    computed = flops.train_step_flops(model.config, batch, prompt_len, data.max_target_len,
+                                      rows=rows) / batch
     return [f"  packing  {'on' if layout else 'off'} (config.data.pack): {batch} examples in "
             f"{rows} rows; real / computed positions: encoder {enc:.0%}, decoder {dec:.0%} "
             f"({source})",

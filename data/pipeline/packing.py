@@ -2,13 +2,14 @@
 
 Images stay one per example (the ViT's batch is unchanged). Each example's encoder part (its
 image position(s), then its prompt tokens) and its caption go into one row of the step's
-`Layout.rows` encoder rows [rows, image_tokens + max_prompt_len] and decoder rows [rows,
-max_target_len], with segment ids 1, 2, ... in a row (0: empty); the model attends within a
-segment only (model/t5.py). Rows are filled by first fit in decreasing caption length, on the
-host, within each packing group: one data shard's examples of one micro-batch (micro-batch j of
-k takes examples and rows j, j + k, ..., as training/state.py splits them), so neither sharding
-nor accumulation moves a token between devices. An example that does not fit its group's rows
-is left out of the step's loss, never cut; the train step counts it (train/pack_dropped).
+`Layout.rows` encoder rows [rows, encoder_len] and decoder rows [rows, max_target_len], with
+segment ids 1, 2, ... in a row (0: empty); the model attends within a segment only
+(model/t5.py). `layout` derives the rows and encoder_len from a sample of the lengths. Rows
+are filled by first fit in decreasing caption length, on the host, within each packing group:
+one data shard's examples of one micro-batch (micro-batch j of k takes examples and rows j,
+j + k, ..., as training/state.py splits them), so neither sharding nor accumulation moves a
+token between devices. An example that does not fit its group's rows is left out of the
+step's loss, never cut; the train step counts it (train/pack_dropped).
 """
 
 import dataclasses
@@ -19,6 +20,7 @@ import numpy as np
 SAMPLE = 4096
 # The derived rows leave out at most this fraction of the sample's examples.
 MAX_DROPPED = 1e-3
+ENCODER_ROOM = 1.25
 # Without built captions: lengths drawn as benchmarks/train_step.py draws them, uniformly in
 # [mean / 2, 3 mean / 2] around this mean (EOS included), and LangId prompts of 3 tokens.
 SYNTHETIC_CAPTION_LEN, SYNTHETIC_PROMPT_LEN = 16, 3
@@ -35,6 +37,11 @@ class Layout:
     target_len: int
     groups: int
     accum: int
+
+    @property
+    def prompt_len(self):
+        """Text positions of an encoder row (what a padded example's max_prompt_len is)."""
+        return self.encoder_len - self.image_tokens
 
 
 def _group(index, count, layout):
@@ -127,9 +134,12 @@ def layout(batch_size, *, data_devices, accum, image_tokens, max_prompt_len, max
     groups = data_devices * accum
     group_size = batch_size // groups
     prompt_lens, caption_lens = lengths(max(SAMPLE, 16 * group_size))
-    encoder_len = image_tokens + max_prompt_len
-    rows = rows_per_group(image_tokens + np.asarray(prompt_lens), np.asarray(caption_lens),
-                          group_size, encoder_len, max_target_len)
+    enc_lens, caption_lens = image_tokens + np.asarray(prompt_lens), np.asarray(caption_lens)
+    # Encoder rows with room for ENCODER_ROOM x the encoder positions of full decoder rows:
+    # the decoder (its positions cost several times an encoder one) decides the rows.
+    encoder_len = max(image_tokens + max_prompt_len, int(np.ceil(
+        ENCODER_ROOM * max_target_len * enc_lens.mean() / caption_lens.mean())))
+    rows = rows_per_group(enc_lens, caption_lens, group_size, encoder_len, max_target_len)
     return Layout(batch_size, rows * groups, image_tokens, encoder_len, max_target_len, groups,
                   accum)
 

@@ -77,4 +77,4 @@ def test_layout_rows_scale_with_the_packing_groups():
     four = packing.layout(64, data_devices=2, accum=2, image_tokens=1, max_prompt_len=16,
                           max_target_len=64, lengths=lengths)
     assert four.rows % 4 == 0 and one.rows <= four.rows < 64
-    assert (one.encoder_len, one.target_len, four.groups) == (17, 64, 4)
+    assert one.encoder_len >= 17 and (one.target_len, four.groups) == (64, 4)
