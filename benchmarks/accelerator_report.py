@@ -12,8 +12,9 @@ touches the accelerator itself. Sections, in the order they run:
 1. target length: `python -m tools.target_length`'s suggestion for the demo
    captions in the demo vocabulary (written to a temporary folder).
 2. launch: BB bf16 at batch 256 with (full) remat and 64 target positions,
-   packed (config.data.pack, BB's setting), started twice (benchmarks/train_step.py): the first process compiles into
-   the empty cache (cold), the second loads from it (warm). Launch to first
+   packed (config.data.pack, BB's setting), started twice
+   (benchmarks/train_step.py): the first process compiles into the empty
+   cache (cold), the second loads from it (warm). Launch to first
    step is the wall time from starting the process to the end of its first
    step, data pipeline excluded; the initializer's and the step's compile
    times are reported apart. The warm run also times the optimizer's update
