@@ -324,13 +324,11 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
            "max_target_len": config.data.max_target_len, "vocab_size": vocab_size,
            "pack": config.data.pack,
            "parameters": sum(x.size for x in jax.tree.leaves(abstract["params"]))}
-    layout = None
-    if config.data.pack:  # Rows derived as train.py does, from the stated distribution.
-        layout = packing.layout(
-            config.batch_size, data_devices=mesh.shape["data"], accum=config.grad_accum_steps,
-            image_tokens=model.num_image_tokens, max_prompt_len=config.data.max_prompt_len,
-            max_target_len=config.data.max_target_len,
-            lengths=text_lengths(config, caption_len, seed=1))
+    # Rows derived as train.py does, from the stated distribution.
+    layout = packing.layout(config, data_devices=mesh.shape["data"],
+                            image_tokens=model.num_image_tokens,
+                            lengths=text_lengths(config, caption_len, seed=1))
+    if layout:
         out["rows"] = layout.rows
     say(f"device: {jax.device_count()} x {device.device_kind}; config: batch "
         f"{config.batch_size}, image {cfg.image_size}, dtype {config.model.dtype}, "

@@ -132,6 +132,13 @@ def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
                  - batch_size * parts["vit_stem"])
 
 
+def length_sums(enc_lens, dec_lens):
+    """The sums `useful_step_flops` takes of examples' encoder (a) and decoder (d) lengths."""
+    a, d = enc_lens, dec_lens
+    return {"enc": a.sum(), "enc2": (a * a).sum(), "dec": d.sum(), "dec2": (d * d).sum(),
+            "enc_dec": (a * d).sum()}
+
+
 def useful_step_flops(config, batch_size, sums):
     """Model FLOPs of one training step at its examples' real lengths, from
     `losses.length_sums` (the mT5's FLOPs are a quadratic in the encoder and decoder lengths

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from model import captioner as captioner_lib
+from training import flops
 
 # Target positions per chunk of `fused_cross_entropy`: float32 logits of
 # batch x 8 x vocab at a time (256 MiB for 32 examples and mT5's 250k entries).
@@ -168,9 +169,8 @@ def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0
 
 
 def length_sums(batch, image_tokens):
-    """Sums over the batch's examples of their real encoder (a: image and prompt positions) and
-    decoder (d: caption tokens) lengths: {"enc": a, "enc2": a^2, "dec": d, "dec2": d^2,
-    "enc_dec": a d}, what `flops.useful_step_flops` takes (packed rows: per segment)."""
+    """`flops.length_sums` of the batch's examples' real encoder (a: image and prompt
+    positions) and decoder (d: caption tokens) lengths (packed rows: per segment)."""
     if "decoder_segments" in batch:
         enc, dec = batch["encoder_segments"], batch["decoder_segments"]
         segments = min(enc.shape[1], dec.shape[1]) + 1  # Each example has both parts.
@@ -179,5 +179,4 @@ def length_sums(batch, image_tokens):
     else:
         a = image_tokens + (batch["prompt"] != 0).sum(1, dtype=jnp.int32)
         d = (batch["targets"] != 0).sum(1, dtype=jnp.int32)
-    return {"enc": a.sum(), "enc2": (a * a).sum(), "dec": d.sum(), "dec2": (d * d).sum(),
-            "enc_dec": (a * d).sum()}
+    return flops.length_sums(a, d)

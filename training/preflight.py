@@ -131,49 +131,26 @@ def device_capacity():
 
 
 def packing_layout(config, model, mesh, lengths):
-    """The packing.Layout of `config` (None: data.pack off) from a `lengths` sample."""
-    if not config.data.pack:
-        return None
-    return packing.layout(config.batch_size, data_devices=mesh.shape["data"],
-                          accum=config.grad_accum_steps, image_tokens=model.num_image_tokens,
-                          max_prompt_len=config.data.max_prompt_len,
-                          max_target_len=config.data.max_target_len, lengths=lengths)
-
-
-def text_lengths(config, vocab, data_item):
-    """(`lengths(count)`, what they are): the built captions', else the stated distribution."""
-    data = config.data
-    if vocab is not None and not data_item.problem:
-        return (lambda n: pipeline.sample_lengths(data, vocab, config.seed, n),
-                "the first examples of the training stream")
-    return (lambda n: packing.synthetic_lengths(n, data.max_prompt_len, data.max_target_len),
-            f"no built captions: captions of {packing.SYNTHETIC_CAPTION_LEN} tokens on average "
-            f"(uniform in [{packing.SYNTHETIC_CAPTION_LEN // 2}, "
-            f"{3 * packing.SYNTHETIC_CAPTION_LEN // 2}]), prompts of "
-            f"{packing.SYNTHETIC_PROMPT_LEN}")
+    return packing.layout(config, data_devices=mesh.shape["data"],
+                          image_tokens=model.num_image_tokens, lengths=lengths)
 
 
 def packing_lines(config, model, mesh, lengths, source):
     """The estimate of the step's work: real / computed positions, FLOPs computed and useful."""
-    data, batch = config.data, config.batch_size
+    data, batch, n = config.data, config.batch_size, model.num_image_tokens
     layout = packing_layout(config, model, mesh, lengths)
+    rows, prompt_len = (layout.rows, layout.prompt_len) if layout else (batch, data.max_prompt_len)
     prompt_lens, caption_lens = (np.asarray(x) for x in lengths(packing.SAMPLE))
-    enc_lens = model.num_image_tokens + prompt_lens
-    rows = layout.rows if layout else batch
-    prompt_len = layout.prompt_len if layout else data.max_prompt_len
-    enc_cap, dec_cap = model.num_image_tokens + prompt_len, data.max_target_len
-    enc, dec = (float(np.mean(x)) * batch / (rows * cap)
-                for x, cap in ((enc_lens, enc_cap), (caption_lens, dec_cap)))
-    sums = {"enc": enc_lens.sum(), "enc2": (enc_lens ** 2).sum(), "dec": caption_lens.sum(),
-            "dec2": (caption_lens ** 2).sum(), "enc_dec": (enc_lens * caption_lens).sum()}
-    useful = flops.useful_step_flops(model.config, len(caption_lens), sums) / len(caption_lens)
-    computed = flops.train_step_flops(model.config, batch, prompt_len, data.max_target_len,
-                                      rows=rows) / batch
+    enc, dec = (np.mean(lens) * batch / (rows * cap) for lens, cap in (
+        (n + prompt_lens, n + prompt_len), (caption_lens, data.max_target_len)))
+    useful = flops.useful_step_flops(
+        model.config, packing.SAMPLE, flops.length_sums(n + prompt_lens, caption_lens))
+    computed = flops.train_step_flops(model.config, batch, prompt_len, data.max_target_len, rows)
     return [f"  packing  {'on' if layout else 'off'} (config.data.pack): {batch} examples in "
             f"{rows} rows; real / computed positions: encoder {enc:.0%}, decoder {dec:.0%} "
             f"({source})",
-            f"  FLOPs    {computed / 1e9:.4g} GFLOP computed per training example, "
-            f"{useful / 1e9:.4g} at the real lengths ({computed / useful:.2f}x)"]
+            f"  FLOPs    {computed / batch / 1e9:.4g} GFLOP computed per training example, "
+            f"{useful / packing.SAMPLE / 1e9:.4g} at the real lengths"]
 
 
 def step_memory(config, model, mesh, compile_step, lengths=None):
@@ -255,7 +232,11 @@ def check(config, *, build_evaluators, compile_step, say=print):
     say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s):")
     for item in items:
         say(item.line())
-    lengths, source = text_lengths(config, vocab, data_item)
+    lengths, source = ((lambda n: pipeline.sample_lengths(config.data, vocab, config.seed, n)),
+                       "the first examples of the training stream")
+    if vocab is None or data_item.problem:
+        lengths, source = (lambda n: packing.synthetic_lengths(
+            n, config.data.max_prompt_len, config.data.max_target_len)), packing.SYNTHETIC
     for line in packing_lines(config, model, mesh, lengths, source):
         say(line)
     if any(item.problem for item in items):

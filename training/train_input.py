@@ -21,14 +21,10 @@ def _data_error(error, where):
 def packing_layout(config, vocab, image_tokens, data_devices):
     """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
     from the first examples of the run's training stream."""
-    if not config.data.pack:
-        return None
     try:
-        return packing.layout(
-            config.batch_size, data_devices=data_devices, accum=config.grad_accum_steps,
-            image_tokens=image_tokens, max_prompt_len=config.data.max_prompt_len,
-            max_target_len=config.data.max_target_len,
-            lengths=lambda count: pipeline.sample_lengths(config.data, vocab, config.seed, count))
+        return packing.layout(config, data_devices=data_devices, image_tokens=image_tokens,
+                              lengths=lambda n: pipeline.sample_lengths(config.data, vocab,
+                                                                        config.seed, n))
     except (OSError, errors.Error) as e:
         raise _data_error(e, "config.data") from None
 

@@ -20,10 +20,12 @@ import numpy as np
 SAMPLE = 4096
 # The derived rows leave out at most this fraction of the sample's examples.
 MAX_DROPPED = 1e-3
+# Encoder rows hold this many times the encoder positions of full decoder rows (`layout`).
 ENCODER_ROOM = 1.25
 # Without built captions: lengths drawn as benchmarks/train_step.py draws them, uniformly in
 # [mean / 2, 3 mean / 2] around this mean (EOS included), and LangId prompts of 3 tokens.
 SYNTHETIC_CAPTION_LEN, SYNTHETIC_PROMPT_LEN = 16, 3
+SYNTHETIC = "no built captions: captions of 16 tokens on average (8 to 24), prompts of 3"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,9 +130,13 @@ def synthetic_lengths(count, max_prompt_len, max_target_len, seed=0,
     return np.full(count, min(SYNTHETIC_PROMPT_LEN, max_prompt_len)), captions
 
 
-def layout(batch_size, *, data_devices, accum, image_tokens, max_prompt_len, max_target_len,
-           lengths):
-    """The Layout of a step; `lengths(count)` -> (prompt, caption) lengths of a sample."""
+def layout(config, *, data_devices, image_tokens, lengths):
+    """The Layout of a run `config`'s steps (None: `data.pack` off); `lengths(count)` ->
+    (prompt, caption) lengths with EOS of a sample."""
+    if not config.data.pack:
+        return None
+    batch_size, accum = config.batch_size, config.grad_accum_steps
+    max_prompt_len, max_target_len = config.data.max_prompt_len, config.data.max_target_len
     groups = data_devices * accum
     group_size = batch_size // groups
     prompt_lens, caption_lens = lengths(max(SAMPLE, 16 * group_size))
@@ -144,8 +150,3 @@ def layout(batch_size, *, data_devices, accum, image_tokens, max_prompt_len, max
                   accum)
 
 
-def efficiency(enc_lens, dec_lens, layout):
-    """(encoder, decoder) real positions / computed positions of a sample packed in `layout`."""
-    computed = len(dec_lens) * layout.rows / layout.batch_size
-    return (float(np.sum(enc_lens) / (computed * layout.encoder_len)),
-            float(np.sum(dec_lens) / (computed * layout.target_len)))

@@ -1,5 +1,6 @@
 """Tests of data/pipeline/packing.py: rows by packing group, the overflow rule, the rows derived."""
 
+import ml_collections
 import numpy as np
 
 from data.pipeline import packing
@@ -70,11 +71,14 @@ def test_rows_per_group_is_the_fewest_that_leave_out_at_most_the_bound():
     assert dropped(rows) <= packing.MAX_DROPPED * packing.SAMPLE < dropped(rows - 1)
 
 
+def _config(accum):
+    return ml_collections.ConfigDict({"batch_size": 64, "grad_accum_steps": accum, "data": {
+        "pack": True, "max_prompt_len": 16, "max_target_len": 64}})
+
+
 def test_layout_rows_scale_with_the_packing_groups():
     lengths = lambda n: packing.synthetic_lengths(n, 16, 64)  # noqa: E731
-    one = packing.layout(64, data_devices=1, accum=1, image_tokens=1, max_prompt_len=16,
-                         max_target_len=64, lengths=lengths)
-    four = packing.layout(64, data_devices=2, accum=2, image_tokens=1, max_prompt_len=16,
-                          max_target_len=64, lengths=lengths)
+    one = packing.layout(_config(1), data_devices=1, image_tokens=1, lengths=lengths)
+    four = packing.layout(_config(2), data_devices=2, image_tokens=1, lengths=lengths)
     assert four.rows % 4 == 0 and one.rows <= four.rows < 64
     assert one.encoder_len >= 17 and (one.target_len, four.groups) == (64, 4)
