@@ -203,22 +203,22 @@ def jitted_train_step(model, mesh, step_config):
                    out_shardings=(shardings, None), donate_argnums=0)
 
 
-def abstract_batch(config, sharding):
-    """The global training batches as ShapeDtypeStructs."""
+def abstract_batch(config, sharding, layout=None):
+    """The global training batches as ShapeDtypeStructs (packed ones with a packing.Layout)."""
     return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
             for name, (shape, dtype) in pipeline.batch_shapes(
-                config.batch_size, config.model.image_size, config.data).items()}
+                config.batch_size, config.model.image_size, config.data, layout).items()}
 
 
-def lower_train_step(config, model, mesh, abstract_state, rng):
+def lower_train_step(config, model, mesh, abstract_state, rng, layout=None):
     """The train step lowered for the state's and global batch's shapes, in the mesh and rules."""
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
-    batch = abstract_batch(config, NamedSharding(mesh, P("data")))
+    batch = abstract_batch(config, NamedSharding(mesh, P("data")), layout)
     with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
         return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
 
 
-def compile_train_step(config, model, mesh, abstract_state, rng, cleanup):
+def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout=None):
     """Starts compiling the train step in a thread (overlapping a fresh run's other compile);
     returns a function that waits and returns (the compiled step, its compile seconds). An
     error meanwhile waits for the compile to end (`cleanup`, an ExitStack): an interpreter
@@ -228,7 +228,8 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup):
     def compile_step():
         try:
             with compilation_cache.watch() as compiled:
-                step = lower_train_step(config, model, mesh, abstract_state, rng).compile()
+                step = lower_train_step(config, model, mesh, abstract_state, rng,
+                                        layout).compile()
             outcome.set_result((step, compiled))
         except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
             outcome.set_exception(e)
@@ -301,6 +302,12 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
+    layout = train_input.packing_layout(config, vocab, model.num_image_tokens,
+                                        mesh.shape["data"])
+    if layout is not None:
+        _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
+             f"(config.data.pack)")
+
     # State: the workdir's newest readable checkpoint, or a fresh initialization.
     tx, _ = state_lib.create_optimizer(config)
     abstract_state = run.abstract_state(tx, mesh)
@@ -308,16 +315,17 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
     compiled_step = (None if checkpointing.has_checkpoint(workdir) else
-                     compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup))
+                     compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup,
+                                        layout))
     state, start_step = restore_or_initialize(run, tx, abstract_state, init_rng, whole_through,
                                               changes)
     # The input, from the step the state is at (the one place the start step is decided).
     batches = cleanup.enter_context(train_input.Batches(
-        config, vocab, NamedSharding(mesh, P("data")), start_step))
+        config, vocab, NamedSharding(mesh, P("data")), start_step, layout))
     train_step = compile_s = None
     if start_step < config.total_steps:
-        compiled_step = compiled_step or compile_train_step(config, model, mesh,
-                                                            abstract_state, train_rng, cleanup)
+        compiled_step = compiled_step or compile_train_step(
+            config, model, mesh, abstract_state, train_rng, cleanup, layout)
         train_step, compile_s = compiled_step()
         batches.peek()  # Bad data stops the run here, before any evaluation.
 
@@ -326,11 +334,13 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     cleanup.callback(logger.close)
     cleanup.callback(checkpointing.wait_all, saver, best_saver)
     save_best_again(config, workdir, state, start_step, best_saver, abstract_state)
-    step_flops = flops.train_step_flops(model.config, config.batch_size,
-                                        config.data.max_prompt_len, config.data.max_target_len)
+    step_flops = flops.train_step_flops(
+        model.config, config.batch_size,
+        layout.prompt_len if layout else config.data.max_prompt_len,
+        config.data.max_target_len, rows=layout and layout.rows)
     resumed_from = (os.path.join(checkpointing.checkpoint_dir(workdir), str(start_step))
                     if start_step else None)
-    log = actions.Log(logger, config, start_step, step_flops, resumed_from)
+    log = actions.Log(logger, config, start_step, step_flops, resumed_from, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
     checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
     stop = actions.Stop(saver, best_saver)
@@ -425,9 +435,10 @@ def parse_flags(argv):
     return rest
 
 
-def compile_for_preflight(config, model, mesh, abstract_state):
+def compile_for_preflight(config, model, mesh, abstract_state, layout=None):
     """The train step compiled for `config` (what `--check` measures)."""
-    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0)).compile()
+    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0),
+                            layout).compile()
 
 
 def workdir_problem(config, workdir, allow_change):

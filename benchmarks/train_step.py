@@ -5,19 +5,24 @@
 
 The step is the one `train.py` runs (`training/state.make_train_step`: same model,
 loss, Adafactor, shardings over all devices), fed with random inputs of the
-config's shapes: images, prompts, and captions of random lengths around
---caption_len tokens padded to `data.max_target_len`. The data pipeline is
-not measured (benchmarks/input_pipeline.py does that). It prints
+config's shapes: images, LangId prompts of 3 tokens, and captions of random
+lengths around --caption_len tokens (data/pipeline/packing.synthetic_lengths),
+padded to `data.max_target_len`, or packed into rows with `data.pack` (the rows
+derived from the same distribution, as train.py derives them from the data).
+The data pipeline is not measured (benchmarks/input_pipeline.py does that).
+Unless --nopeer, it then measures the other setting of `data.pack` in the same
+process and prints packed against padded: examples/s and useful FLOP/s. It prints
 - compile times of the state initializer and of the step, and whether JAX's
   persistent compilation cache served them (run the same command twice: the
   second run says "hit"), with the size of their StableHLO;
 - XLA's memory analysis of the compiled step and, where the backend reports
   it, the device's peak memory;
-- step time, examples/s, target tokens/s (real caption tokens and padded
-  positions), model FLOPs per example (training/flops.py: counted from the
-  config at the padded lengths; rematerialization and padding are reported
-  apart), and MFU against the data-sheet bf16 peak (TPU, NVIDIA GPU) and
-  against a square matmul in the model's dtype measured in the same run.
+- step time, examples/s, target tokens/s (real caption tokens and computed
+  positions), model FLOPs per example (training/flops.py: "computed" at the
+  lengths the step computes, padded or packed; "useful" at the real lengths;
+  rematerialization reported apart), and MFU of both against the data-sheet
+  bf16 peak (TPU, NVIDIA GPU) and against a square matmul in the model's dtype
+  measured in the same run.
 
 --memory_only compiles the step for abstract inputs (nothing allocated, not
 run) and prints the memory analysis: the way to size a config that does not
@@ -47,8 +52,9 @@ import errors  # noqa: E402
 import files  # noqa: E402
 import train  # noqa: E402
 from data import pipeline  # noqa: E402
+from data.pipeline import packing  # noqa: E402
 from model import captioner  # noqa: E402
-from training import compilation_cache, flops, run_config  # noqa: E402
+from training import compilation_cache, flops, losses, run_config  # noqa: E402
 from training import state as state_lib  # noqa: E402
 
 _STEPS = flags.DEFINE_integer("steps", 5, "Timed steps (after one warm-up step).")
@@ -66,6 +72,9 @@ _PROFILE = flags.DEFINE_string(
     "profile", None, "Also trace 3 steps with jax.profiler into this folder (its "
     "plugins/profile/*/*.trace.json.gz opens in Perfetto or TensorBoard) and write the step's "
     "optimized HLO there (train_step.hlo.txt: the trace's kernel names are its instructions).")
+_PEER = flags.DEFINE_bool(
+    "peer", True, "Also measure the other setting of config.data.pack and print packed "
+    "against padded.")
 _TIME_OPTIMIZER = flags.DEFINE_bool(
     "time_optimizer", False, "Also time the optimizer's update alone (Adafactor and applying "
     "it), with XLA's kernel count and bytes accessed of it.")
@@ -73,25 +82,28 @@ _TIME_OPTIMIZER = flags.DEFINE_bool(
 GIB = 2**30
 
 
-def caption_lengths(batch_size, caption_len, max_len, rng):
-    """Random caption lengths around `caption_len`, within [1, max_len]."""
-    low, high = max(1, caption_len // 2), max(1, (3 * caption_len) // 2)
-    return np.minimum(rng.integers(low, high + 1, batch_size), max_len)
+def text_lengths(config, caption_len, seed):
+    """`lengths(count)` of packing.synthetic_lengths around `caption_len`."""
+    data = config.data
+    return lambda count: packing.synthetic_lengths(count, data.max_prompt_len,
+                                                   data.max_target_len, seed, caption_len)
 
 
-def random_batch(config, vocab_size, rng, caption_len=16):
+def random_batch(config, vocab_size, rng, caption_len=16, layout=None):
     """Inputs of the training batches' shapes and dtypes (`train.abstract_batch`): uint8
-    pixels, prompts, padded random captions."""
+    pixels, prompts and random captions, padded, or packed in `layout`'s rows."""
     shapes = pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data)
     (b, max_len), _ = shapes["targets"]
-    targets = rng.integers(2, vocab_size, (b, max_len)).astype(np.int32)
-    lengths = caption_lengths(b, caption_len, max_len, rng)
-    targets[np.arange(max_len)[None, :] >= lengths[:, None]] = 0  # Padding.
-    return {
-        "image": rng.integers(0, 256, shapes["image"][0]).astype(np.uint8),
-        "prompt": rng.integers(2, vocab_size, shapes["prompt"][0]).astype(np.int32),
-        "targets": targets,
-    }
+    prompt_lens, lengths = text_lengths(config, caption_len, int(rng.integers(1 << 30)))(b)
+    text = {}
+    for name, size in (("prompt", prompt_lens), ("targets", lengths)):
+        (_, width), _ = shapes[name]
+        ids = rng.integers(2, vocab_size, (b, width)).astype(np.int32)
+        ids[np.arange(width)[None, :] >= size[:, None]] = 0  # Padding.
+        text[name] = ids
+    if layout is not None:
+        text = packing.pack(text["prompt"], text["targets"], layout, first=0)
+    return {"image": rng.integers(0, 256, shapes["image"][0]).astype(np.uint8), **text}
 
 
 def matmul_flops_per_second(n=1024, dtype=jnp.float32, repeats=10, rounds=5):
@@ -197,51 +209,60 @@ def memory_lines(memory):
             f"{memory['temporaries_gib']:.2f})"]
 
 
-def flop_figures(model_config, config, lengths, step_seconds, peaks):
-    """Model FLOPs per example (padded and at the real lengths), remat's extra, MFU per peak."""
-    prompt_len, max_len = config.data.max_prompt_len, config.data.max_target_len
+def flop_figures(model_config, config, sums, layout, step_seconds, peaks):
+    """Model FLOPs per example (computed: padded or packed in `layout`; useful: at the real
+    lengths, `losses.length_sums`), remat's extra, MFU of both per peak."""
+    prompt_len, max_len, b = config.data.max_prompt_len, config.data.max_target_len, \
+        config.batch_size
     parts = flops.forward_flops(model_config, prompt_len, max_len)
     out = {
-        "per_example": flops.train_flops_per_example(model_config, prompt_len, max_len),
+        "per_example": flops.train_step_flops(
+            model_config, b, layout.prompt_len if layout else prompt_len, max_len,
+            layout and layout.rows) / b,
         "forward_parts": {
             "vit": parts["vit_stem"] + parts["vit_blocks"] + parts["vit_head"],
             "t5_encoder": parts["t5_encoder"], "t5_decoder": parts["t5_decoder"],
             "t5_logits": parts["t5_logits"]},
-        "per_example_at_real_lengths": float(np.mean([
-            flops.train_flops_per_example(model_config, prompt_len, int(n)) for n in lengths])),
+        "per_example_padded": flops.train_flops_per_example(model_config, prompt_len, max_len),
+        "per_example_useful": flops.useful_step_flops(model_config, b, sums) / b,
         "remat_per_example": flops.remat_flops_per_example(model_config, prompt_len, max_len),
     }
     if step_seconds:
-        out["achieved_per_s"] = config.batch_size * out["per_example"] / step_seconds
-        out["mfu"] = {name: out["achieved_per_s"] / (peak * jax.device_count())
-                      for name, peak in peaks}
+        for kind, per_example in (("computed", out["per_example"]),
+                                  ("useful", out["per_example_useful"])):
+            out[f"{kind}_per_s"] = b * per_example / step_seconds
+            out[f"mfu_{kind}"] = {name: out[f"{kind}_per_s"] / (peak * jax.device_count())
+                                  for name, peak in peaks}
     return out
 
 
 def flop_lines(figures, config, peaks):
     """`flop_figures` as printed lines."""
     per_example, parts = figures["per_example"], figures["forward_parts"]
-    max_len = config.data.max_target_len
-    lines = [f"model FLOPs:   {per_example / 1e9:.4g} GFLOP per training example at "
+    max_len, padded = config.data.max_target_len, figures["per_example_padded"]
+    lines = [f"model FLOPs:   {padded / 1e9:.4g} GFLOP per training example at "
              f"{max_len} target positions (3x forward {sum(parts.values()) / 1e9:.4g}: ViT "
              f"{parts['vit'] / 1e9:.4g}, mT5 encoder {parts['t5_encoder'] / 1e9:.4g}, decoder "
              f"{parts['t5_decoder'] / 1e9:.4g}, logits {parts['t5_logits'] / 1e9:.4g})"]
-    real = figures["per_example_at_real_lengths"]
-    lines.append(f"padding:       at the real caption lengths it would be {real / 1e9:.4g} "
-                 f"GFLOP: {1 - real / per_example:.0%} of the model FLOPs are spent on "
-                 f"padding positions (data.max_target_len={max_len}; python -m "
-                 f"tools.target_length fits it to the data)")
+    useful = figures["per_example_useful"]
+    lines.append(f"computed:      {per_example / 1e9:.4g} GFLOP per example "
+                 f"({'packed rows' if config.data.pack else 'padded'}), "
+                 f"{per_example / useful:.2f}x the {useful / 1e9:.4g} GFLOP at the real lengths "
+                 f"(useful): {1 - useful / per_example:.0%} of the computed FLOPs are on "
+                 f"positions without a token")
     remat = figures["remat_per_example"]
     if remat:
         lines.append(f"remat:         recomputes {remat / 1e9:.4g} GFLOP per example in the "
                      f"backward pass: the hardware does {1 + remat / per_example:.2f}x the "
                      f"model FLOPs (not counted in MFU)")
-    if "achieved_per_s" in figures:
-        lines.append(f"achieved:      {figures['achieved_per_s'] / 1e12:.3f} TFLOP/s of model "
-                     f"FLOPs over {jax.device_count()} device(s)")
+    if "computed_per_s" in figures:
+        lines.append(f"achieved:      {figures['computed_per_s'] / 1e12:.3f} TFLOP/s computed, "
+                     f"{figures['useful_per_s'] / 1e12:.3f} useful, over {jax.device_count()} "
+                     f"device(s)")
         for name, peak in peaks:
-            lines.append(f"MFU:           {figures['mfu'][name]:.1%} of {peak / 1e12:.3g} "
-                         f"TFLOP/s per device ({name})")
+            lines.append(f"MFU:           computed {figures['mfu_computed'][name]:.1%}, useful "
+                         f"{figures['mfu_useful'][name]:.1%} of {peak / 1e12:.3g} TFLOP/s per "
+                         f"device ({name})")
     return lines
 
 
@@ -302,11 +323,19 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
            "grad_accum_steps": config.grad_accum_steps, "image_size": cfg.image_size,
            "dtype": config.model.dtype, "scan": cfg.t5.scan, "remat": cfg.t5.remat,
            "max_target_len": config.data.max_target_len, "vocab_size": vocab_size,
+           "pack": config.data.pack,
            "parameters": sum(x.size for x in jax.tree.leaves(abstract["params"]))}
+    # Rows derived as train.py does, from the stated distribution.
+    layout = packing.layout(config, data_devices=mesh.shape["data"],
+                            image_tokens=model.num_image_tokens,
+                            lengths=text_lengths(config, caption_len, seed=1))
+    if layout:
+        out["rows"] = layout.rows
     say(f"device: {jax.device_count()} x {device.device_kind}; config: batch "
         f"{config.batch_size}, image {cfg.image_size}, dtype {config.model.dtype}, "
         f"scan {cfg.t5.scan}, remat {cfg.t5.remat}, mesh {dict(mesh.shape)}, fsdp "
-        f"{config.mesh.fsdp}, targets padded to {config.data.max_target_len}")
+        f"{config.mesh.fsdp}, targets padded to {config.data.max_target_len}"
+        + (f", packed into {layout.rows} rows" if layout else ""))
     say(f"parameters:    {out['parameters'] / 1e6:.1f}M")
 
     init_fn = state_lib.init_state_fn(model, tx, shardings)
@@ -316,7 +345,8 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
 
     def compile_step():
         with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-            return compile_timed(step_fn, abstract, train.abstract_batch(config, batch_sharding),
+            return compile_timed(step_fn, abstract,
+                                 train.abstract_batch(config, batch_sharding, layout),
                                  jax.random.key(1))
 
     # As train.py: the step compiles in a thread while the initializer compiles.
@@ -330,8 +360,12 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     say(f"compile step:  {_compile_text(step_report)}; StableHLO {step_lines} lines")
     out.update(compiled_figures(compiled, say))
     rng = np.random.default_rng(0)
-    batch = random_batch(config, vocab_size, rng, caption_len)
-    lengths = (batch["targets"] > 0).sum(axis=1)
+    batch = random_batch(config, vocab_size, rng, caption_len, layout)
+    sums = jax.tree.map(int, losses.length_sums(batch, model.num_image_tokens))
+    if layout:
+        out["pack_dropped"] = int(config.batch_size - batch["packed"].sum())
+        say(f"packing:       {config.batch_size} examples in {layout.rows} rows, "
+            f"{out['pack_dropped']} left out of this batch's loss")
     limit = (device.memory_stats() or {}).get("bytes_limit")
     if limit and out["memory_analysis"] and out["memory_analysis"]["total_gib"] > limit / GIB:
         out.update(does_not_fit=True, device_memory_gib=limit / GIB)
@@ -339,14 +373,15 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
             f"{limit / GIB:.1f} GiB")
         memory_only = True
     if memory_only:
-        out["flops"] = flop_figures(cfg, config, lengths, None, [])
+        out["flops"] = flop_figures(cfg, config, sums, layout, None, [])
         say("\n".join(flop_lines(out["flops"], config, [])))
         return out
 
     state = compiled_init(jax.random.key(0))
     state, seconds = time_steps(compiled, state, jax.device_put(batch, batch_sharding), steps,
                                 out, profile_dir, say)
-    out.update(throughput_figures(config, device, lengths, seconds, steps, say))
+    out.update(throughput_figures(config, device, sums["dec"], layout and layout.rows, seconds,
+                                  steps, say))
     dtype = jnp.bfloat16 if config.model.dtype == "bfloat16" else jnp.float32
     peaks = []
     if flops.peak_flops(device):
@@ -359,7 +394,7 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     peaks.append((f"a {n}x{n} {jnp.dtype(dtype).name} matmul measured in this run",
                   out["matmul_flops_per_s"]))
     out["peaks"] = dict(peaks)
-    out["flops"] = flop_figures(cfg, config, lengths, seconds, peaks)
+    out["flops"] = flop_figures(cfg, config, sums, layout, seconds, peaks)
     say("\n".join(flop_lines(out["flops"], config, peaks)))
     if time_optimizer:
         o = out["optimizer"] = optimizer_figures(tx, state)
@@ -411,24 +446,39 @@ def time_steps(compiled, state, batch, steps, out, profile_dir, say):
     return state, seconds
 
 
-def throughput_figures(config, device, lengths, seconds, steps, say):
-    """Peak memory, step time, examples/s and real/padded target tokens/s of the timed steps."""
+def throughput_figures(config, device, real_tokens, rows, seconds, steps, say):
+    """Peak memory, step time, examples/s and real/computed target tokens/s of the timed steps
+    (computed: every position of the examples' padded targets, or of the packed `rows`)."""
     out = {}
     stats = device.memory_stats() or {}
     if "peak_bytes_in_use" in stats:
         out["peak_memory_gib"] = stats["peak_bytes_in_use"] / GIB
         say(f"peak memory:   {out['peak_memory_gib']:.2f} GiB on device 0 (reported by the "
             f"backend)")
-    real_tokens = int(lengths.sum())
-    padded_tokens = config.batch_size * config.data.max_target_len
+    computed_tokens = (rows or config.batch_size) * config.data.max_target_len
     out.update(step_s=seconds, steps=steps, examples_per_s=config.batch_size / seconds,
                real_tokens_per_s=real_tokens / seconds,
-               padded_tokens_per_s=padded_tokens / seconds)
+               computed_tokens_per_s=computed_tokens / seconds)
     say(f"step time:     {seconds * 1e3:.1f} ms (mean of {steps} after a warm-up)")
     say(f"examples/s:    {out['examples_per_s']:.2f}")
     say(f"target tok/s:  real {out['real_tokens_per_s']:.0f} (captions of "
-        f"{real_tokens / config.batch_size:.1f} tokens on average), padded "
-        f"{out['padded_tokens_per_s']:.0f} ({config.data.max_target_len} positions per example)")
+        f"{real_tokens / config.batch_size:.1f} tokens on average), computed "
+        f"{out['computed_tokens_per_s']:.0f} ({computed_tokens / config.batch_size:.1f} "
+        f"positions per example)")
+    return out
+
+
+def packed_vs_padded(packed, padded, say):
+    """The ratios of a packed measurement's examples/s and useful FLOP/s to a padded one's."""
+    out = {"examples_per_s": packed["examples_per_s"] / padded["examples_per_s"],
+           "useful_flops_per_s": (packed["flops"]["useful_per_s"]
+                                  / padded["flops"]["useful_per_s"]),
+           "computed_over_useful": (packed["flops"]["per_example"]
+                                    / packed["flops"]["per_example_useful"])}
+    say(f"\npacked vs padded: {out['examples_per_s']:.2f}x examples/s, "
+        f"{out['useful_flops_per_s']:.2f}x useful FLOP/s ({packed['batch_size']} examples a step "
+        f"each, {packed['pack_dropped']} left out of the packed loss); packed computes "
+        f"{out['computed_over_useful']:.2f}x the useful FLOPs per example")
     return out
 
 
@@ -445,11 +495,22 @@ def main(argv):
         logging.set_verbosity(logging.WARNING)  # Library INFO logs off unless asked for.
     config = train._CONFIG.value  # noqa: SLF001  (the trainer's --config flag)
     compilation_cache.enable_from_flag(train._COMPILATION_CACHE.value)  # noqa: SLF001  The trainer's flag.
+    say = lambda s: print(s, flush=True)  # noqa: E731
     try:
         figures = measure(config, default_vocab_size(config, _VOCAB_SIZE.value),
                           steps=_STEPS.value, caption_len=_CAPTION_LEN.value,
                           memory_only=_MEMORY_ONLY.value, time_optimizer=_TIME_OPTIMIZER.value,
-                          profile_dir=_PROFILE.value, say=lambda s: print(s, flush=True))
+                          profile_dir=_PROFILE.value, say=say)
+        if _PEER.value and "step_s" in figures:
+            peer_config = config.copy_and_resolve_references()
+            with peer_config.unlocked():
+                peer_config.data.pack = not config.data.pack
+            say(f"\n-- the peer: config.data.pack={peer_config.data.pack}")
+            peer = figures["peer"] = measure(
+                peer_config, default_vocab_size(config, _VOCAB_SIZE.value), steps=_STEPS.value,
+                caption_len=_CAPTION_LEN.value, say=say)
+            figures["packed_vs_padded"] = packed_vs_padded(
+                *((figures, peer) if config.data.pack else (peer, figures)), say)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -31,7 +31,8 @@ DEMO_DIR = "demo_data"  # `python -m tools.demo --out demo_data` (make demo).
 
 def baseline(dataset, *, t5, vit, every):
     """The schema as the paper's baselines share it (Sec. 3.2; 64 v4 chips): batch 2048, mT5's
-    vocabulary, 35 languages, 64-token captions, 224 px, bf16, layers scanned, towers pretrained;
+    vocabulary, 35 languages, 64-token captions (packed), 224 px, bf16, layers scanned, towers
+    pretrained;
     in-loop XM3600 (and, 5x less often, COCO-dev) evaluations of the core four.
     """
     c = schema()
@@ -40,7 +41,7 @@ def baseline(dataset, *, t5, vit, every):
     c.vocab.path = MT5_VOCAB
     c.data.update(dataset=dataset, manual_dir=f"{DATA_ROOT}/{dataset}",
                   tfds_data_dir=f"{DATA_ROOT}/tfds", langs=TRAIN_LANGS, max_prompt_len=16,
-                  max_target_len=64)
+                  max_target_len=64, pack=True)
     c.model.update(image_size=224, dtype="bfloat16", dropout=0.1, scan=True, remat=g14)
     c.model.vit.update(variant=vit, pool="map" if g14 else "tok")
     c.model.t5.variant = t5

@@ -71,15 +71,33 @@ class Captioner(nn.Module):
     def encode(self, images, prompt_tokens, train: bool = False):
         """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).
         Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid)."""
-        pooled, patches = self.img(unit_range(images), train=train)
-        image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
         # [batch, num_image_tokens, emb] then [batch, prompt_len, emb]
-        image_embeddings = self.img_proj(image_tokens).astype(self.config.t5.dtype)
+        image_embeddings = self.image_embeddings(images, train)
         embeddings = jnp.concatenate([image_embeddings, self.t5.embed(prompt_tokens)], axis=1)
         batch, num_image = image_embeddings.shape[:2]
         encoder_mask = jnp.concatenate(
             [jnp.ones((batch, num_image), bool), prompt_tokens != 0], axis=1)
         return self.t5.encode(embeddings, encoder_mask, train=train), encoder_mask
+
+    def image_embeddings(self, images, train: bool = False):
+        """The image's encoder inputs [batch, num_image_tokens, emb]."""
+        pooled, patches = self.img(unit_range(images), train=train)
+        image_tokens = pooled[:, None, :] if self.config.fusion == "pooled" else patches
+        return self.img_proj(image_tokens).astype(self.config.t5.dtype)
+
+    def packed_hidden(self, images, rows, decoder_input_tokens, train: bool = False):
+        """`hidden` of packed rows (data/pipeline/packing.py): the encoder input of row position p
+        is image embedding `rows["image_slots"][p]` (of the images flattened to [batch x
+        num_image_tokens]; -1: none) or the embedded token `rows["encoder_tokens"][p]`."""
+        image = self.image_embeddings(images, train)
+        image = image.reshape(-1, image.shape[-1])[jnp.maximum(rows["image_slots"], 0)]
+        slots = rows["image_slots"][..., None] >= 0
+        embeddings = jnp.where(slots, image, self.t5.embed(rows["encoder_tokens"]))
+        enc_segments, dec_segments = rows["encoder_segments"], rows["decoder_segments"]
+        encoded = self.t5.encoder(embeddings, enc_segments > 0, train=train,
+                                  segments=enc_segments)
+        return self.t5.decoder(encoded, enc_segments > 0, decoder_input_tokens, train=train,
+                               hidden_only=True, segments=(dec_segments, enc_segments))
 
     def decode(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
                train: bool = False):

@@ -105,6 +105,14 @@ class RelativePositionBias(nn.Module):
         return bias[None]
 
 
+def key_mask(mask, q_segments=None, k_segments=None):
+    """May-attend [batch, 1, 1 or q_len, k_len]: the keys of `mask` [batch, k_len]; with
+    segment ids (packed rows, 0 = none), only those of the query's segment."""
+    if k_segments is None:
+        return mask[:, None, None, :]
+    return mask[:, None, None, :] & (q_segments[:, None, :, None] == k_segments[:, None, None, :])
+
+
 class Embed(nn.Module):
     """Token embedding table [vocab, emb] ('token_embedder/embedding')."""
     vocab_size: int
@@ -263,15 +271,16 @@ class Encoder(nn.Module):
     config: T5Config
 
     @nn.compact
-    def __call__(self, embeddings, mask, train: bool = False):
-        """[batch, length, emb] embeddings, [batch, length] bool mask -> encodings."""
+    def __call__(self, embeddings, mask, train: bool = False, segments=None):
+        """[batch, length, emb] embeddings, [batch, length] bool mask -> encodings.
+        `segments` [batch, length] (packed rows): each position attends to its own only."""
         cfg, det = self.config, not train
         length = embeddings.shape[1]
         rel_bias = RelativePositionBias(
             cfg.num_heads, cfg.relative_attention_num_buckets,
             cfg.relative_attention_max_distance, True, cfg.dtype, name="relpos_bias")
         # [batch, heads, length, length]: padding keys masked, plus positions.
-        bias = (layers.mask_to_bias(mask[:, None, None, :], cfg.dtype)
+        bias = (layers.mask_to_bias(key_mask(mask, segments, segments), cfg.dtype)
                 + rel_bias(length, length))
         x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
         x = part.constrain(x, _RESIDUAL)
@@ -288,12 +297,14 @@ class Decoder(nn.Module):
 
     @nn.compact
     def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
-                 train: bool = False, hidden_only: bool = False):
+                 train: bool = False, hidden_only: bool = False, segments=None):
         """Float32 logits [batch, length, vocab].
         `decoder_input_tokens` are the targets shifted right (starting with 0), one position
         ([batch, 1]) per call when decoding with a filled cache. `hidden_only` returns the last
         hidden states [batch, length, emb] instead, for a loss that makes the logits itself
-        (training/losses.py)."""
+        (training/losses.py). `segments` (packed rows, training): (decoder [batch, length],
+        encoder [batch, enc_length]) segment ids; a position attends within its own segment."""
+        dec_segments, enc_segments = segments or (None, None)
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
         embedder = self.shared_embedding
@@ -319,10 +330,12 @@ class Decoder(nn.Module):
             self_bias = (layers.mask_to_bias(causal[None, None, None, :], cfg.dtype)
                          + rel_bias(1, cache_len, cache_index))
         else:
-            causal = jnp.tril(jnp.ones((length, length), bool))
-            self_bias = (layers.mask_to_bias(causal[None, None], cfg.dtype)
-                         + rel_bias(length, length))
-        cross_bias = layers.mask_to_bias(encoder_mask[:, None, None, :], cfg.dtype)
+            causal = jnp.tril(jnp.ones((length, length), bool))[None, None]
+            if dec_segments is not None:
+                causal = causal & key_mask(dec_segments > 0, dec_segments, dec_segments)
+            self_bias = layers.mask_to_bias(causal, cfg.dtype) + rel_bias(length, length)
+        cross_bias = layers.mask_to_bias(key_mask(encoder_mask, dec_segments, enc_segments),
+                                         cfg.dtype)
 
         y = _dropout(cfg, embedder(decoder_input_tokens), det).astype(cfg.dtype)
         y = part.constrain(y, _RESIDUAL)

@@ -9,6 +9,7 @@ import pytest
 import train
 from data import images as image_lib
 from data import pipeline
+from data.pipeline import packing
 from tests.tiny import tiny_config
 from tests.training.saved_state import assert_same_params, read_metrics
 from training import checkpointing
@@ -67,6 +68,21 @@ def test_input_starts_at_the_restored_step_and_a_resume_is_bit_for_bit(four_step
     # One record per step and kind, also across the restart.
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]
+
+
+def test_a_packed_run_counts_and_warns_of_the_examples_left_out(tiny_demo, tmp_path,
+                                                                monkeypatch, capsys):
+    monkeypatch.setattr(packing, "rows_per_group", lambda *args: 1)  # Too few: some left out.
+    config = tiny_config(tiny_demo, **{"data.pack": True, "total_steps": 2,
+                                       "evals.xm3600.every": 0})
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+    records = [r for r in read_metrics(str(tmp_path / "run")) if "train/loss" in r]
+    # 8 examples of up to 16 caption tokens cannot all fit one row of 16.
+    assert [0 < r["train/pack_dropped"] < 8 for r in records] == [True, True]
+    assert all(np.isfinite(r["train/loss"]) for r in records)
+    out = capsys.readouterr().out
+    assert "Packing 8 examples a step into 1 rows" in out
+    assert "did not fit the packed rows and were left out of the loss" in out
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 import errors
-from training import checkpointing, preemption, schedules
+from training import checkpointing, flops, preemption, schedules
 from training import workdir as workdir_lib
 from training.metrics import StepTimer
 
@@ -54,19 +54,25 @@ def check_restored(restored_step, measurements):
 class Log:
     """Logs the training measurements of every `config.log_every`-th step (and the last)."""
 
-    def __init__(self, logger, config, start_step, step_flops, resumed_from=None):
+    def __init__(self, logger, config, start_step, step_flops, resumed_from=None,
+                 model_config=None):
         self._logger, self._config, self._step_flops = logger, config, step_flops
+        self._model_config = model_config  # For the useful FLOPs (none: not measured).
         self._timer = StepTimer(start_step)
         self._pending = None  # (step, measurements on the device)
         every = config.checkpoint.every or config.total_steps
         # Up to the first checkpoint after a resume, a non-finite step names the one read.
         self._resumed = (resumed_from, (start_step // every + 1) * every if every else 0)
+        self._dropped = 0  # Examples left out of packed rows since the last record (device).
 
     def __call__(self, step, measurements):
         """Writes the measurements held (now: no device idling); holds `step`'s."""
         self.flush()
+        if "train/pack_dropped" in measurements:
+            self._dropped = measurements["train/pack_dropped"] + self._dropped
+            measurements = {**measurements, "train/pack_dropped": self._dropped}
         if schedules.itstime(step, self._config.log_every, self._config.total_steps):
-            self._pending = (step, measurements)
+            self._pending, self._dropped = (step, measurements), 0
 
     def flush(self):
         """Fetches the held measurements (waiting for their step), checks and writes them."""
@@ -76,8 +82,15 @@ class Log:
         measurements = jax.device_get(measurements)
         resumed_from, first_save = self._resumed
         check_finite(step, measurements, resumed_from if step <= first_save else None)
+        lengths = measurements.pop("lengths")
+        useful = self._model_config and flops.useful_step_flops(
+            self._model_config, self._config.batch_size, lengths)
         measurements.update(self._timer.measure(step, self._config.batch_size, self._step_flops,
-                                                measurements["train/tokens"]))
+                                                measurements["train/tokens"], useful))
+        if measurements.get("train/pack_dropped") and self._logger.is_main:
+            print(f"warning: {measurements['train/pack_dropped']} example(s) of the steps up to "
+                  f"{step} did not fit the packed rows and were left out of the loss "
+                  f"(train/pack_dropped; data/pipeline/packing.py)", flush=True)
         self._logger.log(step, measurements)
         self._logger.progress(step, measurements)
 

@@ -1,9 +1,11 @@
 """Model FLOPs of the captioner, counted from its config, and utilization (MFU).
 
-Analytic: every matmul of one example's forward at the step's padded lengths, at 2 FLOPs a
-multiply-add; training is 3x the forward less the pixels' gradient; rematerialization is
-reported apart. Not XLA's cost analysis, which misses dots autotuned into library calls and
-counts a scan's body once (`compiled_flops` stays for comparison). Peaks are dense bf16.
+Analytic: every matmul of the forward, at 2 FLOPs a multiply-add; training is 3x the forward
+less the pixels' gradient; rematerialization is reported apart. Two counts: "computed", at the
+lengths the step computes (every padded position, or every position of the packed rows), and
+"useful", at the batch's real lengths (image and prompt positions, caption tokens). Not XLA's
+cost analysis, which misses dots autotuned into library calls and counts a scan's body once
+(`compiled_flops` stays for comparison). Peaks are dense bf16.
 """
 
 import jax
@@ -116,9 +118,40 @@ def remat_flops_per_example(config, prompt_len, target_len):
     return float(extra)
 
 
-def train_step_flops(config, batch_size, prompt_len, target_len):
-    """Model FLOPs of one training step of `batch_size` examples (all devices): what `mfu` takes."""
-    return batch_size * train_flops_per_example(config, prompt_len, target_len)
+def _t5_parts(parts):
+    return parts["t5_encoder"] + parts["t5_decoder"] + parts["t5_logits"]
+
+
+def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
+    """Model FLOPs computed by one training step of `batch_size` examples (all devices): the
+    mT5 at the padded lengths of each example, or of each of `rows` packed rows (`prompt_len`:
+    a row's text positions, packing.Layout.prompt_len)."""
+    parts = forward_flops(config, prompt_len, target_len)
+    image = sum(parts.values()) - _t5_parts(parts)
+    return float(3 * (batch_size * image + (rows or batch_size) * _t5_parts(parts))
+                 - batch_size * parts["vit_stem"])
+
+
+def length_sums(enc_lens, dec_lens):
+    """The sums `useful_step_flops` takes of examples' encoder (a) and decoder (d) lengths."""
+    a, d = enc_lens, dec_lens
+    return {"enc": a.sum(), "enc2": (a * a).sum(), "dec": d.sum(), "dec2": (d * d).sum(),
+            "enc_dec": (a * d).sum()}
+
+
+def useful_step_flops(config, batch_size, sums):
+    """Model FLOPs of one training step at its examples' real lengths, from
+    `losses.length_sums` (the mT5's FLOPs are a quadratic in the encoder and decoder lengths
+    with no constant term: its coefficients are read off the count at lengths 0, 1 and 2)."""
+    def t5(a, d):
+        return sum(t5_forward_flops(config.t5, a, d).values())
+    c_aa, c_dd = (t5(2, 0) - 2 * t5(1, 0)) / 2, (t5(0, 2) - 2 * t5(0, 1)) / 2
+    c_ad = t5(1, 1) - t5(1, 0) - t5(0, 1)
+    text = ((t5(1, 0) - c_aa) * sums["enc"] + c_aa * sums["enc2"] + (t5(0, 1) - c_dd)
+            * sums["dec"] + c_dd * sums["dec2"] + c_ad * sums["enc_dec"])
+    parts = forward_flops(config, 0, 0)
+    image = sum(parts.values()) - _t5_parts(parts)  # The ViT's and the projection's.
+    return float(3 * (batch_size * image + float(text)) - batch_size * parts["vit_stem"])
 
 
 def peak_flops(device=None):

@@ -11,15 +11,20 @@ import jax
 import jax.numpy as jnp
 
 from model import captioner as captioner_lib
+from training import flops
 
 # Target positions per chunk of `fused_cross_entropy`: float32 logits of
 # batch x 8 x vocab at a time (256 MiB for 32 examples and mT5's 250k entries).
 CHUNK_LEN = 8
 
 
-def shift_right(targets):
-    """Decoder inputs: the targets shifted right by one, starting from token 0 (T5)."""
-    return jnp.pad(targets, ((0, 0), (1, 0)))[:, :-1]  # [batch, length]
+def shift_right(targets, segments=None):
+    """Decoder inputs: the targets shifted right by one, starting from token 0 (T5); with
+    segment ids (packed rows), each segment starts from token 0."""
+    shifted = jnp.pad(targets, ((0, 0), (1, 0)))[:, :-1]  # [batch, length]
+    if segments is None:
+        return shifted
+    return jnp.where(segments == jnp.pad(segments, ((0, 0), (1, 0)))[:, :-1], shifted, 0)
 
 
 def _smoothing(label_smoothing, vocab):
@@ -151,10 +156,27 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
 
 def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
                    chunk_len=CHUNK_LEN):
-    """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`."""
-    decoder_inputs = shift_right(batch["targets"])
-    hidden = model.apply({"params": params}, batch["image"], batch["prompt"], decoder_inputs,
-                         train=True, rngs={"dropout": rng}, method="hidden")
+    """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`; a
+    batch with "decoder_segments" is packed (data/pipeline/packing.py)."""
+    packed = "decoder_segments" in batch
+    decoder_inputs = shift_right(batch["targets"], batch.get("decoder_segments"))
+    hidden = model.apply({"params": params}, batch["image"], batch if packed else batch["prompt"],
+                         decoder_inputs, train=True, rngs={"dropout": rng},
+                         method="packed_hidden" if packed else "hidden")
     return fused_cross_entropy(hidden, captioner_lib.logits_kernel(params), batch["targets"],
                                label_smoothing=label_smoothing, z_loss=z_loss,
                                chunk_len=chunk_len)
+
+
+def length_sums(batch, image_tokens):
+    """`flops.length_sums` of the batch's examples' real encoder (a: image and prompt
+    positions) and decoder (d: caption tokens) lengths (packed rows: per segment)."""
+    if "decoder_segments" in batch:
+        enc, dec = batch["encoder_segments"], batch["decoder_segments"]
+        segments = min(enc.shape[1], dec.shape[1]) + 1  # Each example has both parts.
+        a = jax.nn.one_hot(enc, segments, dtype=jnp.int32).sum(1)[:, 1:]  # [rows, segments]
+        d = jax.nn.one_hot(dec, segments, dtype=jnp.int32).sum(1)[:, 1:]
+    else:
+        a = image_tokens + (batch["prompt"] != 0).sum(1, dtype=jnp.int32)
+        d = (batch["targets"] != 0).sum(1, dtype=jnp.int32)
+    return flops.length_sums(a, d)

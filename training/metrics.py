@@ -361,17 +361,19 @@ class StepTimer:
         """Restarts the clock at `step` (after an evaluation, which is not training time)."""
         self._step, self._time = step, time.time()
 
-    def measure(self, step, batch_size, step_flops, tokens):
-        """The `perf/*` measurements of the steps since the last call (or restart)."""
+    def measure(self, step, batch_size, step_flops, tokens, useful_flops=None):
+        """The `perf/*` measurements of the steps since the last call (or restart): MFU of the
+        FLOPs computed (`step_flops`) and of those at the real lengths (`useful_flops`)."""
         now = time.time()
         steps = step - self._step
         seconds = (now - self._time) / max(steps, 1)
         self._step, self._time = step, now
         out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch_size / seconds,
                "perf/tokens_per_s": tokens / seconds}
-        utilization = flops.mfu(step_flops, seconds)
-        if utilization is not None:
-            out["perf/mfu"] = utilization
+        for name, work in (("perf/mfu_computed", step_flops), ("perf/mfu_useful", useful_flops)):
+            utilization = flops.mfu(work, seconds)
+            if utilization is not None:
+                out[name] = utilization
         stats = jax.local_devices()[0].memory_stats() or {}
         if "peak_bytes_in_use" in stats:
             out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30

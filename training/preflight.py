@@ -12,12 +12,14 @@ import os
 
 import jax
 import ml_collections
+import numpy as np
 
 import errors
 from data import pipeline
+from data.pipeline import packing
 from model import captioner, t5, upstream
 from model.upstream import big_vision, files, hugging_face
-from training import checkpointing, run_config
+from training import checkpointing, flops, run_config
 from training import run as run_lib
 from training import state as state_lib
 
@@ -154,11 +156,35 @@ def device_capacity():
     return stats.get("bytes_limit")
 
 
-def step_memory(config, model, mesh, compile_step):
+def packing_layout(config, model, mesh, lengths):
+    return packing.layout(config, data_devices=mesh.shape["data"],
+                          image_tokens=model.num_image_tokens, lengths=lengths)
+
+
+def packing_lines(config, model, mesh, lengths, source):
+    """The estimate of the step's work: real / computed positions, FLOPs computed and useful."""
+    data, batch, n = config.data, config.batch_size, model.num_image_tokens
+    layout = packing_layout(config, model, mesh, lengths)
+    rows, prompt_len = (layout.rows, layout.prompt_len) if layout else (batch, data.max_prompt_len)
+    prompt_lens, caption_lens = (np.asarray(x) for x in lengths(packing.SAMPLE))
+    enc, dec = (np.mean(lens) * batch / (rows * cap) for lens, cap in (
+        (n + prompt_lens, n + prompt_len), (caption_lens, data.max_target_len)))
+    useful = flops.useful_step_flops(
+        model.config, packing.SAMPLE, flops.length_sums(n + prompt_lens, caption_lens))
+    computed = flops.train_step_flops(model.config, batch, prompt_len, data.max_target_len, rows)
+    return [f"  packing  {'on' if layout else 'off'} (config.data.pack): {batch} examples in "
+            f"{rows} rows; real / computed positions: encoder {enc:.0%}, decoder {dec:.0%} "
+            f"({source})",
+            f"  FLOPs    {computed / batch / 1e9:.4g} GFLOP computed per training example, "
+            f"{useful / packing.SAMPLE / 1e9:.4g} at the real lengths"]
+
+
+def step_memory(config, model, mesh, compile_step, lengths=None):
     """Per-device bytes of the compiled training step, from XLA's memory analysis."""
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
-    compiled = compile_step(config, model, mesh, abstract_state)
+    compiled = compile_step(config, model, mesh, abstract_state,
+                            packing_layout(config, model, mesh, lengths))
     m = compiled.memory_analysis()
     return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
             - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
@@ -185,7 +211,7 @@ def _alternatives(config, data_devices):
     return options
 
 
-def fit(config, model, mesh, compile_step, say, device_memory_gib=None):
+def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=None):
     """Reports the step's memory against the devices' (or `device_memory_gib` each, for a
     GPU when compiled on a CPU); returns whether it fits."""
     data_devices = mesh.shape["data"]
@@ -197,7 +223,7 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None):
     for_gpu = device.platform == "cpu" and device_memory_gib is not None
 
     def need(config):  # Bytes per device where the run goes.
-        used = step_memory(config, model, mesh, compile_step)
+        used = step_memory(config, model, mesh, compile_step, lengths)
         return used * GPU_PEAK_PER_CPU_ANALYSIS if for_gpu else used
 
     used = need(config)
@@ -244,7 +270,8 @@ def check(config, *, build_evaluators, compile_step, say=print, devices=None,
     size = vocab.vocab_size if vocab is not None else config.model.t5.vocab_size
     model = captioner.from_config(config.model, size or 128)  # 128: any, for the names.
     abstract_params = state_lib.abstract_params(model) if size else None
-    items = [vocab_item, _training_data(config), *_pretrained(config, abstract_params),
+    data_item = _training_data(config)
+    items = [vocab_item, data_item, *_pretrained(config, abstract_params),
              *_evaluation_data(config, model, vocab, build_evaluators),
              *([workdir_item] if workdir_item else [])]
     target = (f" sized for {jax.device_count()} device(s) of " + (
@@ -253,17 +280,24 @@ def check(config, *, build_evaluators, compile_step, say=print, devices=None,
     say(f"Preflight of {jax.device_count()} {jax.devices()[0].platform} device(s){target}:")
     for item in items:
         say(item.line())
-    missing = any(item.problem for item in items)
-    if missing and not sizing:
-        say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
-            "are all there, or now with --devices N --device_memory GIB).")
-        return False
     if size is None:  # The vocabulary unread: mT5's, as every baseline's checkpoints.
         size = t5.MT5_VOCAB_SIZE
         say(f"  vocab    {size} ids assumed (mT5's; the vocabulary is not read here and "
             f"config.model.t5.vocab_size is unset)")
         model = captioner.from_config(config.model, size)
-    fits = fit(config, model, mesh, compile_step, say, device_memory_gib)
+    lengths, source = ((lambda n: pipeline.sample_lengths(config.data, vocab, config.seed, n)),
+                       "the first examples of the training stream")
+    if vocab is None or data_item.problem:
+        lengths, source = (lambda n: packing.synthetic_lengths(
+            n, config.data.max_prompt_len, config.data.max_target_len)), packing.SYNTHETIC
+    for line in packing_lines(config, model, mesh, lengths, source):
+        say(line)
+    missing = any(item.problem for item in items)
+    if missing and not sizing:
+        say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
+            "are all there, or now with --devices N --device_memory GIB).")
+        return False
+    fits = fit(config, model, mesh, compile_step, say, device_memory_gib, lengths)
     if missing:
         say("Not ready: fix the MISSING inputs above.")
         return False

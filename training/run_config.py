@@ -114,6 +114,7 @@ FIELDS = tuple(Field(*row) for row in (
     ("data.max_target_len", int, Range(1, 1024, open_high=False), "fixed",
      "Caption tokens with EOS (mT5's pretraining lengths bound it)."),
     ("data.corrupt_images", "stop", CORRUPT_IMAGE_POLICIES, "", "A JPEG that does not decode."),
+    ("data.pack", False, None, "", "Several examples' text per row (data/pipeline/packing.py)"),
     # The captioner (model/captioner.py).
     ("model.image_size", int, N1, "fixed", "ViT input side in pixels."),
     ("model.fusion", "pooled", captioner.FUSIONS, "fixed",

@@ -166,7 +166,10 @@ def make_train_step(model, tx, schedule, config):
             "train/grad_norm": optax.global_norm(grads),
             "train/tokens": aux["weight"],
             "learning_rate": schedule(state["step"]),
+            "lengths": losses.length_sums(batch, model.num_image_tokens),  # For useful FLOPs.
         }
+        if "packed" in batch:  # Examples left out of packed rows (data/pipeline/packing.py).
+            measurements["train/pack_dropped"] = jnp.sum(1 - batch["packed"])
         new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
         return new_state, measurements
 

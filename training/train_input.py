@@ -5,6 +5,7 @@ import jax
 import errors
 from data import images as image_lib
 from data import pipeline
+from data.pipeline import packing
 from training.actions import TrainingError
 
 
@@ -17,17 +18,30 @@ def _data_error(error, where):
                          f"delete it and build it again")
 
 
+def packing_layout(config, vocab, image_tokens, data_devices):
+    """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
+    from the first examples of the run's training stream."""
+    try:
+        return packing.layout(config, data_devices=data_devices, image_tokens=image_tokens,
+                              lengths=lambda n: pipeline.sample_lengths(config.data, vocab,
+                                                                        config.seed, n))
+    except (OSError, errors.Error) as e:
+        raise _data_error(e, "config.data") from None
+
+
 class Batches:
     """This process's training batches as global arrays, from step `start_step` + 1 on.
     The workers start at once; `peek` fetches the next batch ahead. Data errors: TrainingError."""
 
-    def __init__(self, config, vocab, sharding, start_step):
+    def __init__(self, config, vocab, sharding, start_step, layout=None):
         self.sharding, self._peeked = sharding, None
+        self.layout = layout  # A packing.Layout: packed batches.
         try:
             self._iterator = pipeline.train_iterator(
                 config.data, vocab, global_batch_size=config.batch_size,
                 image_size=config.model.image_size, seed=config.seed, start_step=start_step,
-                process_index=jax.process_index(), process_count=jax.process_count())
+                process_index=jax.process_index(), process_count=jax.process_count(),
+                layout=layout)
         except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
             raise _data_error(e, "config.data") from None
 

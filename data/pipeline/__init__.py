@@ -18,15 +18,23 @@ from absl import flags
 
 from data import build as build_lib
 from data import images, languages, prompts, tokenizer, worker_processes
-from data.pipeline import sampling
+from data.pipeline import packing, sampling
 
 _ENDLESS = 1 << 62  # Steps in the stream: more than any run takes.
 
 
-def batch_shapes(batch_size, image_size, data_config):
-    """{name: (shape, dtype)} of the batches: what the train step compiles for before the first."""
-    return {"image": ((batch_size, image_size, image_size, 3), np.uint8),
-            "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
+def batch_shapes(batch_size, image_size, data_config, layout=None):
+    """{name: (shape, dtype)} of the batches: what the train step compiles for before the first;
+    with a packing.Layout, of packed batches (`packing.pack`'s arrays and the images)."""
+    image = ((batch_size, image_size, image_size, 3), np.uint8)
+    if layout is not None:
+        rows = batch_size * layout.rows // layout.batch_size
+        enc, dec = (rows, layout.encoder_len), (rows, layout.target_len)
+        return {"image": image, "packed": ((batch_size,), np.int32),
+                **{k: (enc, np.int32) for k in ("encoder_tokens", "image_slots",
+                                                "encoder_segments")},
+                **{k: (dec, np.int32) for k in ("targets", "decoder_segments")}}
+    return {"image": image, "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
             "targets": ((batch_size, data_config["max_target_len"]), np.int32)}
 
 
@@ -36,8 +44,9 @@ class Batch:
     the tables and vocabulary at its first batch. In a worker, arrays are in shared memory."""
 
     def __init__(self, config, vocab_path, sampler, *, image_size, global_batch_size,
-                 process_count, shared_memory=False):
+                 process_count, shared_memory=False, layout=None):
         self.config, self.vocab_path, self.sampler = config, vocab_path, sampler
+        self.layout = layout
         self.image_size, self.shared_memory = image_size, shared_memory
         self.global_batch_size, self.process_count = global_batch_size, process_count
         self._opened = None
@@ -75,7 +84,7 @@ class Batch:
         jpegs = {index: image_table[index][1] for index in sorted({r[0] for r in rows.values()})}
         new = grain.multiprocessing.SharedMemoryArray if self.shared_memory else np.empty
         batch = {name: new(shape, dtype) for name, (shape, dtype)
-                 in batch_shapes(local, self.image_size, self.config).items()}
+                 in batch_shapes(local, self.image_size, self.config, self.layout).items()}
         image = batch["image"]
         # Shared memory is written by write calls, not stores into its mapping: the kernel
         # then fills each fresh page without a fault and a zeroing (half the cost, 3% of all).
@@ -97,10 +106,26 @@ class Batch:
             for array in batch.values() if self.shared_memory else ():
                 array.shm.unlink()
             raise
-        batch["prompt"][...] = prompt_ids[[lang for lang, _, _ in picks]]
-        batch["targets"][...] = prompts.tokenize_targets(vocab, targets,
-                                                         self.config["max_target_len"])
+        text = {"prompt": prompt_ids[[lang for lang, _, _ in picks]],
+                "targets": prompts.tokenize_targets(vocab, targets, self.config["max_target_len"])}
+        if self.layout is not None:
+            text = packing.pack(text["prompt"], text["targets"], self.layout, process * local)
+        for name, array in text.items():
+            batch[name][...] = array
         return batch
+
+    def lengths(self, count, tables=None):
+        """(prompt, caption) lengths with EOS of the stream's first `count` examples."""
+        captions, _, vocab, prompt_ids = self.open(tables)
+        picks = [self.sampler.example(p) for p in range(count)]
+        order = sorted(range(count), key=lambda i: picks[i][:2])  # Each chunk read once.
+        texts = [None] * count
+        for i in order:
+            lang, example, draw = picks[i]
+            refs = captions[lang][example][2]
+            texts[i] = refs[sampling.reference_index(draw, len(refs))]
+        targets = prompts.tokenize_targets(vocab, texts, self.config["max_target_len"])
+        return (prompt_ids[[p[0] for p in picks]] != 0).sum(1), (targets != 0).sum(1)
 
 
 class Batches:
@@ -174,12 +199,23 @@ def ensure_built(data_config, build=False):
         build=build, corrupt_images=data_config.get("corrupt_images", None) or "stop")
 
 
+def sample_lengths(data_config, vocab, seed, count):
+    """(prompt, caption) lengths with EOS of the first `count` examples of the training stream
+    (of `seed`): the sample packing.layout derives the rows from."""
+    config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
+    tables = open_tables(config)
+    sampler = sampling.Sampler([len(table) for table in tables[0]], seed)
+    return Batch(config, vocab.path, sampler, image_size=1, global_batch_size=count,
+                 process_count=1).lengths(count, tables)
+
+
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
-                   process_index=0, process_count=1):
+                   process_index=0, process_count=1, layout=None):
     """This process's share of each global training batch, forever: a started `Batches`.
     `data_config` is `config.data` (num_workers: None = one per core, 0 = this process);
     `process_index` of `process_count` takes a disjoint slice of every global batch of
-    `global_batch_size`; `start_step` resumes. Raises layout.NotBuiltError for a missing build."""
+    `global_batch_size`; `start_step` resumes; a packing.Layout packs the batches. Raises
+    layout.NotBuiltError for a missing build."""
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
     tables = open_tables(config)
@@ -188,7 +224,7 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
     num_workers = worker_processes.available_cores() if num_workers is None else num_workers
     batch = Batch(config, vocab.path, sampler, image_size=image_size,
                   global_batch_size=global_batch_size, process_count=process_count,
-                  shared_memory=num_workers > 0)
+                  shared_memory=num_workers > 0, layout=layout)
     batch.open(tables)  # Checks the prompts here; makes the batches if no workers.
     shard = grain.sharding.ShardOptions(shard_index=process_index, shard_count=process_count)
     dataset = (grain.MapDataset.range(_ENDLESS)[shard.shard_index::shard.shard_count]

@@ -42,11 +42,13 @@ def report(built_once):
 def _check_step(figures):
     assert figures["step_s"] > 0
     assert math.isclose(figures["examples_per_s"], figures["batch_size"] / figures["step_s"])
-    assert figures["padded_tokens_per_s"] >= figures["real_tokens_per_s"] > 0
-    achieved = figures["batch_size"] * figures["flops"]["per_example"] / figures["step_s"]
-    for name, mfu in figures["flops"]["mfu"].items():
-        assert math.isclose(mfu, achieved / figures["peaks"][name]), name
-        assert 0 < mfu < 1.5, (name, mfu)
+    assert figures["computed_tokens_per_s"] >= figures["real_tokens_per_s"] > 0
+    for kind, per_example in (("computed", "per_example"), ("useful", "per_example_useful")):
+        achieved = figures["batch_size"] * figures["flops"][per_example] / figures["step_s"]
+        for name, mfu in figures["flops"][f"mfu_{kind}"].items():
+            assert math.isclose(mfu, achieved / figures["peaks"][name]), (kind, name)
+            assert 0 < mfu < 1.5, (kind, name, mfu)
+    assert figures["flops"]["per_example_useful"] <= figures["flops"]["per_example"]
 
 
 def test_table_and_json_hold_every_section(report):
@@ -76,10 +78,12 @@ def test_train_steps_add_up(report):
     suggested = figures["target_len"]["suggested"]
     assert suggested % 8 == 0 and suggested >= figures["target_len"]["p99_9"]
     bb = [e["figures"] for e in figures["bb"]]
-    # --tiny: one length (the suggested one) and one remat policy, the launch's.
-    assert [(f["remat"], f["max_target_len"]) for f in bb] == [(True, suggested)]
-    assert bb[0] == figures["launch"]["warm"]["figures"]
-    optimizer = bb[0]["optimizer"]
+    # --tiny: one length (the suggested one) and one remat policy, the launch's; padded, then
+    # packed (the launch's).
+    assert [(f["remat"], f["max_target_len"], f["pack"]) for f in bb] == [
+        (True, suggested, False), (True, suggested, True)]
+    assert bb[1] == figures["launch"]["warm"]["figures"]
+    optimizer = bb[1]["optimizer"]
     assert optimizer["ms"] > 0 and optimizer["xla_bytes_accessed"] > optimizer["parameter_bytes"]
     for f in bb + [e["figures"] for e in figures["bg_lg"]]:
         _check_step(f)

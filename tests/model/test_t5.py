@@ -161,6 +161,27 @@ def test_encoder_ignores_padding_positions_and_decoder_is_causal(tiny):
     assert logits.dtype == jnp.float32 and logits.shape == (BATCH, DEC_LEN, TINY.vocab_size)
 
 
+def test_a_packed_segment_gives_the_logits_of_its_example_alone(tiny):
+    # One row holds example A (encoder positions 0-1, decoder 0-1) and B (2-4, 2-4): each
+    # segment attends within itself (T5's relative buckets are offsets, the same in the row).
+    model, params, emb, dec = tiny["model"], tiny["params"], tiny["emb"], tiny["dec"]
+
+    def logits(emb, mask, dec, segments=None):
+        def run(module):
+            encoded = module.encoder(emb, mask, segments=segments and segments[1])
+            return module.decoder(encoded, mask, dec, segments=segments)
+        return nn.apply(run, model)({"params": params})
+
+    segments = jnp.array([[1, 1, 2, 2, 2]])
+    packed = logits(emb[:1], segments > 0, dec[:1], (segments, segments))
+    for start, length in ((0, 2), (2, 3)):
+        alone_emb = jnp.zeros_like(emb[:1]).at[0, :length].set(emb[0, start:start + length])
+        alone_dec = jnp.zeros_like(dec[:1]).at[0, :length].set(dec[0, start:start + length])
+        alone = logits(alone_emb, jnp.arange(ENC_LEN)[None] < length, alone_dec)
+        np.testing.assert_allclose(packed[0, start:start + length], alone[0, :length],
+                                   rtol=1e-5, atol=1e-5)
+
+
 
 
 def _cached_logits(model, params, emb, mask, dec):

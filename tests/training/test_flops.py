@@ -98,3 +98,22 @@ def test_step_flops_and_mfu():
     assert step == 8 * per_example
     np.testing.assert_allclose(flops.mfu(step, 2.0, num_devices=1, peak=step), 0.5)
     assert flops.mfu(step, 1.0, peak=None) is None or jax.default_backend() != "cpu"
+
+
+def test_useful_step_flops_are_the_examples_flops_at_their_real_lengths():
+    config = _model(fusion="patches").config
+    prompt_lens, caption_lens = np.array([1, 3, 6]), np.array([10, 1, 4])
+    enc = 16 + prompt_lens  # mu/8 at 32 px: 16 patches.
+    sums = {"enc": enc.sum(), "enc2": (enc * enc).sum(), "dec": caption_lens.sum(),
+            "dec2": (caption_lens ** 2).sum(), "enc_dec": (enc * caption_lens).sum()}
+    want = sum(flops.train_flops_per_example(config, int(p), int(t))
+               for p, t in zip(prompt_lens, caption_lens, strict=True))
+    assert flops.useful_step_flops(config, 3, sums) == pytest.approx(want, rel=1e-12)
+
+
+def test_packed_step_computes_the_mt5_once_per_row():
+    config = _model().config
+    padded = flops.train_step_flops(config, 8, PROMPT_LEN, TARGET_LEN)
+    packed = flops.train_step_flops(config, 8, PROMPT_LEN, TARGET_LEN, rows=3)
+    t5 = 3 * sum(flops.t5_forward_flops(config.t5, 1 + PROMPT_LEN, TARGET_LEN).values())
+    assert padded - packed == pytest.approx(5 * t5, rel=1e-12)
