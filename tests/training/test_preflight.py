@@ -14,6 +14,7 @@ import train
 from model import captioner
 from tests import tiny
 from training import preflight, run_config
+from training import state as state_lib
 
 
 def _check(config):
@@ -62,7 +63,7 @@ def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
         four_step_run, monkeypatch):
     config = four_step_run.config()
     model = captioner.from_config(config.model, 656)
-    mesh = train.state_lib.make_mesh(config.mesh)
+    mesh = state_lib.make_mesh(config.mesh)
     compile_step = train.compile_for_preflight
     full = preflight.step_memory(config, model, mesh, compile_step)
     accum2 = preflight.step_memory(
@@ -86,8 +87,8 @@ def test_sized_for_other_devices_the_fit_is_computed_without_the_inputs(four_ste
 def test_a_gpu_sized_on_the_cpu_is_estimated_from_the_cpu_analysis_by_the_stated_ratio(
         four_step_run):
     config = four_step_run.config()
-    model = train.captioner.from_config(config.model, 656)
-    mesh = train.state_lib.make_mesh(config.mesh)
+    model = captioner.from_config(config.model, 656)
+    mesh = state_lib.make_mesh(config.mesh)
     analysis = preflight.step_memory(config, model, mesh, train.compile_for_preflight)
     lines = []
     assert train.preflight_check(config, say=lines.append, device_memory_gib=1000)
