@@ -161,8 +161,9 @@ def prepare_workdir(workdir):
 
 
 # ----------------------------------------------------------- state, step ----
-def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes):
-    """(state, step) of the newest readable checkpoint, or of a fresh initialization."""
+def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, weights=None):
+    """(state, step) of the newest readable checkpoint, or of a fresh initialization (from the
+    pretrained `weights` read, if given)."""
     config, workdir = run.config, run.workdir
     try:
         state, step = run.restore(params_only=False, abstract=abstract_state, set_aside=True,
@@ -184,7 +185,8 @@ def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes):
         state = state_lib.init_state(run.model, tx, rng, shardings)
     _say(f"Initialized the parameters in {compiled}")
     try:
-        state["params"] = pretrained.initialize(state["params"], config.init, abstract_state)
+        state["params"] = pretrained.initialize(state["params"], config.init, abstract_state,
+                                                 weights)
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(str(e)) from None
     return state, 0
@@ -297,6 +299,8 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     model = run.model
     try:
         evaluators = build_evaluators(config, model, vocab)
+        weights = (None if checkpointing.has_checkpoint(workdir) else  # A fresh run's.
+                   pretrained.read(config.init, run.abstract_params(sharded=False)))
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(str(e)) from None
     prepare_workdir(workdir)
@@ -318,7 +322,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
                      compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup,
                                         layout))
     state, start_step = restore_or_initialize(run, tx, abstract_state, init_rng, whole_through,
-                                              changes)
+                                              changes, weights)
     # The input, from the step the state is at (the one place the start step is decided).
     batches = cleanup.enter_context(train_input.Batches(
         config, vocab, NamedSharding(mesh, P("data")), start_step, layout))

@@ -34,6 +34,19 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
     assert not workdir.exists()
 
 
+@pytest.mark.parametrize("field", ["mt5", "vit", "checkpoint"])
+def test_an_unreadable_pretrained_checkpoint_is_one_error_line_and_no_workdir(config_file,
+                                                                            tmp_path, field):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    workdir = tmp_path / "run"
+    result = tiny.train_main(config_file, workdir, f"--config.init.{field}={empty}")
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: init.{field}: "), lines
+    assert not workdir.exists()
+
+
 @pytest.mark.parametrize("contents,cause", [
     (None, r"\[Errno 2\] No such file or directory: '{path}'"),
     ("folder", r"\[Errno 21\] Is a directory: '{path}'"),

@@ -367,6 +367,14 @@ def _readable_step(workdir, step, abstract_params, best):
     return path, where
 
 
+def check_params(workdir, step, abstract_params):
+    """Checks from its metadata that checkpoint `step` (None: the newest) holds parameters of
+    the shapes of `abstract_params` (FileNotFoundError, CheckpointError)."""
+    available = steps(workdir)
+    _readable_step(workdir, available[-1] if step is None and available else step,
+                   abstract_params, best=False)
+
+
 def _read_step(workdir, step, abstract, best=False):
     """Checkpoint `step` read into `abstract`: the whole state, or the parameters alone."""
     whole = isinstance(abstract, dict) and "opt_state" in abstract

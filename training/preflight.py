@@ -19,7 +19,7 @@ from data import pipeline
 from data.pipeline import packing
 from model import captioner, t5, upstream
 from model.upstream import big_vision, files, hugging_face
-from training import checkpointing, flops, run_config
+from training import flops, pretrained, run_config
 from training import run as run_lib
 from training import state as state_lib
 
@@ -105,12 +105,15 @@ def _pretrained(config, abstract_params):
                 items.append(Item(f"{what} {report.source}: its shapes fit the model"))
     path = config.init.get("checkpoint")
     if path:
-        run = path.rstrip("/")
-        if run.rsplit("/", 1)[-1].isdigit():  # .../checkpoints/<step>
-            run = run.rsplit("/", 2)[0]
-        items.append(Item(f"pretrained config.init.checkpoint {path}",
-                          None if checkpointing.has_checkpoint(run)
-                          else _unreadable(path, "init.checkpoint")))
+        try:
+            pretrained.check_other_run(path, abstract_params)
+        except FileNotFoundError:
+            problem = _unreadable(path, "init.checkpoint")
+        except (OSError, ValueError) as e:
+            problem = str(e)
+        else:
+            problem = None
+        items.append(Item(f"pretrained config.init.checkpoint {path}", problem))
     return items
 
 

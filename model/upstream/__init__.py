@@ -14,7 +14,8 @@ from typing import Any
 from model.upstream import big_vision, files, hugging_face, merge, t5x
 from model.upstream.merge import Report, merge_params
 
-__all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "t5x"]
+__all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "read_pretrained",
+           "t5x"]
 
 # Classifier ViTs have no MAP head and MAP-head ViTs no `cls`: the unused one keeps its init.
 VIT_ALLOW_MISSING = (r"MAPHead_0/.*", "cls")
@@ -41,27 +42,38 @@ def _read(loader: Callable[[str], dict], path: str) -> tuple[dict, str]:
     return loader(path), path
 
 
-def load_pretrained(params: dict, init_config, *,
-                    check_only: bool = False) -> tuple[dict, list[Report]]:
+def read_pretrained(init_config) -> dict[str, tuple[dict, str]]:
+    """{field: (tree, source)} of the checkpoints `init_config` names (`mt5`, `vit`), read.
+    FileNotFoundError / ValueError messages start with "init.<field>:"."""
+    read = {}
+    for field, (loader, _, _) in _SOURCES.items():
+        path = init_config.get(field) if init_config is not None else None
+        if not path:
+            continue
+        try:
+            read[field] = _read(loader, path)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"init.{field}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"init.{field}: {e}") from e
+    return read
+
+
+def load_pretrained(params: dict, init_config, *, check_only: bool = False,
+                    read: dict | None = None) -> tuple[dict, list[Report]]:
     """Overwrites parts of initialized captioner params with pretrained weights.
     `init_config` fields: `mt5` (a T5X `checkpoint_<step>` folder, see `t5x.load`) and `vit` (a
     big_vision `.npz` or step copy, optionally `:subtree`), or either as Hugging Face / timm
     safetensors (`hugging_face.read`); None or '' skips that part. An mT5 without a decoder
     (`MT5EncoderModel`) leaves the decoder at its init. `check_only`: the shapes are checked,
-    nothing read from safetensors, `params` returned as they are. `params` may be the variables dict
-    holding the tree under 'params'. Returns (params, one `Report` per checkpoint).
-    FileNotFoundError / ValueError messages start with "init.<field>:"."""
+    nothing read from safetensors, `params` returned as they are. `read`: what
+    `read_pretrained(init_config)` returned (else they are read now). `params` may be the
+    variables dict holding the tree under 'params'. Returns (params, one `Report` per
+    checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
     reports = []
-    for field, (loader, prefix, allow_missing) in _SOURCES.items():
-        path = init_config.get(field) if init_config is not None else None
-        if not path:
-            continue
-        try:
-            loaded, source = _read(loader, path)
-        except FileNotFoundError as e:
-            raise FileNotFoundError(f"init.{field}: {e}") from e
-        except ValueError as e:
-            raise ValueError(f"init.{field}: {e}") from e
+    read = read_pretrained(init_config) if read is None else read
+    for field, (loaded, source) in read.items():
+        _, prefix, allow_missing = _SOURCES[field]
         if field == "mt5" and "decoder" not in loaded:
             allow_missing = (r"decoder/.*",)
         try:
