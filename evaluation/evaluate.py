@@ -112,9 +112,10 @@ def _data_langs(name, cls, eval_config):
 _HOW_IT_RUNS = ("model.scan", "model.remat", "model.dropout", "model.vit.dropout")
 
 
-def open_run(workdir, config):
-    """The run of `workdir`, evaluated with `config` (UsageError when its model or vocabulary
-    differs from the run's config.json)."""
+def open_run(workdir, config, names=(), decoding=None):
+    """The run of `workdir`, evaluated with `config` by evaluators `names` (UsageError when
+    its model or vocabulary differs from the run's config.json, or a decoding's size is out of
+    bounds: `check_sizes`)."""
     if not checkpointing.has_checkpoint(workdir):
         raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train "
                          f"first, or pass the --workdir of a run")
@@ -125,8 +126,29 @@ def open_run(workdir, config):
         raise UsageError(f"config.{changed[0]}: not the model or vocabulary of the run in "
                          f"{run_config.path(workdir)}; leave --config out to evaluate the run "
                          f"with its own config")
+    check_sizes(config, names, decoding, run.model.config, run_lib.max_len_bound(run.config))
     run.config = config
     return run
+
+
+def check_sizes(config, names, decoding, model_config, max_len_bound):
+    """UsageError, before anything is allocated, when an evaluator of `names` decodes longer
+    than `max_len_bound` (the run's longest), or its batch x beams (`decoding` or its own)
+    exceeds the memory here."""
+    memory = decode.memory_bytes()
+    for name in names:
+        eval_config = config.evals[name]
+        if "max_decode_len" not in eval_config:  # An evaluator that decodes its own way.
+            continue
+        own = decoding is None
+        try:
+            (decoding or decode.Decoding.from_config(eval_config)).check_size(
+                model_config, eval_config.batch_size, eval_config.max_decode_len, max_len_bound,
+                memory)
+        except decode.DecodingError as e:
+            field = {"max_len": "max_decode_len"}.get(e.setting, e.setting)
+            where = f"config.evals.{name}.{field}" if own or field != "beam_size" else "--beam_size"
+            raise UsageError(f"{where}: {e.problem}") from None
 
 
 def _restore(run, step):
@@ -171,7 +193,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     Returns (results folder, {evaluator: {lang: score}}, {evaluator: [its file names]} and
     "metrics.json"); raises UsageError for bad input."""
     names, per_name_langs = _check_request(config, names, langs)
-    run = open_run(workdir, config)
+    run = open_run(workdir, config, names, decoding)
     params, step = _restore(run, step)
     setup = caption_evaluator.Setup.for_model(run.model, run.vocab, config.data,
                                               config.model.image_size)

@@ -363,23 +363,23 @@ class Decoding:
             return f"sampling (temperature {self.temperature:g}{top}{seed})"
         return "greedy"
 
-    def check_size(self, model_config, batch_size, max_len, trained_len, memory_bytes):
-        """DecodingError (or InputError for the batch or length) when decoding `batch_size`
-        images of a `model_config` (a CaptionerConfig) to `max_len` tokens goes beyond the
-        caption length the model was trained on (`trained_len`), or its working memory (the
-        logits of every beam, the decoder's cache, the images) beyond `memory_bytes`: refused
-        before anything is allocated."""
-        if max_len > trained_len:
-            raise errors.InputError(f"max_len {max_len}: the model was trained on captions of "
-                                    f"at most {trained_len} tokens")
+    def check_size(self, model_config, batch_size, max_len, max_len_bound, memory_bytes):
+        """DecodingError naming "max_len", "batch_size" or "beam_size" when decoding
+        `batch_size` images of a `model_config` (a CaptionerConfig) to `max_len` tokens goes
+        beyond the longest the run trained or evaluated at (`max_len_bound`), or its working
+        memory (the logits of every beam, the decoder's cache, the images) beyond
+        `memory_bytes`: refused before anything is allocated."""
+        if max_len > max_len_bound:
+            raise DecodingError("max_len", f"{max_len} is longer than the run was trained or "
+                                           f"evaluated for (at most {max_len_bound}: its "
+                                           f"data.max_target_len and evals' max_decode_len)")
         need = decode_bytes(model_config, batch_size, self.beam_size or 1, max_len)
         if need > memory_bytes:
             beams = f"{self.beam_size} beams x " if self.beam_size else ""
-            problem = (f"{beams}batch {batch_size} x {max_len} tokens: decoding needs about "
-                       f"{need / 2**30:.1f} GiB, more than the {memory_bytes / 2**30:.1f} GiB "
-                       f"of memory here; give fewer")
-            raise (DecodingError("beam_size", problem) if self.beam_size
-                   else errors.InputError(f"batch_size {batch_size}: {problem}"))
+            raise DecodingError("beam_size" if self.beam_size else "batch_size", (
+                f"{beams}batch {batch_size} x {max_len} tokens: decoding needs about "
+                f"{need / 2**30:.1f} GiB, more than the {memory_bytes / 2**30:.1f} GiB of "
+                f"memory here; give fewer"))
 
     def check_logits(self, num_logits):
         """DecodingError when top-k sampling asks for more than the model's `num_logits`."""

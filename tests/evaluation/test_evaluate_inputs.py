@@ -174,3 +174,22 @@ def test_missing_evaluation_data_is_named_by_its_field(config_path, tiny_run, tm
                   str(tmp_path / "out"), "--config.evals.xm3600.data_dir=/nonexistent")
     assert lines == ["error: config.evals.xm3600: XM3600 captions file not found: "
                      "/nonexistent/captions.jsonl"], lines
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config.evals.xm3600.batch_size=100000000"],
+     r"error: config.evals.xm3600.batch_size: batch 100000000 x 8 tokens: decoding needs about "
+     r"[\d.]+ GiB, more than the [\d.]+ GiB of memory here; give fewer"),
+    (["--decode=beam", "--beam_size=100000000"],
+     r"error: --beam_size: 100000000 beams x batch 4 x 8 tokens: decoding needs about"),
+    (["--config.evals.xm3600.max_decode_len=1000"],
+     r"error: config.evals.xm3600.max_decode_len: 1000 is longer than the run was trained or "
+     r"evaluated for \(at most 16: "),
+], ids=["batch", "beams", "length"])
+def test_a_decoding_too_large_is_one_error_line_before_anything_is_allocated(
+        config_path, tiny_run, tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    lines = _fail(capsys, "--config", config_path, "--workdir", tiny_run, "--evals", "xm3600",
+                  "--out", str(out), *args)
+    assert len(lines) == 1 and re.match(message, lines[0]), lines
+    assert not out.exists()

@@ -13,7 +13,6 @@ import ml_collections
 import numpy as np
 import pytest
 
-import errors
 from model import captioner, decode, layers
 
 EOS = 1
@@ -292,13 +291,13 @@ def test_a_beam_too_large_for_the_memory_is_refused_naming_it():
 
 
 def test_a_batch_too_large_for_the_memory_is_refused_naming_it():
-    with pytest.raises(errors.InputError, match=r"^batch_size 100000000: batch 100000000 x 64"):
+    with pytest.raises(decode.DecodingError, match=r"^batch_size: batch 100000000 x 64"):
         decode.Decoding("greedy").check_size(_bb_model_config(), 10**8, 64, 64, 80 * 2**30)
 
 
 def test_a_length_beyond_the_trained_captions_is_refused():
-    with pytest.raises(errors.InputError, match=r"^max_len 100: the model was trained on "
-                                                r"captions of at most 64 tokens"):
+    with pytest.raises(decode.DecodingError, match=r"^max_len: 100 is longer than the run "
+                                                   r"was trained or evaluated for \(at most 64: "):
         decode.Decoding("greedy").check_size(_bb_model_config(), 16, 100, 64, 80 * 2**30)
 
 

@@ -159,7 +159,12 @@ def _prepare(args):
         raise InputError(f"--max_len must be >= 1, got {args.max_len}")
     decoding_of(args)
     captioner = load_captioner(args)
-    return paths, captioner, captioner.check_langs(args.langs), decoding_of(args, captioner)
+    langs, decoding = captioner.check_langs(args.langs), decoding_of(args, captioner)
+    try:
+        captioner.check_size(decoding, args.batch_size, len(paths) * len(langs))
+    except decode.DecodingError as e:
+        raise decode.DecodingError(f"--{e.setting}", e.problem) from None
+    return paths, captioner, langs, decoding
 
 
 def _write_captions(args, stream, paths, captioner, langs, decoding):

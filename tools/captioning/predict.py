@@ -25,6 +25,7 @@ from PIL import Image
 from data import languages, tokenizer
 from errors import InputError
 from formats import predictions as predictions_format
+from model import decode as decode_lib
 from model.decode import Decoding
 from tools.captioning import decoding as decoding_lib
 from tools.captioning import export, inputs, restore
@@ -101,6 +102,10 @@ class _RunPrograms:
         decoding.check_logits(self.run.model.config.t5.vocab_size)
         return decoding
 
+    def check_size(self, decoding, batch_size):
+        decoding.check_size(self.run.model.config, batch_size, self.run.max_len,
+                            self.run.max_len, decode_lib.memory_bytes())
+
     def __call__(self, decoding, images, prompts, rng):
         fn = _jitted(self.run.model, decoding_lib.program(decoding), self.run.max_len)
         return fn(self.run.params, images, prompts, rng)
@@ -129,6 +134,9 @@ class _ExportedPrograms:
                              f"{decoding.describe(seed=False)}: export the run again with "
                              f"these settings (python -m tools.captioning.export)")
         return decoding
+
+    def check_size(self, decoding, batch_size):
+        """Nothing: the file holds no model config to size a decoding by."""
 
     def __call__(self, decoding, images, prompts, rng):
         return self._calls[decoding.method](self.exported.params, images, prompts, rng)
@@ -263,6 +271,14 @@ class Captioner:
             decode = self.default_decoding(decode)  # An export's: its program's settings.
         return self._programs.check(decode)
 
+    def check_size(self, decoding, batch_size, rows):
+        """The batch size of `rows` (image, language) rows captioned at most `batch_size` at a
+        time, checked before anything is allocated: DecodingError naming "batch_size" or
+        "beam_size" when `decoding` (a Decoding) of such a batch exceeds the memory here."""
+        batch_size = min(batch_size, _bucket(rows))
+        self._programs.check_size(decoding, batch_size)
+        return batch_size
+
     def caption(self, images, langs="en", decode="greedy", **kwargs):
         """Captions of every image in every language, image by image: a list of `Caption`.
 
@@ -297,7 +313,7 @@ class Captioner:
             raise InputError(f"skipped: expected a function skipped(name, message) or None, got "
                              f"{type(skipped).__name__}")
         images = [_named(image, i) for i, image in enumerate(_items(images))]
-        batch_size = min(batch_size, _bucket(len(images) * len(langs)))
+        batch_size = self.check_size(decoding, batch_size, len(images) * len(langs))
         rows, batch_index = [], 0
         for name, source in images:
             try:

@@ -52,23 +52,14 @@ def run_langs(config):
     return languages.check_langs(list(dict.fromkeys(found)))
 
 
-def max_len_bound(config):
-    """The longest decoding a run allows: the longest it trained (data.max_target_len) or
-    evaluated (evals.*.max_decode_len) at."""
-    lengths = [config.data.max_target_len]
-    lengths += [evaluator.get("max_decode_len", None)
-                for evaluator in config.get("evals", {}).values()]
-    return max(n for n in lengths if isinstance(n, int) and not isinstance(n, bool))
-
-
 def _max_len(max_len, config):
-    """The decoding length: `max_len` (an integer >= 1, at most `max_len_bound`) or the run's
+    """The decoding length: `max_len` (an integer >= 1, at most `run.max_len_bound`) or the run's
     data.max_target_len."""
     if max_len is None:
         return int(config.data.max_target_len)
     if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
         raise InputError(f"max_len must be an integer >= 1, got {max_len!r}")
-    bound = max_len_bound(config)
+    bound = run_lib.max_len_bound(config)
     if max_len > bound:
         raise InputError(f"max_len {max_len} is longer than the run was trained or evaluated "
                          f"for (at most {bound}: its data.max_target_len and evals' "
@@ -84,7 +75,7 @@ def restore(workdir, step=None, *, max_len=None):
         workdir: the run's folder.
         step: None (the latest checkpoint), "best" (checkpoints_best/'s) or a step number.
         max_len: decoding length (default: the run's data.max_target_len; at most
-            `max_len_bound`).
+            `run.max_len_bound`).
 
     Returns:
         A `Run`.

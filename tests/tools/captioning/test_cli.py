@@ -151,6 +151,18 @@ def test_bad_input_is_one_error_line(caption_run, exported, demo_images, tmp_pat
         f"error: --out {nowhere}: No such file or directory\n"
 
 
+def test_a_beam_too_large_is_one_error_line_and_the_out_file_kept(caption_run, demo_images,
+                                                                 tmp_path, capsys):
+    out = tmp_path / "kept.jsonl"
+    out.write_text("{\"earlier\": \"results\"}\n")
+    line = _fails(capsys, demo_images[0], "--workdir", caption_run, "--decode", "beam",
+                  "--beam_size", "100000000", "--out", out)
+    assert re.fullmatch(r"error: --beam_size: 100000000 beams x batch 1 x 16 tokens: decoding "
+                        r"needs about [\d.]+ GiB, more than the [\d.]+ GiB of memory here; give "
+                        r"fewer\n", line), line
+    assert out.read_text() == "{\"earlier\": \"results\"}\n"
+
+
 def test_repeated_languages_count_once_and_a_late_ctrl_c_is_ignored(caption_run, captioner,
                                                                     demo_images, capsys):
     assert captioner.check_langs("en,zh,en") == ("en", "zh")

@@ -189,6 +189,13 @@ def test_bad_arguments_are_input_errors(captioner, demo_images, images, kwargs, 
         captioner.caption(images, **kwargs)
 
 
+def test_a_beam_too_large_for_the_memory_is_an_input_error_before_decoding(captioner,
+                                                                          demo_images):
+    with pytest.raises(InputError, match=r"^beam_size: 100000000 beams x batch 1 x 16 tokens: "
+                                         r"decoding needs about"):
+        captioner.caption(demo_images[:1], decode=Decoding("beam", beam_size=100_000_000))
+
+
 def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
     with open(demo_images[0], "rb") as f:
         data = f.read()
