@@ -297,10 +297,12 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     whole_through, changes = check_workdir(config, workdir, allow_change)
     run = run_lib.Run(workdir, config, vocab)
     model = run.model
+    tx, _ = state_lib.create_optimizer(config)
+    abstract_state = run.abstract_state(tx, mesh)
     try:
         evaluators = build_evaluators(config, model, vocab)
         weights = (None if checkpointing.has_checkpoint(workdir) else  # A fresh run's.
-                   pretrained.read(config.init, run.abstract_params(sharded=False)))
+                   pretrained.read(config.init, abstract_state["params"]))
     except (FileNotFoundError, ValueError) as e:
         raise TrainingError(str(e)) from None
     prepare_workdir(workdir)
@@ -313,8 +315,6 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
              f"(config.data.pack)")
 
     # State: the workdir's newest readable checkpoint, or a fresh initialization.
-    tx, _ = state_lib.create_optimizer(config)
-    abstract_state = run.abstract_state(tx, mesh)
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
