@@ -369,10 +369,9 @@ class Decoding:
         beyond the longest the run trained or evaluated at (`max_len_bound`), or its working
         memory (the logits of every beam, the decoder's cache, the images) beyond
         `memory_bytes`: refused before anything is allocated."""
-        if max_len > max_len_bound:
-            raise DecodingError("max_len", f"{max_len} is longer than the run was trained or "
-                                           f"evaluated for (at most {max_len_bound}: its "
-                                           f"data.max_target_len and evals' max_decode_len)")
+        too_long = length_problem(max_len, max_len_bound)
+        if too_long:
+            raise DecodingError("max_len", too_long)
         need = decode_bytes(model_config, batch_size, self.beam_size or 1, max_len)
         if need > memory_bytes:
             beams = f"{self.beam_size} beams x " if self.beam_size else ""
@@ -386,6 +385,15 @@ class Decoding:
         if self.method == "sample" and self.top_k > num_logits:
             raise DecodingError("top_k", f"top-k {self.top_k} exceeds the model's {num_logits} "
                                          f"logits")
+
+
+def length_problem(max_len, max_len_bound):
+    """Why decoding to `max_len` tokens is refused for a run whose longest trained or evaluated
+    length is `max_len_bound` (None: it is not)."""
+    if max_len <= max_len_bound:
+        return None
+    return (f"{max_len} is longer than the run was trained or evaluated for (at most "
+            f"{max_len_bound}: its data.max_target_len and evals' max_decode_len)")
 
 
 def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):

@@ -14,6 +14,7 @@ import numpy as np
 from data import languages, tokenizer
 from data import prompts as prompt_lib
 from errors import InputError
+from model import decode
 from training import checkpointing, run_config
 from training import run as run_lib
 
@@ -59,11 +60,9 @@ def _max_len(max_len, config):
         return int(config.data.max_target_len)
     if isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral) or max_len < 1:
         raise InputError(f"max_len must be an integer >= 1, got {max_len!r}")
-    bound = run_lib.max_len_bound(config)
-    if max_len > bound:
-        raise InputError(f"max_len {max_len} is longer than the run was trained or evaluated "
-                         f"for (at most {bound}: its data.max_target_len and evals' "
-                         f"max_decode_len)")
+    too_long = decode.length_problem(max_len, run_lib.max_len_bound(config))
+    if too_long:
+        raise InputError(f"max_len {too_long}")
     return int(max_len)
 
 
