@@ -391,3 +391,18 @@ def write_timm_vit(folder: str, state: dict[str, np.ndarray], *, width: int, dep
     with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
     return folder
+
+
+def assert_mt5_matches_transformers(hf, enc_tokens, dec_tokens, encoded, logits, atol):
+    """transformers' forward pass of `hf` (an MT5ForConditionalGeneration) on the tokens gives
+    the encoder output `encoded` and the `logits` within `atol`, and the logits are not all
+    near zero (which any two models would match)."""
+    import torch  # Here: only the tests that compare with transformers have it.
+
+    with torch.no_grad():
+        out = hf(input_ids=torch.from_numpy(enc_tokens.astype(np.int64)),
+                 attention_mask=torch.from_numpy(enc_tokens != 0),
+                 decoder_input_ids=torch.from_numpy(dec_tokens.astype(np.int64)))
+    np.testing.assert_allclose(encoded, out.encoder_last_hidden_state.numpy(), atol=atol)
+    np.testing.assert_allclose(logits, out.logits.numpy(), atol=atol)
+    assert float(np.std(logits)) > 0.1
