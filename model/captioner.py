@@ -6,6 +6,7 @@ Parameters: {'img': ViT, 'img_proj': Dense, 't5': T5X}.
 """
 
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
@@ -185,5 +186,18 @@ def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):
 
 
 def abstract_params(model: Captioner, boxed: bool = True):
-    """Parameter shapes/dtypes (jax.ShapeDtypeStruct), without allocating them."""
-    return jax.eval_shape(lambda: init_params(model, jax.random.key(0), boxed=boxed))
+    """Parameter shapes/dtypes (jax.ShapeDtypeStruct), without allocating them; a new tree
+    per call (the caller may change it), traced once per model."""
+    tree = _abstract_boxed_params(model)
+    if boxed:
+        return jax.tree.map(lambda x: x, tree)
+    # Not nn.unbox: under a mesh it would constrain the shapes' sharding.
+    is_box = lambda x: isinstance(x, nn.Partitioned)  # noqa: E731
+    return jax.tree.map(lambda x: x.value if is_box(x) else x, tree, is_leaf=is_box)
+
+
+@functools.lru_cache(maxsize=8)
+def _abstract_boxed_params(model: Captioner):
+    # Tracing the initializers takes about a second even for a tiny model; the trainer, its
+    # optimizer state, the restore and the preflight all ask for these shapes.
+    return jax.eval_shape(lambda: init_params(model, jax.random.key(0), boxed=True))

@@ -90,7 +90,10 @@ def abstract_params(model, config=None):
 def state_shardings(model, tx, mesh, rules):
     """(abstract state with shardings, tree of NamedSharding) of `model` and `tx` on `mesh`."""
     param_specs = _param_specs(model, rules)
-    abstract = jax.eval_shape(lambda r: _init_state(model, tx, r), jax.random.key(0))
+    params = captioner.abstract_params(model, boxed=False)
+    # _init_state's shapes, without tracing the model's initializers again.
+    abstract = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
+                "step": jax.ShapeDtypeStruct((), jnp.int32)}
     is_spec = lambda x: isinstance(x, P)  # noqa: E731
     by_path = {
         path: (spec, leaf.shape) for (path, spec), leaf in zip(
