@@ -217,3 +217,19 @@ def test_uint8_pixels_are_mapped_to_the_hosts_unit_range_bit_for_bit(pooled):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(TypeError, match="uint8 pixels or floats"):
         captioner.unit_range(jnp.zeros((1, 2, 2, 3), jnp.int32))
+
+
+def test_abstract_params_are_the_shapes_of_init_params(pooled):
+    model = pooled[0]
+    traced = jax.eval_shape(lambda: captioner.init_params(model, jax.random.key(0)))
+    cached = captioner.abstract_params(model, boxed=False)
+    assert jax.tree.structure(cached) == jax.tree.structure(traced)
+    assert jax.tree.leaves(cached) == jax.tree.leaves(traced)
+
+
+def test_abstract_params_are_a_new_tree_on_each_call(pooled):
+    model = pooled[0]
+    for boxed in (True, False):
+        first = captioner.abstract_params(model, boxed=boxed)
+        first["t5"] = None  # A caller changing its tree changes nobody else's.
+        assert captioner.abstract_params(model, boxed=boxed)["t5"] is not None
