@@ -227,9 +227,9 @@ def test_abstract_params_are_the_shapes_of_init_params(pooled):
     assert jax.tree.leaves(cached) == jax.tree.leaves(traced)
 
 
-def test_abstract_params_are_a_new_tree_on_each_call(pooled):
+@pytest.mark.parametrize("boxed", [True, False])
+def test_abstract_params_are_a_new_tree_on_each_call(pooled, boxed):
     model = pooled[0]
-    for boxed in (True, False):
-        first = captioner.abstract_params(model, boxed=boxed)
-        first["t5"] = None  # A caller changing its tree changes nobody else's.
-        assert captioner.abstract_params(model, boxed=boxed)["t5"] is not None
+    first = captioner.abstract_params(model, boxed=boxed)
+    first["t5"] = None  # A caller changing its tree changes nobody else's.
+    assert captioner.abstract_params(model, boxed=boxed)["t5"] is not None
