@@ -161,7 +161,7 @@ def hlo_figures(compiled):
     fusion counting once; a scanned layer's body is counted once, however
     many layers run it. "converts" counts dtype conversions anywhere,
     inside fusions too. Cost analysis: XLA's FLOPs and bytes accessed of
-    one call (the same caveats as `flops.compiled_flops`).
+    one call (the same caveats as `compiled_flops`).
     """
     text = compiled.as_text()
     # Fused computations and reducers (to_apply) run inside another instruction's kernel.
@@ -209,6 +209,45 @@ def memory_lines(memory):
             f"{memory['temporaries_gib']:.2f})"]
 
 
+def remat_flops_per_example(config, prompt_len, target_len):
+    """Extra FLOPs per training example that rematerialization adds (0 without remat).
+    "full" reruns all of a layer's forward but its last matmul; "dots" only attention."""
+    parts = flops.forward_flops(config, prompt_len, target_len)
+    vit, t5 = config.vit, config.t5
+    extra = 0
+    if vit.remat:
+        tokens = flops.vit_tokens(vit, config.image_size)
+        if vit.remat_policy == "dots":
+            extra += vit.depth * flops.scores_and_mixing(tokens, tokens, vit.width)
+        else:
+            extra += parts["vit_blocks"] - vit.depth * 2 * tokens * vit.mlp_dim * vit.width
+    if t5.remat:
+        encoder_len = flops.image_tokens(config) + prompt_len
+        inner = t5.num_heads * t5.head_dim
+        if t5.remat_policy == "dots":
+            extra += (t5.num_encoder_layers
+                      * flops.scores_and_mixing(encoder_len, encoder_len, inner)
+                      + t5.num_decoder_layers
+                      * (flops.scores_and_mixing(target_len, target_len, inner)
+                         + flops.scores_and_mixing(target_len, encoder_len, inner)))
+        else:
+            last = 2 * t5.mlp_dim * t5.emb_dim * (t5.num_encoder_layers * encoder_len
+                                                 + t5.num_decoder_layers * target_len)
+            extra += parts["t5_encoder"] + parts["t5_decoder"] - last
+    return float(extra)
+
+
+def compiled_flops(compiled):
+    """XLA's FLOP count of one call of a compiled function (all devices), or None."""
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # Older jax: one dict per device program.
+        analysis = analysis[0] if analysis else None
+    if not analysis or "flops" not in analysis:
+        return None
+    # The analysis is of the per-device SPMD program; the step runs on every device.
+    return float(analysis["flops"]) * jax.device_count()
+
+
 def flop_figures(model_config, config, sums, layout, step_seconds, peaks):
     """Model FLOPs per example (computed: padded or packed in `layout`; useful: at the real
     lengths, `losses.length_sums`), remat's extra, MFU of both per peak."""
@@ -223,9 +262,9 @@ def flop_figures(model_config, config, sums, layout, step_seconds, peaks):
             "vit": parts["vit_stem"] + parts["vit_blocks"] + parts["vit_head"],
             "t5_encoder": parts["t5_encoder"], "t5_decoder": parts["t5_decoder"],
             "t5_logits": parts["t5_logits"]},
-        "per_example_padded": flops.train_flops_per_example(model_config, prompt_len, max_len),
+        "per_example_padded": flops.train_step_flops(model_config, 1, prompt_len, max_len),
         "per_example_useful": flops.useful_step_flops(model_config, b, sums) / b,
-        "remat_per_example": flops.remat_flops_per_example(model_config, prompt_len, max_len),
+        "remat_per_example": remat_flops_per_example(model_config, prompt_len, max_len),
     }
     if step_seconds:
         for kind, per_example in (("computed", out["per_example"]),
@@ -408,7 +447,7 @@ def compiled_figures(compiled, say):
     """XLA's memory analysis, FLOP count and kernel census of the compiled step."""
     out = {"memory_analysis": memory_figures(compiled)}
     say("\n".join(memory_lines(out["memory_analysis"])))
-    out["xla_flops"] = flops.compiled_flops(compiled)
+    out["xla_flops"] = compiled_flops(compiled)
     if out["xla_flops"]:
         say(f"XLA's count:   {out['xla_flops'] / 1e9:.1f} GFLOP per step (its cost analysis: "
             f"counts a scanned layer stack once and, on GPUs, misses library-call dots)")

@@ -104,8 +104,8 @@ def summary(config, vocab_size, lengths, max_len):
     suggested = smallest_length(lengths)
     model_config = captioner.from_config(config.model, vocab_size).config
     prompt_len = config.data.max_prompt_len
-    now = flops.train_flops_per_example(model_config, prompt_len, max_len)
-    then = flops.train_flops_per_example(model_config, prompt_len, suggested)
+    now = flops.train_step_flops(model_config, 1, prompt_len, max_len)
+    then = flops.train_step_flops(model_config, 1, prompt_len, suggested)
     return [
         f"data.max_target_len={max_len} cuts {cut_share(lengths, max_len):.2%} of the sampled "
         f"captions; {suggested}, the smallest multiple of {MULTIPLE} holding {COVERAGE:g}% of "

@@ -5,7 +5,7 @@ less the pixels' gradient; rematerialization is reported apart. Two counts: "com
 lengths the step computes (every padded position, or every position of the packed rows), and
 "useful", at the batch's real lengths (image and prompt positions, caption tokens). Not XLA's
 cost analysis, which misses dots autotuned into library calls and counts a scan's body once
-(`compiled_flops` stays for comparison). Peaks are dense bf16.
+(benchmarks/train_step.py prints it for comparison). Peaks are dense bf16.
 """
 
 import jax
@@ -23,28 +23,27 @@ PEAK_BF16_FLOPS = {
 }
 
 
-def _vit_tokens(vit, image_size):
+def vit_tokens(vit, image_size):
     """Positions of the ViT's blocks: the patches, plus the [cls] token of 'tok' pooling."""
     ph, pw = vit.patch_size
     return (image_size // ph) * (image_size // pw) + (1 if vit.pool == "tok" else 0)
 
 
-def _image_tokens(config):
+def image_tokens(config):
     """Encoder positions the image takes: 1 ('pooled') or one per patch ('patches')."""
     ph, pw = config.vit.patch_size
     patches = (config.image_size // ph) * (config.image_size // pw)
     return 1 if config.fusion == "pooled" else patches
 
 
-def _attention(q_len, kv_len, width_in, inner, width_out, kv_projected=True):
+def _attention(q_len, kv_len, width_in, inner, width_out):
     """Forward FLOPs of one multi-head attention; `inner` = heads x head_dim."""
-    projections = 2 * q_len * width_in * inner + 2 * q_len * inner * width_out
-    if kv_projected:
-        projections += 2 * 2 * kv_len * width_in * inner
-    return projections + _scores_and_mixing(q_len, kv_len, inner)
+    projections = (2 * q_len * width_in * inner + 2 * q_len * inner * width_out
+                   + 2 * 2 * kv_len * width_in * inner)  # q and out; k and v.
+    return projections + scores_and_mixing(q_len, kv_len, inner)
 
 
-def _scores_and_mixing(q_len, kv_len, inner):
+def scores_and_mixing(q_len, kv_len, inner):
     """FLOPs of the attention scores q.k and of the weights times the values."""
     return 2 * 2 * q_len * kv_len * inner
 
@@ -53,7 +52,7 @@ def vit_forward_flops(vit, image_size):
     """Forward FLOPs of the ViT on one image: {'vit_stem', 'vit_blocks', 'vit_head' (MAP)}."""
     ph, pw = vit.patch_size
     patches = (image_size // ph) * (image_size // pw)
-    tokens = _vit_tokens(vit, image_size)
+    tokens = vit_tokens(vit, image_size)
     d, m = vit.width, vit.mlp_dim
     block = _attention(tokens, tokens, d, d, d) + 2 * 2 * tokens * d * m
     head = 0
@@ -78,44 +77,11 @@ def t5_forward_flops(t5, encoder_len, decoder_len):
 
 def forward_flops(config, prompt_len, target_len):
     """Forward FLOPs of the captioner on one example, by part (the ViT's, 'img_proj', the mT5's)."""
-    image_tokens = _image_tokens(config)
+    tokens = image_tokens(config)
     parts = vit_forward_flops(config.vit, config.image_size)
-    parts["img_proj"] = 2 * image_tokens * config.vit.width * config.t5.emb_dim
-    parts.update(t5_forward_flops(config.t5, image_tokens + prompt_len, target_len))
+    parts["img_proj"] = 2 * tokens * config.vit.width * config.t5.emb_dim
+    parts.update(t5_forward_flops(config.t5, tokens + prompt_len, target_len))
     return parts
-
-
-def train_flops_per_example(config, prompt_len, target_len):
-    """Model FLOPs of one training example: 3x the forward, less the pixels' gradient."""
-    parts = forward_flops(config, prompt_len, target_len)
-    return float(3 * sum(parts.values()) - parts["vit_stem"])
-
-
-def remat_flops_per_example(config, prompt_len, target_len):
-    """Extra FLOPs per training example that rematerialization adds (0 without remat).
-    "full" reruns all of a layer's forward but its last matmul; "dots" only attention."""
-    parts = forward_flops(config, prompt_len, target_len)
-    vit, t5 = config.vit, config.t5
-    extra = 0
-    if vit.remat:
-        tokens = _vit_tokens(vit, config.image_size)
-        if vit.remat_policy == "dots":
-            extra += vit.depth * _scores_and_mixing(tokens, tokens, vit.width)
-        else:
-            extra += parts["vit_blocks"] - vit.depth * 2 * tokens * vit.mlp_dim * vit.width
-    if t5.remat:
-        encoder_len = _image_tokens(config) + prompt_len
-        inner = t5.num_heads * t5.head_dim
-        if t5.remat_policy == "dots":
-            extra += (t5.num_encoder_layers * _scores_and_mixing(encoder_len, encoder_len, inner)
-                      + t5.num_decoder_layers * (_scores_and_mixing(target_len, target_len, inner)
-                                                 + _scores_and_mixing(target_len, encoder_len,
-                                                                      inner)))
-        else:
-            last = 2 * t5.mlp_dim * t5.emb_dim * (t5.num_encoder_layers * encoder_len
-                                                 + t5.num_decoder_layers * target_len)
-            extra += parts["t5_encoder"] + parts["t5_decoder"] - last
-    return float(extra)
 
 
 def _t5_parts(parts):
@@ -161,17 +127,6 @@ def peak_flops(device=None):
         if kind.startswith(prefix):
             return flops
     return None
-
-
-def compiled_flops(compiled):
-    """XLA's FLOP count of one call of a compiled function (all devices), or None."""
-    analysis = compiled.cost_analysis()
-    if isinstance(analysis, (list, tuple)):  # Older jax: one dict per device program.
-        analysis = analysis[0] if analysis else None
-    if not analysis or "flops" not in analysis:
-        return None
-    # The analysis is of the per-device SPMD program; the step runs on every device.
-    return float(analysis["flops"]) * jax.device_count()
 
 
 def mfu(step_flops, step_seconds, num_devices=None, peak=None):

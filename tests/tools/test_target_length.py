@@ -67,7 +67,7 @@ def test_tool_reports_every_language_and_the_flops_of_its_suggestion(tiny_demo, 
     assert f"--config.data.max_target_len={suggested}" in out
     demo = _demo_config(config)
     model = captioner.from_config(demo.model, vocab.vocab_size)
-    at = {n: flops.train_flops_per_example(model.config, demo.data.max_prompt_len, n)
+    at = {n: flops.train_step_flops(model.config, 1, demo.data.max_prompt_len, n)
           for n in (32, suggested)}
     want = (f"{at[32] / 1e9:.4g} GFLOP at 32 target positions, "
             f"{at[suggested] / 1e9:.4g} GFLOP at {suggested}")

@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from benchmarks import train_step
 from model import captioner, layers
 from training import flops
 
@@ -36,7 +37,7 @@ _NO_LLVM_OPTIMIZATIONS = {"xla_backend_optimization_level": 0,
 
 
 def _xla_flops(fn, *args):
-    return flops.compiled_flops(jax.jit(fn).lower(*args).compile(_NO_LLVM_OPTIMIZATIONS))
+    return train_step.compiled_flops(jax.jit(fn).lower(*args).compile(_NO_LLVM_OPTIMIZATIONS))
 
 
 CONFIGS = [dict(pool="gap", fusion="pooled"), dict(pool="map", fusion="pooled"),
@@ -59,24 +60,24 @@ def test_forward_and_training_counts_match_xla_cost_analysis(kwargs):
         logits = model.apply({"params": p}, images, prompt, targets)
         return jnp.sum(logits * weights)
 
-    counted = BATCH * flops.train_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN)
+    counted = BATCH * flops.train_step_flops(model.config, 1, PROMPT_LEN, TARGET_LEN)
     xla = _xla_flops(jax.grad(forward_and_backward), params)
     assert counted <= xla <= 1.05 * counted
 
 
 def test_remat_adds_at_most_one_forward_of_the_layers():
     plain, remat = _model(), _model(remat=True)
-    assert flops.remat_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN) == 0
+    assert train_step.remat_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN) == 0
     parts = flops.forward_flops(remat.config, PROMPT_LEN, TARGET_LEN)
-    extra = flops.remat_flops_per_example(remat.config, PROMPT_LEN, TARGET_LEN)
+    extra = train_step.remat_flops_per_example(remat.config, PROMPT_LEN, TARGET_LEN)
     assert 0.5 * (parts["vit_blocks"] + parts["t5_encoder"] + parts["t5_decoder"]) < extra
     assert extra < parts["vit_blocks"] + parts["t5_encoder"] + parts["t5_decoder"]
     # Remat is not model FLOPs: the training count does not change.
-    assert (flops.train_flops_per_example(remat.config, PROMPT_LEN, TARGET_LEN)
-            == flops.train_flops_per_example(plain.config, PROMPT_LEN, TARGET_LEN))
+    assert (flops.train_step_flops(remat.config, 1, PROMPT_LEN, TARGET_LEN)
+            == flops.train_step_flops(plain.config, 1, PROMPT_LEN, TARGET_LEN))
     # Keeping the matmuls ("dots") recomputes only the attention scores.
     dots = _model(remat=True, remat_policy="dots")
-    assert 0 < flops.remat_flops_per_example(dots.config, PROMPT_LEN, TARGET_LEN) < 0.2 * extra
+    assert 0 < train_step.remat_flops_per_example(dots.config, PROMPT_LEN, TARGET_LEN) < 0.2 * extra
 
 
 @pytest.mark.parametrize("policy", ["full", "dots"])
@@ -85,15 +86,15 @@ def test_xla_counts_the_recomputed_layers_of_remat(policy):
     params = layers.random_params(captioner.abstract_params(model))
     images, prompt, targets = _inputs(model)
     loss = lambda p: jnp.sum(model.apply({"params": p}, images, prompt, targets))  # noqa: E731
-    counted = BATCH * (flops.train_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN)
-                       + flops.remat_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN))
+    counted = BATCH * (flops.train_step_flops(model.config, 1, PROMPT_LEN, TARGET_LEN)
+                       + train_step.remat_flops_per_example(model.config, PROMPT_LEN, TARGET_LEN))
     xla = _xla_flops(jax.grad(loss), params)
     assert counted <= xla <= 1.05 * counted
 
 
 def test_step_flops_and_mfu():
     config = _model().config
-    per_example = flops.train_flops_per_example(config, PROMPT_LEN, TARGET_LEN)
+    per_example = flops.train_step_flops(config, 1, PROMPT_LEN, TARGET_LEN)
     step = flops.train_step_flops(config, 8, PROMPT_LEN, TARGET_LEN)
     assert step == 8 * per_example
     np.testing.assert_allclose(flops.mfu(step, 2.0, num_devices=1, peak=step), 0.5)
@@ -106,7 +107,7 @@ def test_useful_step_flops_are_the_examples_flops_at_their_real_lengths():
     enc = 16 + prompt_lens  # mu/8 at 32 px: 16 patches.
     sums = {"enc": enc.sum(), "enc2": (enc * enc).sum(), "dec": caption_lens.sum(),
             "dec2": (caption_lens ** 2).sum(), "enc_dec": (enc * caption_lens).sum()}
-    want = sum(flops.train_flops_per_example(config, int(p), int(t))
+    want = sum(flops.train_step_flops(config, 1, int(p), int(t))
                for p, t in zip(prompt_lens, caption_lens, strict=True))
     assert flops.useful_step_flops(config, 3, sums) == pytest.approx(want, rel=1e-12)
 
