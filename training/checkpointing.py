@@ -92,39 +92,40 @@ class _LeasedRename(ocp.path.atomicity.AtomicRenameTemporaryPath):
         await super().finalize()
 
 
-def _lease_lost(error):
-    """The WorkdirError that `error` came from (a save committed after the lease was lost)."""
+def _causes(error):
+    """`error` and the errors it came from (at most 10: a library could make a circle)."""
     for _ in range(10):
-        if error is None or isinstance(error, workdir_lib.WorkdirError):
-            return error
+        if error is None:
+            return
+        yield error
         error = error.__cause__ or error.__context__
-    return None
+
+
+def _manager(folder, **options):
+    quiet_library_logs()
+    _check_is_folder(folder)
+    options = ocp.CheckpointManagerOptions(
+        cleanup_tmp_directories=True,  # Left behind by a process killed mid-save.
+        temporary_path_class=_LeasedRename, **options)
+    return ocp.CheckpointManager(folder, options=options)
 
 
 def manager(workdir, *, keep=3, asynchronous=True):
     """The orbax CheckpointManager of `<workdir>/checkpoints`, keeping the newest `keep`."""
-    quiet_library_logs()
-    _check_is_folder(checkpoint_dir(workdir))
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, enable_async_checkpointing=asynchronous,
-        cleanup_tmp_directories=True,  # Left behind by a process killed mid-save.
-        temporary_path_class=_LeasedRename)
-    return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+    return _manager(checkpoint_dir(workdir), max_to_keep=keep,
+                    enable_async_checkpointing=asynchronous)
 
 
 def best_manager(workdir, metric):
     """The manager of `<workdir>/checkpoints_best`: keeps the state with the highest `metric`."""
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=1, best_fn=lambda metrics: metrics[metric], best_mode="max",
-        keep_checkpoints_without_metrics=False, cleanup_tmp_directories=True,
-        temporary_path_class=_LeasedRename,
+    return _manager(
+        checkpoint_dir(workdir, best=True), max_to_keep=1,
+        best_fn=lambda metrics: metrics[metric], best_mode="max",
+        keep_checkpoints_without_metrics=False,
         # Its own barrier names: saving the same step as the regular manager would
         # otherwise make the processes' barriers collide and hang a multi-process run.
         multiprocessing_options=ocp.options.MultiprocessingOptions(
             barrier_sync_key_prefix="best"))
-    quiet_library_logs()
-    _check_is_folder(checkpoint_dir(workdir, best=True))
-    return ocp.CheckpointManager(checkpoint_dir(workdir, best=True), options=options)
 
 
 class CheckpointError(errors.RunError):
@@ -229,9 +230,9 @@ class Saver:
         try:
             self._mngr.wait_until_finished()
         except Exception as e:  # noqa: BLE001  Orbax re-raises its background thread's error.
-            lost = _lease_lost(e)
-            if lost is not None:
-                raise workdir_lib.WorkdirError(str(lost)) from None
+            for cause in _causes(e):  # A save committed after the lease was lost.
+                if isinstance(cause, workdir_lib.WorkdirError):
+                    raise workdir_lib.WorkdirError(str(cause)) from None
             raise self._failure(*(pending or (None, 0, 0)), e) from None
 
     def _space(self, state):
@@ -244,7 +245,9 @@ class Saver:
 
     def _failure(self, step, needed, available, error):
         """The SaveError of `error`; a full disk says the free space then and now."""
-        if not _is_no_space(error):
+        # A full disk, as OSError or TensorStore says it.
+        if not any(isinstance(e, OSError) and e.errno == errno.ENOSPC or "No space left" in str(e)
+                   for e in _causes(error)):
             return SaveError(step, self.folder, _first_line(error))
         # Not "the save needed more than was free": another process may have filled the disk.
         now = shutil.disk_usage(self.folder).free
@@ -263,19 +266,6 @@ def wait_all(*savers):
             failure = failure or e
     if failure:
         raise failure
-
-
-def _is_no_space(error):
-    """Whether `error` (or one it came from) is a full disk, as OSError or TensorStore says it."""
-    for _ in range(10):  # The chain of causes, which a library could make circular.
-        if error is None:
-            return False
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            return True
-        if "No space left" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def _check_is_folder(folder):
@@ -305,27 +295,30 @@ def _step_path(workdir, step, best=False):
 def _checkpointer():
     """Reads a step folder as the managers write it: the state is its item "default"."""
     return ocp.Checkpointer(ocp.CompositeCheckpointHandler(
-        default=ocp.StandardCheckpointHandler(), metrics=ocp.JsonCheckpointHandler(),
+        default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler(),
         checksums=ocp.JsonCheckpointHandler()))
 
 
 def _saved_tree(path):
     """The saved tree's metadata (shapes and dtypes), or CheckpointError when unreadable."""
+    missing = CheckpointError("cannot read its metadata (no default/_METADATA)")
     if not os.path.isfile(os.path.join(path, "default", "_METADATA")):
-        raise CheckpointError("cannot read its metadata (no default/_METADATA)")
+        raise missing
     try:
         item = _checkpointer().metadata(path).item_metadata["default"]
-        tree = None if item is None else item.tree
     except Exception as e:  # noqa: BLE001  Any failure to read it means the files are damaged.
         raise CheckpointError(f"cannot read its metadata ({_first_line(e)})") from None
-    if tree is None:
-        raise CheckpointError("cannot read its metadata (no default/_METADATA)")
-    return tree
+    if item is None or item.tree is None:
+        raise missing
+    return item.tree
 
 
-def _restore(path, target):
-    args = ocp.args.Composite(default=ocp.args.StandardRestore(target))
-    return _checkpointer().restore(path, args=args)["default"]
+def _restore(path, target, partial=False):
+    """The item "default" of step folder `path` read into `target` (`partial`: a subtree)."""
+    target = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+    args = ocp.args.PyTreeRestore(item=target, partial_restore=partial,
+                                  restore_args=ocp.checkpoint_utils.construct_restore_args(target))
+    return _checkpointer().restore(path, args=ocp.args.Composite(default=args))["default"]
 
 
 def _first_line(error):
@@ -341,9 +334,8 @@ def _shape_mismatches(saved_params, params):
         return {jax.tree_util.keystr(path, simple=True, separator="/"): tuple(leaf.shape)
                 for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
     saved, model = flat(saved_params), flat(params)
-    out = [f"{k}: {saved.get(k, 'missing')} -> {model.get(k, 'missing')}"
-           for k in sorted(set(saved) | set(model)) if saved.get(k) != model.get(k)]
-    return out
+    return [f"{k}: {saved.get(k, 'missing')} -> {model.get(k, 'missing')}"
+            for k in sorted(set(saved) | set(model)) if saved.get(k) != model.get(k)]
 
 
 def _readable_step(workdir, step, abstract_params, best):
@@ -380,8 +372,7 @@ def _read_step(workdir, step, abstract, best=False):
     whole = isinstance(abstract, dict) and "opt_state" in abstract
     path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        tree = (_restore(path, jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract)) if whole
-                else _restore_params(path, abstract))
+        tree = _restore(path, abstract) if whole else _restore_params(path, abstract)
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
     mismatch = _checksum_mismatch(path, tree)
@@ -393,14 +384,7 @@ def _read_step(workdir, step, abstract, best=False):
 
 def _restore_params(path, abstract_params):
     """The "params" subtree of the checkpoint folder `path`."""
-    target = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_params)}
-    restore_args = ocp.args.PyTreeRestore(
-        item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
-        partial_restore=True)
-    checkpointer = ocp.Checkpointer(ocp.CompositeCheckpointHandler(
-        default=ocp.PyTreeCheckpointHandler(), metrics=ocp.JsonCheckpointHandler()))
-    return checkpointer.restore(path, args=ocp.args.Composite(default=restore_args))[
-        "default"]["params"]
+    return _restore(path, {"params": abstract_params}, partial=True)["params"]
 
 
 def parse_step(step):
@@ -455,15 +439,11 @@ def restore(workdir, abstract, step=None, *, set_aside=False, at_most=None):
                       f"{remaining[-1]} instead", flush=True)
 
 
-def _resumable(done, at_most):
-    """The steps of `done` up to `at_most` (all if none is or `at_most` is None)."""
-    return [step for step in done if at_most is None or step <= at_most] or done
-
-
 def _restore_resumable(workdir, abstract_state, at_most):
     """`restore` with `set_aside`."""
     done = steps(workdir)
-    wanted = _resumable(done, at_most)
+    # Up to `at_most` (all if none is or `at_most` is None).
+    wanted = [step for step in done if at_most is None or step <= at_most] or done
     skipped = [(step, CheckpointError(
         f"checkpoint {_step_path(workdir, step)} (step {step}) is newer than the records "
         f"metrics.jsonl holds whole (to step {at_most})")) for step in done[len(wanted):]]
