@@ -192,12 +192,10 @@ def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, 
     return state, 0
 
 
-STEP_FIELDS = run_config.STEP_FIELDS  # The config fields the step reads.
-
-
 @functools.lru_cache(maxsize=4)
 def jitted_train_step(model, mesh, step_config):
-    """The train step jitted with the state's and batch's shardings (cached per STEP_FIELDS)."""
+    """The train step jitted with the state's and batch's shardings (cached per
+    run_config.STEP_FIELDS)."""
     tx, schedule = state_lib.create_optimizer(step_config)
     _, shardings = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(step_config))
     return jax.jit(state_lib.make_train_step(model, tx, schedule, step_config),
@@ -214,7 +212,7 @@ def abstract_batch(config, sharding, layout=None):
 
 def lower_train_step(config, model, mesh, abstract_state, rng, layout=None):
     """The train step lowered for the state's and global batch's shapes, in the mesh and rules."""
-    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in STEP_FIELDS})
+    step_config = ml_collections.FrozenConfigDict({k: config[k] for k in run_config.STEP_FIELDS})
     batch = abstract_batch(config, NamedSharding(mesh, P("data")), layout)
     with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
         return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
@@ -324,8 +322,9 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     state, start_step = restore_or_initialize(run, tx, abstract_state, init_rng, whole_through,
                                               changes, weights)
     # The input, from the step the state is at (the one place the start step is decided).
-    batches = cleanup.enter_context(train_input.Batches(
-        config, vocab, NamedSharding(mesh, P("data")), start_step, layout))
+    batches = train_input.Batches(config, vocab, NamedSharding(mesh, P("data")), start_step,
+                                  layout)
+    cleanup.callback(batches.close)
     train_step = compile_s = None
     if start_step < config.total_steps:
         compiled_step = compiled_step or compile_train_step(
@@ -347,7 +346,6 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     log = actions.Log(logger, config, start_step, step_flops, resumed_from, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
     checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
-    stop = actions.Stop(saver, best_saver)
 
     preemption.reinstall()  # Libraries set up above may have taken the signals.
     if start_step == 0:
@@ -356,7 +354,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         logger.log(start_step + 1, {"perf/compile_s": compile_s})
         log.restart_clock(start_step)
     return train_loop(state, start_step, config.total_steps, train_step, batches, train_rng,
-                      (log, evaluate, checkpoint, stop))
+                      (log, evaluate, checkpoint, (saver, best_saver)))
 
 
 def save_best_again(config, workdir, state, step, best_saver, abstract_state):
@@ -385,8 +383,9 @@ def save_best_again(config, workdir, state, step, best_saver, abstract_state):
 
 
 def train_loop(state, start_step, total_steps, train_step, batches, rng, periodic):
-    """Trains up to `total_steps` with the `periodic` actions after each step; returns the state."""
-    log, evaluate, checkpoint, stop = periodic
+    """Trains up to `total_steps` with the `periodic` actions after each step (and the savers a
+    stop waits for); returns the state."""
+    log, evaluate, checkpoint, savers = periodic
     measurements = None
     for step in range(start_step + 1, total_steps + 1):
         try:
@@ -402,7 +401,7 @@ def train_loop(state, start_step, total_steps, train_step, batches, rng, periodi
         log(step, measurements)
         checkpoint.poll()  # A failed background save stops the run now, not at the next.
         evaluate.poll()
-        stopping = stop.requested()
+        stopping = preemption.should_stop()  # With several processes: any of them.
         evaluating, saving = evaluate.due(step), stopping or checkpoint.due(step)
         if evaluating or saving:
             log.flush()  # They wait for the step anyway.
@@ -412,7 +411,7 @@ def train_loop(state, start_step, total_steps, train_step, batches, rng, periodi
         if saving:
             checkpoint(step, state, measurements)
         if stopping:
-            stop(step)
+            actions.stop(step, *savers)
             break
     log.flush()
     return state

@@ -2,13 +2,14 @@
 by `schedules.itstime` whether the step is its own.
 """
 
+import time
+
 import jax
 import numpy as np
 
 import errors
 from training import checkpointing, flops, preemption, schedules
 from training import workdir as workdir_lib
-from training.metrics import StepTimer
 
 
 class TrainingError(errors.RunError):
@@ -58,7 +59,7 @@ class Log:
                  model_config=None):
         self._logger, self._config, self._step_flops = logger, config, step_flops
         self._model_config = model_config  # For the useful FLOPs (none: not measured).
-        self._timer = StepTimer(start_step)
+        self._clock = (start_step, time.time())  # Steps from then on are timed.
         self._pending = None  # (step, measurements on the device)
         every = config.checkpoint.every or config.total_steps
         # Up to the first checkpoint after a resume, a non-finite step names the one read.
@@ -82,11 +83,7 @@ class Log:
         measurements = jax.device_get(measurements)
         resumed_from, first_save = self._resumed
         check_finite(step, measurements, resumed_from if step <= first_save else None)
-        lengths = measurements.pop("lengths")
-        useful = self._model_config and flops.useful_step_flops(
-            self._model_config, self._config.batch_size, lengths)
-        measurements.update(self._timer.measure(step, self._config.batch_size, self._step_flops,
-                                                measurements["train/tokens"], useful))
+        measurements.update(self._perf(step, measurements))
         if measurements.get("train/pack_dropped") and self._logger.is_main:
             print(f"warning: {measurements['train/pack_dropped']} example(s) of the steps up to "
                   f"{step} did not fit the packed rows and were left out of the loss "
@@ -96,7 +93,27 @@ class Log:
 
     def restart_clock(self, step):
         """Steps from `step` on are timed afresh (an evaluation is not training time)."""
-        self._timer.restart(step)
+        self._clock = (step, time.time())
+
+    def _perf(self, step, measurements):
+        """The `perf/*` measurements of the steps since the clock last started (takes the
+        "lengths" out of `measurements`): MFU of the FLOPs computed and of those at the real
+        lengths."""
+        batch, lengths = self._config.batch_size, measurements.pop("lengths")
+        useful = self._model_config and flops.useful_step_flops(self._model_config, batch, lengths)
+        (since, then), now = self._clock, time.time()
+        self._clock = (step, now)
+        seconds = (now - then) / max(step - since, 1)
+        out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch / seconds,
+               "perf/tokens_per_s": measurements["train/tokens"] / seconds}
+        for name, work in (("perf/mfu_computed", self._step_flops), ("perf/mfu_useful", useful)):
+            utilization = flops.mfu(work, seconds)
+            if utilization is not None:
+                out[name] = utilization
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30
+        return out
 
 
 class Evaluate:
@@ -160,20 +177,10 @@ class Checkpoint:
         workdir_lib.check(renew=False)  # What the lease's thread found: no I/O each step.
 
 
-class Stop:
-    """Ends the run, once its step is saved, when a signal asked it to stop."""
-
-    def __init__(self, saver, best_saver):
-        self._savers = (saver, best_saver)
-
-    def requested(self):
-        """Whether a signal asked to stop (with several processes a collective: any of them)."""
-        return preemption.should_stop()
-
-    def __call__(self, step):
-        """Waits for the saves of `step`, then says so."""
-        checkpointing.wait_all(*self._savers)
-        preemption.finished()  # A Ctrl-C from now on exits 0: the step is saved.
-        if jax.process_index() == 0:
-            print(f"Stopped by {preemption.reason()}: saved step {step} in "
-                  f"{self._savers[0].folder}; run the same command to resume.", flush=True)
+def stop(step, saver, best_saver):
+    """Ends the run a signal asked to stop: waits for the saves of `step`, then says so."""
+    checkpointing.wait_all(saver, best_saver)
+    preemption.finished()  # A Ctrl-C from now on exits 0: the step is saved.
+    if jax.process_index() == 0:
+        print(f"Stopped by {preemption.reason()}: saved step {step} in {saver.folder}; run the "
+              f"same command to resume.", flush=True)

@@ -1,5 +1,5 @@
 """Where the numbers of a run go: `metrics.jsonl`, TensorBoard, the console; and the clocks
-(`StepTimer`, `Progress`, `format_duration`).
+(`Progress`, `format_duration`).
 
 `metrics.jsonl` holds one JSON object per logged step and kind (`step`, `train/loss`, ...,
 `eval/cider_d/<lang>`), appended; a resumed run `repair`s it first. A full disk is a one-line
@@ -8,7 +8,6 @@
 
 import contextlib
 import json
-import math
 import os
 import re
 import socket
@@ -22,7 +21,7 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 import crash_points
 import errors
 import files
-from training import flops, schedules
+from training import schedules
 from training import workdir as workdir_lib
 
 
@@ -87,7 +86,6 @@ class MetricsLogger:
         crash_points.passed(f"metrics.jsonl step {step} {kinds}")
         with _writing(self._writer.path, f"step {step}: "):
             self._writer.write_scalars(int(step), measurements)
-            self._writer.flush()
 
     def progress(self, step, measurements):
         """Prints one progress line: step, steps/s, loss, learning rate, ETA, latest CIDEr."""
@@ -95,18 +93,16 @@ class MetricsLogger:
             return
         # steps/s of the recent steps (evaluations excluded); the ETA uses the
         # whole run's pace, which includes evaluations and compilation.
-        step_time = measurements.get("perf/step_time_s")
-        elapsed, done = time.time() - self._t0, step - self._step0
-        pace = elapsed / done if done > 0 else float("nan")
-        eta = (self.total_steps - step) * pace
+        step_time, done = measurements.get("perf/step_time_s"), step - self._step0
         parts = [f"step {step}/{self.total_steps}"]
         if step_time:
             parts.append(f"{1 / step_time:.2f} steps/s")
         for name in ("train/loss", "learning_rate"):
             if name in measurements:
                 parts.append(f"{name.split('/')[-1]} {measurements[name]:.4g}")
-        if not math.isnan(eta):
-            parts.append(f"ETA {format_duration(eta)}")
+        if done > 0:
+            pace = (time.time() - self._t0) / done
+            parts.append(f"ETA {format_duration((self.total_steps - step) * pace)}")
         parts += [f"{k} {v:.3f}" for k, v in self._last_eval.items()]
         print(" | ".join(parts), flush=True)
 
@@ -138,17 +134,11 @@ class TensorBoardWriter:
                 raise
 
     def _write(self, event):
-        with self._failing():
-            self._records.write(event.SerializeToString())
-
-    @contextlib.contextmanager
-    def _failing(self):
-        """Remembers an OSError, so that `close` does not raise it again."""
-        try:
-            yield
-        except OSError:
-            self._failed = True
-            raise
+        """Appends `event` and flushes; after an OSError `close` does not raise it again."""
+        self._failed = True
+        self._records.write(event.SerializeToString())
+        self._records.flush()
+        self._failed = False
 
     def write_scalars(self, step, scalars):
         """Appends the scalars (name -> number) of `step`."""
@@ -156,10 +146,6 @@ class TensorBoardWriter:
             summary_pb2.Summary.Value(tag=name, simple_value=float(value))
             for name, value in scalars.items()])
         self._write(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
-
-    def flush(self):
-        with self._failing():
-            self._records.flush()
 
     def close(self):
         """Closes the file (a buffered file closes even when its last flush fails)."""
@@ -349,35 +335,6 @@ def _check_sequence(records, step, log_every=None):
         wrong.append(f"no train record of step {', '.join(map(str, missing[:5]))}"
                      + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""))
     return kept, wrong
-
-
-class StepTimer:
-    """Step time, examples/s, tokens/s and MFU since the last measurement, evaluations excluded."""
-
-    def __init__(self, step):
-        self._step, self._time = step, time.time()
-
-    def restart(self, step):
-        """Restarts the clock at `step` (after an evaluation, which is not training time)."""
-        self._step, self._time = step, time.time()
-
-    def measure(self, step, batch_size, step_flops, tokens, useful_flops=None):
-        """The `perf/*` measurements of the steps since the last call (or restart): MFU of the
-        FLOPs computed (`step_flops`) and of those at the real lengths (`useful_flops`)."""
-        now = time.time()
-        steps = step - self._step
-        seconds = (now - self._time) / max(steps, 1)
-        self._step, self._time = step, now
-        out = {"perf/step_time_s": seconds, "perf/examples_per_s": batch_size / seconds,
-               "perf/tokens_per_s": tokens / seconds}
-        for name, work in (("perf/mfu_computed", step_flops), ("perf/mfu_useful", useful_flops)):
-            utilization = flops.mfu(work, seconds)
-            if utilization is not None:
-                out[name] = utilization
-        stats = jax.local_devices()[0].memory_stats() or {}
-        if "peak_bytes_in_use" in stats:
-            out["perf/peak_memory_gib"] = stats["peak_bytes_in_use"] / 2**30
-        return out
 
 
 class Progress:
