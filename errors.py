@@ -40,9 +40,9 @@ class Exit(SystemExit):
         return self.message
 
 
-def print_error(error, stream=None):
+def print_error(error):
     """Prints `error: <message>` as one line on stderr; returns the exit status (2)."""
-    print(f"error: {error}", file=stream or sys.stderr, flush=True)
+    print(f"error: {error}", file=sys.stderr, flush=True)
     return EXIT_STATUS
 
 

@@ -18,18 +18,16 @@ import crash_points
 
 
 @contextlib.contextmanager
-def replacing(path, mode="w", encoding="utf-8", newline=None, permissions=None):
+def replacing(path, mode="w", newline=None, permissions=None):
     """A file object whose contents replace `path` when the block ends without an error.
-    `mode` "w" or "wb"; `permissions` default as `open` makes them (0o666 less the umask)."""
+    `mode` "w" (UTF-8) or "wb"; `permissions` default as `open` makes them (0o666 less the
+    umask)."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
-        if "b" in mode:
-            f = os.fdopen(fd, mode)
-        else:
-            f = os.fdopen(fd, mode, encoding=encoding, newline=newline)
-        with f:
+        text = {} if "b" in mode else {"encoding": "utf-8", "newline": newline}
+        with os.fdopen(fd, mode, **text) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())  # On disk before the rename, or a power cut may leave it empty.

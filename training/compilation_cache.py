@@ -8,6 +8,7 @@ it at a folder others can write.
 import collections
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -24,7 +25,6 @@ _EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
 # (thread, event) -> count: jax reports a compile in the thread that asked for it, so a watch
 # in one thread is not fooled by a compile in another (train.py compiles two at once).
 _counts = collections.Counter()
-_listening = False
 
 
 def default_cache_dir(workdir=None):
@@ -45,13 +45,11 @@ def _count(event, **kwargs):
         _counts[threading.get_ident(), _EVENTS[event]] += 1
 
 
+@functools.cache  # Once per process.
 def _listen():
-    """Once per process: counts the cache's monitoring events from now on, and makes jax
-    rewrite an entry that failed to load (cut short by a kill in its non-atomic write), which
-    it would keep: it writes only after a miss or a failed load, and skips a file there."""
-    global _listening
-    if _listening:
-        return
+    """Counts the cache's monitoring events from now on, and makes jax rewrite an entry that
+    failed to load (cut short by a kill in its non-atomic write), which it would keep: it
+    writes only after a miss or a failed load, and skips a file there."""
     jax.monitoring.register_event_listener(_count)
     put = lru_cache.LRUCache.put
 
@@ -61,7 +59,6 @@ def _listen():
         put(self, key, value)
 
     lru_cache.LRUCache.put = replacing_put
-    _listening = True
 
 
 def current_dir():
@@ -69,11 +66,10 @@ def current_dir():
     return jax.config.jax_compilation_cache_dir
 
 
-def enable(cache_dir=None, min_compile_secs=1.0):
+def enable(cache_dir, min_compile_secs=1.0):
     """Turns the persistent cache on (before the first compile) for programs compiling in
     `min_compile_secs` or more; returns its directory, or None (a warning: the cache is off)
     when it cannot be written."""
-    cache_dir = cache_dir or default_cache_dir()
     try:
         if "://" not in cache_dir:  # A local folder (jax also takes gs:// and the like).
             os.makedirs(cache_dir, exist_ok=True)
@@ -100,13 +96,9 @@ class CompileReport:
     cache_dir: str | None = None
 
     def __str__(self):
-        if self.hit is None:
-            where = "persistent cache: not used"
-        elif self.hit:
-            where = f"persistent cache: hit, loaded from {self.cache_dir}"
-        else:
-            where = f"persistent cache: miss, written to {self.cache_dir}"
-        return f"{self.seconds:.1f} s ({where})"
+        where = {None: "not used", True: f"hit, loaded from {self.cache_dir}",
+                 False: f"miss, written to {self.cache_dir}"}[self.hit]
+        return f"{self.seconds:.1f} s (persistent cache: {where})"
 
 
 def enable_from_flag(value, workdir=None):

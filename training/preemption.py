@@ -44,18 +44,13 @@ def _say(text):
     os.write(2, (prefix + text + "\n").encode())
 
 
-def exit_status(signum):
-    """128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM."""
-    return 128 + int(signum)
-
-
 def on_signal(signum):
     """What SIGINT or SIGTERM does, by the stage of the run (the watcher thread calls it)."""
     with _lock:
         name = _NAMES.get(signum, f"signal {signum}")
         if _stage[0] == STARTING:
             _say(f"{name}: stopped before the first training step (nothing to save).")
-            _exit_now(exit_status(signum))
+            _exit_now(128 + signum)  # 130 for Ctrl-C, 143 for SIGTERM.
         elif _stage[0] == FINISHED:
             _say(f"{name}: exiting now (the run's state is saved).")
             _exit_now(0)
@@ -67,7 +62,7 @@ def on_signal(signum):
             _stop.set()  # After the line: the loop's "Stopped by" line comes after it.
         elif signum == signal.SIGINT:
             _say("Second Ctrl-C: exiting now, without saving.")
-            _exit_now(exit_status(signum))
+            _exit_now(128 + signum)
         # A repeated SIGTERM: the save is under way already.
 
 

@@ -43,10 +43,7 @@ def read_config(workdir):
     missing: errors.InputError naming the file."""
     if not os.path.isdir(workdir):
         raise errors.InputError(f"run folder {workdir} not found")
-    try:
-        saved = run_config.load(workdir)
-    except run_config.SavedConfigError as e:
-        raise errors.InputError(str(e)) from None
+    saved = run_config.load(workdir)  # SavedConfigError: an InputError naming the file.
     if saved is None:
         raise errors.InputError(f"{workdir} has no config.json: not a run folder written by "
                                 f"train.py")

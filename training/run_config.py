@@ -179,12 +179,9 @@ def schema():
 
 
 def _flatten(tree):
-    """{"model.t5.emb_dim": 32, ...} of a nested dict."""
-    return {path.replace(trees.SEP, "."): v for path, v in trees.flatten_tree(tree).items()}
-
-
-def _normalize(value):
-    return list(value) if isinstance(value, tuple) else value
+    """{"model.t5.emb_dim": 32, ...} of a nested dict (tuples as the lists JSON reads)."""
+    return {path.replace(trees.SEP, "."): list(v) if isinstance(v, tuple) else v
+            for path, v in trees.flatten_tree(tree).items()}
 
 
 # Fields that are gone, saved by earlier runs, with the values that gave what every run does
@@ -210,7 +207,7 @@ def incompatible_changes(saved, current):
             continue
         if name not in current and saved[name] in RETIRED.get(name, ()):
             continue
-        old, new = _normalize(saved.get(name)), _normalize(current.get(name))
+        old, new = saved.get(name), current.get(name)
         if old != new:
             changes.append(f"{name}: {old!r} -> {new!r}")
     return changes
@@ -224,7 +221,7 @@ class ConfigError(errors.InputError):
     """A config field is wrong; the message names it (`config.<key>`)."""
 
 
-class SavedConfigError(errors.RunError):
+class SavedConfigError(errors.InputError):
     """A run's config.json cannot be read (the message names it, and where it is broken)."""
 
 
@@ -431,12 +428,7 @@ def parse_flags(flag_values, argv, config_flag="config"):
 def _lists_from_argv(config, argv, config_flag):
     """A tuple field given as `--config.<field>=a,b,c` is (a, b, c), and the last such flag
     replaces the others, as absl reads a list flag (ml_collections appends the flags' values)."""
-    given, prefix = {}, f"--{config_flag}."
-    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
-        if arg.startswith(prefix):
-            name, equals, value = arg[len(prefix):].partition("=")
-            given[name] = value if equals else following
-    for name, value in given.items():
+    for name, value in _given(argv, f"{config_flag}.").items():
         *parents, key = name.split(".")
         node = _get(config, ".".join(parents)) if parents else config
         if not isinstance(node.get(key), tuple):
@@ -447,15 +439,23 @@ def _lists_from_argv(config, argv, config_flag):
             node[key] = tuple(item.strip() if isinstance(item, str) else item for item in items
                               if item != "")
         except (ValueError, SyntaxError, TypeError) as e:
-            raise ConfigError(f"{prefix}{name}={value}: not a list ({e})") from None
+            raise ConfigError(f"--{config_flag}.{name}={value}: not a list ({e})") from None
+
+
+def _given(argv, prefix):
+    """{name: value} of the flags `--<prefix><name>=<value>` (or `... <value>`) in `argv`; the
+    last of a name wins."""
+    given = {}
+    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
+        if arg.startswith(f"--{prefix}"):
+            name, equals, value = arg[2 + len(prefix):].partition("=")
+            given[name] = value if equals else following
+    return given
 
 
 def _cannot_load(argv, config_flag, error):
     """'--config=<file>: cannot load it: <the last line of what loading it raised>'."""
-    given = ""
-    for arg, following in zip(argv, [*argv[1:], ""], strict=True):
-        if arg == f"--{config_flag}" or arg.startswith(f"--{config_flag}="):
-            given = arg.split("=", 1)[1] if "=" in arg else following
+    given = _given(argv, config_flag).get("", "")
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     cause = lines[-1].split("earlier failure to load: ")[-1] if lines else type(error).__name__
     return ConfigError(f"--{config_flag}={given}: cannot load it: {cause}")

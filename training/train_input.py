@@ -66,12 +66,4 @@ class Batches:
 
     def close(self):
         """Stops the iterator's workers."""
-        if self._iterator is not None:
-            self._iterator.close()
-        self._iterator = self._peeked = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        self._iterator.close()

@@ -56,13 +56,17 @@ def check_usable(workdir):
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise WorkdirError(f"--workdir {workdir} is in use by another trainer "
-                           f"({_describe(_read_holder(fd))}; lock file {path}); wait for it to "
-                           f"finish or stop it, or use another --workdir") from None
+        raise _in_use(workdir, _describe(_read_holder(fd))) from None
     except OSError:
         pass  # A filesystem without locks: the trainer goes on with a note.
     finally:
         os.close(fd)
+
+
+def _in_use(workdir, holder):
+    return WorkdirError(f"--workdir {workdir} is in use by another trainer ({holder}; lock file "
+                        f"{os.path.join(workdir, LOCK_FILE)}); wait for it to finish or stop "
+                        f"it, or use another --workdir")
 
 
 def prepare(workdir, process_index=0):
@@ -107,9 +111,7 @@ def lock(workdir):
     try:
         fd, previous = _take(path, me)
     except BlockingIOError as e:
-        raise WorkdirError(f"--workdir {workdir} is in use by another trainer ({e}; lock file "
-                           f"{path}); wait for it to finish or stop it, or use another "
-                           f"--workdir") from None
+        raise _in_use(workdir, e) from None
     if fd is None:
         return (f"note: cannot lock {path} ({previous}); nothing keeps a second trainer off "
                 f"this workdir")
@@ -150,11 +152,10 @@ def _take(path, me):
 
 
 def _write_holder(fd, me):
-    try:
+    # A full disk, say: the flock still holds; a second trainer's error names nobody.
+    with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode(), 0)
-    except OSError:
-        pass  # A full disk, say: the flock still holds; a second trainer's error names nobody.
 
 
 def check(renew=True):
@@ -205,10 +206,8 @@ def release(workdir):
     if held is None:
         return
     if not held[3]:
-        try:
-            os.ftruncate(held[1], 0)  # Empty: nobody holds it. Not removed: see _read_holder.
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # Empty: nobody holds it. Not removed: _read_holder.
+            os.ftruncate(held[1], 0)
     os.close(held[1])  # Releases the flock.
 
 
