@@ -40,6 +40,16 @@ class Exit(SystemExit):
         return self.message
 
 
+@contextlib.contextmanager
+def reraised(error_class, causes, prefix=""):
+    """Raises an error of `causes` in the block as `error_class`, its message after `prefix`:
+    one `error:` line at the command line, not a library's traceback."""
+    try:
+        yield
+    except causes as e:
+        raise error_class(f"{prefix}{e}") from None
+
+
 def print_error(error):
     """Prints `error: <message>` as one line on stderr; returns the exit status (2)."""
     print(f"error: {error}", file=sys.stderr, flush=True)
@@ -124,17 +134,7 @@ def run_main(main, *args):
         status = 0
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
-    # The interpreter flushes stdout again at exit; pointed at /dev/null that cannot fail.
-    if not _stdout_is_open():
+    except (BrokenPipeError, ValueError):
+        # The interpreter flushes stdout again at exit; pointed at /dev/null that cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(status or 0)
-
-
-def _stdout_is_open():
-    try:
-        sys.stdout.flush()
-        return True
-    except (BrokenPipeError, ValueError):
-        return False

@@ -98,10 +98,8 @@ def _say(line):
 def check_config(config):
     """Checks the fields that need nothing loaded and that config.mesh fits; returns the mesh."""
     run_config.check(config)
-    try:
+    with errors.reraised(run_config.ConfigError, ValueError):
         evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
-    except ValueError as e:
-        raise run_config.ConfigError(str(e)) from None
     try:
         mesh = state_lib.make_mesh(config.mesh)
     except ValueError as e:
@@ -117,10 +115,8 @@ def load_vocabulary(config, build_data):
     """The vocabulary, once the training data is known to be built (or built now)."""
     vocab = run_lib.vocabulary(config.vocab.path)
     run_config.check_vocab(config, vocab)
-    try:
+    with errors.reraised(TrainingError, (OSError, errors.Error), "config.data: "):
         pipeline.ensure_built(config.data, build=build_data and jax.process_count() == 1)
-    except (OSError, errors.Error) as e:
-        raise TrainingError(f"config.data: {e}") from None
     return vocab
 
 
@@ -128,14 +124,13 @@ def check_workdir(config, workdir, allow_change):
     """Checks an earlier run's files; returns (last whole step of metrics.jsonl, changed fields)."""
     if os.path.isdir(run_config.path(workdir)):  # Written at the start, read at a resume.
         raise TrainingError(f"{run_config.path(workdir)} is a folder, not a file; move it away")
-    try:
+    with errors.reraised(TrainingError, (MetricsFileError, checkpointing.CheckpointError,
+                                         run_config.ResumeRefused)):
         whole_through = check_metrics_file(workdir)
         if not checkpointing.has_checkpoint(workdir):
             return whole_through, []
         changes, warning_lines = run_config.check_resume(
             config, workdir, checkpointing.checkpoint_dir(workdir), allow_change)
-    except (MetricsFileError, checkpointing.CheckpointError, run_config.ResumeRefused) as e:
-        raise TrainingError(str(e)) from None
     for line in [*warning_lines, *metrics_lost_warning(workdir)]:
         _say(line)
     return whole_through, changes
@@ -151,11 +146,9 @@ def build_evaluators(config, model, vocab, names=None):
 
 def prepare_workdir(workdir):
     """Creates `workdir`, checks it is writable, and locks it (process 0)."""
-    try:
+    with errors.reraised(TrainingError, workdir_lib.WorkdirError):
         workdir_lib.prepare(workdir, jax.process_index())
         note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
-    except workdir_lib.WorkdirError as e:
-        raise TrainingError(str(e)) from None
     if note:
         _say(note)
 
@@ -184,11 +177,9 @@ def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, 
     with compilation_cache.watch() as compiled:
         state = state_lib.init_state(run.model, tx, rng, shardings)
     _say(f"Initialized the parameters in {compiled}")
-    try:
+    with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         state["params"] = pretrained.initialize(state["params"], config.init, abstract_state,
                                                  weights)
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(str(e)) from None
     return state, 0
 
 
@@ -250,11 +241,9 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
 
 def open_outputs(config, workdir, start_step):
     """The metrics logger (repaired to `start_step`), config.json written, the savers."""
-    try:
+    with errors.reraised(TrainingError, (MetricsFileError, MetricsWriteError)):
         logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
                                sync_every=config.checkpoint.every, log_every=config.log_every)
-    except (MetricsFileError, MetricsWriteError) as e:
-        raise TrainingError(str(e)) from None
     if jax.process_index() == 0:
         run_config.save(workdir, config)
     saver = checkpointing.Saver(checkpointing.manager(workdir, keep=config.checkpoint.keep))
@@ -278,10 +267,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, allow_ch
                 return _train_and_evaluate(config, workdir, allow_change,
                                            compilation_cache_dir, build_data, cleanup)
         except actions.RestoredNotFinite as e:  # Damaged data in the checkpoint: the one before.
-            try:
+            with errors.reraised(TrainingError, checkpointing.CheckpointError):
                 checkpointing.set_aside_to_resume_before(workdir, e.restored_step, str(e))
-            except checkpointing.CheckpointError as error:
-                raise TrainingError(str(error)) from None
         except checkpointing.SaveError as e:  # Says what the folders hold once saves ended.
             raise e.now() from None
 
@@ -297,12 +284,10 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     model = run.model
     tx, _ = state_lib.create_optimizer(config)
     abstract_state = run.abstract_state(tx, mesh)
-    try:
+    with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)
         weights = (None if checkpointing.has_checkpoint(workdir) else  # A fresh run's.
                    pretrained.read(config.init, abstract_state["params"]))
-    except (FileNotFoundError, ValueError) as e:
-        raise TrainingError(str(e)) from None
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
@@ -476,17 +461,14 @@ def main(argv):
         warnings.simplefilter("ignore")
     if not _CHECK.value and (_DEVICES.value or _DEVICE_MEMORY.value):
         errors.fail("--devices and --device_memory size a run for --check only")
-    if _CHECK.value:
-        try:
+    try:
+        if _CHECK.value:
             ready = preflight_check(_CONFIG.value, devices=_DEVICES.value,
                                     device_memory_gib=_DEVICE_MEMORY.value,
                                     workdir=_WORKDIR.value,
                                     allow_change=_ALLOW_CONFIG_CHANGE.value)
-        except errors.Error as e:
-            errors.fail(e)
-        sys.exit(0 if ready else 2)
-    logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
-    try:
+            sys.exit(0 if ready else 2)
+        logging.info("Config:\n%s", json.dumps(_CONFIG.value.to_dict(), indent=2, default=str))
         initialize_distributed()
         train_and_evaluate(_CONFIG.value, _WORKDIR.value, _ALLOW_CONFIG_CHANGE.value,
                            _COMPILATION_CACHE.value, build_data=_BUILD_DATA.value)

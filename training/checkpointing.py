@@ -179,12 +179,9 @@ def _checksum_mismatch(path, tree):
     with open(saved_file, encoding="utf-8") as f:
         saved = json.load(f).get(str(jax.process_index()), {})
     prefix = "" if "opt_state" in tree else "params/"
-    for name, sums in checksums(tree).items():
-        expected = saved.get(prefix + name, {})
-        for index, crc in sums.items():
-            if index in expected and expected[index] != crc:
-                return prefix + name
-    return None
+    return next((prefix + name for name, sums in checksums(tree).items()
+                 for index, crc in sums.items()
+                 if saved.get(prefix + name, {}).get(index, crc) != crc), None)
 
 
 class Saver:
@@ -346,10 +343,8 @@ def _readable_step(workdir, step, abstract_params, best):
                                 f"{', '.join(map(str, steps(workdir, best))) or 'none'}")
     path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
-    try:
+    with errors.reraised(CheckpointError, CheckpointError, f"{where} is damaged: "):
         saved = _saved_tree(path)
-    except CheckpointError as e:
-        raise CheckpointError(f"{where} is damaged: {e}") from None
     if isinstance(saved, dict) and "params" in saved:
         mismatches = _shape_mismatches(saved["params"], abstract_params)
         if mismatches:

@@ -10,6 +10,7 @@ import os
 import jax
 from absl import logging
 
+import errors
 from model import upstream
 from training import checkpointing
 from training import run as run_lib
@@ -28,11 +29,10 @@ def _other_run(path):
 def _restore_other_run(path, abstract_params):
     """Params of another run's checkpoint: `path` is a workdir or a `checkpoints/<step>` folder."""
     path, step = _other_run(path)
-    try:
+    with errors.reraised(ValueError, (FileNotFoundError, ValueError,
+                                      checkpointing.CheckpointError), "init.checkpoint: "):
         params, step = run_lib.Run.open(path).restore(step, params_only=True,
                                                       abstract=abstract_params)
-    except (FileNotFoundError, ValueError, checkpointing.CheckpointError) as e:
-        raise ValueError(f"init.checkpoint: {e}") from None
     logging.info("init.checkpoint: params of step %d of %s", step, path)
     return params
 
@@ -42,10 +42,9 @@ def check_other_run(path, abstract_params=None):
     `abstract_params`, its parameters have their shapes (FileNotFoundError / ValueError)."""
     path, step = _other_run(path)
     if abstract_params is not None:
-        try:
+        with errors.reraised(ValueError, (FileNotFoundError, checkpointing.CheckpointError),
+                             "init.checkpoint: "):
             checkpointing.check_params(path, step, abstract_params)
-        except (FileNotFoundError, checkpointing.CheckpointError) as e:
-            raise ValueError(f"init.checkpoint: {e}") from None
 
 
 def read(init_config, abstract_params):

@@ -48,10 +48,10 @@ def read_config(workdir):
         raise errors.InputError(f"{workdir} has no config.json: not a run folder written by "
                                 f"train.py")
     config = run_config.from_saved(saved)
-    try:  # train.py checked it when it wrote it: what fails here was edited since.
+    # train.py checked it when it wrote it: what fails here was edited since.
+    with errors.reraised(errors.InputError, (ValueError, TypeError, AttributeError, KeyError),
+                         f"{run_config.path(workdir)}: "):
         run_config.check(config)
-    except (ValueError, TypeError, AttributeError, KeyError) as e:
-        raise errors.InputError(f"{run_config.path(workdir)}: {e}") from None
     return config
 
 
@@ -76,10 +76,9 @@ class Run:
         """The run of `workdir` as its config.json says (errors.InputError when it cannot)."""
         config = read_config(workdir)
         vocab = vocabulary(config.vocab.path, saved=True)
-        try:
+        with errors.reraised(errors.InputError, run_config.ConfigError,
+                             f"{run_config.path(workdir)}: "):
             run_config.check_vocab(config, vocab)
-        except run_config.ConfigError as e:
-            raise errors.InputError(f"{run_config.path(workdir)}: {e}") from None
         return cls(workdir, config, vocab)
 
     def abstract_params(self, sharded=True):

@@ -45,7 +45,6 @@ class Range:
 
 N0, N1 = Range(0), Range(1)  # Integers >= 0, >= 1.
 POSITIVE, FRACTION = Range(0, open_low=True), Range(0, 1)
-SCHEDULES = ("rsqrt", "constant")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +92,7 @@ FIELDS = tuple(Field(*row) for row in (
     # base * sqrt(constant_steps / step) ("rsqrt", the paper's Sec. 3.2), or "constant".
     ("lr.base", float, POSITIVE, "fixed step", "Peak learning rate."),
     ("lr.constant_steps", int, N1, "fixed step", "Steps at `base` (rsqrt only)."),
-    ("lr.schedule", "rsqrt", SCHEDULES, "fixed step", "The decay after them."),
+    ("lr.schedule", "rsqrt", ("rsqrt", "constant"), "fixed step", "The decay after them."),
     ("optimizer.clipping_threshold", 1.0, POSITIVE, "fixed step optional",
      "Adafactor's update clipping (T5X default); None: none."),
     ("optimizer.decay_rate", 0.8, POSITIVE, "fixed step",
@@ -201,16 +200,11 @@ def _fixed(name):
 def incompatible_changes(saved, current):
     """Returns ["field: saved -> current", ...] for the "fixed" fields that differ."""
     saved, current = _flatten(saved), _flatten(current)
-    changes = []
-    for name in sorted(set(saved) | set(current)):
-        if not _fixed(name):
-            continue
-        if name not in current and saved[name] in RETIRED.get(name, ()):
-            continue
-        old, new = saved.get(name), current.get(name)
-        if old != new:
-            changes.append(f"{name}: {old!r} -> {new!r}")
-    return changes
+    retired = {name for name, value in saved.items()
+               if name not in current and value in RETIRED.get(name, ())}
+    return [f"{name}: {saved.get(name)!r} -> {current.get(name)!r}"
+            for name in sorted(set(saved) | set(current))
+            if _fixed(name) and name not in retired and saved.get(name) != current.get(name)]
 
 
 def path(workdir):
@@ -353,11 +347,9 @@ def _check_data(data):
     data_dir = data.tfds_data_dir
     if data_dir and os.path.exists(data_dir) and not os.path.isdir(data_dir):
         raise ConfigError(f"config.data.tfds_data_dir={data_dir!r} is a file, not a folder")
-    try:
+    with errors.reraised(ConfigError, ValueError, "config.data.langs: "):
         languages.check_langs(data.langs, known=languages.TRAIN_35L_LANGS,
                               what="training language")
-    except ValueError as e:
-        raise ConfigError(f"config.data.langs: {e}") from None
 
 
 def check(config):
@@ -373,10 +365,8 @@ def check(config):
         raise ConfigError("config.mesh.data and config.mesh.model are both -1; at most one "
                           "axis may take the devices the other leaves")
     _check_data(config.data)
-    try:
+    with errors.reraised(ConfigError, ValueError):
         captioner.captioner_config(config.model)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
 
 
 def check_vocab(config, vocab):
