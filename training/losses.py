@@ -54,16 +54,13 @@ def _sums(token_loss, log_z, targets, z_loss):
             jnp.sum(weights))
 
 
-def _result(loss_sum, z_loss_sum, weight):
-    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
-    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
-
-
 def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
     """Mean token cross entropy over non-padding targets (0 = padding), as T5X.
     Returns (scalar loss, sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging)."""
     token_loss, log_z = _token_losses(logits.astype(jnp.float32), targets, label_smoothing)
-    return _result(*_sums(token_loss, log_z, targets, z_loss))
+    loss_sum, z_loss_sum, weight = _sums(token_loss, log_z, targets, z_loss)
+    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
+    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
 
 
 def _chunked(x, chunk_len):

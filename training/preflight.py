@@ -7,6 +7,7 @@ the run for other devices than these (a login node's CPU): the step is compiled 
 CPU devices from abstract shapes, without the data, vocabulary or checkpoints.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -124,12 +125,11 @@ def _evaluation_data(config, model, vocab, build_evaluators):
             continue
         what = f"evaluation data of config.evals.{name}"
         if vocab is None:  # Where the files are; their contents are read with the vocabulary.
-            folders = [(k, eval_config[k]) for k in ("data_dir", "manual_dir")
-                       if eval_config.get(k)]
-            absent = [(k, v) for k, v in folders if not os.path.isdir(v)]
+            absent = [k for k in ("data_dir", "manual_dir")
+                      if eval_config.get(k) and not os.path.isdir(eval_config[k])]
             items.append(Item(what, "; ".join(
-                f"{v} not found; pass --config.evals.{name}.{k}=<its path>" for k, v in absent)
-                or None))
+                f"{eval_config[k]} not found; pass --config.evals.{name}.{k}=<its path>"
+                for k in absent) or None))
             continue
         try:
             build_evaluators(config, model, vocab, names=[name])
@@ -143,11 +143,9 @@ def _evaluation_data(config, model, vocab, build_evaluators):
 def simulate_devices(count):
     """Makes JAX in this process see `count` CPU devices (`--check --devices`); before its
     first computation, or with that many CPU devices already."""
-    try:
+    with contextlib.suppress(RuntimeError):  # JAX has started: fine if it has those devices.
         jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_num_cpu_devices", count)
-    except RuntimeError:  # JAX has started: fine if it has those devices.
-        pass
     if jax.devices()[0].platform != "cpu" or jax.device_count() != count:
         raise errors.InputError(f"--devices={count}: this process already uses "
                                 f"{jax.device_count()} {jax.devices()[0].platform} device(s)")
@@ -155,8 +153,7 @@ def simulate_devices(count):
 
 def device_capacity():
     """Bytes of memory of one device, or None where the backend does not say (a CPU)."""
-    stats = jax.devices()[0].memory_stats() or {}
-    return stats.get("bytes_limit")
+    return (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
 
 
 def packing_layout(config, model, mesh, lengths):

@@ -46,13 +46,10 @@ def create_optimizer(config):
     return tx, schedule
 
 
-def init_key(rng):
-    """The initializers' 'rbg' key, derived from `rng` (compiles faster than threefry)."""
-    return jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
-
-
 def _init_state(model, tx, rng):
-    params = captioner.init_params(model, init_key(rng))
+    # The initializers take an 'rbg' key derived from `rng`: it compiles faster than threefry.
+    key = jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl="rbg")
+    params = captioner.init_params(model, key)
     return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
 
