@@ -20,8 +20,7 @@ from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
 ENV_DIR = "JAX_COMPILATION_CACHE_DIR"  # jax's own variable; wins when set
 _EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
-           "/jax/compilation_cache/cache_hits": "hits",
-           "/jax/compilation_cache/cache_misses": "misses"}
+           "/jax/compilation_cache/cache_hits": "hits"}
 # (thread, event) -> count: jax reports a compile in the thread that asked for it, so a watch
 # in one thread is not fooled by a compile in another (train.py compiles two at once).
 _counts = collections.Counter()

@@ -200,15 +200,11 @@ def replaced(config, **fields):
 
 def _alternatives(config, data_devices):
     """Settings that use less memory, cheapest in speed first."""
-    per_device = config.batch_size // data_devices
-    k = config.grad_accum_steps
-    options = []
-    for remat in ([] if config.model.remat else [{}]) + [{"model.remat": True}]:
-        for accum in (k * 2**i for i in range(0, 9)):
-            if per_device % accum or (accum == k and not remat):
-                continue
-            options.append({"grad_accum_steps": accum, **remat})
-    return options
+    per_device, k = config.batch_size // data_devices, config.grad_accum_steps
+    return [{"grad_accum_steps": accum, **remat}
+            for remat in ([] if config.model.remat else [{}]) + [{"model.remat": True}]
+            for accum in (k * 2**i for i in range(9))
+            if per_device % accum == 0 and (accum != k or remat)]
 
 
 def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=None):
