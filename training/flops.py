@@ -1,11 +1,11 @@
 """Model FLOPs of the captioner, counted from its config, and utilization (MFU).
 
 Analytic: every matmul of the forward, at 2 FLOPs a multiply-add; training is 3x the forward
-less the pixels' gradient; rematerialization is reported apart. Two counts: "computed", at the
-lengths the step computes (every padded position, or every position of the packed rows), and
-"useful", at the batch's real lengths (image and prompt positions, caption tokens). Not XLA's
-cost analysis, which misses dots autotuned into library calls and counts a scan's body once
-(benchmarks/train_step.py prints it for comparison). Peaks are dense bf16.
+less the pixels' gradient; rematerialization is reported apart (benchmarks/train_step.py, with
+XLA's count). Two counts: "computed", at the lengths the step computes (every padded position,
+or every position of the packed rows), and "useful", at the batch's real lengths (image and
+prompt positions, caption tokens). Not XLA's cost analysis, which misses dots autotuned into
+library calls and counts a scan's body once. Peaks are dense bf16.
 """
 
 import jax
