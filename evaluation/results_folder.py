@@ -54,7 +54,8 @@ def check_room(out, evaluators, flag, folder=None):
             f"{flag} {out} holds predictions this evaluation does not recompute "
             f"({', '.join(stale)}); evaluate their languages and evaluators too, or choose "
             f"another {flag}")
-    needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
+    stat = os.statvfs(folder)  # The room an unprivileged writer has.
+    needed, free = needed_bytes(evaluators), stat.f_bavail * stat.f_frsize
     if free < needed:
         images = sum(sum(e.num_images.values()) for e in evaluators.values())
         raise errors.InputError(
