@@ -33,7 +33,7 @@ def _is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _ordered(langs):
+def ordered(langs):
     """Languages in the paper's order (XM3600_LANGS)."""
     return [lang for lang in languages.XM3600_LANGS if lang in langs]
 
@@ -49,7 +49,7 @@ def check_language_scores(scores, what):
     for lang, value in scores.items():
         if not _is_number(value) or not math.isfinite(value):
             raise ScoresError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
-    return {lang: float(scores[lang]) for lang in _ordered(scores)}
+    return {lang: float(scores[lang]) for lang in ordered(scores)}
 
 
 def _check_num_images(num_images, scores):
