@@ -71,7 +71,8 @@ def averages(scores):
     return out
 
 
-def _fmt(value):
+def fmt(value):
+    """A score as the tables print it (3 decimals; None: a dash)."""
     return "–" if value is None else f"{value:.3f}"
 
 
@@ -84,7 +85,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     lines += ["| " + " | ".join(header) + " |",
               "| --- |" + " ---: |" * (len(header) - 1)]
     for lang in scores_format.ordered(scores):
-        cells = [lang] + [_fmt(baselines[m].get(lang)) for m in models] + [_fmt(scores[lang])]
+        cells = [lang] + [fmt(baselines[m].get(lang)) for m in models] + [fmt(scores[lang])]
         if extra:
             cells.append(str(extra[1][lang]))
         lines.append("| " + " | ".join(cells) + " |")
@@ -93,7 +94,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
             ("avg_36", "average, 36 languages", 36)][:2 if with_quz else 1]
     for key, label, _ in rows:
         cells = [f"**{label}**"]
-        cells += [_fmt(averages(baselines[m])[key]) for m in models] + [_fmt(own[key])]
+        cells += [fmt(averages(baselines[m])[key]) for m in models] + [fmt(own[key])]
         if extra:
             cells.append("")
         lines.append("| " + " | ".join(cells) + " |")
@@ -262,15 +263,22 @@ def _write_scores_csv(path, scores, coco_dev_scores):
             writer.writerow(row)
 
 
+def write_outputs(folder, by_lang, outputs=""):
+    """An evaluator's predictions file per language and its per-image scores, from {lang:
+    (image keys, captions, per-image scores)}."""
+    for lang, (keys, captions, _) in by_lang.items():
+        predictions_format.write(os.path.join(folder, predictions_format.file_name(lang, outputs)),
+                                 {lang: dict(zip(keys, captions, strict=True))})
+    per_image_format.write(os.path.join(folder, per_image_format.file_name(outputs)), {
+        lang: dict(zip(keys, per_image.tolist(), strict=True))
+        for lang, (keys, _, per_image) in by_lang.items()})
+
+
 def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
     """Writes `--predictions`'s results folder whole; returns {file kind: file name}."""
     with files.replacing_folder(results_dir) as folder:
-        for lang, r in results.items():
-            predictions_format.write(os.path.join(folder, predictions_format.file_name(lang)),
-                                     {lang: {key: predictions[lang][key] for key in r.keys}})
-        per_image_format.write(os.path.join(folder, per_image_format.file_name()), {
-            lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-            for lang, r in results.items()})
+        write_outputs(folder, {lang: (r.keys, [predictions[lang][key] for key in r.keys],
+                                      r.per_image) for lang, r in results.items()})
         paths = write_report(folder, {lang: r.score for lang, r in results.items()},
                              {lang: len(r.keys) for lang, r in results.items()}, name=name,
                              paper_dir=paper_dir)

@@ -80,7 +80,8 @@ def write(out, step, evaluators, results, *, name, config_name, workdir):
         written = {}
         for key, evaluator in evaluators.items():
             by_lang = results[key].by_lang
-            _write_outputs(folder, evaluator.outputs_name, by_lang)
+            report.write_outputs(folder, {lang: (r.keys, r.captions, r.per_image)
+                                          for lang, r in by_lang.items()}, evaluator.outputs_name)
             paths = _write_report(folder, evaluator, by_lang, coco_dev, checkpoint,
                                   os.path.abspath(workdir))
             written[key] = [per_image_format.file_name(evaluator.outputs_name)] + [
@@ -113,18 +114,6 @@ def _link_or_copy(source, target):
         os.link(source, target, follow_symlinks=False)
     except OSError:
         shutil.copy2(source, target, follow_symlinks=False)
-
-
-def _write_outputs(folder, outputs_name, by_lang):
-    """An evaluator's predictions file per language and its per-image scores."""
-    for lang, r in by_lang.items():
-        predictions_format.write(
-            os.path.join(folder, predictions_format.file_name(lang, outputs_name)),
-            {lang: dict(zip(r.keys, r.captions, strict=True))})
-    per_image_format.write(
-        os.path.join(folder, per_image_format.file_name(outputs_name)),
-        {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-         for lang, r in by_lang.items()})
 
 
 def _write_report(folder, evaluator, by_lang, coco_dev, checkpoint, workdir):
