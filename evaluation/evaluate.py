@@ -277,10 +277,7 @@ def check_flags(flag_values):
             raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
                              f"leave them out")
         return None
-    try:
-        return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
-    except decode.DecodingError as e:
-        raise UsageError(str(e)) from None
+    return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
 
 
 def main(argv=None):

@@ -13,9 +13,9 @@ from evaluation.cider import ngram_match
 KEY_BITS = 62
 
 
-def shift_key(prefix, token, token_bits, bound=None):
-    """Exact int64 key of (prefix, token), or OverflowError; `bound` is above every prefix."""
-    largest = bound - 1 if bound is not None else int(prefix.max()) if prefix.size else 0
+def shift_key(prefix, token, token_bits):
+    """Exact int64 key of (prefix, token), or OverflowError."""
+    largest = int(prefix.max()) if prefix.size else 0
     if int(largest).bit_length() + token_bits > KEY_BITS:
         raise OverflowError("n-gram keys do not fit in 62 bits; too many tokens or images")
     return (prefix << token_bits) | token

@@ -163,11 +163,8 @@ def _normalized_text(captions, lang, options, segment_chars):
         text = text.lower()
     code_points = _to_code_points(text)
     flags = _char_flags(code_points)
-    remove = 0
-    if options.remove_punctuation:
-        remove |= _PUNCT
-    if options.remove_symbols:
-        remove |= _SYMBOL
+    remove = (_PUNCT if options.remove_punctuation else 0) | (
+        _SYMBOL if options.remove_symbols else 0)
     changed = False
     if remove:
         removed = (flags & remove) != 0
