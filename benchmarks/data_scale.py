@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import synthetic_releases  # noqa: E402
 from data import languages  # noqa: E402
 from data.build import layout  # noqa: E402
-from evaluation import cli  # noqa: E402
+from tools import cli as tool_cli  # noqa: E402
 
 
 # ---------------------------------------------------------------- measure ----
@@ -263,7 +263,7 @@ def main(argv=None):
                         help="of the full release's images and translation lines")
     parser.add_argument("--images", choices=("realistic", "tiny"), default="realistic")
     parser.add_argument("--out", required=True, help="folder for the inputs and the build")
-    parser.add_argument("--workers", type=cli.counts(1), default=[os.cpu_count()],
+    parser.add_argument("--workers", type=tool_cli.counts(1), default=[os.cpu_count()],
                         help="the build's worker processes; a list (2,16) builds the caption "
                              "tables again with each further count, the images kept")
     parser.add_argument("--max_side", type=int, default=0, help="the build's --max_side")

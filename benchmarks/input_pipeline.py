@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import synthetic_releases  # noqa: E402
 from data import languages  # noqa: E402
 from evaluation import cli  # noqa: E402
+from tools import cli as tool_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH, SIZE = 256, 224
@@ -198,17 +199,17 @@ def main(argv=None):
     parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train_images", type=int, default=1024,
                         help="training images of the synthetic COCO-35L")
-    parser.add_argument("--batches", type=cli.count(4), default=8,
+    parser.add_argument("--batches", type=tool_cli.count(4), default=8,
                         help="batches of 256 timed a run (4 or more: more than the workers "
                              "make ahead)")
-    parser.add_argument("--rounds", type=cli.count(1), default=3,
+    parser.add_argument("--rounds", type=tool_cli.count(1), default=3,
                         help="rounds of the two pipelines' measurements (the medians are shown)")
     parser.add_argument("--work_dir", default=None,
                         help="keep the release and the builds here (reused when present)")
     parser.add_argument("--baseline", default=None,
                         help="a tree whose pipeline is measured beside this one: its folder, or "
                              "a git ref of this repository (default: none)")
-    parser.add_argument("--workers", type=cli.counts(1), default=[1, 2],
+    parser.add_argument("--workers", type=tool_cli.counts(1), default=[1, 2],
                         help="worker counts measured: 1, 2, then any more (say 1,2,16)")
     args = parser.parse_args(argv)
     worker_counts, rounds = args.workers, args.rounds

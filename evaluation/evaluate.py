@@ -205,10 +205,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     check_outputs(evaluators)
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
-    try:
-        results_folder.check_room(out, evaluators, flag)
-    except errors.InputError as e:
-        raise UsageError(str(e)) from None
+    results_folder.check_room(out, evaluators, flag)
     print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
     results = {}
     for key, evaluator in evaluators.items():
@@ -256,12 +253,12 @@ def _write_or_fall_back(out, scores, write):
 
 
 def _print_scores(scores):
-    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     for key, by_lang in scores.items():
         avg = report.averages(by_lang)
         print(f"{key}: " + ", ".join(f"{lang} {value:.3f}" for lang, value in by_lang.items()))
-        print(f"{key}: average of 35 languages {fmt(avg['avg_35'])}, of 36 {fmt(avg['avg_36'])}, "
-              f"of these {len(by_lang)} {np.mean(list(by_lang.values())):.3f}", flush=True)
+        print(f"{key}: average of 35 languages {report.fmt(avg['avg_35'])}, of 36 "
+              f"{report.fmt(avg['avg_36'])}, of these {len(by_lang)} "
+              f"{np.mean(list(by_lang.values())):.3f}", flush=True)
 
 
 def _print_summary(out, scores, written):
@@ -280,10 +277,7 @@ def check_flags(flag_values):
             raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
                              f"leave them out")
         return None
-    try:
-        return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
-    except decode.DecodingError as e:
-        raise UsageError(str(e)) from None
+    return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
 
 
 def main(argv=None):

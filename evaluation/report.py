@@ -26,7 +26,6 @@ from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
 
-METRIC = "cider-d"
 BASELINES = ("BB+CC", "BB", "Bg", "Lg")
 PAPER_SCORES_FILE = paper_tables.CIDER_PER_LANGUAGE
 PAPER_COLUMNS = {"xm3600": "cider_xm3600", "coco_dev": "cider_coco_dev"}
@@ -60,29 +59,20 @@ def read_paper_scores(path):
     return out
 
 
-def _mean_or_none(scores, langs):
-    missing = tuple(lang for lang in langs if lang not in scores)
-    if missing:
-        return None, missing
-    return sum(scores[lang] for lang in langs) / len(langs), ()
-
-
 def averages(scores):
     """The paper's averages of {lang: score}: over the 35 training languages (no quz) and all 36.
     Returns {"avg_35", "avg_36", "missing_35", "missing_36"}: an average is None when a
     language it needs is missing, and its `missing_*` says which."""
-    avg_35, missing_35 = _mean_or_none(scores, languages.TRAIN_35L_LANGS)
-    avg_36, missing_36 = _mean_or_none(scores, languages.XM3600_LANGS)
-    return {"avg_35": avg_35, "avg_36": avg_36,
-            "missing_35": missing_35, "missing_36": missing_36}
+    out = {}
+    for count, langs in ((35, languages.TRAIN_35L_LANGS), (36, languages.XM3600_LANGS)):
+        missing = tuple(lang for lang in langs if lang not in scores)
+        out[f"avg_{count}"] = None if missing else sum(scores[lang] for lang in langs) / count
+        out[f"missing_{count}"] = missing
+    return out
 
 
-def _ordered(langs):
-    """Languages in the paper's order (XM3600_LANGS)."""
-    return [lang for lang in languages.XM3600_LANGS if lang in langs]
-
-
-def _fmt(value):
+def fmt(value):
+    """A score as the tables print it (3 decimals; None: a dash)."""
     return "–" if value is None else f"{value:.3f}"
 
 
@@ -94,8 +84,8 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     lines = [f"## {title}", ""]
     lines += ["| " + " | ".join(header) + " |",
               "| --- |" + " ---: |" * (len(header) - 1)]
-    for lang in _ordered(scores):
-        cells = [lang] + [_fmt(baselines[m].get(lang)) for m in models] + [_fmt(scores[lang])]
+    for lang in scores_format.ordered(scores):
+        cells = [lang] + [fmt(baselines[m].get(lang)) for m in models] + [fmt(scores[lang])]
         if extra:
             cells.append(str(extra[1][lang]))
         lines.append("| " + " | ".join(cells) + " |")
@@ -104,7 +94,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
             ("avg_36", "average, 36 languages", 36)][:2 if with_quz else 1]
     for key, label, _ in rows:
         cells = [f"**{label}**"]
-        cells += [_fmt(averages(baselines[m])[key]) for m in models] + [_fmt(own[key])]
+        cells += [fmt(averages(baselines[m])[key]) for m in models] + [fmt(own[key])]
         if extra:
             cells.append("")
         lines.append("| " + " | ".join(cells) + " |")
@@ -155,7 +145,7 @@ _GROUPS_PER_ROW = 19
 
 def bars_png(scores, baselines, name):
     """A grouped bar chart (a group per language) of `scores` and `baselines`, as PNG bytes."""
-    groups = _ordered(scores)
+    groups = scores_format.ordered(scores)
     series = {m: [baselines[m].get(lang) for lang in groups]
               for m in BASELINES if m in baselines}
     colors = [_BASELINE_COLORS[m] for m in series] + [_MODEL_COLOR]
@@ -211,24 +201,18 @@ def bars_png(scores, baselines, name):
     return png.getvalue()
 
 
-def load_baselines(paper_dir=None):
-    """The paper's per-language scores, or ({}, a note) when its file is absent."""
-    path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
-    if not path.is_file():
-        return {}, f"Note: the paper's baselines are left out: {path} not found."
-    return read_paper_scores(path), ""
-
-
 def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name="this model",
                  step=None, config=None, paper_dir=None, extra=None):
     """Writes scores.json, scores.csv, table.md and bars.png to results_dir; returns {kind: path}.
     Everything is checked and drawn first: bad input (formats.scores.ScoresError,
     errors.InputError) writes nothing."""
-    summary = scores_format.make(METRIC, scores, num_images, step=step, config=config,
+    summary = scores_format.make("cider-d", scores, num_images, step=step, config=config,
                                  coco_dev_scores=coco_dev_scores, extra=extra)
     scores, num_images = summary["scores"], summary["num_images"]
     coco_dev_scores = summary.get("coco_dev_scores")
-    paper, paper_note = load_baselines(paper_dir)
+    path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
+    paper, paper_note = (read_paper_scores(path), "") if path.is_file() else (
+        {}, f"Note: the paper's baselines are left out: {path} not found.")
     table = _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step,
                       summary.get("decoding"))
     bars = bars_png(scores, paper.get("xm3600", {}), name)
@@ -272,34 +256,33 @@ def _write_scores_csv(path, scores, coco_dev_scores):
         writer = csv.writer(f)
         writer.writerow(["lang", "cider_xm3600"] + (["cider_coco_dev"] if coco_dev_scores
                                                      else []))
-        for lang in _ordered(set(scores) | set(coco_dev_scores or {})):
+        for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {})):
             row = [lang, scores.get(lang, "")]
             if coco_dev_scores:
                 row.append(coco_dev_scores.get(lang, ""))
             writer.writerow(row)
 
 
+def write_outputs(folder, by_lang, outputs=""):
+    """An evaluator's predictions file per language and its per-image scores, from {lang:
+    (image keys, captions, per-image scores)}."""
+    for lang, (keys, captions, _) in by_lang.items():
+        predictions_format.write(os.path.join(folder, predictions_format.file_name(lang, outputs)),
+                                 {lang: dict(zip(keys, captions, strict=True))})
+    per_image_format.write(os.path.join(folder, per_image_format.file_name(outputs)), {
+        lang: dict(zip(keys, per_image.tolist(), strict=True))
+        for lang, (keys, _, per_image) in by_lang.items()})
+
+
 def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
     """Writes `--predictions`'s results folder whole; returns {file kind: file name}."""
     with files.replacing_folder(results_dir) as folder:
-        for lang, r in results.items():
-            predictions_format.write(os.path.join(folder, predictions_format.file_name(lang)),
-                                     {lang: {key: predictions[lang][key] for key in r.keys}})
-        per_image_format.write(os.path.join(folder, per_image_format.file_name()), {
-            lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-            for lang, r in results.items()})
+        write_outputs(folder, {lang: (r.keys, [predictions[lang][key] for key in r.keys],
+                                      r.per_image) for lang, r in results.items()})
         paths = write_report(folder, {lang: r.score for lang, r in results.items()},
                              {lang: len(r.keys) for lang, r in results.items()}, name=name,
                              paper_dir=paper_dir)
     return {kind: path.name for kind, path in paths.items()}
-
-
-def command(predictions, references, langs=None):
-    """The command that scores the predictions file `predictions` into a results folder."""
-    out = os.path.splitext(predictions)[0] + "_results"
-    return " ".join(["python -m evaluation.report", *map(shlex.quote, (
-        out, "--predictions", predictions, "--references", references))]
-        + ([f"--langs {','.join(langs)}"] if langs else []))
 
 
 def _cider_command(args):
@@ -316,17 +299,11 @@ def _score(args):
         if args.langs else None
     references = cli.read_references(args.references)
     predictions = predictions_format.read_files(args.predictions, langs)
-    results = cider.score_languages(references, predictions, langs=langs, keep_scorers=False,
-                                    allow_missing=True)
-    for lang, r in results.items():
-        if r.num_skipped:  # Table 8's averages are over every image.
-            missing = [key for key in references.get(lang)[0] if key not in predictions[lang]]
-            raise errors.InputError(
-                f"{', '.join(args.predictions)}: {r.num_skipped} of "
-                f"{len(missing) + len(r.keys)} images with {lang!r} references have no "
-                f"prediction (first: {', '.join(map(repr, missing[:3]))}); a report needs one "
-                f"for every image ({_cider_command(args)} scores only the images that have "
-                f"one)")
+    # Table 8's averages are over every image.
+    results = cider.score_languages(
+        references, predictions, langs=langs, keep_scorers=False,
+        missing_hint=f"a report needs one for every image ({_cider_command(args)} scores only "
+                     f"the images that have one)")
     return results, predictions
 
 

@@ -54,7 +54,8 @@ def check_room(out, evaluators, flag, folder=None):
             f"{flag} {out} holds predictions this evaluation does not recompute "
             f"({', '.join(stale)}); evaluate their languages and evaluators too, or choose "
             f"another {flag}")
-    needed, free = needed_bytes(evaluators), cli.free_bytes(folder)
+    stat = os.statvfs(folder)  # The room an unprivileged writer has.
+    needed, free = needed_bytes(evaluators), stat.f_bavail * stat.f_frsize
     if free < needed:
         images = sum(sum(e.num_images.values()) for e in evaluators.values())
         raise errors.InputError(
@@ -79,7 +80,8 @@ def write(out, step, evaluators, results, *, name, config_name, workdir):
         written = {}
         for key, evaluator in evaluators.items():
             by_lang = results[key].by_lang
-            _write_outputs(folder, evaluator.outputs_name, by_lang)
+            report.write_outputs(folder, {lang: (r.keys, r.captions, r.per_image)
+                                          for lang, r in by_lang.items()}, evaluator.outputs_name)
             paths = _write_report(folder, evaluator, by_lang, coco_dev, checkpoint,
                                   os.path.abspath(workdir))
             written[key] = [per_image_format.file_name(evaluator.outputs_name)] + [
@@ -112,18 +114,6 @@ def _link_or_copy(source, target):
         os.link(source, target, follow_symlinks=False)
     except OSError:
         shutil.copy2(source, target, follow_symlinks=False)
-
-
-def _write_outputs(folder, outputs_name, by_lang):
-    """An evaluator's predictions file per language and its per-image scores."""
-    for lang, r in by_lang.items():
-        predictions_format.write(
-            os.path.join(folder, predictions_format.file_name(lang, outputs_name)),
-            {lang: dict(zip(r.keys, r.captions, strict=True))})
-    per_image_format.write(
-        os.path.join(folder, per_image_format.file_name(outputs_name)),
-        {lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-         for lang, r in by_lang.items()})
 
 
 def _write_report(folder, evaluator, by_lang, coco_dev, checkpoint, workdir):

@@ -33,7 +33,7 @@ def _is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _ordered(langs):
+def ordered(langs):
     """Languages in the paper's order (XM3600_LANGS)."""
     return [lang for lang in languages.XM3600_LANGS if lang in langs]
 
@@ -49,7 +49,7 @@ def check_language_scores(scores, what):
     for lang, value in scores.items():
         if not _is_number(value) or not math.isfinite(value):
             raise ScoresError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
-    return {lang: float(scores[lang]) for lang in _ordered(scores)}
+    return {lang: float(scores[lang]) for lang in ordered(scores)}
 
 
 def _check_num_images(num_images, scores):
@@ -98,19 +98,14 @@ def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=
          extra=None):
     """A checked summary to `write`; `extra` fields must not be one of FIELDS (ScoresError)."""
     scores = check_language_scores(scores, "scores")
-    summary = {"metric": metric, "scores": scores,
-               "average": sum(scores.values()) / len(scores),
-               "num_images": _check_num_images(num_images, scores)}
-    if step is not None:
-        summary["step"] = step
-    if config is not None:
-        summary["config"] = str(config)
-    if coco_dev_scores:
-        summary["coco_dev_scores"] = coco_dev_scores
+    optional = {"step": step, "config": None if config is None else str(config),
+                "coco_dev_scores": coco_dev_scores or None}
     clash = sorted(set(extra or {}) & set(FIELDS))
     if clash:
         raise ScoresError(f"extra fields {', '.join(clash)} are fields of the format")
-    return _check({**summary, **(extra or {})})
+    average = sum(scores.values()) / len(scores)
+    return _check({"metric": metric, "scores": scores, "average": average, "num_images": num_images,
+                   **{k: v for k, v in optional.items() if v is not None}, **(extra or {})})
 
 
 def write(path, summary):

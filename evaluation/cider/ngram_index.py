@@ -4,7 +4,6 @@ A token is an id 1..V (`Vocabulary`); an n-gram is (id of its first n - 1 tokens
 packed into one int64 (`shift_key`). `KeyTable` maps keys to dense ids.
 """
 
-import itertools
 import typing
 
 import numpy as np
@@ -14,9 +13,9 @@ from evaluation.cider import ngram_match
 KEY_BITS = 62
 
 
-def shift_key(prefix, token, token_bits, bound=None):
-    """Exact int64 key of (prefix, token), or OverflowError; `bound` is above every prefix."""
-    largest = bound - 1 if bound is not None else int(prefix.max()) if prefix.size else 0
+def shift_key(prefix, token, token_bits):
+    """Exact int64 key of (prefix, token), or OverflowError."""
+    largest = int(prefix.max()) if prefix.size else 0
     if int(largest).bit_length() + token_bits > KEY_BITS:
         raise OverflowError("n-gram keys do not fit in 62 bits; too many tokens or images")
     return (prefix << token_bits) | token
@@ -59,7 +58,7 @@ def group_keys(keys):
 
 
 class Vocabulary:
-    """Token strings -> ids 1..V, from Python strings or, fast, from `text.Spans`."""
+    """Token strings -> ids 1..V; the tokens of `text.Spans` looked up by their characters."""
 
     def __init__(self, tokens):
         self.index = {t: i for i, t in enumerate(tokens, start=1)}
@@ -74,24 +73,16 @@ class Vocabulary:
     def __len__(self):
         return len(self.index)
 
-    def ids(self, tokens):
-        """Ids of token strings; unseen tokens get ids above V, equal tokens equal ids."""
-        ids = np.fromiter(map(self.index.get, tokens, itertools.repeat(0)), np.int64,
-                          count=len(tokens))
-        return self._number_unseen(ids, tokens.__getitem__)
-
     def span_ids(self, spans):
-        """Like `ids`, for the tokens of `text.Spans`."""
+        """(Ids of the tokens of `text.Spans`, the largest id): unseen tokens get ids above V,
+        equal tokens equal ids."""
         ids = np.zeros(spans.starts.size, dtype=np.int64)
         ngram_match.token_ids(self._slots, self._code_points, self._starts, self._ends,
                               spans.code_points, spans.starts, spans.ends, ids)
-        return self._number_unseen(
-            ids, lambda i: spans.text[int(spans.starts[i]):int(spans.ends[i])])
-
-    def _number_unseen(self, ids, token):
         unseen = {}
         for i in np.flatnonzero(ids == 0).tolist():
-            ids[i] = unseen.setdefault(token(i), len(self.index) + 1 + len(unseen))
+            token = spans.text[int(spans.starts[i]):int(spans.ends[i])]
+            ids[i] = unseen.setdefault(token, len(self.index) + 1 + len(unseen))
         return ids, len(self.index) + len(unseen)
 
 

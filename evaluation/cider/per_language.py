@@ -100,8 +100,9 @@ def _task(lang, references, predictions, df, allow_missing, missing_hint=MISSING
     if num_skipped and not allow_missing:
         missing = [key for key in keys if key not in by_key]
         raise InputError(
-            f"{num_skipped} of {len(keys)} images with {lang!r} references have no "
-            f"prediction (first: {', '.join(map(repr, missing[:3]))}); {missing_hint}")
+            f"{getattr(predictions, 'path', 'predictions')}: {num_skipped} of {len(keys)} "
+            f"images with {lang!r} references have no prediction (first: "
+            f"{', '.join(map(repr, missing[:3]))}); {missing_hint}")
     if df is not None and lang not in df:
         raise InputError(f"no document frequencies for {lang!r} (they cover "
                          f"{', '.join(df) or 'nothing'})")

@@ -120,29 +120,21 @@ class CiderScorer:
                                     [len(refs) for refs in references])
         flat = [caption for refs in references for caption in refs]
         try:
-            # Tokens as spans of the normalized text, grouped without making a
-            # string per token; strings where a word segmenter makes them.
+            # Tokens as spans of the normalized text, grouped without making a string per token.
             spans = text.normalize_spans(flat, lang, segmenter, options)
-            if spans is not None:
-                (ref_vocab, ref_ids), ref_tokens = ngram_index.distinct_tokens(spans), None
-                self._ref_lengths = spans.lengths
-                self._ref_token = lambda p: spans.text[int(spans.starts[p]):int(spans.ends[p])]
-            else:
-                batch = text.normalize_batch(flat, lang, segmenter, options)
-                ref_tokens, ref_ids = batch.tokens, None
-                ref_vocab = list(dict.fromkeys(ref_tokens))
-                self._ref_lengths, self._ref_token = batch.lengths, batch.tokens.__getitem__
         except text.NormalizationError:
             for i, refs in enumerate(references):
                 if not all(isinstance(r, str) for r in refs):
                     raise InputError(f"image {i}: references must be strings, got "
                                      f"{refs!r}") from None
             raise
-        self._prepare(df, ref_vocab, ref_ids, ref_tokens)
+        self._ref_lengths = spans.lengths
+        self._ref_token = lambda p: spans.text[int(spans.starts[p]):int(spans.ends[p])]
+        self._prepare(df, *ngram_index.distinct_tokens(spans))
 
-    def _prepare(self, df, ref_vocab, ref_ids, ref_tokens):
-        """Indexes the reference n-grams order by order, from `ref_ids` or `ref_tokens`."""
-        ids, lengths = self._token_ids(df, ref_vocab, ref_ids, ref_tokens)
+    def _prepare(self, df, ref_vocab, ref_ids):
+        """Indexes the reference n-grams order by order, from their token ids `ref_ids`."""
+        ids, lengths = self._token_ids(df, ref_vocab, ref_ids)
         sequence, remaining = ngram_index.positions(lengths)
         self._log_n = math.log(float(df.num_images if df is not None else self.num_images))
         tables = _Tables(sequence, lengths, num_refs=self._ref_lengths.size)
@@ -162,15 +154,12 @@ class CiderScorer:
         self._known_first, self._doc_freq = tables.known_first, tables.doc_freq
         self._finish(tables)
 
-    def _token_ids(self, df, ref_vocab, ref_ids, ref_tokens):
+    def _token_ids(self, df, ref_vocab, ref_ids):
         """(token ids of the references then of each df n-gram, tokens per such sequence)."""
         df_ngrams = [ngram.split(" ") for ngram in df.counts] if df is not None else []
         df_tokens = [t for ngram in df_ngrams for t in ngram]
         self._vocab = ngram_index.Vocabulary(list(dict.fromkeys(ref_vocab + df_tokens)))
         self._token_bits = len(self._vocab).bit_length()
-        if ref_ids is None:
-            ref_ids = np.fromiter(map(self._vocab.index.__getitem__, ref_tokens), np.int64,
-                                  count=len(ref_tokens))
         ids = np.concatenate([ref_ids, np.fromiter(map(self._vocab.index.__getitem__, df_tokens),
                                                    np.int64, count=len(df_tokens))])
         lengths = np.concatenate([self._ref_lengths,
@@ -306,14 +295,8 @@ class CiderScorer:
         if not predictions:
             raise InputError("no predictions to score")
         spans = text.normalize_spans(predictions, self.lang, self.segmenter, self.options)
-        if spans is not None:
-            ids, max_id = self._vocab.span_ids(spans)
-            lengths = spans.lengths
-        else:
-            batch = text.normalize_batch(predictions, self.lang, self.segmenter, self.options)
-            ids, max_id = self._vocab.ids(batch.tokens)
-            lengths = batch.lengths
-        inputs = self._hyp_statistics(ids, max_id, lengths, image)
+        ids, max_id = self._vocab.span_ids(spans)
+        inputs = self._hyp_statistics(ids, max_id, spans.lengths, image)
         with jax.enable_x64(True):
             per_image = np.asarray(kernel.kernel(self._refs, *inputs,
                                            clipped=self.metric == "cider-d"))

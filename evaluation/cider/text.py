@@ -4,8 +4,8 @@ Predictions and references go through the same steps: Unicode normalization (NFK
 default); `str.lower` with Turkish i rules; punctuation (P*) becomes a space, symbols (S*)
 stay unless `remove_symbols`; ja, th, zh are segmented ("char": every Han, kana and Thai
 character a token; "word": jieba, fugashi or pythainlp); tokens are `str.split`'s pieces.
-`normalize_batch` does this for a whole batch with a numpy lookup table; `normalize` is its
-one-caption view, `normalize_spans` returns token boundaries.
+`normalize_spans` does this for a whole batch with a numpy lookup table, returning token
+boundaries; `normalize_batch` returns the tokens, `normalize` those of one caption.
 """
 
 import dataclasses
@@ -163,11 +163,8 @@ def _normalized_text(captions, lang, options, segment_chars):
         text = text.lower()
     code_points = _to_code_points(text)
     flags = _char_flags(code_points)
-    remove = 0
-    if options.remove_punctuation:
-        remove |= _PUNCT
-    if options.remove_symbols:
-        remove |= _SYMBOL
+    remove = (_PUNCT if options.remove_punctuation else 0) | (
+        _SYMBOL if options.remove_symbols else 0)
     changed = False
     if remove:
         removed = (flags & remove) != 0
@@ -246,39 +243,31 @@ def _load_word_segmenter(lang):
 
 
 def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
-    """`normalize_batch` as `Spans`; None with segmenter="word" for ja, th and zh."""
+    """The tokens of captions of one XM3600 language as `Spans` (NormalizationError for bad
+    input)."""
     _check(lang, segmenter, options)
     captions = list(captions)
-    segmented = lang in SEGMENTED_LANGS
-    if segmented and segmenter == "word":
-        return None
     if not captions:
         empty = np.zeros(0, np.int64)
         return Spans("", np.zeros(0, np.uint32), empty, empty, empty)
-    text, code_points = _normalized_text(captions, lang, options, segment_chars=segmented)
+    segmented = lang in SEGMENTED_LANGS
+    text, code_points = _normalized_text(
+        captions, lang, options, segment_chars=segmented and segmenter == "char")
+    if segmented and segmenter == "word":
+        # The words, a space between them, make the text whose spans are the tokens.
+        segment = _load_word_segmenter(lang)
+        text = _SEPARATOR.join(" ".join(segment(line)) for line in text.split(_SEPARATOR))
+        code_points = _to_code_points(text)
     return _spans(text, code_points, len(captions))
 
 
 def normalize_batch(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
     """A `TokenizedBatch` of captions of one XM3600 language (NormalizationError for bad input)."""
-    _check(lang, segmenter, options)
-    captions = list(captions)
-    if not captions:
-        return TokenizedBatch([], np.zeros(0, np.int64))
-    segmented = lang in SEGMENTED_LANGS
-    text, code_points = _normalized_text(
-        captions, lang, options, segment_chars=segmented and segmenter == "char")
-    if segmented and segmenter == "word":
-        segment = _load_word_segmenter(lang)
-        per_caption = [[piece for word in segment(line) for piece in word.split()]
-                       for line in text.split(_SEPARATOR)]
-        lengths = np.array([len(t) for t in per_caption], dtype=np.int64)
-        return TokenizedBatch([t for words in per_caption for t in words], lengths)
-    tokens = text.split()
-    lengths = _spans(text, code_points, len(captions)).lengths
-    if lengths.sum() != len(tokens):
+    spans = normalize_spans(captions, lang, segmenter, options)
+    tokens = spans.text.split()
+    if spans.lengths.sum() != len(tokens):
         raise AssertionError("token count mismatch between numpy and str.split")
-    return TokenizedBatch(tokens, lengths)
+    return TokenizedBatch(tokens, spans.lengths)
 
 
 def normalize(caption, lang, segmenter="char", options=DEFAULT_OPTIONS):

@@ -32,6 +32,7 @@ import files
 from data import languages
 from evaluation import cider, cli
 from formats import per_image, predictions
+from tools import cli as tool_cli
 
 _EXAMPLES = 3
 
@@ -246,7 +247,7 @@ def plot_deltas(path, result, name_a, name_b):
     ax.set_title(f"B = {name_b}\nvs A = {name_a}", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    cli.save_figure(fig, path, dpi=110)
+    tool_cli.save_figure(fig, path, dpi=110)
 
 
 def _name(results_dir):
@@ -267,9 +268,9 @@ def main(argv=None):
     parser.add_argument("results_a", help="results folder (or predictions file) of model A, "
                         "the baseline")
     parser.add_argument("results_b", help="results folder (or predictions file) of model B")
-    parser.add_argument("--samples", type=cli.count(1, cli.MAX_SAMPLES), default=1000,
+    parser.add_argument("--samples", type=tool_cli.count(1, tool_cli.MAX_SAMPLES), default=1000,
                         help="bootstrap resamples")
-    parser.add_argument("--seed", type=cli.count(0), default=0, help="seed of the resampling")
+    parser.add_argument("--seed", type=tool_cli.count(0), default=0, help="seed of the resampling")
     parser.add_argument("--out", default=None,
                         help="folder for the chart (default: RESULTS_B)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -279,7 +280,7 @@ def main(argv=None):
                         "language of entries without \"lang\")")
     args = parser.parse_args(argv)
     if args.out:
-        cli.prepare_out(args.out)
+        tool_cli.prepare_out(args.out)
     references = cli.read_references(args.references) if args.references else None
     langs = args.langs.split(",") if args.langs else None
     scores_a, scores_b = (read_per_image(path, references, langs)
@@ -302,7 +303,7 @@ def main(argv=None):
         path.parent.mkdir(parents=True, exist_ok=True)
         plot_deltas(path, result, args.results_a, args.results_b)
     except OSError as e:
-        raise cli.not_written(args.out or args.results_b, e, args.json) from None
+        raise tool_cli.not_written(args.out or args.results_b, e, args.json) from None
     if not args.json:
         print(f"chart: {path}")
 

@@ -65,6 +65,7 @@ import numpy as np
 import errors
 from data import languages
 from evaluation import cli
+from tools import cli as tool_cli
 from tools.analysis import coefficients as coefficients_lib
 from tools.analysis import (
     correlate,
@@ -304,10 +305,10 @@ def _parser():
                              "machine setting)")
     parser.add_argument("--curve", action="store_true",
                         help="pairs: accuracy for 1, 2, ... references per image")
-    parser.add_argument("--samples", type=cli.count(0, cli.MAX_SAMPLES), default=1000,
+    parser.add_argument("--samples", type=tool_cli.count(0, tool_cli.MAX_SAMPLES), default=1000,
                         help="bootstrap resamples (0: none)")
-    parser.add_argument("--seed", type=cli.count(0), default=0)
-    parser.add_argument("--confidence", type=cli.number(0, 1, open_interval=True),
+    parser.add_argument("--seed", type=tool_cli.count(0), default=0)
+    parser.add_argument("--confidence", type=tool_cli.number(0, 1, open_interval=True),
                         default=coefficients_lib.CONFIDENCE)
     parser.add_argument("--out", help="folder for meta.md, meta.csv and meta.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -424,7 +425,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.out:
-            cli.prepare_out(args.out)
+            tool_cli.prepare_out(args.out)
         rows, source, curves = run(args)
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
@@ -446,7 +447,7 @@ def main(argv=None):
             if curves:
                 paths.update(meta_report.write_curves(args.out, curves, source))
         except OSError as e:
-            return errors.print_error(cli.not_written(args.out, e, args.json))
+            return errors.print_error(tool_cli.not_written(args.out, e, args.json))
         if not args.json:
             print(f"report: {', '.join(paths.values())}")
     return 0

@@ -17,6 +17,7 @@ import numpy as np
 
 import files
 from evaluation import cli
+from tools import cli as tool_cli
 from tools.analysis.coefficients import COEFFICIENTS
 
 KEYS = ("analysis", "subset", "level", "target", "metric", "n")
@@ -142,7 +143,7 @@ def plot(path, rows, confidence):
     ax.axvline(0, color="black", linewidth=0.6)
     ax.set_xlabel(f"Pearson r (pairwise: accuracy), {int(round(confidence * 100))}% intervals")
     fig.tight_layout()
-    cli.save_figure(fig, path, dpi=120)
+    tool_cli.save_figure(fig, path, dpi=120)
 
 
 def write(out, rows, source, confidence):
@@ -192,5 +193,5 @@ def write_curves(out, curves, source):
     ax.legend(fontsize=7, ncols=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    cli.save_figure(fig, paths["curve_png"], dpi=120)
+    tool_cli.save_figure(fig, paths["curve_png"], dpi=120)
     return paths

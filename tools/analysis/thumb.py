@@ -33,6 +33,7 @@ import numpy as np
 import errors
 import files
 from evaluation import cli
+from tools import cli as tool_cli
 from tools.formats import thumb_ratings
 
 CONFIDENCE = 0.90
@@ -251,7 +252,7 @@ def plot(path, scores, confidence=CONFIDENCE):
                  f"intervals)")
     ax.legend(ncols=3, loc="upper left")
     fig.tight_layout()
-    cli.save_figure(fig, path, dpi=120)
+    tool_cli.save_figure(fig, path, dpi=120)
 
 
 def main(argv=None):
@@ -260,15 +261,15 @@ def main(argv=None):
         prog="python -m tools.analysis.thumb",
         description="THUMB 1.0 system scores with bootstrap intervals and best/worst counts.")
     parser.add_argument("ratings", nargs="+", help="release-layout JSONL file(s), one per round")
-    parser.add_argument("--samples", type=cli.count(1, cli.MAX_SAMPLES), default=1000,
+    parser.add_argument("--samples", type=tool_cli.count(1, tool_cli.MAX_SAMPLES), default=1000,
                         help="bootstrap resamples")
-    parser.add_argument("--seed", type=cli.count(0), default=0)
+    parser.add_argument("--seed", type=tool_cli.count(0), default=0)
     parser.add_argument("--out", help="folder for thumb.md, thumb.csv and thumb.png")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     try:
         if args.out:
-            cli.prepare_out(args.out)
+            tool_cli.prepare_out(args.out)
         tab = table([thumb_ratings.read(path) for path in args.ratings])
     except (errors.Error, OSError) as e:
         return errors.print_error(e)
@@ -289,7 +290,7 @@ def main(argv=None):
         try:
             paths = write_report(args.out, scores, counts, note, args.ratings)
         except OSError as e:
-            return errors.print_error(cli.not_written(args.out, e, args.json))
+            return errors.print_error(tool_cli.not_written(args.out, e, args.json))
         if not args.json:
             print(f"report: {paths['md']}, {paths['csv']}, {paths['png']}")
     return 0

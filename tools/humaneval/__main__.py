@@ -26,7 +26,7 @@ import os
 import sys
 
 import errors
-from evaluation import cli
+from tools import cli as tool_cli
 from tools.humaneval import create as create_lib
 
 # simulate's --noise and --bias are on the latent scale (a few units): finite, and bounded
@@ -130,7 +130,7 @@ def _simulate(args):
     for value in args.bias or ():
         name, _, number = value.partition("=")
         try:
-            biases[name] = cli.number(-SCALE_LIMIT, SCALE_LIMIT)(number)
+            biases[name] = tool_cli.number(-SCALE_LIMIT, SCALE_LIMIT)(number)
         except argparse.ArgumentTypeError as e:
             raise errors.InputError(f"--bias {value!r}: {e}") from None
         if name not in session.by_name:
@@ -146,7 +146,7 @@ def _simulate(args):
 def _export(args):
     from tools.humaneval import export
     from tools.humaneval import session as session_lib
-    cli.prepare_out(args.out)
+    tool_cli.prepare_out(args.out)
     paths = export.export(session_lib.load(args.session), args.out,
                           exclude_simulated=args.exclude_simulated,
                           exclude_flagged=args.exclude_flagged, warn=_warn)
@@ -157,7 +157,7 @@ def _export(args):
 def _analyze(args):
     from tools.humaneval import session as session_lib
     from tools.humaneval import study_report
-    cli.prepare_out(args.out)
+    tool_cli.prepare_out(args.out)
     sessions = [session_lib.load(s) for s in args.session]
     paths = study_report.write_report(sessions, args.out, resamples=args.resamples,
                                       seed=args.seed, paper_dir=args.paper_dir,
@@ -230,8 +230,8 @@ def _parser():
     p = sub.add_parser("serve", help="the rating web app")
     p.add_argument("--session", required=True)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=cli.count(0, 65535), default=8000, help="0: any free port")
-    p.add_argument("--threads", type=cli.count(1), default=8, help="waitress worker threads")
+    p.add_argument("--port", type=tool_cli.count(0, 65535), default=8000, help="0: any free port")
+    p.add_argument("--threads", type=tool_cli.count(1), default=8, help="waitress worker threads")
     p.add_argument("--public-url", help="the address raters open, behind a reverse proxy with "
                    "TLS (e.g. https://rate.example.org/study1): the printed links use it and "
                    "the app lives under its path")
@@ -241,10 +241,10 @@ def _parser():
     p.set_defaults(run=_status)
     p = sub.add_parser("simulate", help="fill the session with SIMULATED ratings")
     p.add_argument("--session", required=True)
-    p.add_argument("--noise", type=cli.number(0, SCALE_LIMIT), default=0.7,
+    p.add_argument("--noise", type=tool_cli.number(0, SCALE_LIMIT), default=0.7,
                    help="standard deviation of the Gaussian noise on the latent value")
     p.add_argument("--bias", action="append", metavar="RATER=NUMBER")
-    p.add_argument("--seed", type=cli.count(0, 2**32 - 1), default=0)
+    p.add_argument("--seed", type=tool_cli.count(0, 2**32 - 1), default=0)
     p.add_argument("--force", action="store_true", help="where people have begun: simulate "
                    "only the raters no person has begun (their lists stay theirs; the simulated "
                    "ratings stay marked, --exclude-simulated leaves them out); a served crowd "
@@ -264,8 +264,8 @@ def _parser():
     p = sub.add_parser("analyze", help="delta S x S, agreement, gold checks, Table 6")
     p.add_argument("--session", required=True, action="append", help="repeatable")
     p.add_argument("--out", required=True, help="report folder")
-    p.add_argument("--resamples", type=cli.count(1), default=1000, help="bootstrap resamples")
-    p.add_argument("--seed", type=cli.count(0, 2**32 - 1), default=0, help="bootstrap seed")
+    p.add_argument("--resamples", type=tool_cli.count(1), default=1000, help="bootstrap resamples")
+    p.add_argument("--seed", type=tool_cli.count(0, 2**32 - 1), default=0, help="bootstrap seed")
     p.add_argument("--paper-dir", default=None,
                    help="folder with the paper's tables (default: the repository's paper_tables/)")
     p.add_argument("--exclude-simulated", action="store_true",

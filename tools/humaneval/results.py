@@ -9,11 +9,12 @@ the languages it asks for, and, against the release, a results folder of other i
 
 import dataclasses
 import os
+import shlex
 
 import files
 from data.releases import xm3600 as xm3600_release
 from errors import InputError
-from evaluation import cli, report
+from evaluation import cli
 from formats import per_image as per_image_format
 from formats import predictions as predictions_format
 from formats import scores as scores_format
@@ -69,6 +70,14 @@ def _language_scores(summary, field, langs, path, required):
     return {lang: values[lang] for lang in langs if lang in values}
 
 
+def report_command(predictions, references, langs=None):
+    """The command that scores the predictions file `predictions` into a results folder."""
+    out = os.path.splitext(predictions)[0] + "_results"
+    return " ".join(["python -m evaluation.report", *map(shlex.quote, (
+        out, "--predictions", predictions, "--references", references))]
+        + ([f"--langs {','.join(langs)}"] if langs else []))
+
+
 def read_results(path, langs, release="XM3600"):
     """Reads a results folder for `langs`.
 
@@ -87,7 +96,7 @@ def read_results(path, langs, release="XM3600"):
     if os.path.isfile(path):
         references = os.path.join(release, "captions.jsonl")
         raise InputError(f"{path} is a predictions file, not a results folder: make one with "
-                         f"{report.command(path, references, langs)} and give that folder")
+                         f"{report_command(path, references, langs)} and give that folder")
     cli.finish_swap(path)
     if not os.path.isdir(path):
         raise InputError(f"results folder {path} is {files.kind(path)}, not a folder"

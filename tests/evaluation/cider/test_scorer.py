@@ -335,9 +335,11 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
     tokens = spans.tokens()
     assert tokens == [t for c in captions for t in c.split()]
     ids, max_id = table.span_ids(spans)
-    expected, expected_max = table.ids(tokens)
+    unseen = {}  # Numbered above V by first occurrence.
+    expected = [table.index.get(t) or unseen.setdefault(t, len(vocab) + 1 + len(unseen))
+                for t in tokens]
     np.testing.assert_array_equal(ids, expected)
-    assert max_id == expected_max
+    assert max_id == len(vocab) + len(unseen)
     for token, i in zip(tokens, ids.tolist(), strict=True):
         assert (i == table.index[token]) if token in table.index else i > len(vocab)
 

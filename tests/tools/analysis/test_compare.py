@@ -203,6 +203,7 @@ def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag
     from evaluation import report
     from tests.evaluation.cider.test_cli import PREDS, write_references
     from tests.formats.test_predictions import every_kind
+    from tools.humaneval import results as humaneval_results
 
     refs = write_references(tmp_path / "captions.jsonl")
     kinds = every_kind(tmp_path, {p["image/key"]: p["caption"] for p in PREDS[:3]})
@@ -214,7 +215,7 @@ def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag
     assert str(info.value) == (
         f"{kinds['results.json']} is a predictions file, not a results folder: give "
         f"--references with XM3600's captions.jsonl to score it here")
-    command = report.command(kinds["results.json"], refs, ["en"])  # humaneval create's hint
+    command = humaneval_results.report_command(kinds["results.json"], refs, ["en"])
     assert report.main(shlex.split(command)[3:]) == 0
     capsys.readouterr()
     # The folder that command writes and every kind of file compare alike.

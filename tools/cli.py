@@ -1,0 +1,77 @@
+"""What the tools' command lines share beyond `evaluation.cli`: argparse types that check
+ranges, an output folder checked before the work, and charts written whole.
+"""
+
+import argparse
+import math
+import os
+
+import errors
+import files
+from evaluation import cli
+
+# Bootstrap resamples at most: 10^5 put the Monte Carlo error of a 95% interval's ends far
+# below its width; a typo of 10^11 would die allocating terabytes after the inputs were read.
+MAX_SAMPLES = 100_000
+
+
+def count(low=0, high=None):
+    """An argparse type: an integer in [low, high] (high None: no bound)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {value}")
+        return value
+    return parse
+
+
+def counts(low=0, high=None):
+    """An argparse type: comma-separated integers, each as `count(low, high)` takes it."""
+    one = count(low, high)
+    return lambda text: [one(part) for part in text.split(",")]
+
+
+def number(low, high, *, open_interval=False):
+    """An argparse type: a finite float in [low, high], or (low, high) with open_interval."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        inside = low < value < high if open_interval else low <= value <= high
+        if not math.isfinite(value) or not inside:
+            bounds = f"({low}, {high})" if open_interval else f"[{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
+        return value
+    return parse
+
+
+def prepare_out(out, flag="--out"):
+    """Creates the folder `out` if needed and checks that a file can be written in it."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise errors.InputError(f"{flag} {out} is a file; the report goes in a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise errors.InputError(f"{flag} {out}: cannot write there ({e.strerror or e})") from None
+    cli.check_writable(out, flag, out)
+    return out
+
+
+def not_written(out, error, printed_json=False):
+    """The InputError of a report that could not be written after the work (a full disk)."""
+    return errors.InputError(f"--out {out}: cannot write the report ({error.strerror or error})"
+                             f"; the results are printed above{' (JSON)' if printed_json else ''}")
+
+
+def save_figure(fig, path, dpi):
+    """Writes `fig` to the PNG file `path`, whole or not at all, and closes the figure."""
+    try:
+        with files.replacing(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=dpi)
+    finally:
+        cli.pyplot().close(fig)
