@@ -76,8 +76,6 @@ def _replace_subtree(params: Mapping[str, Any], prefix: str, subtree: dict) -> d
 def _missing_allowed(allow_missing: AllowMissing) -> Callable[[str], bool]:
     if isinstance(allow_missing, bool):
         return lambda path: allow_missing
-    if isinstance(allow_missing, str):
-        raise TypeError("allow_missing takes a bool or a sequence of regexes, not one string")
     patterns = [re.compile(p) for p in allow_missing]
     return lambda path: any(p.fullmatch(path) for p in patterns)
 
