@@ -18,15 +18,13 @@ steps of 2048.
 from configs import common
 from training import schedules
 
-EPOCHS = 1
-
 
 def get_config(arg=None):
     """Returns the BB+CC finetuning config; "smoke" gives the CPU variant (locked)."""
     variant = common.check_variant(arg)
     c = common.baseline("coco35l", t5="mt5-base", vit="B/16", every=500)
-    epoch = common.epoch_examples(common.COCO35L_TRAIN_IMAGES, common.TRAIN_LANGS)
-    c.total_steps = schedules.steps("total", {"total_epochs": EPOCHS},
+    epoch = common.COCO35L_TRAIN_IMAGES * len(common.TRAIN_LANGS)  # (image, language) pairs
+    c.total_steps = schedules.steps("total", {"total_epochs": 1},
                                     examples_per_epoch=epoch, batch_size=c.batch_size)
     c.lr.update(base=3e-5, constant_steps=c.total_steps, schedule="constant")  # (unused)
     c.init.update(mt5="", vit="", checkpoint="runs/bb_cc_pretrain")

@@ -19,9 +19,8 @@ VIT_B16 = ("gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-d
            "sd_0.0.npz")
 VIT_G14 = f"{DATA_ROOT}/checkpoints/vit_g14.npz"
 
-# Images of the training splits; an epoch visits each (image, language) pair once.
+# Images of COCO-35L's training split; an epoch visits each (image, language) pair once.
 COCO35L_TRAIN_IMAGES = 113_287
-CC3M35L_TRAIN_IMAGES = 3_318_333
 
 TRAIN_LANGS = tuple(languages.TRAIN_35L_LANGS)  # The paper's 35 training languages.
 CORE_LANGS = tuple(languages.CORE_LANGS)  # en, es, hi, zh: the in-loop evaluations.
@@ -53,11 +52,6 @@ def baseline(dataset, *, t5, vit, every):
     c.checkpoint.update(every=every, keep=3)
     c.mesh.fsdp = g14
     return c
-
-
-def epoch_examples(images, langs):
-    """Examples in one pass of the pipeline over a split: images x languages."""
-    return images * len(langs)
 
 
 def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):

@@ -22,7 +22,6 @@ class CaptionSet:
     """Evaluation images, each once (uint8 [n, H, W, 3]), with each language's references.
     Per language: `rows` of `images` it scores, image `keys`, raw `references` and the LangId
     `prompts` ids."""
-    name: str
     images: np.ndarray
     rows: dict
     keys: dict
@@ -49,12 +48,11 @@ def _read_images(paths, image_size, names):
     return out
 
 
-def _caption_set(name, per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
+def _caption_set(per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
     """A CaptionSet from {lang: (keys, refs, image ids)} and {image id: path or loader}."""
     order = {image_id: row for row, image_id in enumerate(paths)}
-    images = _read_images(list(paths.values()), image_size, [str(i) for i in paths])
     return CaptionSet(
-        name=name, images=images,
+        images=_read_images(list(paths.values()), image_size, [str(i) for i in paths]),
         rows={lang: np.array([order[i] for i in ids], np.int64)
               for lang, (_, _, ids) in per_lang.items()},
         keys={lang: list(keys) for lang, (keys, _, _) in per_lang.items()},
@@ -85,7 +83,7 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
         present = sorted({lang for r in records for lang in r.captions})
         raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
                          f"{', '.join(present)}")
-    return _caption_set("xm3600", per_lang, paths, vocab, image_size=image_size,
+    return _caption_set(per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)
 
 
@@ -108,7 +106,7 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
         per_lang[lang] = ([str(i) for i in ids], [list(refs) for _, refs, _ in rows], ids)
         for cid, _, image in rows:
             paths.setdefault(cid, image)
-    return _caption_set("coco_dev", per_lang, paths, vocab, image_size=image_size,
+    return _caption_set(per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)
 
 

@@ -55,7 +55,8 @@ def loads(text, where, error=FormatError, one_line=False):
         return json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
         at = where if one_line else f"{where}:{e.lineno}"
-        raise error(f"{at}: not valid JSON ({json_problem(e)})") from None
+        problem = f"{e.msg.removesuffix(' at')}, column {e.colno}"  # Its msg may end in "at".
+        raise error(f"{at}: not valid JSON ({problem})") from None
     except DuplicateKeyError as e:
         raise error(f"{where}: {e} (a reader would keep only the last value)") from None
     except RecursionError:  # Python's bound on nesting: the C parser recurses per level.
@@ -253,8 +254,3 @@ def parse_line(line, where, error=FormatError):
     if not isinstance(obj, dict):
         raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
-
-
-def json_problem(error):
-    """A json.JSONDecodeError as "<what>, column <n>" (its own message may end in "at")."""
-    return f"{error.msg.removesuffix(' at')}, column {error.colno}"

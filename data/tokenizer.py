@@ -19,7 +19,8 @@ UNK_ID = 2
 
 class Vocabulary:
     """A SentencePiece model (`tokenizer`, from the `.model` bytes `model_proto`) with T5's
-    special ids and the part of seqio's vocabulary interface used here (seqio needs TensorFlow)."""
+    special ids (the module's constants) and the part of seqio's vocabulary interface used here
+    (seqio needs TensorFlow)."""
 
     def __init__(self, model_proto, path):
         self.path, self.model_proto = path, bytes(model_proto)
@@ -36,28 +37,14 @@ class Vocabulary:
     def vocab_size(self):
         return self.tokenizer.get_piece_size()
 
-    @property
-    def eos_id(self):
-        return EOS_ID
-
-    @property
-    def pad_id(self):
-        return PAD_ID
-
-    @property
-    def unk_id(self):
-        return UNK_ID
-
     def encode(self, text):
         """Text -> piece ids, without EOS."""
         return self.tokenizer.encode_as_ids(text)
 
     def decode(self, ids):
-        """Piece ids -> text, up to the first EOS; ids beyond the vocabulary read as UNK."""
-        ids = [self.unk_id if int(i) >= self.vocab_size else int(i) for i in ids]
-        if EOS_ID in ids:
-            ids = ids[:ids.index(EOS_ID) + 1]
-        return self.tokenizer.decode_ids(ids)
+        """Piece ids -> text, as `detokenize` (up to the first EOS, padding and ids beyond the
+        vocabulary dropped)."""
+        return detokenize(self, [ids])[0]
 
 
 def _read_model(path, fix):
@@ -101,6 +88,6 @@ def detokenize(vocab, tokens):
         ids = row.tolist()
         if EOS_ID in ids:
             ids = ids[:ids.index(EOS_ID)]
-        texts.append(vocab.decode([i for i in ids if i not in (PAD_ID, EOS_ID)
-                                   and i < vocab.vocab_size]))
+        texts.append(vocab.tokenizer.decode_ids([i for i in ids if i not in (PAD_ID, EOS_ID)
+                                                 and i < vocab.vocab_size]))
     return texts

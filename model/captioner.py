@@ -170,13 +170,12 @@ def logits_kernel(params):
     return params["t5"]["decoder"]["logits_dense"]["kernel"]
 
 
-def dummy_inputs(config: CaptionerConfig, batch_size: int = 1, prompt_len: int = 4,
-                 target_len: int = 8):
-    """Zero inputs of the right shapes for `init` / `jax.eval_shape`."""
+def dummy_inputs(config: CaptionerConfig):
+    """Zero inputs of the right shapes for `init` / `jax.eval_shape`: an image, a prompt of 4
+    tokens and a target of 8."""
     size = config.image_size
-    return (jnp.zeros((batch_size, size, size, 3), jnp.float32),
-            jnp.zeros((batch_size, prompt_len), jnp.int32),
-            jnp.zeros((batch_size, target_len), jnp.int32))
+    return (jnp.zeros((1, size, size, 3), jnp.float32), jnp.zeros((1, 4), jnp.int32),
+            jnp.zeros((1, 8), jnp.int32))
 
 
 def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):

@@ -94,12 +94,6 @@ def greedy(model, params, images, prompt_tokens, max_len: int, eos_id: int = 1):
                   temperature=0.0, eos_id=eos_id)
 
 
-def _top_k_mask(logits: jax.Array, top_k: int) -> jax.Array:
-    """Keeps the `top_k` largest logits per row (ties at the k-th kept)."""
-    kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
-    return jnp.where(logits < kth, NEG_INF * 1e3, logits)
-
-
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "temperature", "top_k",
                                              "eos_id"))
 def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
@@ -107,8 +101,6 @@ def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
     """Samples from softmax(logits / temperature) (0: argmax) among the top_k (0: all)."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k}")
 
     def pick(logits, step_rng):
         if temperature == 0.0:
@@ -116,7 +108,8 @@ def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
         if top_k:
             if top_k > logits.shape[-1]:
                 raise ValueError(f"top_k={top_k} exceeds the vocabulary ({logits.shape[-1]})")
-            logits = _top_k_mask(logits, top_k)
+            kth = jax.lax.top_k(logits, top_k)[0][..., -1:]  # Ties at the k-th are kept.
+            logits = jnp.where(logits < kth, NEG_INF * 1e3, logits)
         return jax.random.categorical(step_rng, logits / temperature, axis=-1)
 
     return _search(model, params, images, prompt_tokens, max_len, eos_id, pick, rng)
@@ -379,12 +372,6 @@ class Decoding:
                 f"{beams}batch {batch_size} x {max_len} tokens: decoding needs about "
                 f"{need / 2**30:.1f} GiB, more than the {memory_bytes / 2**30:.1f} GiB of "
                 f"memory here; give fewer"))
-
-    def check_logits(self, num_logits):
-        """DecodingError when top-k sampling asks for more than the model's `num_logits`."""
-        if self.method == "sample" and self.top_k > num_logits:
-            raise DecodingError("top_k", f"top-k {self.top_k} exceeds the model's {num_logits} "
-                                         f"logits")
 
 
 def length_problem(max_len, max_len_bound):

@@ -16,8 +16,8 @@ from model import partitioning as part
 # Masked attention logits (as T5X): finite so that fully masked rows softmax to uniform, not NaN.
 NEG_INF = -1e10
 
-# Name of a scanned stack -> format of its per-layer names.
-SCANNED_STACKS = {"layers": "layers_{}", "encoderblock": "encoderblock_{}"}
+# Names of the scanned stacks (per layer: "<name>_<i>").
+SCANNED_STACKS = ("layers", "encoderblock")
 
 # What a rematerialized layer keeps for the backward pass: "full" only its input (least
 # memory); "dots" also its unbatched matmuls' outputs (projections, MLPs), so only norms,
@@ -61,19 +61,11 @@ class DenseGeneral(nn.Module):
         return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
 
 
-def remat(module_class, policy: str, scan: bool):
-    """`module_class` rematerialized with a policy of REMAT_POLICIES."""
-    if policy not in REMAT_POLICIES:
-        raise ValueError(f"unknown remat policy {policy!r}; known: {', '.join(REMAT_POLICIES)}")
-    # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE to prevent).
-    return nn.remat(module_class, prevent_cse=not scan, policy=REMAT_POLICIES[policy])
-
-
 def layer_stack(cls, cfg, num_layers: int, name: str, num_args: int = 0, **attrs):
     """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`):
     scanned as `name` (parameters stacked on axis 0, a cache on axis 1) or `name_<i>`."""
-    if cfg.remat:
-        cls = remat(cls, cfg.remat_policy, cfg.scan)
+    if cfg.remat:  # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE).
+        cls = nn.remat(cls, prevent_cse=not cfg.scan, policy=REMAT_POLICIES[cfg.remat_policy])
     if cfg.scan:
         scanned = nn.scan(
             cls, variable_axes={"params": 0, "cache": 1},
@@ -103,11 +95,9 @@ def attention_implementation(platform, dtype, head_dim, has_bias):
     """"cudnn" or "xla": the `jax.nn.dot_product_attention` backend for these shapes.
     cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased attention
     (T5's) stays on XLA, which measured faster (benchmarks/accelerator_report.py)."""
-    if platform != "gpu" or jnp.dtype(dtype) not in (jnp.bfloat16, jnp.float16):
-        return "xla"
-    if head_dim % 8 or head_dim > 128 or has_bias:
-        return "xla"
-    return "cudnn"
+    cudnn = (platform == "gpu" and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
+             and not head_dim % 8 and head_dim <= 128 and not has_bias)
+    return "cudnn" if cudnn else "xla"
 
 
 def even_length_attention(query, key, value, implementation="cudnn"):
@@ -162,16 +152,13 @@ def _unbox(tree):
 def scan_to_layers(params: Any) -> Any:
     """Splits every scanned stack ('layers', 'encoderblock'; layer on axis 0) into 'layers_<i>'."""
     params = _unbox(params)
-    if not isinstance(params, dict) and not hasattr(params, "items"):
+    if not hasattr(params, "items"):
         return params
     out = {}
     for name, sub in params.items():
         if name in SCANNED_STACKS and hasattr(sub, "items"):
-            leaves = jax.tree_util.tree_leaves(sub)
-            num_layers = leaves[0].shape[0]
-            for i in range(num_layers):
-                out[SCANNED_STACKS[name].format(i)] = jax.tree_util.tree_map(
-                    lambda x, i=i: x[i], dict(sub))
+            for i in range(jax.tree_util.tree_leaves(sub)[0].shape[0]):
+                out[f"{name}_{i}"] = jax.tree_util.tree_map(lambda x, i=i: x[i], dict(sub))
         else:
             out[name] = scan_to_layers(sub)
     return out

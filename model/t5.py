@@ -167,10 +167,7 @@ class Attention(nn.Module):
             cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
             cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape,
                                          value.dtype)
-            if filled:
-                if query.shape[1] != 1:
-                    raise ValueError(f"cached decoding takes one position per call, "
-                                     f"got {query.shape[1]}")
+            if filled:  # One position per call (the Decoder checks it).
                 start = (0, cache_index, 0, 0)
                 key = jax.lax.dynamic_update_slice(cached_key.value, key, start)
                 value = jax.lax.dynamic_update_slice(cached_value.value, value, start)
@@ -291,9 +288,9 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Decoder stack with output projection; makes its own 'token_embedder' when no shared one."""
+    """Decoder stack with output projection, embedding with the encoder's `shared_embedding`."""
     config: T5Config
-    shared_embedding: nn.Module | None = None
+    shared_embedding: nn.Module
 
     @nn.compact
     def __call__(self, encoded, encoder_mask, decoder_input_tokens, decode: bool = False,
@@ -307,9 +304,6 @@ class Decoder(nn.Module):
         dec_segments, enc_segments = segments or (None, None)
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
-        embedder = self.shared_embedding
-        if embedder is None:
-            embedder = Embed(cfg.vocab_size, cfg.emb_dim, cfg.dtype, name="token_embedder")
         rel_bias = RelativePositionBias(
             cfg.num_heads, cfg.relative_attention_num_buckets,
             cfg.relative_attention_max_distance, False, cfg.dtype, name="relpos_bias")
@@ -337,7 +331,7 @@ class Decoder(nn.Module):
         cross_bias = layers.mask_to_bias(key_mask(encoder_mask, dec_segments, enc_segments),
                                          cfg.dtype)
 
-        y = _dropout(cfg, embedder(decoder_input_tokens), det).astype(cfg.dtype)
+        y = _dropout(cfg, self.shared_embedding(decoder_input_tokens), det).astype(cfg.dtype)
         y = part.constrain(y, _RESIDUAL)
         y = layers.layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, "layers", 4,
                                deterministic=det, decode=decode)(

@@ -64,24 +64,19 @@ def vit_config(variant: str, **overrides) -> ViTConfig:
         if not patch.isdigit() or int(patch) <= 0:
             raise ValueError(f"bad patch size {patch!r} in ViT variant {variant!r}")
         fields["patch_size"] = (int(patch), int(patch))
-    fields = layers.with_overrides(ViTConfig, fields, overrides)
-    if isinstance(fields.get("patch_size"), int):
-        fields["patch_size"] = (fields["patch_size"],) * 2
-    return ViTConfig(**fields)
+    return ViTConfig(**layers.with_overrides(ViTConfig, fields, overrides))
 
 
-def posemb_sincos_2d(h: int, w: int, width: int, temperature: float = 10_000.0,
-                     dtype=jnp.float32) -> jax.Array:
-    """Fixed 2-D sin-cos position embeddings (MoCo v3), [1, h * w, width]."""
+def posemb_sincos_2d(h: int, w: int, width: int) -> jax.Array:
+    """Fixed 2-D sin-cos position embeddings (MoCo v3, temperature 10^4), [1, h * w, width]."""
     if width % 4:
         raise ValueError(f"sincos2d position embeddings need width % 4 == 0, got {width}")
     y, x = np.mgrid[:h, :w]
-    omega = np.arange(width // 4) / (width // 4 - 1)
-    omega = 1.0 / temperature ** omega
+    omega = 1.0 / 10_000.0 ** (np.arange(width // 4) / (width // 4 - 1))
     y = np.einsum("m,d->md", y.flatten(), omega)
     x = np.einsum("m,d->md", x.flatten(), omega)
     pe = np.concatenate([np.sin(x), np.cos(x), np.sin(y), np.cos(y)], axis=1)
-    return jnp.asarray(pe, dtype)[None]
+    return jnp.asarray(pe, jnp.float32)[None]
 
 
 def _dense_inits(in_name, out_name):

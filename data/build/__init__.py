@@ -37,18 +37,14 @@ def release(name, manual_dir):
     modules = _plans()
     if name not in modules:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
-    _check_manual_dir(name, manual_dir)
-    return modules[name].release(manual_dir)
-
-
-def _check_manual_dir(name, manual_dir):
     if not os.path.isdir(manual_dir):
         raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
                                 f"(see docs/datasets.md for what goes in it)")
+    return modules[name].release(manual_dir)
 
 
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,
-                 workers=None, progress_stream=None):
+                 workers=None):
     """Builds what is missing of COCO-35L or CC3M-35L for `langs` (`builder.build`); its summary."""
     from data.build import builder, image_shards
 
@@ -57,7 +53,7 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
     logging.info("Building %s (%s) from %s into %s", name, ",".join(langs), manual_dir,
                  data_dir)
     return builder.build(release(name, manual_dir), data_dir=data_dir, langs=langs,
-                         options=options, workers=workers, progress_stream=progress_stream)
+                         options=options, workers=workers)
 
 
 def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_images="stop"):
@@ -94,8 +90,6 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     `config` ("all" or "core") applies when `langs` is not given; `max_side` (re-encode larger
     images, 0: keep) and `workers` apply to COCO-35L and CC3M-35L. FileNotFoundError names a missing
     manual directory or file."""
-    if name not in BUILDERS:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     summary = build_corpus(name, manual_dir=manual_dir, data_dir=data_dir,
                            langs=config_langs(config, langs, name),
                            corrupt_images=corrupt_images, max_side=max_side, workers=workers)

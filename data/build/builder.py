@@ -8,6 +8,7 @@ metadata is written last (a folder without it is unfinished); a killed build res
 import dataclasses
 import logging
 import multiprocessing
+import multiprocessing.pool
 import os
 import shutil
 import time
@@ -104,43 +105,11 @@ def check_free_space(data_dir, needed):
             f"(images, caption tables and their temporary spill), {size_text(free)} are free")
 
 
-class _Done:
-    """A task run at once in this process, with the pool's `AsyncResult` methods."""
-
-    def __init__(self, fn, args):
-        try:
-            self._value, self._error = fn(*args), None
-        except Exception as e:  # Raised by get(), as a pool would.
-            self._value, self._error = None, e
-
-    def ready(self):
-        return True
-
-    def wait(self, timeout=None):
-        pass
-
-    def get(self, timeout=None):
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-class _InProcess:
-    """A stand-in for the pool that runs each task when it is given (workers=0)."""
-
-    def apply_async(self, fn, args):
-        return _Done(fn, args)
-
-    def close(self):
-        pass
-
-    join = terminate = close
-
-
 def _pool(workers):
-    """A pool of `workers` spawned processes (data/worker_processes.py), or `_InProcess` for 0."""
+    """A pool of `workers` spawned processes (data/worker_processes.py), or for 0 one thread of
+    this process."""
     if workers == 0:
-        return _InProcess()
+        return multiprocessing.pool.ThreadPool(1)
     with worker_processes.starting():
         return multiprocessing.get_context("spawn").Pool(
             workers, initializer=worker_processes.build_worker_init, initargs=(os.getpid(),))
@@ -154,16 +123,15 @@ def _finished(result):
     return True
 
 
-def build(release, *, data_dir, langs, options=None, workers=None, progress_stream=None):
+def build(release, *, data_dir, langs, options, workers=None):
     """Builds what is missing of `release` in `data_dir`: its images, and the captions of `langs`.
 
-    `options` (default: JPEGs as they are) must match built images'; `workers` defaults to
+    `options` (image_shards.ImageOptions) must match built images'; `workers` defaults to
     the usable cores (0: in this process). Returns {images: {split: n}, captions: {split_lang:
     n}, metadata, warnings, timing (if something was built)}. Raises FileNotFoundError (named),
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    options = options or image_shards.ImageOptions()
     plan = _plan(release, data_dir, langs, options, ("train", "dev"))
     if plan is None:
         return _summary(data_dir, release.dataset, [])
@@ -173,7 +141,7 @@ def build(release, *, data_dir, langs, options=None, workers=None, progress_stre
     check_free_space(data_dir, image_bytes_estimate(image_bytes, num_images, options) + 2 * sum(
         caption_bytes(plan.text_paths[split], split_langs)
         for split, split_langs in plan.todo.items()))
-    progress = Progress(release.title, image_bytes, text_bytes, stream=progress_stream)
+    progress = Progress(release.title, image_bytes, text_bytes)
     workers = worker_processes.available_cores() if workers is None else workers
     warnings = [warning for _, warning in plan.shards.values() if warning]
     pool = _pool(workers)

@@ -11,26 +11,15 @@ reads local or gs:// paths. Every refusal is one line naming the path.
 from collections.abc import Callable
 from typing import Any
 
-from model.upstream import big_vision, files, hugging_face, merge, t5x
+from model.upstream import big_vision, files, hugging_face, t5x
 from model.upstream.merge import Report, merge_params
 
-__all__ = ["Report", "big_vision", "load_pretrained", "merge", "merge_params", "read_pretrained",
-           "t5x"]
-
-# Classifier ViTs have no MAP head and MAP-head ViTs no `cls`: the unused one keeps its init.
-VIT_ALLOW_MISSING = (r"MAPHead_0/.*", "cls")
-
-# config field -> (loader, prefix in the captioner's tree, allow_missing)
+# config field -> (loader, prefix in the captioner's tree, allow_missing). Classifier ViTs have no
+# MAP head and MAP-head ViTs no `cls`: the unused one keeps its init.
 _SOURCES: dict[str, tuple[Callable[[str], dict], str, Any]] = {
     "mt5": (t5x.load, "t5", False),
-    "vit": (big_vision.load, "img", VIT_ALLOW_MISSING),
+    "vit": (big_vision.load, "img", (r"MAPHead_0/.*", "cls")),
 }
-
-
-def _prefix_in(params: dict, prefix: str) -> str:
-    if prefix not in params and isinstance(params.get("params"), dict):
-        return f"params/{prefix}"
-    return prefix
 
 
 def _read(loader: Callable[[str], dict], path: str) -> tuple[dict, str]:
@@ -67,9 +56,8 @@ def load_pretrained(params: dict, init_config, *, check_only: bool = False,
     safetensors (`hugging_face.read`); None or '' skips that part. An mT5 without a decoder
     (`MT5EncoderModel`) leaves the decoder at its init. `check_only`: the shapes are checked,
     nothing read from safetensors, `params` returned as they are. `read`: what
-    `read_pretrained(init_config)` returned (else they are read now). `params` may be the
-    variables dict holding the tree under 'params'. Returns (params, one `Report` per
-    checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
+    `read_pretrained(init_config)` returned (else they are read now). Returns (params, one
+    `Report` per checkpoint). FileNotFoundError / ValueError messages start with "init.<field>:"."""
     reports = []
     read = read_pretrained(init_config) if read is None else read
     for field, (loaded, source) in read.items():
@@ -77,9 +65,8 @@ def load_pretrained(params: dict, init_config, *, check_only: bool = False,
         if field == "mt5" and "decoder" not in loaded:
             allow_missing = (r"decoder/.*",)
         try:
-            params, report = merge_params(
-                params, loaded, prefix=_prefix_in(params, prefix), allow_missing=allow_missing,
-                source=source, check_only=check_only)
+            params, report = merge_params(params, loaded, prefix=prefix, source=source,
+                                          allow_missing=allow_missing, check_only=check_only)
         except ValueError as e:
             raise ValueError(f"init.{field}: {e}") from e
         reports.append(report)

@@ -108,13 +108,8 @@ def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(transformer, dict) or "encoderblock" not in transformer:
         return tree
     stacked = transformer.pop("encoderblock")
-    depth = len(jax.tree_util.tree_leaves(stacked)[0])
-
-    def take(node, i):
-        return {k: take(v, i) if isinstance(v, dict) else v[i] for k, v in node.items()}
-
-    for i in range(depth):
-        transformer[f"encoderblock_{i}"] = take(stacked, i)
+    for i in range(len(jax.tree_util.tree_leaves(stacked)[0])):
+        transformer[f"encoderblock_{i}"] = jax.tree.map(lambda x, i=i: x[i], stacked)
     return tree
 
 
@@ -130,12 +125,6 @@ def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
     if "probe" in tree:
         tree["MAPHead_0"] = {k: tree.pop(k) for k in _MAP_HEAD_PARTS if k in tree}
     return _unstack_scan(tree)
-
-
-def _cast_tree(tree: Any, dtype) -> Any:
-    if isinstance(tree, dict):
-        return {k: _cast_tree(v, dtype) for k, v in tree.items()}
-    return np.asarray(tree).astype(dtype, copy=False)
 
 
 def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
@@ -159,7 +148,7 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     if not isinstance(tree, dict):
         raise ValueError(f"{path}: {subkey!r} is an array, not a parameter tree")
     tree = fix_old_names(tree)
-    return tree if dtype is None else _cast_tree(tree, dtype)
+    return tree if dtype is None else jax.tree.map(lambda x: x.astype(dtype, copy=False), tree)
 
 
 def grid_of(num_tokens: int) -> tuple[int, bool]:

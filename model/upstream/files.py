@@ -1,20 +1,12 @@
 """Local-or-gs:// file access for the loaders, and naming what a path holds.
 
 Refusals say what a wrong `config.init` path looks like instead ("a PyTorch checkpoint",
-...); `describe` only lists a folder or reads a file's first bytes.
+...) from a folder's listing or a file's first bytes.
 """
 
 import os
 import posixpath
 import re
-
-# Magic numbers of the formats people confuse with the ones we read.
-_ZIP = b"PK\x03\x04"
-_NPY = b"\x93NUMPY"
-_HDF5 = b"\x89HDF\r\n\x1a\n"
-_GZIP = b"\x1f\x8b"
-_TF_CHECKPOINT_INDEX = b"model_checkpoint_path"
-_HEAD_BYTES = 64
 
 # Orbax names (orbax/checkpoint/_src: step and PyTree handler metadata, OCDBT).
 ORBAX_TREE_METADATA = "_METADATA"
@@ -49,13 +41,10 @@ def listdir(path: str) -> list[str]:
     return sorted(name.rstrip("/") for name in names)
 
 
-def read_bytes(path: str, size: int = -1) -> bytes:
-    """The file's bytes (its first `size` bytes if size >= 0)."""
-    if is_gcs(path):
-        with _gfile().GFile(path, "rb") as f:
-            return f.read(size) if size >= 0 else f.read()
-    with open(path, "rb") as f:
-        return f.read(size)
+def read_bytes(path: str) -> bytes:
+    """The file's bytes."""
+    with (_gfile().GFile(path, "rb") if is_gcs(path) else open(path, "rb")) as f:
+        return f.read()
 
 
 def join(*parts: str) -> str:
@@ -74,18 +63,20 @@ def one_line(error: BaseException | str) -> str:
     return text
 
 
-def step_folders(path: str, names: list[str] | None = None) -> list[str]:
-    """The `checkpoint_<step>` folders (T5X's step naming) in a model directory."""
-    names = listdir(path) if names is None else names
+def step_folders(names: list[str]) -> list[str]:
+    """The `checkpoint_<step>` folders (T5X's step naming) among a model directory's `names`."""
     steps = [n for n in names if re.fullmatch(r"checkpoint_\d+", n)]
     return sorted(steps, key=lambda n: int(n.rpartition("_")[2]))
 
 
-# What a file starting with these bytes is.
-_HEADS = ((_NPY, "a single NumPy array (np.save), not an np.savez archive"),
-          (_ZIP, "a zip archive"), (_HDF5, "an HDF5 file (Keras .h5?)"), (_GZIP, "a gzip file"),
-          (_TF_CHECKPOINT_INDEX, "a TensorFlow `checkpoint` index file (Mesh TensorFlow T5; "
-                                 "t5x converts those with t5x/scripts/convert_tf_checkpoint.py)"))
+# What a file starting with these bytes (magic numbers of the formats people confuse with the
+# ones read here) is.
+_HEADS = ((b"\x93NUMPY", "a single NumPy array (np.save), not an np.savez archive"),
+          (b"PK\x03\x04", "a zip archive"), (b"\x89HDF\r\n\x1a\n", "an HDF5 file (Keras .h5?)"),
+          (b"\x1f\x8b", "a gzip file"),
+          (b"model_checkpoint_path", "a TensorFlow `checkpoint` index file (Mesh TensorFlow "
+                                     "T5; t5x converts those with "
+                                     "t5x/scripts/convert_tf_checkpoint.py)"))
 
 
 def describe_file_head(head: bytes) -> str | None:
@@ -118,7 +109,7 @@ def describe_dir(path: str, names: list[str]) -> str:
     if ORBAX_STEP_METADATA in names:
         items = [n for n in names if isdir(join(path, n))]
         return f"an Orbax checkpoint step with the items {items or 'none'}"
-    steps = step_folders(path, names)
+    steps = step_folders(names)
     if steps:
         return f"a T5X model directory with the step folders {', '.join(steps)}"
     if any("~" in n for n in names):
@@ -134,14 +125,3 @@ def describe_dir(path: str, names: list[str]) -> str:
     shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
     return f"a folder holding {shown}"
 
-
-def describe(path: str) -> str:
-    """What `path` looks like, for refusals: "a zip archive", "an empty folder", ..."""
-    try:
-        if isdir(path):
-            return describe_dir(path, listdir(path))
-        if not isfile(path):
-            return "nothing (no such file or folder)"
-        return describe_file_head(read_bytes(path, _HEAD_BYTES)) or "a file of unknown format"
-    except OSError as e:
-        return f"unreadable ({one_line(e)})"

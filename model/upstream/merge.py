@@ -50,34 +50,9 @@ def _section(title: str, items: Sequence[str]) -> list[str]:
     return [f"  {title}: {len(items)}"] + [f"    {item}" for item in items]
 
 
-def _get_subtree(params: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
-    node = params
-    for depth, key in enumerate(prefix.split(SEP)):
-        if not isinstance(node, Mapping) or key not in node:
-            where = SEP.join(prefix.split(SEP)[:depth]) or "the top level"
-            have = sorted(node) if isinstance(node, Mapping) else type(node).__name__
-            raise ValueError(
-                f"prefix {prefix!r}: the model's parameters have no {key!r} at {where} "
-                f"(it has {have})")
-        node = node[key]
-    if not isinstance(node, Mapping):
-        raise ValueError(f"prefix {prefix!r} names an array, not a parameter subtree")
-    return node
-
-
-def _replace_subtree(params: Mapping[str, Any], prefix: str, subtree: dict) -> dict:
-    """A copy of `params` with the subtree at `prefix` replaced."""
-    head, _, rest = prefix.partition(SEP)
-    out = dict(params)
-    out[head] = _replace_subtree(params[head], rest, subtree) if rest else subtree
-    return out
-
-
 def _missing_allowed(allow_missing: AllowMissing) -> Callable[[str], bool]:
     if isinstance(allow_missing, bool):
         return lambda path: allow_missing
-    if isinstance(allow_missing, str):
-        raise TypeError("allow_missing takes a bool or a sequence of regexes, not one string")
     patterns = [re.compile(p) for p in allow_missing]
     return lambda path: any(p.fullmatch(path) for p in patterns)
 
@@ -178,13 +153,16 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
                  resample_posemb: bool = True, source: str = "",
                  check_only: bool = False) -> tuple[dict, Report]:
     """Returns (a new tree with `loaded` under `prefix`, its `Report`).
-    `prefix` is '/'-separated ('t5', 'img', 'params/t5'); leaves come from the checkpoint as numpy
-    arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes full-matched
-    against paths relative to `prefix`. `resample_posemb`: adapt `pos_embedding`s of another size
-    (big_vision's bilinear method). ValueError, one line, lists every shape mismatch or disallowed
-    missing parameter, found from the shapes before any array is read (leaves may be lazy, as
-    `hugging_face.Lazy`); `check_only` stops there, returning `init_params`."""
-    init_flat = flatten_tree(_get_subtree(init_params, prefix))
+    `prefix` is a top-level key of `init_params` ('t5', 'img'); leaves come from the checkpoint as
+    numpy arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes
+    full-matched against paths relative to `prefix`. `resample_posemb`: adapt `pos_embedding`s of
+    another size (big_vision's bilinear method). ValueError, one line, lists every shape mismatch
+    or disallowed missing parameter, found from the shapes before any array is read (leaves may be
+    lazy, as `hugging_face.Lazy`); `check_only` stops there, returning `init_params`."""
+    if prefix not in init_params:
+        raise ValueError(f"prefix {prefix!r}: the model's parameters have no {prefix!r} at the "
+                         f"top level (it has {sorted(init_params)})")
+    init_flat = flatten_tree(init_params[prefix])
     scan = _is_scanned(init_flat) and not _is_scanned(flatten_tree(loaded))
     shapes = _shapes(loaded, scan)
     report = Report(prefix=prefix, source=source)
@@ -212,4 +190,4 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
         # `setdefault`: a `cls` already adjusted by _fit_posemb keeps its new value.
         out_flat.setdefault(path, _like(init_value, value))
         report.loaded.append(path)
-    return _replace_subtree(init_params, prefix, unflatten_tree(out_flat)), report
+    return {**init_params, prefix: unflatten_tree(out_flat)}, report

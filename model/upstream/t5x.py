@@ -38,7 +38,7 @@ _TS_CONTEXT = ts.Context({"file_io_concurrency": {"limit": 64}})
 
 def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
     """The refusal for a folder holding no T5X checkpoint of any format."""
-    steps = files.step_folders(path, names)
+    steps = files.step_folders(names)
     if steps:
         return FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
                                  f"one of its step folders: {', '.join(steps)}")
@@ -112,11 +112,6 @@ def target_of(contents: dict[str, Any], checkpoint_file: str) -> dict[str, Any]:
     return optimizer["target"]
 
 
-def _is_placeholder(node: Any) -> bool:
-    """Whether a leaf is an early Orbax aggregate file's reference to a zarr folder."""
-    return isinstance(node, str) and node.startswith(_ORBAX_PLACEHOLDER)
-
-
 def _placeholder_spec(node: str, checkpoint_dir: str, name: str) -> dict[str, Any]:
     if files.isfile(files.join(checkpoint_dir, files.ORBAX_OCDBT_MANIFEST)):
         raise ValueError(
@@ -153,18 +148,9 @@ def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[s
     else:
         spec["kvstore"] = {"driver": "file",
                            "path": os.path.join(os.path.abspath(checkpoint_dir), relative)}
-    metadata = dict(spec.get("metadata", {}))
-    metadata.pop("chunks", None)
-    metadata.pop("compressor", None)
-    spec["metadata"] = metadata
+    spec["metadata"] = {k: v for k, v in spec.get("metadata", {}).items()
+                        if k not in ("chunks", "compressor")}
     return spec
-
-
-def _open_error(checkpoint_file: str, name: str, spec: dict, error: Exception) -> Exception:
-    where = spec["kvstore"].get("path")
-    message = (f"{checkpoint_file}: cannot read parameter {name!r} from its zarr array "
-               f"{where}: {files.one_line(error)}")
-    return FileNotFoundError(message) if "NOT_FOUND" in str(error) else ValueError(message)
 
 
 def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
@@ -175,7 +161,10 @@ def _read_arrays(specs: dict[str, dict], checkpoint_file: str,
         try:
             return future.result()
         except Exception as e:  # tensorstore reports everything as ValueError
-            raise _open_error(checkpoint_file, name, specs[name], e) from e
+            message = (f"{checkpoint_file}: cannot read parameter {name!r} from its zarr array "
+                       f"{specs[name]['kvstore'].get('path')}: {files.one_line(e)}")
+            error = FileNotFoundError if "NOT_FOUND" in str(e) else ValueError
+            raise error(message) from e
 
     opening = {name: ts.open(spec, open=True, read=True, context=_TS_CONTEXT)
                for name, spec in specs.items()}
@@ -203,7 +192,8 @@ def _read_msgpack_target(checkpoint_file: str, dtype: Any | None) -> dict[str, n
     flat = trees.flatten_tree(target, is_leaf=is_ts_spec)
     specs = {}
     for name, value in flat.items():
-        if _is_placeholder(value):
+        # An early Orbax aggregate file's reference to a zarr folder.
+        if isinstance(value, str) and value.startswith(_ORBAX_PLACEHOLDER):
             value = _placeholder_spec(value, checkpoint_dir, name)
         if is_ts_spec(value):
             specs[name] = resolve_spec(value, checkpoint_dir, name)

@@ -16,8 +16,6 @@ from model.upstream import trees
 
 # t5x/examples/scalable_t5/network.py T5Config.param_scan_axis.
 T5X_PARAM_SCAN_AXIS = 1
-# Parent module name -> name of its scanned stack inside it.
-SCANNED_STACKS = {"encoder": "encoder", "decoder": "decoder"}
 _ATTENTION_MODULES = ("attention", "self_attention", "encoder_decoder_attention")
 
 
@@ -57,18 +55,17 @@ def unscan(tree: Mapping[str, Any], param_scan_axis: int | None = None) -> dict[
     ValueError for a stack with both scanned and per-layer parameters or no consistent layer
     axis."""
     out = dict(tree)
-    for parent, stack_name in SCANNED_STACKS.items():
+    for parent in ("encoder", "decoder"):  # Each stack is named as its parent module.
         module = tree.get(parent)
-        if not isinstance(module, Mapping) or not isinstance(module.get(stack_name), Mapping):
+        if not isinstance(module, Mapping) or not isinstance(module.get(parent), Mapping):
             continue
-        where = f"{parent}/{stack_name}"
+        where = f"{parent}/{parent}"
         clash = sorted(k for k in module if k.startswith("layers_"))
         if clash:
             raise ValueError(f"{parent!r} has both a scanned stack {where!r} and per-layer "
                              f"parameters {clash}")
-        module = dict(module)
-        module.update(unscan_stack(module.pop(stack_name), where, param_scan_axis))
-        out[parent] = module
+        out[parent] = {**{k: v for k, v in module.items() if k != parent},
+                       **unscan_stack(module[parent], where, param_scan_axis)}
     return out
 
 

@@ -21,6 +21,13 @@ def program(decoding):
     return decoding
 
 
+def check_logits(decoding, num_logits):
+    """DecodingError when top-k sampling asks for more than the model's `num_logits`."""
+    if decoding.method == "sample" and decoding.top_k > num_logits:
+        raise decode.DecodingError("top_k", f"top-k {decoding.top_k} exceeds the model's "
+                                            f"{num_logits} logits")
+
+
 def rng_data(seed, batch_index):
     """The uint32 key data of batch `batch_index`'s sampling key (threefry, [2])."""
     return jax.random.key_data(jax.random.fold_in(jax.random.key(seed), batch_index))

@@ -113,7 +113,7 @@ def write(run, path, decodings, platforms=PLATFORMS):
     if len(set(methods)) != len(methods):
         raise InputError(f"one program per decoding method, got {', '.join(methods)}")
     for d in decodings:
-        d.check_logits(run.model.config.t5.vocab_size)
+        decoding_lib.check_logits(d, run.model.config.t5.vocab_size)
     arrays = {"manifest": None, "vocab": _bytes(run.vocab.model_proto)}
     for d in decodings:
         arrays[f"program_{d.method}"] = _bytes(export_program(run, d, platforms).serialize())

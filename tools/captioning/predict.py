@@ -99,7 +99,7 @@ class _RunPrograms:
         return Decoding(method)
 
     def check(self, decoding):
-        decoding.check_logits(self.run.model.config.t5.vocab_size)
+        decoding_lib.check_logits(decoding, self.run.model.config.t5.vocab_size)
         return decoding
 
     def check_size(self, decoding, batch_size):
