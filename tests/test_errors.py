@@ -25,12 +25,15 @@ def _classes():
     return found
 
 
-def test_only_errors_py_derives_from_a_builtin_exception_and_no_class_is_twice():
+def test_only_errors_py_derives_from_a_builtin_exception():
     # Every other exception class derives from errors.Error's branches, so that a command
     # line catching errors.Error catches them all.
     rooted = [f"{module}.{cls}({', '.join(bases)})" for module, cls, bases in _classes()
               if module != "errors" and set(bases) & BUILTIN_EXCEPTIONS]
     assert not rooted, rooted
+
+
+def test_no_error_class_is_defined_twice():
     names = [(cls, module) for module, cls, _ in _classes() if cls.endswith("Error")]
     by_name = {}
     for cls, module in names:
@@ -39,7 +42,7 @@ def test_only_errors_py_derives_from_a_builtin_exception_and_no_class_is_twice()
     assert by_name["InputError"] == ["errors"]
 
 
-def test_the_branches_and_fail_prints_one_line_and_exits_with_status_2(capsys):
+def test_the_branches_of_the_error_hierarchy():
     assert issubclass(errors.InputError, ValueError) and issubclass(errors.InputError, errors.Error)
     assert issubclass(errors.RunError, RuntimeError) and issubclass(errors.RunError, errors.Error)
     from data import jsonl
@@ -47,6 +50,9 @@ def test_the_branches_and_fail_prints_one_line_and_exits_with_status_2(capsys):
     assert issubclass(jsonl.FormatError, errors.InputError)
     assert issubclass(run_config.ConfigError, errors.InputError)
     assert issubclass(checkpointing.IncompatibleCheckpoint, errors.RunError)
+
+
+def test_fail_prints_one_line_exiting_with_status_2(capsys):
     with pytest.raises(SystemExit) as info:
         errors.fail(errors.InputError("data.jsonl:3: not valid JSON"))
     assert info.value.code == 2 and str(info.value) == "data.jsonl:3: not valid JSON"

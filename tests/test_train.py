@@ -15,24 +15,43 @@ from tests.training.saved_state import assert_same_params, read_metrics
 from training import checkpointing
 from training import state as state_lib
 
+# The tests of the shared four-step run read tiny_config's run, trained once for the test run.
 
-def test_trains_evaluates_and_checkpoints(four_step_run):
-    workdir = four_step_run.workdir  # tiny_config's run, trained once for the test run.
-    records = read_metrics(workdir)
+def test_trains_every_step(four_step_run):
+    records = read_metrics(four_step_run.workdir)
     steps = [r["step"] for r in records if "train/loss" in r]
     assert steps == [1, 2, 3, 4]
-    evals = [r for r in records if "eval/cider_d/avg" in r]
-    assert [r["step"] for r in evals] == [0, 2, 4]
-    for r in evals:
-        assert np.isclose(r["eval/cider_d/avg"], (r["eval/cider_d/en"] + r["eval/cider_d/zh"]) / 2)
     for r in records:
         if "train/loss" in r:
             assert np.isfinite(r["train/loss"]) and r["learning_rate"] == pytest.approx(3e-3)
-    assert checkpointing.steps(workdir) == [2, 4]
+
+
+def _evals(workdir):
+    return [r for r in read_metrics(workdir) if "eval/cider_d/avg" in r]
+
+
+def test_evaluates_at_the_start_then_every_2_steps(four_step_run):
+    evals = _evals(four_step_run.workdir)
+    assert [r["step"] for r in evals] == [0, 2, 4]
+    for r in evals:
+        assert np.isclose(r["eval/cider_d/avg"], (r["eval/cider_d/en"] + r["eval/cider_d/zh"]) / 2)
+
+
+def test_checkpoints_every_2_steps(four_step_run):
+    assert checkpointing.steps(four_step_run.workdir) == [2, 4]
+
+
+def test_keeps_the_best_checkpoint(four_step_run):
+    workdir = four_step_run.workdir
+    evals = _evals(workdir)
     # The best in-loop evaluation after training started (steps 2 and 4) is kept.
     (kept,) = checkpointing.steps(workdir, best=True)
     score = {r["step"]: r["eval/cider_d/avg"] for r in evals}
     assert kept in (2, 4) and score[kept] == max(score[2], score[4])
+
+
+def test_saves_its_config(four_step_run):
+    workdir = four_step_run.workdir
     with open(os.path.join(workdir, "config.json")) as f:
         assert json.load(f)["total_steps"] == 4
 
@@ -48,30 +67,52 @@ def _spy(monkeypatch, calls, module, name):
     monkeypatch.setattr(module, name, spied)
 
 
-def test_input_starts_at_the_restored_step_and_a_resume_is_bit_for_bit(four_step_run, tmp_path,
-                                                                       monkeypatch):
-    """The input starts once the state is restored or initialized, at its step (decided once);
-    a fresh run's step compiles (in a thread) while the state initializes, a resumed run's
-    after the restore; a run resumed at step 2 ends as the shared four-step run, logging each
-    step once."""
-    calls = []
-    for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore"),
-                         (state_lib, "init_state"), (train, "compile_train_step")):
-        _spy(monkeypatch, calls, module, name)
-    workdir = str(tmp_path / "run")
-    train.train_and_evaluate(four_step_run.config(total_steps=2), workdir)
-    assert calls == ["compile_train_step", "restore", "init_state", "train_iterator"]
-    calls.clear()
-    resumed = train.train_and_evaluate(four_step_run.config(), workdir)
-    assert calls == ["restore", "train_iterator", "compile_train_step"]
+@pytest.fixture(scope="module")
+def resumed_run(four_step_run, tmp_path_factory):
+    """A run of 2 steps resumed to 4, trained once for the module: (workdir, the calls of
+    the fresh run, those of the resumed run, the resumed run's state)."""
+    fresh, again = [], []
+    workdir = str(tmp_path_factory.mktemp("resumed") / "run")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for calls, config in ((fresh, four_step_run.config(total_steps=2)),
+                              (again, four_step_run.config())):
+            for module, name in ((pipeline, "train_iterator"), (checkpointing, "restore"),
+                                 (state_lib, "init_state"), (train, "compile_train_step")):
+                _spy(monkeypatch, calls, module, name)
+            state = train.train_and_evaluate(config, workdir)
+            monkeypatch.undo()
+    return workdir, fresh, again, state
+
+
+# The input starts once the state is restored or initialized, at its step (decided once).
+
+def test_a_fresh_runs_step_compiles_while_the_state_initializes(resumed_run):
+    # A fresh run's step compiles (in a thread) while the state initializes.
+    _, fresh, _, _ = resumed_run
+    assert fresh == ["compile_train_step", "restore", "init_state", "train_iterator"]
+
+
+def test_a_resumed_runs_input_starts_at_the_restored_step(resumed_run):
+    # A resumed run's step compiles after the restore.
+    _, _, again, _ = resumed_run
+    assert again == ["restore", "train_iterator", "compile_train_step"]
+
+
+def test_a_resume_is_bit_for_bit(four_step_run, resumed_run):
+    # A run resumed at step 2 ends as the shared four-step run.
+    _, _, _, resumed = resumed_run
     assert_same_params(four_step_run.state(4), resumed)
+
+
+def test_a_resumed_run_logs_each_step_once(resumed_run):
+    workdir, _, _, _ = resumed_run
     # One record per step and kind, also across the restart.
     train_steps = [r["step"] for r in read_metrics(workdir) if "train/loss" in r]
     assert train_steps == [1, 2, 3, 4]
 
 
-def test_a_packed_run_counts_and_warns_of_the_examples_left_out(tiny_demo, tmp_path,
-                                                                monkeypatch, capsys):
+def test_a_packed_run_counts_the_examples_left_out_with_a_warning(tiny_demo, tmp_path,
+                                                                 monkeypatch, capsys):
     monkeypatch.setattr(packing, "rows_per_group", lambda *args: 1)  # Too few: some left out.
     config = tiny_config(tiny_demo, **{"data.pack": True, "total_steps": 2,
                                        "evals.xm3600.every": 0})
@@ -85,7 +126,8 @@ def test_a_packed_run_counts_and_warns_of_the_examples_left_out(tiny_demo, tmp_p
     assert "did not fit the packed rows and were left out of the loss" in out
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_demo, tmp_path, monkeypatch):
+def test_non_finite_loss_stops_keeping_the_last_good_checkpoint(tiny_demo, tmp_path,
+                                                                monkeypatch):
     real = pipeline.train_iterator
 
     def poisoned(*args, **kwargs):

@@ -203,14 +203,20 @@ def test_truncated_config_json_is_one_line_naming_it(config_file, workdir):
     assert (workdir / "config.json").read_text() == text[: len(text) // 2]
 
 
-def test_load_names_the_file_and_position(tmp_path):
+def test_load_names_the_position_in_the_file(tmp_path):
     (tmp_path / "config.json").write_text('{"seed": 1,\n "model": ')
     with pytest.raises(run_config.SavedConfigError,
                        match=r"config.json: not valid JSON \(line 2 column 11: "):
         run_config.load(str(tmp_path))
+
+
+def test_load_refuses_a_config_not_an_object(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(run_config.SavedConfigError, match=r"config.json: not a JSON object"):
         run_config.load(str(tmp_path))
+
+
+def test_load_of_a_folder_without_a_config_is_none(tmp_path):
     assert run_config.load(str(tmp_path / "none")) is None
 
 

@@ -23,7 +23,7 @@ from training import run_config
      r"config.mesh data=-1 x model=3 does not cover the 1 devices here \(cpu\)"),
     (["stray"], r"unexpected argument 'stray': train.py takes only flags"),
 ], ids=["dropout", "lr_inf", "vocab_size", "mesh", "positional"])
-def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_file, tmp_path,
+def test_bad_value_on_the_command_line_is_one_error_line_leaving_no_workdir(config_file, tmp_path,
                                                                         args, message):
     workdir = tmp_path / "run"
     result = tiny.train_main(config_file, workdir, *args)
@@ -35,7 +35,7 @@ def test_bad_value_on_the_command_line_is_one_error_line_and_no_workdir(config_f
 
 
 @pytest.mark.parametrize("field", ["mt5", "vit", "checkpoint"])
-def test_an_unreadable_pretrained_checkpoint_is_one_error_line_and_no_workdir(config_file,
+def test_an_unreadable_pretrained_checkpoint_is_one_error_line_leaving_no_workdir(config_file,
                                                                             tmp_path, field):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -56,7 +56,7 @@ def _train_steps(workdir):
     return [r["step"] for r in read_metrics(str(workdir)) if "train/loss" in r]
 
 
-def test_full_disk_stops_train_py_with_one_line_and_the_same_command_resumes(
+def test_full_disk_stops_train_py_with_one_line_then_the_same_command_resumes(
         tiny_demo, tmp_path, small_fs, four_step_run):
     config_file = tmp_path / "tiny_config.py"
     tiny.write_config_file(config_file, tiny_demo, **OVERRIDES)

@@ -33,7 +33,7 @@ def _copy(four_step_run, tmp_path):
 
 
 # ------------------------------------------------------- nothing is lost ----
-def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_run, tmp_path):
+def test_failed_resume_leaves_the_config_with_the_checkpoints_as_they_were(four_step_run, tmp_path):
     workdir = _copy(four_step_run, tmp_path)
     before = (workdir / "config.json").read_bytes()
     wider = four_step_run.config(**{"evals.xm3600.every": 0, "total_steps": 6,
@@ -51,7 +51,7 @@ def test_failed_resume_leaves_the_config_and_checkpoints_as_they_were(four_step_
 
 
 @pytest.mark.parametrize("damage", ["truncated data file", "deleted _METADATA"])
-def test_damaged_latest_checkpoint_is_set_aside_and_the_one_before_used(four_step_run,
+def test_a_damaged_latest_checkpoint_is_set_aside_for_the_one_before(four_step_run,
                                                                         tmp_path, capsys,
                                                                         damage):
     workdir = _copy(four_step_run, tmp_path)
@@ -169,7 +169,7 @@ def test_corrupt_training_image_is_found_before_the_first_evaluation(tiny_demo, 
 
 
 # --------------------------------------------------------------- console ----
-def test_console_shows_progress_evaluations_and_resumption_only(config_file, tmp_path):
+def test_console_shows_only_progress_evaluations_resumption(config_file, tmp_path):
     workdir = tmp_path / "run"
     first = tiny.run(*tiny.train_args(config_file, workdir, "--config.total_steps=2"))
     assert first.code == 0, first.text[-2000:]

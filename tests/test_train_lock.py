@@ -75,7 +75,7 @@ def test_two_trainers_on_one_workdir_the_second_is_refused(tiny_demo, tmp_path):
     assert (workdir / ".lock").read_text() == ""  # Released.
 
 
-def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
+def test_a_live_holder_is_named_changing_nothing_until_it_is_gone(tmp_path):
     workdir = tmp_path / "run"
     workdir.mkdir()
     holder = tiny.start("-c", HOLDER, workdir)
@@ -103,7 +103,7 @@ def test_a_live_holder_is_named_and_nothing_is_changed(tmp_path):
     assert (workdir / ".lock").read_text() == ""
 
 
-def test_a_stale_lock_file_is_taken_over_and_a_replaced_workdir_locked_anew(tmp_path):
+def test_a_stale_lock_file_is_taken_over(tmp_path):
     workdir = tmp_path / "run"
     workdir.mkdir()
     pid = _dead_pid()
@@ -115,6 +115,13 @@ def test_a_stale_lock_file_is_taken_over_and_a_replaced_workdir_locked_anew(tmp_
                     f"(pid {pid} on host {socket.gethostname()}, started "
                     f"2026-01-01T00:00:00+00:00); taking it over")
     assert workdir_lib.lock(str(workdir)) is None  # Released cleanly: no note.
+    workdir_lib.release(str(workdir))
+
+
+def test_a_replaced_workdir_is_locked_anew(tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    assert workdir_lib.lock(str(workdir)) is None
     shutil.rmtree(workdir)  # Deleted and made again by the user while held, the lock with it.
     workdir.mkdir()
     assert workdir_lib.lock(str(workdir)) is None
@@ -143,7 +150,7 @@ def _other_trainer(workdir):
     return fd
 
 
-def test_the_lease_remakes_a_removed_lock_and_stops_before_writing_when_taken(tmp_path):
+def test_the_lease_remakes_a_removed_lock_but_stops_before_writing_when_taken(tmp_path):
     workdir = tmp_path / "run"
     workdir.mkdir()
     (workdir / ".config.json.abcd1234.tmp").write_text("{")  # Left by kills: removed.

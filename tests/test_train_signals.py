@@ -56,7 +56,7 @@ def _time_of(run, text):
     (1.5, signal.SIGINT),   # Flags, data checks, the mesh.
     (0.8, signal.SIGTERM),
 ])
-def test_a_signal_during_start_up_is_one_line_and_an_exit(config_file, tmp_path, after_s, signum):
+def test_a_signal_during_start_up_exits_with_one_line(config_file, tmp_path, after_s, signum):
     workdir = tmp_path / "run"
     run = _start(config_file, workdir)
     # Not before train.py's first lines install the handlers: in the interpreter's own
@@ -90,7 +90,7 @@ def test_ctrl_c_while_compiling_exits_at_once(config_file, tmp_path):
     assert seconds < 2, seconds  # ...which Python's own handler would have waited for.
 
 
-def test_ctrl_c_in_the_loop_saves_the_step_and_exits_0(config_file, tmp_path):
+def test_ctrl_c_in_the_loop_saves_the_step_exiting_0(config_file, tmp_path):
     workdir = tmp_path / "run"
     run = _start(config_file, workdir)
     assert run.wait_for_line(r"^step 3/"), run.text
@@ -104,12 +104,16 @@ def test_ctrl_c_in_the_loop_saves_the_step_and_exits_0(config_file, tmp_path):
     assert checkpointing.steps(str(workdir)) == [saved]
 
 
-def test_ctrl_c_to_the_trainer_as_a_library_saves_and_a_second_exits_at_once(tiny_demo, tmp_path):
+def _library_script(tiny_demo, workdir):
+    """The arguments of a process that calls train.train_and_evaluate (400 steps)."""
+    return tiny.train_script(tiny_demo, workdir, **{
+        "total_steps": 400, "evals.xm3600.every": 0, "checkpoint.every": 1000, "log_every": 1})
+
+
+def test_ctrl_c_to_the_trainer_as_a_library_saves(tiny_demo, tmp_path):
     """train.train_and_evaluate routes the signals itself when its caller has not."""
     workdir = tmp_path / "run"
-    args = tiny.train_script(tiny_demo, workdir, **{
-        "total_steps": 400, "evals.xm3600.every": 0, "checkpoint.every": 1000, "log_every": 1})
-    run = tiny.start(*args)
+    run = tiny.start(*_library_script(tiny_demo, workdir))
     assert run.wait_for_line(r"^step \d+/"), run.text
     run.signal()
     code, _ = run.finish(300)
@@ -118,8 +122,11 @@ def test_ctrl_c_to_the_trainer_as_a_library_saves_and_a_second_exits_at_once(tin
     match = re.search(r"Stopped by Ctrl-C: saved step (\d+)", run.text)
     assert match, run.text[-2000:]
     assert checkpointing.steps(str(workdir)) == [int(match.group(1))]
+
+
+def test_a_second_ctrl_c_to_the_trainer_as_a_library_exits_at_once(tiny_demo, tmp_path):
     # Two Ctrl-Cs: the second exits at once with 130, without a traceback.
-    run = tiny.start(*args)
+    run = tiny.start(*_library_script(tiny_demo, tmp_path / "run"))
     assert run.wait_for_line(r"^step \d+/"), run.text
     run.signal()
     time.sleep(0.05)

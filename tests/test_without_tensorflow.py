@@ -63,23 +63,43 @@ def env(tmp_path_factory):
     return env
 
 
-def test_train_and_evaluate_without_tensorflow(env, tmp_path):
-    data, workdir = tmp_path / "demo", tmp_path / "run"
+@pytest.fixture(scope="module")
+def trained(env, tmp_path_factory):
+    """(demo data, run folder, train.py's output) of the demo made, then trained on, by
+    processes without TensorFlow, once for the module."""
+    root = tmp_path_factory.mktemp("without_tensorflow")
+    data, workdir = root / "demo", root / "run"
     _run("-m", "tools.demo", "--out", data, "--num_train", "48", "--num_xm3600", "8",
          "--image_size", "32", env=env)
-    assert (data / "tfds" / "coco35l").is_dir()
-    overrides = _overrides(data)
     train = _run("-c", TRAIN_PY, "--config", "configs/demo.py", "--workdir", workdir,
-                 *overrides, env=env)
+                 *_overrides(data), env=env)
+    return data, workdir, train
+
+
+def _by_step(workdir):
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    by_step = {}
+    for record in records:
+        by_step.setdefault(record["step"], {}).update(record)
+    return by_step
+
+
+def test_the_demo_builds_without_tensorflow(trained):
+    data, _, _ = trained
+    assert (data / "tfds" / "coco35l").is_dir()
+
+
+def test_training_runs_without_tensorflow(trained):
+    _, _, train = trained
     assert f"step {STEPS}/{STEPS}" in train.text
     # Evaluators write no report.
     assert [line for line in train.text.splitlines() if line.startswith("imported:")] == [
         "imported: []"]
 
-    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-    by_step = {}
-    for record in records:
-        by_step.setdefault(record["step"], {}).update(record)
+
+def test_training_logs_every_metric_without_tensorflow(trained):
+    _, workdir, _ = trained
+    by_step = _by_step(workdir)
     train_names = {"train/loss", "train/z_loss", "train/grad_norm", "train/tokens",
                    "learning_rate", "perf/step_time_s", "perf/examples_per_s",
                    "perf/tokens_per_s"}
@@ -90,6 +110,10 @@ def test_train_and_evaluate_without_tensorflow(env, tmp_path):
         assert {"eval/cider_d/en", "eval/cider_d/zh", "eval/cider_d/avg"} <= set(by_step[step])
     assert "perf/compile_s" in by_step[1]
 
+
+def test_tensorboard_without_tensorflow_reads_every_scalar(env, trained, tmp_path):
+    _, workdir, _ = trained
+    by_step = _by_step(workdir)
     # TensorBoard without TensorFlow reads every scalar of metrics.jsonl, with its step.
     _run("-c", READ_EVENTS, workdir, tmp_path / "events.json", env=env)
     events = json.loads((tmp_path / "events.json").read_text())
@@ -101,9 +125,13 @@ def test_train_and_evaluate_without_tensorflow(env, tmp_path):
         assert math.isclose(dict(((n, s), v) for n, s, v in found)[name, step], value,
                             rel_tol=1e-6), (name, step)
 
+
+def test_the_checkpoint_tool_evaluates_without_tensorflow(env, trained, tmp_path):
+    data, workdir, _ = trained
+    by_step = _by_step(workdir)
     out = tmp_path / "eval"
     _run("-m", "evaluation.evaluate", "--config", "configs/demo.py", "--workdir", workdir,
-         "--evals", "xm3600", "--langs", "config", "--out", out, *overrides, env=env)
+         "--evals", "xm3600", "--langs", "config", "--out", out, *_overrides(data), env=env)
     metrics = json.loads((out / "metrics.json").read_text())
     # The last checkpoint, evaluated again: the in-loop evaluation's scores.
     assert metrics["step"] == STEPS

@@ -14,6 +14,6 @@ from tests.cli import error_line
      "run folder {tmp}/run not found"),
     (["--workdir", "{tmp}", "--images", "x.jpg", "--repeats", "0"], "must be >= 1"),
 ])
-def test_bad_input_is_one_error_line_and_status_2(args, message, tmp_path, capsys):
+def test_bad_input_exits_2_with_one_error_line(args, message, tmp_path, capsys):
     err = error_line(capsys, caption_speed.main, [a.format(tmp=tmp_path) for a in args])
     assert message.format(tmp=tmp_path) in err

@@ -14,7 +14,7 @@ from benchmarks import input_pipeline
     (["--rounds", "0"], "error: argument --rounds: expected an integer >= 1, got 0"),
     (["--batches", "1"], "error: argument --batches: expected an integer >= 4, got 1"),
 ])
-def test_bad_arguments_are_one_error_line_and_status_2(args, message, capsys, tmp_path):
+def test_bad_arguments_exit_2_with_one_error_line(args, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         input_pipeline.main([*args, "--work_dir", str(tmp_path / "work")])
     assert exit_.value.code == 2

@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                                               "'mt5-huge'"),
     (["--config.batch_sise=2"], "error: --config.batch_sise=2: the config has no field"),
 ])
-def test_bad_input_is_one_error_line_and_status_2(args, message):
+def test_bad_input_exits_2_with_one_error_line(args, message):
     result = subprocess.run(
         [sys.executable, "benchmarks/train_step.py", "--config", "configs/demo.py", *args],
         cwd=REPO, capture_output=True, text=True, timeout=300,

@@ -36,13 +36,22 @@ def _config(name, variant):
 
 
 @pytest.mark.parametrize("name,variant", CONFIGS)
-def test_a_config_has_the_schemas_fields_and_sets_its_choices(name, variant):
+def test_a_config_is_locked(name, variant):
     config = _config(name, variant)
     assert config.is_locked
     with pytest.raises(AttributeError):
         config.no_such_field = 1
-    values = _values(config.to_dict())
+
+
+@pytest.mark.parametrize("name,variant", CONFIGS)
+def test_a_config_has_the_schemas_fields(name, variant):
+    values = _values(_config(name, variant).to_dict())
     assert set(values) == set(run_config.BY_NAME)
+
+
+@pytest.mark.parametrize("name,variant", CONFIGS)
+def test_a_config_leaves_only_optional_fields_unset(name, variant):
+    values = _values(_config(name, variant).to_dict())
     assert {k for k, v in values.items() if v is None} <= {
         f.name for f in run_config.FIELDS if f.has("optional")}
 

@@ -20,31 +20,63 @@ def _load(folder, langs, vocab, **kwargs):
                                  prompt_template="<2{lang}>", max_prompt_len=4, **kwargs)
 
 
-def test_xm3600_set_matches_the_captions_file_and_images(demo_dir, vocab):
+@pytest.fixture(scope="module")
+def xm3600_set(demo_dir, vocab):
+    """(folder, records, the set of en, zh, hi loaded with 10 images each)."""
     folder = demo_dir / "xm3600"
-    shared = _load(folder, ["en", "zh", "hi"], vocab, max_images=10)
-    records = xm3600.read_captions(str(folder / "captions.jsonl"))
+    return (folder, xm3600.read_captions(str(folder / "captions.jsonl")),
+            _load(folder, ["en", "zh", "hi"], vocab, max_images=10))
+
+
+def test_xm3600_set_stores_each_image_once(xm3600_set):
+    _, _, shared = xm3600_set
     assert len(shared.images) == len({k for keys in shared.keys.values() for k in keys})
+
+
+def test_xm3600_set_has_the_captions_files_keys_with_their_references(xm3600_set):
+    _, records, shared = xm3600_set
     for lang in ("en", "zh", "hi"):
         keys, refs = xm3600.references(records, lang)
         assert shared.keys[lang] == keys[:10] and shared.references[lang] == refs[:10]
+
+
+def test_xm3600_set_rows_are_each_languages_images(xm3600_set):
+    folder, records, shared = xm3600_set
+    for lang in ("en", "zh", "hi"):
+        keys, _ = xm3600.references(records, lang)
         # Each language's rows are its images, decoded independently here.
         expected = np.stack([image_lib.read_pixels(xm3600.image_path(str(folder), key), 32)
                              for key in keys[:10]])
         np.testing.assert_array_equal(shared.images[shared.rows[lang]], expected)
+
+
+def test_xm3600_set_prompts_are_each_languages(xm3600_set, vocab):
+    _, _, shared = xm3600_set
+    for lang in ("en", "zh", "hi"):
         assert vocab.decode([int(t) for t in shared.prompts[lang] if t > 1]) == f"<2{lang}>"
         assert shared.prompts[lang].shape == (4,)
 
 
-def test_xm3600_set_names_missing_languages_and_images(demo_dir, vocab, tmp_path):
+def test_xm3600_set_names_missing_languages(demo_dir, vocab):
     with pytest.raises(ValueError, match=r"has no captions in ar, bn; it has en, es, hi, zh"):
         _load(demo_dir / "xm3600", ["en", "ar", "bn"], vocab)
+
+
+def _copy_with_first_key(demo_dir, tmp_path):
     copy = tmp_path / "xm3600"
     shutil.copytree(demo_dir / "xm3600", copy)
-    keys = sorted(p.stem for p in (copy / "images").iterdir())
+    return copy, sorted(p.stem for p in (copy / "images").iterdir())
+
+
+def test_xm3600_set_names_a_corrupt_image(demo_dir, vocab, tmp_path):
+    copy, keys = _copy_with_first_key(demo_dir, tmp_path)
     (copy / "images" / f"{keys[0]}.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
     with pytest.raises(image_lib.ImageError, match=keys[0]):
         _load(copy, ["en"], vocab)
+
+
+def test_xm3600_set_names_a_missing_image(demo_dir, vocab, tmp_path):
+    copy, keys = _copy_with_first_key(demo_dir, tmp_path)
     (copy / "images" / f"{keys[0]}.jpg").unlink()
     with pytest.raises(FileNotFoundError, match=f"images/{keys[0]}.jpg"):
         _load(copy, ["en"], vocab)

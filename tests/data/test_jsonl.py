@@ -12,7 +12,7 @@ from data import jsonl
 
 @pytest.mark.parametrize("name, opener", [("a.jsonl", open), ("a.jsonl.bz2", bz2.open),
                                           ("a.jsonl.gz", gzip.open)])
-def test_objects_and_errors_name_the_line(tmp_path, name, opener):
+def test_read_objects_names_each_line(tmp_path, name, opener):
     path = tmp_path / name
     with opener(path, "wb") as f:
         f.write(b'{"a": 1}\n\n{"b": "\xc3\xa9"}\n{"c": "\xff"}\n')
@@ -23,11 +23,15 @@ def test_objects_and_errors_name_the_line(tmp_path, name, opener):
         next(objects)
 
 
-def test_not_json_and_not_an_object(tmp_path):
+def test_a_line_not_an_object_is_an_error(tmp_path):
     path = tmp_path / "b.jsonl"
     path.write_text('[1]\n')
     with pytest.raises(ValueError, match=r"b.jsonl:1: expected a JSON object, got list"):
         list(jsonl.read_objects(path, error=ValueError))
+
+
+def test_a_line_not_json_is_an_error(tmp_path):
+    path = tmp_path / "b.jsonl"
     path.write_text('{"a": \n')
     with pytest.raises(jsonl.FormatError, match=r"b.jsonl:1: not valid JSON"):
         list(jsonl.read_objects(path))
@@ -38,19 +42,38 @@ class _Pair(msgspec.Struct):
     b: str
 
 
-def test_decode_lines_types_every_line_and_numbers_them_but_not_of_a_pipe(tmp_path):
+def _typed_lines(tmp_path):
+    """(path, lines decoded) of a file with blank lines, CRLF and an extra field."""
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"a": 1, "b": "x"}\n\n  \r\n{"b": "\xc3\xa9", "a": 2, "extra": [1]}\r\n')
-    lines = jsonl.decode_lines(path, msgspec.json.Decoder(_Pair))
+    return path, jsonl.decode_lines(path, msgspec.json.Decoder(_Pair))
+
+
+def test_decode_lines_types_every_line(tmp_path):
+    _, lines = _typed_lines(tmp_path)
     assert list(lines) == [_Pair(1, "x"), _Pair(2, "é")]
+
+
+def test_decode_lines_numbers_every_line(tmp_path):
+    _, lines = _typed_lines(tmp_path)
     assert lines.linenos == [1, 4]
+
+
+def test_decode_lines_reads_a_gzip_file_as_the_plain_one(tmp_path):
+    path, lines = _typed_lines(tmp_path)
     gz = tmp_path / "c.jsonl.gz"
     with gzip.open(gz, "wb") as f:
         f.write(path.read_bytes())
     assert list(jsonl.decode_lines(gz, msgspec.json.Decoder(_Pair))) == list(lines)
+
+
+def test_decode_lines_of_an_empty_file_is_empty(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert list(jsonl.decode_lines(empty, msgspec.json.Decoder(_Pair))) == []
+
+
+def test_decode_lines_leaves_a_pipe_to_the_line_reader(tmp_path):
     # A pipe can be read once: the line-by-line reader must be the one to read it.
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
@@ -83,7 +106,7 @@ def _check(where, line):
 @pytest.mark.parametrize("name, opener, external", [
     ("s.jsonl", open, True), ("s.jsonl.gz", gzip.open, True), ("s.jsonl.bz2", bz2.open, True),
     ("s.jsonl.bz2", bz2.open, False)])
-def test_line_stream_across_chunks_and_decompressors(tmp_path, name, opener, external):
+def test_line_stream_reads_across_chunks_of_every_compression(tmp_path, name, opener, external):
     rows = [f'{{"a": {i}, "b": "{"é" * (i % 7)}"}}' for i in range(300)]
     rows[5] = '{"a": 5, "b": 6}'  # msgspec rejects it (b is no string); the fallback takes it.
     rows[7] = "  "
@@ -98,14 +121,24 @@ def test_line_stream_across_chunks_and_decompressors(tmp_path, name, opener, ext
     assert stream.lines == 301 and stream.position == stream.size == path.stat().st_size
 
 
-@pytest.mark.parametrize("external", [True, False])
-def test_line_stream_names_a_bad_line_and_a_broken_file(tmp_path, external):
+def _bad_second_line(tmp_path):
     path = tmp_path / "t.jsonl.bz2"
     with bz2.open(path, "wb") as f:
         f.write(b'{"a": 1, "b": "x"}\n{"a": "one"}\n')
+    return path
+
+
+@pytest.mark.parametrize("external", [True, False])
+def test_line_stream_names_a_bad_line(tmp_path, external):
+    path = _bad_second_line(tmp_path)
     stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, external=external)
     with pytest.raises(jsonl.FormatError, match=r"t.jsonl.bz2:2: no integer a"):
         list(stream)
+
+
+@pytest.mark.parametrize("external", [True, False])
+def test_line_stream_names_a_broken_file(tmp_path, external):
+    path = _bad_second_line(tmp_path)
     path.write_bytes(path.read_bytes()[:30])
     stream = jsonl.LineStream(path, msgspec.json.Decoder(_Pair), _check, external=external)
     with pytest.raises(jsonl.FormatError, match=r"t.jsonl.bz2: not a readable"):
@@ -131,25 +164,37 @@ def test_a_repeated_key_is_an_error_at_its_line(tmp_path, line, key):
     assert jsonl.decode_lines(path, decoder, count_keys=lambda lines: 2 * len(lines)) is None
 
 
-def test_decode_lines_counts_keys_and_scans_only_when_the_colons_differ(tmp_path, monkeypatch):
-    path = tmp_path / "ok.jsonl"
-    path.write_bytes(b'{"a": 1, "b": "x"}\n{"a": 2, "b": "at 10:30"}\n')
+def _counted_scans(monkeypatch):
+    """The list that gets an item for each scan for repeated keys."""
     scans = []
     scan = jsonl._has_repeated_key
     monkeypatch.setattr(jsonl, "_has_repeated_key", lambda data: scans.append(1) or scan(data))
-    two_keys = lambda lines: 2 * len(lines)  # noqa: E731
+    return scans
+
+
+def two_keys(lines):
+    return 2 * len(lines)
+
+
+def test_decode_lines_scans_when_a_colon_is_inside_a_string(tmp_path, monkeypatch):
+    path = tmp_path / "ok.jsonl"
+    path.write_bytes(b'{"a": 1, "b": "x"}\n{"a": 2, "b": "at 10:30"}\n')
+    scans = _counted_scans(monkeypatch)
     assert list(jsonl.decode_lines(path, msgspec.json.Decoder(_Pair), two_keys)) == [
         _Pair(1, "x"), _Pair(2, "at 10:30")]
     assert scans == [1]  # A colon inside a string: scanned, and no repeated key.
+
+
+def test_decode_lines_does_not_scan_when_the_colons_are_the_keys(tmp_path, monkeypatch):
+    path = tmp_path / "ok.jsonl"
+    scans = _counted_scans(monkeypatch)
     path.write_bytes(b'{"a": 1, "b": "x"}\n{"a": 2, "b": "y"}\n')
     assert len(jsonl.decode_lines(path, msgspec.json.Decoder(_Pair), two_keys)) == 2
-    assert scans == [1]  # The colons are the keys: no scan.
+    assert scans == []  # The colons are the keys: no scan.
 
 
-def test_the_cider_inputs_and_json_object_files_refuse_a_repeated_key(tmp_path):
-    from data.releases import xm3600
-    from formats import json_object, predictions
-    from tests.evaluation.cider.test_cli import write_references
+def test_a_predictions_file_refuses_a_repeated_key(tmp_path):
+    from formats import predictions
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text('{"image/key": "img0", "lang": "en", "caption": "a dog"}\n'
@@ -158,6 +203,12 @@ def test_the_cider_inputs_and_json_object_files_refuse_a_repeated_key(tmp_path):
     with pytest.raises(predictions.PredictionsError,
                        match=r"preds.jsonl:2: key 'caption' appears twice in one object"):
         predictions.read(preds)
+
+
+def test_a_references_file_refuses_a_repeated_key(tmp_path):
+    from data.releases import xm3600
+    from tests.evaluation.cider.test_cli import write_references
+
     refs = write_references(tmp_path / "captions.jsonl")
     assert xm3600.read_references(refs).get("en")[0]  # Well-formed: read fast.
     lines = open(refs, encoding="utf-8").read().splitlines()
@@ -166,6 +217,11 @@ def test_the_cider_inputs_and_json_object_files_refuse_a_repeated_key(tmp_path):
     with pytest.raises(jsonl.FormatError,
                        match=r"captions.jsonl:2: key 'caption' appears twice in one object"):
         xm3600.read_references(refs)
+
+
+def test_a_json_object_file_refuses_a_repeated_key(tmp_path):
+    from formats import json_object
+
     path = tmp_path / "scores.json"
     path.write_text('{"step": 1,\n "step": 2}\n')
     with pytest.raises(ValueError, match=r"scores.json: key 'step' appears twice in one object"):

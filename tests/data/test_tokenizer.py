@@ -19,9 +19,14 @@ def _digest(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def test_special_ids_follow_t5_and_training_is_deterministic(tmp_path):
-    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
-    vocab = tokenizer.get_vocabulary(path)
+@pytest.fixture(scope="module")
+def sp_model(tmp_path_factory):
+    """The path of a unigram model of TEXTS, trained once for the module."""
+    return train_sentencepiece(TEXTS, str(tmp_path_factory.mktemp("sp") / "sp"), 80)
+
+
+def test_special_ids_follow_t5(sp_model):
+    vocab = tokenizer.get_vocabulary(sp_model)
     processor = vocab.tokenizer
     assert (processor.pad_id(), processor.eos_id(), processor.unk_id()) == (0, 1, 2)
     assert processor.bos_id() == -1
@@ -29,12 +34,15 @@ def test_special_ids_follow_t5_and_training_is_deterministic(tmp_path):
     # No text id may collide with the special ids.
     for text in TEXTS[:4]:
         assert min(vocab.encode(text)) > 2
-    # Training is deterministic.
+
+
+def test_training_is_deterministic(sp_model, tmp_path):
+    path = sp_model
     assert _digest(path) == _digest(train_sentencepiece(list(TEXTS), str(tmp_path / "b"), 80))
 
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
-def test_devanagari_and_han_round_trip_without_unk(tmp_path, model_type):
+def test_devanagari_han_texts_round_trip_without_unk(tmp_path, model_type):
     path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80, model_type=model_type)
     vocab = tokenizer.get_vocabulary(path)
     for text in TEXTS[:4]:
@@ -59,22 +67,31 @@ def test_pretokenization_delimiter_keeps_pieces_inside_words(tmp_path):
     assert all(p.lstrip("▁") in words for p in pieces if p != "▁"), pieces
 
 
-def test_missing_or_bad_model_files_and_empty_texts_are_clear_errors(tmp_path):
+def test_a_missing_model_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.model"):
         tokenizer.get_vocabulary(str(tmp_path / "nope.model"))
+
+
+def test_a_bad_model_file_is_named(tmp_path):
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"this is not a protobuf")
     with pytest.raises(ValueError, match="bad.model"):
         tokenizer.get_vocabulary(str(bad))
+
+
+def test_training_on_empty_texts_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no non-empty"):
         train_sentencepiece(["", "  "], str(tmp_path / "sp"), 80)
 
 
-def test_a_url_reads_as_its_file_and_an_unreadable_remote_one_says_what_to_do(tmp_path):
-    path = train_sentencepiece(TEXTS, str(tmp_path / "sp"), 80)
+def test_a_url_reads_as_its_file(sp_model):
+    path = sp_model
     from_url = tokenizer.get_vocabulary(f"file://{path}")
     assert from_url.path == f"file://{path}"
     assert from_url.model_proto == tokenizer.get_vocabulary(path).model_proto
+
+
+def test_an_unreadable_remote_file_says_what_to_do():
 
     class Offline(pathlib.PurePosixPath):  # A file system whose reads fail, as offline.
         def read_bytes(self):

@@ -78,7 +78,7 @@ def test_cider_on_a_full_disk_leaves_the_previous_file_or_none(tmp_path, capsys,
     assert (left, kept) == (({"out": len(previous)}, previous) if previous else ({}, None))
 
 
-def test_cider_names_a_binary_df_file_and_a_repeated_key(tmp_path, capsys):
+def test_cider_names_a_binary_df_file(tmp_path, capsys):
     refs, preds = _cider_files(tmp_path)
     (tmp_path / "df.bin").write_bytes(b"\x00\x01\n\xff\xfe binary")
     status = cider_cli.main(["--references", refs, "--predictions", preds, "--df",
@@ -87,6 +87,10 @@ def test_cider_names_a_binary_df_file_and_a_repeated_key(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: {tmp_path}/df.bin:2: not UTF-8 (invalid start byte); not a document "
         f"frequency file"]
+
+
+def test_cider_names_a_repeated_key(tmp_path, capsys):
+    refs, preds = _cider_files(tmp_path)
     with open(preds, "w") as f:
         f.write('{"image/key": "img0", "lang": "en", "caption": "a dog", "caption": "a red bus"}\n')
     assert cider_cli.main(["--references", refs, "--predictions", preds]) == 2

@@ -3,6 +3,8 @@ CIDEr-D equals what training logged, its captions an independent decode, and a t
 registered by a table entry gets predictions and a report."""
 
 import ast
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -68,20 +70,45 @@ def _logged_eval(workdir, step):
     return next(r for r in read_metrics(workdir) if r["step"] == step and "eval/cider_d/avg" in r)
 
 
-def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint_and_scores_coco_dev(
-        tiny_run, tiny_demo, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def default_results(tiny_run):
+    """(folder, printed text) of the tool run with its defaults: the latest step, into the run's
+    eval_step2, run once for the module's tests that read it."""
     config_path, workdir, _ = tiny_run
-    _main("--config", config_path, "--workdir", workdir, "--langs", "config")
-    out = os.path.join(workdir, "eval_step2")  # The default folder, latest step.
-    explicit = str(tmp_path / "step1")
-    _main("--config", config_path, "--workdir", workdir, "--step", "1", "--langs", "en,zh",
-          "--out", explicit)
-    best = str(tmp_path / "best")  # checkpoints_best/'s, as captioning takes it.
-    _main("--config", config_path, "--workdir", workdir, "--step", "best", "--langs", "en,zh",
-          "--out", best)
-    assert "ETA" in capsys.readouterr().out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+    return os.path.join(workdir, "eval_step2"), printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def step_results(tiny_run, default_results, tmp_path_factory):
+    """{step: results folder} of the tool run for the latest step (by default), step 1 and the
+    best checkpoint, and the text the last two runs printed."""
+    config_path, workdir, _ = tiny_run
+    root = tmp_path_factory.mktemp("steps")
+    explicit = str(root / "step1")
+    best = str(root / "best")  # checkpoints_best/'s, as captioning takes it.
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        _main("--config", config_path, "--workdir", workdir, "--step", "1", "--langs", "en,zh",
+              "--out", explicit)
+        _main("--config", config_path, "--workdir", workdir, "--step", "best", "--langs",
+              "en,zh", "--out", best)
     (best_step,) = checkpointing.steps(workdir, best=True)
-    for folder, step in ((out, 2), (explicit, 1), (best, best_step)):
+    folders = ((default_results[0], 2), (explicit, 1), (best, best_step))
+    return folders, default_results[1] + printed.getvalue()
+
+
+def test_tool_prints_an_eta(step_results):
+    _, printed = step_results
+    assert "ETA" in printed
+
+
+def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint(tiny_run, step_results):
+    _, workdir, _ = tiny_run
+    folders, _ = step_results
+    for folder, step in folders:
         with open(os.path.join(folder, "scores.json"), encoding="utf-8") as f:
             summary = json.load(f)
         logged = _logged_eval(workdir, step)
@@ -100,7 +127,11 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint_and_scores_coco_d
             assert np.mean(values) == pytest.approx(summary["scores"][lang])
         for name in ("scores.csv", "table.md", "bars.png"):
             assert os.path.getsize(os.path.join(folder, name)) > 0
+
+
+def test_tool_scores_coco_dev(tiny_demo, default_results):
     # The COCO-dev column scores the translated dev references.
+    out, _ = default_results
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         summary = json.load(f)
     examples, _ = coco35l_release.read_split(str(tiny_demo / "coco35l"), "dev", ["en", "zh"])
@@ -114,14 +145,21 @@ def test_tool_reproduces_the_in_loop_scores_of_each_checkpoint_and_scores_coco_d
         assert "COCO-dev" in f.read()
 
 
-def test_greedy_and_beam_captions_equal_an_independent_decode(tiny_run, tiny_demo, tmp_path):
-    config_path, workdir, config = tiny_run
-    out = os.path.join(workdir, "eval_step2")
-    if not os.path.isdir(out):
-        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
+@pytest.fixture(scope="module")
+def restored(tiny_run):
+    """(vocabulary, model, parameters) of the run's latest checkpoint, restored here."""
+    _, workdir, config = tiny_run
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model, params, step = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     assert step == 2
+    return vocab, model, params
+
+
+def test_greedy_captions_equal_an_independent_decode(tiny_run, tiny_demo, default_results,
+                                                     restored):
+    _, _, config = tiny_run
+    out, _ = default_results
+    vocab, model, params = restored
     with open(os.path.join(out, "scores.json"), encoding="utf-8") as f:
         scores = json.load(f)["scores"]
     for lang in ("en", "zh"):
@@ -136,7 +174,11 @@ def test_greedy_and_beam_captions_equal_an_independent_decode(tiny_run, tiny_dem
         assert [r["caption"] for r in rows] == expected
         rescored = cider.CiderScorer(refs, lang).score(expected).corpus
         assert scores[lang] == pytest.approx(rescored, rel=1e-9, abs=1e-12)
-    # Beam decoding matches beam search.
+
+
+def test_beam_captions_equal_an_independent_beam_search(tiny_run, tiny_demo, restored, tmp_path):
+    config_path, workdir, config = tiny_run
+    vocab, model, params = restored
     beam = str(tmp_path / "beam")
     _main("--config", config_path, "--workdir", workdir, "--langs", "en", "--decode", "beam",
           "--beam_size", "2", "--out", beam)
@@ -166,7 +208,7 @@ class CaptionLength(caption_evaluator.CaptionEvaluator):
         return [score for _ in langs]
 
 
-def test_a_new_evaluator_gets_predictions_and_a_report_from_the_tool(tiny_run, tmp_path):
+def test_a_new_evaluator_gets_every_output_file_from_the_tool(tiny_run, tmp_path):
     _, workdir, config = tiny_run
     config = ml_collections.ConfigDict(config.to_dict())  # Named by its module path:
     config.evals.length = dict(config.evals.xm3600.to_dict(), type=f"{__name__}:CaptionLength")
@@ -258,13 +300,9 @@ def test_without_langs_every_language_the_data_has_is_evaluated(tiny_run, tmp_pa
     assert "no 36-language average; only 4 language(s) scored" in table
 
 
-def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(tiny_run, tiny_demo,
-                                                                         tmp_path, capsys):
-    config_path, workdir, _ = tiny_run
-    out = pathlib.Path(workdir) / "eval_step2"
-    if not out.is_dir():
-        _main("--config", config_path, "--workdir", workdir, "--langs", "config")
-    capsys.readouterr()
+def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(
+        tiny_demo, default_results, tmp_path, capsys):
+    out = pathlib.Path(default_results[0])
     tool = scores_format.read(out / "scores.json")
     tool_per_image = per_image_format.read(out / "per_image.jsonl")
     captions = {lang: predictions_format.read_language(out / f"predictions_{lang}.jsonl", lang)
@@ -344,7 +382,7 @@ def test_progress_reports_eta_after_the_first_batch():
     assert "ETA ?" in text.splitlines()[0] and "ETA" in text.splitlines()[-1]
 
 
-def test_help_prints_the_usage_and_flags(capsys):
+def test_help_prints_the_usage_with_its_flags(capsys):
     assert evaluate.main(["evaluation.evaluate", "--help"]) == 0
     out = capsys.readouterr().out
     assert "python -m evaluation.evaluate --workdir" in out

@@ -135,12 +135,15 @@ def test_a_disk_that_fills_during_the_evaluation_leaves_the_earlier_results(
     assert re.search(r"^xm3600: en \d", captured.out, re.M)  # The scores, printed too.
 
 
-def test_train_gets_the_evaluators_checks_and_their_own_fields_are_checked(tiny_demo):
+def test_train_gets_the_evaluators_checks(tiny_demo):
     config = tiny_config(str(tiny_demo), **{"evals.xm3600.max_images": -3})
     with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
         evaluators_lib.check_configs(config.evals)
     with pytest.raises(ValueError, match=r"config.evals.xm3600.max_images=-3"):
         train.check_config(config)
+
+
+def test_an_evaluators_own_fields_are_checked(tiny_demo):
     config = tiny_config(str(tiny_demo))  # an evaluator's own fields
     config.unlock()
     config.evals.vifidel = ml_collections.ConfigDict({

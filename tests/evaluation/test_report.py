@@ -44,16 +44,22 @@ def _table_rows(text):
     return rows
 
 
-def test_averages_of_35_and_36_languages():
+def test_averages_of_every_language():
     scores = _scores()
     got = report.averages(scores)
     no_quz = [v for lang, v in scores.items() if lang != "quz"]
     assert got["avg_35"] == pytest.approx(sum(no_quz) / 35)
     assert got["avg_36"] == pytest.approx(sum(scores.values()) / 36)
     assert got["missing_35"] == () and got["missing_36"] == ()
+
+
+def test_the_36_language_average_needs_quz():
     without_quz = report.averages(_scores(languages.TRAIN_35L_LANGS))
     assert without_quz["avg_36"] is None and without_quz["missing_36"] == ("quz",)
     assert without_quz["avg_35"] is not None
+
+
+def test_averages_of_a_few_languages_are_none_naming_the_missing():
     few = report.averages({"en": 0.5, "de": 0.2})
     assert few["avg_35"] is None and len(few["missing_35"]) == 33
     assert "en" not in few["missing_36"] and "quz" in few["missing_36"]
@@ -144,14 +150,20 @@ def test_bad_input_is_named(tmp_path, scores, counts, message):
     assert message in str(info.value)
 
 
-def test_malformed_paper_file_names_file_and_line(tmp_path):
+def test_malformed_paper_cell_names_file_line_column(tmp_path):
     (tmp_path / "cider_per_language.csv").write_text(
         "model,lang,cider_xm3600,cider_coco_dev\nBB,en,0.3,0.8\nBB,de,high,0.8\n")
     with pytest.raises(ValueError, match=r"cider_per_language.csv:3: column cider_xm3600"):
         report.write_report(tmp_path / "out", {"en": 0.1}, {"en": 1}, paper_dir=tmp_path)
+
+
+def test_paper_file_without_a_column_is_refused(tmp_path):
     (tmp_path / "cider_per_language.csv").write_text("model,lang,cider\n")
     with pytest.raises(ValueError, match="missing column"):
         report.read_paper_scores(tmp_path / "cider_per_language.csv")
+
+
+def test_paper_file_repeating_a_row_names_its_first_line(tmp_path):
     (tmp_path / "cider_per_language.csv").write_text(
         "model,lang,cider_xm3600,cider_coco_dev\nBB,en,0.3,0.8\nBB,de,0.2,0.8\nBB,en,0.4,0.8\n")
     with pytest.raises(ValueError, match=r"cider_per_language.csv:4: model 'BB' in 'en' again "
@@ -311,7 +323,8 @@ def test_the_table_says_which_decoding_made_the_captions(tmp_path, decoding, sai
     assert said in paths["table"].read_text()
 
 
-def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, capsys):
+def _results_list(tmp_path):
+    """(references, results list in English) files, as captioning papers' code writes them."""
     from tests.evaluation.cider.test_cli import PREDS, write_references
 
     references = write_references(tmp_path / "captions.jsonl")
@@ -319,6 +332,13 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
     results.write_text(json.dumps([{"image_id": f"images/{p['image/key']}.jpg",
                                     "caption": p["caption"]}
                                    for p in PREDS if p["lang"] == "en"]))
+    return references, results
+
+
+def test_any_captioners_results_list_gets_a_results_folder_with_table8(tmp_path, capsys):
+    from tests.evaluation.cider.test_cli import PREDS
+
+    references, results = _results_list(tmp_path)
     out = tmp_path / "mine"
     assert report.main([str(out), "--predictions", str(results), "--references", references,
                         "--langs", "en", "--paper-dir", str(tmp_path)]) == 0
@@ -333,7 +353,10 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
     assert predictions.read_language(out / "predictions_en.jsonl", "en") == {
         p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
     assert "| en |" in (out / "table.md").read_text()
-    # A folder of other files is not replaced.
+
+
+def test_a_folder_of_other_files_is_not_replaced_by_a_report(tmp_path, capsys):
+    references, results = _results_list(tmp_path)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv), [
@@ -341,6 +364,13 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
         "--langs", "en"])
     assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_a_report_of_some_images_only_names_them_with_a_command_that_scores_them(tmp_path,
+                                                                                capsys):
+    from tests.evaluation.cider.test_cli import PREDS
+
+    references, results = _results_list(tmp_path)
     # Predictions for some images only: the error names the images and a command that exists.
     results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
                                    for p in PREDS if p["lang"] == "en"][:1]))
@@ -354,7 +384,7 @@ def test_any_captioners_results_list_gets_a_results_folder_and_table8(tmp_path, 
     assert not (tmp_path / "partial").exists()
 
 
-def test_scoring_into_a_full_disk_prints_the_scores_and_one_line(tmp_path, capsys):
+def test_scoring_into_a_full_disk_prints_the_scores_with_one_error_line(tmp_path, capsys):
     from tests.evaluation import full_disk
     from tests.evaluation.cider.test_cli import PREDS, write_references
 

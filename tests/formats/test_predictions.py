@@ -15,13 +15,21 @@ PREDS = [
 ]
 
 
-def test_read_predictions_fast_and_line_by_line_agree(tmp_path):
-    lines = [PREDS[0], "", PREDS[1], "   ", PREDS[2]]
-    path = write_lines(tmp_path / "p.jsonl", lines)
+def _lines():
+    return [PREDS[0], "", PREDS[1], "   ", PREDS[2]]
+
+
+def test_read_predictions_fast_names_each_line(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", _lines())
     fast = predictions.read(path)
     assert fast == {"en": {p["image/key"]: p["caption"] for p in PREDS[:3]}}
     assert [fast.where("en", k) for k in ("img0", "img1", "img2")] == [
         f"{path}:1", f"{path}:3", f"{path}:5"]
+
+
+def test_read_predictions_line_by_line_agrees_with_the_fast_read(tmp_path):
+    lines = _lines()
+    fast = predictions.read(write_lines(tmp_path / "p.jsonl", lines))
     # NaN in an extra field: only `json` reads the line, so the file is read line by line.
     slow_path = write_lines(tmp_path / "q.jsonl", lines + [
         '{"image/key": "img0", "lang": "es", "caption": "x", "p": NaN}'])
@@ -41,30 +49,44 @@ def test_read_predictions_fast_and_line_by_line_agree(tmp_path):
      r"p.jsonl:2: second prediction for image 'img0' in 'en' \(the first is at .*p.jsonl:1\)"),
     ("[1]", r"p.jsonl:2: expected a JSON object"),
 ])
-def test_bad_lines_name_file_and_line(tmp_path, line, message):
+def test_bad_lines_are_named_by_file_line(tmp_path, line, message):
     path = write_lines(tmp_path / "p.jsonl", [PREDS[0], line])
     with pytest.raises(predictions.PredictionsError, match=message):
         predictions.read(path)
 
 
-def test_missing_and_empty_files(tmp_path):
+def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(predictions.PredictionsError, match="predictions file not found"):
         predictions.read(str(tmp_path / "none.jsonl"))
+
+
+def test_an_empty_file_has_no_predictions(tmp_path):
     with pytest.raises(predictions.PredictionsError, match="no predictions"):
         predictions.read(write_lines(tmp_path / "empty.jsonl", [""]))
 
 
-def test_write_and_read_one_language_and_several(tmp_path):
-    path = str(tmp_path / predictions.file_name("zh"))
-    assert path.endswith("predictions_zh.jsonl")
+def test_file_names_of_a_language():
+    assert str(predictions.file_name("zh")).endswith("predictions_zh.jsonl")
     assert predictions.file_name("zh", "vifidel") == "predictions_vifidel_zh.jsonl"
+
+
+def test_one_language_written_reads_back_in_order(tmp_path):
+    path = str(tmp_path / predictions.file_name("zh"))
     predictions.write(path, {"zh": {"b": "两只猫", "a": "一只狗"}})
     with open(path, encoding="utf-8") as f:
         assert f.readline() == '{"image/key": "b", "lang": "zh", "caption": "两只猫"}\n'
     assert list(predictions.read_language(path, "zh").items()) == [("b", "两只猫"), ("a", "一只狗")]
+
+
+def test_read_language_refuses_another_language(tmp_path):
+    path = str(tmp_path / predictions.file_name("zh"))
+    predictions.write(path, {"zh": {"b": "两只猫", "a": "一只狗"}})
     with pytest.raises(predictions.PredictionsError,
                        match=r"predictions_zh.jsonl:1: field 'lang' is 'zh', expected 'en'"):
         predictions.read_language(path, "en")
+
+
+def test_several_languages_written_read_back(tmp_path):
     written = {"en": {"a": "a dog", "b": ""}, "es": {"a": "un perro"}}
     predictions.write(tmp_path / "p.jsonl", written)  # several languages
     assert predictions.read(tmp_path / "p.jsonl") == written
@@ -76,7 +98,7 @@ def test_write_and_read_one_language_and_several(tmp_path):
     ({"en": {"a": None}}, "entry 0: image 'a': \"caption\" must be a string"),
     ({"en": {7: "x"}}, "entry 0: \"image/key\" must be a non-empty string, got 7"),
 ])
-def test_write_refuses_bad_input_and_writes_nothing(tmp_path, written, message):
+def test_write_refuses_bad_input_writing_nothing(tmp_path, written, message):
     path = tmp_path / "p.jsonl"
     with pytest.raises(predictions.PredictionsError, match=message):
         predictions.write(str(path), written)
@@ -182,19 +204,32 @@ def test_every_kind_of_file_reads_the_same(tmp_path):
         predictions.read(tmp_path / "bad.json", "en")
 
 
-def test_several_files_are_merged_and_a_prediction_in_two_is_refused(tmp_path):
+def _en_es_files(tmp_path):
     en = _write_list(tmp_path / "en.json", [{"image_id": "a", "caption": "a dog"}])
     es = write_lines(tmp_path / "es.jsonl", [{"image/key": "a", "lang": "es",
                                               "caption": "un perro"}])
+    return en, es
+
+
+def test_several_files_are_merged(tmp_path):
+    en, es = _en_es_files(tmp_path)
     merged = predictions.read_files([en, es], langs=["en"])
     assert merged == {"en": {"a": "a dog"}, "es": {"a": "un perro"}}
     assert merged.where("es", "a") == f"{es}:1"
+
+
+def test_a_prediction_in_two_files_is_refused(tmp_path):
+    en, _ = _en_es_files(tmp_path)
     again = write_lines(tmp_path / "again.jsonl", [{"image_id": "b", "caption": "x"},
                                                    {"image_id": "a.jpg", "caption": "y"}])
     with pytest.raises(predictions.PredictionsError,
                        match=rf"again.jsonl:2: second prediction for image 'a' in 'en' \(the "
                              rf"first is at {en}:2\)"):
         predictions.read_files([en, again], langs=["en"])
+
+
+def test_a_file_without_lang_needs_one_language(tmp_path):
+    en, es = _en_es_files(tmp_path)
     with pytest.raises(predictions.PredictionsError, match="no \"lang\""):
         predictions.read_files([en, es], langs=["en", "es"])
 

@@ -33,7 +33,7 @@ def test_round_trip_in_the_papers_language_order(tmp_path):
     (lambda s: s.update(step=-1), "scores.json: field 'step': expected a step >= 0"),
     (lambda s: s.pop("metric"), "scores.json: field 'metric'"),
 ])
-def test_read_names_file_and_field(tmp_path, change, message):
+def test_read_names_the_file_with_the_field(tmp_path, change, message):
     summary = json.loads(json.dumps(_summary()))
     change(summary)
     path = tmp_path / "scores.json"
@@ -43,15 +43,24 @@ def test_read_names_file_and_field(tmp_path, change, message):
     assert message in str(info.value)
 
 
-def test_not_json_names_the_line_and_write_refuses_bad_summaries(tmp_path):
+def test_not_json_names_the_line(tmp_path):
     path = tmp_path / "scores.json"
     path.write_text('{\n  "metric": "cider-d",\n  oops\n}')
     with pytest.raises(scores.ScoresError, match=r"scores.json:3: not valid JSON"):
         scores.read(path)
+
+
+def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(scores.ScoresError, match="scores file not found"):
         scores.read(tmp_path / "none.json")
+
+
+def test_make_refuses_extra_fields_of_the_format():
     with pytest.raises(scores.ScoresError, match="extra fields step are fields of the format"):
         scores.make("cider-d", {"en": 0.1}, {"en": 1}, extra={"step": 3})
+
+
+def test_write_refuses_a_bad_summary_writing_nothing(tmp_path):
     bad = dict(_summary(), num_images={"en": -1, "zh": 2})
     with pytest.raises(scores.ScoresError, match=r"num_images\['en'\]: expected a count"):
         scores.write(tmp_path / "out.json", bad)

@@ -60,7 +60,7 @@ def test_parameter_tree_has_the_three_towers(pooled):
 
 
 @pytest.mark.parametrize("fusion", ["pooled", "patches"])
-def test_encoder_length_and_mask(pooled, fusion):
+def test_encoder_gives_the_image_tokens_with_the_prompt_mask(pooled, fusion):
     if fusion == "pooled":
         model, params, encode, _ = pooled
     else:
@@ -77,23 +77,34 @@ def test_encoder_length_and_mask(pooled, fusion):
     np.testing.assert_array_equal(mask, want)
 
 
-def test_logits_ignore_prompt_padding_and_depend_on_image(pooled):
-    _, params, encode, forward = pooled
-    images, prompt, targets = _inputs()
+def test_the_image_position_is_valid_with_an_empty_prompt(pooled):
+    _, params, encode, _ = pooled
+    images, prompt, _ = _inputs()
     # The image position is valid even with an empty prompt.
     _, mask = encode(params, images, prompt.at[0].set(0))
     np.testing.assert_array_equal(mask[0], [True, False, False, False])
+
+
+def test_logits_ignore_prompt_padding(pooled):
+    _, params, _, forward = pooled
+    images, prompt, targets = _inputs()
     logits = forward(params, images, prompt, targets)
     assert logits.shape == (2, 4, 128) and logits.dtype == jnp.float32
     # Padding appended to the prompt changes nothing.
     padded = jnp.pad(prompt, ((0, 0), (0, 2)))
     np.testing.assert_allclose(forward(params, images, padded, targets), logits, atol=1e-5)
+
+
+def test_logits_depend_on_the_image(pooled):
+    _, params, _, forward = pooled
+    images, prompt, targets = _inputs()
+    logits = forward(params, images, prompt, targets)
     # Another image changes the caption distribution.
     other = forward(params, images[::-1], prompt, targets)
     assert not np.allclose(other[0], logits[0], atol=1e-3)
 
 
-def test_from_config_defaults_come_from_the_dataclasses_and_overrides():
+def test_from_config_defaults_come_from_the_dataclasses():
     config = captioner.captioner_config(ml_collections.ConfigDict(dict(
         vit=dict(variant="B/16", pool=None), t5=dict(variant="mt5-base", emb_dim=None))))
     # Missing and None keys keep the dataclass defaults, the one place they live.
@@ -108,6 +119,9 @@ def test_from_config_defaults_come_from_the_dataclasses_and_overrides():
     # The variants' sizes.
     assert (config.vit.width, config.vit.patch_size) == (768, (16, 16))
     assert (config.t5.emb_dim, config.t5.num_encoder_layers) == (768, 12)
+
+
+def test_from_config_overrides_apply():
     config = captioner.captioner_config(ml_collections.ConfigDict(dict(
         vit=dict(variant="g/14", depth=2, width=None, pool="map", dropout=0.2),
         t5=dict(variant="mt5-large", num_decoder_layers=3), dtype="bfloat16",
@@ -136,11 +150,15 @@ def test_from_config_errors_name_the_culprit(fields, message):
         captioner.captioner_config(ml_collections.ConfigDict(fields))
 
 
-def test_bfloat16_model_keeps_float32_params_and_logits(pooled):
-    _, params, *_ = pooled
+def test_bfloat16_model_keeps_float32_params():
     model = captioner.from_config(_model_config(dtype="bfloat16"))
     abstract = captioner.abstract_params(model, boxed=False)
     assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(abstract))
+
+
+def test_bfloat16_model_gives_finite_float32_logits(pooled):
+    _, params, *_ = pooled
+    model = captioner.from_config(_model_config(dtype="bfloat16"))
     images, prompt, targets = _inputs()
     logits = jax.jit(lambda p: model.apply({"params": p}, images, prompt, targets))(params)
     assert logits.dtype == jnp.float32 and np.all(np.isfinite(logits))

@@ -51,16 +51,23 @@ def _cut_after_eos(tokens):
     return tokens
 
 
-def test_greedy_and_one_beam_equal_uncached_argmax(tiny):
+def test_greedy_equals_uncached_argmax(tiny):
     model, params, images, prompt, argmax_path = tiny
     got = decode.greedy(model, params, images, prompt, max_len=6)
     assert got.shape == (3, 6) and got.dtype == jnp.int32
     np.testing.assert_array_equal(got, _cut_after_eos(argmax_path))
+
+
+def test_one_beam_equals_uncached_argmax(tiny):
+    model, params, images, prompt, argmax_path = tiny
     # With an unreachable EOS a single beam follows the argmax path through the cache.
     tokens, scores = decode.beam_search(model, params, images, prompt, max_len=6,
                                         beam_size=1, alpha=0.0, eos_id=-1)
     np.testing.assert_array_equal(tokens, argmax_path)
     assert scores.shape == (3,) and np.all(scores < 0)
+
+
+def test_decoding_accepts_a_params_or_a_variables_dict():
     params = {"img": {"w": 1}, "t5": {"w": 2}}  # a params or a variables dict is accepted
     assert decode._variables(params) == {"params": params}
     assert decode._variables({"params": params, "cache": {}}) == {"params": params}
@@ -112,7 +119,7 @@ def _toy_log_prob(table, seq):
     return log_prob
 
 
-def test_greedy_stops_at_eos_and_pads_after_it():
+def test_greedy_stops_at_eos_with_padding_after_it():
     model, table = _toy(seed=0, max_len=6, eos_boost=1.5)
     images = jnp.zeros((8, 1, 1, 3))
     tokens = np.asarray(decode.greedy(model, {}, images, jnp.zeros((8, 1), jnp.int32), 6))

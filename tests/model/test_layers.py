@@ -46,13 +46,17 @@ def test_attention_equals_the_formula(with_bias):
     np.testing.assert_allclose(got, _reference(query, key, value, bias), atol=1e-5)
 
 
-def test_dropout_path_and_bfloat16_agree_with_the_fused_float32_path():
+def test_the_dropout_path_agrees_with_the_fused_path():
     query, key, value, bias = _inputs()
     fused = layers.dot_product_attention(query, key, value, bias)
     spelled_out = layers.dot_product_attention(
         query, key, value, bias, dropout_rng=jax.random.key(1), dropout_rate=1e-12,
         deterministic=False)
     np.testing.assert_allclose(spelled_out, fused, atol=1e-6)  # nothing dropped
+
+
+def test_bfloat16_attention_agrees_with_the_float32_reference():
+    query, key, value, bias = _inputs()
     got = layers.dot_product_attention(query, key, value, bias, dtype=jnp.bfloat16)
     assert got.dtype == jnp.bfloat16
     np.testing.assert_allclose(np.asarray(got, np.float32), _reference(query, key, value, bias),

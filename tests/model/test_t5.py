@@ -145,7 +145,7 @@ def test_query_initializer_folds_in_depth_scaling():
     np.testing.assert_allclose(np.std(params["out"]["kernel"]), 1 / 16, rtol=0.05)
 
 
-def test_encoder_ignores_padding_positions_and_decoder_is_causal(tiny):
+def test_encoder_ignores_padding_positions(tiny):
     model, params, emb, mask = tiny["model"], tiny["params"], tiny["emb"], tiny["mask"]
     encode = jax.jit(lambda e: model.apply({"params": params}, e, mask, method="encode"))
     encoded = encode(emb)
@@ -153,6 +153,10 @@ def test_encoder_ignores_padding_positions_and_decoder_is_causal(tiny):
     np.testing.assert_allclose(encoded[0, :3], encoded2[0, :3], atol=1e-5)
     np.testing.assert_allclose(encoded[1], encoded2[1], atol=1e-6)
     assert not np.allclose(encoded[0, 3:], encoded2[0, 3:])
+
+
+def test_decoder_is_causal(tiny):
+    params, emb, mask = tiny["params"], tiny["emb"], tiny["mask"]
     dec, logits = tiny["dec"], tiny["logits"]
     changed = dec.at[:, 3].set((dec[:, 3] + 1) % TINY.vocab_size)
     logits2 = tiny["forward"](params, emb, mask, changed)
@@ -214,23 +218,41 @@ def test_cached_decoding_equals_full_forward(tiny, scan):
     np.testing.assert_allclose(cached, tiny["logits"], atol=1e-5)
 
 
-def test_scan_and_per_layer_trees_give_identical_outputs(tiny):
+def test_layers_to_scan_stacks_each_layers_parameters(tiny):
     params = tiny["params"]
-    scan_model = t5.T5(t5.t5_config("t5-tiny", scan=True))
     scanned = layers.layers_to_scan(params)
     assert scanned["encoder"]["layers"]["mlp"]["wo"]["kernel"].shape == (2, 64, 32)
     np.testing.assert_array_equal(
         scanned["decoder"]["layers"]["self_attention"]["query"]["kernel"][1],
         params["decoder"]["layers_1"]["self_attention"]["query"]["kernel"])
+
+
+def test_the_scanned_model_builds_the_tree_of_layers_to_scan(tiny):
+    scan_model = t5.T5(t5.t5_config("t5-tiny", scan=True))
+    scanned = layers.layers_to_scan(tiny["params"])
     # The scanned model builds exactly this tree itself.
     abstract = nn.unbox(jax.eval_shape(scan_model.init, jax.random.key(0), *_inputs())["params"])
     assert jax.tree_util.tree_structure(abstract) == jax.tree_util.tree_structure(scanned)
+
+
+def test_scan_gives_the_per_layer_outputs(tiny):
+    scan_model = t5.T5(t5.t5_config("t5-tiny", scan=True))
+    scanned = layers.layers_to_scan(tiny["params"])
     got = _forward(scan_model)(scanned, tiny["emb"], tiny["mask"], tiny["dec"])
     np.testing.assert_allclose(got, tiny["logits"], atol=1e-5)
+
+
+def test_scan_to_layers_round_trips(tiny):
+    params = tiny["params"]
+    scanned = layers.layers_to_scan(params)
     # Round trip back to the checkpoint layout.
     back = layers.scan_to_layers(scanned)
     assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(params)
     jax.tree_util.tree_map(np.testing.assert_array_equal, back, params)
+
+
+def test_layers_to_scan_refuses_a_missing_layer(tiny):
+    params = tiny["params"]
     broken = {**params, "encoder": {k: v for k, v in params["encoder"].items() if k != "layers_0"}}
     with pytest.raises(ValueError, match="layers"):
         layers.layers_to_scan(broken)
@@ -251,10 +273,14 @@ def test_remat_gives_same_gradients(tiny):
                            grads(tiny["model"]), grads(remat_model))
 
 
-def test_bfloat16_activations_keep_float32_params_and_logits(tiny):
+def test_bfloat16_activations_keep_float32_params(tiny):
     bf16 = t5.T5(t5.t5_config("t5-tiny", dtype=jnp.bfloat16))
     abstract = nn.unbox(jax.eval_shape(bf16.init, jax.random.key(0), *_inputs())["params"])
     assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(abstract))
+
+
+def test_bfloat16_activations_keep_float32_logits_near_float32s(tiny):
+    bf16 = t5.T5(t5.t5_config("t5-tiny", dtype=jnp.bfloat16))
     want = tiny["logits"]
     got = _forward(bf16)(tiny["params"], tiny["emb"], tiny["mask"], tiny["dec"])
     assert got.dtype == jnp.float32

@@ -134,17 +134,29 @@ def test_renumber_pre_linen():
     assert big_vision.renumber_pre_linen(blocks) == blocks
 
 
-def test_missing_file_and_tensorstore_checkpoint_are_named(tmp_path):
+def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no big_vision .npz at .*none.npz: no such file$"):
         big_vision.load(str(tmp_path / "none.npz"))
+
+
+def _tensorstore_checkpoint(tmp_path):
     # big_vision's save_checkpoint_ts: `<path>-<step:09d>` folders and a `<path>-LAST` pointer.
     step = tmp_path / "checkpoint.bv-000000010"
     step.mkdir()
     (step / "params~img~embedding~kernel").mkdir()
     (tmp_path / "checkpoint.bv-LAST").write_text("000000010")
+    return step
+
+
+def test_a_tensorstore_checkpoints_pointer_is_named(tmp_path):
+    _tensorstore_checkpoint(tmp_path)
     with pytest.raises(FileNotFoundError, match="checkpoint.bv-LAST names the steps of a "
                                                 "big_vision tensorstore checkpoint"):
         big_vision.load(str(tmp_path / "checkpoint.bv"))
+
+
+def test_a_tensorstore_checkpoints_step_is_named(tmp_path):
+    step = _tensorstore_checkpoint(tmp_path)
     with pytest.raises(ValueError, match=r"checkpoint.bv-000000010 is not a big_vision .npz: it "
                                          r"is a folder, a big_vision tensorstore checkpoint"):
         big_vision.load(str(step) + ":img")
@@ -165,7 +177,7 @@ def test_not_an_npz_says_what_it_is(tmp_path, content, what):
         big_vision.load(str(bad) + ":img")
 
 
-def test_pytorch_zip_empty_and_damaged_npz_are_named(tmp_path):
+def test_a_pytorch_zip_is_named(tmp_path):
     bad = tmp_path / "vit.npz"
     with zipfile.ZipFile(bad, "w") as archive:
         archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
@@ -173,9 +185,15 @@ def test_pytorch_zip_empty_and_damaged_npz_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"vit.npz is not a big_vision .npz: it is a zip archive "
                                          r"of archive/data.pkl, archive/data/0 \(a PyTorch "):
         big_vision.load(str(bad))
+
+
+def test_an_empty_npz_is_named(tmp_path):
     empty = cf.write_npz(str(tmp_path / "empty.npz"), {})
     with pytest.raises(ValueError, match="empty.npz is an empty .npz: it holds no arrays"):
         big_vision.load(empty)
+
+
+def test_a_damaged_npz_is_named(tmp_path):
     damaged = tmp_path / "damaged.npz"
     with zipfile.ZipFile(damaged, "w") as archive:
         archive.writestr("w.npy", b"\x93NUMPY garbage")

@@ -20,7 +20,7 @@ def _init_tree():
             "img_proj": {"kernel": np.ones((3, 4), np.float32)}}
 
 
-def test_exact_match_copies_and_casts(tmp_path):
+def test_an_exact_match_is_copied_cast_to_the_models_dtype(tmp_path):
     init = _init_tree()
     loaded = {"embedding": {"kernel": np.full((2, 3), 1.5, cf.BF16)},
               "pos_embedding": np.full((1, 9, 3), 2.0, np.float32),
@@ -69,7 +69,7 @@ def test_missing_error_shows_what_the_checkpoint_has_instead():
     assert "\n" not in message
 
 
-def test_shape_mismatches_and_a_bad_prefix_are_named():
+def test_shape_mismatches_are_named():
     init = _init_tree()
     loaded = {"embedding": {"kernel": np.ones((3, 3))}, "pos_embedding": np.ones((1, 9, 3)),
               "MAPHead_0": {"probe": np.ones((1, 2, 3))}}
@@ -79,16 +79,25 @@ def test_shape_mismatches_and_a_bad_prefix_are_named():
     assert "embedding/kernel: checkpoint (3, 3) vs model (2, 3)" in message
     assert "MAPHead_0/probe: checkpoint (1, 2, 3) vs model (1, 1, 3)" in message
     assert "2 shape mismatches" in message and "\n" not in message
+
+
+def test_a_bad_prefix_is_named():
     with pytest.raises(ValueError, match=r"no 't5' at the top level.*'img', 'img_proj'"):
         merge_params(_init_tree(), {}, prefix="t5")
 
 
-def test_posemb_resampled_and_class_row_folded_into_cls():
+def _old_posemb():
+    """(init tree, a 3x3 posemb with a class row, cls) of a ViT of a 4x4 grid with a cls."""
     rng = np.random.default_rng(1)
     init = {"pos_embedding": np.zeros((1, 16, 3), np.float32),
             "cls": np.zeros((1, 1, 3), np.float32)}
     old_posemb = rng.standard_normal((1, 10, 3)).astype(np.float32)  # 3x3 + class row
     cls = rng.standard_normal((1, 1, 3)).astype(np.float32)
+    return init, old_posemb, cls
+
+
+def test_an_old_posemb_is_resampled_with_its_class_row_folded_into_cls():
+    init, old_posemb, cls = _old_posemb()
     params, report = merge_params({"img": init}, {"pos_embedding": old_posemb, "cls": cls},
                                   prefix="img")
     np.testing.assert_array_equal(params["img"]["pos_embedding"],
@@ -97,12 +106,16 @@ def test_posemb_resampled_and_class_row_folded_into_cls():
     assert report.reshaped[0] == ("pos_embedding", (1, 10, 3), (1, 16, 3),
                                   "resampled grid 3x3 -> 4x4, class-token row dropped")
     assert report.reshaped[1][0] == "cls"
+
+
+def test_without_resampling_an_old_posemb_is_a_shape_mismatch():
+    init, old_posemb, cls = _old_posemb()
     with pytest.raises(ValueError, match=r"pos_embedding: checkpoint \(1, 10, 3\)"):
         merge_params({"img": init}, {"pos_embedding": old_posemb, "cls": cls},
                      prefix="img", resample_posemb=False)
 
 
-def test_boxed_and_abstract_leaves_keep_their_boxes():
+def test_boxed_abstract_leaves_keep_their_boxes():
     box = nn.LogicallyPartitioned(jax.ShapeDtypeStruct((2, 3), jnp.float32), ("embed", "mlp"))
     params, _ = merge_params({"t5": {"w": box}}, {"w": np.ones((2, 3), cf.BF16)}, prefix="t5")
     leaf = params["t5"]["w"]
@@ -122,14 +135,24 @@ def test_report_str():
         "  reshaped: 1", "    pos_embedding: (1, 4, 3) -> (1, 9, 3) (resampled grid 2x2 -> 3x3)"]
 
 
-def test_load_pretrained_skips_empty_fields_and_names_missing_files(tmp_path):
+def test_load_pretrained_skips_empty_fields():
     init = _init_tree()
     config = ml_collections.ConfigDict(dict(mt5="", vit=None, checkpoint=""))
     params, reports = load_pretrained(init, config)
     assert params is init and reports == []
+
+
+def test_load_pretrained_names_a_missing_t5x_checkpoint(tmp_path):
+    init = _init_tree()
+    config = ml_collections.ConfigDict(dict(mt5="", vit=None, checkpoint=""))
     config.mt5 = str(tmp_path / "mt5_base" / "checkpoint_1000000")
     with pytest.raises(FileNotFoundError, match="init.mt5: no T5X checkpoint at .*mt5_base"):
         load_pretrained(init, config)
+
+
+def test_load_pretrained_names_a_missing_big_vision_file(tmp_path):
+    init = _init_tree()
+    config = ml_collections.ConfigDict(dict(mt5="", vit=None, checkpoint=""))
     config.mt5, config.vit = "", str(tmp_path / "ViT-B_16.npz")
     with pytest.raises(FileNotFoundError, match="init.vit: no big_vision .npz at .*ViT-B_16"):
         load_pretrained(init, config)

@@ -19,18 +19,33 @@ def fixture_bf16_params():
     return cf.random_tree(cf.tiny_mt5_shapes(), seed=1, dtype=BF16)
 
 
-def test_bfloat16_roundtrip_is_bitwise_and_widened_exactly_from_any_path(tmp_path, bf16_params):
-    ckpt = cf.write_t5x(str(tmp_path / "checkpoint_1000"), bf16_params)
+@pytest.fixture(name="bf16_ckpt", scope="module")
+def fixture_bf16_ckpt(tmp_path_factory):
+    """A T5X checkpoint of bf16_params's tree, written once for the module."""
+    params = cf.random_tree(cf.tiny_mt5_shapes(), seed=1, dtype=BF16)
+    return cf.write_t5x(str(tmp_path_factory.mktemp("bf16") / "checkpoint_1000"), params)
+
+
+def test_bfloat16_round_trips_bitwise_from_any_path(bf16_ckpt, bf16_params):
+    ckpt = bf16_ckpt
     for path in (ckpt, ckpt + "/", os.path.join(ckpt, "checkpoint")):
         cf.assert_trees_bitwise_equal(t5x.load(path, dtype=None), bf16_params)
+
+
+def test_bfloat16_is_widened_exactly_to_float32(bf16_ckpt, bf16_params):
+    ckpt = bf16_ckpt
     want = {k: v.astype(np.float32) for k, v in cf.flatten(bf16_params).items()}
     cf.assert_trees_bitwise_equal(t5x.load(ckpt), cf.unflatten(want))
 
 
-def test_float32_roundtrip_and_save_dtype_cast_by_tensorstore(tmp_path):
+def test_float32_round_trips_bitwise(tmp_path):
     params = cf.random_tree(cf.tiny_mt5_shapes(), seed=2)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_7"), params)
     cf.assert_trees_bitwise_equal(t5x.load(ckpt), params)
+
+
+def test_save_dtype_is_cast_by_tensorstore(tmp_path):
+    params = cf.random_tree(cf.tiny_mt5_shapes(), seed=2)
     # T5X stores float32 training params as bfloat16 via tensorstore's cast driver.
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_8"), params, save_dtype=BF16)
     want = {k: v.astype(BF16) for k, v in cf.flatten(params).items()}
@@ -47,7 +62,7 @@ def test_legacy_uint16_bfloat16(tmp_path, bf16_params):
                                   bf16_params["token_embedder"]["embedding"].astype(np.float32))
 
 
-def test_inline_and_zarr_arrays_mixed(tmp_path, bf16_params):
+def test_inline_arrays_mixed_with_zarr_ones_load_bitwise(tmp_path, bf16_params):
     def inline(name, array):
         return array.ndim == 1 or "relpos" in name
 
@@ -111,9 +126,12 @@ def test_optimizer_state_is_never_read(tmp_path, bf16_params):
     cf.assert_trees_bitwise_equal(loaded, bf16_params)
 
 
-def test_missing_checkpoint_names_the_path_and_a_model_dir_its_steps(tmp_path, bf16_params):
+def test_missing_checkpoint_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="no T5X checkpoint at .*nowhere"):
         t5x.load(str(tmp_path / "nowhere"))
+
+
+def test_a_model_dir_names_its_steps(tmp_path, bf16_params):
     cf.write_t5x(str(tmp_path / "checkpoint_10"), bf16_params)
     cf.write_t5x(str(tmp_path / "checkpoint_20"), bf16_params)
     with pytest.raises(FileNotFoundError, match="checkpoint_10, checkpoint_20"):
@@ -137,7 +155,7 @@ def test_shape_disagreeing_with_zarr_is_an_error(tmp_path):
         t5x.load(ckpt)
 
 
-def test_gcs_specs_point_at_the_bucket_and_other_drivers_are_named():
+def test_gcs_specs_point_at_the_bucket():
     spec = {"driver": "zarr", "dtype": "bfloat16",
             "kvstore": {"driver": "gcs", "bucket": "t5x-dummy-bucket",
                         "path": "target.encoder.encoder_norm.scale/"},
@@ -155,6 +173,9 @@ def test_gcs_specs_point_at_the_bucket_and_other_drivers_are_named():
                  "path": "target.a", "metadata": {"shape": [2]}}
     assert t5x.resolve_spec(old_style, "gs://b/dir", "a")["kvstore"] == {
         "driver": "gcs", "bucket": "b", "path": "dir/target.a"}
+
+
+def test_other_drivers_are_named():
     spec = {"driver": "zarr", "kvstore": {"driver": "s3", "path": "x"}, "metadata": {}}
     with pytest.raises(ValueError, match="parameter 'a/b'.*s3"):
         t5x.resolve_spec(spec, "/tmp", "a/b")

@@ -31,10 +31,14 @@ def test_scanned_layout_is_scalable_t5_s():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
-def test_scanned_msgpack_and_orbax_checkpoints_are_bitwise(tmp_path, dtype):
+def test_a_scanned_msgpack_checkpoint_loads_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype)
     ckpt = cf.write_t5x(str(tmp_path / "checkpoint_100"), cf.scan_t5x(per_layer, num_heads=HEADS))
     cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), per_layer)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_a_scanned_orbax_checkpoint_loads_bitwise(tmp_path, dtype):
     per_layer = _scalable_per_layer(dtype, seed=1)
     step_dir = cf.write_t5x_orbax(str(tmp_path / "orbax"), 100,
                                   cf.scan_t5x(per_layer, num_heads=HEADS))

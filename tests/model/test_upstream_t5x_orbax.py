@@ -82,7 +82,7 @@ def test_orbax_before_metadata_placeholders(tmp_path):
     cf.assert_trees_bitwise_equal(t5x.load(ckpt, dtype=None), params)
 
 
-def test_load_pretrained_reads_orbax_and_names_what_it_cannot(tmp_path, orbax_ckpt):
+def test_load_pretrained_reads_orbax(orbax_ckpt):
     params, model_dir, step_dir = orbax_ckpt
     init = {"t5": cf.unflatten({k: np.zeros(v.shape, np.float32)
                                 for k, v in cf.flatten(params).items()})}
@@ -90,6 +90,10 @@ def test_load_pretrained_reads_orbax_and_names_what_it_cannot(tmp_path, orbax_ck
     assert not report.missing and not report.unexpected
     np.testing.assert_array_equal(merged["t5"]["decoder"]["logits_dense"]["kernel"],
                                   params["decoder"]["logits_dense"]["kernel"].astype(np.float32))
+
+
+def test_load_pretrained_names_what_it_cannot_read_in_one_line(tmp_path, orbax_ckpt):
+    _, model_dir, _ = orbax_ckpt
     for path in (model_dir, str(tmp_path / "nope")):  # messages in one line
         with pytest.raises(FileNotFoundError) as info:
             load_pretrained({"t5": {}}, {"mt5": path})
@@ -98,20 +102,38 @@ def test_load_pretrained_reads_orbax_and_names_what_it_cannot(tmp_path, orbax_ck
 
 
 # ------------------------------------------------------------- refusals ----
-def test_model_dir_unfinished_save_and_missing_or_bad_metadata_are_named(tmp_path, orbax_ckpt):
-    _, model_dir, step_dir = orbax_ckpt
+def test_a_model_dir_is_named_with_its_steps(orbax_ckpt):
+    _, model_dir, _ = orbax_ckpt
     with pytest.raises(FileNotFoundError, match="is a T5X model directory.*: checkpoint_1000$"):
         t5x.load(model_dir)
+
+
+def test_an_unfinished_save_is_named(tmp_path, orbax_ckpt):
+    _, _, step_dir = orbax_ckpt
     tmp = str(tmp_path / "checkpoint_1000.orbax-checkpoint-tmp-1234")
     shutil.copytree(step_dir, tmp)
     with pytest.raises(FileNotFoundError, match="tmp-1234 is an unfinished Orbax save"):
         t5x.load(tmp)
+
+
+def _without_metadata(tmp_path, step_dir):
     copy = str(tmp_path / "checkpoint_1000")
     shutil.copytree(step_dir, copy)
     os.remove(os.path.join(copy, "state", "_METADATA"))
+    return copy
+
+
+def test_missing_metadata_is_named(tmp_path, orbax_ckpt):
+    _, _, step_dir = orbax_ckpt
+    copy = _without_metadata(tmp_path, step_dir)
     with pytest.raises(FileNotFoundError, match=r"checkpoint_1000 is an Orbax T5X checkpoint "
                        r"whose `state/` has no `_METADATA`: it holds Orbax OCDBT data"):
         t5x.load(copy)
+
+
+def test_bad_metadata_is_named(tmp_path, orbax_ckpt):
+    _, _, step_dir = orbax_ckpt
+    copy = _without_metadata(tmp_path, step_dir)
     with open(os.path.join(copy, "state", "_METADATA"), "w") as f:
         f.write("{not json")
     with pytest.raises(ValueError, match="state is an Orbax checkpoint whose `_METADATA` cannot"):
@@ -170,7 +192,7 @@ NOT_T5X = "checkpoint_1/checkpoint is not a T5X checkpoint: "
     (serialization.msgpack_serialize({"version": 3, "optimizer": {"target": {"a": {"b": "oops"}}}}),
      "parameter 'a/b' is not an array but str 'oops'"),
 ], ids=["tf_index", "hdf5", "numpy", "empty", "not_msgpack", "no_target", "string_leaf"])
-def test_other_formats_and_contents_are_named(tmp_path, content, message):
+def test_other_formats_are_named_by_what_they_hold(tmp_path, content, message):
     ckpt = tmp_path / "checkpoint_1"
     ckpt.mkdir()
     (ckpt / "checkpoint").write_bytes(content)

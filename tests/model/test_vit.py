@@ -22,7 +22,7 @@ def _apply(config, params, images=IMAGES):
     return jax.jit(lambda p, x: vit.ViT(config).apply({"params": p}, x))(params, images)
 
 
-def test_variants_follow_big_vision_table_and_bad_ones_are_refused():
+def test_variants_follow_big_vision_table():
     b16 = vit.vit_config("B/16")
     assert (b16.width, b16.depth, b16.mlp_dim, b16.num_heads, b16.patch_size) == (
         768, 12, 3072, 12, (16, 16))
@@ -33,6 +33,9 @@ def test_variants_follow_big_vision_table_and_bad_ones_are_refused():
     assert (so.width, so.depth, so.mlp_dim) == (1152, 27, 4304)
     assert vit.vit_config("L").patch_size == (16, 16)
     assert vit.vit_config("B/16", depth=2, width=None).depth == 2
+
+
+def test_bad_variants_are_refused():
     for bad, message in [("Q/16", "'Q/16'"), ("B/x", "patch"), ("B/16:pool", "patch")]:
         with pytest.raises(ValueError, match=message):
             vit.vit_config(bad)
@@ -84,11 +87,21 @@ def test_attention_matches_flax_multi_head_attention():
     np.testing.assert_allclose(ours.apply({"params": params}, x, x), want, atol=1e-5)
 
 
-def test_gap_pools_by_mean_and_tok_by_cls():
+@pytest.fixture(scope="module")
+def gap():
+    """(params, pooled, tokens) of the 'gap' ViT mu/8 on IMAGES."""
     params = _params(MU)
-    pooled, tokens = _apply(MU, params)
+    return params, *_apply(MU, params)
+
+
+def test_gap_pools_by_mean(gap):
+    _, pooled, tokens = gap
     assert pooled.shape == (2, 32) and tokens.shape == (2, 16, 32)
     np.testing.assert_allclose(pooled, tokens.mean(axis=1), atol=1e-6)
+
+
+def test_tok_pools_by_cls(gap):
+    params, _, tokens = gap
     tok_cfg = vit.vit_config("mu/8", pool="tok")
     tok_params = {**params, "cls": jnp.full((1, 1, 32), 0.3)}
     pooled_tok, tokens_tok = _apply(tok_cfg, tok_params)

@@ -6,6 +6,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from data.releases import xm3600
@@ -39,7 +40,7 @@ def test_karpathy_file_has_the_release_fields(demo_dir):
             assert sentence["tokens"] == sentence["raw"].lower().rstrip(".").split()
 
 
-def test_translation_files_cover_train_restval_and_val(demo_dir):
+def test_translation_files_cover_every_training_or_dev_image(demo_dir):
     with open(demo_dir / "coco35l" / "dataset_coco.json", encoding="utf-8") as f:
         images = json.load(f)["images"]
     by_split = {}
@@ -58,13 +59,17 @@ def test_translation_files_cover_train_restval_and_val(demo_dir):
         assert len(rows) == 3 * 2 * len(ids)
 
 
-def test_xm3600_split_reads_and_is_disjoint_from_training(demo_dir):
+def test_xm3600_split_reads_with_two_captions_per_language(demo_dir):
     records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     assert len(records) == 16
     for r in records:
         assert set(r.captions) == set(demo_captions.DEMO_LANGS)
         assert all(len(c) == 2 and c[0] != c[1] for c in r.captions.values())
         assert os.path.exists(xm3600.image_path(str(demo_dir / "xm3600"), r.key))
+
+
+def test_xm3600_split_is_disjoint_from_training(demo_dir):
+    records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     training = {Image.open(p).tobytes() for p in (demo_dir / "coco35l").glob("*/*.jpg")}
     held_out = {Image.open(xm3600.image_path(str(demo_dir / "xm3600"), r.key)).tobytes()
                 for r in records}
@@ -96,7 +101,7 @@ def test_every_scene_has_distinct_captions():
         assert len(set(firsts)) == len(firsts) == 96
 
 
-def test_rendered_colour_size_and_position_match_the_scene():
+def test_rendered_colour_size_position_match_the_scene():
     rng = np.random.default_rng(0)
     for position, centre in (("left", 16), ("center", 32), ("right", 48)):
         areas = {}
@@ -108,7 +113,7 @@ def test_rendered_colour_size_and_position_match_the_scene():
         assert areas["big"] > 2.5 * areas["small"] > 0
 
 
-def test_labels_name_each_held_out_images_colour_and_shape(demo_dir):
+def test_labels_name_the_colour_shape_of_each_held_out_image(demo_dir):
     records = xm3600.read_captions(str(demo_dir / "xm3600" / "captions.jsonl"))
     descriptions = demo_dir / "xm3600" / "oidv7-class-descriptions.csv"
     names = dict(line.split(",") for line in descriptions.read_text().splitlines()[1:])
@@ -139,9 +144,14 @@ def _vectors(path):
     return {w: v / np.linalg.norm(v) for w, v in table.items()}
 
 
-def test_vectors_align_translations_and_cover_every_caption_word(demo_dir):
-    vectors = {lang: _vectors(demo_dir / "vectors" / f"wiki.{lang}.align.vec")
-               for lang in demo_captions.DEMO_LANGS}
+@pytest.fixture(scope="module")
+def vectors(demo_dir):
+    """{lang: {word: unit vector}} of the demo's aligned vectors."""
+    return {lang: _vectors(demo_dir / "vectors" / f"wiki.{lang}.align.vec")
+            for lang in demo_captions.DEMO_LANGS}
+
+
+def test_vectors_align_translations(vectors):
     pairs = {("en", "red"): [("es", "roja"), ("hi", "लाल"), ("zh", "红色")],
              ("en", "star"): [("es", "estrella"), ("hi", "तारा"), ("zh", "星星")],
              ("en", "large"): [("en", "big"), ("es", "gran"), ("zh", "大")]}
@@ -149,32 +159,57 @@ def test_vectors_align_translations_and_cover_every_caption_word(demo_dir):
         for other_lang, other in translations:
             assert vectors[lang][word] @ vectors[other_lang][other] > 0.9
     assert abs(vectors["en"]["red"] @ vectors["en"]["star"]) < 0.9
+
+
+def test_vectors_cover_every_caption_word(vectors):
     for lang in demo_captions.DEMO_LANGS:
         for scene in demo_captions.all_scenes():
             for _, tokenized in demo_captions.captions(scene, lang):
                 assert set(tokenized.lower().split()) <= set(vectors[lang])
 
 
-def test_same_seed_writes_identical_files_and_vifidel_ones_leave_the_others_alone(tmp_path):
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """The folder of four small demos, made once for the module: a, c of seed 3, b of seed 3
+    without the VIFIDEL files, d of seed 4."""
+    root = tmp_path_factory.mktemp("generated")
     kwargs = dict(num_train=8, num_restval=2, num_val=2, num_test=0, num_xm3600=4,
                   image_size=16, build_tfds=False)
-    demo.generate(str(tmp_path / "a"), seed=3, **kwargs)
-    demo.generate(str(tmp_path / "b"), seed=3, vifidel=False, **kwargs)
-    demo.generate(str(tmp_path / "c"), seed=3, **kwargs)
-    demo.generate(str(tmp_path / "d"), seed=4, **kwargs)
+    demo.generate(str(root / "a"), seed=3, **kwargs)
+    demo.generate(str(root / "b"), seed=3, vifidel=False, **kwargs)
+    demo.generate(str(root / "c"), seed=3, **kwargs)
+    demo.generate(str(root / "d"), seed=4, **kwargs)
+    return root
+
+
+def _files(folder):
+    return {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_another_seed_writes_other_data(generated):
+    tmp_path = generated
     names = ("coco35l/dataset_coco.json", "xm3600/captions.jsonl")
     assert [(tmp_path / "a" / n).read_bytes() for n in names] != [
         (tmp_path / "d" / n).read_bytes() for n in names]  # another seed, other data
-    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*")
-                   if p.is_file())
-    without = {p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")
-               if p.is_file()}
+
+
+def test_without_vifidel_only_its_files_are_left_out(generated):
+    files, without = _files(generated / "a"), _files(generated / "b")
     assert {str(p) for p in set(files) - without} == {
         "xm3600/oidv7-class-descriptions.csv",
         "xm3600/oidv7-demo-annotations-human-imagelabels.csv",
         *(f"vectors/wiki.{lang}.align.vec" for lang in demo_captions.DEMO_LANGS)}
-    for name in files:
-        content = (tmp_path / "a" / name).read_bytes()
-        assert content == (tmp_path / "c" / name).read_bytes(), name
+
+
+def test_the_same_seed_writes_identical_files(generated):
+    for name in sorted(_files(generated / "a")):
+        content = (generated / "a" / name).read_bytes()
+        assert content == (generated / "c" / name).read_bytes(), name
+
+
+def test_the_vifidel_files_leave_the_others_alone(generated):
+    without = _files(generated / "b")
+    for name in sorted(_files(generated / "a")):
+        content = (generated / "a" / name).read_bytes()
         if name in without:
-            assert content == (tmp_path / "b" / name).read_bytes(), name
+            assert content == (generated / "b" / name).read_bytes(), name

@@ -36,7 +36,7 @@ def _write_reference(folder, rows):
     return folder
 
 
-def test_statistics_count_whitespace_words_and_characters(tmp_path):
+def test_statistics_count_the_captions_whitespace_words_characters(tmp_path):
     stats = counts.caption_stats(xm3600.read_captions(
         str(_write_copy(tmp_path / "copy") / "captions.jsonl")))
     assert stats["en"] == counts.LangStats(2, 3, (3 + 6 + 2) / 3, (9 + 21 + 8) / 3)
@@ -44,9 +44,13 @@ def test_statistics_count_whitespace_words_and_characters(tmp_path):
     assert stats["zh"] == counts.LangStats(2, 3, 1.0, (7 + 4 + 3) / 3)
 
 
-def test_matching_copy_passes_and_incomplete_copy_is_flagged(tmp_path, capsys):
+def _reference(tmp_path):
     reference = {"en": ["en", 3, 1, 1, 0, 3.7, 12.7], "zh": ["zh", 3, 1, 1, 0, 1.0, 4.7]}
-    ref_dir = _write_reference(tmp_path / "ref", reference)
+    return _write_reference(tmp_path / "ref", reference)
+
+
+def test_a_matching_copy_passes(tmp_path, capsys):
+    ref_dir = _reference(tmp_path)
     copy = _write_copy(tmp_path / "copy")
     args = ["xm3600", "--data_dir", str(copy), "--reference_dir", str(ref_dir)]
     # Every other language is absent from both the copy and the reference.
@@ -55,6 +59,10 @@ def test_matching_copy_passes_and_incomplete_copy_is_flagged(tmp_path, capsys):
     assert out.count("DIFFERS") == 34 and "\nen " in out and "ok" in out
     # A copy that is not the full release says that its differences are expected.
     assert "Note: the release has 3600 images and this copy 2: a partial copy, or the demo" in out
+
+
+def test_an_incomplete_copy_is_flagged(tmp_path, capsys):
+    ref_dir = _reference(tmp_path)
     incomplete = _write_copy(tmp_path / "incomplete", drop_last_zh=True)
     counts.main(["xm3600", "--data_dir", str(incomplete), "--reference_dir", str(ref_dir)])
     zh_line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("zh "))

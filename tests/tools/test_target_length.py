@@ -1,5 +1,7 @@
 """The target-length tool: lengths as the pipeline sees them, the suggestion, the FLOPs."""
 
+import contextlib
+import io
 import re
 
 import ml_collections
@@ -38,33 +40,58 @@ def test_piece_lengths_are_what_the_pipeline_keeps_of_untruncated_captions(tiny_
     assert ((short != 0).sum(axis=1) == np.minimum(lengths, 3)).all()
 
 
-def test_tool_reports_every_language_and_the_flops_of_its_suggestion(tiny_demo, capsys):
+@pytest.fixture(scope="module")
+def report(tiny_demo):
+    """(config, what the tool printed) of the tool on the demo's 40 captions per language,
+    run once for the module."""
     config = tiny_config(tiny_demo, **{"data.max_target_len": 32})
     argv = ["target_length", "--config", "configs/demo.py", "--captions_per_lang", "40",
             f"--config.vocab.path={config.vocab.path}",
             f"--config.data.manual_dir={config.data.manual_dir}",
             "--config.data.max_target_len=32"]
-    assert target_length.main(argv) == 0
-    out = capsys.readouterr().out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert target_length.main(argv) == 0
+    return config, printed.getvalue()
 
-    # Recount from the release files: each language's sample, then the pooled row.
+
+def _recounted(config):
+    """{lang: piece lengths} of each language's sample, recounted from the release files."""
     examples, _ = coco35l_release.read_split(config.data.manual_dir, "train",
                                              ("en", "es", "hi", "zh"), check_images=False)
     vocab = tokenizer.get_vocabulary(config.vocab.path)
-    pooled = []
-    for lang in ("en", "es", "hi", "zh"):
-        caps = target_length.sample([c for e in examples[lang] for c in e.captions], 40)
-        lengths = target_length.piece_lengths(vocab, caps)
-        pooled.append(lengths)
+    return {lang: target_length.piece_lengths(
+        vocab, target_length.sample([c for e in examples[lang] for c in e.captions], 40))
+        for lang in ("en", "es", "hi", "zh")}
+
+
+def _suggested(config):
+    """The suggestion of the pooled recount."""
+    return target_length.smallest_length(np.concatenate(list(_recounted(config).values())))
+
+
+def test_tool_reports_every_language(report):
+    config, out = report
+    # Recount from the release files: each language's sample, then the pooled row.
+    for lang, lengths in _recounted(config).items():
         row = re.search(rf"^{lang}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", out, re.M)
         assert row, out
         assert int(row[1]) == 40
         assert int(row[2]) == np.sort(lengths)[19]  # 50% of 40 captions fit in the 20th.
         assert int(row[6]) == lengths.max()
-    pooled = np.concatenate(pooled)
-    suggested = target_length.smallest_length(pooled)
+
+
+def test_tool_suggests_the_smallest_length(report):
+    config, out = report
+    suggested = _suggested(config)
     assert suggested < 32  # The demo's captions are shorter than 32 pieces.
     assert f"--config.data.max_target_len={suggested}" in out
+
+
+def test_tool_reports_the_flops_of_its_suggestion(report):
+    config, out = report
+    suggested = _suggested(config)
+    vocab = tokenizer.get_vocabulary(config.vocab.path)
     demo = _demo_config(config)
     model = captioner.from_config(demo.model, vocab.vocab_size)
     at = {n: flops.train_step_flops(model.config, 1, demo.data.max_prompt_len, n)

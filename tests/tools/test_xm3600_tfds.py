@@ -55,13 +55,25 @@ def _xm3600_manual(root, *, archive=False):
     return root
 
 
-@pytest.mark.parametrize("archive", [False, True])
-def test_xm3600_splits_features_and_counts(tmp_path, archive):
-    manual = _xm3600_manual(tmp_path / "manual", archive=archive)
+@pytest.fixture(scope="module", params=[False, True], ids=["images", "archive"])
+def built(request, tmp_path_factory):
+    """(tfds folder, counts) of the XM3600 build of its images or their archive, made once
+    for the module."""
+    tmp_path = tmp_path_factory.mktemp("xm3600")
+    manual = _xm3600_manual(tmp_path / "manual", archive=request.param)
     counts = xm3600_tfds.build(manual_dir=str(manual), data_dir=str(tmp_path / "tfds"),
-                         config="core")
+                               config="core")
+    return tmp_path / "tfds", counts
+
+
+def test_xm3600_counts_each_language(built):
+    _, counts = built
     assert counts == {"en": 3, "es": 3, "hi": 3, "zh": 2}
-    builder = xm3600_tfds.get_builder(data_dir=str(tmp_path / "tfds"), config="core")
+
+
+def test_xm3600_splits_have_the_features(built):
+    tfds_dir, _ = built
+    builder = xm3600_tfds.get_builder(data_dir=str(tfds_dir), config="core")
     rows = _split_contents(builder, "hi", "image/key")
     assert sorted(rows) == list(XM_KEYS)
     row = rows["00bb"]
@@ -72,7 +84,7 @@ def test_xm3600_splits_features_and_counts(tmp_path, archive):
     assert decoded.shape == (10, 12, 3) and abs(int(decoded.mean()) - 40) <= 2
 
 
-def test_xm3600_missing_image_names_key_and_path(tmp_path):
+def test_xm3600_missing_image_is_named_with_its_path(tmp_path):
     manual = _xm3600_manual(tmp_path / "manual")
     (manual / "images" / "00bb.jpg").unlink()
     with pytest.raises(Exception, match=r"'00bb'.*images/00bb.jpg"):
@@ -98,11 +110,17 @@ def test_xm3600_missing_files_say_where_they_go(tmp_path):
                     config="core")
 
 
-def test_unknown_builder_config_and_policy_are_errors(tmp_path):
+def test_an_unknown_builder_config_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="known: all, core"):
         xm3600_tfds.get_builder(data_dir=str(tmp_path), config="most")
+
+
+def test_an_unknown_dataset_to_build_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="known: coco35l, cc3m35l"):
         build.build("xm3600", manual_dir=str(tmp_path), data_dir=str(tmp_path))
+
+
+def test_an_unknown_corrupt_image_policy_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="known: stop, skip"):
         xm3600_tfds.get_builder(data_dir=str(tmp_path), corrupt_images="ignore")
 

@@ -33,8 +33,7 @@ def test_default_dir_prefers_the_env_then_the_workdir(monkeypatch, tmp_path):
     assert compilation_cache.default_cache_dir("runs/a") == "/shared/jax"
 
 
-def test_flag_none_turns_the_cache_off_and_empty_uses_the_workdir(
-        fresh_cache, monkeypatch, tmp_path):
+def test_flag_none_turns_the_cache_off(fresh_cache, monkeypatch, tmp_path):
     monkeypatch.setenv(compilation_cache.ENV_DIR, fresh_cache)  # jax read it at import.
     assert compilation_cache.enable_from_flag("none", str(tmp_path)) is None
     assert compilation_cache.current_dir() is None
@@ -42,9 +41,18 @@ def test_flag_none_turns_the_cache_off_and_empty_uses_the_workdir(
         jax.jit(lambda x: x * 5.0 + float(np.random.default_rng().uniform())).lower(
             jnp.ones(3)).compile()
     assert report.hit is None and "not used" in str(report)
+
+
+def test_flag_empty_uses_the_workdir(fresh_cache, monkeypatch, tmp_path):
+    del fresh_cache
     monkeypatch.delenv(compilation_cache.ENV_DIR, raising=False)
     assert compilation_cache.enable_from_flag("", str(tmp_path / "run")) == str(
         tmp_path / "run" / "compilation_cache")
+
+
+def test_flag_a_folder_uses_it(fresh_cache, monkeypatch, tmp_path):
+    del fresh_cache
+    monkeypatch.delenv(compilation_cache.ENV_DIR, raising=False)
     assert compilation_cache.enable_from_flag(str(tmp_path / "mine")) == str(tmp_path / "mine")
     assert compilation_cache.current_dir() == str(tmp_path / "mine")
 
@@ -96,7 +104,7 @@ def test_a_block_without_compiles_or_a_folder_reports_no_cache_use(fresh_cache):
         jax.config.update("jax_compilation_cache_dir", previous)
 
 
-def test_a_folder_that_cannot_be_written_is_a_warning_and_the_cache_is_off(fresh_cache, capsys):
+def test_a_folder_that_cannot_be_written_turns_the_cache_off_with_a_warning(fresh_cache, capsys):
     del fresh_cache
     assert compilation_cache.enable_from_flag("/proc/nope") is None
     assert compilation_cache.current_dir() is None

@@ -25,9 +25,12 @@ def _batch(seed=0, batch=3, length=5, vocab=11):
     return jnp.asarray(logits), jnp.asarray(targets)
 
 
-def test_shift_right_and_plain_cross_entropy_matches_optax_on_non_padding():
+def test_shift_right():
     out = losses.shift_right(jnp.array([[5, 6, 1, 0]]))
     np.testing.assert_array_equal(out, [[0, 5, 6, 1]])
+
+
+def test_plain_cross_entropy_matches_optax_on_non_padding():
     logits, targets = _batch()
     loss, aux = losses.cross_entropy(logits, targets)
     per_token = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
@@ -94,7 +97,7 @@ def _hidden_problem(seed=0, batch=3, length=11, emb=16, vocab=37):
 
 @pytest.mark.parametrize("label_smoothing, z_loss", SETTINGS)
 @pytest.mark.parametrize("chunk_len", [1, 4, 11, 16])
-def test_fused_loss_and_gradients_equal_the_logits_path(label_smoothing, z_loss, chunk_len):
+def test_fused_loss_with_its_gradients_equals_the_logits_path(label_smoothing, z_loss, chunk_len):
     hidden, kernel, targets = _hidden_problem()
     options = dict(label_smoothing=label_smoothing, z_loss=z_loss)
 

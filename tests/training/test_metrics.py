@@ -116,7 +116,7 @@ def test_a_cut_at_every_byte_names_a_step_whose_records_are_all_whole(tmp_path):
             assert all(steps[i] > whole_through for i in range(line, len(steps))), cut
 
 
-def test_a_last_line_lacking_only_its_newline_is_kept_and_finished(tmp_path):
+def test_a_last_line_lacking_only_its_newline_is_finished_in_place(tmp_path):
     full = _write_run(tmp_path)
     (tmp_path / "metrics.jsonl").write_bytes(full[:-1])
     _resume(tmp_path, STEPS, steps=STEPS + 2)
@@ -206,9 +206,9 @@ def _fill_disk(monkeypatch, suffix, room):
     monkeypatch.setattr(metrics, "open", full_open, raising=False)
 
 
-@pytest.mark.parametrize("target", ["metrics.jsonl", ".v2"])
-def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, monkeypatch, target):
-    """Fault injection: training/metrics.py's `open` returns files that fill up."""
+def _log_onto_a_full_disk(tmp_path, monkeypatch, target):
+    """Fault injection: training/metrics.py's `open` returns files that fill up. The logger
+    and the error logging raised."""
     if target == "metrics.jsonl":  # Opened for each record: full from the second one on.
         logger = MetricsLogger(str(tmp_path), total_steps=STEPS)
         logger.log(1, _record(1))
@@ -222,10 +222,23 @@ def test_full_disk_while_logging_is_one_error_and_the_file_repairs(tmp_path, mon
     with pytest.raises(MetricsWriteError) as caught:
         for step in range(2, STEPS + 1):
             logger.log(step, _record(step))
+    return logger, caught
+
+
+@pytest.mark.parametrize("target", ["metrics.jsonl", ".v2"])
+def test_full_disk_while_logging_is_one_error(tmp_path, monkeypatch, target):
+    logger, caught = _log_onto_a_full_disk(tmp_path, monkeypatch, target)
     name = "metrics.jsonl" if target == "metrics.jsonl" else "events.out.tfevents."
     assert re.fullmatch(rf"step 2: cannot write {re.escape(str(tmp_path))}/{name}\S* \(No space "
                         r"left on device\); .*", str(caught.value)), str(caught.value)
     assert isinstance(caught.value, errors.RunError)
+    logger.close()
+
+
+@pytest.mark.parametrize("target", ["metrics.jsonl", ".v2"])
+def test_after_a_full_disk_while_logging_the_resume_repairs_the_file(tmp_path, monkeypatch,
+                                                                      target):
+    logger, _ = _log_onto_a_full_disk(tmp_path, monkeypatch, target)
     logger.close()  # Quietly: the run stops with the error above.
     monkeypatch.undo()
     _resume(tmp_path, 1)

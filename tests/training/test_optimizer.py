@@ -61,12 +61,15 @@ def test_scanned_layers_take_the_steps_of_the_same_layers_unscanned_unlike_optax
     assert not np.allclose(mixed["encoder"]["layers_1"]["mlp"]["wi"], wi, rtol=1e-2)
 
 
-def test_unstacked_parameters_and_the_state_are_exactly_optax_adafactors():
+def test_unstacked_parameters_are_updated_exactly_as_by_optax_adafactor():
     params, grads = _steps(seed=1)
     ours = _updates(_tx(), params, grads)
     theirs = _updates(_tx(lambda lr, **kw: optax.adafactor(learning_rate=lr, **kw)), params, grads)
     for a, b in zip(ours, theirs, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def test_the_state_is_exactly_optax_adafactors():
     # The state has optax.adafactor's structure: its checkpoints restore into this optimizer.
     params = layers.layers_to_scan(_steps()[0])
     ours = _tx().init(params)

@@ -37,7 +37,7 @@ def _lines(capfd):
 
 @pytest.mark.parametrize("signum,code,name", [(signal.SIGINT, 130, "Ctrl-C"),
                                               (signal.SIGTERM, 143, "SIGTERM")])
-def test_before_the_first_step_a_signal_is_one_line_and_an_exit(exits, capfd, signum, code, name):
+def test_before_the_first_step_a_signal_exits_with_one_line(exits, capfd, signum, code, name):
     with pytest.raises(Exited):
         preemption.on_signal(signum)
     assert exits == [code]
@@ -45,24 +45,34 @@ def test_before_the_first_step_a_signal_is_one_line_and_an_exit(exits, capfd, si
                              f"save)."]
 
 
-def test_in_training_the_first_ctrl_c_asks_for_a_save_and_the_second_exits(exits, capfd):
+def test_in_training_the_first_ctrl_c_asks_for_a_save(exits, capfd):
     preemption.started_training()
     preemption.on_signal(signal.SIGINT)
     assert exits == [] and preemption.should_stop() and preemption.reason() == "Ctrl-C"
     assert _lines(capfd) == ["Ctrl-C: saving a checkpoint after this step, then exiting "
                              "(Ctrl-C again to exit now, without saving)."]
+
+
+def test_in_training_the_second_ctrl_c_exits_without_saving(exits, capfd):
+    preemption.started_training()
+    preemption.on_signal(signal.SIGINT)
+    capfd.readouterr()
     with pytest.raises(Exited):
         preemption.on_signal(signal.SIGINT)
     assert exits == [130]
     assert _lines(capfd) == ["Second Ctrl-C: exiting now, without saving."]
 
 
-def test_in_training_sigterm_asks_for_a_save_silently_and_a_repeat_changes_nothing(exits, capfd):
+def test_in_training_repeated_sigterms_ask_for_one_silent_save(exits, capfd):
     preemption.started_training()
     preemption.on_signal(signal.SIGTERM)
     preemption.on_signal(signal.SIGTERM)
     assert exits == [] and preemption.should_stop() and preemption.reason() == "SIGTERM"
     assert _lines(capfd) == []
+
+
+def test_finished_cannot_go_back_to_training(exits):
+    preemption.started_training()
     preemption.finished()  # Finished cannot go back to training.
     preemption.started_training()
     assert preemption.stage() == preemption.FINISHED
@@ -86,7 +96,7 @@ def _wait_for(condition, timeout=5.0):
     return condition()
 
 
-def test_installed_handlers_act_in_the_watcher_thread_and_raise_nothing(exits, capfd):
+def test_installed_handlers_act_in_the_watcher_thread_raising_nothing(exits):
     assert preemption.install()
     try:
         assert not preemption.install()  # Once.
@@ -101,6 +111,11 @@ def test_installed_handlers_act_in_the_watcher_thread_and_raise_nothing(exits, c
         assert exits == [130] and preemption.reason() == "SIGTERM"
     finally:
         preemption.uninstall()
+
+
+def test_uninstall_gives_the_signals_back_their_default(exits):
+    assert preemption.install()
+    preemption.uninstall()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     with pytest.raises(KeyboardInterrupt):  # The default is back.
@@ -108,18 +123,25 @@ def test_installed_handlers_act_in_the_watcher_thread_and_raise_nothing(exits, c
         time.sleep(1)
 
 
-def test_install_unblocks_and_reinstall_puts_back_handlers_a_library_replaced(exits):
+def test_install_unblocks_the_signals(exits):
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         assert preemption.install()
         assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        preemption.uninstall()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def test_reinstall_puts_back_handlers_a_library_replaced(exits):
+    try:
+        assert preemption.install()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         preemption.reinstall()
         assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
         assert signal.getsignal(signal.SIGINT) is signal.getsignal(signal.SIGTERM)
     finally:
         preemption.uninstall()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_importing_it_imports_no_jax():

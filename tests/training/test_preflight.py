@@ -23,8 +23,7 @@ def _check(config):
     return ready, "\n".join(lines)
 
 
-def test_a_run_with_its_inputs_is_ready_and_an_absent_init_checkpoint_named(four_step_run,
-                                                                           tmp_path):
+def test_a_run_with_its_inputs_is_ready(four_step_run, tmp_path):
     ready, text = _check(four_step_run.config())
     assert ready and text.endswith("Ready."), text
     assert "MISSING" not in text
@@ -32,6 +31,9 @@ def test_a_run_with_its_inputs_is_ready_and_an_absent_init_checkpoint_named(four
                      r"micro-batch\(es\) of 8", text), text
     assert re.search(r"memory +\d+\.\d\d GiB per device \(an estimate: XLA's analysis", text)
     assert os.listdir(tmp_path) == []  # Nothing written (it takes no workdir at all).
+
+
+def test_an_absent_init_checkpoint_is_named(four_step_run, tmp_path):
     config = four_step_run.config(**{"init.checkpoint": f"{tmp_path}/nothing"})
     ready, text = _check(config)
     assert not ready and "MISSING  pretrained config.init.checkpoint" in text
@@ -144,7 +146,7 @@ def _parse(command):
     return values.config
 
 
-def test_every_baseline_has_a_one_gpu_and_an_eight_gpu_launch_at_the_paper_batch():
+def test_every_baseline_has_launches_of_1_8_gpus_at_the_paper_batch():
     launches = _launches()
     for devices, commands in launches.items():
         names = [re.search(r"configs/(\w+)\.py", c).group(1) for c in commands]
@@ -168,7 +170,7 @@ def baseline_offline_check():
                           capture_output=True, text=True, timeout=600, env=tiny.cli_env())
 
 
-def test_a_baseline_offline_lists_its_vocabulary_data_and_checkpoints(baseline_offline_check):
+def test_a_baseline_offline_lists_every_input_it_lacks(baseline_offline_check):
     """Everything the launch lacks, at once, exit status 2."""
     result = baseline_offline_check
     assert result.returncode == 2, result.stderr[-2000:]

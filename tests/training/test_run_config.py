@@ -17,22 +17,29 @@ def _config(**overrides):
     return c
 
 
-def test_save_and_load_round_trip(tmp_path):
+def test_a_saved_config_loads_back(tmp_path):
     run_config.save(str(tmp_path), _config())
     assert run_config.load(str(tmp_path))["model"]["t5"]["emb_dim"] == 32
+
+
+def test_a_folder_without_a_config_loads_none(tmp_path):
     assert run_config.load(str(tmp_path / "nothing")) is None
 
 
-def test_run_length_evaluation_remat_policy_and_list_types_may_change():
+def test_run_length_evaluation_remat_policy_may_change():
     saved = _config().to_dict()  # A config.json from before the remat_policy field.
     current = _config(**{"total_steps": 200, "evals.xm3600.every": 5})
     current.model.remat_policy = "dots"
     assert run_config.incompatible_changes(saved, current.to_dict()) == []
+
+
+def test_a_list_for_a_tuple_is_no_change():
+    saved = _config().to_dict()
     saved["data"]["langs"] = ["en", "es"]  # What JSON gives back.
     assert run_config.incompatible_changes(saved, _config().to_dict()) == []
 
 
-def test_model_and_data_changes_are_named():
+def test_model_or_data_changes_are_named():
     saved = _config().to_dict()
     current = _config(**{"model.t5.emb_dim": 64, "data.langs": ("en",)})
     changes = run_config.incompatible_changes(saved, current.to_dict())

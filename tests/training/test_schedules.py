@@ -7,19 +7,22 @@ import pytest
 from training import schedules
 
 
-def test_rsqrt_after_constant_follows_the_paper_and_rejects_bad_values():
+def test_rsqrt_after_constant_follows_the_paper():
     lr = schedules.rsqrt_after_constant(1e-3, constant_steps=100)
     for step in (0, 1, 50, 100):
         np.testing.assert_allclose(lr(step), 1e-3, rtol=1e-7)
     for step in (101, 400, 10_000):
         np.testing.assert_allclose(lr(step), 1e-3 * np.sqrt(100 / step), rtol=1e-6)
+
+
+def test_rsqrt_after_constant_rejects_bad_values():
     with pytest.raises(ValueError, match="constant_steps"):
         schedules.rsqrt_after_constant(1e-3, 0)
     with pytest.raises(ValueError, match="positive"):
         schedules.rsqrt_after_constant(0.0, 10)
 
 
-def test_steps_converts_epochs_and_examples_and_itstime():
+def test_steps_converts_epochs_or_examples():
     c = ml_collections.ConfigDict(dict(total_epochs=2))
     assert schedules.steps("total", c, examples_per_epoch=1000, batch_size=100) == 20
     c = ml_collections.ConfigDict(dict(total_examples=450))
@@ -27,6 +30,9 @@ def test_steps_converts_epochs_and_examples_and_itstime():
     c = ml_collections.ConfigDict(dict(total_steps=7, total_epochs=1))
     with pytest.raises(ValueError, match="more than one"):
         schedules.steps("total", c)
+
+
+def test_itstime_every_n_steps_the_first_the_last():
     assert schedules.itstime(0, 10, 100, first=True)
     assert not schedules.itstime(0, 10, 100)
     assert schedules.itstime(20, 10, 100) and not schedules.itstime(25, 10, 100)

@@ -87,7 +87,7 @@ def test_an_interrupted_shard_is_written_again(tmp_path, monkeypatch):
     assert not any(n.endswith(".incomplete") for n in os.listdir(out))
 
 
-def test_skipped_corrupt_images_are_counted_and_their_captions_left_out(tmp_path, caplog):
+def test_skipped_corrupt_images_leave_their_captions_out_with_a_count(tmp_path, caplog):
     manual = _manual(tmp_path)
     (manual / "val2014" / "COCO_val2014_000000000006.jpg").write_bytes(b"\xff\xd8 broken")
     counts = _build(manual, tmp_path / "built", corrupt_images="skip")
@@ -136,7 +136,8 @@ def test_the_caption_tables_get_as_many_workers_as_fit_the_memory_budget(tmp_pat
     assert _contents(tmp_path / "serial") == _contents(tmp_path / "parallel")
 
 
-def test_caption_tables_keep_the_last_line_and_drop_captions_without_images(tmp_path):
+def _caption_table(tmp_path):
+    """(the writer's summary, the table) of lines given twice and of an image not stored."""
     spill = caption_tables.Spill(str(tmp_path), "train", ["de"])
     for key, n, text in ((30, 1, "b"), (10, 0, "x"), (30, 0, "a"), (20, 0, "no image"),
                          (10, 0, "y"), (10, 1, "z")):
@@ -146,13 +147,21 @@ def test_caption_tables_keep_the_last_line_and_drop_captions_without_images(tmp_
     result = caption_tables.write_caption_table(
         "coco35l", "train_de", caption_tables.Spill.paths(str(tmp_path), "train", "de"),
         str(tmp_path / "keys.npy"), str(tmp_path))
+    return result, layout.Table(str(tmp_path), "coco35l", "train_de", [2], layout.caption_row)
+
+
+def test_caption_tables_drop_captions_without_images(tmp_path):
+    result, _ = _caption_table(tmp_path)
     assert {k: result[k] for k in ("name", "num_examples", "num_captions", "no_image")} == {
         "name": "train_de", "num_examples": 2, "num_captions": 4, "no_image": 1}
-    table = layout.Table(str(tmp_path), "coco35l", "train_de", [2], layout.caption_row)
+
+
+def test_caption_tables_keep_the_last_line_of_each_caption(tmp_path):
+    _, table = _caption_table(tmp_path)
     assert table.read([0, 1]) == [(0, 30, ("a", "b")), (1, 10, ("y", "z"))]
 
 
-def test_progress_line_shows_shares_and_etas(monkeypatch):
+def test_progress_line_shows_the_shares_with_an_eta():
     out = io.StringIO()
     progress = Progress("coco35l", 4_000_000, 1000, stream=out, every=0, after=0)
     progress.image_done, progress.images = 1_000_000, 250
@@ -163,7 +172,9 @@ def test_progress_line_shows_shares_and_etas(monkeypatch):
     assert "ETA" in line
     progress.show()
     assert out.getvalue().count("\n") == 1
-    # The caption tables get an ETA of their own.
+
+
+def test_the_caption_tables_get_an_eta_of_their_own(monkeypatch):
     clock = type("Clock", (), {"now": 1000.0, "monotonic": lambda self: self.now})()
     monkeypatch.setattr(progress_module, "time", clock)
     progress = Progress("cc3m35l", 100, 100, stream=io.StringIO(), every=0, after=0)

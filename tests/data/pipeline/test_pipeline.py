@@ -38,11 +38,25 @@ def _take(config, vocab, steps, **kwargs):
     return batches
 
 
-def test_batch_shapes_dtypes_and_ranges(built_demo, vocab):
-    batch = _take(_config(built_demo), vocab, 1)[0]
+@pytest.fixture(scope="module")
+def straight(built_demo, vocab):
+    """The first 5 batches of the demo configuration, from step 0."""
+    return _take(_config(built_demo), vocab, 5)
+
+
+def test_batch_images_are_uint8_pixels_of_the_full_range(straight):
+    batch = straight[0]
     assert batch["image"].shape == (8, 32, 32, 3) and batch["image"].dtype == np.uint8
     assert batch["image"].min() < 128 < batch["image"].max()
+
+
+def test_batch_prompts_are_int32_of_max_prompt_len(straight):
+    batch = straight[0]
     assert batch["prompt"].shape == (8, 4) and batch["prompt"].dtype == np.int32
+
+
+def test_batch_targets_end_with_one_eos(straight):
+    batch = straight[0]
     assert batch["targets"].shape == (8, 16) and batch["targets"].dtype == np.int32
     for row in batch["targets"]:
         length = int((row != 0).sum())
@@ -67,15 +81,17 @@ def test_targets_are_references_in_the_prompted_language(built_demo, vocab):
         assert vocab.decode([int(t) for t in target if t > 1]) in captions[lang]
 
 
-def test_resuming_at_step_k_or_from_the_build_alone_gives_the_same_batches(built_demo, vocab,
-                                                                         tmp_path):
+def test_resuming_at_step_k_gives_the_same_batches(built_demo, vocab, straight):
     config = _config(built_demo)
-    straight = _take(config, vocab, 5)
     resumed = _take(config, vocab, 2, start_step=3)
     for a, b in zip(straight[3:], resumed, strict=True):
         for key in a:
             np.testing.assert_array_equal(a[key], b[key])
     assert not np.array_equal(straight[0]["targets"], straight[1]["targets"])
+
+
+def test_a_start_from_the_build_alone_gives_the_same_batches(built_demo, vocab, straight,
+                                                             tmp_path):
     # A start reads the build, not the release files (an empty release folder here).
     release = tmp_path / "coco35l"
     release.mkdir()
@@ -85,7 +101,7 @@ def test_resuming_at_step_k_or_from_the_build_alone_gives_the_same_batches(built
             np.testing.assert_array_equal(a[key], b[key])
 
 
-def test_process_shards_are_disjoint_and_complete(built_demo, vocab):
+def test_process_shards_partition_each_batch(built_demo, vocab):
     config = _config(built_demo)
     whole = _take(config, vocab, 2)
     shards = [_take(config, vocab, 2, process_index=p, process_count=2) for p in range(2)]
@@ -107,7 +123,7 @@ def test_long_captions_are_truncated_keeping_eos_prompt_template_is_checked(voca
         prompts.tokenize_prompt(vocab, "hi", "<2{lang}>", 2)
 
 
-def test_worker_processes_make_the_same_batches_resumed_and_sharded(built_demo, vocab):
+def test_worker_processes_make_the_same_resumed_sharded_batches(built_demo, vocab):
     config = _config(built_demo)
     alone = _take(config, vocab, 6)
     iterator = pipeline.train_iterator(
@@ -133,10 +149,12 @@ def test_a_worker_error_reaches_the_trainer_with_its_type(built_demo, vocab, tmp
         _take(config, vocab, 1)
 
 
-def test_unknown_and_missing_languages_are_errors_naming_size_and_command(built_demo, vocab,
-                                                                         tmp_path):
+def test_an_unknown_language_is_an_error(built_demo, vocab):
     with pytest.raises(ValueError, match=r"unknown training language 'xx'.*known: ar, bn"):
         _take(_config(built_demo, langs=("en", "xx")), vocab, 1)
+
+
+def test_languages_not_built_are_named_with_the_build_command(built_demo, vocab):
     config = _config(built_demo, langs=("en", "de", "fr"))
     with pytest.raises(layout.NotBuiltError) as error:
         _take(config, vocab, 1)
@@ -145,6 +163,9 @@ def test_unknown_and_missing_languages_are_errors_naming_size_and_command(built_
     assert f"python -m data.build coco35l --manual_dir {built_demo / 'coco35l'} --data_dir " \
            f"{built_demo / 'tfds'} --langs de,fr" in message
     assert "--build_data" in message
+
+
+def test_nothing_built_is_an_error_naming_the_size(built_demo, vocab, tmp_path):
     empty = _config(built_demo, tfds_data_dir=str(tmp_path / "none"))
     with pytest.raises(layout.NotBuiltError, match=r"missing the images and the captions of "
                                                    r"en, es, hi, zh \(about [\d.]+ [KM]B\)"):

@@ -27,15 +27,25 @@ def _refs(langs, examples, draws):
                      for l, e, d in zip(langs, examples, draws, strict=True)])
 
 
-def test_uniform_blocks_hold_each_language_once_and_epochs_each_example_once():
-    langs, examples, draws = _sample(_sampler(), 0, 3 * 8 * 5)
+def test_uniform_blocks_hold_each_language_once():
+    langs, _, _ = _sample(_sampler(), 0, 3 * 8 * 5)
     for block in langs.reshape(40, 3):
         assert sorted(block) == [0, 1, 2]
-    refs = _refs(langs, examples, draws)
+
+
+def test_epochs_hold_each_example_once():
+    langs, examples, _ = _sample(_sampler(), 0, 3 * 8 * 5)
     for lang, n in enumerate(NUM_EXAMPLES):
         seen = examples[langs == lang]
         for epoch in range(len(seen) // n):
             assert sorted(seen[epoch * n:(epoch + 1) * n]) == list(range(n))
+
+
+def test_chosen_references_are_the_examples_own():
+    langs, examples, draws = _sample(_sampler(), 0, 3 * 8 * 5)
+    refs = _refs(langs, examples, draws)
+    for lang in range(len(NUM_EXAMPLES)):
+        seen = examples[langs == lang]
         chosen_refs = refs[langs == lang]
         assert all(0 <= r < NUM_REFS[lang][e] for e, r in zip(seen, chosen_refs, strict=True))
 
@@ -72,10 +82,13 @@ def test_bad_arguments_are_rejected():
         sampling.Sampler([2, 0], 0)
 
 
-def test_reference_index_is_uniform_and_in_range():
+def test_reference_index_is_uniform():
     draws = np.random.default_rng(0).random(6000)
     picks = [sampling.reference_index(d, 3) for d in draws]
     assert np.bincount(picks).tolist() == pytest.approx([2000] * 3, abs=150)
+
+
+def test_reference_index_of_a_draw_near_one_is_in_range():
     assert sampling.reference_index(0.999999999, 5) == 4
 
 

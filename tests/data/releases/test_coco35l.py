@@ -50,9 +50,8 @@ def release(tmp_path):
     return tmp_path
 
 
-def test_train_split_groups_captions_in_order_and_reports_dropped_records_once(release, caplog):
-    with caplog.at_level(logging.WARNING):
-        examples, stats = coco35l.read_split(str(release), "train", ["de", "hi", "en"])
+def test_train_split_groups_captions_in_order(release):
+    examples, _ = coco35l.read_split(str(release), "train", ["de", "hi", "en"])
     de = {e.cocoid: e.captions for e in examples["de"]}
     assert de == {11: ("ein Hund", "ein brauner Hund"), 12: ("eine Katze",)}
     assert [e.captions for e in examples["hi"]] == [("एक कुत्ता",)]
@@ -61,37 +60,55 @@ def test_train_split_groups_captions_in_order_and_reports_dropped_records_once(r
         11: ("a dog", "a brown dog"), 12: ("a cat",)}
     assert examples["de"][0].image_path.endswith("train2014/COCO_train2014_000000000011.jpg")
     assert examples["de"][0].image_id == "11_de"
+
+
+def test_train_split_counts_dropped_records(release):
+    _, stats = coco35l.read_split(str(release), "train", ["de", "hi", "en"])
     assert (stats.unknown_image, stats.wrong_split, stats.missing_image_file) == (1, 1, 2)
+
+
+def test_train_split_warns_once_of_dropped_records(release, caplog):
+    with caplog.at_level(logging.WARNING):
+        coco35l.read_split(str(release), "train", ["de", "hi", "en"])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "1 caption records name an image that is not in dataset_coco.json" in \
         warnings[0].getMessage()
 
 
-def test_dev_split_reads_gzip_and_val_images_and_languages_are_checked(release):
+def test_dev_split_reads_the_gzip_file_of_val_images(release):
     examples, _ = coco35l.read_split(str(release), "dev", ["de", "en"])
     assert [(e.cocoid, e.captions) for e in examples["de"]] == [(21, ("ein Auto",))]
     assert [(e.cocoid, e.captions) for e in examples["en"]] == [(21, ("a car",))]
+
+
+def test_an_unknown_language_is_refused(release):
     with pytest.raises(ValueError, match=r"unknown COCO-35L language 'quz'.*known: ar, bn"):
         coco35l.read_split(str(release), "train", ["quz"])
 
 
-def test_malformed_line_or_image_id_names_file_and_line(release):
+def test_a_malformed_line_is_named_by_file_line(release):
     path = release / "coco_mt_dev.jsonl.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write(_mt(21, 0, "de", "ok") + "\n" + '{"image_id": "21_1", oops\n')
     with pytest.raises(FormatError, match=r"coco_mt_dev.jsonl.gz:2: not valid JSON"):
         coco35l.read_split(str(release), "dev", ["de"])
+
+
+def test_a_malformed_image_id_is_named_by_file_line(release):
     (release / "coco_mt_dev.jsonl.gz").unlink()
     (release / "coco_mt_dev.jsonl").write_text(_mt(21, 0, "de", "ok").replace("21_0", "21-0"))
     with pytest.raises(FormatError, match=r"coco_mt_dev.jsonl:1: image_id '21-0'"):
         coco35l.read_split(str(release), "dev", ["de"])
 
 
-def test_missing_files_say_what_and_where(release):
+def test_a_missing_captions_file_says_where_to_get_it(release):
     (release / "coco_mt_dev.jsonl.gz").unlink()
     with pytest.raises(FileNotFoundError, match=r"coco_mt_dev.jsonl .*crossmodal-3600"):
         coco35l.read_split(str(release), "dev", ["de"])
+
+
+def test_a_missing_karpathy_split_file_says_where_to_get_it(release):
     (release / "dataset_coco.json").unlink()
     with pytest.raises(FileNotFoundError, match=r"Karpathy split file: expected .*dataset_coco"):
         coco35l.read_split(str(release), "train", ["de"])

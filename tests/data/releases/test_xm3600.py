@@ -22,7 +22,7 @@ def _write(tmp_path, lines):
     return str(path)
 
 
-def test_reads_records_and_references(tmp_path):
+def test_reads_the_captions_file(tmp_path):
     path = _write(tmp_path, [_line("k1", en=["A dog"], zh=["一只狗"]), "", _line("k2")])
     records = xm3600.read_captions(path)
     assert [r.key for r in records] == ["k1", "k2"]
@@ -41,7 +41,7 @@ def test_reads_records_and_references(tmp_path):
     (_line("k1"), r"captions.jsonl:2: image key 'k1' repeats line 1"),
 ])
 @pytest.mark.parametrize("read", [xm3600.read_captions, xm3600.read_references])
-def test_malformed_lines_name_file_and_line(tmp_path, bad, message, read):
+def test_malformed_lines_are_named_by_file_line(tmp_path, bad, message, read):
     path = _write(tmp_path, [_line("k1"), bad])
     with pytest.raises(xm3600.FormatError, match=message):
         read(path)
@@ -76,9 +76,13 @@ def test_read_references_is_references_of_read_captions(tmp_path, field, odd_lin
 
 
 @pytest.mark.parametrize("read", [xm3600.read_captions, xm3600.read_references])
-def test_empty_and_missing_files(tmp_path, read):
+def test_an_empty_file_has_no_records(tmp_path, read):
     with pytest.raises(xm3600.FormatError, match="no records"):
         read(_write(tmp_path, [""]))
+
+
+@pytest.mark.parametrize("read", [xm3600.read_captions, xm3600.read_references])
+def test_a_missing_file_is_named(tmp_path, read):
     with pytest.raises(FileNotFoundError, match="nothing.jsonl"):
         read(str(tmp_path / "nothing.jsonl"))
 

@@ -64,7 +64,7 @@ def expected_scores(lang):
     return corpus, dict(zip(keys, per_image, strict=True))
 
 
-def test_json_and_table_output_match_pycocoevalcap(files, capsys):
+def test_json_output_matches_pycocoevalcap(files, capsys):
     status, out, err = run(capsys, "--references", files[0], "--predictions", files[1], "--json")
     assert status == 0, err
     result = json.loads(out)
@@ -74,7 +74,9 @@ def test_json_and_table_output_match_pycocoevalcap(files, capsys):
     for lang in ("en", "es"):
         assert result["scores"][lang] == pytest.approx(expected_scores(lang)[0], abs=1e-6)
     assert result["average"] == pytest.approx(np.mean(list(result["scores"].values())))
-    # The table, of the languages asked for.
+
+
+def test_table_output_has_the_languages_asked_for(files, capsys):
     status, out, _ = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--langs", "es", "--metric", "cider")
     assert status == 0
@@ -159,26 +161,44 @@ def test_bad_predictions(tmp_path, capsys, lines, message):
     assert "Traceback" not in err and out == ""
 
 
-def test_bad_files_and_arguments(files, capsys, tmp_path):
+def test_a_missing_predictions_file_is_an_error(files, capsys, tmp_path):
     status, _, err = run(capsys, "--references", files[0], "--predictions",
                          str(tmp_path / "missing.jsonl"))
     assert status == 2 and "predictions file not found" in err
+
+
+def test_a_missing_references_file_is_an_error(files, capsys, tmp_path):
     status, _, err = run(capsys, "--references", str(tmp_path / "nope.jsonl"),
                          "--predictions", files[1])
     assert status == 2 and "not found" in err
+
+
+def test_a_malformed_references_file_is_named_with_its_line(files, capsys, tmp_path):
     bad_refs = write_lines(tmp_path / "bad_refs.jsonl", ['{"image/key": "a"}'])
     status, _, err = run(capsys, "--references", bad_refs, "--predictions", files[1])
     assert status == 2 and "bad_refs.jsonl:1" in err
+
+
+def test_an_unknown_language_is_an_error(files, capsys):
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--langs", "en,zz")
     assert status == 2 and "unknown language 'zz'" in err
+
+
+def test_a_language_the_references_lack_is_an_error(files, capsys):
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--langs", "fr")
     assert status == 2 and "the references have no 'fr' captions" in err
+
+
+def test_a_df_file_of_another_format_is_an_error(files, capsys, tmp_path):
     bad_df = write_lines(tmp_path / "df.json", ['{"format": "something else"}'])
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--df", bad_df)
     assert status == 2 and "not a document frequency file" in err
+
+
+def test_a_binary_predictions_file_is_named_with_its_line(files, capsys, tmp_path):
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(b'{"image/key": "img0", "lang": "en", "caption": "\xff"}\n')
     status, _, err = run(capsys, "--references", files[0], "--predictions", str(binary))
@@ -241,7 +261,7 @@ def test_score_languages_from_references_table_or_records_with_their_df(files):
         cider.score_languages(xm3600_release.read_captions(files[0]), preds, df=df)
 
 
-def test_python_dash_m_and_its_own_process_without_numbas_blas_probe(files):
+def test_python_dash_m_runs_the_command(files):
     # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
     done = subprocess.run(
         [sys.executable, "-m", "evaluation.cider", "--references", files[0],
@@ -250,6 +270,9 @@ def test_python_dash_m_and_its_own_process_without_numbas_blas_probe(files):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["scores"]["es"] == pytest.approx(expected_scores("es")[0],
                                                                       abs=1e-6)
+
+
+def test_its_own_process_loads_numba_without_its_blas_probe(files):
     # In a fresh process, as `python -m evaluation.cider` runs: numba loads without
     # importing scipy.linalg, and the import works again afterwards.
     script = (
@@ -266,7 +289,7 @@ def test_python_dash_m_and_its_own_process_without_numbas_blas_probe(files):
     assert done.stdout.split() == ["0", "False"]
 
 
-def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, capsys, tmp_path):
+def test_every_kind_of_predictions_file_scores_the_same(files, capsys, tmp_path):
     from tests.formats.test_predictions import every_kind
 
     en = {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
@@ -278,12 +301,25 @@ def test_every_kind_of_predictions_file_scores_the_same_and_files_merge(files, c
         outputs.add(out)
     assert len(outputs) == 1
     assert json.loads(out)["scores"]["en"] == pytest.approx(expected_scores("en")[0], abs=1e-6)
-    # Two files, one per language, are read as one: as the file of both.
-    es = write_lines(tmp_path / "es.jsonl", [p for p in PREDS if p["lang"] == "es"])
+
+
+def _es_file(tmp_path):
+    return write_lines(tmp_path / "es.jsonl", [p for p in PREDS if p["lang"] == "es"])
+
+
+def test_two_files_one_per_language_are_read_as_the_file_of_both(files, capsys, tmp_path):
+    from tests.formats.test_predictions import every_kind
+
+    en = every_kind(tmp_path, {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"})
+    es = _es_file(tmp_path)
     both = run(capsys, "--references", files[0], "--predictions", files[1], "--json")
     merged = run(capsys, "--references", files[0], "--predictions",
-                 str(tmp_path / "captioning.jsonl"), "--predictions", es, "--json")
+                 en["captioning.jsonl"], "--predictions", es, "--json")
     assert merged == both and both[0] == 0
+
+
+def test_a_prediction_repeated_across_files_names_both_lines(files, capsys, tmp_path):
+    es = _es_file(tmp_path)
     status, _, err = run(capsys, "--references", files[0], "--predictions", files[1],
                          "--predictions", es)
     assert status == 2 and err == (f"error: {es}:1: second prediction for image 'img0' in 'es' "

@@ -74,7 +74,7 @@ def test_agrees_with_pycocoevalcap_hypothesis(seed, num_images, vocab, max_words
                                   max_refs))
 
 
-def test_unseen_words_and_empty_captions():
+def test_a_corpus_of_unseen_words_with_empty_captions_matches_the_reference():
     refs = [["a dog runs", "a dog"], ["", "cat"], ["a cat on a mat", "the cat sits"]]
     preds = ["zebra zebra dog", "", "a cat on a mat mat mat"]
     expected_corpus, expected = reference_scores(refs, preds)
@@ -108,7 +108,7 @@ def test_permutation_invariance():
     assert permuted.corpus == pytest.approx(base.corpus, abs=1e-12)
 
 
-def test_independent_of_batch_size_and_padding(monkeypatch):
+def test_independent_of_batch_size():
     rng = np.random.default_rng(4)
     refs, preds = random_corpus(rng, 40, 15)
     scorer = cider.CiderScorer(refs, "en")
@@ -117,6 +117,12 @@ def test_independent_of_batch_size_and_padding(monkeypatch):
     part = scorer.score([preds[i] for i in subset], indices=subset)
     np.testing.assert_allclose(part.per_image, full[subset], atol=1e-12)
     assert part.corpus == pytest.approx(full[subset].mean())
+
+
+def test_independent_of_padding(monkeypatch):
+    rng = np.random.default_rng(4)
+    refs, preds = random_corpus(rng, 40, 15)
+    full = cider.CiderScorer(refs, "en").score(preds).per_image
     # Larger padding (another compiled shape) changes nothing.
     monkeypatch.setattr(cider_kernel, "MIN_PAD", 1 << 15)
     padded = cider.CiderScorer(refs, "en").score(preds).per_image
@@ -137,7 +143,7 @@ def test_languages_on_threads_equal_one_by_one():
         cider.map_languages(lambda corpus: cider.CiderScorer(corpus[0], "en").score([]), corpora)
 
 
-def test_map_languages_starts_the_costliest_and_keeps_item_order(monkeypatch):
+def test_map_languages_starts_the_costliest_first(monkeypatch):
     from evaluation.cider import scorer as scorer_lib
     monkeypatch.setattr(scorer_lib, "num_cores", lambda: 2)
     started, release = [], threading.Event()
@@ -154,6 +160,12 @@ def test_map_languages_starts_the_costliest_and_keeps_item_order(monkeypatch):
     with pytest.raises(ValueError, match="item 1"):  # the first failure in item order
         cider.map_languages(work, range(5), costs=costs)
     assert set(started[:2]) == {3, 1}  # the two costliest start first
+
+
+def test_map_languages_keeps_item_order(monkeypatch):
+    from evaluation.cider import scorer as scorer_lib
+    monkeypatch.setattr(scorer_lib, "num_cores", lambda: 2)
+    costs = [1.0, 5.0, 2.0, 9.0, 3.0]
     assert cider.map_languages(lambda i: i * 10, range(5), costs=costs) == [0, 10, 20, 30, 40]
 
 
@@ -221,16 +233,26 @@ def test_cider_d_is_at_most_cider_with_one_reference():
     assert (d <= c + 1e-12).all()
 
 
-def test_single_image_warns_and_scores_zero():
+def test_single_image_warns():
     with pytest.warns(UserWarning, match="single image"):
+        cider.CiderScorer([["a dog runs on grass"]], "en")
+
+
+def test_single_image_scores_zero():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the warning: test_single_image_warns
         scorer = cider.CiderScorer([["a dog runs on grass"]], "en")
     assert scorer.score(["a dog runs on grass"]).corpus == 0.0
 
 
-def test_document_frequency_round_trip_and_reuse(tmp_path):
+def _scorer_of_30_images():
     rng = np.random.default_rng(9)
     refs, preds = random_corpus(rng, 30, 12)
-    full = cider.CiderScorer(refs, "en")
+    return refs, preds, cider.CiderScorer(refs, "en")
+
+
+def test_document_frequency_counts_are_pycocoevalcaps():
+    refs, _, full = _scorer_of_30_images()
     df = full.document_frequency
     assert df.num_images == 30
     # The saved counts are pycocoevalcap's document frequencies.
@@ -238,10 +260,21 @@ def test_document_frequency_round_trip_and_reuse(tmp_path):
         " ".join(w[i:i + n]) for s in rs for w in [s.split()] for n in range(1, 5)
         for i in range(len(w) - n + 1)})
     assert df.counts == dict(expected)
+
+
+def test_document_frequency_round_trips(tmp_path):
+    _, _, full = _scorer_of_30_images()
+    df = full.document_frequency
     path = tmp_path / "df.json"
     df.save(path)
+    assert cider.DocumentFrequency.load(path) == df
+
+
+def test_a_few_images_scored_with_the_full_sets_df_match_the_full_run(tmp_path):
+    refs, preds, full = _scorer_of_30_images()
+    path = tmp_path / "df.json"
+    full.document_frequency.save(path)
     loaded = cider.DocumentFrequency.load(path)
-    assert loaded == df
     # A few images scored with the full set's df match the full run.
     subset = [3, 8, 21]
     with warnings.catch_warnings():

@@ -136,7 +136,8 @@ DEFAULT, SYMBOLS = text.DEFAULT_OPTIONS, text.Options(remove_symbols=True)
     ("Işık", "de", DEFAULT, ["işık"]),
     ("ΣΚΥΛΟΣ", "el", DEFAULT, ["σκυλο\u03c2"]),
 ])
-def test_case_punctuation_symbols_and_compatibility_forms(caption, lang, options, words):
+def test_normalize_handles_case_punctuation_symbols_compatibility_forms(caption, lang, options,
+                                                                        words):
     assert text.normalize(caption, lang, options=options) == words
 
 
@@ -179,7 +180,7 @@ def test_thai_matches_slow_reference(captions):
         slow_normalize(c, "th") for c in captions]
 
 
-def test_word_segmenter_needs_its_package_and_is_used_when_installed(monkeypatch):
+def test_word_segmenter_needs_its_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "jieba", None)  # import fails
     monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
     with pytest.raises(text.NormalizationError, match="needs the Python package 'jieba'"):
@@ -190,8 +191,14 @@ def test_word_segmenter_needs_its_package_and_is_used_when_installed(monkeypatch
     monkeypatch.setitem(sys.modules, "fugashi", None)
     with pytest.raises(text.NormalizationError, match="'fugashi'"):
         text.normalize("猫", "ja", segmenter="word")
-    # Other languages ignore the segmenter.
+
+
+def test_other_languages_ignore_the_segmenter(monkeypatch):
+    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
     assert text.normalize("A dog", "en", segmenter="word") == ["a", "dog"]
+
+
+def test_an_installed_word_segmenter_gets_the_normalized_text(monkeypatch):
     # Installed, it gets the normalized text; whitespace pieces are dropped and split.
     fake = types.ModuleType("jieba")
     fake.lcut = lambda s: ["一只", "猫", " ", "在", "iphone 12"]

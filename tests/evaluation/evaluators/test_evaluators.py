@@ -76,21 +76,40 @@ def test_demo_model_in_loop_scores_are_pinned(pinned_run):
                                                                          abs=1e-12), (step, lang)
 
 
-def test_coco_dev_runs_in_the_loop_and_equals_the_tool(pinned_run, tmp_path):
+def _coco_dev_logged(workdir):
+    return {r["step"]: r for r in read_metrics(workdir) if "eval/coco_dev/cider_d/avg" in r}
+
+
+def test_coco_dev_runs_in_the_loop(pinned_run):
+    workdir, _ = pinned_run
+    assert sorted(_coco_dev_logged(workdir)) == [0, 30, 60]  # Every 30 steps, from step 0.
+
+
+@pytest.fixture(scope="module")
+def coco_dev_tool(pinned_run, tmp_path_factory):
+    """The results folder of the checkpoint tool run on step 60 with the COCO-dev evaluator
+    only."""
     workdir, config = pinned_run
-    dev = {r["step"]: r for r in read_metrics(workdir) if "eval/coco_dev/cider_d/avg" in r}
-    assert sorted(dev) == [0, 30, 60]  # Every 30 steps, from step 0.
-    out = str(tmp_path / "tool")
+    out = tmp_path_factory.mktemp("coco_dev") / "tool"
     evaluate.evaluate_checkpoint(config, workdir, step=60, names=["coco_dev"], langs="config",
-                                 out=out)
-    with open(f"{out}/metrics.json", encoding="utf-8") as f:
+                                 out=str(out))
+    return out
+
+
+def test_coco_dev_in_the_loop_equals_the_tool(pinned_run, coco_dev_tool):
+    workdir, _ = pinned_run
+    dev = _coco_dev_logged(workdir)
+    with open(coco_dev_tool / "metrics.json", encoding="utf-8") as f:
         tool = json.load(f)
     for lang in ("en", "es", "hi", "zh", "avg"):
         key = f"eval/coco_dev/cider_d/{lang}"
         assert tool[key] == dev[60][key]  # The same evaluator code: bit for bit.
+
+
+def test_coco_dev_alone_writes_no_xm3600_report(coco_dev_tool):
     # No XM3600 evaluator ran: no XM3600 report, only predictions and metrics.
-    assert not (tmp_path / "tool" / "table.md").exists()
-    assert (tmp_path / "tool" / "predictions_coco_dev_hi.jsonl").exists()
+    assert not (coco_dev_tool / "table.md").exists()
+    assert (coco_dev_tool / "predictions_coco_dev_hi.jsonl").exists()
 
 
 def _setup(config):
@@ -99,14 +118,25 @@ def _setup(config):
     return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
 
 
-def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
+@pytest.fixture(scope="module")
+def tiny_setup(tiny_demo):
+    """(config, evaluator setup) of the tiny configuration."""
     config = tiny_config(str(tiny_demo))
-    setup = _setup(config)
+    return config, _setup(config)
+
+
+def test_unknown_type_is_a_clear_error(tiny_setup):
+    config, setup = tiny_setup
     evals = ml_collections.ConfigDict(config.evals.to_dict())
     evals.xm3600.type = "xm3600_bleu"
     with pytest.raises(ValueError, match=r"config.evals.xm3600.type='xm3600_bleu'; known: "
                                          r"xm3600_cider, coco_dev_cider, or a 'module:Class'"):
         evaluators_lib.build(evals, setup)
+
+
+def test_a_type_by_module_path_must_import(tiny_setup):
+    config, setup = tiny_setup
+    evals = ml_collections.ConfigDict(config.evals.to_dict())
     # Any other evaluator is named by its module path, which must import.
     evals.xm3600.type = "evaluation.evaluators.caption_evaluator:NoSuchEvaluator"
     with pytest.raises(ValueError, match=r"config.evals.xm3600.type='evaluation.evaluators"
@@ -116,11 +146,24 @@ def test_unknown_type_and_name_and_clashing_metrics_are_clear_errors(tiny_demo):
     with pytest.raises(ValueError, match=r"type='evaluation.no_such_module:Evaluator': No "
                                          r"module named 'evaluation.no_such_module'"):
         evaluators_lib.build(evals, setup)
+
+
+def test_a_type_by_module_path_builds_as_the_tables_entry(tiny_setup):
+    config, setup = tiny_setup
+    evals = ml_collections.ConfigDict(config.evals.to_dict())
     evals.xm3600.type = "evaluation.evaluators.xm3600_cider:Xm3600Cider"  # The table's entry.
     assert set(evaluators_lib.build(evals, setup, names=["xm3600"])) == {"xm3600"}
+
+
+def test_unknown_name_is_a_clear_error(tiny_setup):
+    config, setup = tiny_setup
     with pytest.raises(ValueError, match=r"no evaluator 'xm' in config.evals; it has "
                                          r"coco_dev, xm3600"):
         evaluators_lib.build(config.evals, setup, names=["xm"])
+
+
+def test_clashing_metrics_are_a_clear_error(tiny_setup):
+    config, setup = tiny_setup
     evals = ml_collections.ConfigDict(config.evals.to_dict())
     evals.again = config.evals.xm3600.to_dict()
     with pytest.raises(ValueError, match=r"config.evals.xm3600 and config.evals.again both log "

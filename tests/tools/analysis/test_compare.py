@@ -28,22 +28,36 @@ def _paired(deltas, base=None):
     return {"en": ([f"k{i}" for i in range(len(deltas))], a, a + deltas)}
 
 
-def test_read_per_image_round_trip_and_missing_file(tmp_path):
+def test_read_per_image_reads_what_was_written(tmp_path):
     scores = {"en": {"a": 0.5, "b": 1.25}, "de": {"a": 0.0}}
     folder = _write_results(tmp_path / "r", scores)
     assert compare.read_per_image(folder) == scores
+
+
+def test_read_per_image_names_a_missing_file(tmp_path):
     with pytest.raises(compare.ResultsError, match=r"r_a: no per_image.jsonl"):
         compare.read_per_image(tmp_path / "r_a")
 
 
-def test_align_pairs_the_shared_languages_and_names_the_others():
-    a = {"en": {"x": 1.0}, "quz": {"x": 1.0}, "ar": {"x": 0.5}}
-    b = {"en": {"x": 2.0}, "de": {"x": 1.0}}
+def _languages_of_two_runs():
+    return ({"en": {"x": 1.0}, "quz": {"x": 1.0}, "ar": {"x": 0.5}},
+            {"en": {"x": 2.0}, "de": {"x": 1.0}})
+
+
+def test_align_pairs_the_shared_languages():
+    a, b = _languages_of_two_runs()
     assert list(compare.align(a, b, "runA", "runB")) == ["en"]
+
+
+def test_left_out_names_the_languages_not_shared():
+    a, b = _languages_of_two_runs()
     assert compare.left_out(a, b, "runA", "runB") == (
         "note: comparing the languages both have; left out: ar, quz only in runA; de only in "
         "runB")
     assert compare.left_out(a, a) == ""
+
+
+def test_align_refuses_runs_without_a_shared_language():
     with pytest.raises(compare.ResultsError, match=r"runA and runB have no language in common "
                                                    r"\(runA: en; runB: de\)"):
         compare.align({"en": {"x": 1.0}}, {"de": {"x": 1.0}}, "runA", "runB")
@@ -144,7 +158,7 @@ def _two_results(tmp_path, shift):
     return _write_results(tmp_path / "run_a", a), _write_results(tmp_path / "run_b", b)
 
 
-def test_command_line_table_json_and_chart(tmp_path, capsys):
+def test_command_line_prints_the_table_drawing_the_chart(tmp_path, capsys):
     dir_a, dir_b = _two_results(tmp_path, 0.05)
     compare.main([dir_a, dir_b, "--samples", "200"])
     out = capsys.readouterr().out
@@ -157,6 +171,9 @@ def test_command_line_table_json_and_chart(tmp_path, capsys):
     with Image.open(chart) as image:
         assert image.format == "PNG" and image.size[0] > 400
 
+
+def test_command_line_json(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)
     compare.main([dir_a, dir_b, "--samples", "200", "--json", "--out", str(tmp_path / "o")])
     result = json.loads(capsys.readouterr().out)
     assert set(result["languages"]) == {"en", "de", "zh"}
@@ -167,13 +184,17 @@ def test_command_line_table_json_and_chart(tmp_path, capsys):
     assert (tmp_path / "o" / "compare_run_a.png").is_file()
 
 
-def test_command_line_errors_name_the_folders_and_shared_languages_compare(tmp_path, capsys):
+def test_command_line_errors_name_the_folders(tmp_path):
     dir_a, dir_b = _two_results(tmp_path, 0.05)  # en, de, zh
     with pytest.raises(compare.ResultsError, match="nowhere: no per_image.jsonl"):
         compare.main([dir_a, str(tmp_path / "nowhere")])
     other = _write_results(tmp_path / "run_c", {"ar": {"k0": 1.0}})
     with pytest.raises(compare.ResultsError, match="no language in common"):
         compare.main([dir_a, other])
+
+
+def test_command_line_compares_the_shared_languages(tmp_path, capsys):
+    dir_a, dir_b = _two_results(tmp_path, 0.05)  # en, de, zh
     # Folders of different languages compare the shared ones.
     fewer = _write_results(tmp_path / "run_d", {
         lang: by_key for lang, by_key in compare.read_per_image(dir_b).items() if lang != "de"})
@@ -186,7 +207,7 @@ def test_command_line_errors_name_the_folders_and_shared_languages_compare(tmp_p
                                     f"only in {dir_a}")
 
 
-def test_a_chart_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, capsys):
+def test_a_chart_on_a_full_disk_keeps_the_results_leaving_no_file(tmp_path, capsys):
     dir_a, dir_b = _two_results(tmp_path, 0.05)
     with full_disk.full_disk(tmp_path / "disk") as disk:
         with pytest.raises(errors.Error) as info:

@@ -112,7 +112,7 @@ def test_missing_values_are_dropped_pairwise(tmp_path):
     assert "(n=10)" in correlate.format_table(result, columns)
 
 
-def test_empty_subset_gives_none_and_dashes(tmp_path):
+def test_an_empty_subset_gives_none_shown_as_a_dash(tmp_path):
     evaluations, columns = side_by_side.read(_write(tmp_path, HEADER + "\n".join(ROWS[:3])))
     result = correlate.table6(evaluations, columns)
     assert result["ext"]["n"]["delta_cider_xm3600"] == 0
@@ -121,7 +121,7 @@ def test_empty_subset_gives_none_and_dashes(tmp_path):
     assert "–" in correlate.format_table(result, columns)
 
 
-def test_command_line_json_and_table_and_bad_files(tmp_path, capsys):
+def test_command_line_json(tmp_path, capsys):
     path = _write(tmp_path, HEADER + "\n".join(ROWS))
     correlate.main(["--side-by-side", str(path), "--json"])
     result = json.loads(capsys.readouterr().out)
@@ -129,11 +129,21 @@ def test_command_line_json_and_table_and_bad_files(tmp_path, capsys):
     assert set(result["all"]) == {"pearson", "spearman", "kendall", "n"}
     assert set(result["core"]["kendall"]) == {
         "delta_cider_xm600", "delta_cider_xm3600", "delta_cider_coco_dev"}
+
+
+def test_command_line_table(tmp_path, capsys):
+    path = _write(tmp_path, HEADER + "\n".join(ROWS))
     correlate.main(["--side-by-side", str(path)])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 + 9
     assert lines[2].split()[:3] == ["pearson", "all", "12"]
+
+
+def test_command_line_names_a_missing_file(tmp_path):
     with pytest.raises(SystemExit, match="not found"):
         correlate.main(["--side-by-side", str(tmp_path / "nope.csv")])
+
+
+def test_command_line_names_a_bad_line(tmp_path):
     with pytest.raises(SystemExit, match="sxs.csv:2: column set"):
         correlate.main(["--side-by-side", str(_write(tmp_path, HEADER + "A,B,de,new,1,1,1,1\n"))])

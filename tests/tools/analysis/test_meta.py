@@ -1,5 +1,7 @@
 """Tests of tools/analysis/meta.py: THUMB, side-by-side and pairwise meta-evaluation, errors"""
 
+import contextlib
+import io
 import json
 import re
 
@@ -31,14 +33,19 @@ CAPTIONS = {
 }
 
 
-@pytest.fixture
-def files(tmp_path):
+def _write_files(folder):
+    """{"thumb": THUMB ratings of CAPTIONS, "refs": REFS} files in `folder`."""
     ratings = [{"SYS": s, "seg_id": i, "set_id": int(i), "hyp": c, "image": f"{i}.jpg",
                 "P": p, "R": r, "Fl": 0, "Inc": 0, "Con": 0, "human_score": (p + r) / 2}
                for s, by in CAPTIONS.items() for i, (c, p, r) in by.items()]
-    return {"thumb": _write_jsonl(tmp_path / "thumb.jsonl", ratings),
-            "refs": _write_jsonl(tmp_path / "refs.jsonl", [
+    return {"thumb": _write_jsonl(folder / "thumb.jsonl", ratings),
+            "refs": _write_jsonl(folder / "refs.jsonl", [
                 {"seg_id": i, "set_id": int(i), "refs": r} for i, r in REFS.items()])}
+
+
+@pytest.fixture
+def files(tmp_path):
+    return _write_files(tmp_path)
 
 
 def _run(argv, capsys):
@@ -53,31 +60,64 @@ def _rows(argv, capsys):
     return json.loads(captured.out)["rows"]
 
 
-def test_thumb_instance_and_system_level_with_computed_cider_d(files, capsys):
-    rows = _rows(["--thumb", files["thumb"], "--references", files["refs"], "--metric",
-                  "cider-d", "--without", "Human", "--samples", "30"], capsys)
-    systems = list(CAPTIONS)
+@pytest.fixture(scope="module")
+def thumb_rows(tmp_path_factory):
+    """The rows of meta-evaluation of the THUMB ratings with CIDEr-D computed here, run once
+    for the module's tests."""
+    files = _write_files(tmp_path_factory.mktemp("thumb"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],
+                            "--metric", "cider-d", "--without", "Human", "--samples", "30",
+                            "--json"])
+    assert status == 0
+    return json.loads(printed.getvalue())["rows"]
+
+
+def _metric_and_total():
+    """([systems, images] CIDEr-D computed here, [systems, images] THUMB totals)."""
     scorer = cider.CiderScorer([REFS[i] for i in "1234"], "en")
     metric = np.array([scorer.score([CAPTIONS[s][i][0] for i in "1234"]).per_image
-                       for s in systems])  # [systems, images]
+                       for s in CAPTIONS])  # [systems, images]
     total = np.array([[(CAPTIONS[s][i][1] + CAPTIONS[s][i][2]) / 2 for i in "1234"]
-                      for s in systems])
-    by_key = {(r["subset"], r["level"], r["target"]): r for r in rows}
-    instance = by_key[("all systems", "instance", "total")]
+                      for s in CAPTIONS])
+    return metric, total
+
+
+def _by_key(rows):
+    return {(r["subset"], r["level"], r["target"]): r for r in rows}
+
+
+def test_thumb_instance_level_with_computed_cider_d(thumb_rows):
+    metric, total = _metric_and_total()
+    instance = _by_key(thumb_rows)[("all systems", "instance", "total")]
     assert instance["n"] == 12
     assert instance["pearson"] == pytest.approx(np.corrcoef(total.ravel(), metric.ravel())[0, 1])
     assert instance["kendall_c"] == pytest.approx(
         coefficients.coefficients(total.ravel(), metric.ravel())["kendall_c"])
     low, high = instance["ci"]["pearson"]
     assert low <= instance["pearson"] <= high
-    system = by_key[("all systems", "system", "total")]
+
+
+def test_thumb_system_level_with_computed_cider_d(thumb_rows):
+    metric, total = _metric_and_total()
+    rows = thumb_rows
+    system = _by_key(rows)[("all systems", "system", "total")]
     assert system["n"] == 3 and system["spearman"] == pytest.approx(
         coefficients.coefficients(total.mean(1), metric.mean(1))["spearman"])
     # No interval below ten systems.
     assert all(r["n"] == (3 if r["subset"] == "all systems" else 2) and r["ci"]["pearson"] is None
                for r in rows if r["level"] == "system")
-    without = by_key[("without Human", "instance", "P")]
+
+
+def test_thumb_without_a_system_leaves_it_out(thumb_rows):
+    without = _by_key(thumb_rows)[("without Human", "instance", "P")]
     assert without["n"] == 8
+
+
+def test_thumb_pairwise_accuracy_with_computed_cider_d(thumb_rows):
+    metric, total = _metric_and_total()
+    instance = _by_key(thumb_rows)[("all systems", "instance", "total")]
     # Pairwise accuracy: pairs of systems on an image rated differently (total).
     h = [(np.sign(total[a, i] - total[b, i]), metric[a, i] - metric[b, i])
          for a, b in ((0, 1), (0, 2), (1, 2)) for i in range(4) if total[a, i] != total[b, i]]
@@ -85,7 +125,7 @@ def test_thumb_instance_and_system_level_with_computed_cider_d(files, capsys):
     assert instance["accuracy"] == pytest.approx(np.mean([np.sign(d) == s for s, d in h]))
 
 
-def test_thumb_with_given_caption_and_system_scores(files, tmp_path, capsys):
+def test_thumb_with_given_scores_of_captions_or_systems(files, tmp_path, capsys):
     scores = [{"system": s, "image/key": i, "score": float(len(c))}
               for s, by in CAPTIONS.items() for i, (c, _, _) in by.items()]
     caption_file = _write_jsonl(tmp_path / "scores.jsonl", scores)
@@ -99,7 +139,7 @@ def test_thumb_with_given_caption_and_system_scores(files, tmp_path, capsys):
     assert {r["metric"] for r in rows} == {"length", "judge"}
 
 
-def test_side_by_side_is_table6_plus_tau_c_and_intervals(tmp_path, capsys):
+def test_side_by_side_is_table6_plus_tau_c_with_intervals(tmp_path, capsys):
     path = tmp_path / "sxs.csv"
     path.write_text("m2,m1,lang,set,delta_sxs,delta_cider_xm3600\n"
                     "A,B,en,core,-10,-0.1\nA,C,es,core,-5,-0.03\nB,C,hi,core,2,0\n"
@@ -164,19 +204,28 @@ def test_mismatched_inputs_are_one_error_line(files, tmp_path, capsys, make, mes
     assert re.search(message, lines[0]), lines[0]
 
 
-def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files):
+def test_a_bad_rating_is_one_error_line(tmp_path, capsys):
     bad = _write_jsonl(tmp_path / "bad.jsonl", [
         {"SYS": "A", "seg_id": "1", "set_id": 1, "hyp": "x", "image": "1.jpg", "P": 7, "R": 3,
          "Fl": 0, "Inc": 0, "Con": 0, "human_score": 5}])
     status, captured = _run(["--thumb", bad, "--system-scores", "x=y"], capsys)
     assert status == 2 and "bad.jsonl:1: field 'P': 7 is outside 1-5" in captured.err
+
+
+def test_a_bad_preference_is_one_error_line(tmp_path, capsys, files):
     prefs = _write_jsonl(tmp_path / "p.jsonl", [{"image/key": "1", "a": "x", "b": "y",
                                                  "preference": "left"}])
     status, captured = _run(["--pairwise", prefs, "--references", files["refs"], "--metric",
                              "cider"], capsys)
     assert status == 2 and "p.jsonl:1: field 'preference': 'left' is not a, b or tie" in (
         captured.err)
+
+
+def test_a_missing_ratings_file_is_an_error(tmp_path):
     assert thumb.main([str(tmp_path / "none.jsonl")]) == 2
+
+
+def test_a_pair_judged_again_is_kept_with_a_note(tmp_path, capsys, files):
     # The same pair again (in either order) is another judgement of it, kept and noted.
     prefs = _write_jsonl(tmp_path / "twice.jsonl", [
         {"image/key": "1", "a": "x", "b": "y", "preference": "a"},
@@ -189,6 +238,9 @@ def test_bad_ratings_and_preferences_are_one_error_line(tmp_path, capsys, files)
     assert out["rows"][0]["pairs"] == 3 and out["source"].startswith(
         f"{prefs} (1 pair repeats an earlier pair of its image, each kept as a separate "
         f"judgement)")
+
+
+def test_a_system_score_given_twice_is_one_error_line(tmp_path, capsys, files):
     scores = tmp_path / "systems.csv"
     scores.write_text("system,score\nA,0.5\nB,0.4\nA,0.6\n")
     status, captured = _run(["--thumb", files["thumb"], "--system-scores", f"x={scores}"], capsys)
@@ -204,7 +256,7 @@ def test_system_level_rows_say_how_few_systems(files, capsys):
             "intervals resample systems and images, none below 10 systems") in captured.out
 
 
-def test_system_intervals_resample_systems_and_images():
+def test_system_intervals_resample_systems_with_images():
     rng = np.random.default_rng(3)
     human = rng.normal(size=(12, 30)) + np.arange(12)[:, None] / 4  # [systems, images]
     metric = human + rng.normal(size=(12, 30))
@@ -240,7 +292,7 @@ def test_a_bad_flag_is_one_error_line_before_any_work(tmp_path, capsys, argv, me
         message, lines[0]), lines
 
 
-def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(files, tmp_path, capsys):
+def test_a_report_on_a_full_disk_keeps_the_results_leaving_no_file(files, tmp_path, capsys):
     with full_disk.full_disk(tmp_path / "disk") as disk:
         out = disk / "report"
         status = meta.main(["--thumb", files["thumb"], "--references", files["refs"],

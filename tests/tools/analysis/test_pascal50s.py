@@ -79,12 +79,13 @@ def write_release(folder, *, break_triplet=False, category=None, with_sentences=
     return folder
 
 
-@pytest.fixture
-def release(tmp_path):
-    return write_release(tmp_path)
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """The release files, written once for the module's tests (which only read them)."""
+    return write_release(tmp_path_factory.mktemp("pascal50s"))
 
 
-def test_the_files_have_the_public_readers_layout_and_are_read(release):
+def test_the_files_have_the_public_readers_layout(release):
     # The access paths of the public code that reads the real files (see pascal50s.py).
     pair = scipy_io.loadmat(release / "pair_pascal.mat")["new_input"][0][1]
     image, b, c = (x[0] for x in pair)
@@ -94,6 +95,9 @@ def test_the_files_have_the_public_readers_layout_and_are_read(release):
     assert isinstance(a[0], str) and winner == 1
     element = scipy_io.loadmat(release / "pascal50S.mat")["train_sent_final"][0, 0]
     assert element[0][0].endswith("2008_000032.jpg") and element[1][0].size == 50
+
+
+def test_the_files_are_read(release):
     # Read: pairs, kinds, winners and references.
     got = pascal50s.read(str(release))
     (analysis,) = got.analyses
@@ -123,7 +127,7 @@ def test_accuracy_per_kind_equals_a_direct_computation(release, capsys):
     assert everything["accuracy"] == pytest.approx(np.mean(sum(agree.values(), [])))
 
 
-def test_five_references_and_the_curve_to_48(release, tmp_path, capsys):
+def test_five_references_with_the_curve_to_48(release, tmp_path, capsys):
     out = tmp_path / "report"
     status = meta.main(["--pascal50s", str(release), "--metric", "cider", "--num-refs", "5",
                         "--draws", "2", "--samples", "0", "--curve", "--out", str(out)])
@@ -202,8 +206,19 @@ def _agreement(pairs, winners, references):
     return agree
 
 
-def test_the_code_layout_has_the_repository_files_shapes_and_accuracies(tmp_path, capsys):
-    folder = write_code_layout(tmp_path)
+@pytest.fixture(scope="module")
+def code_layout(tmp_path_factory):
+    """The files of the code layout, written once for the module's tests (which only read
+    them)."""
+    return write_code_layout(tmp_path_factory.mktemp("code_layout"))
+
+
+def _code_layout_winners():
+    return [int(np.sign(2 * VOTES[p] - len(_votes(p)))) for p in range(12)]
+
+
+def test_the_code_layout_has_the_repository_files_shapes(code_layout):
+    folder = code_layout
     mat = scipy_io.loadmat(folder / "pair_pascal.mat")
     assert mat["new_input"].dtype.names == ("name", "sent1", "sent2")
     assert mat["result"][0, 0]["result"].shape == (1, 11)
@@ -212,13 +227,20 @@ def test_the_code_layout_has_the_repository_files_shapes_and_accuracies(tmp_path
     assert refs.dtype.names == ("image", "sent") and refs[0, 0]["sent"].shape == (1, 50)
     cands = scipy_io.loadmat(folder / "pascal_cands.mat")["cands"]
     assert cands[0, 0]["sent"].shape == (1, 2)
-    got = pascal50s.read(str(folder))
+
+
+def test_the_code_layout_is_read(code_layout):
+    got = pascal50s.read(str(code_layout))
     (analysis,) = got.analyses
-    winners = [int(np.sign(2 * VOTES[p] - len(_votes(p)))) for p in range(12)]
+    winners = _code_layout_winners()
     assert [p.human for p in analysis.pairs] == winners and winners[5] == 0
     assert analysis.references["2008_000037"] == _sentences(1)  # all 50, stripped
     assert "pascal_cands.mat matches them" in got.note and "11 pairs of 11" in got.note
-    status = meta.main(["--pascal50s", str(folder), "--metric", "cider-d", "--draws", "1",
+
+
+def test_the_code_layouts_accuracies_are_the_repositorys(code_layout, capsys):
+    winners = _code_layout_winners()
+    status = meta.main(["--pascal50s", str(code_layout), "--metric", "cider-d", "--draws", "1",
                         "--samples", "0", "--json"])
     captured = capsys.readouterr()
     assert status == 0, captured.err

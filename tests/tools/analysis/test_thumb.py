@@ -20,25 +20,40 @@ RATINGS = [
 ]
 
 
-def test_system_scores_best_worst_ties_and_intervals(tmp_path):
-    tab = thumb.table([thumb_ratings.read(_write(tmp_path / "t.jsonl",
-                                                 [_row(*r) for r in RATINGS]))])
+def _table(tmp_path):
+    return thumb.table([thumb_ratings.read(_write(tmp_path / "t.jsonl",
+                                                  [_row(*r) for r in RATINGS]))])
+
+
+def test_system_scores_are_the_means(tmp_path):
+    tab = _table(tmp_path)
     assert tab.systems == ["Human", "A", "B"] and tab.images == ["1", "2", "3"]
     scores = thumb.system_scores(tab, samples=200, seed=1)
     assert scores["Human"]["P"]["mean"] == pytest.approx(14 / 3)
     assert scores["Human"]["total"]["mean"] == pytest.approx((5 + 4.0 + 3.5) / 3)
     assert scores["B"]["Fl"]["mean"] == pytest.approx(-0.1 / 3)
+
+
+def test_system_score_intervals_share_one_draw_of_images(tmp_path):
+    tab = _table(tmp_path)
+    scores = thumb.system_scores(tab, samples=200, seed=1)
     # The interval is the 5th-95th percentile of the means over one shared draw of images.
     index = np.random.default_rng(1).integers(0, 3, size=(200, 3))
     totals = tab.scores["total"][1][index].mean(axis=1)
     assert scores["A"]["total"]["low"] == pytest.approx(np.percentile(totals, 5))
     assert scores["A"]["total"]["high"] == pytest.approx(np.percentile(totals, 95))
-    counts, compared, all_tied = thumb.best_worst(tab)
+
+
+def test_best_worst_counts(tmp_path):
+    counts, compared, all_tied = thumb.best_worst(_table(tmp_path))
     # Image 1: Human best and B worst in both; image 2: P and R disagree (Human ties A in P
     # and R, but B's R is higher); image 3: Human best, A worst.
     assert compared == 3 and all_tied == 0
     assert counts == {"Human": {"best": 2, "worst": 0}, "A": {"best": 0, "worst": 1},
                       "B": {"best": 0, "worst": 1}}
+
+
+def test_best_worst_ties_count_as_in_table3(tmp_path):
     # Ties count as in the paper's Table 3.
     rows = [("Human", "1", 5, 5), ("A", "1", 5, 5), ("B", "1", 3, 4),   # two best, B worst
             ("Human", "2", 4, 4), ("A", "2", 4, 4), ("B", "2", 4, 4),   # all tie: all both
@@ -89,7 +104,7 @@ def test_a_round_of_other_images_is_refused_naming_them(tmp_path, capsys):
         thumb.table([thumb_ratings.read(first), thumb_ratings.read(other_system)])
 
 
-def test_command_line_report_and_errors(tmp_path, capsys):
+def test_command_line_report(tmp_path, capsys):
     path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS])
     out = tmp_path / "report"
     assert thumb.main([path, "--out", str(out), "--samples", "50"]) == 0
@@ -97,13 +112,23 @@ def test_command_line_report_and_errors(tmp_path, capsys):
     assert lines[0].split()[:3] == ["system", "n", "P"] and lines[1].split()[:2] == ["Human", "3"]
     assert {p.name for p in out.iterdir()} == {"thumb.md", "thumb.csv", "thumb.png"}
     assert "| Human | 3 | 4.67 [" in (out / "thumb.md").read_text()
+
+
+def test_command_line_json(tmp_path, capsys):
+    path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS])
     assert thumb.main([path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best_worst"]["Human"] == {"best": 2, "worst": 0}
+
+
+def test_command_line_names_a_bad_rating(tmp_path, capsys):
     bad = _write(tmp_path / "bad.jsonl", [_row("A", "1", 4, 3, -0.75, 0, 0)])
     assert thumb.main([bad]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {bad}:1: field 'Fl': -0.75 is not 0 or a penalty of 0.1, 0.2, ... "
                    f"down to -5 (a negative multiple of 0.1)"]
+
+
+def test_command_line_names_a_missing_file(tmp_path, capsys):
     assert thumb.main([str(tmp_path / "missing.jsonl")]) == 2
     assert "THUMB ratings not found" in capsys.readouterr().err
 

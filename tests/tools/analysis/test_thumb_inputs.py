@@ -31,7 +31,7 @@ def test_a_bad_flag_is_one_error_line_before_the_ratings_are_read(tmp_path, caps
         lines
 
 
-def test_a_report_on_a_full_disk_keeps_the_results_and_leaves_no_file(tmp_path, capsys):
+def test_a_report_on_a_full_disk_keeps_the_results_leaving_no_file(tmp_path, capsys):
     path = _write(tmp_path / "thumb.jsonl", [_row(*r) for r in RATINGS])
     with full_disk.full_disk(tmp_path / "disk") as disk:
         out = disk / "report"

@@ -83,7 +83,7 @@ def test_accuracy_per_kind_with_human_ties_dropped_or_random(judgements_file, ca
     assert tied["n"] == 1 and tied["accuracy"] in (0, 0.25, 0.5, 0.75, 1)
 
 
-def test_split_references_and_the_curve(judgements_file, tmp_path, capsys):
+def test_split_references(judgements_file, capsys):
     out = _run(["--triplets", judgements_file, "--metric", "cider-d", "--draws", "3",
                 "--samples", "0", "--split-references"], capsys)
     row = out["rows"][0]
@@ -91,6 +91,9 @@ def test_split_references_and_the_curve(judgements_file, tmp_path, capsys):
     assert row["subset"] == ("winners from half the references, metric with all (2) refs of "
                              "the other half")
     assert row["draws"] == 3 and 0 <= row["accuracy"] <= 1
+
+
+def test_the_curve_by_references(judgements_file, tmp_path, capsys):
     report = tmp_path / "report"
     out = _run(["--triplets", judgements_file, "--metric", "cider-d", "--draws", "2",
                 "--samples", "0", "--curve", "--out", str(report)], capsys)

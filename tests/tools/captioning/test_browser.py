@@ -21,8 +21,9 @@ def _rows(captions):
     return [(c.lang, c.text, f"{c.log_prob:.3f}") for c in captions]
 
 
-def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, demo_images,
-                                                       tmp_path):
+def test_a_chosen_image_is_captioned_in_the_ticked_languages_by_beam_search(browser, url,
+                                                                           captioner,
+                                                                           demo_images):
     browser.get(url)
     sample_settings = browser.find_element(By.CSS_SELECTOR, '.settings[data-for="sample"]')
     assert not sample_settings.is_displayed()  # greedy is chosen: no sampling settings
@@ -38,6 +39,13 @@ def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, 
         By.CSS_SELECTOR, "td.caption")] == ["en", "es", "zh"]
     assert "beam search (3 beams, alpha 0.6)" in browser.find_element(By.ID, "status").text
 
+
+def test_a_chosen_image_is_captioned_in_all_languages_by_sampling(browser, url, captioner,
+                                                                  demo_images, tmp_path):
+    browser.get(url)
+    sample_settings = browser.find_element(By.CSS_SELECTOR, '.settings[data-for="sample"]')
+    page.choose_image(browser, os.path.relpath(demo_images[0]))
+    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "preview").is_displayed())
     browser.find_element(By.ID, "all-langs").click()
     assert all(box.is_selected() for box in browser.find_elements(
         By.CSS_SELECTOR, 'input[name="langs"]'))
@@ -53,7 +61,7 @@ def test_choose_an_image_tick_languages_and_a_decoding(browser, url, captioner, 
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_drop_an_image_and_an_unreadable_one(browser, url, captioner, demo_images, tmp_path):
+def test_a_dropped_image_is_captioned(browser, url, captioner, demo_images):
     browser.get(url)
     # A file dropped on the zone (a DataTransfer holding it, as a real drop carries).
     holder = browser.execute_script(
@@ -68,6 +76,10 @@ def test_drop_an_image_and_an_unreadable_one(browser, url, captioner, demo_image
     page.choose(browser, ("en",), "greedy")
     assert page.caption(browser) == _rows(captioner.caption(demo_images[1:2], "en"))
 
+
+def test_an_unreadable_image_is_said(browser, url, tmp_path):
+    browser.get(url)
+    page.choose(browser, ("en",), "greedy")
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8\xff broken")
     browser.find_element(By.ID, "image").send_keys(str(broken))

@@ -65,8 +65,14 @@ def test_table_of_a_folder(caption_run, captioner, photos, capsys):
     assert captured.err.startswith("captioned 3 image(s) in 4 language(s) with greedy, step 4")
 
 
-def test_jsonl_out_file_and_exported_model(caption_run, captioner, exported, photos, tmp_path,
-                                           capsys):
+def _all_photos_by_beam(captioner, photos):
+    """The API's captions of the photos in every language by beam search (3 beams)."""
+    files = sorted(str(photos / name) for name in os.listdir(photos))
+    return captioner.caption(files, "all", Decoding("beam", beam_size=3), batch_size=4)
+
+
+def test_a_jsonl_out_file_holds_the_apis_captions(caption_run, captioner, photos, tmp_path,
+                                                  capsys):
     out = tmp_path / "captions.jsonl"
     pattern = str(photos / "*.jpg")
     assert _main(pattern, "--workdir", caption_run, "--langs", "all", "--decode", "beam",
@@ -74,14 +80,17 @@ def test_jsonl_out_file_and_exported_model(caption_run, captioner, exported, pho
                  "4") == 0
     captured = capsys.readouterr()
     assert captured.out == "" and f"captions in {out}" in captured.err
-    files = sorted(str(photos / name) for name in os.listdir(photos))
-    want = captioner.caption(files, "all", Decoding("beam", beam_size=3), batch_size=4)
-    assert read_jsonl(out) == [c.record() for c in want]
+    assert read_jsonl(out) == [c.record() for c in _all_photos_by_beam(captioner, photos)]
+
+
+def test_the_exported_model_writes_the_captions_of_the_run(captioner, exported, photos,
+                                                           tmp_path):
+    pattern = str(photos / "*.jpg")
     # The exported model: its own beam settings by default, the same captions.
     again = tmp_path / "exported.jsonl"
     assert _main(pattern, "--exported", exported, "--langs", "all", "--decode", "beam",
                  "--format", "jsonl", "--out", again, "--batch_size", "4") == 0
-    assert read_jsonl(again) == read_jsonl(out)
+    assert read_jsonl(again) == [c.record() for c in _all_photos_by_beam(captioner, photos)]
 
 
 def test_sampling_settings_reach_the_decoder(caption_run, captioner, demo_images, capsys):
@@ -151,7 +160,7 @@ def test_bad_input_is_one_error_line(caption_run, exported, demo_images, tmp_pat
         f"error: --out {nowhere}: No such file or directory\n"
 
 
-def test_a_beam_too_large_is_one_error_line_and_the_out_file_kept(caption_run, demo_images,
+def test_a_beam_too_large_is_one_error_line_keeping_the_out_file(caption_run, demo_images,
                                                                  tmp_path, capsys):
     out = tmp_path / "kept.jsonl"
     out.write_text("{\"earlier\": \"results\"}\n")
@@ -163,9 +172,12 @@ def test_a_beam_too_large_is_one_error_line_and_the_out_file_kept(caption_run, d
     assert out.read_text() == "{\"earlier\": \"results\"}\n"
 
 
-def test_repeated_languages_count_once_and_a_late_ctrl_c_is_ignored(caption_run, captioner,
-                                                                    demo_images, capsys):
+def test_check_langs_counts_a_repeated_language_once(captioner):
     assert captioner.check_langs("en,zh,en") == ("en", "zh")
+
+
+def test_a_run_writes_each_language_once_ignoring_a_late_ctrl_c(caption_run, demo_images,
+                                                                capsys):
     with own_process_signals() as left, pytest.raises(SystemExit) as exit_info:
         errors.run_main(cli.main, [demo_images[0], "--workdir", caption_run, "--langs",
                                    "en,zh,en", "--format", "jsonl"], True)

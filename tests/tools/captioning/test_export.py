@@ -47,7 +47,7 @@ def odd_images(demo_images, tmp_path_factory):
     return [rotated, transparent, wide]
 
 
-def test_manifest_and_contents(exported, caption_run):
+def test_the_manifest_describes_the_contents(exported, caption_run):
     run = restore.restore(caption_run)
     with np.load(exported) as archive:
         info = json.loads(archive["manifest"].tobytes())
@@ -233,8 +233,8 @@ def _end_readers_later(fifo, seconds=5):
     timer.start()
 
 
-def test_stand_alone_runner_repeated_languages_and_a_late_ctrl_c(exported, demo_images,
-                                                                 monkeypatch, capsys):
+def test_the_stand_alone_runner_writes_each_language_once_ignoring_a_late_ctrl_c(
+        exported, demo_images, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["run_exported.py", exported, demo_images[0], "--langs",
                                       "en,zh,en"])
     with own_process_signals() as left:
@@ -244,19 +244,24 @@ def test_stand_alone_runner_repeated_languages_and_a_late_ctrl_c(exported, demo_
     assert left == [signal.SIG_IGN, signal.SIG_IGN]  # Once printed, a late Ctrl-C exits 0.
 
 
-def test_damaged_exports_and_runner_bad_input_are_one_error_line(exported, tmp_path,
-                                                                 demo_images, monkeypatch, capsys):
+def test_damaged_exports_are_refused_by_the_api_or_one_error_line(exported, tmp_path,
+                                                                  demo_images, capsys):
+    for what, path in _damaged_exports(exported, tmp_path).items():
+        # the API, and python -m tools.captioning --exported
+        with pytest.raises(InputError, match=DAMAGED[what]):
+            Captioner.from_exported(path)
+        assert re.search(DAMAGED[what], error_line(capsys, cli.main,
+                                                   [demo_images[0], "--exported", path]))
+
+
+def test_the_runners_bad_input_is_one_error_line(exported, tmp_path, demo_images, monkeypatch,
+                                                 capsys):
     not_an_image = tmp_path / "notes.jpg"
     not_an_image.write_text("not an image")
     fifo = tmp_path / "fifo.jpg"  # Opened, it would wait for a writer forever.
     os.mkfifo(fifo)
     _end_readers_later(fifo)
     damaged = _damaged_exports(exported, tmp_path)
-    for what, path in damaged.items():  # the API, and python -m tools.captioning --exported
-        with pytest.raises(InputError, match=DAMAGED[what]):
-            Captioner.from_exported(path)
-        assert re.search(DAMAGED[what], error_line(capsys, cli.main,
-                                                   [demo_images[0], "--exported", path]))
     cases = [(path, demo_images[0], "--langs", "en", DAMAGED[what])
              for what, path in damaged.items()]
     cases += [

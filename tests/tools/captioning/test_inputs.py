@@ -70,53 +70,103 @@ def test_transparency_is_composited_onto_white(tmp_path):
     assert np.all(inputs.model_input(path, SIZE)[:, 0] > 0.95)
 
 
-def test_grayscale_cmyk_and_16_bit_images(tmp_path):
+def _gray_as_rgb(tmp_path):
+    """(16x16 grey ramp, the path of its RGB copy)."""
     gray = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    return gray, _save(tmp_path / "rgb.png", Image.fromarray(np.repeat(gray[..., None], 3, -1)))
+
+
+def test_grayscale_images_read_as_rgb(tmp_path):
+    gray, rgb_path = _gray_as_rgb(tmp_path)
     gray_path = _save(tmp_path / "gray.png", Image.fromarray(gray, "L"))
-    rgb_path = _save(tmp_path / "rgb.png", Image.fromarray(np.repeat(gray[..., None], 3, -1)))
     np.testing.assert_array_equal(inputs.model_input(gray_path, SIZE), _unit_pixels(rgb_path, SIZE))
+
+
+def test_16_bit_images_read_as_8_bit(tmp_path):
+    gray, rgb_path = _gray_as_rgb(tmp_path)
     # 16 bits per pixel: 257 * v is v in 8 bits (PIL alone would clip it to white).
     wide = _save(tmp_path / "gray16.png", Image.fromarray(gray.astype(np.uint16) * 257))
     assert Image.open(wide).mode.startswith("I")
     np.testing.assert_array_equal(inputs.model_input(wide, SIZE), _unit_pixels(rgb_path, SIZE))
+
+
+def test_cmyk_images_read_as_rgb(tmp_path):
     cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # pure red in print colours
     red = inputs.model_input(_save(tmp_path / "cmyk.tiff", cmyk), SIZE)
     np.testing.assert_allclose(red[..., 0], 1.0)
     np.testing.assert_allclose(red[..., 1:], -1.0)
 
 
-def test_bytes_and_unreadable_images(tmp_path):
+def _jpeg(tmp_path):
+    """(path, bytes) of a JPEG picture."""
     path = _save(tmp_path / "a.jpg", Image.fromarray(_picture()))
     with open(path, "rb") as f:
-        data = f.read()
+        return path, f.read()
+
+
+def test_bytes_read_as_their_file(tmp_path):
+    path, data = _jpeg(tmp_path)
     np.testing.assert_array_equal(inputs.model_input(data, SIZE), _unit_pixels(path, SIZE))
+
+
+def test_a_missing_image_is_named(tmp_path):
     with pytest.raises(InputError, match=r"image file not found: .*missing\.jpg"):
         inputs.model_input(str(tmp_path / "missing.jpg"), SIZE)
+
+
+def test_bytes_not_an_image_are_named():
     with pytest.raises(InputError, match=r"cannot decode image notes\.txt: not an image"):
         inputs.model_input(b"hello", SIZE, name="notes.txt")
+
+
+def test_a_truncated_image_is_named(tmp_path):
+    _, data = _jpeg(tmp_path)
     truncated = tmp_path / "truncated.jpg"
     truncated.write_bytes(data[:len(data) // 2])
     with pytest.raises(InputError, match="cannot decode image .*truncated.jpg"):
         inputs.model_input(str(truncated), SIZE)
 
 
-def test_expand_files_folders_and_patterns(tmp_path):
+def _photos(tmp_path):
+    """(folder, its a.PNG, b.jpg, deeper/c.webp) of a folder that also holds notes.txt."""
     folder = tmp_path / "photos"
     (folder / "deeper").mkdir(parents=True)
     for name in ("b.jpg", "a.PNG", "deeper/c.webp"):
         _save(folder / name, Image.fromarray(_picture()))
     (folder / "notes.txt").write_text("not an image")
-    a, b, c = (str(folder / n) for n in ("a.PNG", "b.jpg", "deeper/c.webp"))
+    return folder, *(str(folder / n) for n in ("a.PNG", "b.jpg", "deeper/c.webp"))
+
+
+def test_expand_a_folder_to_its_images(tmp_path):
+    folder, a, b, _ = _photos(tmp_path)
     assert inputs.expand([str(folder)]) == [a, b]  # not recursive, images only
+
+
+def test_expand_a_pattern(tmp_path):
+    folder, _, _, c = _photos(tmp_path)
     assert inputs.expand([str(folder / "**" / "*.webp")]) == [c]
+
+
+def test_expand_keeps_named_files_each_once(tmp_path):
+    folder, a, b, _ = _photos(tmp_path)
     # Named files are kept as given (even a missing one: reading it decides), each once.
     missing = str(tmp_path / "missing.jpg")
     assert inputs.expand([b, str(folder), missing]) == [b, a, missing]
+
+
+def test_expand_a_pattern_matching_nothing_is_an_error(tmp_path):
     with pytest.raises(InputError, match="no file matches the pattern .*nothing"):
         inputs.expand([str(tmp_path / "nothing*.jpg")])
+
+
+def test_expand_a_folder_without_images_is_an_error(tmp_path):
+    folder, *_ = _photos(tmp_path)
     with pytest.raises(InputError, match="folder .*deeper/none has no image files"):
         os.mkdir(folder / "deeper" / "none")
         inputs.expand([str(folder / "deeper" / "none")])
+
+
+def test_the_image_extensions():
     assert {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif"} <= inputs.image_extensions()
     assert ".txt" not in inputs.image_extensions()
 

@@ -65,10 +65,14 @@ def test_captions_equal_an_independent_decode(captioner, caption_run, tiny_demo,
                                     "log_prob": round(captions[0].log_prob, 4)}
 
 
-def test_checkpoint_choice_languages_and_vocabulary(caption_run, captioner, demo_images):
+def test_a_run_gives_the_latest_checkpoint_its_languages_its_caption_length(caption_run,
+                                                                            captioner):
     assert captioner.source == f"step 4 of {caption_run}"
     assert captioner.langs == ("en", "es", "hi", "zh")  # data.langs, then the evaluators'
     assert captioner.max_len == 16  # the run's data.max_target_len
+
+
+def test_the_best_checkpoint_is_read_as_saved(caption_run):
     # The best checkpoint is step 2's (read back here by orbax without a target).
     best = restore.restore(caption_run, "best")
     assert (best.step, best.best) == (2, True)
@@ -76,19 +80,36 @@ def test_checkpoint_choice_languages_and_vocabulary(caption_run, captioner, demo
     for got, want in zip(jax.tree.leaves(best.params), jax.tree.leaves(saved["params"]),
                          strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_best_checkpoint_captions_otherwise(caption_run, captioner, demo_images):
     by_best = Captioner.from_run(caption_run, step="best")
     assert by_best.source == f"step 2 (best) of {caption_run}"
     images = demo_images[:2]
     assert [c.tokens for c in by_best.caption(images, "en,zh")] != \
         [c.tokens for c in captioner.caption(images, "en,zh")]
+
+
+def test_a_shorter_caption_length(caption_run, demo_images):
+    images = demo_images[:2]
     short = Captioner.from_run(caption_run, step=2, max_len=5)
     assert (short.source, short.max_len) == (f"step 2 of {caption_run}", 5)
     assert all(len(c.tokens) <= 5 for c in short.caption(images[:1], "en"))
-    # Its languages, and its vocabulary: the trainer's (sentencepiece's, without TensorFlow).
+
+
+def test_check_langs_of_all_or_a_list(captioner):
+    # Its languages: the trainer's (sentencepiece's, without TensorFlow).
     assert captioner.check_langs("all") == ("en", "es", "hi", "zh")
     assert captioner.check_langs(["hi", "en"]) == ("hi", "en")
+
+
+def test_an_unknown_language_is_refused(captioner, demo_images):
     with pytest.raises(InputError, match=r"unknown language 'fr'; known: en, es, hi, zh"):
         captioner.caption(demo_images[:1], langs="en,fr")
+
+
+def test_the_vocabulary_is_the_trainers_without_tensorflow(captioner):
+    # Its vocabulary: the trainer's (sentencepiece's, without TensorFlow).
     assert type(captioner.vocab) is tokenizer.Vocabulary
     assert captioner.vocab.model_proto == tokenizer.get_vocabulary(captioner.vocab.path).model_proto
     assert jax.devices()  # (the API runs on whatever JAX has)
@@ -137,7 +158,7 @@ def test_decodings(captioner, caption_run, tiny_demo, demo_images):
         captioner.caption(images, "en", Decoding("sample", top_k=100000))
 
 
-def test_batches_are_padded_and_split(captioner, demo_images):
+def test_batches_are_split_with_padding(captioner, demo_images):
     images = demo_images[:3]
     # 3 images x 2 languages in batches of 4 rows: the second batch is padded (repeating
     # its last row), which changes none of its captions.
@@ -147,6 +168,10 @@ def test_batches_are_padded_and_split(captioner, demo_images):
     first = captioner.caption(images[:2], "en,zh", batch_size=4)
     last = captioner.caption([images[2], images[2]], "en,zh", batch_size=4)[:2]
     assert [c.tokens for c in split] == [c.tokens for c in first + last]
+
+
+def test_a_batch_size_of_0_is_refused(captioner, demo_images):
+    images = demo_images[:3]
     with pytest.raises(InputError, match="batch size must be an integer >= 1, got 0"):
         captioner.caption(images, "en", batch_size=0)
 
@@ -196,21 +221,38 @@ def test_a_beam_too_large_for_the_memory_is_an_input_error_before_decoding(capti
         captioner.caption(demo_images[:1], decode=Decoding("beam", beam_size=100_000_000))
 
 
-def test_images_as_a_path_bytes_pil_images_and_pixels(captioner, demo_images):
+def _by_path(captioner, demo_images):
+    by_path, = captioner.caption(demo_images[:1], "en", batch_size=1)
+    return by_path
+
+
+def test_images_as_a_path_or_bytes(captioner, demo_images):
     with open(demo_images[0], "rb") as f:
         data = f.read()
-    by_path, = captioner.caption(demo_images[:1], "en", batch_size=1)
+    by_path = _by_path(captioner, demo_images)
     one, = captioner.caption(demo_images[0], "en", batch_size=1)  # a path, not its letters
     raw, named = captioner.caption([data, ("upload.jpg", data)], "en", batch_size=1)
     assert (one.image, raw.image, named.image) == (demo_images[0], "image[0]", "upload.jpg")
     assert one.tokens == raw.tokens == named.tokens == by_path.tokens
+
+
+def test_images_as_pil_images_or_pixels(captioner, demo_images):
+    by_path = _by_path(captioner, demo_images)
     # Decoded pixels (no JPEG draft scaling: the demo's 32x32 images have none to do).
     pixels = np.asarray(Image.open(demo_images[0]).convert("RGB"))
     picture, array = captioner.caption([Image.open(demo_images[0]), pixels], "en", batch_size=1)
     assert picture.tokens == array.tokens == by_path.tokens
     assert array.image == "image[1]"
+
+
+def test_images_as_a_stack_of_pixels(captioner, demo_images):
+    by_path = _by_path(captioner, demo_images)
+    pixels = np.asarray(Image.open(demo_images[0]).convert("RGB"))
     stacked = captioner.caption(np.stack([pixels, pixels]), "en", batch_size=2)
     assert [c.tokens for c in stacked] == [by_path.tokens] * 2
+
+
+def test_images_of_another_type_are_refused(captioner):
     with pytest.raises(InputError, match=r"image\[0\]: expected uint8 pixels .* got float64"):
         captioner.caption([np.zeros((4, 4, 3))], "en")
     with pytest.raises(InputError, match=r"images\[0\]: expected a path, bytes, .* got int"):

@@ -84,19 +84,36 @@ def test_only_the_trainers_restore_needs_the_optimizer_state(optimizer_state_gon
             assert got_step == 4 and _equal(params, saved["params"])
 
 
-def test_restore_params_reads_what_was_saved_and_names_what_it_cannot(caption_run, saved,
-                                                                     tmp_path):
-    run = restore.restore(caption_run)
+@pytest.fixture(scope="module")
+def latest(caption_run):
+    """The run's latest checkpoint, restored once for the module."""
+    return restore.restore(caption_run)
+
+
+def _abstract(latest):
+    return captioner_lib.abstract_params(latest.model, boxed=False)
+
+
+def test_restore_params_reads_the_latest_as_saved(latest, saved):
+    run = latest
     assert run.step == 4 and _equal(run.params, saved["params"])
+
+
+def test_restore_params_reads_the_best_as_saved(caption_run, saved):
     best = restore.restore(caption_run, "best")
     orbax_best = checkpointing._restore(
         os.path.join(caption_run, "checkpoints_best", "2"),
         jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), saved))
     assert (best.step, best.best) == (2, True) and _equal(best.params, orbax_best["params"])
-    model = run.model
-    abstract = captioner_lib.abstract_params(model, boxed=False)
+
+
+def test_restore_names_a_missing_step_with_the_steps_there(caption_run, latest):
     with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* 2, 4$"):
-        checkpointing.restore(caption_run, abstract, 3)
+        checkpointing.restore(caption_run, _abstract(latest), 3)
+
+
+def test_restore_names_each_parameter_of_another_shape(caption_run, latest):
+    abstract = _abstract(latest)
     # Another model's shapes: each differing parameter named.
     other = jax.tree.map(lambda x: x, abstract)
     kernel = other["t5"]["decoder"]["logits_dense"]["kernel"]
@@ -105,6 +122,10 @@ def test_restore_params_reads_what_was_saved_and_names_what_it_cannot(caption_ru
     with pytest.raises(checkpointing.IncompatibleCheckpoint,
                        match=r"t5/decoder/logits_dense/kernel: \(32, 768\) -> \(32, 769\)"):
         checkpointing.restore(caption_run, other, 4)
+
+
+def test_restore_names_a_checkpoint_without_its_metadata_damaged(caption_run, latest, tmp_path):
+    abstract = _abstract(latest)
     # A checkpoint without its metadata: damaged, named.
     copy = tmp_path / "run"
     shutil.copytree(caption_run, copy)
@@ -124,12 +145,21 @@ def _with_vocab_path(four_step_run, folder, vocab_path):
     return workdir
 
 
-def test_a_vocabulary_url_captions_evaluates_and_exports(four_step_run, captioner, demo_images,
-                                                        tmp_path):
-    workdir = _with_vocab_path(four_step_run, tmp_path / "run", lambda p: f"file://{p}")
-    got = Captioner.from_run(workdir).caption(demo_images[:2], "en,zh")
+@pytest.fixture(scope="module")
+def url_run(four_step_run, tmp_path_factory):
+    """A copy of the shared run whose vocabulary is given as a file:// URL."""
+    return _with_vocab_path(four_step_run, tmp_path_factory.mktemp("url") / "run",
+                            lambda p: f"file://{p}")
+
+
+def test_a_vocabulary_url_captions(url_run, captioner, demo_images):
+    got = Captioner.from_run(url_run).caption(demo_images[:2], "en,zh")
     assert [(c.tokens, c.text) for c in got] == \
         [(c.tokens, c.text) for c in captioner.caption(demo_images[:2], "en,zh")]
+
+
+def test_a_vocabulary_url_evaluates(url_run, four_step_run, tmp_path):
+    workdir = url_run
     config = _config(workdir)
     assert config.vocab.path.startswith("file://")
     out, scores, _ = evaluate.evaluate_checkpoint(config, workdir, names=["xm3600"],
@@ -137,10 +167,13 @@ def test_a_vocabulary_url_captions_evaluates_and_exports(four_step_run, captione
     assert scores["xm3600"]["en"] == evaluate.evaluate_checkpoint(
         _config(four_step_run.workdir), four_step_run.workdir, names=["xm3600"], langs="en",
         out=str(tmp_path / "eval_local"))[1]["xm3600"]["en"]
+
+
+def test_a_vocabulary_url_exports(url_run, captioner, demo_images, tmp_path):
     path = str(tmp_path / "captioner.npz")
-    export.main(["--workdir", workdir, "--out", path])
+    export.main(["--workdir", url_run, "--out", path])
     assert [c.tokens for c in Captioner.from_exported(path).caption(demo_images[:2], "en,zh")] \
-        == [c.tokens for c in got]
+        == [c.tokens for c in captioner.caption(demo_images[:2], "en,zh")]
 
 
 def test_an_unreadable_remote_vocabulary_is_one_error_line(four_step_run, demo_images, tmp_path):

@@ -64,13 +64,13 @@ def test_the_api_refuses_each_bad_value(method, setting, text, message):
                                        ">= 0, got '0.6'"),
     (dict(method="nucleus"), "decode: unknown decoding 'nucleus'; known: greedy, beam, sample"),
 ])
-def test_the_api_wants_integers_and_numbers(kwargs, message):
+def test_the_api_wants_numbers_of_the_right_type(kwargs, message):
     with pytest.raises(decode.DecodingError) as info:
         Decoding(**kwargs)
     assert str(info.value) == message
 
 
-def test_good_settings_and_their_defaults():
+def test_good_settings_get_their_defaults():
     assert Decoding("beam") == Decoding("beam", beam_size=4, alpha=0.6)
     assert isinstance(Decoding("beam", alpha=0).alpha, float)
     sample = Decoding("sample", temperature=0, top_k=3, seed=2**32 - 1)

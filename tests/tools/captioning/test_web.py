@@ -26,7 +26,7 @@ def _bytes(path):
         return f.read()
 
 
-def test_page_offers_the_models_choices_and_refuses_an_image_over_the_limit(client, caption_run):
+def test_page_offers_the_models_choices(client, caption_run):
     page = client.get("/").get_data(as_text=True)
     for lang in ("en", "es", "hi", "zh"):
         assert f'name="langs" value="{lang}"' in page
@@ -34,6 +34,9 @@ def test_page_offers_the_models_choices_and_refuses_an_image_over_the_limit(clie
     for method in ("greedy", "beam", "sample"):
         assert f'name="decode" value="{method}"' in page
     assert f"step 4 of {caption_run}" in page
+
+
+def test_an_image_over_the_limit_is_refused(client):
     answer = _post(client, b"\0" * (web.MAX_IMAGE_BYTES + 1), langs="en")
     assert answer.status_code == 413
     assert answer.get_json()["error"] == "the image is over 32 MiB"

@@ -55,7 +55,7 @@ def test_write_reads_back_with_missing_values(tmp_path):
     ({"delta_sxs": float("nan")}, "entry 0: column delta_sxs: expected a finite number"),
     ({"delta_cider_xm3600": "0.1"}, "entry 0: column delta_cider_xm3600: expected a finite"),
 ])
-def test_write_refuses_and_writes_nothing(tmp_path, change, message):
+def test_write_refuses_bad_rows_writing_nothing(tmp_path, change, message):
     row = {"m2": "B", "m1": "A", "lang": "de", "set": "ext", "delta_sxs": 1.0,
            "delta_cider_xm600": 0.0, "delta_cider_xm3600": 0.0, "delta_cider_coco_dev": 0.0}
     with pytest.raises(side_by_side.SideBySideError, match=message):

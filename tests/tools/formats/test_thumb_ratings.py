@@ -9,7 +9,7 @@ from tests.tools.formats.thumb_files import row as _row
 from tools.formats import thumb_ratings
 
 
-def test_check_rating_accepts_the_papers_rubric_and_names_what_is_wrong():
+def test_check_rating_accepts_the_papers_rubric():
     # Fluency: 0.1 per fixable error, 0.5 or more for severe problems; inclusive language:
     # 0.5 or 2 (Kasai et al., Sec. 2).
     assert thumb_ratings.check_rating(4, 3, -0.6, 0, -2) == {
@@ -23,6 +23,9 @@ def test_check_rating_accepts_the_papers_rubric_and_names_what_is_wrong():
         "P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
     assert thumb_ratings.total({"P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}) \
         == pytest.approx(3.5 - 0.6)
+
+
+def test_check_rating_names_what_is_wrong():
     for args, message in [((6, 3, 0, 0, 0), "field 'P': 6 is outside 1-5"),
                           ((4, 0, 0, 0, 0), "field 'R': 0 is outside 1-5"),
                           ((4, 3.5, 0, 0, 0), "field 'R': 3.5 is not an integer"),
@@ -45,7 +48,7 @@ def test_check_rating_accepts_the_papers_rubric_and_names_what_is_wrong():
     (_row("A", "1", 4, 3, 0, 0, 0, set_id="1"), r"t.jsonl:2: field 'set_id' must be an integer"),
     (_row("B", "9", 4, 3, 0, 0, 0), None),
 ])
-def test_bad_files_name_file_line_field_and_value(tmp_path, row, message):
+def test_bad_files_name_the_line_field_value(tmp_path, row, message):
     rows = [_row("B", "9", 4, 3, 0, 0, 0), row]
     path = _write(tmp_path / "t.jsonl", rows)
     with pytest.raises(thumb_ratings.ThumbError,
@@ -64,7 +67,7 @@ def test_write_reads_back_in_the_release_layout(tmp_path):
     assert thumb_ratings.file_name(2) == "thumb_2.jsonl"
 
 
-def test_write_refuses_what_read_would_and_writes_nothing(tmp_path):
+def test_write_refuses_what_read_would_writing_nothing(tmp_path):
     for rows, message in [
         ([_row("A", "1", 4, 3, 0, 0, 0, human_score=9)], r"entry 0: field 'human_score'"),
         ([_row("A", "1", 4, 3, 0, 0, 0)] * 2, r"entry 1: system 'A' rated again on image '1'"),

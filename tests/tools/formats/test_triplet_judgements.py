@@ -12,7 +12,7 @@ def _line(image="1", reference="a dog", b="a dog runs", c="a cat", choice="b", *
     return {"image/key": image, "reference": reference, "b": b, "c": c, "choice": choice, **extra}
 
 
-def test_read_gives_the_chosen_caption_and_the_pairs_kind(tmp_path):
+def test_read_gives_the_chosen_caption_with_the_pairs_kind(tmp_path):
     path = _write(tmp_path / "t.jsonl", [_line(kind="HM", lang="fr"),
                                          _line(b="a cat", c="a dog runs", choice="c", image=2)])
     first, second = triplet_judgements.read(path)
@@ -30,19 +30,26 @@ def test_read_gives_the_chosen_caption_and_the_pairs_kind(tmp_path):
     (_line(kind="HI"), r"t.jsonl:2: the pair of image '1' is of kind 'HI' here and 'HC' at "
                        r".*t.jsonl:1"),
 ])
-def test_bad_lines_name_file_line_and_field(tmp_path, row, message):
+def test_bad_lines_name_the_line_field(tmp_path, row, message):
     path = _write(tmp_path / "t.jsonl", [_line(kind="HC"), row])
     with pytest.raises(triplet_judgements.TripletError, match=message):
         triplet_judgements.read(path)
 
 
-def test_write_checks_first_and_reads_back(tmp_path):
+def test_write_checks_first_writing_nothing(tmp_path):
     path = tmp_path / triplet_judgements.file_name()
     with pytest.raises(triplet_judgements.TripletError, match=r"entry 1: field 'choice'"):
         triplet_judgements.write(path, [_line(), _line(choice="x")])
     assert not path.exists()
+
+
+def test_written_judgements_read_back(tmp_path):
+    path = tmp_path / triplet_judgements.file_name()
     triplet_judgements.write(path, [_line(kind="MM", extra="dropped")])
     assert json.loads(path.read_text()) == _line(kind="MM")
     assert triplet_judgements.read(path)[0].kind == "MM"
+
+
+def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(triplet_judgements.TripletError, match="not found"):
         triplet_judgements.read(tmp_path / "none.jsonl")

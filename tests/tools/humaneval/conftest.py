@@ -6,9 +6,9 @@ import os
 import pytest
 
 from tests.tools.humaneval import helpers, pages
-from tools.humaneval import create, server
+from tools.humaneval import server
 
-LANGS = ("en", "zh", "ar")
+LANGS = helpers.LANGS
 
 
 @pytest.fixture(scope="session")
@@ -35,13 +35,9 @@ def make_session(release, results_pair, tmp_path):
     counter = iter(range(1000))
 
     def make(warn=None, **overrides):
-        fields = dict(type="sxs", release=release, langs=LANGS,
-                      systems=(("base", results_pair[0]), ("test", results_pair[1])),
-                      subset_size=6, subset_seed=0, replication=3, gold_share=0.34, seed=0,
-                      name="base_vs_test")
-        fields.update(overrides)
-        return create.create(create.Spec(**fields), str(tmp_path / f"session{next(counter)}"),
-                             warn=warn)
+        return helpers.new_session(release, results_pair,
+                                   str(tmp_path / f"session{next(counter)}"), warn=warn,
+                                   **overrides)
     return make
 
 

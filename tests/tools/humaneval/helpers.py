@@ -15,8 +15,23 @@ from evaluation import report
 from formats import per_image as per_image_format
 from formats import predictions
 from tests import tiny
+from tools.humaneval import create
 
 ARABIC = ("صورة فيها شكل ملون", "شكل صغير في وسط الصورة", "رسم بسيط على خلفية بيضاء")
+
+LANGS = ("en", "zh", "ar")  # The languages of the results folders of the tests.
+
+
+def new_session(release, results_pair, folder, warn=None, **overrides):
+    """A new session in `folder` (sxs over LANGS, 6 images, Spec fields as overridden); `warn`
+    gets create's warnings."""
+    fields = dict(type="sxs", release=release, langs=LANGS,
+                  systems=(("base", results_pair[0]), ("test", results_pair[1])),
+                  subset_size=6, subset_seed=0, replication=3, gold_share=0.34, seed=0,
+                  name="base_vs_test")
+    fields.update(overrides)
+    return create.create(create.Spec(**fields), folder, warn=warn)
+
 
 
 def write_release(demo_xm3600, out):

@@ -30,7 +30,7 @@ def test_alpha_equals_the_reference_implementation(level, seed):
     assert agreement.alpha(_units(data), level, domain) == pytest.approx(expected, abs=1e-9)
 
 
-def test_ordinal_alpha_depends_only_on_the_order_of_values_and_edge_cases():
+def test_ordinal_alpha_depends_only_on_the_order_of_values():
     data = _reliability_data(9, domain=(1, 5))
     units = _units(data)
     spread = [[v ** 3 for v in u] for u in units]  # same order, other distances
@@ -38,9 +38,18 @@ def test_ordinal_alpha_depends_only_on_the_order_of_values_and_edge_cases():
         agreement.alpha(units, "ordinal"), abs=1e-12)
     assert agreement.alpha(spread, "interval") != pytest.approx(
         agreement.alpha(units, "interval"), abs=1e-3)
+
+
+def test_ordinal_alpha_of_perfect_agreement_is_1():
     # Perfect agreement, and undefined cases.
     assert agreement.alpha([[1, 1], [2, 2, 2], [3, 3]], "ordinal") == pytest.approx(1.0)
+
+
+def test_ordinal_alpha_without_variation_or_pairs_is_undefined():
     assert agreement.alpha([[2, 2], [2, 2]], "ordinal") is None  # no variation
     assert agreement.alpha([[1], [2]], "ordinal") is None  # nothing pairable
+
+
+def test_ordinal_alpha_refuses_values_outside_the_domain():
     with pytest.raises(ValueError, match="not in the domain"):
         agreement.alpha([[1, 9]], "ordinal", domain=[1, 2])

@@ -32,7 +32,7 @@ def _rate(client, token, n, data, **options):
     return client.post(f"/r/{token}/item/{n}", data=data, **options)
 
 
-def test_rate_resume_and_finish(blind_session):
+def test_a_rater_resumes_at_the_first_item_not_rated_until_done(blind_session):
     client, rater = helpers.client(blind_session), blind_session.by_name["ann"]
     items = blind_session.assignments["ann"]
     response = client.get(f"/r/{rater.token}")
@@ -68,7 +68,7 @@ def test_rate_resume_and_finish(blind_session):
     ({"choice": "1", "active_ms": "²"}, "active_ms"),  # str.isdigit's, not int's digits
     ({"choice": "1", "active_ms": "١٢٠٠"}, "active_ms"),  # refused as answers are
 ])
-def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
+def test_bad_answers_are_refused_400_storing_nothing(blind_session, data, message):
     client, token = helpers.client(blind_session), blind_session.by_name["bob"].token
     response = client.post(f"/r/{token}/item/1", data=data)
     assert response.status_code == 400
@@ -76,7 +76,7 @@ def test_bad_answers_are_400_and_store_nothing(blind_session, data, message):
     assert _ratings(blind_session) == []
 
 
-def test_unknown_tokens_places_and_duplicates(blind_session):
+def test_unknown_tokens_or_places_are_404_with_a_way_back(blind_session):
     client, token = helpers.client(blind_session), blind_session.by_name["cyd"].token
     count = len(blind_session.assignments["cyd"])
     for url in ("/r/0123456789abcdef", f"/r/{token}/item/0", f"/r/{token}/item/{count + 1}",
@@ -89,6 +89,10 @@ def test_unknown_tokens_places_and_duplicates(blind_session):
     page = client.get(f"/r/{token}/item/{count + 1}").get_data(as_text=True)
     assert "no such item" in page and f'id="forward" href="/r/{token}"' in page
     assert client.post("/r/nobody/item/1", data={"choice": "1"}).status_code == 404
+
+
+def test_a_second_answer_to_an_item_is_409_keeping_the_first(blind_session):
+    client, token = helpers.client(blind_session), blind_session.by_name["cyd"].token
     assert _rate(client, token, 1, {"choice": "1"}).status_code == 303
     again = client.post(f"/r/{token}/item/1", data={"choice": "-3"})
     page = again.get_data(as_text=True)
@@ -142,7 +146,7 @@ def test_a_token_reaches_only_its_raters_items(blind_session):
     assert rows["bob"]["item"] == blind_session.assignments["bob"][0]
 
 
-def test_quality_and_thumb_pages(make_session):
+def test_quality_pages(make_session):
     quality = make_session(type="quality", systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
     helpers.pass_introduction(quality)
@@ -152,6 +156,8 @@ def test_quality_and_thumb_pages(make_session):
     assert _rate(client, token, 1, {"quality": "Good"}).status_code == 303
     assert client.post(f"/r/{token}/item/2", data={"quality": "Great"}).status_code == 400
 
+
+def test_thumb_pages(make_session):
     thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
                          replication=1, gold_share=0.0)
     helpers.pass_introduction(thumb)
@@ -165,7 +171,7 @@ def test_quality_and_thumb_pages(make_session):
     assert _ratings(thumb)[0]["answer"] == {"P": 5, "R": 4, "Fl": -0.1, "Con": 0.0, "Inc": -0.5}
 
 
-def test_headers_of_every_answer_and_right_to_left_captions(blind_session):
+def test_headers_of_every_answer(blind_session):
     client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     for url in (f"/r/{token}/item/1", f"/r/{token}/item/1/image", "/r/nobody", "/",
                 f"/dashboard/{blind_session.owner_token}"):
@@ -178,6 +184,10 @@ def test_headers_of_every_answer_and_right_to_left_captions(blind_session):
     assert client.get(f"/r/{token}/item/1").headers["Cache-Control"] == "no-store"
     assert client.get(f"/r/{token}").headers["Cache-Control"] == "no-store"
     assert "no-store" not in client.get(f"/r/{token}/item/1/image").headers["Cache-Control"]
+
+
+def test_right_to_left_captions(blind_session):
+    client, token = helpers.client(blind_session), blind_session.by_name["ann"].token
     # Right-to-left captions.
     arabic = next(r for r in blind_session.raters if r.lang == "ar")
     page = client.get(f"/r/{arabic.token}/item/1").get_data(as_text=True)
@@ -250,7 +260,7 @@ def test_the_server_measures_the_time_whatever_the_client_claims(blind_session, 
     assert "fast" in table["ann"]["flags"] and table["ann"]["median_seconds"] < 2
 
 
-def test_a_full_disk_pauses_the_study_and_reading_still_works(make_session, tmp_path, caplog,
+def test_a_full_disk_pauses_the_study_while_reading_still_works(make_session, tmp_path, caplog,
                                                               capsys):
     """The rater reads that the study is paused and the answer not stored (503), the log one
     line per failure; status, export and analyze read a full disk; simulate leaves no empty

@@ -59,7 +59,8 @@ def test_rating_in_a_browser(browser_tab, served):
     assert "This link is not known" in browser.find_element(By.ID, "message").text
 
 
-def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve, consent):
+def test_crowd_participants_enrol_through_to_their_completion_code(browser_tab, make_session,
+                                                                   serve, consent):
     # One language, two images at replication 2 (a quota of 8 items: two slots, the
     # replication's minimum).
     session = make_session(langs=("en",), subset_size=2, gold_share=0.0, replication=2,
@@ -142,7 +143,7 @@ def test_crowd_participants_enrol_and_complete(browser_tab, make_session, serve,
     pages.wait_for_url(browser, "/consent")
 
 
-def test_back_reload_and_two_tabs_never_leave_a_silent_page_arabic_runs_rtl(browser_tab, served):
+def test_back_reload_two_tabs_never_leave_a_silent_page(browser_tab, served):
     browser = browser_tab
     session, base = served
     cyd = session.by_name["cyd"]
@@ -173,6 +174,11 @@ def test_back_reload_and_two_tabs_never_leave_a_silent_page_arabic_runs_rtl(brow
     browser.find_element(By.ID, "status-next").click()
     pages.wait_for_url(browser, "/item/4")
     assert pages.stored(session, "cyd") == [(mine[0], -3), (mine[1], 3), (mine[2], 0)]
+
+
+def test_arabic_captions_run_right_to_left(browser_tab, served):
+    browser = browser_tab
+    session, base = served
     # Arabic captions run right to left.
     browser.get(f"{base}/r/{session.by_name['dina'].token}")
     pages.wait_for_url(browser, "/item/1")
@@ -182,7 +188,7 @@ def test_back_reload_and_two_tabs_never_leave_a_silent_page_arabic_runs_rtl(brow
                                       element) == "rtl"
 
 
-def test_a_killed_server_is_said_and_the_rating_goes_through_after(browser_tab, make_session):
+def test_a_rating_sent_to_a_killed_server_goes_through_once_it_is_back(browser_tab, make_session):
     browser = browser_tab
     session = make_session(langs=("en",), replication=1, gold_share=0.0)
     helpers.pass_introduction(session)
@@ -210,7 +216,7 @@ def test_a_killed_server_is_said_and_the_rating_goes_through_after(browser_tab, 
     assert pages.stored(session, rater.name) == [(session.assignments[rater.name][0], -2)]
 
 
-def test_keyboard_scales_of_quality_and_thumb(browser_tab, make_session, serve):
+def test_keyboard_scale_of_quality(browser_tab, make_session, serve):
     browser = browser_tab
     quality = make_session(type="quality", systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
@@ -219,7 +225,12 @@ def test_keyboard_scales_of_quality_and_thumb(browser_tab, make_session, serve):
     pages.wait_for_url(browser, "/item/1")
     pages.press(browser, "2")  # Good
     pages.wait_for_url(browser, "/item/2")
+    with store.Store(quality.db_path) as db:
+        assert [r["answer"] for r in db.ratings()] == [{"quality": "Good"}]
 
+
+def test_keyboard_scale_of_thumb(browser_tab, make_session, serve):
+    browser = browser_tab
     thumb = make_session(type="thumb", systems=(), references=True, langs=("zh",),
                          replication=1, gold_share=0.0)
     helpers.pass_introduction(thumb)
@@ -229,13 +240,12 @@ def test_keyboard_scales_of_quality_and_thumb(browser_tab, make_session, serve):
     # steps down, a conciseness deduction, then submit.
     pages.press(browser, "4", "3", "p", "2", "f", "f", "c", Keys.ENTER)
     pages.wait_for_url(browser, "/item/2")
-    for session, expected in ((quality, {"quality": "Good"}),
-                              (thumb, {"P": 2, "R": 3, "Fl": -0.2, "Con": -0.5, "Inc": 0.0})):
-        with store.Store(session.db_path) as db:
-            assert [r["answer"] for r in db.ratings()] == [expected]
+    with store.Store(thumb.db_path) as db:
+        assert [r["answer"] for r in db.ratings()] == [
+            {"P": 2, "R": 3, "Fl": -0.2, "Con": -0.5, "Inc": 0.0}]
 
 
-def test_practice_feedback_shows_the_image_and_the_captions(browser_tab, make_session, serve):
+def test_practice_feedback_shows_the_image_with_its_captions(browser_tab, make_session, serve):
     session = make_session(langs=("en",), replication=1, gold_share=0.0)
     rater = session.raters[0]
     base = serve(session)

@@ -57,8 +57,8 @@ def _long_caption_results(results_pair, release, tmp_path, key):
     return folders
 
 
-def test_phone_layout_and_over_long_captions(browser_tab, make_session, results_pair,
-                                             release, serve, tmp_path):
+def test_over_long_captions_keep_the_buttons_within_reach_on_a_phone(
+        browser_tab, make_session, results_pair, release, serve, tmp_path):
     browser = browser_tab
     key = helpers.release_records(release)[0][0]
     folders = _long_caption_results(results_pair, release, tmp_path, key)
@@ -102,8 +102,7 @@ def test_phone_layout_and_over_long_captions(browser_tab, make_session, results_
             assert buttons[3][1] < buttons[2][1] < buttons[1][1]
 
 
-def test_active_time_leaves_out_idle_and_hidden_time_and_screenshots(browser_tab, served, serve,
-                                                                     tmp_path):
+def test_active_time_leaves_out_idle_or_hidden_time(browser_tab, served, serve):
     browser = browser_tab
     session, _ = served
     base = serve(session, idle_seconds=0.5)
@@ -132,6 +131,10 @@ def test_active_time_leaves_out_idle_and_hidden_time_and_screenshots(browser_tab
     assert idle["seconds"] >= 1.5 and idle["active_seconds"] <= 0.3
     # The hidden 1.2 s (at least) are left out, give or take the clock's half-second tick.
     assert busy["seconds"] >= 2.4 and 0.7 <= busy["active_seconds"] <= busy["seconds"] - 0.7
+
+
+def test_screenshots_of_a_raters_page_or_the_dashboard(served, tmp_path):
+    session, _ = served
     # Screenshots of a rater's page and the dashboard.
     for rater, page in (("ann", "current"), (None, "dashboard")):
         out = screenshot.take(session.folder, rater, str(tmp_path / f"{page}.png"),

@@ -95,7 +95,7 @@ def test_commands_on_a_hand_edited_or_missing_session_or_rating(release, results
     assert "ratings row id 3" in err and "outside -3..3" in err
 
 
-def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pair, tmp_path,
+def test_out_of_range_values_are_one_error_line_changing_nothing(release, results_pair, tmp_path,
                                                                capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
@@ -126,7 +126,7 @@ def test_out_of_range_values_are_one_line_and_change_nothing(release, results_pa
     assert {name: os.path.getsize(os.path.join(out, name)) for name in os.listdir(out)} == before
 
 
-def test_analyze_into_an_existing_file_is_one_line_and_keeps_the_file(release, results_pair,
+def test_analyze_into_an_existing_file_is_one_error_line_keeping_the_file(release, results_pair,
                                                                       tmp_path, capsys):
     out = str(tmp_path / "session")
     cli.main(_create_args(release, results_pair, out))
@@ -137,7 +137,7 @@ def test_analyze_into_an_existing_file_is_one_line_and_keeps_the_file(release, r
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
-def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
+def test_the_real_command_prints_one_error_line_without_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.humaneval", "serve", "--session", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -166,7 +166,7 @@ def test_a_crowd_study_from_the_command_line(release, results_pair, tmp_path, ca
         capsys, _create_args(release, results_pair, str(tmp_path / "x"), "--translation", "zh"))
 
 
-def test_create_on_a_full_disk_is_one_line_and_leaves_nothing(release, results_pair, tmp_path):
+def test_create_on_a_full_disk_is_one_error_line_leaving_nothing(release, results_pair, tmp_path):
     from tests import tiny
     with tiny.small_tmpfs(tmp_path / "disk", "32k") as disk:
         (disk / "filler").write_bytes(b"x" * 28 * 1024)

@@ -62,7 +62,7 @@ def _captions(folder, lang):
     return predictions.read_language(os.path.join(folder, predictions.file_name(lang)), lang)
 
 
-def test_randomization_is_seeded_and_tokens_are_not(make_session):
+def test_randomization_is_seeded_but_tokens_are_not(make_session):
     a, b, c = make_session(seed=3), make_session(seed=3), make_session(seed=4)
     assert a.data["items"] == b.data["items"]
     assert a.data["assignments"] == b.data["assignments"]
@@ -220,7 +220,7 @@ def test_identical_results_folders_are_refused(make_session, results_pair, tmp_p
         assert warning.endswith(meaning)
 
 
-def test_blank_captions_are_warned_and_marked(make_session, results_pair, tmp_path):
+def test_blank_captions_are_marked_on_the_page_with_a_warning(make_session, results_pair, tmp_path):
     keys = subsets.select(list(_captions(results_pair[0], "en")), 6, 0)
     folder = _copy_with_captions(results_pair[0], tmp_path / "blank", "en",
                                  lambda c: c.update({keys[0]: "", keys[1]: "  \t"}))

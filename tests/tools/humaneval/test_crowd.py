@@ -115,7 +115,7 @@ def test_completion_of_each_platform():
     assert own["url"] == "https://lab.example/done?c=C%201"
 
 
-def test_mturk_participants_get_framed_pages_and_the_submit_form(crowd_session):
+def test_mturk_participants_get_framed_pages_ending_with_the_submit_form(crowd_session):
     client = app_lib.create_app(crowd_session.folder).test_client()
     token = _token(_join(client, crowd_session, "zh", workerId="W1", assignmentId="as1",
                          hitId="h", turkSubmitTo="https://www.mturk.com"))

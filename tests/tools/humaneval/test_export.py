@@ -84,7 +84,7 @@ def test_thumb_release_layout(make_session, results_pair, tmp_path):
     assert os.path.exists(paths["csv"])
 
 
-def test_times_exported_are_active_and_wall(make_session, tmp_path):
+def test_exported_times_are_the_active_ones_beside_the_wall_clock(make_session, tmp_path):
     session = make_session(langs=("en",))
     store.init(session.db_path, session.digest)
     item = session.assignments["en-1"][0]

@@ -31,7 +31,7 @@ def _page(client, url, **kwargs):
     return response.get_data(as_text=True)
 
 
-def test_consent_guidelines_practice_then_items_feedback_and_declining(study):
+def test_consent_guidelines_practice_lead_to_the_items(study):
     session, _ = study
     client, rater = helpers.client(session), session.by_name["en-1"]
     token = rater.token
@@ -67,6 +67,11 @@ def test_consent_guidelines_practice_then_items_feedback_and_declining(study):
             item["id"]: right for item, (_, right) in zip(items, answers, strict=True)}
     # The guidelines stay open to the rater, with the way back.
     assert 'id="guidelines-back"' in _page(client, f"/r/{token}/guidelines")
+
+
+def test_the_feedback_on_a_wrong_practice_answer_names_the_expected_one(study):
+    session, _ = study
+    client = helpers.client(session)
     # A wrong practice answer: the feedback names the expected one.
     token = session.by_name["en-2"].token
     client.post(f"/r/{token}/consent", data={"consent": "agree"})
@@ -76,6 +81,11 @@ def test_consent_guidelines_practice_then_items_feedback_and_declining(study):
     assert "Not quite" in page
     assert "Left much better / Left better / Left slightly better" in page
     assert "Right much better" in page  # what the rater answered
+
+
+def test_declining_consent_ends_keeping_nothing(study):
+    session, _ = study
+    client = helpers.client(session)
     # Declining consent ends and keeps nothing.
     token = session.by_name["en-3"].token
     response = client.post(f"/r/{token}/consent", data={"consent": "decline"},
@@ -165,8 +175,8 @@ def test_a_right_to_left_page_keeps_left_on_the_left(make_session, tmp_path):
                "Conciseness: deduct", "Inclusive language: deduct"),
      {"P": "4", "R": "2", "Fl": "0", "Con": "0", "Inc": "0"}, False),
 ])
-def test_guidelines_and_practice_of_each_protocol(make_session, session_type, levels, answer,
-                                                  right):
+def test_each_protocols_guidelines_lead_to_its_practice(make_session, session_type, levels,
+                                                        answer, right):
     session = make_session(type=session_type, systems=(), references=True, langs=("en",),
                            replication=1, gold_share=0.0)
     client, token = helpers.client(session), session.raters[0].token

@@ -7,18 +7,28 @@ from tests.tools.humaneval import helpers
 from tools.humaneval import practice, results, texts
 
 
-@pytest.mark.parametrize("session_type", ["sxs", "quality", "thumb"])
-def test_examples_and_practice_from_the_release(release, session_type):
+def _built(release, session_type):
+    """(records, subset, examples, practice items, references) of the release."""
     records = results.read_release(release)
     subset = [r.key for r in records][:6]
     examples, items = practice.build(session_type, ("en", "ar"), records, subset,
                                      np.random.default_rng(0))
-    refs = dict(helpers.release_records(release))
+    return records, subset, examples, items, dict(helpers.release_records(release))
+
+
+@pytest.mark.parametrize("session_type", ["sxs", "quality", "thumb"])
+def test_examples_from_the_release(release, session_type):
+    _, _, examples, _, refs = _built(release, session_type)
     assert [e["lang"] for e in examples] == ["en", "ar"]
     for example in examples:
         assert example["own"] == refs[example["image"]][example["lang"]][0]
         assert example["other"] == refs[example["other_image"]][example["lang"]][0]
         assert example["other"] != example["own"]
+
+
+@pytest.mark.parametrize("session_type", ["sxs", "quality", "thumb"])
+def test_practice_items_from_the_release(release, session_type):
+    records, subset, examples, items, refs = _built(release, session_type)
     for lang in ("en", "ar"):
         mine = [i for i in items if i["lang"] == lang]
         assert len(mine) == practice.PRACTICE_ITEMS
@@ -38,15 +48,20 @@ def test_examples_and_practice_from_the_release(release, session_type):
                 assert item["accept"] == {"P": [4, 5] if own[0] else [1, 2]}
 
 
-def test_answers_and_their_words():
+def test_accepted_answers_are_correct():
     item = {"accept": {"choice": [1, 2, 3]}}
     assert practice.is_correct(item, {"choice": 2})
     assert not practice.is_correct(item, {"choice": 0})
+    thumb = {"accept": {"P": [1, 2]}}
+    assert practice.is_correct(thumb, {"P": 2, "R": 5, "Fl": 0.0, "Con": 0.0, "Inc": 0.0})
+
+
+def test_answers_are_described_in_words():
+    item = {"accept": {"choice": [1, 2, 3]}}
     ui = texts.Wording()
     assert practice.describe_accepted("sxs", item, ui) == (
         "Right slightly better / Right better / Right much better")
     thumb = {"accept": {"P": [1, 2]}}
-    assert practice.is_correct(thumb, {"P": 2, "R": 5, "Fl": 0.0, "Con": 0.0, "Inc": 0.0})
     assert practice.describe_accepted("thumb", thumb, ui) == "Precision 1 / 2"
     assert practice.describe("thumb", {"P": 4, "R": 3, "Fl": -0.1, "Con": 0.0, "Inc": 0.0},
                              ui) == ("Precision 4, Recall 3, Fluency -0.1, Conciseness 0, "

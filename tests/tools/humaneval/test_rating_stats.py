@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from errors import InputError
+from tests.tools.humaneval import helpers
 from tools.humaneval import __main__ as cli
 from tools.humaneval import export, rating_stats, simulate
 
@@ -26,9 +27,13 @@ def _truth(seed):
     return truth
 
 
-@pytest.fixture
-def rated(make_session):
-    session = make_session(langs=("en", "zh"), subset_size=8, gold_share=0.25)
+@pytest.fixture(scope="module")
+def rated(release, results_pair, tmp_path_factory):
+    """A session rated by simulated raters, made once for the module's tests (which only read
+    it)."""
+    session = helpers.new_session(release, results_pair,
+                                  str(tmp_path_factory.mktemp("rated") / "s"),
+                                  langs=("en", "zh"), subset_size=8, gold_share=0.25)
     simulate.simulate(session, truth=_truth(5), biases=BIASES, noise=0.9, seed=11,
                       careless={"zh-3": 1.0})
     return session
@@ -53,8 +58,8 @@ def _direct(session):
     return scores, items, rows
 
 
-def test_wins_losses_delta_alpha_and_gold_failures_equal_a_direct_computation(rated):
-    scores, items, rows = _direct(rated)
+def test_wins_losses_delta_equal_a_direct_computation(rated):
+    scores, _, _ = _direct(rated)
     result = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     deltas = []
     for lang in ("en", "zh"):
@@ -71,8 +76,16 @@ def test_wins_losses_delta_alpha_and_gold_failures_equal_a_direct_computation(ra
         deltas.append(wins - losses)
     assert result["all"]["delta"] == pytest.approx(np.mean(deltas), abs=1e-12)
     assert result["all"]["low"] <= result["all"]["delta"] <= result["all"]["high"]
+
+
+def test_the_bootstrap_is_seeded(rated):
+    result = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     again = rating_stats.delta_sxs(rated, rating_stats.load_ratings(rated), resamples=500, seed=3)
     assert again == result  # the bootstrap is seeded
+
+
+def test_alpha_equals_the_krippendorff_packages(rated):
+    scores, _, _ = _direct(rated)
     # Krippendorff's alpha equals the package's.
     table = rating_stats.agreement_table(rated, rating_stats.load_ratings(rated))
     for lang in ("en", "zh", "all"):
@@ -84,6 +97,10 @@ def test_wins_losses_delta_alpha_and_gold_failures_equal_a_direct_computation(ra
                                       value_domain=list(range(-3, 4)))
         assert table[(lang, "score")]["alpha"] == pytest.approx(expected, abs=1e-9)
         assert table[(lang, "score")]["units"] == len(units)
+
+
+def test_gold_failures_equal_a_direct_count_flagging_the_careless_rater(rated):
+    _, items, rows = _direct(rated)
     # Gold failures flag the careless rater.
     failed = {}
     for rater, item_id, answer in rows:
@@ -125,7 +142,7 @@ def test_majority_needs_more_than_half():
     assert rating_stats.majority([1, -1]) == 0
 
 
-def test_thumb_and_quality_agreement(make_session):
+def test_thumb_agreement(make_session):
     thumb = make_session(type="thumb", systems=(), references=True, langs=("en",), gold_share=0.0)
     simulate.simulate(thumb, noise=1.0, seed=2)
     ratings = rating_stats.load_ratings(thumb)
@@ -139,6 +156,8 @@ def test_thumb_and_quality_agreement(make_session):
     table = rating_stats.agreement_table(thumb, ratings)
     assert table[("en", "P")]["alpha"] == pytest.approx(expected, abs=1e-9)
 
+
+def test_quality_gold_checks_pass_an_attentive_rater(make_session):
     quality = make_session(type="quality", systems=(), references=True, langs=("zh",),
                            gold_share=0.2)
     simulate.simulate(quality, noise=1.0, seed=2, careless={"zh-2": 1.0})

@@ -7,8 +7,11 @@ from tools.formats import thumb_ratings
 from tools.humaneval import scales
 
 
-def test_sxs_answers_are_positional_and_turned_to_m2s_side():
+def test_sxs_answers_are_positional():
     assert scales.check_answer("sxs", {"choice": "-2"}) == {"choice": -2}
+
+
+def test_sxs_answers_are_turned_to_m2s_side():
     # Left better (-2) is m2 Better (+2) when m2 was on the left, Worse when on the right.
     assert scales.sxs_score(-2, m2_side=0) == 2
     assert scales.sxs_score(-2, m2_side=1) == -2
@@ -30,22 +33,31 @@ def test_bad_sxs_answers_name_the_field(fields, message):
         scales.check_answer("sxs", fields)
 
 
-def test_quality_labels_unknown_types_and_text_directions():
+def test_quality_labels_are_checked():
     assert scales.check_answer("quality", {"quality": "Not-Enough-Info"}) == {
         "quality": "Not-Enough-Info"}
     with pytest.raises(InputError, match="unknown label 'Great'"):
         scales.check_answer("quality", {"quality": "Great"})
+
+
+def test_unknown_session_types_are_refused():
     with pytest.raises(InputError, match="unknown session type"):
         scales.check_answer("ranking", {})
+
+
+def test_text_directions():
     assert [scales.text_direction(lang) for lang in ("ar", "fa", "he", "en", "zh")] == [
         "rtl", "rtl", "rtl", "ltr", "ltr"]
 
 
-def test_thumb_rubric_ranges_and_total():
+def test_thumb_rubric_total():
     answer = scales.check_answer("thumb", {"P": "4", "R": "5", "Fl": "-0.3", "Con": "0",
                                            "Inc": "-0.5"})
     assert answer == {"P": 4, "R": 5, "Fl": -0.3, "Con": 0.0, "Inc": -0.5}
     assert thumb_ratings.total(answer) == pytest.approx((4 + 5) / 2 - 0.3 - 0.5)
+
+
+def test_thumb_rubric_ranges():
     for field, value, message in (("P", "0", "outside 1-5"), ("R", "6", "outside 1-5"),
                                   ("Fl", "-0.25", "multiple of 0.1"), ("Con", "-0.2", "not one of"),
                                   ("Inc", "nan", "one of the form's values"),

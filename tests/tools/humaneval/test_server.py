@@ -72,7 +72,7 @@ def test_sigkill_loses_no_acknowledged_rating(make_session):
     assert _stored(session) == acknowledged
 
 
-def test_a_port_in_use_is_one_error_line_and_threads_are_set(make_session, capsys):
+def test_a_port_in_use_is_one_error_line(make_session, capsys):
     from tools.humaneval import __main__ as cli
     session = make_session(langs=("en",))
     busy = socket.socket()
@@ -86,6 +86,10 @@ def test_a_port_in_use_is_one_error_line_and_threads_are_set(make_session, capsy
         busy.close()
     assert err == (f"error: --port {port}: 127.0.0.1:{port} is already in use (another "
                    f"server?); stop it or choose another --port\n")
+
+
+def test_the_servers_threads_are_set_at_least_one(make_session):
+    session = make_session(langs=("en",))
     httpd, _, _ = server.make_server(session.folder, port=0, threads=3)
     try:
         assert httpd.adj.threads == 3

@@ -44,18 +44,25 @@ def test_hand_edits_are_errors_naming_the_key(make_session, change, message):
         session_lib.load(session.folder)
 
 
-def test_round_trip_and_not_json(make_session):
+def test_a_session_loads_back(make_session):
     session = make_session()
     again = session_lib.load(session.folder)
     assert again.data == session.data
     assert again.digest == session_lib.digest(session.data)
+
+
+def test_a_session_file_not_json_is_named_with_its_line(make_session):
+    session = make_session()
     path = os.path.join(session.folder, "session.json")
     with open(path, "a", encoding="utf-8") as f:
         f.write("{")
     with pytest.raises(InputError, match=r"session.json:\d+: not valid JSON"):
         session_lib.load(session.folder)
+
+
+def test_a_missing_session_is_named(tmp_path):
     with pytest.raises(InputError, match="not found"):
-        session_lib.load(os.path.join(session.folder, "nowhere"))
+        session_lib.load(os.path.join(tmp_path, "nowhere"))
 
 
 def test_ratings_of_another_session_are_refused(make_session):

@@ -185,7 +185,7 @@ def careless(make_session, consent):
     return session, names
 
 
-def test_careless_raters_are_flagged_and_reported_with_and_without(careless, tmp_path):
+def test_careless_raters_are_flagged_in_every_output_or_left_out(careless, tmp_path):
     session, names = careless
     table = rating_stats.rater_table(session, rating_stats.load_ratings(session))
     for pid in ("SIMILAR", "LEFTMUCH"):
@@ -236,7 +236,8 @@ def test_mostly_empty_predictions_are_refused_saying_so(make_session, results_pa
     assert "attention" not in str(info.value)
 
 
-def test_flags_at_any_count_and_early_stoppers(make_session, consent, tmp_path, capsys):
+def test_flags_from_the_first_rating_mark_early_stoppers_incomplete(make_session, consent,
+                                                                   tmp_path, capsys):
     """Speed is judged from the first rating; a rater who stops early is marked incomplete;
     `analyze --exclude-flagged` leaves out the flagged ones (not those only incomplete)."""
     session = make_session(langs=("en",), quota=8, crowd=True, consent=consent)

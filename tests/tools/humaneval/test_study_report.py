@@ -18,23 +18,33 @@ CORRELATION_COLUMNS = ("coefficient", "languages", "n_points", "delta_cider_xm60
                        "delta_cider_xm3600", "delta_cider_coco_dev")  # the paper's layout
 
 
-@pytest.fixture
-def study(make_session, release, results_pair, tmp_path):
-    """Two simulated sxs evaluations (three models) and a quality session."""
-    third = str(tmp_path / "third")
+@pytest.fixture(scope="module")
+def study(release, results_pair, tmp_path_factory):
+    """Two simulated sxs evaluations (three models) and a quality session, made once for the
+    module's tests (which only read them)."""
+    root = tmp_path_factory.mktemp("study")
+    third = str(root / "third")
     helpers.write_results(third, release, ("en", "zh", "ar"), good=0.55, seed=9)
-    first = make_session()
-    second = make_session(systems=(("third", third), ("test", results_pair[1])), seed=1)
-    quality = make_session(type="quality", systems=(), references=True, langs=("en",),
-                           gold_share=0.2)
+    first = helpers.new_session(release, results_pair, str(root / "session0"))
+    second = helpers.new_session(release, results_pair, str(root / "session1"),
+                                 systems=(("third", third), ("test", results_pair[1])), seed=1)
+    quality = helpers.new_session(release, results_pair, str(root / "session2"),
+                                  type="quality", systems=(), references=True, langs=("en",),
+                                  gold_share=0.2)
     for n, session in enumerate((first, second, quality)):
         simulate.simulate(session, noise=0.6, seed=n, careless={"en-2": 1.0})
     return first, second, quality
 
 
-def test_report_files_and_table6_and_too_few_points_of_one_session(study, tmp_path):
-    out = str(tmp_path / "report")
-    paths = study_report.write_report(list(study), out, resamples=200, seed=0)
+@pytest.fixture(scope="module")
+def report(study, tmp_path_factory):
+    """The paths of the study's report, written once for the module."""
+    out = str(tmp_path_factory.mktemp("report") / "report")
+    return study_report.write_report(list(study), out, resamples=200, seed=0)
+
+
+def test_the_report_files_are_written(report):
+    paths = report
     for kind in ("markdown", "side_by_side", "correlations", "sxs", "agreement", "raters",
                  "quality", "sxs_png", "correlation_png"):
         assert os.path.getsize(paths[kind]) > 0, kind
@@ -42,6 +52,9 @@ def test_report_files_and_table6_and_too_few_points_of_one_session(study, tmp_pa
         with open(paths[kind], "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
+
+def test_the_correlations_are_table6_of_correlate(report):
+    paths = report
     evaluations, columns = side_by_side.read(paths["side_by_side"])
     assert len(evaluations) == 6  # two pairs x three languages
     expected = correlate.table6(evaluations, columns)
@@ -61,13 +74,24 @@ def test_report_files_and_table6_and_too_few_points_of_one_session(study, tmp_pa
                 assert float(row[column]) == pytest.approx(value, abs=1e-4)
     assert int(next(r for r in rows if r["languages"] == "all")["n_points"]) == 12
 
-    markdown = open(paths["markdown"], encoding="utf-8").read()
+
+def test_the_markdown_names_the_simulated_ratings_with_table6(report):
+    markdown = open(report["markdown"], encoding="utf-8").read()
     assert "**SIMULATED ratings**" in markdown
     assert "the paper's Table 6" in markdown
-    raters = read_csv(paths["raters"])
+
+
+def test_the_rater_table_flags_only_the_careless_rater(report):
+    raters = read_csv(report["raters"])
     assert {r["rater"] for r in raters if r["flagged"] == "True"} <= {"en-2"}
-    sxs = read_csv(paths["sxs"])
+
+
+def test_the_sxs_table_has_every_language(report):
+    sxs = read_csv(report["sxs"])
     assert {r["lang"] for r in sxs} == {"en", "zh", "ar", "all"} and len(sxs) == 8
+
+
+def test_one_session_has_too_few_points_for_some_correlations(study, tmp_path):
     # One session has too few points for some correlations.
     paths = study_report.write_report([study[0]], str(tmp_path / "one"), resamples=0)
     rows = read_csv(paths["correlations"])

@@ -39,11 +39,14 @@ def test_bad_translation_files(tmp_path, content, message):
         texts.read_translation(_file(tmp_path, content), "fr")
 
 
-def test_english_file_to_start_from_and_quoted_captions(tmp_path):
+def test_english_file_to_start_from(tmp_path):
     out = str(tmp_path / "en.json")
     cli.main(["texts", "--out", out])
     data, missing = texts.read_translation(out, "en")
     assert data == texts.ENGLISH and missing == []
+
+
+def test_quoted_captions_keep_their_language():
     # Quoted captions keep their language.
     html = texts.Wording().quoting("guide.quality.example", "ar", "rtl", own="<b>x</b>", other="y")
     assert '«<bdi lang="ar" dir="rtl">&lt;b&gt;x&lt;/b&gt;</bdi>»' in html

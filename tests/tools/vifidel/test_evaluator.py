@@ -37,16 +37,33 @@ def _config(data_dir, **fields):
     return config.lock()
 
 
-def test_vifidel_runs_in_the_loop_and_writes_its_files_through_the_tool(tiny_demo, tmp_path):
-    workdir = str(tmp_path / "run")
+@pytest.fixture(scope="module")
+def vifidel_run(tiny_demo, tmp_path_factory):
+    """(config, workdir) of the two-step run with VIFIDEL in the loop, trained once for the
+    module."""
+    workdir = str(tmp_path_factory.mktemp("vifidel") / "run")
     config = _config(tiny_demo)
     train.train_and_evaluate(config, workdir)
-    logged = {r["step"]: r for r in read_metrics(workdir) if "eval/vifidel/avg" in r}
+    return config, workdir
+
+
+def _logged(workdir):
+    return {r["step"]: r for r in read_metrics(workdir) if "eval/vifidel/avg" in r}
+
+
+def test_vifidel_runs_in_the_loop(vifidel_run):
+    _, workdir = vifidel_run
+    logged = _logged(workdir)
     assert sorted(logged) == [0, 2]
     for record in logged.values():
         scores = [record[f"eval/vifidel/{lang}"] for lang in ("en", "zh")]
         assert all(0 <= s <= 1 for s in scores)
         assert record["eval/vifidel/avg"] == pytest.approx(sum(scores) / 2)
+
+
+def test_vifidel_writes_its_files_through_the_tool(vifidel_run, tmp_path):
+    config, workdir = vifidel_run
+    logged = _logged(workdir)
     # The checkpoint tool: predictions and a report by the evaluator contract's defaults.
     out = tmp_path / "results"
     evaluate.evaluate_checkpoint(config, workdir, names=["vifidel"], langs="config", out=str(out))

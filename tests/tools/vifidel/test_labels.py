@@ -48,10 +48,13 @@ def test_image_level_keeps_verified_positives_once_boxes_count(files, tmp_path):
     assert got == {"aaaa": collections.Counter({"Dog": 2, "Traffic light": 1})}
 
 
-def test_header_less_class_descriptions_and_jsonl(tmp_path):
+def test_header_less_class_descriptions(tmp_path):
     (tmp_path / "class-descriptions-boxable.csv").write_text("/m/01,Dog\n/m/02,Cat\n")
     assert labels.read_class_descriptions(str(tmp_path / "class-descriptions-boxable.csv")) == {
         "/m/01": "Dog", "/m/02": "Cat"}
+
+
+def test_labels_jsonl(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [
         {"image/key": "k1", "labels": ["dog", "dog", "Traffic light"]},
@@ -77,15 +80,24 @@ def test_bad_open_images_files(files, tmp_path, content, message):
         labels.read_labels([str(path)], ["aaaa"], class_descriptions=files["descriptions"])
 
 
-def test_bad_jsonl_and_missing_files(tmp_path, files):
+def test_bad_jsonl_is_named_by_its_line(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_text('{"image/key": "k", "labels": "dog"}\n')
     with pytest.raises(InputError, match=r"l.jsonl:1: image 'k': \"labels\" must be a list"):
         labels.read_labels([str(path)], ["k"])
+
+
+def test_a_missing_label_file_is_named(tmp_path):
     with pytest.raises(InputError, match="label file not found"):
         labels.read_labels([str(tmp_path / "nope*.csv")], ["k"])
+
+
+def test_image_labels_need_the_class_descriptions(files):
     with pytest.raises(InputError, match="needs the class descriptions"):
         labels.read_labels([files["imagelabels"]], ["aaaa"])
+
+
+def test_a_bad_class_description_is_named_by_its_line(tmp_path):
     (tmp_path / "d.csv").write_text("/m/01\n")
     with pytest.raises(InputError, match=r"d.csv:1: expected 'MID,display name'"):
         labels.read_class_descriptions(str(tmp_path / "d.csv"))

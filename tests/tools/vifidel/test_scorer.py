@@ -152,11 +152,15 @@ def _argv(data_dir, predictions, *extra):
             "--vectors", str(data_dir / "vectors" / "wiki.{lang}.align.vec"), *extra]
 
 
-def test_command_line_table_json_per_image_and_every_kind_of_file(tiny_demo, tmp_path, capsys):
+def test_command_line_table(tiny_demo, tmp_path, capsys):
     preds = _predictions(tiny_demo, tmp_path / "p.jsonl")
     assert cli.main(_argv(tiny_demo, preds, "--control")) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["lang", "images", "VIFIDEL"] and lines[1].startswith("en")
+
+
+def test_command_line_json_with_per_image_scores(tiny_demo, tmp_path, capsys):
+    preds = _predictions(tiny_demo, tmp_path / "p.jsonl")
     out = tmp_path / "per_image.jsonl"
     assert cli.main(_argv(tiny_demo, preds, "--json", "--no-references", "--per-image",
                           str(out))) == 0
@@ -164,14 +168,25 @@ def test_command_line_table_json_per_image_and_every_kind_of_file(tiny_demo, tmp
     assert set(result["scores"]) == {"en", "zh"} and 0 < result["average"] < 1
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 16 and {r["lang"] for r in rows} == {"en", "zh"}
-    # Every kind of predictions file reads alike.
+
+
+def _every_kind_in_english(tiny_demo, folder):
     records = xm3600_release.read_captions(str(tiny_demo / "xm3600" / "captions.jsonl"))
-    en = {r.key: r.captions["en"][0] for r in records}
+    return every_kind(folder, {r.key: r.captions["en"][0] for r in records})
+
+
+def test_every_kind_of_predictions_file_reads_alike(tiny_demo, tmp_path, capsys):
+    # Every kind of predictions file reads alike.
     outputs = set()
-    for path in every_kind(tmp_path, en).values():
+    for path in _every_kind_in_english(tiny_demo, tmp_path).values():
         assert cli.main(_argv(tiny_demo, path, "--langs", "en", "--json")) == 0, path
         outputs.add(capsys.readouterr().out)
     assert len(outputs) == 1
+
+
+def test_two_files_one_per_language_score_as_the_file_of_both(tiny_demo, tmp_path, capsys):
+    preds = _predictions(tiny_demo, tmp_path / "p.jsonl")
+    _every_kind_in_english(tiny_demo, tmp_path)
     # Two files, one per language, score as the file of both.
     both = preds
     zh = tmp_path / "zh.jsonl"

@@ -24,14 +24,27 @@ def test_the_package_covers_33_of_36_languages_with_keys_normalized_as_captions_
     assert "一 个" in stopwords.load("iso", "zh").keys
 
 
-def test_none_and_folder_sources(tmp_path):
+def test_none_source_is_empty():
     assert stopwords.load("none", "en").keys == frozenset()
+
+
+def test_a_folder_source(tmp_path):
     (tmp_path / "en.txt").write_text("The  # a comment\nOn\n\n")
     assert stopwords.load(str(tmp_path), "en").keys == {"the", "on"}
+
+
+def test_a_folder_without_the_language_says_so(tmp_path):
+    (tmp_path / "en.txt").write_text("The  # a comment\nOn\n\n")
     es = stopwords.load(str(tmp_path), "es")
     assert es.missing and "has no es.txt" in es.origin
+
+
+def test_an_unknown_source_is_refused(tmp_path):
     with pytest.raises(InputError, match="expected 'function', 'iso', 'none' or a folder"):
         stopwords.load(str(tmp_path / "nowhere"), "en")
+
+
+def test_a_list_not_utf8_is_named(tmp_path):
     (tmp_path / "fr.txt").write_bytes(b"\xff\n")
     with pytest.raises(InputError, match="fr.txt: not UTF-8"):
         stopwords.load(str(tmp_path), "fr")

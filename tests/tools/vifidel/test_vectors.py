@@ -24,14 +24,18 @@ def _check_keys(v, lang):
 
 
 @pytest.mark.parametrize("header, trailing", [(True, True), (False, False)])
-def test_text_formats_with_and_without_header(tmp_path, header, trailing):
+def test_text_formats_with_or_without_header(tmp_path, header, trailing):
     path = write_vec(tmp_path / "v.vec", WORDS, MATRIX, header=header, trailing_space=trailing)
     _check_keys(vectors.load_vectors(path, "en"), "en")
 
 
-def test_binary_format_zh_keys_and_max_words_reads_the_most_frequent_only(tmp_path):
+def test_binary_format_zh_keys(tmp_path):
     binary = write_bin(tmp_path / "v.bin", WORDS, MATRIX)
     _check_keys(vectors.load_vectors(binary, "zh"), "zh")
+
+
+def test_max_words_reads_the_most_frequent_only(tmp_path):
+    binary = write_bin(tmp_path / "v.bin", WORDS, MATRIX)
     path = write_vec(tmp_path / "v.vec", WORDS, MATRIX)
     assert list(vectors.load_vectors(path, "en", max_words=2).keys) == ["dog"]
     assert list(vectors.load_vectors(binary, "en", max_words=1).keys) == ["dog"]
@@ -61,21 +65,27 @@ def test_second_load_reads_the_memory_mapped_cache(tmp_path, vector_cache, monke
     ("3 2\na 1 2\n", "the header announces 3 words, the file has 1"),
     ("", "empty vector file"),
 ])
-def test_malformed_text_files_name_file_and_line(tmp_path, content, message):
+def test_malformed_text_files_are_named_by_file_line(tmp_path, content, message):
     path = tmp_path / "v.vec"
     path.write_text(content)
     with pytest.raises(InputError, match=message):
         vectors.load_vectors(str(path), "en")
 
 
-def test_wrong_encoding_and_wrong_binary_dimension(tmp_path):
+def test_wrong_encoding_is_named(tmp_path):
     path = tmp_path / "v.vec"
     path.write_bytes(b"2 2\na 1 2\n\xff\xfe 1 2\n")
     with pytest.raises(InputError, match=r"v.vec:3: not UTF-8 .* format 'binary'"):
         vectors.load_vectors(str(path), "en")
+
+
+def test_a_wrong_binary_dimension_is_named(tmp_path):
     bad = write_bin(tmp_path / "v.bin", ["dog", "cat"], [[1, 2, 3], [4, 5, 6]], dim=4)
     with pytest.raises(InputError, match=r"v.bin: .*is the header's dimension 4 right\?"):
         vectors.load_vectors(bad, "en")
+
+
+def test_a_binary_file_read_as_text_is_named(tmp_path):
     binary_as_text = write_bin(tmp_path / "w.vec", ["dog"], [[1.5, -2.25, 3.0]])
     with pytest.raises(InputError, match=r"w.vec:2: not UTF-8|w.vec:2: word"):
         vectors.load_vectors(binary_as_text, "en")

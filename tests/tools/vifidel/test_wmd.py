@@ -20,7 +20,7 @@ def test_emd_equals_a_linear_program(seed):
     assert wmd.emd(a, b, cost) == pytest.approx(emd_lp(a, b, cost), abs=1e-6)
 
 
-def test_cost_matrix_and_score_are_the_distances_to_the_power_p_and_exp_of_minus_wmd():
+def test_cost_matrix_is_the_distances_to_the_power_p():
     x = np.array([[1.0, 0.0], [0.0, 1.0]])
     y = np.array([[0.6, 0.8]])
     plain = [[math.sqrt(0.16 + 0.64)], [math.sqrt(0.36 + 0.04)]]
@@ -28,6 +28,10 @@ def test_cost_matrix_and_score_are_the_distances_to_the_power_p_and_exp_of_minus
     np.testing.assert_allclose(wmd.cost_matrix(x, y), np.square(plain))  # p = 2: Eq. 1
     np.testing.assert_allclose(wmd.cost_matrix(x, y, np.array([0.5, 0.0]), np.array([1.0]),
                                                power=1), [[math.sqrt(0.01 + 0.64)], [1.0]])
+
+
+def test_score_is_exp_of_minus_wmd():
+    x = np.array([[1.0, 0.0], [0.0, 1.0]])
     # The score is exp(-WMD), zero for an empty caption.
     assert wmd.vifidel([1.0], x[:1], [2.0], x[:1]) == (1.0, 0.0)
     score, distance = wmd.vifidel([1.0], x[:1], [1.0], np.array([[0.0, 1.0]]))
