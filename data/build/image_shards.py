@@ -36,7 +36,10 @@ class ImageOptions:
     max_side: int = 0
     jpeg_quality: int = 90
 
-    def __post_init__(self):  # The policy is one of CORRUPT_IMAGE_POLICIES (the flags' choice).
+    def __post_init__(self):
+        if self.corrupt_images not in CORRUPT_IMAGE_POLICIES:  # The Python API's callers too.
+            raise ValueError(f"unknown corrupt_images policy {self.corrupt_images!r}; known: "
+                             f"{', '.join(CORRUPT_IMAGE_POLICIES)}")
         if self.max_side < 0 or 0 < self.max_side < 32:
             raise ValueError(f"max_side must be 0 (keep the images) or at least 32, got "
                              f"{self.max_side}")
