@@ -2,6 +2,8 @@
 `{"params", "opt_state", "step"}`, and the abstract trees a checkpoint is restored into.
 """
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -36,13 +38,20 @@ def axis_rules(config):
 
 
 def create_optimizer(config):
-    """Adafactor with the paper's schedule; returns (optax transform, schedule)."""
-    if config.lr.schedule == "rsqrt":  # Else "constant" (run_config.FIELDS has no other).
-        schedule = schedules.rsqrt_after_constant(config.lr.base, config.lr.constant_steps)
+    """Adafactor with the paper's schedule; returns (optax transform, schedule), the same
+    objects for the same settings (so that what is cached per optimizer is found again)."""
+    return _optimizer(config.lr.schedule, config.lr.base, config.lr.constant_steps,
+                      config.optimizer.clipping_threshold, config.optimizer.decay_rate)
+
+
+@functools.lru_cache(maxsize=8)
+def _optimizer(schedule_name, base, constant_steps, clipping_threshold, decay_rate):
+    if schedule_name == "rsqrt":  # Else "constant" (run_config.FIELDS has no other).
+        schedule = schedules.rsqrt_after_constant(base, constant_steps)
     else:
-        schedule = schedules.constant(config.lr.base)
-    tx = optimizer.adafactor(schedule, clipping_threshold=config.optimizer.clipping_threshold,
-                             decay_rate=config.optimizer.decay_rate)
+        schedule = schedules.constant(base)
+    tx = optimizer.adafactor(schedule, clipping_threshold=clipping_threshold,
+                             decay_rate=decay_rate)
     return tx, schedule
 
 
@@ -112,8 +121,16 @@ def state_shardings(model, tx, mesh, rules):
 
 
 def init_state_fn(model, tx, shardings):
-    """The jitted initializer: rng -> a fresh state, created directly with its shardings."""
-    return jax.jit(lambda r: _init_state(model, tx, r), out_shardings=shardings)
+    """The jitted initializer: rng -> a fresh state, created directly with its shardings;
+    cached, so that a trainer called again in one process does not trace and compile it again."""
+    leaves, treedef = jax.tree.flatten(shardings)
+    return _jitted_init(model, tx, treedef, tuple(leaves))
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_init(model, tx, shardings_treedef, shardings_leaves):
+    return jax.jit(lambda r: _init_state(model, tx, r),
+                   out_shardings=shardings_treedef.unflatten(shardings_leaves))
 
 
 def init_state(model, tx, rng, shardings):
