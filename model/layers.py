@@ -1,7 +1,10 @@
 """Building blocks shared by the ViT and the mT5 (T5X's RMSNorm and DenseGeneral, the
 attention core), and conversion between `nn.scan`'s stacked trees and per-layer ones."""
 
+import contextlib
+import contextvars
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -91,6 +94,22 @@ def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
     return jnp.where(mask, 0.0, NEG_INF).astype(dtype)
 
 
+# Set within `cudnn_stand_in()`: attention that a GPU would give to cuDNN is traced as XLA's.
+_CUDNN_STAND_IN = contextvars.ContextVar("cudnn_stand_in", default=False)
+
+
+@contextlib.contextmanager
+def cudnn_stand_in():
+    """Within it, on any backend, attention that cuDNN would run on a GPU is XLA's under
+    `jax.checkpoint`: like cuDNN's fused kernel it keeps only its inputs for the backward pass,
+    never the [batch, heads, q, kv] scores (training/preflight.py sizes a GPU's step so)."""
+    token = _CUDNN_STAND_IN.set(True)
+    try:
+        yield
+    finally:
+        _CUDNN_STAND_IN.reset(token)
+
+
 def attention_implementation(platform, dtype, head_dim, has_bias):
     """"cudnn" or "xla": the `jax.nn.dot_product_attention` backend for these shapes.
     cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased attention
@@ -124,8 +143,13 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     if deterministic or dropout_rate == 0.0:
         if bias is not None:
             bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
+        stand_in = _CUDNN_STAND_IN.get()
         implementation = attention_implementation(
-            jax.default_backend(), dtype, query.shape[-1], bias is not None)
+            "gpu" if stand_in else jax.default_backend(), dtype, query.shape[-1],
+            bias is not None)
+        if implementation == "cudnn" and stand_in:
+            attend = functools.partial(jax.nn.dot_product_attention, scale=1.0)
+            return jax.checkpoint(attend)(query, key, value)
         if implementation == "cudnn":
             try:
                 return even_length_attention(query, key, value)

@@ -3,32 +3,32 @@
 Reads every input the run needs and reports each missing one with its fix; then compiles the
 training step and reports its memory against the devices' capacity, with the smallest
 setting that fits when it does not. Nothing is written. `--devices N --device_memory GIB` size
-the run for other devices than these (a login node's CPU): the step is compiled for N simulated
-CPU devices from abstract shapes, without the data, vocabulary or checkpoints.
+the run for N GPUs from a login node's CPU: the step's values are counted from abstract shapes
+for N simulated CPU devices (`gpu_step_memory`, nothing compiled), without the data,
+vocabulary or checkpoints.
 """
 
 import contextlib
 import dataclasses
 import os
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jax.sharding import Mesh
 
 import errors
 from data import pipeline
 from data.pipeline import packing
-from model import captioner, t5, upstream
+from model import captioner, layers, t5, upstream
 from model.upstream import big_vision, files, hugging_face
-from training import flops, pretrained, run_config
+from training import flops, losses, pretrained, run_config
 from training import run as run_lib
 from training import state as state_lib
 
 GIB = 2**30
-# XLA's CPU analysis of the step overestimates a GPU's peak: the H100 peaks of docs/training.md
-# were 0.51 to 0.67 of it (BB batch 256 with each remat setting, Bg and Lg at 256 per micro-
-# batch). A GPU's memory is estimated as the analysis times the largest ratio, rounded up.
-GPU_PEAK_PER_CPU_ANALYSIS = 0.7
 
 
 @dataclasses.dataclass
@@ -190,6 +190,72 @@ def step_memory(config, model, mesh, compile_step, lengths=None):
             - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
 
 
+def _bytes(tree, shardings=None):
+    """Bytes of the arrays of `tree` (ShapeDtypeStructs); of one device's shards with
+    `shardings`."""
+    leaves = jax.tree.leaves(tree)
+    shardings = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
+    return sum(int(np.prod(s.shard_shape(x.shape) if s else x.shape)) * x.dtype.itemsize
+               for x, s in zip(leaves, shardings, strict=True))
+
+
+def _saved_bytes(f, *args):
+    """Bytes of the values that the forward pass of `f(*args)` keeps for its backward pass,
+    in their own dtypes, its arguments aside (what jax.ad_checkpoint.print_saved_residuals
+    lists)."""
+    closed, shapes = jax.make_jaxpr(lambda *a: jax.vjp(f, *a), return_shape=True)(*args)
+    outvars, args = closed.jaxpr.outvars, set(closed.jaxpr.invars)
+    kept = {v for v in outvars[len(outvars) - len(jax.tree.leaves(shapes[1])):]
+            if isinstance(v, jax.extend.core.Var) and v not in args}  # Not constants.
+    return sum(v.aval.size * v.aval.dtype.itemsize for v in kept)
+
+
+def gpu_step_memory(config, model, mesh, lengths=None):
+    """Per-device bytes of the train step on a GPU, counted on a CPU without compiling it.
+
+    XLA's CPU analysis cannot say it: the CPU backend computes bf16 in float32 and keeps
+    float32 copies, materializes the attention scores that cuDNN's fused kernel never holds, and
+    orders the step otherwise (packed and padded BB at batch 256 with remat "full", 5.9 and 8.1
+    GiB on an H200, are 12.6 and 12.5 GiB there). A GPU peaks where the step holds the most: at
+    the end of the forward pass (every value kept for the backward pass, and the float32 logits
+    of one chunk of the fused loss with their gradient) or, the text tower differentiated,
+    before the image tower's backward pass (every gradient, and the image tower's kept values);
+    plus the state, the batch and, with accumulation, the summed gradients. Within 11% of every
+    H200 peak of docs/training.md. Each device runs the whole model on its share of the batch
+    (config.mesh.model > 1 splits it further: this errs high; FSDP's gathers are not counted).
+    """
+    rules = state_lib.axis_rules(config)
+    tx, _ = state_lib.create_optimizer(config)
+    state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
+    batch = {name: jax.ShapeDtypeStruct(shape, dtype) for name, (shape, dtype) in
+             pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data,
+                                   packing_layout(config, model, mesh, lengths)).items()}
+    share = mesh.shape["data"] * config.grad_accum_steps  # One device's micro-batch.
+    micro = {name: jax.ShapeDtypeStruct((x.shape[0] // share, *x.shape[1:]), x.dtype)
+             for name, x in batch.items()}
+    params, rng = state["params"], jax.random.key(0)
+
+    def loss(params, batch):
+        return losses.captioner_loss(model, params, batch, rng, label_smoothing=
+                                     config.label_smoothing, z_loss=config.z_loss)[0]
+
+    def image(params, images):
+        return model.apply({"params": params}, images, train=True, rngs={"dropout": rng},
+                           method="image_embeddings")
+
+    one_device = Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), mesh.axis_names)
+    with jax.set_mesh(one_device), nn.logical_axis_rules(rules), layers.cudnn_stand_in():
+        saved, image_saved = _saved_bytes(loss, params, micro), _saved_bytes(
+            image, params, micro["image"])
+    t5_config = model.config.t5
+    logits = (micro["targets"].shape[0] * losses.CHUNK_LEN * t5_config.vocab_size
+              * (4 + jnp.dtype(t5_config.dtype).itemsize))
+    grads = _bytes(params, shardings["params"])  # float32, as the parameters.
+    summed = grads if config.grad_accum_steps > 1 else 0
+    return (_bytes(state, shardings) + _bytes(batch) // mesh.shape["data"] + summed
+            + max(saved + logits, grads + image_saved))
+
+
 def replaced(config, **fields):
     """A copy of `config` with dotted `fields` replaced."""
     config = config.copy_and_resolve_references()
@@ -219,8 +285,9 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=
     for_gpu = device.platform == "cpu" and device_memory_gib is not None
 
     def need(config):  # Bytes per device where the run goes.
-        used = step_memory(config, model, mesh, compile_step, lengths)
-        return used * GPU_PEAK_PER_CPU_ANALYSIS if for_gpu else used
+        if for_gpu:
+            return gpu_step_memory(config, model, mesh, lengths)
+        return step_memory(config, model, mesh, compile_step, lengths)
 
     used = need(config)
     if capacity is None:
@@ -230,8 +297,8 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=
         return True
     of = f"{capacity / GIB:.1f} GiB" + (" given" if device_memory_gib else
                                         f" ({device.device_kind})")
-    how = (f" (XLA's CPU analysis x {GPU_PEAK_PER_CPU_ANALYSIS}: an H100's measured peaks were "
-           f"at most 0.67 of it, docs/training.md)" if for_gpu else "")
+    how = (" (a GPU's, counted from the step's values: docs/baselines.md)" if for_gpu
+           else "")
     if used <= capacity:
         say(f"  fits     {used / GIB:.2f} GiB per device of {of}{how}")
         return True

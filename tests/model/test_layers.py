@@ -65,6 +65,40 @@ def test_bfloat16_attention_agrees_with_the_float32_reference():
 
 
 
+def _saved_by_bf16_attention():
+    """Bytes that unbiased bf16 attention (cuDNN's case on a GPU) keeps for its backward pass,
+    its inputs aside."""
+    from training import preflight
+    q = jax.ShapeDtypeStruct((2, 16, 2, 8), jnp.bfloat16)
+
+    def total(q, k, v):
+        return jnp.sum(layers.dot_product_attention(q, k, v, dtype=jnp.bfloat16))
+    return preflight._saved_bytes(total, q, q, q)  # noqa: SLF001
+
+
+def test_the_cudnn_stand_in_keeps_only_the_inputs_as_cudnn_does():
+    assert _saved_by_bf16_attention() >= 2 * 2 * 16 * 16 * 4  # XLA's: the float32 scores.
+    with layers.cudnn_stand_in():
+        assert _saved_by_bf16_attention() == 0
+
+
+def test_the_cudnn_stand_in_computes_the_same_values_and_gradients():
+    query, key, value, _ = _inputs(q_len=6, kv_len=6)
+    query, key, value = (x.astype(jnp.bfloat16) for x in (query, key, value))
+
+    def outputs_and_gradients():
+        def total(*args):
+            return jnp.sum(layers.dot_product_attention(*args, dtype=jnp.bfloat16))
+        return (layers.dot_product_attention(query, key, value, dtype=jnp.bfloat16),
+                jax.grad(total, argnums=(0, 1, 2))(query, key, value))
+
+    want = outputs_and_gradients()
+    with layers.cudnn_stand_in():
+        got = outputs_and_gradients()
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))
+
+
 @pytest.mark.parametrize("platform, dtype, head_dim, has_bias, want", [
     ("cpu", jnp.bfloat16, 64, False, "xla"),
     ("tpu", jnp.bfloat16, 64, False, "xla"),
