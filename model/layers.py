@@ -110,6 +110,11 @@ def cudnn_stand_in():
         _CUDNN_STAND_IN.reset(token)
 
 
+def traced_platform():
+    """The platform a trace is for: the default backend, or "gpu" within `cudnn_stand_in()`."""
+    return "gpu" if _CUDNN_STAND_IN.get() else jax.default_backend()
+
+
 def attention_implementation(platform, dtype, head_dim, has_bias):
     """"cudnn" or "xla": the `jax.nn.dot_product_attention` backend for these shapes.
     cuDNN needs an NVIDIA GPU, bf16/fp16 and head_dim a multiple of 8 up to 128; biased attention
@@ -119,43 +124,54 @@ def attention_implementation(platform, dtype, head_dim, has_bias):
     return "cudnn" if cudnn else "xla"
 
 
-def even_length_attention(query, key, value, implementation="cudnn"):
+def even_length_attention(query, key, value, kv_length=None, implementation="cudnn"):
     """Unbiased, unscaled attention with odd lengths padded by one (cuDNN takes even ones only):
-    the padded key is masked out by its length and the padded query row dropped."""
+    the padded key is masked out by its length and the padded query row dropped. Keys from
+    `kv_length` on are padding already (masked out)."""
     q_len, kv_len = query.shape[1], key.shape[1]
 
     def padded(x):
         return jnp.pad(x, ((0, 0), (0, x.shape[1] % 2), (0, 0), (0, 0)))
 
-    kv_lengths = (jnp.full((key.shape[0],), kv_len, jnp.int32) if kv_len % 2 else None)
+    if kv_length is None and kv_len % 2:
+        kv_length = kv_len
     out = jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
-                                       key_value_seq_lengths=kv_lengths,
+                                       key_value_seq_lengths=_lengths(key, kv_length),
                                        implementation=implementation)
     return out[:, :q_len]
 
 
+def _lengths(key, kv_length):
+    """`jax.nn.dot_product_attention`'s key_value_seq_lengths: `kv_length` for every example."""
+    return None if kv_length is None else jnp.full((key.shape[0],), kv_length, jnp.int32)
+
+
 def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
-                          dropout_rate=0.0, deterministic=True, dtype=jnp.float32):
+                          dropout_rate=0.0, deterministic=True, dtype=jnp.float32,
+                          kv_length=None):
     """softmax(q.k + bias) @ v, unscaled (T5 folds 1/sqrt(d) into the query init, the ViT scales).
-    Without dropout `jax.nn.dot_product_attention` (float32 scores); with dropout, T5X's (one mask
-    per key shared by every query, which jax's lacks) spelled out."""
+    Without dropout `jax.nn.dot_product_attention` (float32 scores), keys from `kv_length` on
+    masked out; with dropout, T5X's (one mask per key shared by every query, which jax's lacks)
+    spelled out."""
     query, key, value = (x.astype(dtype) for x in (query, key, value))
     if deterministic or dropout_rate == 0.0:
         if bias is not None:
             bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
-        stand_in = _CUDNN_STAND_IN.get()
-        implementation = attention_implementation(
-            "gpu" if stand_in else jax.default_backend(), dtype, query.shape[-1],
-            bias is not None)
-        if implementation == "cudnn" and stand_in:
-            attend = functools.partial(jax.nn.dot_product_attention, scale=1.0)
+        implementation = attention_implementation(traced_platform(), dtype, query.shape[-1],
+                                                  bias is not None)
+        if implementation == "cudnn" and _CUDNN_STAND_IN.get():
+            attend = functools.partial(jax.nn.dot_product_attention, scale=1.0,
+                                       key_value_seq_lengths=_lengths(key, kv_length))
             return jax.checkpoint(attend)(query, key, value)
         if implementation == "cudnn":
             try:
-                return even_length_attention(query, key, value)
+                return even_length_attention(query, key, value, kv_length)
             except NotImplementedError:  # cuDNN's own rules for shapes change between versions.
                 pass
-        return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0)
+        return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0,
+                                            key_value_seq_lengths=_lengths(key, kv_length))
+    if kv_length is not None:
+        raise ValueError("kv_length is for attention without dropout")
     # [batch, heads, q_len, kv_len], accumulated in float32 as jax's.
     logits = jnp.einsum("bqhd,bkhd->bhqk", query, key, preferred_element_type=jnp.float32)
     if bias is not None:

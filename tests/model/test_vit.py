@@ -134,3 +134,28 @@ def test_scan_matches_per_layer_blocks():
         np.testing.assert_allclose(g, w, atol=1e-5)
     back = layers.scan_to_layers(scanned)
     jax.tree_util.tree_map(np.testing.assert_array_equal, back, params)
+
+
+def _tok_bf16():
+    """A [cls] ViT in bf16: 16 patches + [cls] = 17 tokens, an odd length cuDNN cannot take."""
+    config = vit.vit_config("mu/8", pool="tok", dtype="bfloat16")
+    return config, _params(config)
+
+
+def test_an_odd_sequence_runs_padded_to_even_where_cudnn_attends():
+    config, params = _tok_bf16()
+    with layers.cudnn_stand_in():  # Traced as for a GPU.
+        jaxpr = str(jax.make_jaxpr(
+            lambda p, x: vit.ViT(config).apply({"params": p}, x))(params, IMAGES))
+    assert "bf16[2,18,32]" in jaxpr
+
+
+def test_the_pad_token_changes_no_output():
+    config, params = _tok_bf16()
+    want = _apply(config, params)
+    with layers.cudnn_stand_in():
+        got = _apply(config, params)
+    # Within bf16 rounding (a pad key left unmasked moves these outputs by 0.12 and more).
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32),
+                                   atol=2 ** -5)
