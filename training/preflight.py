@@ -215,12 +215,12 @@ def gpu_step_memory(config, model, mesh, lengths=None):
 
     XLA's CPU analysis cannot say it: the CPU backend computes bf16 in float32 and keeps
     float32 copies, materializes the attention scores that cuDNN's fused kernel never holds, and
-    orders the step otherwise (packed and padded BB at batch 256 with remat "full", 5.9 and 8.1
+    orders the step otherwise (packed and padded BB at batch 256 with remat "full", 6.0 and 8.1
     GiB on an H200, are 12.6 and 12.5 GiB there). A GPU peaks where the step holds the most: at
     the end of the forward pass (every value kept for the backward pass, and the float32 logits
     of one chunk of the fused loss with their gradient) or, the text tower differentiated,
     before the image tower's backward pass (every gradient, and the image tower's kept values);
-    plus the state, the batch and, with accumulation, the summed gradients. Within 11% of every
+    plus the state, the batch and, with accumulation, the summed gradients. Within 10% of every
     H200 peak of docs/training.md. Each device runs the whole model on its share of the batch
     (config.mesh.model > 1 splits it further: this errs high; FSDP's gathers are not counted).
     """
