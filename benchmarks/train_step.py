@@ -30,7 +30,10 @@ fit this machine (e.g. Lg's per-device batch for one 80 GB GPU). --json FILE
 also writes every figure to FILE (benchmarks/accelerator_report.py reads it).
 """
 
+import collections
 import concurrent.futures
+import glob
+import gzip
 import json
 import os
 import re
@@ -70,8 +73,9 @@ _MEMORY_ONLY = flags.DEFINE_bool(
 _JSON = flags.DEFINE_string("json", None, "Also write the figures to this JSON file.")
 _PROFILE = flags.DEFINE_string(
     "profile", None, "Also trace 3 steps with jax.profiler into this folder (its "
-    "plugins/profile/*/*.trace.json.gz opens in Perfetto or TensorBoard) and write the step's "
-    "optimized HLO there (train_step.hlo.txt: the trace's kernel names are its instructions).")
+    "plugins/profile/*/perfetto_trace.json.gz opens in Perfetto, the folder in TensorBoard), "
+    "write the step's optimized HLO there (train_step.hlo.txt: the trace's kernel names are "
+    "its instructions) and print the kernels' time per step by part of the step.")
 _PEER = flags.DEFINE_bool(
     "peer", True, "Also measure the other setting of config.data.pack and print packed "
     "against padded.")
@@ -481,13 +485,67 @@ def time_steps(compiled, state, batch, steps, out, profile_dir, say):
     seconds = (time.perf_counter() - start) / steps
     out["loss"] = float(m["train/loss"])
     if profile_dir:
-        with jax.profiler.trace(profile_dir):
+        with jax.profiler.trace(profile_dir, create_perfetto_trace=True):
             for i in range(3):
                 state, m = compiled(state, batch, jax.random.key(i))
             jax.block_until_ready(m)
         files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), compiled.as_text())
         say(f"profile:       3 steps traced into {profile_dir}")
+        kernels = out["kernels"] = kernel_times(profile_dir, compiled.as_text(), steps=3)
+        if kernels:
+            parts = sorted(kernels["parts_ms"].items(), key=lambda kv: -kv[1])
+            say(f"kernels:       busy {kernels['busy_ms']:.1f} ms of a {1e3 * seconds:.1f} ms "
+                "step: " + ", ".join(f"{part} {ms:.1f}" for part, ms in parts))
+            say("longest:       " + "; ".join(f"{name[:48]} {ms:.2f} ms"
+                                             for name, ms in kernels["longest"]))
     return state, seconds
+
+
+# Kernels of the GPU's matmul and attention libraries (cuBLAS, cuDNN) and XLA's GEMM fusions.
+_MATMUL_KERNEL = re.compile(r"gemm|cutlass|xmma|nvjet|cublas|cudnn|sdpa|fmha|flash", re.I)
+
+
+def _kernel_name(name):
+    """An HLO instruction's name as a profiler names its kernel ('fusion.12' -> 'fusion_12')."""
+    return re.sub(r"[.\-]", "_", name)
+
+
+def kernel_part(kernel, op_name):
+    """Which part of the step a kernel works for: "matmul" (by the kernel's name: GPUs only),
+    else by the JAX op its HLO came from: "forward" (under jvp), "backward" (under transpose),
+    "other" (neither: the optimizer, the loss's sums), "unattributed" (no op: copies, memsets)."""
+    if _MATMUL_KERNEL.search(kernel):
+        return "matmul"
+    if "transpose(" in op_name:
+        return "backward"
+    if "jvp(" in op_name:
+        return "forward"
+    return "other" if op_name else "unattributed"
+
+
+def kernel_times(profile_dir, hlo_text, steps):
+    """Where the device's time went in `steps` traced steps (the newest Perfetto trace that
+    `jax.profiler` wrote under `profile_dir`; `hlo_text`, the step's optimized HLO, names the
+    JAX op of each kernel): ms per step busy, by `kernel_part`, and the 5 longest kernels.
+    None for a trace without a device (a CPU's: its work is events of host threads)."""
+    traces = glob.glob(os.path.join(profile_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+    with gzip.open(max(traces, key=os.path.getmtime), "rt") as f:
+        events = json.load(f)["traceEvents"]
+    op_names = {_kernel_name(m.group(1)): m.group(2) for m in re.finditer(
+        r'^\s*(?:ROOT )?%?([\w.\-]+) = [^\n]*?op_name="([^"]*)"', hlo_text, re.M)}
+    devices = {e["pid"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"
+               and e["args"]["name"].startswith("/device:")}
+    if not devices:
+        return None
+    kernels = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e["pid"] in devices:
+            kernels[e["name"]] += e["dur"] / 1e3 / steps
+    parts = collections.Counter()
+    for name, ms in kernels.items():
+        parts[kernel_part(name, op_names.get(_kernel_name(name), ""))] += ms
+    return {"busy_ms": sum(kernels.values()), "parts_ms": dict(parts),
+            "longest": kernels.most_common(5)}
 
 
 def throughput_figures(config, device, real_tokens, rows, seconds, steps, say):

@@ -46,6 +46,19 @@ def test_attention_equals_the_formula(with_bias):
     np.testing.assert_allclose(got, _reference(query, key, value, bias), atol=1e-5)
 
 
+def test_keys_from_kv_length_on_are_masked_out():
+    query, key, value, _ = _inputs()
+    got = layers.dot_product_attention(query, key, value, kv_length=5)
+    np.testing.assert_allclose(got, _reference(query, key[:, :5], value[:, :5], None), atol=1e-5)
+
+
+def test_kv_length_with_dropout_is_refused():
+    query, key, value, _ = _inputs()
+    with pytest.raises(ValueError, match="kv_length"):
+        layers.dot_product_attention(query, key, value, dropout_rng=jax.random.key(1),
+                                     dropout_rate=0.1, deterministic=False, kv_length=5)
+
+
 def test_the_dropout_path_agrees_with_the_fused_path():
     query, key, value, bias = _inputs()
     fused = layers.dot_product_attention(query, key, value, bias)
