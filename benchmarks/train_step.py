@@ -527,8 +527,11 @@ def kernel_times(profile_dir, hlo_text, steps):
     """Where the device's time went in `steps` traced steps (the newest Perfetto trace that
     `jax.profiler` wrote under `profile_dir`; `hlo_text`, the step's optimized HLO, names the
     JAX op of each kernel): ms per step busy, by `kernel_part`, and the 5 longest kernels.
-    None for a trace without a device (a CPU's: its work is events of host threads)."""
+    None without a trace or for one without a device (a CPU's: its work is events of host
+    threads)."""
     traces = glob.glob(os.path.join(profile_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+    if not traces:
+        return None
     with gzip.open(max(traces, key=os.path.getmtime), "rt") as f:
         events = json.load(f)["traceEvents"]
     op_names = {_kernel_name(m.group(1)): m.group(2) for m in re.finditer(

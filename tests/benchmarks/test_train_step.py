@@ -81,3 +81,7 @@ def test_profile_kernels_are_summed_by_part_per_step(tmp_path):
 def test_a_trace_without_a_device_has_no_kernel_summary(tmp_path):
     _perfetto_trace(tmp_path, [("loop_multiply_fusion_2", 600.0)], device=None)
     assert train_step.kernel_times(str(tmp_path), HLO, steps=3) is None
+
+
+def test_a_folder_without_a_perfetto_trace_has_no_kernel_summary(tmp_path):
+    assert train_step.kernel_times(str(tmp_path), HLO, steps=3) is None
