@@ -18,7 +18,8 @@ touches the accelerator itself. Sections, in the order they run:
    step is the wall time from starting the process to the end of its first
    step, data pipeline excluded; the initializer's and the step's compile
    times are reported apart. The warm run also times the optimizer's update
-   alone.
+   alone and traces 3 steps: their kernels' time by part of the step (on a
+   device; benchmarks/train_step.py --profile).
 3. BB bf16 batch 256 padded with remat policy "full", with "dots" (the
    matmul outputs kept) and without remat, at 64 target positions and at the
    suggested length, then packed as the launch: step time, examples/s, real
@@ -317,6 +318,19 @@ def table(report):
         rows.append(("launch to first step", f"{entry['setting']}, {name}",
                      f"{f['launch_s']:.1f} s (initializer {_compile(f['compile_init'])}, step "
                      f"{_compile(f['compile_step'])})"))
+    warm = (report.get("launch", {}).get("warm") or {}).get("figures") or {}
+    if warm.get("optimizer"):
+        o = warm["optimizer"]
+        rows.append(("optimizer", "Adafactor's update alone, after the warm launch's steps",
+                     f"{o['ms']:.1f} ms ({o['kernels']} kernels, "
+                     f"{o['xla_bytes_accessed'] / 1e9:.1f} GB accessed)"))
+    if warm.get("kernels"):  # A device's trace (a CPU's has none).
+        k = warm["kernels"]
+        parts = sorted(k["parts_ms"].items(), key=lambda kv: -kv[1])
+        rows.append(("kernels", "3 traced steps of the warm launch, ms a step",
+                     f"busy {k['busy_ms']:.1f} of {1e3 * warm['step_s']:.1f}: "
+                     + ", ".join(f"{part} {ms:.1f}" for part, ms in parts) + "; longest "
+                     + "; ".join(f"{name[:40]} {ms:.2f}" for name, ms in k["longest"][:3])))
     for entry in report.get("bb", []):
         result = entry["error"] if entry.get("error") else step_summary(entry["figures"])
         rows.append(("train step", entry["setting"], result))
@@ -382,8 +396,10 @@ def build_report(args, say):
     if "launch" in only:
         report["launch"] = {}
         for name in ("cold", "warm"):
-            # The warm run also times the optimizer's update alone (after its steps).
-            flags = main_flags + (["--time_optimizer"] if name == "warm" else [])
+            # The warm run also times the optimizer's update alone and traces 3 steps (after
+            # the timed ones).
+            flags = main_flags + (["--time_optimizer", "--profile",
+                                   os.path.join(out_dir, "profile")] if name == "warm" else [])
             figures, _, error = train_step_child(s["bb"], flags, steps, cache_dir, out_dir,
                                                  f"launch_{name}", args.timeout, say)
             report["launch"][name] = {"setting": main_setting, "figures": figures,

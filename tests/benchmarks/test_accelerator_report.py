@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from benchmarks import accelerator_report
 from tests import tiny
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,8 +57,9 @@ def test_the_table_holds_every_section(report):
     table = stdout.split("\n\n")[0].splitlines()
     assert table[:2] == ["| section | setting | result |", "| --- | --- | --- |"]
     sections = {line.split(" | ")[0].lstrip("| ") for line in table[2:]}
+    # No "kernels" row: the CPU's trace has no device.
     assert sections == {"device", "matmul", "target length", "launch to first step",
-                        "train step", "decoding", "attention fwd+bwd"}
+                        "optimizer", "train step", "decoding", "attention fwd+bwd"}
 
 
 def test_the_json_after_the_table_is_the_figures(report):
@@ -113,3 +115,16 @@ def test_attention_rows_time_xla_without_cudnn_here(report):
     for row in rows:
         assert row["xla_ms"] > 0
         assert row["cudnn_ms"] is None and row["cudnn_error"].startswith("not available")
+
+
+def test_a_devices_trace_of_the_warm_launch_makes_the_kernels_row():
+    compile_figures = {"lower_s": 1.0, "compile_s": 2.0, "cache_hit": True}
+    figures = {"launch_s": 9.0, "compile_init": compile_figures, "compile_step": compile_figures,
+               "step_s": 0.129, "kernels": {
+                   "busy_ms": 127.8, "parts_ms": {"forward": 17.1, "matmul": 76.8},
+                   "longest": [("nvjet_sm90_tst_128x160", 8.7), ("cudnn_sdpa_bprop", 5.5)]}}
+    table = accelerator_report.table({"launch": {"warm": {
+        "setting": "configs/bb.py", "figures": figures, "error": None}}})
+    assert table.splitlines()[-1] == (
+        "| kernels | 3 traced steps of the warm launch, ms a step | busy 127.8 of 129.0: matmul "
+        "76.8, forward 17.1; longest nvjet_sm90_tst_128x160 8.70; cudnn_sdpa_bprop 5.50 |")
