@@ -489,9 +489,10 @@ def time_steps(compiled, state, batch, steps, out, profile_dir, say):
             for i in range(3):
                 state, m = compiled(state, batch, jax.random.key(i))
             jax.block_until_ready(m)
-        files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), compiled.as_text())
+        hlo_text = compiled.as_text()
+        files.write_text(os.path.join(profile_dir, "train_step.hlo.txt"), hlo_text)
         say(f"profile:       3 steps traced into {profile_dir}")
-        kernels = out["kernels"] = kernel_times(profile_dir, compiled.as_text(), steps=3)
+        kernels = out["kernels"] = kernel_times(profile_dir, hlo_text, steps=3)
         if kernels:
             parts = sorted(kernels["parts_ms"].items(), key=lambda kv: -kv[1])
             say(f"kernels:       busy {kernels['busy_ms']:.1f} ms of a {1e3 * seconds:.1f} ms "
