@@ -23,17 +23,19 @@ PEAK_BF16_FLOPS = {
 }
 
 
+def _patches(vit, image_size):
+    ph, pw = vit.patch_size
+    return (image_size // ph) * (image_size // pw)
+
+
 def vit_tokens(vit, image_size):
     """Positions of the ViT's blocks: the patches, plus the [cls] token of 'tok' pooling."""
-    ph, pw = vit.patch_size
-    return (image_size // ph) * (image_size // pw) + (1 if vit.pool == "tok" else 0)
+    return _patches(vit, image_size) + (1 if vit.pool == "tok" else 0)
 
 
 def image_tokens(config):
     """Encoder positions the image takes: 1 ('pooled') or one per patch ('patches')."""
-    ph, pw = config.vit.patch_size
-    patches = (config.image_size // ph) * (config.image_size // pw)
-    return 1 if config.fusion == "pooled" else patches
+    return 1 if config.fusion == "pooled" else _patches(config.vit, config.image_size)
 
 
 def _attention(q_len, kv_len, width_in, inner, width_out):
@@ -51,15 +53,14 @@ def scores_and_mixing(q_len, kv_len, inner):
 def vit_forward_flops(vit, image_size):
     """Forward FLOPs of the ViT on one image: {'vit_stem', 'vit_blocks', 'vit_head' (MAP)}."""
     ph, pw = vit.patch_size
-    patches = (image_size // ph) * (image_size // pw)
     tokens = vit_tokens(vit, image_size)
     d, m = vit.width, vit.mlp_dim
     block = _attention(tokens, tokens, d, d, d) + 2 * 2 * tokens * d * m
     head = 0
     if vit.pool == "map":  # One probe query attends to every token, then an MLP.
         head = _attention(1, tokens, d, d, d) + 2 * 2 * d * m
-    return {"vit_stem": 2 * patches * ph * pw * 3 * d, "vit_blocks": vit.depth * block,
-            "vit_head": head}
+    return {"vit_stem": 2 * _patches(vit, image_size) * ph * pw * 3 * d,
+            "vit_blocks": vit.depth * block, "vit_head": head}
 
 
 def t5_forward_flops(t5, encoder_len, decoder_len):
@@ -84,18 +85,20 @@ def forward_flops(config, prompt_len, target_len):
     return parts
 
 
-def _t5_parts(parts):
-    return parts["t5_encoder"] + parts["t5_decoder"] + parts["t5_logits"]
+def _training_flops(config, batch_size, t5_flops):
+    """Training FLOPs of `batch_size` images and an mT5 forward of `t5_flops`: 3x the
+    forward, less the pixels' gradient."""
+    parts = forward_flops(config, 0, 0)
+    image = sum(v for k, v in parts.items() if not k.startswith("t5_"))  # ViT and projection.
+    return float(3 * (batch_size * image + t5_flops) - batch_size * parts["vit_stem"])
 
 
 def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
     """Model FLOPs computed by one training step of `batch_size` examples (all devices): the
     mT5 at the padded lengths of each example, or of each of `rows` packed rows (`prompt_len`:
     a row's text positions, packing.Layout.prompt_len)."""
-    parts = forward_flops(config, prompt_len, target_len)
-    image = sum(parts.values()) - _t5_parts(parts)
-    return float(3 * (batch_size * image + (rows or batch_size) * _t5_parts(parts))
-                 - batch_size * parts["vit_stem"])
+    t5 = t5_forward_flops(config.t5, image_tokens(config) + prompt_len, target_len)
+    return _training_flops(config, batch_size, (rows or batch_size) * sum(t5.values()))
 
 
 def length_sums(enc_lens, dec_lens):
@@ -115,18 +118,14 @@ def useful_step_flops(config, batch_size, sums):
     c_ad = t5(1, 1) - t5(1, 0) - t5(0, 1)
     text = ((t5(1, 0) - c_aa) * sums["enc"] + c_aa * sums["enc2"] + (t5(0, 1) - c_dd)
             * sums["dec"] + c_dd * sums["dec2"] + c_ad * sums["enc_dec"])
-    parts = forward_flops(config, 0, 0)
-    image = sum(parts.values()) - _t5_parts(parts)  # The ViT's and the projection's.
-    return float(3 * (batch_size * image + float(text)) - batch_size * parts["vit_stem"])
+    return _training_flops(config, batch_size, float(text))
 
 
 def peak_flops(device=None):
     """Peak bf16 FLOP/s of `device` (default: the first), or None when unknown (e.g. CPU)."""
     kind = (device or jax.devices()[0]).device_kind.lower()
-    for prefix, flops in PEAK_BF16_FLOPS.items():
-        if kind.startswith(prefix):
-            return flops
-    return None
+    return next((flops for prefix, flops in PEAK_BF16_FLOPS.items() if kind.startswith(prefix)),
+                None)
 
 
 def mfu(step_flops, step_seconds, num_devices=None, peak=None):
