@@ -47,11 +47,9 @@ def _is_library_noise(exc_value, exc_traceback):
     return any(f"{os.sep}orbax{os.sep}" in name for name in frames)
 
 
-class _LibraryNoiseFilter(logging.Filter):
-    """Drops orbax's records and asyncio's "Task exception was never retrieved"."""
-
-    def filter(self, record):
-        return not (f"{os.sep}orbax{os.sep}" in record.pathname or record.name == "asyncio")
+def _not_library_noise(record):
+    """A log filter: drops orbax's records and asyncio's "Task exception was never retrieved"."""
+    return not (f"{os.sep}orbax{os.sep}" in record.pathname or record.name == "asyncio")
 
 
 _QUIET = {"installed": False}
@@ -62,9 +60,8 @@ def quiet_library_logs():
     if _QUIET["installed"] or absl_logging.get_verbosity() >= absl_logging.INFO:
         return
     _QUIET["installed"] = True
-    noise = _LibraryNoiseFilter()
-    logging.getLogger("absl").addFilter(noise)
-    logging.getLogger("asyncio").addFilter(noise)
+    logging.getLogger("absl").addFilter(_not_library_noise)
+    logging.getLogger("asyncio").addFilter(_not_library_noise)
     default_hook = sys.unraisablehook
 
     def unraisable_hook(unraisable):
@@ -104,10 +101,9 @@ def _causes(error):
 def _manager(folder, **options):
     quiet_library_logs()
     _check_is_folder(folder)
-    options = ocp.CheckpointManagerOptions(
+    return ocp.CheckpointManager(folder, options=ocp.CheckpointManagerOptions(
         cleanup_tmp_directories=True,  # Left behind by a process killed mid-save.
-        temporary_path_class=_LeasedRename, **options)
-    return ocp.CheckpointManager(folder, options=options)
+        temporary_path_class=_LeasedRename, **options))
 
 
 def manager(workdir, *, keep=3, asynchronous=True):
@@ -161,12 +157,11 @@ def checksums(tree):
     per distinct index (replicas are the same)."""
     sums = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        shards = getattr(leaf, "addressable_shards", None)
-        pieces = ([(str(shard.index), shard.data) for shard in shards] if shards is not None
-                  else [("()", leaf)])
-        name = jax.tree_util.keystr(path, simple=True, separator="/")
-        sums[name] = {index: zlib.crc32(np.ascontiguousarray(jax.device_get(data)).view(np.uint8))
-                      for index, data in dict(pieces).items()}
+        pieces = ({str(shard.index): shard.data for shard in leaf.addressable_shards}
+                  if hasattr(leaf, "addressable_shards") else {"()": leaf})
+        sums[jax.tree_util.keystr(path, simple=True, separator="/")] = {
+            index: zlib.crc32(np.ascontiguousarray(jax.device_get(data)).view(np.uint8))
+            for index, data in pieces.items()}
     return sums
 
 
@@ -275,9 +270,7 @@ def steps(workdir, best=False):
     """The steps of the run's complete checkpoints (with `best`: checkpoints_best/'s), ascending."""
     folder = checkpoint_dir(workdir, best)
     _check_is_folder(folder)
-    if not os.path.isdir(folder):
-        return []
-    return _steps_in(folder)
+    return _steps_in(folder) if os.path.isdir(folder) else []
 
 
 def _steps_in(folder):
@@ -298,15 +291,14 @@ def _checkpointer():
 
 def _saved_tree(path):
     """The saved tree's metadata (shapes and dtypes), or CheckpointError when unreadable."""
-    missing = CheckpointError("cannot read its metadata (no default/_METADATA)")
-    if not os.path.isfile(os.path.join(path, "default", "_METADATA")):
-        raise missing
-    try:
-        item = _checkpointer().metadata(path).item_metadata["default"]
-    except Exception as e:  # noqa: BLE001  Any failure to read it means the files are damaged.
-        raise CheckpointError(f"cannot read its metadata ({_first_line(e)})") from None
+    item = None
+    if os.path.isfile(os.path.join(path, "default", "_METADATA")):
+        try:
+            item = _checkpointer().metadata(path).item_metadata["default"]
+        except Exception as e:  # noqa: BLE001  Any failure to read it: the files are damaged.
+            raise CheckpointError(f"cannot read its metadata ({_first_line(e)})") from None
     if item is None or item.tree is None:
-        raise missing
+        raise CheckpointError("cannot read its metadata (no default/_METADATA)")
     return item.tree
 
 

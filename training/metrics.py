@@ -345,8 +345,7 @@ class Progress:
         self.total, self.num_langs, self.what = total_images, num_langs, what
         self.interval = interval
         self.stream = stream or sys.stdout
-        self._done_before = 0   # images of finished languages
-        self._langs_done = 0
+        self._done_before = self._langs_done = 0  # Images and languages finished.
         self._start = time.time()
         self._rate_start = None  # (time, images) after the first batch
         self._last_print = 0.0

@@ -117,8 +117,7 @@ def reinstall():
     """Puts the Python-level handlers back if a library replaced them (a no-op otherwise)."""
     if _installed and threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
-            if signal.getsignal(signum) is not _do_nothing:
-                signal.signal(signum, _do_nothing)
+            signal.signal(signum, _do_nothing)
 
 
 def uninstall():
@@ -166,8 +165,7 @@ def should_stop():
     import numpy as np
     from jax.experimental import multihost_utils
 
-    flags = multihost_utils.process_allgather(np.asarray(flag))
-    return bool(np.any(flags))
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
 def reset():

@@ -106,14 +106,13 @@ def _pretrained(config, abstract_params):
                 items.append(Item(f"{what} {report.source}: its shapes fit the model"))
     path = config.init.get("checkpoint")
     if path:
+        problem = None
         try:
             pretrained.check_other_run(path, abstract_params)
         except FileNotFoundError:
             problem = _unreadable(path, "init.checkpoint")
         except (OSError, ValueError) as e:
             problem = str(e)
-        else:
-            problem = None
         items.append(Item(f"pretrained config.init.checkpoint {path}", problem))
     return items
 
@@ -285,9 +284,8 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=
     for_gpu = device.platform == "cpu" and device_memory_gib is not None
 
     def need(config):  # Bytes per device where the run goes.
-        if for_gpu:
-            return gpu_step_memory(config, model, mesh, lengths)
-        return step_memory(config, model, mesh, compile_step, lengths)
+        return (gpu_step_memory(config, model, mesh, lengths) if for_gpu
+                else step_memory(config, model, mesh, compile_step, lengths))
 
     used = need(config)
     if capacity is None:
