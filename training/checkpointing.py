@@ -262,8 +262,7 @@ def wait_all(*savers):
 
 def _check_is_folder(folder):
     if os.path.exists(folder) and not os.path.isdir(folder):
-        raise CheckpointError(f"{folder} is not a folder; move it away, or use another "
-                              f"--workdir")
+        raise CheckpointError(f"{folder} is not a folder; move it away, or use another --workdir")
 
 
 def steps(workdir, best=False):

@@ -97,9 +97,8 @@ class MetricsLogger:
         parts = [f"step {step}/{self.total_steps}"]
         if step_time:
             parts.append(f"{1 / step_time:.2f} steps/s")
-        for name in ("train/loss", "learning_rate"):
-            if name in measurements:
-                parts.append(f"{name.split('/')[-1]} {measurements[name]:.4g}")
+        parts += [f"{name.split('/')[-1]} {measurements[name]:.4g}"
+                  for name in ("train/loss", "learning_rate") if name in measurements]
         if done > 0:
             pace = (time.time() - self._t0) / done
             parts.append(f"ETA {format_duration((self.total_steps - step) * pace)}")

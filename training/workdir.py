@@ -41,8 +41,7 @@ def check_usable(workdir):
     """What `prepare` and `lock` would refuse, found without writing: a file in the folder's
     place, a folder that cannot be written, a live holder of its lock."""
     if os.path.lexists(workdir) and not os.path.isdir(workdir):
-        raise WorkdirError(f"--workdir {workdir}: cannot write there (it is a file, not a "
-                           f"folder)")
+        raise WorkdirError(f"--workdir {workdir}: cannot write there (it is a file, not a folder)")
     existing = workdir
     while not os.path.isdir(existing):
         existing = os.path.dirname(os.path.abspath(existing))
