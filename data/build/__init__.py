@@ -34,7 +34,9 @@ def config_langs(config, langs=None, dataset="coco35l"):
 
 def release(name, manual_dir):
     """The builder's `Release` of COCO-35L or CC3M-35L in `manual_dir`."""
-    modules = _plans()
+    from data.build import cc3m35l_plan, coco35l_plan
+
+    modules = {"coco35l": coco35l_plan, "cc3m35l": cc3m35l_plan}
     if name not in modules:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     if not os.path.isdir(manual_dir):
@@ -73,8 +75,11 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
                      corrupt_images=corrupt_images)
         return layout.Built(data_dir, name)
     what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
+    from data.build import builder
+
     try:
-        size = f"about {size_text(_plans()[name].estimate_bytes(manual_dir, missing, images))}"
+        size = builder.estimate_bytes(release(name, manual_dir), missing, images)
+        size = f"about {size_text(size)}"
     except (OSError, ValueError) as e:
         size = f"size unknown: {e}"
     raise layout.NotBuiltError(
@@ -96,8 +101,3 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     return {**{f"images/{s}": n for s, n in summary["images"].items()},
             **{f"captions/{s}": n for s, n in summary["captions"].items()}}
 
-
-def _plans():
-    from data.build import cc3m35l_plan, coco35l_plan
-
-    return {"coco35l": coco35l_plan, "cc3m35l": cc3m35l_plan}

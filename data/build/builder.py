@@ -25,6 +25,7 @@ from data.build.progress import Progress, size_text
 # besides the workers' own (~40 MB each, before a task).
 TABLE_MEMORY = 768 << 20
 _STATE = ".build"
+SPLITS = ("train", "dev")
 
 
 class NotEnoughSpaceError(errors.RunError):
@@ -86,11 +87,14 @@ def caption_bytes(path, langs):
     return int(lines * (mean_text + 24))
 
 
-def image_bytes_estimate(source_bytes, num_images, options):
-    """About the bytes the images take once stored (an upper bound when re-encoding)."""
-    if not options.max_side:
-        return source_bytes
-    return min(source_bytes, int(num_images * options.max_side ** 2 * 0.75 * 0.5))
+def estimate_bytes(release, langs, images=True):
+    """About the disk a build of `langs` (and of the images, if `images`) takes."""
+    total = 0
+    for split in SPLITS:
+        if images:
+            total += sum(s.input_bytes() for s in release.image_shards(split)[0])
+        total += caption_bytes(release.text_path(split, langs), langs)
+    return total
 
 
 def check_free_space(data_dir, needed):
@@ -132,13 +136,16 @@ def build(release, *, data_dir, langs, options, workers=None):
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    plan = _plan(release, data_dir, langs, options, ("train", "dev"))
+    plan = _plan(release, data_dir, langs, options)
     if plan is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
     text_bytes = sum(os.path.getsize(p) for p in plan.text_paths.values() if p)
-    num_images = sum(len(s.files) or 10_000 for s in plan.pending)  # img2dataset: 10k a tar.
-    check_free_space(data_dir, image_bytes_estimate(image_bytes, num_images, options) + 2 * sum(
+    stored = image_bytes
+    if options.max_side:  # At most the re-encoded size (img2dataset: 10k images a tar).
+        num_images = sum(len(s.files) or 10_000 for s in plan.pending)
+        stored = min(image_bytes, int(num_images * options.max_side ** 2 * 0.75 * 0.5))
+    check_free_space(data_dir, stored + 2 * sum(
         caption_bytes(plan.text_paths[split], split_langs)
         for split, split_langs in plan.todo.items()))
     progress = Progress(release.title, image_bytes, text_bytes)
@@ -170,7 +177,7 @@ def build(release, *, data_dir, langs, options, workers=None):
             "timing": {**timing, **table_timing, "wall_s": time.monotonic() - start}}
 
 
-def _plan(release, data_dir, langs, options, splits):
+def _plan(release, data_dir, langs, options):
     """What is missing of `release` in `data_dir` (None: nothing); checks every input first."""
     dataset = release.dataset
     image_dir = layout.images_dir(data_dir, dataset)
@@ -180,12 +187,12 @@ def _plan(release, data_dir, langs, options, splits):
     if images_built:
         _check_options(data_dir, dataset, options)
     built = layout.read_splits(caption_dir, num_bytes=True) or {}
-    todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
+    todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in SPLITS}
     todo = {split: split_langs for split, split_langs in todo.items() if split_langs}
     if images_built and not todo:
         return None
     # Everything the build reads is found (or named as missing) before any work starts.
-    shards = {} if images_built else {split: release.image_shards(split) for split in splits}
+    shards = {} if images_built else {split: release.image_shards(split) for split in SPLITS}
     text_paths = {split: release.text_path(split, split_langs)
                   for split, split_langs in todo.items()}
     for folder in (state_dir, image_dir, caption_dir):

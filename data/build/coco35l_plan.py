@@ -16,35 +16,26 @@ TITLE = "COCO-35L"
 _TICK_LINES = 1 << 16
 
 
-def _karpathy(manual_dir):
-    return coco35l_release.read_karpathy(coco35l_release.karpathy_path(manual_dir))
-
-
-def _split_images(images, split):
-    """Sorted cocoids of a split's images."""
-    wanted = coco35l_release.SPLITS[split]
-    return sorted(cid for cid, (s, _, _) in images.items() if s in wanted)
-
-
-def _image_files(manual_dir, images, split):
-    """([(cocoid, path)] of a split's JPEGs, [(cocoid, path)] of those missing)."""
-    root = coco35l_release.image_root(manual_dir)
-    paths = [(cid, os.path.join(root, images[cid][1])) for cid in _split_images(images, split)]
-    return ([p for p in paths if os.path.exists(p[1])],
-            [p for p in paths if not os.path.exists(p[1])])
-
-
 def release(manual_dir):
     """The `Release` of COCO-35L in `manual_dir`, for data/build/builder.build."""
-    karpathy = functools.cache(lambda: _karpathy(manual_dir))
+    karpathy = functools.cache(lambda: coco35l_release.read_karpathy(
+        coco35l_release.karpathy_path(manual_dir)))
+
+    def split_images(split):
+        """Sorted cocoids of a split's images."""
+        wanted = coco35l_release.SPLITS[split]
+        return sorted(cid for cid, (s, _, _) in karpathy().items() if s in wanted)
 
     def image_shards(split):
-        files, missing = _image_files(manual_dir, karpathy(), split)
+        images = karpathy()
+        root = coco35l_release.image_root(manual_dir)
+        paths = [(cid, os.path.join(root, images[cid][1])) for cid in split_images(split)]
+        missing = [path for _, path in paths if not os.path.exists(path)]
         warning = ""
         if missing:
             warning = (f"{TITLE} {split}: {len(missing)} images of {coco35l_release.KARPATHY_FILE} "
-                       f"have no JPEG and are left out, e.g. {missing[0][1]}")
-        return plan_shards(split, loose=files), warning
+                       f"have no JPEG and are left out, e.g. {missing[0]}")
+        return plan_shards(split, loose=[p for p in paths if os.path.exists(p[1])]), warning
 
     def text_path(split, langs):
         if all(lang == "en" for lang in langs):
@@ -53,7 +44,7 @@ def release(manual_dir):
 
     def write_captions(split, langs, spill, tick):
         images = karpathy()
-        wanted = set(_split_images(images, split))
+        wanted = set(split_images(split))
         if "en" in langs:
             for cid in sorted(wanted):
                 for n, caption in enumerate(images[cid][2]):
@@ -90,15 +81,3 @@ def release(manual_dir):
         description="COCO-35L (Thapliyal et al., EMNLP 2022): COCO 2014 images (Karpathy "
                     "train + restval, val) with captions in 35 languages.")
 
-
-def estimate_bytes(manual_dir, langs, images=True):
-    """About the disk a build of `langs` (and of the images, if `images`) takes."""
-    total, karpathy = 0, _karpathy(manual_dir) if images else None
-    for split in coco35l_release.SPLITS:
-        if images:
-            files, _ = _image_files(manual_dir, karpathy, split)
-            total += sum(os.path.getsize(path) for _, path in files)
-        if any(lang != "en" for lang in langs):
-            total += builder.caption_bytes(
-                coco35l_release.translations_path(manual_dir, split), langs)
-    return total
