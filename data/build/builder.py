@@ -5,6 +5,7 @@ worker per language writes its caption table, as many at once as TABLE_MEMORY al
 metadata is written last (a folder without it is unfinished); a killed build resumes.
 """
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -60,6 +61,11 @@ class _Plan:
     text_paths: dict    # {split: translation file or None}
     pending: list       # the image shards to write
 
+    def spills(self):
+        """{(split, lang): spill paths} of the caption tables to write."""
+        return {(split, lang): caption_tables.Spill.paths(self.state_dir, split, lang)
+                for split, split_langs in self.todo.items() for lang in split_langs}
+
 
 def caption_bytes(path, langs):
     """About the bytes of the caption tables of `langs` (but en) from a translation file (an
@@ -72,15 +78,13 @@ def caption_bytes(path, langs):
         return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
-    lines = text = 0
+    lines, text, position = 0, 0, stream.size
     for _, row in stream:
         lines += 1
         text += len(row.translation_tokenized.encode("utf-8"))
         if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
-    else:
-        position = stream.size
     mean_text = text / max(lines, 1)
     # The file holds 34 languages' lines.
     lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
@@ -255,9 +259,8 @@ def _images_and_spills(pool, plan, progress, warnings):
 def _table_workers(plan, workers):
     """Stage 2's workers: as many as the largest tables that fit TABLE_MEMORY at once (more would
     sit idle holding memory)."""
-    largest = max((caption_tables.table_memory(caption_tables.Spill.paths(
-        plan.state_dir, split, lang)[0]) for split, split_langs in plan.todo.items()
-        for lang in split_langs), default=0)
+    largest = max((caption_tables.table_memory(paths[0]) for paths in plan.spills().values()),
+                  default=0)
     return min(workers, max(1, TABLE_MEMORY // max(largest, 1)))
 
 
@@ -265,12 +268,9 @@ def _caption_tables(pool, plan, workers, progress):
     """Stage 2: a caption table per language, as many at once as TABLE_MEMORY allows; returns
     (the tables' counts, timing)."""
     start = time.monotonic()
-    tasks = []
-    for split, split_langs in plan.todo.items():
-        for lang in split_langs:
-            paths = caption_tables.Spill.paths(plan.state_dir, split, lang)
-            tasks.append((caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
-                          os.path.join(plan.image_dir, f"keys_{split}.npy")))
+    tasks = [(caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
+              os.path.join(plan.image_dir, f"keys_{split}.npy"))
+             for (split, lang), paths in plan.spills().items()]
     started = []  # (memory, task) of the tables started
     total_memory = sum(memory for memory, *_ in tasks) or 1
 
@@ -378,12 +378,8 @@ def _finish_images(plan):
 
 def _finish_captions(plan, tables):
     """TFDS metadata of every built caption table; returns warnings about dropped captions."""
-    splits = dict(plan.built)
-    no_image = {}
-    for table in tables:
-        splits[table["name"]] = ([table["num_examples"]], table["num_bytes"])
-        if table["no_image"]:
-            no_image[table["name"]] = table["no_image"]
+    splits = {**plan.built, **{t["name"]: ([t["num_examples"]], t["num_bytes"]) for t in tables}}
+    no_image = {t["name"]: t["no_image"] for t in tables if t["no_image"]}
     _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
@@ -396,14 +392,11 @@ def _finish_captions(plan, tables):
 
 def _remove_state(plan):
     """Deletes the spills; the state folder goes once it is empty (the build is complete)."""
-    for split, split_langs in plan.todo.items():
-        for lang in split_langs:
-            for path in caption_tables.Spill.paths(plan.state_dir, split, lang):
-                os.remove(path)
-    try:
+    for paths in plan.spills().values():
+        for path in paths:
+            os.remove(path)
+    with contextlib.suppress(OSError):
         os.rmdir(plan.state_dir)
-    except OSError:
-        pass
 
 
 def _summary(data_dir, dataset, warnings):
