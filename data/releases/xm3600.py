@@ -107,20 +107,6 @@ _UNUSED = msgspec.Raw | msgspec.UnsetType
 _FIELD_NAMES = {"tokenized": "caption/tokenized", "lowercase": "caption/tokenized/lowercase"}
 
 
-class _Captions(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
-    """A language's captions as `_parse_record` accepts them (other fields ignored)."""
-    caption: list[str]
-    tokenized: list[str] | msgspec.UnsetType = msgspec.UNSET
-    lowercase: _UNUSED = msgspec.UNSET
-
-
-class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
-    """`_Captions` when the tokenized field is not wanted: it is skipped, never built."""
-    caption: list[str]
-    tokenized: _UNUSED = msgspec.UNSET
-    lowercase: _UNUSED = msgspec.UNSET
-
-
 def _count_keys(lines):
     """The keys of decoded lines (image/key, image/locale, each language's key and fields).
     Every loop runs in C (map, filter, list.count): a Python loop over XM3600's 130,000 language
@@ -137,8 +123,12 @@ def _count_keys(lines):
 
 @functools.cache
 def _line_decoder(field):
-    """A decoder of the lines that `_parse_record` accepts, keeping what `field` needs."""
-    captions = _CaptionsOnly if field == "caption" else _Captions
+    """A decoder of the lines that `_parse_record` accepts, keeping what `field` needs (a
+    tokenized field not wanted is skipped, never built)."""
+    tokenized = _UNUSED if field == "caption" else list[str] | msgspec.UnsetType
+    captions = msgspec.defstruct(
+        "_Captions", [("caption", list[str]), ("tokenized", tokenized, msgspec.UNSET),
+                      ("lowercase", _UNUSED, msgspec.UNSET)], rename=_FIELD_NAMES, gc=False)
     non_empty = typing.Annotated[str, msgspec.Meta(min_length=1)]
     line = msgspec.defstruct(
         "_Line", [("key", non_empty), ("locale", non_empty)] + [
