@@ -140,7 +140,7 @@ def build(release, *, data_dir, langs, options, workers=None):
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    plan = _plan(release, data_dir, langs, options)
+    plan = _plan(release, data_dir, langs, options, SPLITS)
     if plan is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
@@ -181,7 +181,7 @@ def build(release, *, data_dir, langs, options, workers=None):
             "timing": {**timing, **table_timing, "wall_s": time.monotonic() - start}}
 
 
-def _plan(release, data_dir, langs, options):
+def _plan(release, data_dir, langs, options, splits):
     """What is missing of `release` in `data_dir` (None: nothing); checks every input first."""
     dataset = release.dataset
     image_dir = layout.images_dir(data_dir, dataset)
@@ -191,12 +191,12 @@ def _plan(release, data_dir, langs, options):
     if images_built:
         _check_options(data_dir, dataset, options)
     built = layout.read_splits(caption_dir, num_bytes=True) or {}
-    todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in SPLITS}
+    todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
     todo = {split: split_langs for split, split_langs in todo.items() if split_langs}
     if images_built and not todo:
         return None
     # Everything the build reads is found (or named as missing) before any work starts.
-    shards = {} if images_built else {split: release.image_shards(split) for split in SPLITS}
+    shards = {} if images_built else {split: release.image_shards(split) for split in splits}
     text_paths = {split: release.text_path(split, split_langs)
                   for split, split_langs in todo.items()}
     for folder in (state_dir, image_dir, caption_dir):
