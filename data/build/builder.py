@@ -27,6 +27,7 @@ from data.build.progress import Progress, size_text
 TABLE_MEMORY = 768 << 20
 _STATE = ".build"
 SPLITS = ("train", "dev")
+TICK_ITEMS = 1 << 16  # The captions or lines between progress updates.
 
 
 class NotEnoughSpaceError(errors.RunError):
@@ -65,6 +66,16 @@ class _Plan:
         """{(split, lang): spill paths} of the caption tables to write."""
         return {(split, lang): caption_tables.Spill.paths(self.state_dir, split, lang)
                 for split, split_langs in self.todo.items() for lang in split_langs}
+
+
+def ticked(items, stream, tick):
+    """`items` read from `stream` (a jsonl.LineStream), calling tick(file bytes read, items) every
+    TICK_ITEMS items and (bytes, lines) at the end."""
+    for count, item in enumerate(items, start=1):
+        if count % TICK_ITEMS == 0:
+            tick(stream.position, count)
+        yield item
+    tick(stream.size, stream.lines)
 
 
 def caption_bytes(path, langs):

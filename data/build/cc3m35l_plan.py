@@ -10,7 +10,6 @@ from data.build.image_shards import plan_shards
 from data.releases import cc3m35l as cc3m35l_release
 
 TITLE = "CC3M-35L"
-_TICK_LINES = 1 << 16
 
 
 def release(manual_dir):
@@ -30,13 +29,9 @@ def release(manual_dir):
 
     def write_captions(split, langs, spill, tick):
         stream = cc3m35l_release.open_translations(text_path(split, langs))
-        count = 0
-        for key, lang, text in cc3m35l_release.stream_captions(stream, langs):
+        for key, lang, text in builder.ticked(
+                cc3m35l_release.stream_captions(stream, langs), stream, tick):
             spill.add(lang, key, 0, text)
-            count += 1
-            if count % _TICK_LINES == 0:
-                tick(stream.position, count)
-        tick(stream.size, stream.lines)
         return []
 
     return builder.Release(

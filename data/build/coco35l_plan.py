@@ -11,9 +11,9 @@ import os
 from data.build import builder
 from data.build.image_shards import plan_shards
 from data.releases import coco35l as coco35l_release
+from data.releases.coco35l import KARPATHY_FILE
 
 TITLE = "COCO-35L"
-_TICK_LINES = 1 << 16
 
 
 def release(manual_dir):
@@ -31,10 +31,8 @@ def release(manual_dir):
         root = coco35l_release.image_root(manual_dir)
         paths = [(cid, os.path.join(root, images[cid][1])) for cid in split_images(split)]
         missing = [path for _, path in paths if not os.path.exists(path)]
-        warning = ""
-        if missing:
-            warning = (f"{TITLE} {split}: {len(missing)} images of {coco35l_release.KARPATHY_FILE} "
-                       f"have no JPEG and are left out, e.g. {missing[0]}")
+        warning = (f"{TITLE} {split}: {len(missing)} images of {KARPATHY_FILE} have no JPEG "
+                   f"and are left out, e.g. {missing[0]}" if missing else "")
         return plan_shards(split, loose=[p for p in paths if os.path.exists(p[1])]), warning
 
     def text_path(split, langs):
@@ -54,26 +52,18 @@ def release(manual_dir):
             return []
         stream = coco35l_release.open_translations(
             coco35l_release.translations_path(manual_dir, split))
-        unknown = wrong_split = lines = 0
-        for cid, n, lang, text in coco35l_release.translations_of(stream, translated):
-            lines += 1
-            if lines % _TICK_LINES == 0:
-                tick(stream.position, lines)
+        unknown = wrong_split = 0
+        for cid, n, lang, text in builder.ticked(
+                coco35l_release.translations_of(stream, translated), stream, tick):
             if cid in wanted:
                 spill.add(lang, cid, n, text)
             elif cid in images:
                 wrong_split += 1
             else:
                 unknown += 1
-        tick(stream.size, stream.lines)
-        warnings = []
-        if unknown:
-            warnings.append(f"{TITLE} {split}: skipped {unknown} caption lines naming an image "
-                            f"that is not in {coco35l_release.KARPATHY_FILE}")
-        if wrong_split:
-            warnings.append(f"{TITLE} {split}: skipped {wrong_split} caption lines naming an "
-                            f"image of another Karpathy split")
-        return warnings
+        return [f"{TITLE} {split}: skipped {count} caption lines naming {what}"
+                for count, what in ((unknown, f"an image that is not in {KARPATHY_FILE}"),
+                                    (wrong_split, "an image of another Karpathy split")) if count]
 
     return builder.Release(
         dataset="coco35l", title=TITLE, image_shards=image_shards, text_path=text_path,
