@@ -118,9 +118,8 @@ class Built:
 
     def langs(self, split):
         """The languages whose captions of `split` are built."""
-        prefix = f"{split}_"
-        return sorted(name[len(prefix):] for name in self._caption_splits
-                      if name.startswith(prefix))
+        return sorted(name.removeprefix(f"{split}_") for name in self._caption_splits
+                      if name.startswith(f"{split}_"))
 
     def metadata(self):
         """How the images were built: {"max_side": int or None, "jpeg_quality": int, ...}."""
