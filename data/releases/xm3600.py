@@ -93,12 +93,9 @@ class References:
 
 def references_by_language(records, field="caption"):
     """`References` of `read_captions` records."""
-    by_lang = {}
-    for lang in languages.XM3600_LANGS:
-        keys, refs = references(records, lang, field)
-        if keys:
-            by_lang[lang] = (keys, refs)
-    return References(field, [r.key for r in records], by_lang)
+    by_lang = {lang: references(records, lang, field) for lang in languages.XM3600_LANGS}
+    return References(field, [r.key for r in records],
+                      {lang: pair for lang, pair in by_lang.items() if pair[0]})
 
 
 # Unused fields are msgspec.Raw (never built) so `_count_keys` can count them for the
