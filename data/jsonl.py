@@ -192,9 +192,8 @@ class LineStream:
 
     def _chunks(self):
         """The decompressed file, chunk by chunk."""
-        tool = None
-        if self.path.endswith(".bz2") and self._external:
-            tool = next(filter(None, map(shutil.which, ("lbzip2", "pbzip2", "bzip2"))), None)
+        tool = self.path.endswith(".bz2") and self._external and next(
+            filter(None, map(shutil.which, ("lbzip2", "pbzip2", "bzip2"))), None)
         if tool:
             with subprocess.Popen([tool, "-dc"], stdin=self._raw, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE) as proc:

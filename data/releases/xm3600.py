@@ -17,7 +17,6 @@ import files
 from data import jsonl, languages
 from data.jsonl import FormatError
 
-CAPTION_FIELDS = ("caption", "caption/tokenized", "caption/tokenized/lowercase")
 
 
 @dataclasses.dataclass(frozen=True)
