@@ -18,7 +18,6 @@ from data import jsonl, languages
 from data.jsonl import FormatError
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One XM3600 image: `key` (also its file name), `locale` (where it was taken), and per
