@@ -39,7 +39,8 @@ class Release:
     """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
     image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the translation
     file the captions need, or None; write_captions(split, langs, spill, tick) -> [warnings],
-    streaming the captions into `spill`, calling tick(file bytes read, lines)."""
+    streaming the captions into `spill`, calling tick(file bytes read, lines) (through `ticked`:
+    the last tick counts the whole file)."""
     dataset: str
     title: str
     image_shards: object
@@ -235,11 +236,11 @@ def _images_and_spills(pool, plan, progress, warnings):
                 progress.images += len(summary["keys"]) + len(summary["skipped"])
         progress.show()
 
-    text_done = 0
     text_start, text_cpu = time.monotonic(), time.process_time()
     for split, split_langs in plan.todo.items():
         spill = caption_tables.Spill(plan.state_dir, split, split_langs)
-        base, base_lines = text_done, progress.lines
+        # The earlier files' bytes: their last tick (`ticked`'s) counted each whole.
+        base, base_lines = progress.text_done, progress.lines
 
         def tick(position, lines, base=base, base_lines=base_lines):
             progress.text_done, progress.lines = base + position, base_lines + lines
@@ -253,8 +254,6 @@ def _images_and_spills(pool, plan, progress, warnings):
         if empty:
             raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
                              f"captions in {', '.join(map(repr, empty))}, which the build needs")
-        if plan.text_paths[split]:
-            text_done += os.path.getsize(plan.text_paths[split])
     progress.text_done = progress.text_total
     timing = {"lines": progress.lines, "text_s": time.monotonic() - text_start,
               "text_cpu_s": time.process_time() - text_cpu}
