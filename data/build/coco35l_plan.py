@@ -21,15 +21,11 @@ def release(manual_dir):
     karpathy = functools.cache(lambda: coco35l_release.read_karpathy(
         coco35l_release.karpathy_path(manual_dir)))
 
-    def split_images(split):
-        """Sorted cocoids of a split's images."""
-        wanted = coco35l_release.SPLITS[split]
-        return sorted(cid for cid, (s, _, _) in karpathy().items() if s in wanted)
-
     def image_shards(split):
-        images = karpathy()
+        images, wanted = karpathy(), coco35l_release.SPLITS[split]
         root = coco35l_release.image_root(manual_dir)
-        paths = [(cid, os.path.join(root, images[cid][1])) for cid in split_images(split)]
+        paths = [(cid, os.path.join(root, path))
+                 for cid, (s, path, _) in sorted(images.items()) if s in wanted]
         missing = [path for _, path in paths if not os.path.exists(path)]
         warning = (f"{TITLE} {split}: {len(missing)} images of {KARPATHY_FILE} have no JPEG "
                    f"and are left out, e.g. {missing[0]}" if missing else "")
@@ -41,29 +37,14 @@ def release(manual_dir):
         return coco35l_release.translations_path(manual_dir, split)
 
     def write_captions(split, langs, spill, tick):
-        images = karpathy()
-        wanted = set(split_images(split))
-        if "en" in langs:
-            for cid in sorted(wanted):
-                for n, caption in enumerate(images[cid][2]):
-                    spill.add("en", cid, n, caption)
-        translated = [lang for lang in langs if lang != "en"]
-        if not translated:
-            return []
-        stream = coco35l_release.open_translations(
-            coco35l_release.translations_path(manual_dir, split))
-        unknown = wrong_split = 0
-        for cid, n, lang, text in builder.ticked(
-                coco35l_release.translations_of(stream, translated), stream, tick):
-            if cid in wanted:
-                spill.add(lang, cid, n, text)
-            elif cid in images:
-                wrong_split += 1
-            else:
-                unknown += 1
-        return [f"{TITLE} {split}: skipped {count} caption lines naming {what}"
-                for count, what in ((unknown, f"an image that is not in {KARPATHY_FILE}"),
-                                    (wrong_split, "an image of another Karpathy split")) if count]
+        path, stats = text_path(split, langs), coco35l_release.ReadStats()
+        stream = path and coco35l_release.open_translations(path)
+        captions = coco35l_release.split_captions(karpathy(), split, langs, stream, stats)
+        for lang, cid, n, text in builder.ticked(captions, stream, tick) if stream else captions:
+            spill.add(lang, cid, n, text)
+        return [f"{TITLE} {split}: skipped {count} caption lines naming {what}" for count, what in (
+            (stats.unknown_image, f"an image that is not in {KARPATHY_FILE}"),
+            (stats.wrong_split, "an image of another Karpathy split")) if count]
 
     return builder.Release(
         dataset="coco35l", title=TITLE, image_shards=image_shards, text_path=text_path,
