@@ -220,12 +220,11 @@ def read_split(manual_dir, split, langs, *, check_images=True):
     exists, examples = functools.cache(os.path.exists), {}
     for lang in langs:
         kept = []
-        for cid in sorted(captions[lang]):
+        for cid, refs in sorted(captions[lang].items()):
             path = os.path.join(root, images[cid][1])
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            refs = captions[lang][cid]
             kept.append(Example(f"{cid}_{lang}", cid, lang, path,
                                 tuple(refs[n] for n in sorted(refs))))
         examples[lang] = kept
