@@ -38,10 +38,9 @@ def _read_images(paths, image_size, names):
     out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
 
     def read(i):
-        if callable(paths[i]):
-            out[i] = image_lib.decode_pixels(paths[i](), image_size, name=names[i])
-        else:
-            out[i] = image_lib.read_pixels(paths[i], image_size, name=names[i])
+        source = paths[i]
+        out[i] = (image_lib.decode_pixels(source(), image_size, name=names[i]) if callable(source)
+                  else image_lib.read_pixels(source, image_size, name=names[i]))
 
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(read, range(len(paths))))

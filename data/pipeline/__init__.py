@@ -46,8 +46,7 @@ class Batch:
     def __init__(self, config, vocab_path, sampler, *, image_size, global_batch_size,
                  process_count, shared_memory=False, layout=None):
         self.config, self.vocab_path, self.sampler = config, vocab_path, sampler
-        self.layout = layout
-        self.image_size, self.shared_memory = image_size, shared_memory
+        self.image_size, self.shared_memory, self.layout = image_size, shared_memory, layout
         self.global_batch_size, self.process_count = global_batch_size, process_count
         self._opened = None
 
