@@ -34,9 +34,7 @@ def config_langs(config, langs=None, dataset="coco35l"):
 
 def release(name, manual_dir):
     """The builder's `Release` of COCO-35L or CC3M-35L in `manual_dir`."""
-    from data.build import cc3m35l_plan, coco35l_plan
-
-    modules = {"coco35l": coco35l_plan, "cc3m35l": cc3m35l_plan}
+    modules = _plans()
     if name not in modules:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     if not os.path.isdir(manual_dir):
@@ -78,7 +76,7 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
     from data.build import builder
 
     try:
-        size = builder.estimate_bytes(release(name, manual_dir), missing, images)
+        size = builder.estimate_bytes(_plans()[name].release(manual_dir), missing, images)
         size = f"about {size_text(size)}"
     except (OSError, ValueError) as e:
         size = f"size unknown: {e}"
@@ -100,3 +98,8 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
                            corrupt_images=corrupt_images, max_side=max_side, workers=workers)
     return {f"{kind}/{s}": n for kind in ("images", "captions") for s, n in summary[kind].items()}
 
+
+def _plans():
+    from data.build import cc3m35l_plan, coco35l_plan
+
+    return {"coco35l": coco35l_plan, "cc3m35l": cc3m35l_plan}
