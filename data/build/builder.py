@@ -322,13 +322,12 @@ def _write_metadata(folder, dataset, images, splits, description, metadata=None)
         {"image_index": tfds.features.Scalar(dtype=np.int64), "key": key,
          "captions": tfds.features.Sequence(tfds.features.Text())})
 
-    infos = []
-    for name, (lengths, num_bytes) in sorted(splits.items()):
-        template = tfds.core.ShardedFileTemplate(
+    infos = [tfds.core.SplitInfo(
+        name=name, shard_lengths=list(lengths), num_bytes=int(num_bytes),
+        filename_template=tfds.core.ShardedFileTemplate(
             data_dir=tfds.core.Path(folder), template="{DATASET}-{SPLIT}.{FILEFORMAT}-"
-            "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record")
-        infos.append(tfds.core.SplitInfo(name=name, shard_lengths=list(lengths),
-                                         num_bytes=int(num_bytes), filename_template=template))
+            "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record"))
+        for name, (lengths, num_bytes) in sorted(splits.items())]
     kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
         data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
