@@ -158,10 +158,7 @@ def read_references(path, field="caption"):
     """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
     Accepts and rejects exactly what `read_captions` does, with the same messages."""
     _check_file(path)
-    table = _references_in_bulk(path, field)
-    if table is None:
-        table = references_by_language(read_captions(path), field)
-    return table
+    return _references_in_bulk(path, field) or references_by_language(read_captions(path), field)
 
 
 def image_path(root, key):
