@@ -38,10 +38,9 @@ def _read_images(paths, image_size, names):
     out = np.empty([len(paths), image_size, image_size, 3], np.uint8)
 
     def read(i):
-        if callable(paths[i]):
-            out[i] = image_lib.decode_pixels(paths[i](), image_size, name=names[i])
-        else:
-            out[i] = image_lib.read_pixels(paths[i], image_size, name=names[i])
+        source = paths[i]
+        out[i] = (image_lib.decode_pixels(source(), image_size, name=names[i]) if callable(source)
+                  else image_lib.read_pixels(source, image_size, name=names[i]))
 
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(read, range(len(paths))))
@@ -68,21 +67,17 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
     without captions in the file."""
     langs = languages.check_langs(langs)
     path = os.path.join(data_dir, "captions.jsonl")
-    records = xm3600.read_captions(path)
-    per_lang, paths, missing = {}, {}, []
-    for lang in langs:
-        keys, refs = xm3600.references(records, lang)
-        if not keys:
-            missing.append(lang)
-            continue
-        keys, refs = keys[:max_images], refs[:max_images]
-        per_lang[lang] = (keys, refs, keys)
-        for key in keys:
-            paths.setdefault(key, xm3600.image_path(data_dir, key))
+    table = xm3600.read_references(path)
+    missing = [lang for lang in langs if lang not in table.by_lang]
     if missing:
-        present = sorted({lang for r in records for lang in r.captions})
         raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
-                         f"{', '.join(present)}")
+                         f"{', '.join(sorted(table.by_lang))}")
+    per_lang = {}
+    for lang in langs:
+        keys, refs = (part[:max_images] for part in table.get(lang))
+        per_lang[lang] = (keys, refs, keys)
+    paths = {key: xm3600.image_path(data_dir, key) for keys, _, _ in per_lang.values()
+             for key in keys}
     return _caption_set(per_lang, paths, vocab, image_size=image_size,
                         prompt_template=prompt_template, max_prompt_len=max_prompt_len)
 

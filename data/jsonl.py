@@ -64,13 +64,12 @@ def loads(text, where, error=FormatError, one_line=False):
                     f"about {sys.getrecursionlimit()} levels)") from None
 
 
-def _open_binary(path):
-    path = str(path)
-    if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+def _open_binary(path, raw=None):
+    """`path` read in binary, decompressed if it ends in .bz2 or .gz (`raw`: the file, open)."""
+    opener = {".bz2": bz2.open, ".gz": gzip.open}.get(os.path.splitext(str(path))[1])
+    if opener:
+        return opener(raw or str(path), "rb")
+    return raw or open(path, "rb")
 
 
 def read_objects(path, error=FormatError):
@@ -115,22 +114,15 @@ def decode_lines(path, decoder, count_keys=None):
         return None
     data = _whole_file(path)
     objects, linenos = [], []
-    decode, find, size = decoder.decode, data.find, len(data)
-    start = lineno = 0
-    view = memoryview(data)
+    decode, view = decoder.decode, memoryview(data)
     try:
-        while start < size:
-            end = find(b"\n", start)
-            if end < 0:
-                end = size
-            lineno += 1
+        for lineno, (start, end) in enumerate(_line_spans(data), start=1):
             try:
                 objects.append(decode(view[start:end]))
                 linenos.append(lineno)
             except (msgspec.DecodeError, ValueError, RecursionError):  # Unicode errors: ValueError
                 if data[start:end].strip():
                     return None
-            start = end + 1
         if count_keys is None or _count_colons(data) != count_keys(objects):
             if _has_repeated_key(data):
                 return None
@@ -153,10 +145,7 @@ def _count_colons(data, chunk=1 << 22):
 
 def _has_repeated_key(data):
     """Whether a line of `data` (valid JSON Lines) holds a key twice in one object."""
-    start, size = 0, len(data)
-    while start < size:
-        end = data.find(b"\n", start)
-        end = size if end < 0 else end
+    for start, end in _line_spans(data):
         if end > start:
             try:
                 json.loads(data[start:end], object_pairs_hook=unique_keys)
@@ -164,8 +153,17 @@ def _has_repeated_key(data):
                 return True
             except (ValueError, RecursionError):
                 pass  # A blank line (the decoder took all others), or nested too deep (said later).
-        start = end + 1
     return False
+
+
+def _line_spans(data):
+    """(start, end) of each line of `data` (bytes or mmap), its newline left out."""
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        end = size if end < 0 else end
+        yield start, end
+        start = end + 1
 
 
 class LineStream:
@@ -194,9 +192,8 @@ class LineStream:
 
     def _chunks(self):
         """The decompressed file, chunk by chunk."""
-        tool = None
-        if self.path.endswith(".bz2") and self._external:
-            tool = next(filter(None, map(shutil.which, ("lbzip2", "pbzip2", "bzip2"))), None)
+        tool = self.path.endswith(".bz2") and self._external and next(
+            filter(None, map(shutil.which, ("lbzip2", "pbzip2", "bzip2"))), None)
         if tool:
             with subprocess.Popen([tool, "-dc"], stdin=self._raw, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE) as proc:
@@ -207,12 +204,7 @@ class LineStream:
                 raise FormatError(f"{self.path}: not a readable .bz2 file "
                                   f"({problem.splitlines()[-1] if problem else proc.returncode})")
             return
-        if self.path.endswith(".bz2"):
-            stream = bz2.BZ2File(self._raw)
-        elif self.path.endswith(".gz"):
-            stream = gzip.GzipFile(fileobj=self._raw)
-        else:
-            stream = self._raw
+        stream = _open_binary(self.path, self._raw)
         try:
             while chunk := stream.read(self._chunk_size):
                 yield chunk

@@ -18,9 +18,8 @@ def check_langs(langs, known=XM3600_LANGS, what="language"):
     `langs` is an iterable or a comma-separated string (also as an element:
     `--config.x.langs=en,es` gives ("en,es",)); `what` names the codes in the message.
     """
-    if isinstance(langs, str):
-        langs = [langs]
-    langs = tuple(l.strip() for item in langs for l in item.split(",") if l.strip())
+    items = [langs] if isinstance(langs, str) else langs
+    langs = tuple(l.strip() for item in items for l in item.split(",") if l.strip())
     unknown = [l for l in langs if l not in known]
     if unknown:
         raise ValueError(

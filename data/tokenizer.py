@@ -84,10 +84,8 @@ def detokenize(vocab, tokens):
     """Token ids [batch, length] (the decoders') -> strings, cut at the first EOS; padding
     and ids of the padded embedding rows beyond the vocabulary are dropped."""
     texts = []
-    for row in np.asarray(tokens):
-        ids = row.tolist()
-        if EOS_ID in ids:
-            ids = ids[:ids.index(EOS_ID)]
+    for ids in np.asarray(tokens).tolist():
+        ids = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
         texts.append(vocab.tokenizer.decode_ids([i for i in ids if i not in (PAD_ID, EOS_ID)
                                                  and i < vocab.vocab_size]))
     return texts

@@ -26,44 +26,36 @@ def available_cores():
 
 
 @contextlib.contextmanager
-def _signals_held():
-    """SIGINT and SIGTERM reaching the block are acted on after it (main thread only), and are
-    blocked in this thread for the processes it starts."""
-    held, main = [], threading.current_thread() is threading.main_thread()
-    if main:
-        wakeup = signal.set_wakeup_fd(-1)  # training/preemption.py's watcher waits.
-        handlers = {s: signal.signal(s, lambda signum, frame: held.append(signum))
-                    for s in SIGNALS}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if main:
-            signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-            for signum in held:
-                signal.raise_signal(signum)
-
-
-@contextlib.contextmanager
 def starting():
-    """The block that starts worker processes (see the module docstring)."""
+    """The block that starts worker processes (see the module docstring): SIGINT and SIGTERM
+    reaching it are acted on after it (main thread only), and are blocked in this thread for the
+    processes it starts."""
     quiet = "ignore:resource_tracker:UserWarning"
     sys.warnoptions.append(quiet)  # The tracker's interpreter is started with these.
     try:
         resource_tracker.ensure_running()
     finally:
         sys.warnoptions.remove(quiet)
+    held, main_thread = [], threading.current_thread() is threading.main_thread()
+    if main_thread:
+        wakeup = signal.set_wakeup_fd(-1)  # training/preemption.py's watcher waits.
+        handlers = {s: signal.signal(s, lambda signum, frame: held.append(signum))
+                    for s in SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     main = sys.modules["__main__"].__dict__  # What spawn would run again in each worker.
     hidden = {name: main.pop(name) for name in ("__file__", "__spec__") if name in main}
     main["__spec__"] = None
     try:
-        with _signals_held():
-            yield
+        yield
     finally:
         main.update(hidden)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if main_thread:
+            signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            for signum in held:
+                signal.raise_signal(signum)
 
 
 def _exit_with(parent_pid):

@@ -19,17 +19,17 @@ from data.build import layout
 from data.build.progress import size_text
 
 BUILDERS = ("coco35l", "cc3m35l")
-CONFIGS = {"all": None, "core": languages.CORE_LANGS}
+CONFIGS = {"all": languages.TRAIN_35L_LANGS, "core": languages.CORE_LANGS}
 
 
 def config_langs(config, langs=None, dataset="coco35l"):
     """The languages a build covers: `langs` if given, else those of config "all" or "core"."""
-    known = languages.TRAIN_35L_LANGS
     if langs:
-        return languages.check_langs(langs, known=known, what=f"{dataset} language")
+        return languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
+                                     what=f"{dataset} language")
     if config not in CONFIGS:
         raise ValueError(f"unknown {dataset} config {config!r}; known: {', '.join(CONFIGS)}")
-    return tuple(CONFIGS[config] or known)
+    return CONFIGS[config]
 
 
 def release(name, manual_dir):
@@ -73,8 +73,11 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
                      corrupt_images=corrupt_images)
         return layout.Built(data_dir, name)
     what = (["the images"] if images else []) + [f"the captions of {', '.join(missing)}"]
+    from data.build import builder
+
     try:
-        size = f"about {size_text(_plans()[name].estimate_bytes(manual_dir, missing, images))}"
+        size = builder.estimate_bytes(_plans()[name].release(manual_dir), missing, images)
+        size = f"about {size_text(size)}"
     except (OSError, ValueError) as e:
         size = f"size unknown: {e}"
     raise layout.NotBuiltError(
@@ -93,8 +96,7 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     summary = build_corpus(name, manual_dir=manual_dir, data_dir=data_dir,
                            langs=config_langs(config, langs, name),
                            corrupt_images=corrupt_images, max_side=max_side, workers=workers)
-    return {**{f"images/{s}": n for s, n in summary["images"].items()},
-            **{f"captions/{s}": n for s, n in summary["captions"].items()}}
+    return {f"{kind}/{s}": n for kind in ("images", "captions") for s, n in summary[kind].items()}
 
 
 def _plans():

@@ -5,6 +5,7 @@ worker per language writes its caption table, as many at once as TABLE_MEMORY al
 metadata is written last (a folder without it is unfinished); a killed build resumes.
 """
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -25,6 +26,8 @@ from data.build.progress import Progress, size_text
 # besides the workers' own (~40 MB each, before a task).
 TABLE_MEMORY = 768 << 20
 _STATE = ".build"
+SPLITS = ("train", "dev")
+TICK_ITEMS = 1 << 16  # The captions or lines between progress updates.
 
 
 class NotEnoughSpaceError(errors.RunError):
@@ -36,7 +39,8 @@ class Release:
     """What coco35l_plan.py or cc3m35l_plan.py tells `build` about a release.
     image_shards(split) -> ([ImageShard], warning or ""); text_path(split, langs) -> the translation
     file the captions need, or None; write_captions(split, langs, spill, tick) -> [warnings],
-    streaming the captions into `spill`, calling tick(file bytes read, lines)."""
+    streaming the captions into `spill`, calling tick(file bytes read, lines) (through `ticked`:
+    the last tick counts the whole file)."""
     dataset: str
     title: str
     image_shards: object
@@ -59,6 +63,21 @@ class _Plan:
     text_paths: dict    # {split: translation file or None}
     pending: list       # the image shards to write
 
+    def spills(self):
+        """{(split, lang): spill paths} of the caption tables to write."""
+        return {(split, lang): caption_tables.Spill.paths(self.state_dir, split, lang)
+                for split, split_langs in self.todo.items() for lang in split_langs}
+
+
+def ticked(items, stream, tick):
+    """`items` read from `stream` (a jsonl.LineStream), calling tick(file bytes read, items) every
+    TICK_ITEMS items and (bytes, lines) at the end."""
+    for count, item in enumerate(items, start=1):
+        if count % TICK_ITEMS == 0:
+            tick(stream.position, count)
+        yield item
+    tick(stream.size, stream.lines)
+
 
 def caption_bytes(path, langs):
     """About the bytes of the caption tables of `langs` (but en) from a translation file (an
@@ -71,26 +90,27 @@ def caption_bytes(path, langs):
         return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
-    lines = text = 0
+    lines, text, position = 0, 0, stream.size
     for _, row in stream:
         lines += 1
         text += len(row.translation_tokenized.encode("utf-8"))
         if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
-    else:
-        position = stream.size
     mean_text = text / max(lines, 1)
     # The file holds 34 languages' lines.
     lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
     return int(lines * (mean_text + 24))
 
 
-def image_bytes_estimate(source_bytes, num_images, options):
-    """About the bytes the images take once stored (an upper bound when re-encoding)."""
-    if not options.max_side:
-        return source_bytes
-    return min(source_bytes, int(num_images * options.max_side ** 2 * 0.75 * 0.5))
+def estimate_bytes(release, langs, images=True):
+    """About the disk a build of `langs` (and of the images, if `images`) takes."""
+    total = 0
+    for split in SPLITS:
+        if images:
+            total += sum(s.input_bytes() for s in release.image_shards(split)[0])
+        total += caption_bytes(release.text_path(split, langs), langs)
+    return total
 
 
 def check_free_space(data_dir, needed):
@@ -132,13 +152,16 @@ def build(release, *, data_dir, langs, options, workers=None):
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    plan = _plan(release, data_dir, langs, options, ("train", "dev"))
+    plan = _plan(release, data_dir, langs, options, SPLITS)
     if plan is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
     text_bytes = sum(os.path.getsize(p) for p in plan.text_paths.values() if p)
-    num_images = sum(len(s.files) or 10_000 for s in plan.pending)  # img2dataset: 10k a tar.
-    check_free_space(data_dir, image_bytes_estimate(image_bytes, num_images, options) + 2 * sum(
+    stored = image_bytes
+    if options.max_side:  # At most the re-encoded size (img2dataset: 10k images a tar).
+        num_images = sum(len(s.files) or 10_000 for s in plan.pending)
+        stored = min(image_bytes, int(num_images * options.max_side ** 2 * 0.75 * 0.5))
+    check_free_space(data_dir, stored + 2 * sum(
         caption_bytes(plan.text_paths[split], split_langs)
         for split, split_langs in plan.todo.items()))
     progress = Progress(release.title, image_bytes, text_bytes)
@@ -213,11 +236,11 @@ def _images_and_spills(pool, plan, progress, warnings):
                 progress.images += len(summary["keys"]) + len(summary["skipped"])
         progress.show()
 
-    text_done = 0
     text_start, text_cpu = time.monotonic(), time.process_time()
     for split, split_langs in plan.todo.items():
         spill = caption_tables.Spill(plan.state_dir, split, split_langs)
-        base, base_lines = text_done, progress.lines
+        # The earlier files' bytes: their last tick (`ticked`'s) counted each whole.
+        base, base_lines = progress.text_done, progress.lines
 
         def tick(position, lines, base=base, base_lines=base_lines):
             progress.text_done, progress.lines = base + position, base_lines + lines
@@ -231,8 +254,6 @@ def _images_and_spills(pool, plan, progress, warnings):
         if empty:
             raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
                              f"captions in {', '.join(map(repr, empty))}, which the build needs")
-        if plan.text_paths[split]:
-            text_done += os.path.getsize(plan.text_paths[split])
     progress.text_done = progress.text_total
     timing = {"lines": progress.lines, "text_s": time.monotonic() - text_start,
               "text_cpu_s": time.process_time() - text_cpu}
@@ -248,9 +269,8 @@ def _images_and_spills(pool, plan, progress, warnings):
 def _table_workers(plan, workers):
     """Stage 2's workers: as many as the largest tables that fit TABLE_MEMORY at once (more would
     sit idle holding memory)."""
-    largest = max((caption_tables.table_memory(caption_tables.Spill.paths(
-        plan.state_dir, split, lang)[0]) for split, split_langs in plan.todo.items()
-        for lang in split_langs), default=0)
+    largest = max((caption_tables.table_memory(paths[0]) for paths in plan.spills().values()),
+                  default=0)
     return min(workers, max(1, TABLE_MEMORY // max(largest, 1)))
 
 
@@ -258,12 +278,9 @@ def _caption_tables(pool, plan, workers, progress):
     """Stage 2: a caption table per language, as many at once as TABLE_MEMORY allows; returns
     (the tables' counts, timing)."""
     start = time.monotonic()
-    tasks = []
-    for split, split_langs in plan.todo.items():
-        for lang in split_langs:
-            paths = caption_tables.Spill.paths(plan.state_dir, split, lang)
-            tasks.append((caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
-                          os.path.join(plan.image_dir, f"keys_{split}.npy")))
+    tasks = [(caption_tables.table_memory(paths[0]), f"{split}_{lang}", paths,
+              os.path.join(plan.image_dir, f"keys_{split}.npy"))
+             for (split, lang), paths in plan.spills().items()]
     started = []  # (memory, task) of the tables started
     total_memory = sum(memory for memory, *_ in tasks) or 1
 
@@ -305,13 +322,12 @@ def _write_metadata(folder, dataset, images, splits, description, metadata=None)
         {"image_index": tfds.features.Scalar(dtype=np.int64), "key": key,
          "captions": tfds.features.Sequence(tfds.features.Text())})
 
-    infos = []
-    for name, (lengths, num_bytes) in sorted(splits.items()):
-        template = tfds.core.ShardedFileTemplate(
+    infos = [tfds.core.SplitInfo(
+        name=name, shard_lengths=list(lengths), num_bytes=int(num_bytes),
+        filename_template=tfds.core.ShardedFileTemplate(
             data_dir=tfds.core.Path(folder), template="{DATASET}-{SPLIT}.{FILEFORMAT}-"
-            "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record")
-        infos.append(tfds.core.SplitInfo(name=name, shard_lengths=list(lengths),
-                                         num_bytes=int(num_bytes), filename_template=template))
+            "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record"))
+        for name, (lengths, num_bytes) in sorted(splits.items())]
     kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
         data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
@@ -371,12 +387,8 @@ def _finish_images(plan):
 
 def _finish_captions(plan, tables):
     """TFDS metadata of every built caption table; returns warnings about dropped captions."""
-    splits = dict(plan.built)
-    no_image = {}
-    for table in tables:
-        splits[table["name"]] = ([table["num_examples"]], table["num_bytes"])
-        if table["no_image"]:
-            no_image[table["name"]] = table["no_image"]
+    splits = {**plan.built, **{t["name"]: ([t["num_examples"]], t["num_bytes"]) for t in tables}}
+    no_image = {t["name"]: t["no_image"] for t in tables if t["no_image"]}
     _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
@@ -389,14 +401,11 @@ def _finish_captions(plan, tables):
 
 def _remove_state(plan):
     """Deletes the spills; the state folder goes once it is empty (the build is complete)."""
-    for split, split_langs in plan.todo.items():
-        for lang in split_langs:
-            for path in caption_tables.Spill.paths(plan.state_dir, split, lang):
-                os.remove(path)
-    try:
+    for paths in plan.spills().values():
+        for path in paths:
+            os.remove(path)
+    with contextlib.suppress(OSError):
         os.rmdir(plan.state_dir)
-    except OSError:
-        pass
 
 
 def _summary(data_dir, dataset, warnings):

@@ -25,14 +25,9 @@ class Spill:
     """Per-language caption spill files of one split: an index (key, n, length) and the texts."""
 
     def __init__(self, folder, split, langs):
-        os.makedirs(folder, exist_ok=True)
-        self.folder, self.split = folder, split
         self.counts = dict.fromkeys(langs, 0)
-        self._files = {}
-        for lang in langs:
-            index, text = self.paths(folder, split, lang)
-            self._files[lang] = (open(index, "wb", buffering=1 << 18),
-                                 open(text, "wb", buffering=1 << 18))
+        self._files = {lang: tuple(open(path, "wb", buffering=1 << 18)
+                                   for path in self.paths(folder, split, lang)) for lang in langs}
 
     @staticmethod
     def paths(folder, split, lang):

@@ -5,14 +5,11 @@ order of the sorted shards and files; one caption per image and language, Englis
 source caption. Captions whose image was not downloaded (CC3M URLs rot) are left out, counted.
 """
 
-import os
-
 from data.build import builder
 from data.build.image_shards import plan_shards
 from data.releases import cc3m35l as cc3m35l_release
 
 TITLE = "CC3M-35L"
-_TICK_LINES = 1 << 16
 
 
 def release(manual_dir):
@@ -32,13 +29,9 @@ def release(manual_dir):
 
     def write_captions(split, langs, spill, tick):
         stream = cc3m35l_release.open_translations(text_path(split, langs))
-        count = 0
-        for key, lang, text in cc3m35l_release.stream_captions(stream, langs):
+        for key, lang, text in builder.ticked(
+                cc3m35l_release.stream_captions(stream, langs), stream, tick):
             spill.add(lang, key, 0, text)
-            count += 1
-            if count % _TICK_LINES == 0:
-                tick(stream.position, count)
-        tick(stream.size, stream.lines)
         return []
 
     return builder.Release(
@@ -47,16 +40,3 @@ def release(manual_dir):
         description="CC3M-35L (Thapliyal et al., EMNLP 2022): Conceptual Captions 3M images "
                     "with captions machine-translated into 35 languages.")
 
-
-def estimate_bytes(manual_dir, langs, images=True):
-    """About the disk a build of `langs` (and of the images, if `images`) takes."""
-    total = 0
-    for split in cc3m35l_release.SPLITS:
-        if images:
-            tars, files = cc3m35l_release.image_files(
-                cc3m35l_release.image_dir(manual_dir, split))
-            total += sum(os.path.getsize(p) for p in tars)
-            total += sum(os.path.getsize(p) for _, p in files)
-        total += builder.caption_bytes(
-            cc3m35l_release.translations_path(manual_dir, split), langs)
-    return total

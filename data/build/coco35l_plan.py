@@ -11,40 +11,25 @@ import os
 from data.build import builder
 from data.build.image_shards import plan_shards
 from data.releases import coco35l as coco35l_release
+from data.releases.coco35l import KARPATHY_FILE
 
 TITLE = "COCO-35L"
-_TICK_LINES = 1 << 16
-
-
-def _karpathy(manual_dir):
-    return coco35l_release.read_karpathy(coco35l_release.karpathy_path(manual_dir))
-
-
-def _split_images(images, split):
-    """Sorted cocoids of a split's images."""
-    wanted = coco35l_release.SPLITS[split]
-    return sorted(cid for cid, (s, _, _) in images.items() if s in wanted)
-
-
-def _image_files(manual_dir, images, split):
-    """([(cocoid, path)] of a split's JPEGs, [(cocoid, path)] of those missing)."""
-    root = coco35l_release.image_root(manual_dir)
-    paths = [(cid, os.path.join(root, images[cid][1])) for cid in _split_images(images, split)]
-    return ([p for p in paths if os.path.exists(p[1])],
-            [p for p in paths if not os.path.exists(p[1])])
 
 
 def release(manual_dir):
     """The `Release` of COCO-35L in `manual_dir`, for data/build/builder.build."""
-    karpathy = functools.cache(lambda: _karpathy(manual_dir))
+    karpathy = functools.cache(lambda: coco35l_release.read_karpathy(
+        coco35l_release.karpathy_path(manual_dir)))
 
     def image_shards(split):
-        files, missing = _image_files(manual_dir, karpathy(), split)
-        warning = ""
-        if missing:
-            warning = (f"{TITLE} {split}: {len(missing)} images of {coco35l_release.KARPATHY_FILE} "
-                       f"have no JPEG and are left out, e.g. {missing[0][1]}")
-        return plan_shards(split, loose=files), warning
+        images, wanted = karpathy(), coco35l_release.SPLITS[split]
+        root = coco35l_release.image_root(manual_dir)
+        paths = [(cid, os.path.join(root, path))
+                 for cid, (s, path, _) in sorted(images.items()) if s in wanted]
+        missing = [path for _, path in paths if not os.path.exists(path)]
+        warning = (f"{TITLE} {split}: {len(missing)} images of {KARPATHY_FILE} have no JPEG "
+                   f"and are left out, e.g. {missing[0]}" if missing else "")
+        return plan_shards(split, loose=[p for p in paths if os.path.exists(p[1])]), warning
 
     def text_path(split, langs):
         if all(lang == "en" for lang in langs):
@@ -52,37 +37,14 @@ def release(manual_dir):
         return coco35l_release.translations_path(manual_dir, split)
 
     def write_captions(split, langs, spill, tick):
-        images = karpathy()
-        wanted = set(_split_images(images, split))
-        if "en" in langs:
-            for cid in sorted(wanted):
-                for n, caption in enumerate(images[cid][2]):
-                    spill.add("en", cid, n, caption)
-        translated = [lang for lang in langs if lang != "en"]
-        if not translated:
-            return []
-        stream = coco35l_release.open_translations(
-            coco35l_release.translations_path(manual_dir, split))
-        unknown = wrong_split = lines = 0
-        for cid, n, lang, text in coco35l_release.translations_of(stream, translated):
-            lines += 1
-            if lines % _TICK_LINES == 0:
-                tick(stream.position, lines)
-            if cid in wanted:
-                spill.add(lang, cid, n, text)
-            elif cid in images:
-                wrong_split += 1
-            else:
-                unknown += 1
-        tick(stream.size, stream.lines)
-        warnings = []
-        if unknown:
-            warnings.append(f"{TITLE} {split}: skipped {unknown} caption lines naming an image "
-                            f"that is not in {coco35l_release.KARPATHY_FILE}")
-        if wrong_split:
-            warnings.append(f"{TITLE} {split}: skipped {wrong_split} caption lines naming an "
-                            f"image of another Karpathy split")
-        return warnings
+        path, stats = text_path(split, langs), coco35l_release.ReadStats()
+        stream = path and coco35l_release.open_translations(path)
+        captions = coco35l_release.split_captions(karpathy(), split, langs, stream, stats)
+        for lang, cid, n, text in builder.ticked(captions, stream, tick) if stream else captions:
+            spill.add(lang, cid, n, text)
+        return [f"{TITLE} {split}: skipped {count} caption lines naming {what}" for count, what in (
+            (stats.unknown_image, f"an image that is not in {KARPATHY_FILE}"),
+            (stats.wrong_split, "an image of another Karpathy split")) if count]
 
     return builder.Release(
         dataset="coco35l", title=TITLE, image_shards=image_shards, text_path=text_path,
@@ -90,15 +52,3 @@ def release(manual_dir):
         description="COCO-35L (Thapliyal et al., EMNLP 2022): COCO 2014 images (Karpathy "
                     "train + restval, val) with captions in 35 languages.")
 
-
-def estimate_bytes(manual_dir, langs, images=True):
-    """About the disk a build of `langs` (and of the images, if `images`) takes."""
-    total, karpathy = 0, _karpathy(manual_dir) if images else None
-    for split in coco35l_release.SPLITS:
-        if images:
-            files, _ = _image_files(manual_dir, karpathy, split)
-            total += sum(os.path.getsize(path) for _, path in files)
-        if any(lang != "en" for lang in langs):
-            total += builder.caption_bytes(
-                coco35l_release.translations_path(manual_dir, split), langs)
-    return total

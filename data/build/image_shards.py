@@ -149,27 +149,24 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
 
 def finished_shard(shard, out_dir, dataset, state_dir, options):
     """The summary of a shard a previous run finished with the same inputs, else None."""
-    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
     try:
         with open(summary_path(state_dir, shard), encoding="utf-8") as f:
             summary = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    if not os.path.exists(final) or summary.get("fingerprint") != shard.fingerprint(options):
-        return None
-    return summary
+    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
+    fresh = os.path.exists(final) and summary.get("fingerprint") == shard.fingerprint(options)
+    return summary if fresh else None
 
 
 def plan_shards(split, loose=(), tars=()):
     """ImageShards of a split: one per tar, and loose files [(key, path)] in ~SHARD_BYTES runs."""
-    groups, current, size = [], [], 0
+    groups, size = [], SHARD_BYTES
     for key, path in loose:
-        current.append((key, path))
+        if size >= SHARD_BYTES:  # The last group is full: a new one.
+            groups.append([])
+            size = 0
+        groups[-1].append((key, path))
         size += os.path.getsize(path)
-        if size >= SHARD_BYTES:
-            groups.append(current)
-            current, size = [], 0
-    if current:
-        groups.append(current)
     units = [dict(tar=t) for t in tars] + [dict(files=tuple(g)) for g in groups]
     return [ImageShard(split, i, len(units), **unit) for i, unit in enumerate(units)]

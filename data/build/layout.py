@@ -46,13 +46,20 @@ def shard_path(folder, dataset, split, shard, num_shards):
 def read_splits(folder, num_bytes=False):
     """{split name: [records per shard]} (with `num_bytes`: (that, bytes)) from a TFDS folder's
     dataset_info.json, or None."""
-    try:
-        with open(os.path.join(folder, "dataset_info.json"), encoding="utf-8") as f:
-            info = json.load(f)
-    except FileNotFoundError:
+    info = _json(os.path.join(folder, "dataset_info.json"))
+    if info is None:
         return None
     return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
             if num_bytes else [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}
+
+
+def _json(path):
+    """The JSON value of the file at `path`, or None if there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
 
 
 def image_row(record):
@@ -118,18 +125,12 @@ class Built:
 
     def langs(self, split):
         """The languages whose captions of `split` are built."""
-        prefix = f"{split}_"
-        return sorted(name[len(prefix):] for name in self._caption_splits
-                      if name.startswith(prefix))
+        return sorted(name.removeprefix(f"{split}_") for name in self._caption_splits
+                      if name.startswith(f"{split}_"))
 
     def metadata(self):
         """How the images were built: {"max_side": int or None, "jpeg_quality": int, ...}."""
-        path = os.path.join(images_dir(self.data_dir, self.dataset), "metadata.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return {}
+        return _json(os.path.join(images_dir(self.data_dir, self.dataset), "metadata.json")) or {}
 
     def images(self, split):
         """The images of a split: `Table` of (key, encoded image bytes)."""

@@ -43,8 +43,7 @@ class Progress:
 
     def line(self):
         elapsed = time.monotonic() - self._start
-        parts = []
-        rates = []
+        parts, rates = [], []
         if self.image_total:
             share = self.image_done / self.image_total
             parts.append(f"images {100 * share:.0f}% ({self.images:,}, "
@@ -64,9 +63,8 @@ class Progress:
 
     def show(self, force=False):
         now = time.monotonic()
-        if now - self._start < self._after and not (force and self._shown):
-            return
-        if not force and now - self._last < self._every:
+        if (now - self._start < self._after and not (force and self._shown)
+                or not force and now - self._last < self._every):
             return
         self._last, self._shown = now, True
         end = "\r" if self._tty else "\n"

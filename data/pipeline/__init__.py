@@ -46,8 +46,7 @@ class Batch:
     def __init__(self, config, vocab_path, sampler, *, image_size, global_batch_size,
                  process_count, shared_memory=False, layout=None):
         self.config, self.vocab_path, self.sampler = config, vocab_path, sampler
-        self.layout = layout
-        self.image_size, self.shared_memory = image_size, shared_memory
+        self.image_size, self.shared_memory, self.layout = image_size, shared_memory, layout
         self.global_batch_size, self.process_count = global_batch_size, process_count
         self._opened = None
 
@@ -111,9 +110,9 @@ class Batch:
             batch[name][...] = array
         return batch
 
-    def lengths(self, count, tables=None):
+    def lengths(self, count):
         """(prompt, caption) lengths with EOS of the stream's first `count` examples."""
-        captions, _, vocab, prompt_ids = self.open(tables)
+        captions, _, vocab, prompt_ids = self.open()
         picks = [self.sampler.example(p) for p in range(count)]
         targets = prompts.tokenize_targets(vocab, _read(captions, picks)[1],
                                            self.config["max_target_len"])
@@ -200,14 +199,21 @@ def ensure_built(data_config, build=False):
         build=build, corrupt_images=data_config.get("corrupt_images", None) or "stop")
 
 
-def sample_lengths(data_config, vocab, seed, count):
-    """(prompt, caption) lengths with EOS of the first `count` examples of the training stream
-    (of `seed`): the sample packing.layout derives the rows from."""
+def _batch(data_config, vocab, seed, **kwargs):
+    """The opened `Batch` (`kwargs`: its options) of `config.data`'s stream of `seed`."""
     config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
     tables = open_tables(config)
     sampler = sampling.Sampler([len(table) for table in tables[0]], seed)
-    return Batch(config, vocab.path, sampler, image_size=1, global_batch_size=count,
-                 process_count=1).lengths(count, tables)
+    batch = Batch(config, vocab.path, sampler, **kwargs)
+    batch.open(tables)  # Checks the prompts here; makes the batches if no workers.
+    return batch
+
+
+def sample_lengths(data_config, vocab, seed, count):
+    """(prompt, caption) lengths with EOS of the first `count` examples of the training stream
+    (of `seed`): the sample packing.layout derives the rows from."""
+    return _batch(data_config, vocab, seed, image_size=1, global_batch_size=count,
+                  process_count=1).lengths(count)
 
 
 def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, start_step=0,
@@ -218,15 +224,11 @@ def train_iterator(data_config, vocab, *, global_batch_size, image_size, seed, s
     `global_batch_size`; `start_step` resumes; a packing.Layout packs the batches. Raises
     layout.NotBuiltError for a missing build."""
     sampling.local_batch_size(global_batch_size, process_index, process_count)  # Checks them.
-    config = data_config.to_dict() if hasattr(data_config, "to_dict") else dict(data_config)
-    tables = open_tables(config)
-    sampler = sampling.Sampler([len(table) for table in tables[0]], seed)
-    num_workers = config.get("num_workers", None)
+    num_workers = data_config.get("num_workers", None)
     num_workers = worker_processes.available_cores() if num_workers is None else num_workers
-    batch = Batch(config, vocab.path, sampler, image_size=image_size,
-                  global_batch_size=global_batch_size, process_count=process_count,
-                  shared_memory=num_workers > 0, layout=layout)
-    batch.open(tables)  # Checks the prompts here; makes the batches if no workers.
+    batch = _batch(data_config, vocab, seed, image_size=image_size,
+                   global_batch_size=global_batch_size, process_count=process_count,
+                   shared_memory=num_workers > 0, layout=layout)
     dataset = (grain.MapDataset.range(_ENDLESS)[process_index::process_count]
                [start_step:]  # Resuming is a slice: no iterator state.
                .map(batch))

@@ -148,11 +148,18 @@ def open_translations(path, required=_MT_FIELDS):
                             functools.partial(check_translation, required=required))
 
 
-def translations_of(stream, langs):
-    """(cocoid, n, trg_lang, translation) of the lines of `stream` (a LineStream) in `langs`."""
-    langs = set(langs)
-    for lineno, row in stream:
-        if row.trg_lang not in langs:
+def split_captions(images, split, langs, stream, stats):
+    """Yields (lang, cocoid, caption index n, caption) of the images of `split` in `langs`:
+    English from the Karpathy `images` (`read_karpathy`), the others from the translation
+    `stream` (a LineStream; None without them). Lines naming another image count in `stats`."""
+    wanted = {cid for cid, (s, _, _) in images.items() if s in SPLITS[split]}
+    if "en" in langs:
+        for cid in sorted(wanted):
+            for n, caption in enumerate(images[cid][2]):
+                yield "en", cid, n, caption
+    translated = set(langs) - {"en"}
+    for lineno, row in stream or ():
+        if row.trg_lang not in translated:
             continue
         image_id = row.image_id
         cocoid, sep, n = image_id.partition("_") if isinstance(image_id, str) else ("", "", "")
@@ -162,7 +169,12 @@ def translations_of(stream, langs):
                                   f"fields {', '.join(_MT_FIELDS)}")
             raise FormatError(f"{stream.path}:{lineno}: image_id {image_id!r} is not "
                               f"'<cocoid>_<caption index>'")
-        yield int(cocoid), int(n), row.trg_lang, row.translation_tokenized
+        if (cid := int(cocoid)) in wanted:
+            yield row.trg_lang, cid, int(n), row.translation_tokenized
+        elif cid in images:
+            stats.wrong_split += 1
+        else:
+            stats.unknown_image += 1
 
 
 def karpathy_path(manual_dir):
@@ -199,31 +211,20 @@ def read_split(manual_dir, split, langs, *, check_images=True):
                                   what="COCO-35L language")
     images = read_karpathy(karpathy_path(manual_dir))
     root = image_root(manual_dir)
-    wanted = {cid for cid, (s, _, _) in images.items() if s in SPLITS[split]}
+    stream = open_translations(translations_path(manual_dir, split)) if any(
+        lang != "en" for lang in langs) else None
     stats = ReadStats()
     captions = {lang: collections.defaultdict(dict) for lang in langs}
-    if "en" in langs:
-        for cid in wanted:
-            captions["en"][cid] = dict(enumerate(images[cid][2]))
-    translated = [lang for lang in langs if lang != "en"]
-    if translated:
-        for cid, n, lang, text in translations_of(
-                open_translations(translations_path(manual_dir, split)), translated):
-            if cid not in images:
-                stats.unknown_image += 1
-            elif cid not in wanted:
-                stats.wrong_split += 1
-            else:
-                captions[lang][cid][n] = text
+    for lang, cid, n, text in split_captions(images, split, langs, stream, stats):
+        captions[lang][cid][n] = text
     exists, examples = functools.cache(os.path.exists), {}
     for lang in langs:
         kept = []
-        for cid in sorted(captions[lang]):
+        for cid, refs in sorted(captions[lang].items()):
             path = os.path.join(root, images[cid][1])
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            refs = captions[lang][cid]
             kept.append(Example(f"{cid}_{lang}", cid, lang, path,
                                 tuple(refs[n] for n in sorted(refs))))
         examples[lang] = kept

@@ -17,8 +17,6 @@ import files
 from data import jsonl, languages
 from data.jsonl import FormatError
 
-CAPTION_FIELDS = ("caption", "caption/tokenized", "caption/tokenized/lowercase")
-
 
 @dataclasses.dataclass(frozen=True)
 class Record:
@@ -93,32 +91,15 @@ class References:
 
 def references_by_language(records, field="caption"):
     """`References` of `read_captions` records."""
-    by_lang = {}
-    for lang in languages.XM3600_LANGS:
-        keys, refs = references(records, lang, field)
-        if keys:
-            by_lang[lang] = (keys, refs)
-    return References(field, [r.key for r in records], by_lang)
+    by_lang = {lang: references(records, lang, field) for lang in languages.XM3600_LANGS}
+    return References(field, [r.key for r in records],
+                      {lang: pair for lang, pair in by_lang.items() if pair[0]})
 
 
 # Unused fields are msgspec.Raw (never built) so `_count_keys` can count them for the
 # repeated-key check (data/jsonl.py).
 _UNUSED = msgspec.Raw | msgspec.UnsetType
 _FIELD_NAMES = {"tokenized": "caption/tokenized", "lowercase": "caption/tokenized/lowercase"}
-
-
-class _Captions(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
-    """A language's captions as `_parse_record` accepts them (other fields ignored)."""
-    caption: list[str]
-    tokenized: list[str] | msgspec.UnsetType = msgspec.UNSET
-    lowercase: _UNUSED = msgspec.UNSET
-
-
-class _CaptionsOnly(msgspec.Struct, gc=False, rename=_FIELD_NAMES):
-    """`_Captions` when the tokenized field is not wanted: it is skipped, never built."""
-    caption: list[str]
-    tokenized: _UNUSED = msgspec.UNSET
-    lowercase: _UNUSED = msgspec.UNSET
 
 
 def _count_keys(lines):
@@ -137,8 +118,12 @@ def _count_keys(lines):
 
 @functools.cache
 def _line_decoder(field):
-    """A decoder of the lines that `_parse_record` accepts, keeping what `field` needs."""
-    captions = _CaptionsOnly if field == "caption" else _Captions
+    """A decoder of the lines that `_parse_record` accepts, keeping what `field` needs (a
+    tokenized field not wanted is skipped, never built)."""
+    tokenized = _UNUSED if field == "caption" else list[str] | msgspec.UnsetType
+    captions = msgspec.defstruct(
+        "_Captions", [("caption", list[str]), ("tokenized", tokenized, msgspec.UNSET),
+                      ("lowercase", _UNUSED, msgspec.UNSET)], rename=_FIELD_NAMES, gc=False)
     non_empty = typing.Annotated[str, msgspec.Meta(min_length=1)]
     line = msgspec.defstruct(
         "_Line", [("key", non_empty), ("locale", non_empty)] + [
@@ -173,10 +158,7 @@ def read_references(path, field="caption"):
     """`References` of a `captions.jsonl` ("caption" or "caption/tokenized").
     Accepts and rejects exactly what `read_captions` does, with the same messages."""
     _check_file(path)
-    table = _references_in_bulk(path, field)
-    if table is None:
-        table = references_by_language(read_captions(path), field)
-    return table
+    return _references_in_bulk(path, field) or references_by_language(read_captions(path), field)
 
 
 def image_path(root, key):

@@ -157,11 +157,13 @@ def test_a_missing_manual_directory_is_an_error(tmp_path):
 
 
 def test_estimate_is_the_order_of_what_is_written(tmp_path):
-    from data.build import coco35l_plan as coco35l
+    from data import build
+    from data.build import builder
 
     manual = release_files.coco35l(tmp_path / "manual")
+    coco35l = build.release("coco35l", str(manual))
     jpeg_bytes = sum(p.stat().st_size for p in manual.glob("*2014/*.jpg"))
-    assert coco35l.estimate_bytes(str(manual), ["en"], images=True) == jpeg_bytes
-    assert 0 < coco35l.estimate_bytes(str(manual), ["es", "hi"], images=False) < 2000
-    assert np.isclose(coco35l.estimate_bytes(str(manual), ["es"], images=False) * 2,
-                      coco35l.estimate_bytes(str(manual), ["es", "hi"], images=False), rtol=0.1)
+    assert builder.estimate_bytes(coco35l, ["en"], images=True) == jpeg_bytes
+    assert 0 < builder.estimate_bytes(coco35l, ["es", "hi"], images=False) < 2000
+    assert np.isclose(builder.estimate_bytes(coco35l, ["es"], images=False) * 2,
+                      builder.estimate_bytes(coco35l, ["es", "hi"], images=False), rtol=0.1)
