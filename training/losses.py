@@ -72,7 +72,8 @@ def _chunked(x, chunk_len):
 
 
 def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads):
-    """Loss sums over chunks of positions; with their gradients when `with_grads`."""
+    """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight) over chunks of positions; with
+    the gradients of the first when `with_grads`."""
     length = hidden.shape[1]
     compute_kernel = kernel.astype(hidden.dtype)
     confidence, low, _ = _smoothing(label_smoothing, kernel.shape[-1])
@@ -106,33 +107,29 @@ def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, wit
         carry["dkernel"] = jnp.zeros(kernel.shape, jnp.float32)
     carry, dh = jax.lax.scan(body, carry, (_chunked(hidden, chunk_len),
                                            _chunked(targets, chunk_len)))
+    loss_sum, z_loss_sum, weight = carry["sums"]
+    sums = (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight)
     if not with_grads:
-        return carry["sums"], None
+        return sums, None
     # [chunks, batch, chunk_len, emb] -> [batch, length, emb]
     dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])[:, :length]
-    return carry["sums"], (dh, carry["dkernel"].astype(kernel.dtype))
+    return sums, (dh, carry["dkernel"].astype(kernel.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
 def _fused_sums(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
     """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight); only the first is differentiable."""
-    (loss_sum, z_loss_sum, weight), _ = _chunk_scan(
-        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=False)
-    return loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight
+    return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, False)[0]
 
 
 def _fused_sums_fwd(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
-    (loss_sum, z_loss_sum, weight), grads = _chunk_scan(
-        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=True)
-    return (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight), grads
+    return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, True)
 
 
-def _fused_sums_bwd(label_smoothing, z_loss, chunk_len, grads, cotangents):
-    del label_smoothing, z_loss, chunk_len
+def _fused_sums_bwd(_label_smoothing, _z_loss, _chunk_len, grads, cotangents):
     # The other outputs leave `fused_cross_entropy` through stop_gradient: their
     # cotangents are zero.
-    scale = cotangents[0]
-    dh, dkernel = grads
+    (dh, dkernel), scale = grads, cotangents[0]
     return (dh * scale.astype(dh.dtype), dkernel * scale, None)
 
 
@@ -143,12 +140,11 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
                         chunk_len=CHUNK_LEN):
     """`cross_entropy` of `hidden @ kernel`, made `chunk_len` positions at a time in float32.
     Only `loss` carries gradients (computed in the same pass)."""
-    total, loss_sum, z_loss_sum, weight = _fused_sums(
+    total, *sums = _fused_sums(
         hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
-    weight = jax.lax.stop_gradient(weight)
-    loss = total / jnp.maximum(weight, 1.0)
-    return loss, {"loss_sum": jax.lax.stop_gradient(loss_sum),
-                  "z_loss_sum": jax.lax.stop_gradient(z_loss_sum), "weight": weight}
+    aux = dict(zip(("loss_sum", "z_loss_sum", "weight"), jax.lax.stop_gradient(sums),
+                   strict=True))
+    return total / jnp.maximum(aux["weight"], 1.0), aux
 
 
 def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
