@@ -1,4 +1,4 @@
-"""Learning-rate schedules, and durations as steps.
+"""Learning-rate schedules, and when periodic actions happen.
 
 The paper (Sec. 3.2) keeps the learning rate constant for `cp` steps, then decays it as
 lr = base * sqrt(cp / step).
@@ -25,23 +25,6 @@ def rsqrt_after_constant(base, constant_steps):
 def constant(base):
     """A constant learning rate (finetuning, e.g. BB+CC's second stage)."""
     return lambda step: jnp.full((), base, jnp.float32)
-
-
-def steps(name, config, *, examples_per_epoch=None, batch_size=None):
-    """A duration as steps from `<name>_steps`, `<name>_epochs` or `<name>_examples` (or None)."""
-    given = {unit: config.get(f"{name}_{unit}") for unit in ("steps", "epochs", "examples")}
-    given = {unit: v for unit, v in given.items() if v is not None}
-    if len(given) > 1:
-        raise ValueError(f"config sets more than one of {', '.join(f'{name}_{u}' for u in given)}")
-    if not given:
-        return None
-    (unit, value), = given.items()
-    if unit == "steps":
-        return int(value)
-    if batch_size is None or (unit == "epochs" and examples_per_epoch is None):
-        raise ValueError(f"config.{name}_{unit} needs the dataset size and batch size")
-    examples = value * examples_per_epoch if unit == "epochs" else value
-    return max(1, round(examples / batch_size))
 
 
 def itstime(step, every, total_steps, *, first=False, last=True):
