@@ -54,6 +54,19 @@ def baseline(dataset, *, t5, vit, every):
     return c
 
 
+def paper_config(arg, dataset, *, t5, vit, every, total_steps, base_lr, smoke_image_size):
+    """A baseline trained from its towers at `base_lr`, constant for 10k steps then decaying as
+    rsqrt (the paper's schedule); `arg` "smoke" gives its CPU smoke variant (locked either way).
+    """
+    variant = check_variant(arg)
+    c = baseline(dataset, t5=t5, vit=vit, every=every)
+    c.total_steps = total_steps
+    c.lr.update(base=base_lr, constant_steps=10_000, schedule="rsqrt")
+    if variant == "smoke":
+        smoke(c, image_size=smoke_image_size)
+    return c.lock()
+
+
 def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):
     """Turns a baseline into its `:smoke` variant in place (and returns it): a few CPU steps of
     tiny towers of the same variants on the demo data in `data_dir`.
