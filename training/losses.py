@@ -101,8 +101,7 @@ def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, wit
             "bce,bcv->ev", h, dlogits, preferred_element_type=jnp.float32)
         return carry, dh
 
-    zero = jnp.zeros((), jnp.float32)
-    carry = {"sums": (zero, zero, zero)}
+    carry = {"sums": (jnp.zeros((), jnp.float32),) * 3}
     if with_grads:
         carry["dkernel"] = jnp.zeros(kernel.shape, jnp.float32)
     carry, dh = jax.lax.scan(body, carry, (_chunked(hidden, chunk_len),

@@ -398,11 +398,9 @@ def parse_flags(flag_values, argv, config_flag="config"):
         lines = [line for line in str(e).splitlines() if line.strip()]
         raise ConfigError(lines[0] if len(lines) < 3 else f"{lines[0]} {lines[-1].strip()}") \
             from None
-    except AttributeError as e:
-        if "get_config" in str(e):
+    except (AttributeError, KeyError) as e:
+        if isinstance(e, AttributeError) and "get_config" in str(e):
             raise _cannot_load(argv, config_flag, "it defines no get_config()") from None
-        raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
-    except KeyError as e:
         raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
     except Exception as e:  # noqa: BLE001  A config file that fails to import, for one.
         raise _cannot_load(argv, config_flag, f"{type(e).__name__}: {e}") from None

@@ -21,10 +21,8 @@ def make_mesh(mesh_config):
     devices = jax.devices()
     n = len(devices)
     data, model = mesh_config.data, mesh_config.model
-    if data == -1:
-        data = n // model
-    if model == -1:
-        model = n // data
+    data = n // model if data == -1 else data
+    model = n // data if model == -1 else model
     if data < 1 or model < 1 or data * model != n:
         raise ValueError(
             f"config.mesh data={mesh_config.data} x model={mesh_config.model} does not "
@@ -46,10 +44,9 @@ def create_optimizer(config):
 
 @functools.lru_cache(maxsize=8)
 def _optimizer(schedule_name, base, constant_steps, clipping_threshold, decay_rate):
-    if schedule_name == "rsqrt":  # Else "constant" (run_config.FIELDS has no other).
-        schedule = schedules.rsqrt_after_constant(base, constant_steps)
-    else:
-        schedule = schedules.constant(base)
+    # Else "constant" (run_config.FIELDS has no other).
+    schedule = (schedules.rsqrt_after_constant(base, constant_steps) if schedule_name == "rsqrt"
+                else schedules.constant(base))
     tx = optimizer.adafactor(schedule, clipping_threshold=clipping_threshold,
                              decay_rate=decay_rate)
     return tx, schedule
@@ -185,7 +182,6 @@ def make_train_step(model, tx, schedule, config):
         }
         if "packed" in batch:  # Examples left out of packed rows (data/pipeline/packing.py).
             measurements["train/pack_dropped"] = jnp.sum(1 - batch["packed"])
-        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
-        return new_state, measurements
+        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, measurements
 
     return train_step

@@ -11,11 +11,10 @@ from training.actions import TrainingError
 
 def _data_error(error, where):
     """A TrainingError for a data error of the training batches, saying what to do."""
-    if not isinstance(error, image_lib.ImageError):
-        return TrainingError(f"{where}: {error}")
     # The build decoded every image it wrote: the files changed since.
-    return TrainingError(f"{where}: {error}; the built dataset changed since it was built: "
-                         f"delete it and build it again")
+    hint = ("; the built dataset changed since it was built: delete it and build it again"
+            if isinstance(error, image_lib.ImageError) else "")
+    return TrainingError(f"{where}: {error}{hint}")
 
 
 def packing_layout(config, vocab, image_tokens, data_devices):
@@ -35,7 +34,6 @@ class Batches:
 
     def __init__(self, config, vocab, sharding, start_step, layout=None):
         self.sharding, self._peeked = sharding, None
-        self.layout = layout  # A packing.Layout: packed batches.
         try:
             self._iterator = pipeline.train_iterator(
                 config.data, vocab, global_batch_size=config.batch_size,
