@@ -14,12 +14,7 @@ def rsqrt_after_constant(base, constant_steps):
     if constant_steps < 1:
         raise ValueError(f"lr.constant_steps must be >= 1, got {constant_steps}")
     cp = float(constant_steps)
-
-    def schedule(step):
-        step = jnp.asarray(step, jnp.float32)
-        return base * jnp.sqrt(cp / jnp.maximum(step, cp))
-
-    return schedule
+    return lambda step: base * jnp.sqrt(cp / jnp.maximum(jnp.asarray(step, jnp.float32), cp))
 
 
 def constant(base):
@@ -29,8 +24,5 @@ def constant(base):
 
 def itstime(step, every, total_steps, *, first=False, last=True):
     """Whether a periodic action happens at `step`: every `every` steps, first and last if asked."""
-    if first and step == 0:
-        return True
-    if last and step == total_steps:
-        return True
-    return bool(every) and step > 0 and step % every == 0
+    return ((first and step == 0) or (last and step == total_steps)
+            or (bool(every) and step > 0 and step % every == 0))

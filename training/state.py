@@ -138,13 +138,11 @@ def init_state(model, tx, rng, shardings):
 def make_train_step(model, tx, schedule, config):
     """Returns train_step(state, batch, rng) -> (state, measurements)."""
 
-    def loss_fn(params, batch, rng):
-        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
-        return losses.captioner_loss(model, params, batch, rng,
-                                     label_smoothing=config.label_smoothing,
-                                     z_loss=config.z_loss)
-
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    # (params, batch, rng) -> ((loss, aux), grads). The fused loss never holds the float32
+    # logits [batch, length, vocab] whole.
+    grad_fn = jax.value_and_grad(functools.partial(
+        losses.captioner_loss, model, label_smoothing=config.label_smoothing,
+        z_loss=config.z_loss), has_aux=True)
 
     def accumulated_grads(params, batch, rng):
         """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
