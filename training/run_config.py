@@ -62,9 +62,9 @@ class Field:
         return flag in self.flags.split()
 
 
-def evaluator_fields(name, kind=str, data_field=None, data=""):
-    """The rows of the evaluator config.evals.<name> (evaluation/evaluators/): those every one
-    has, and with `data_field` the row of its data."""
+def evaluator_rows(name, kind=str, data_field=None, data=""):
+    """The FIELDS rows of the evaluator config.evals.<name> (evaluation/evaluators/): those
+    every one has, and with `data_field` the row of its data."""
     rows = (
         ("type", kind, None, "", "The evaluator (evaluation/evaluators/__init__.py)."),
         *([(data_field, str, None, "", data)] if data_field else []),
@@ -78,7 +78,7 @@ def evaluator_fields(name, kind=str, data_field=None, data=""):
         ("beam_size", int, None, "optional", 'Beams of "beam"; None: 4.'),
         ("alpha", float, None, "optional", 'T5X\'s length penalty of "beam"; None: 0.6.'),
     )
-    return tuple(Field(f"evals.{name}.{key}", *rest) for key, *rest in rows)
+    return tuple((f"evals.{name}.{key}", *rest) for key, *rest in rows)
 
 
 _OPT, _SIZE = "fixed optional", "None: the variant's."
@@ -140,18 +140,17 @@ FIELDS = tuple(Field(*row) for row in (
     ("init.mt5", "", None, "fixed", "T5X checkpoint of the text tower."),
     ("init.vit", "", None, "fixed", "big_vision .npz of the image tower."),
     ("init.checkpoint", "", None, "fixed", "Another run (its workdir or checkpoints/<step>)."),
-)) + evaluator_fields("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/.") + \
-    evaluator_fields("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release.") + \
-    tuple(Field(*row) for row in (
-        ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
-        ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
-        ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
-         "checkpoints_best/ keeps the highest of this."),
-        # The device mesh (train.py checks that it fits the devices).
-        ("mesh.data", -1, N1, "auto step", "Devices on the data axis; -1: what `model` leaves."),
-        ("mesh.model", 1, N1, "auto step", "Devices on the model (tensor-parallel) axis."),
-        ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
-    ))
+    *evaluator_rows("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/."),
+    *evaluator_rows("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release."),
+    ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
+    ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
+    ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
+     "checkpoints_best/ keeps the highest of this."),
+    # The device mesh (train.py checks that it fits the devices).
+    ("mesh.data", -1, N1, "auto step", "Devices on the data axis; -1: what `model` leaves."),
+    ("mesh.model", 1, N1, "auto step", "Devices on the model (tensor-parallel) axis."),
+    ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
+))
 BY_NAME = {field.name: field for field in FIELDS}
 
 
@@ -330,8 +329,8 @@ def check_value(field, value):
 
 def check_evaluator(name, eval_config):
     """Checks the fields every evaluator has of config.evals.<name> (ConfigError)."""
-    fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or \
-        evaluator_fields(name)
+    fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or [
+        Field(*row) for row in evaluator_rows(name)]
     for field in fields:
         check_value(field, eval_config.get(field.name.rsplit(".", 1)[1], _ABSENT))
 
