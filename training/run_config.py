@@ -164,16 +164,10 @@ STEP_FIELDS = groups("step")  # What train.py's compiled step reads of the confi
 
 def schema():
     """Every field of a run's config with its default (unlocked, for a config to fill in)."""
-    tree = {}
-    for field in FIELDS:
-        *parents, key = field.name.split(".")
-        node = tree
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        default = field.default
-        # A placeholder, not None: None could not be set from the command line.
-        node[key] = config_dict.placeholder(default) if isinstance(default, type) else default
-    return ml_collections.ConfigDict(tree)
+    # A placeholder, not None: None could not be set from the command line.
+    defaults = {f.name.replace(".", trees.SEP): config_dict.placeholder(f.default)
+                if isinstance(f.default, type) else f.default for f in FIELDS}
+    return ml_collections.ConfigDict(trees.unflatten_tree(defaults))
 
 
 def _flatten(tree):

@@ -64,10 +64,9 @@ def _moment_spec(param_spec, param_shape, leaf_shape):
     spec = tuple(param_spec) + (None,) * (len(param_shape) - len(param_spec))
     if tuple(leaf_shape) == tuple(param_shape):
         return P(*spec)
-    if len(leaf_shape) == len(param_shape) - 1:  # A factored moment: one axis reduced away.
-        for axis in reversed(range(len(param_shape))):
-            if param_shape[:axis] + param_shape[axis + 1:] == tuple(leaf_shape):
-                return P(*(spec[:axis] + spec[axis + 1:]))
+    for axis in reversed(range(len(param_shape))):  # A factored moment: one axis reduced away.
+        if param_shape[:axis] + param_shape[axis + 1:] == tuple(leaf_shape):
+            return P(*(spec[:axis] + spec[axis + 1:]))
     return P()
 
 
@@ -105,8 +104,7 @@ def state_shardings(model, tx, mesh, rules):
         # Optimizer moments sit at <optimizer fields>/<parameter path>: match the suffix.
         for start in range(len(path)):
             if path[start:] in by_path:
-                spec, shape = by_path[path[start:]]
-                return _moment_spec(spec, shape, leaf.shape)
+                return _moment_spec(*by_path[path[start:]], leaf.shape)
         return P()  # Counters and other scalars.
 
     opt_specs = jax.tree_util.tree_map_with_path(opt_spec, abstract["opt_state"])
