@@ -71,9 +71,7 @@ def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):
     """Turns a baseline into its `:smoke` variant in place (and returns it): a few CPU steps of
     tiny towers of the same variants on the demo data in `data_dir`.
     """
-    c.total_steps = total_steps
-    c.batch_size = 8
-    c.log_every = 1
+    c.update(total_steps=total_steps, batch_size=8, log_every=1)
     if c.lr.schedule == "rsqrt":
         c.lr.constant_steps = constant_steps
     c.vocab.path = f"{data_dir}/spm/demo.model"

@@ -369,11 +369,10 @@ def check_vocab(config, vocab):
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
                           f"{config.vocab.path} ({vocab.vocab_size} ids); leave it unset "
                           f"(None) for the vocabulary's size")
-    template = config.data.prompt_template
     langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
                                                  for lang in evaluator.get("langs", ()))])
     for lang in langs:
-        prompt = prompt_lib.prompt_text(lang, template)
+        prompt = prompt_lib.prompt_text(lang, config.data.prompt_template)
         tokens = len(vocab.encode(prompt)) + 1  # + EOS
         if tokens > config.data.max_prompt_len:
             raise ConfigError(f"config.data.max_prompt_len={config.data.max_prompt_len} is too "

@@ -161,8 +161,7 @@ def make_train_step(model, tx, schedule, config):
         zeros = (jax.tree.map(jnp.zeros_like, params),
                  {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
         (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
-        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
-        return grads, aux
+        return jax.tree.map(lambda g: g / aux["weight"], grads), aux
 
     def train_step(state, batch, rng):
         grads, aux = accumulated_grads(state["params"], batch, rng)
