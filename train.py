@@ -277,7 +277,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     run = run_lib.Run(workdir, config, vocab)
     model = run.model
     tx, _ = state_lib.create_optimizer(config)
-    abstract_state = run.abstract_state(tx, mesh)
+    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
     resuming = checkpointing.has_checkpoint(workdir)
     with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)

@@ -92,9 +92,8 @@ def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, wit
         weights = (t > 0).astype(jnp.float32)[..., None]
         probs = jnp.exp(logits - log_z[..., None])
         is_target = jnp.arange(logits.shape[-1]) == t[..., None]
-        dlogits = weights * (probs * (1.0 + 2.0 * z_loss * log_z)[..., None]
-                             - jnp.where(is_target, confidence, low))
-        dlogits = dlogits.astype(hidden.dtype)
+        dlogits = (weights * (probs * (1.0 + 2.0 * z_loss * log_z)[..., None]
+                              - jnp.where(is_target, confidence, low))).astype(hidden.dtype)
         dh = jnp.einsum("bcv,ev->bce", dlogits, compute_kernel,
                         preferred_element_type=jnp.float32).astype(hidden.dtype)
         carry["dkernel"] = carry["dkernel"] + jnp.einsum(

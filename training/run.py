@@ -84,11 +84,6 @@ class Run:
         """The parameters as ShapeDtypeStructs: over the config's mesh, or on one device."""
         return state_lib.abstract_params(self.model, self.config if sharded else None)
 
-    def abstract_state(self, tx, mesh):
-        """The training state `{"params", "opt_state", "step"}` of optimizer `tx` on `mesh`."""
-        return state_lib.state_shardings(self.model, tx, mesh,
-                                         state_lib.axis_rules(self.config))[0]
-
     def restore(self, step=None, *, params_only, abstract=None, **options):
         """(tree, step) of checkpoint `step` (None: the newest; "best"), read into `abstract`
         (default: the sharded parameters with `params_only`); `options` and errors as
