@@ -145,8 +145,7 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
     return total / jnp.maximum(aux["weight"], 1.0), aux
 
 
-def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
-                   chunk_len=CHUNK_LEN):
+def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0):
     """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`; a
     batch with "decoder_segments" is packed (data/pipeline/packing.py)."""
     packed = "decoder_segments" in batch
@@ -155,8 +154,7 @@ def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0
                          decoder_inputs, train=True, rngs={"dropout": rng},
                          method="packed_hidden" if packed else "hidden")
     return fused_cross_entropy(hidden, captioner_lib.logits_kernel(params), batch["targets"],
-                               label_smoothing=label_smoothing, z_loss=z_loss,
-                               chunk_len=chunk_len)
+                               label_smoothing=label_smoothing, z_loss=z_loss)
 
 
 def length_sums(batch, image_tokens):

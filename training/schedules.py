@@ -22,7 +22,8 @@ def constant(base):
     return lambda step: jnp.full((), base, jnp.float32)
 
 
-def itstime(step, every, total_steps, *, first=False, last=True):
-    """Whether a periodic action happens at `step`: every `every` steps, first and last if asked."""
-    return ((first and step == 0) or (last and step == total_steps)
+def itstime(step, every, total_steps, *, first=False):
+    """Whether a periodic action happens at `step`: every `every` steps, the last, and the first
+    if asked."""
+    return ((first and step == 0) or step == total_steps
             or (bool(every) and step > 0 and step % every == 0))
