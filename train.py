@@ -138,8 +138,7 @@ def check_workdir(config, workdir, allow_change):
 
 def build_evaluators(config, model, vocab, names=None):
     """The evaluators of `names` (default: the in-loop ones, `every` > 0), their data read now."""
-    setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
-                                             config.model.image_size)
+    setup = caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
     names = [name for name, c in config.evals.items() if c.every] if names is None else names
     return evaluators_lib.build(config.evals, setup, names=names)
 
@@ -285,8 +284,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    layout = train_input.packing_layout(config, vocab, model.num_image_tokens,
-                                        mesh.shape["data"])
+    layout = train_input.packing_layout(config, vocab, model.num_image_tokens, mesh.shape["data"])
     if layout is not None:
         _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
              f"(config.data.pack)")

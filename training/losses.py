@@ -81,8 +81,7 @@ def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, wit
     def body(carry, chunk):
         h, t = chunk  # [batch, chunk_len, emb], [batch, chunk_len]
         # [batch, chunk_len, vocab] float32 (accumulated in float32 from bf16 inputs).
-        logits = jnp.einsum("bce,ev->bcv", h, compute_kernel,
-                            preferred_element_type=jnp.float32)
+        logits = jnp.einsum("bce,ev->bcv", h, compute_kernel, preferred_element_type=jnp.float32)
         token_loss, log_z = _token_losses(logits, t, label_smoothing)
         sums = _sums(token_loss, log_z, t, z_loss)
         carry = {**carry, "sums": tuple(a + b for a, b in zip(carry["sums"], sums, strict=True))}

@@ -44,10 +44,9 @@ class Batches:
             raise _data_error(e, "config.data") from None
 
     def peek(self):
-        """The next batch, fetched now; `next` returns it."""
+        """Fetches the next batch now (`next` returns it)."""
         if self._peeked is None:
             self._peeked = self._fetch("config.data")
-        return self._peeked
 
     def next(self, step):
         """The batch of `step`."""
