@@ -446,9 +446,8 @@ def _unknown_field_message(error, argv, config_flag):
     text = str(error).replace("\\n", "\n").replace("\\'", "'")
     fields = re.findall(r"'([A-Za-z_][\w]*)'", text)
     suggestion = re.search(r'Did you mean "([^"]+)"', text)
-    culprit = next((arg for arg in argv if arg.startswith(f"--{config_flag}.") and fields
-                    and fields[0] in arg.split("=")[0].split(".")), None)
-    where = culprit or f"a --{config_flag}.<field> flag"
+    where = next((arg for arg in argv if arg.startswith(f"--{config_flag}.") and fields
+                  and fields[0] in arg.split("=")[0].split(".")), f"a --{config_flag}.<field> flag")
     hint = f" (did you mean {suggestion.group(1)}?)" if suggestion else ""
     name = fields[0] if fields else text
     return f"{where}: the config has no field {name!r}{hint}"
