@@ -4,6 +4,7 @@ and compared on resume: another value of a "fixed" field needs `--allow_config_c
 
 import ast
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -281,12 +282,10 @@ _ABSENT = object()
 
 def _get(config, key):
     """The value of a dotted `key`, or _ABSENT."""
-    value = config
-    for part in key.split("."):
-        if not hasattr(value, "get"):
-            return _ABSENT
-        value = value.get(part, _ABSENT)
-    return value
+    def child(node, part):
+        return node.get(part, _ABSENT) if hasattr(node, "get") else _ABSENT
+
+    return functools.reduce(child, key.split("."), config)
 
 
 _KINDS = {str: (str, "a string"), bool: (bool, "True or False"),
