@@ -74,19 +74,18 @@ def _chunked(x, chunk_len):
 def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads):
     """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight) over chunks of positions; with
     the gradients of the first when `with_grads`."""
-    length = hidden.shape[1]
     compute_kernel = kernel.astype(hidden.dtype)
     confidence, low, _ = _smoothing(label_smoothing, kernel.shape[-1])
 
     def body(carry, chunk):
+        sums, dkernel = carry
         h, t = chunk  # [batch, chunk_len, emb], [batch, chunk_len]
         # [batch, chunk_len, vocab] float32 (accumulated in float32 from bf16 inputs).
         logits = jnp.einsum("bce,ev->bcv", h, compute_kernel, preferred_element_type=jnp.float32)
         token_loss, log_z = _token_losses(logits, t, label_smoothing)
-        sums = _sums(token_loss, log_z, t, z_loss)
-        carry = {**carry, "sums": tuple(a + b for a, b in zip(carry["sums"], sums, strict=True))}
+        sums = jax.tree.map(jnp.add, sums, _sums(token_loss, log_z, t, z_loss))
         if not with_grads:
-            return carry, None
+            return (sums, None), None
         # d(loss + z-loss)/d logits, per token: p * (1 + 2 z log Z) - soft targets.
         weights = (t > 0).astype(jnp.float32)[..., None]
         probs = jnp.exp(logits - log_z[..., None])
@@ -95,22 +94,20 @@ def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, wit
                               - jnp.where(is_target, confidence, low))).astype(hidden.dtype)
         dh = jnp.einsum("bcv,ev->bce", dlogits, compute_kernel,
                         preferred_element_type=jnp.float32).astype(hidden.dtype)
-        carry["dkernel"] = carry["dkernel"] + jnp.einsum(
-            "bce,bcv->ev", h, dlogits, preferred_element_type=jnp.float32)
-        return carry, dh
+        dkernel = dkernel + jnp.einsum("bce,bcv->ev", h, dlogits,
+                                       preferred_element_type=jnp.float32)
+        return (sums, dkernel), dh
 
-    carry = {"sums": (jnp.zeros((), jnp.float32),) * 3}
-    if with_grads:
-        carry["dkernel"] = jnp.zeros(kernel.shape, jnp.float32)
-    carry, dh = jax.lax.scan(body, carry, (_chunked(hidden, chunk_len),
-                                           _chunked(targets, chunk_len)))
-    loss_sum, z_loss_sum, weight = carry["sums"]
+    init = ((jnp.zeros((), jnp.float32),) * 3,
+            jnp.zeros(kernel.shape, jnp.float32) if with_grads else None)
+    ((loss_sum, z_loss_sum, weight), dkernel), dh = jax.lax.scan(
+        body, init, (_chunked(hidden, chunk_len), _chunked(targets, chunk_len)))
     sums = (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight)
     if not with_grads:
         return sums, None
     # [chunks, batch, chunk_len, emb] -> [batch, length, emb]
-    dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])[:, :length]
-    return sums, (dh, carry["dkernel"].astype(kernel.dtype))
+    dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])
+    return sums, (dh[:, :hidden.shape[1]], dkernel.astype(kernel.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
