@@ -158,8 +158,7 @@ def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, 
     pretrained `weights` read, if given)."""
     config, workdir = run.config, run.workdir
     try:
-        state, step = run.restore(params_only=False, abstract=abstract_state, set_aside=True,
-                                  at_most=whole_through)
+        state, step = run.restore(abstract=abstract_state, set_aside=True, at_most=whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None

@@ -54,8 +54,7 @@ def initialize(params, init_config, abstract_state, weights=None):
         path, step = _other_run(init_config.checkpoint)
         with errors.reraised(ValueError, (FileNotFoundError, ValueError,
                                           checkpointing.CheckpointError), "init.checkpoint: "):
-            params, step = run_lib.Run.open(path).restore(step, params_only=True,
-                                                          abstract=abstract_state["params"])
+            params, step = run_lib.Run.open(path).restore(step, abstract=abstract_state["params"])
         logging.info("init.checkpoint: params of step %d of %s", step, path)
     if init_config.get("mt5") or init_config.get("vit"):
         params, reports = upstream.load_pretrained(jax.device_get(params), init_config,

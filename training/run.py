@@ -84,12 +84,9 @@ class Run:
         """The parameters as ShapeDtypeStructs: over the config's mesh, or on one device."""
         return state_lib.abstract_params(self.model, self.config if sharded else None)
 
-    def restore(self, step=None, *, params_only, abstract=None, **options):
+    def restore(self, step=None, *, abstract=None, **options):
         """(tree, step) of checkpoint `step` (None: the newest; "best"), read into `abstract`
-        (default: the sharded parameters with `params_only`); `options` and errors as
-        `checkpointing.restore`'s. With `params_only` the optimizer's state is not read."""
-        if abstract is None:
-            abstract = self.abstract_params()
-        if params_only and isinstance(abstract, dict) and "opt_state" in abstract:
-            abstract = abstract["params"]
+        (default: the sharded parameters, the optimizer's state not read); `options` and errors
+        as `checkpointing.restore`'s."""
+        abstract = self.abstract_params() if abstract is None else abstract
         return checkpointing.restore(self.workdir, abstract, step, **options)
