@@ -35,10 +35,8 @@ def per_layer(inner):
 
 def adafactor(learning_rate, *, clipping_threshold=1.0, decay_rate=0.8):
     """Adafactor with T5X's defaults, its block RMS per layer of scanned stacks."""
-    chain = [optax.scale_by_factored_rms(decay_rate=decay_rate)]
-    if clipping_threshold is not None:
-        chain.append(per_layer(optax.clip_by_block_rms(clipping_threshold)))
-    chain += [optax.scale_by_learning_rate(learning_rate, flip_sign=False),
-              per_layer(optax.scale_by_param_block_rms()),
-              optax.scale(-1)]
-    return optax.chain(*chain)
+    clip = ([] if clipping_threshold is None else
+            [per_layer(optax.clip_by_block_rms(clipping_threshold))])
+    return optax.chain(optax.scale_by_factored_rms(decay_rate=decay_rate), *clip,
+                       optax.scale_by_learning_rate(learning_rate, flip_sign=False),
+                       per_layer(optax.scale_by_param_block_rms()), optax.scale(-1))
