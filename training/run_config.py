@@ -304,10 +304,8 @@ def check_value(field, value):
     if isinstance(field.values, Range):
         if field.has("auto") and value == -1 and type(value) is int:
             return
-        integer = kind is int
-        if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
-                or value not in field.values:
-            what = "an integer" if integer else "a finite number"
+        types, what = (int, "an integer") if kind is int else ((int, float), "a finite number")
+        if not isinstance(value, types) or isinstance(value, bool) or value not in field.values:
             raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}"
                               f"{', or -1' if field.has('auto') else ''}")
     elif isinstance(field.values, tuple):
