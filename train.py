@@ -220,7 +220,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
                 step = lower_train_step(config, model, mesh, abstract_state, rng,
                                         layout).compile()
             outcome.set_result((step, compiled))
-        except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
+        except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by result().
             outcome.set_exception(e)
 
     # A daemon: a run stopped meanwhile by Ctrl-C does not wait.
