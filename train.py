@@ -138,8 +138,7 @@ def check_workdir(config, workdir, allow_change):
 
 def build_evaluators(config, model, vocab, names=None):
     """The evaluators of `names` (default: the in-loop ones, `every` > 0), their data read now."""
-    setup = caption_evaluator.Setup.for_model(model, vocab, config.data,
-                                             config.model.image_size)
+    setup = caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
     names = [name for name, c in config.evals.items() if c.every] if names is None else names
     return evaluators_lib.build(config.evals, setup, names=names)
 
@@ -159,8 +158,7 @@ def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, 
     pretrained `weights` read, if given)."""
     config, workdir = run.config, run.workdir
     try:
-        state, step = run.restore(params_only=False, abstract=abstract_state, set_aside=True,
-                                  at_most=whole_through)
+        state, step = run.restore(abstract=abstract_state, set_aside=True, at_most=whole_through)
     except checkpointing.IncompatibleCheckpoint as e:
         hint = f" (changed config fields: {'; '.join(changes)})" if changes else ""
         raise TrainingError(f"{e}{hint}; nothing in {workdir} was changed") from None
@@ -211,9 +209,9 @@ def lower_train_step(config, model, mesh, abstract_state, rng, layout=None):
 
 def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout=None):
     """Starts compiling the train step in a thread (overlapping a fresh run's other compile);
-    returns a function that waits and returns (the compiled step, its compile seconds). An
-    error meanwhile waits for the compile to end (`cleanup`, an ExitStack): an interpreter
-    that exits under a running compile aborts."""
+    returns the Future of (the compiled step, its compilation_cache.watch report). An error
+    meanwhile waits for the compile to end (`cleanup`, an ExitStack): an interpreter that exits
+    under a running compile aborts."""
     outcome = concurrent.futures.Future()
 
     def compile_step():
@@ -222,7 +220,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
                 step = lower_train_step(config, model, mesh, abstract_state, rng,
                                         layout).compile()
             outcome.set_result((step, compiled))
-        except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by wait().
+        except BaseException as e:  # noqa: BLE001  Raised in the caller's thread by result().
             outcome.set_exception(e)
 
     # A daemon: a run stopped meanwhile by Ctrl-C does not wait.
@@ -230,13 +228,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
     thread.start()
     cleanup.push(lambda kind, *_: None if kind is None or issubclass(kind, KeyboardInterrupt)
                  else thread.join())
-
-    def wait():
-        step, compiled = outcome.result()
-        _say(f"Compiled the train step in {compiled}")
-        return step, compiled.seconds
-
-    return wait
+    return outcome
 
 
 def open_outputs(config, workdir, start_step):
@@ -283,16 +275,15 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     run = run_lib.Run(workdir, config, vocab)
     model = run.model
     tx, _ = state_lib.create_optimizer(config)
-    abstract_state = run.abstract_state(tx, mesh)
+    abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
+    resuming = checkpointing.has_checkpoint(workdir)
     with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)
-        weights = (None if checkpointing.has_checkpoint(workdir) else  # A fresh run's.
-                   pretrained.read(config.init, abstract_state["params"]))
+        weights = None if resuming else pretrained.read(config.init, abstract_state["params"])
     prepare_workdir(workdir)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    layout = train_input.packing_layout(config, vocab, model.num_image_tokens,
-                                        mesh.shape["data"])
+    layout = train_input.packing_layout(config, vocab, model.num_image_tokens, mesh.shape["data"])
     if layout is not None:
         _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
              f"(config.data.pack)")
@@ -301,20 +292,19 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     init_rng, train_rng = jax.random.split(jax.random.key(config.seed))
     # A fresh run compiles its step while the state initializes; a resumed one after the
     # restore (a checkpoint may be unreadable, and an exit then should not leave a thread).
-    compiled_step = (None if checkpointing.has_checkpoint(workdir) else
-                     compile_train_step(config, model, mesh, abstract_state, train_rng, cleanup,
-                                        layout))
+    compile_step = functools.partial(compile_train_step, config, model, mesh, abstract_state,
+                                     train_rng, cleanup, layout)
+    compiling = None if resuming else compile_step()
     state, start_step = restore_or_initialize(run, tx, abstract_state, init_rng, whole_through,
                                               changes, weights)
     # The input, from the step the state is at (the one place the start step is decided).
     batches = train_input.Batches(config, vocab, NamedSharding(mesh, P("data")), start_step,
                                   layout)
     cleanup.callback(batches.close)
-    train_step = compile_s = None
+    train_step = None
     if start_step < config.total_steps:
-        compiled_step = compiled_step or compile_train_step(
-            config, model, mesh, abstract_state, train_rng, cleanup, layout)
-        train_step, compile_s = compiled_step()
+        train_step, compiled = (compiling or compile_step()).result()
+        _say(f"Compiled the train step in {compiled}")
         batches.peek()  # Bad data stops the run here, before any evaluation.
 
     # Outputs and the loop's actions. Pending checkpoint writes finish even after an error.
@@ -336,7 +326,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     if start_step == 0:
         evaluate(0, state)
     if train_step is not None:
-        logger.log(start_step + 1, {"perf/compile_s": compile_s})
+        logger.log(start_step + 1, {"perf/compile_s": compiled.seconds})
         log.restart_clock(start_step)
     return train_loop(state, start_step, config.total_steps, train_step, batches, train_rng,
                       (log, evaluate, checkpoint, (saver, best_saver)))

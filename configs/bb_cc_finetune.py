@@ -16,7 +16,6 @@ steps of 2048.
 """
 
 from configs import common
-from training import schedules
 
 
 def get_config(arg=None):
@@ -24,8 +23,7 @@ def get_config(arg=None):
     variant = common.check_variant(arg)
     c = common.baseline("coco35l", t5="mt5-base", vit="B/16", every=500)
     epoch = common.COCO35L_TRAIN_IMAGES * len(common.TRAIN_LANGS)  # (image, language) pairs
-    c.total_steps = schedules.steps("total", {"total_epochs": 1},
-                                    examples_per_epoch=epoch, batch_size=c.batch_size)
+    c.total_steps = round(epoch / c.batch_size)  # One epoch: 1,936 steps.
     c.lr.update(base=3e-5, constant_steps=c.total_steps, schedule="constant")  # (unused)
     c.init.update(mt5="", vit="", checkpoint="runs/bb_cc_pretrain")
     if variant == "smoke":

@@ -21,10 +21,5 @@ from configs import common
 
 def get_config(arg=None):
     """Returns the BB+CC pretraining config; "smoke" gives the CPU variant (locked)."""
-    variant = common.check_variant(arg)
-    c = common.baseline("cc3m35l", t5="mt5-base", vit="B/16", every=5000)
-    c.total_steps = 100_000
-    c.lr.update(base=3e-4, constant_steps=10_000, schedule="rsqrt")
-    if variant == "smoke":
-        common.smoke(c, image_size=32)
-    return c.lock()
+    return common.paper_config(arg, "cc3m35l", t5="mt5-base", vit="B/16", every=5000,
+                               total_steps=100_000, base_lr=3e-4, smoke_image_size=32)

@@ -20,10 +20,5 @@ from configs import common
 
 def get_config(arg=None):
     """Returns the Bg config; `arg` "smoke" gives the CPU smoke variant (locked either way)."""
-    variant = common.check_variant(arg)
-    c = common.baseline("coco35l", t5="mt5-base", vit="g/14", every=1000)
-    c.total_steps = 20_000
-    c.lr.update(base=1e-4, constant_steps=10_000, schedule="rsqrt")
-    if variant == "smoke":
-        common.smoke(c, image_size=28)
-    return c.lock()
+    return common.paper_config(arg, "coco35l", t5="mt5-base", vit="g/14", every=1000,
+                               total_steps=20_000, base_lr=1e-4, smoke_image_size=28)

@@ -54,30 +54,39 @@ def baseline(dataset, *, t5, vit, every):
     return c
 
 
-def smoke(c, *, image_size, total_steps=4, constant_steps=2, data_dir=DEMO_DIR):
-    """Turns a baseline into its `:smoke` variant in place (and returns it): a few CPU steps of
-    tiny towers of the same variants on the demo data in `data_dir`.
+def paper_config(arg, dataset, *, t5, vit, every, total_steps, base_lr, smoke_image_size):
+    """A baseline trained from its towers at `base_lr`, constant for 10k steps then decaying as
+    rsqrt (the paper's schedule); `arg` "smoke" gives its CPU smoke variant (locked either way).
     """
+    variant = check_variant(arg)
+    c = baseline(dataset, t5=t5, vit=vit, every=every)
     c.total_steps = total_steps
-    c.batch_size = 8
-    c.log_every = 1
+    c.lr.update(base=base_lr, constant_steps=10_000, schedule="rsqrt")
+    if variant == "smoke":
+        smoke(c, image_size=smoke_image_size)
+    return c.lock()
+
+
+def smoke(c, *, image_size, data_dir=DEMO_DIR):
+    """Turns a baseline into its `:smoke` variant in place: 4 CPU steps of tiny towers of the
+    same variants on the demo data in `data_dir`.
+    """
+    c.update(total_steps=4, batch_size=8, log_every=1)
     if c.lr.schedule == "rsqrt":
-        c.lr.constant_steps = constant_steps
+        c.lr.constant_steps = 2
     c.vocab.path = f"{data_dir}/spm/demo.model"
-    c.data.update(dict(dataset="coco35l", manual_dir=f"{data_dir}/coco35l",
-                       tfds_data_dir="", langs=CORE_LANGS, max_prompt_len=8,
-                       max_target_len=16))
+    c.data.update(dataset="coco35l", manual_dir=f"{data_dir}/coco35l", tfds_data_dir="",
+                  langs=CORE_LANGS, max_prompt_len=8, max_target_len=16)
     c.model.image_size = image_size
-    c.model.vit.update(dict(width=32, depth=1, mlp_dim=64, num_heads=2))
-    c.model.t5.update(dict(emb_dim=32, num_heads=2, head_dim=16, mlp_dim=64,
-                           num_encoder_layers=1, num_decoder_layers=1))
-    c.init.mt5, c.init.vit = "", ""
-    c.evals.xm3600.update(dict(data_dir=f"{data_dir}/xm3600", every=2, batch_size=8,
-                               max_decode_len=8))
-    c.evals.coco_dev.update(dict(manual_dir=f"{data_dir}/coco35l", every=4, batch_size=8,
-                                 max_decode_len=8, max_images=16))
-    c.checkpoint.update(dict(every=2, keep=2))
-    return c
+    c.model.vit.update(width=32, depth=1, mlp_dim=64, num_heads=2)
+    c.model.t5.update(emb_dim=32, num_heads=2, head_dim=16, mlp_dim=64, num_encoder_layers=1,
+                      num_decoder_layers=1)
+    c.init.update(mt5="", vit="")
+    c.evals.xm3600.update(data_dir=f"{data_dir}/xm3600", every=2, batch_size=8,
+                          max_decode_len=8)
+    c.evals.coco_dev.update(manual_dir=f"{data_dir}/coco35l", every=4, batch_size=8,
+                            max_decode_len=8, max_images=16)
+    c.checkpoint.update(every=2, keep=2)
 
 
 def check_variant(arg):

@@ -26,8 +26,7 @@ def get_config():
                   max_prompt_len=8, max_target_len=16)
     # Model: a 2-layer ViT on 64-pixel images (MAP-pooled) and a 2+2-layer T5.
     c.model.image_size = 64
-    c.model.vit.update(variant="mu/16", pool="map", width=128, depth=2, mlp_dim=256,
-                       num_heads=4)
+    c.model.vit.update(variant="mu/16", pool="map", width=128, depth=2, mlp_dim=256, num_heads=4)
     c.model.t5.update(variant="t5-tiny", emb_dim=128, num_heads=4, head_dim=32, mlp_dim=256,
                       num_encoder_layers=2, num_decoder_layers=2)
     # In-loop evaluations on the core four (and at step 0 and the end); checkpoints.

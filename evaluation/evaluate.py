@@ -154,7 +154,7 @@ def check_sizes(config, names, decoding, model_config, max_len_bound):
 def _restore(run, step):
     """(params, step) of the run's checkpoint (parameters only); bad input as UsageError."""
     try:
-        params, step = run.restore(step, params_only=True)
+        params, step = run.restore(step)
     except (FileNotFoundError, checkpointing.IncompatibleCheckpoint) as e:
         raise UsageError(str(e)) from None
     except checkpointing.CheckpointError as e:

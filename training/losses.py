@@ -72,67 +72,58 @@ def _chunked(x, chunk_len):
 
 
 def _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads):
-    """Loss sums over chunks of positions; with their gradients when `with_grads`."""
-    length = hidden.shape[1]
+    """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight) over chunks of positions; with
+    the gradients of the first when `with_grads`."""
     compute_kernel = kernel.astype(hidden.dtype)
     confidence, low, _ = _smoothing(label_smoothing, kernel.shape[-1])
 
     def body(carry, chunk):
+        sums, dkernel = carry
         h, t = chunk  # [batch, chunk_len, emb], [batch, chunk_len]
         # [batch, chunk_len, vocab] float32 (accumulated in float32 from bf16 inputs).
-        logits = jnp.einsum("bce,ev->bcv", h, compute_kernel,
-                            preferred_element_type=jnp.float32)
+        logits = jnp.einsum("bce,ev->bcv", h, compute_kernel, preferred_element_type=jnp.float32)
         token_loss, log_z = _token_losses(logits, t, label_smoothing)
-        sums = _sums(token_loss, log_z, t, z_loss)
-        carry = {**carry, "sums": tuple(a + b for a, b in zip(carry["sums"], sums, strict=True))}
+        sums = jax.tree.map(jnp.add, sums, _sums(token_loss, log_z, t, z_loss))
         if not with_grads:
-            return carry, None
+            return (sums, None), None
         # d(loss + z-loss)/d logits, per token: p * (1 + 2 z log Z) - soft targets.
         weights = (t > 0).astype(jnp.float32)[..., None]
         probs = jnp.exp(logits - log_z[..., None])
         is_target = jnp.arange(logits.shape[-1]) == t[..., None]
-        dlogits = weights * (probs * (1.0 + 2.0 * z_loss * log_z)[..., None]
-                             - jnp.where(is_target, confidence, low))
-        dlogits = dlogits.astype(hidden.dtype)
+        dlogits = (weights * (probs * (1.0 + 2.0 * z_loss * log_z)[..., None]
+                              - jnp.where(is_target, confidence, low))).astype(hidden.dtype)
         dh = jnp.einsum("bcv,ev->bce", dlogits, compute_kernel,
                         preferred_element_type=jnp.float32).astype(hidden.dtype)
-        carry["dkernel"] = carry["dkernel"] + jnp.einsum(
-            "bce,bcv->ev", h, dlogits, preferred_element_type=jnp.float32)
-        return carry, dh
+        dkernel = dkernel + jnp.einsum("bce,bcv->ev", h, dlogits,
+                                       preferred_element_type=jnp.float32)
+        return (sums, dkernel), dh
 
-    zero = jnp.zeros((), jnp.float32)
-    carry = {"sums": (zero, zero, zero)}
-    if with_grads:
-        carry["dkernel"] = jnp.zeros(kernel.shape, jnp.float32)
-    carry, dh = jax.lax.scan(body, carry, (_chunked(hidden, chunk_len),
-                                           _chunked(targets, chunk_len)))
+    init = ((jnp.zeros((), jnp.float32),) * 3,
+            jnp.zeros(kernel.shape, jnp.float32) if with_grads else None)
+    ((loss_sum, z_loss_sum, weight), dkernel), dh = jax.lax.scan(
+        body, init, (_chunked(hidden, chunk_len), _chunked(targets, chunk_len)))
+    sums = (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight)
     if not with_grads:
-        return carry["sums"], None
+        return sums, None
     # [chunks, batch, chunk_len, emb] -> [batch, length, emb]
-    dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])[:, :length]
-    return carry["sums"], (dh, carry["dkernel"].astype(kernel.dtype))
+    dh = jnp.moveaxis(dh, 0, 1).reshape(hidden.shape[0], -1, hidden.shape[-1])
+    return sums, (dh[:, :hidden.shape[1]], dkernel.astype(kernel.dtype))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
 def _fused_sums(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
     """(loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight); only the first is differentiable."""
-    (loss_sum, z_loss_sum, weight), _ = _chunk_scan(
-        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=False)
-    return loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight
+    return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, False)[0]
 
 
 def _fused_sums_fwd(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
-    (loss_sum, z_loss_sum, weight), grads = _chunk_scan(
-        hidden, kernel, targets, label_smoothing, z_loss, chunk_len, with_grads=True)
-    return (loss_sum + z_loss_sum, loss_sum, z_loss_sum, weight), grads
+    return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, True)
 
 
-def _fused_sums_bwd(label_smoothing, z_loss, chunk_len, grads, cotangents):
-    del label_smoothing, z_loss, chunk_len
+def _fused_sums_bwd(_label_smoothing, _z_loss, _chunk_len, grads, cotangents):
     # The other outputs leave `fused_cross_entropy` through stop_gradient: their
     # cotangents are zero.
-    scale = cotangents[0]
-    dh, dkernel = grads
+    (dh, dkernel), scale = grads, cotangents[0]
     return (dh * scale.astype(dh.dtype), dkernel * scale, None)
 
 
@@ -143,16 +134,14 @@ def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=
                         chunk_len=CHUNK_LEN):
     """`cross_entropy` of `hidden @ kernel`, made `chunk_len` positions at a time in float32.
     Only `loss` carries gradients (computed in the same pass)."""
-    total, loss_sum, z_loss_sum, weight = _fused_sums(
+    total, *sums = _fused_sums(
         hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
-    weight = jax.lax.stop_gradient(weight)
-    loss = total / jnp.maximum(weight, 1.0)
-    return loss, {"loss_sum": jax.lax.stop_gradient(loss_sum),
-                  "z_loss_sum": jax.lax.stop_gradient(z_loss_sum), "weight": weight}
+    aux = dict(zip(("loss_sum", "z_loss_sum", "weight"), jax.lax.stop_gradient(sums),
+                   strict=True))
+    return total / jnp.maximum(aux["weight"], 1.0), aux
 
 
-def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0,
-                   chunk_len=CHUNK_LEN):
+def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0):
     """The train step's loss: the teacher-forced captioner, then `fused_cross_entropy`; a
     batch with "decoder_segments" is packed (data/pipeline/packing.py)."""
     packed = "decoder_segments" in batch
@@ -161,8 +150,7 @@ def captioner_loss(model, params, batch, rng, *, label_smoothing=0.0, z_loss=0.0
                          decoder_inputs, train=True, rngs={"dropout": rng},
                          method="packed_hidden" if packed else "hidden")
     return fused_cross_entropy(hidden, captioner_lib.logits_kernel(params), batch["targets"],
-                               label_smoothing=label_smoothing, z_loss=z_loss,
-                               chunk_len=chunk_len)
+                               label_smoothing=label_smoothing, z_loss=z_loss)
 
 
 def length_sums(batch, image_tokens):

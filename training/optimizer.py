@@ -20,30 +20,23 @@ def per_layer(inner):
     """`inner`, a stateless optax transform, applied to each layer of a stacked leaf on its own."""
 
     def update_fn(updates, state, params=None):
-        def one(path, update, param):
+        def one(path, update, param=None):
             def apply(u, p):
                 return inner.update(u, state, p)[0]
 
-            if not is_stacked(path):
-                return apply(update, param)
-            if param is None:
-                return jax.vmap(lambda u: apply(u, None))(update)
-            return jax.vmap(apply)(update, param)
+            return jax.vmap(apply)(update, param) if is_stacked(path) else apply(update, param)
 
-        if params is None:  # clip_by_block_rms reads no parameters.
-            return jax.tree_util.tree_map_with_path(
-                lambda path, u: one(path, u, None), updates), state
-        return jax.tree_util.tree_map_with_path(one, updates, params), state
+        # clip_by_block_rms reads no parameters.
+        rest = () if params is None else (params,)
+        return jax.tree_util.tree_map_with_path(one, updates, *rest), state
 
     return optax.GradientTransformation(inner.init, update_fn)
 
 
 def adafactor(learning_rate, *, clipping_threshold=1.0, decay_rate=0.8):
     """Adafactor with T5X's defaults, its block RMS per layer of scanned stacks."""
-    chain = [optax.scale_by_factored_rms(decay_rate=decay_rate)]
-    if clipping_threshold is not None:
-        chain.append(per_layer(optax.clip_by_block_rms(clipping_threshold)))
-    chain += [optax.scale_by_learning_rate(learning_rate, flip_sign=False),
-              per_layer(optax.scale_by_param_block_rms()),
-              optax.scale(-1)]
-    return optax.chain(*chain)
+    clip = ([] if clipping_threshold is None else
+            [per_layer(optax.clip_by_block_rms(clipping_threshold))])
+    return optax.chain(optax.scale_by_factored_rms(decay_rate=decay_rate), *clip,
+                       optax.scale_by_learning_rate(learning_rate, flip_sign=False),
+                       per_layer(optax.scale_by_param_block_rms()), optax.scale(-1))

@@ -26,17 +26,6 @@ def _other_run(path):
     return path, step
 
 
-def _restore_other_run(path, abstract_params):
-    """Params of another run's checkpoint: `path` is a workdir or a `checkpoints/<step>` folder."""
-    path, step = _other_run(path)
-    with errors.reraised(ValueError, (FileNotFoundError, ValueError,
-                                      checkpointing.CheckpointError), "init.checkpoint: "):
-        params, step = run_lib.Run.open(path).restore(step, params_only=True,
-                                                      abstract=abstract_params)
-    logging.info("init.checkpoint: params of step %d of %s", step, path)
-    return params
-
-
 def check_other_run(path, abstract_params=None):
     """Checks `init.checkpoint` from its metadata: a checkpoint is there and, given
     `abstract_params`, its parameters have their shapes (FileNotFoundError / ValueError)."""
@@ -61,8 +50,12 @@ def initialize(params, init_config, abstract_state, weights=None):
     """Returns `params` with the pretrained weights `init_config` names, in their shardings;
     `weights`: what `read` returned (else they are read now)."""
     shardings = jax.tree.map(lambda x: x.sharding, abstract_state["params"])
-    if init_config.get("checkpoint"):
-        params = _restore_other_run(init_config.checkpoint, abstract_state["params"])
+    if init_config.get("checkpoint"):  # Another run's parameters alone.
+        path, step = _other_run(init_config.checkpoint)
+        with errors.reraised(ValueError, (FileNotFoundError, ValueError,
+                                          checkpointing.CheckpointError), "init.checkpoint: "):
+            params, step = run_lib.Run.open(path).restore(step, abstract=abstract_state["params"])
+        logging.info("init.checkpoint: params of step %d of %s", step, path)
     if init_config.get("mt5") or init_config.get("vit"):
         params, reports = upstream.load_pretrained(jax.device_get(params), init_config,
                                                    read=weights)

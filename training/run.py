@@ -58,9 +58,8 @@ def read_config(workdir):
 def max_len_bound(config):
     """The longest decoding a run allows: the longest it trained (data.max_target_len) or
     evaluated (evals.*.max_decode_len) at."""
-    lengths = [config.data.max_target_len]
-    lengths += [evaluator.get("max_decode_len", None)
-                for evaluator in config.get("evals", {}).values()]
+    lengths = [config.data.max_target_len, *(evaluator.get("max_decode_len", None)
+                                             for evaluator in config.get("evals", {}).values())]
     return max(n for n in lengths if isinstance(n, int) and not isinstance(n, bool))
 
 
@@ -85,17 +84,9 @@ class Run:
         """The parameters as ShapeDtypeStructs: over the config's mesh, or on one device."""
         return state_lib.abstract_params(self.model, self.config if sharded else None)
 
-    def abstract_state(self, tx, mesh):
-        """The training state `{"params", "opt_state", "step"}` of optimizer `tx` on `mesh`."""
-        return state_lib.state_shardings(self.model, tx, mesh,
-                                         state_lib.axis_rules(self.config))[0]
-
-    def restore(self, step=None, *, params_only, abstract=None, **options):
+    def restore(self, step=None, *, abstract=None, **options):
         """(tree, step) of checkpoint `step` (None: the newest; "best"), read into `abstract`
-        (default: the sharded parameters with `params_only`); `options` and errors as
-        `checkpointing.restore`'s. With `params_only` the optimizer's state is not read."""
-        if abstract is None:
-            abstract = self.abstract_params()
-        if params_only and isinstance(abstract, dict) and "opt_state" in abstract:
-            abstract = abstract["params"]
+        (default: the sharded parameters, the optimizer's state not read); `options` and errors
+        as `checkpointing.restore`'s."""
+        abstract = self.abstract_params() if abstract is None else abstract
         return checkpointing.restore(self.workdir, abstract, step, **options)

@@ -4,6 +4,7 @@ and compared on resume: another value of a "fixed" field needs `--allow_config_c
 
 import ast
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -62,9 +63,9 @@ class Field:
         return flag in self.flags.split()
 
 
-def evaluator_fields(name, kind=str, data_field=None, data=""):
-    """The rows of the evaluator config.evals.<name> (evaluation/evaluators/): those every one
-    has, and with `data_field` the row of its data."""
+def evaluator_rows(name, kind=str, data_field=None, data=""):
+    """The FIELDS rows of the evaluator config.evals.<name> (evaluation/evaluators/): those
+    every one has, and with `data_field` the row of its data."""
     rows = (
         ("type", kind, None, "", "The evaluator (evaluation/evaluators/__init__.py)."),
         *([(data_field, str, None, "", data)] if data_field else []),
@@ -78,7 +79,7 @@ def evaluator_fields(name, kind=str, data_field=None, data=""):
         ("beam_size", int, None, "optional", 'Beams of "beam"; None: 4.'),
         ("alpha", float, None, "optional", 'T5X\'s length penalty of "beam"; None: 0.6.'),
     )
-    return tuple(Field(f"evals.{name}.{key}", *rest) for key, *rest in rows)
+    return tuple((f"evals.{name}.{key}", *rest) for key, *rest in rows)
 
 
 _OPT, _SIZE = "fixed optional", "None: the variant's."
@@ -140,18 +141,17 @@ FIELDS = tuple(Field(*row) for row in (
     ("init.mt5", "", None, "fixed", "T5X checkpoint of the text tower."),
     ("init.vit", "", None, "fixed", "big_vision .npz of the image tower."),
     ("init.checkpoint", "", None, "fixed", "Another run (its workdir or checkpoints/<step>)."),
-)) + evaluator_fields("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/.") + \
-    evaluator_fields("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release.") + \
-    tuple(Field(*row) for row in (
-        ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
-        ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
-        ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
-         "checkpoints_best/ keeps the highest of this."),
-        # The device mesh (train.py checks that it fits the devices).
-        ("mesh.data", -1, N1, "auto step", "Devices on the data axis; -1: what `model` leaves."),
-        ("mesh.model", 1, N1, "auto step", "Devices on the model (tensor-parallel) axis."),
-        ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
-    ))
+    *evaluator_rows("xm3600", "xm3600_cider", "data_dir", "captions.jsonl + images/."),
+    *evaluator_rows("coco_dev", "coco_dev_cider", "manual_dir", "The COCO-35L release."),
+    ("checkpoint.every", int, N0, "", "Steps between checkpoints (and the last step)."),
+    ("checkpoint.keep", 3, N1, "", "How many of the newest are kept."),
+    ("checkpoint.best_metric", "eval/cider_d/avg", None, "",
+     "checkpoints_best/ keeps the highest of this."),
+    # The device mesh (train.py checks that it fits the devices).
+    ("mesh.data", -1, N1, "auto step", "Devices on the data axis; -1: what `model` leaves."),
+    ("mesh.model", 1, N1, "auto step", "Devices on the model (tensor-parallel) axis."),
+    ("mesh.fsdp", False, None, "step", "Also shard parameters' embed axis over `data`."),
+))
 BY_NAME = {field.name: field for field in FIELDS}
 
 
@@ -165,16 +165,10 @@ STEP_FIELDS = groups("step")  # What train.py's compiled step reads of the confi
 
 def schema():
     """Every field of a run's config with its default (unlocked, for a config to fill in)."""
-    tree = {}
-    for field in FIELDS:
-        *parents, key = field.name.split(".")
-        node = tree
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        default = field.default
-        # A placeholder, not None: None could not be set from the command line.
-        node[key] = config_dict.placeholder(default) if isinstance(default, type) else default
-    return ml_collections.ConfigDict(tree)
+    # A placeholder, not None: None could not be set from the command line.
+    defaults = {f.name.replace(".", trees.SEP): config_dict.placeholder(f.default)
+                if isinstance(f.default, type) else f.default for f in FIELDS}
+    return ml_collections.ConfigDict(trees.unflatten_tree(defaults))
 
 
 def _flatten(tree):
@@ -288,12 +282,10 @@ _ABSENT = object()
 
 def _get(config, key):
     """The value of a dotted `key`, or _ABSENT."""
-    value = config
-    for part in key.split("."):
-        if not hasattr(value, "get"):
-            return _ABSENT
-        value = value.get(part, _ABSENT)
-    return value
+    def child(node, part):
+        return node.get(part, _ABSENT) if hasattr(node, "get") else _ABSENT
+
+    return functools.reduce(child, key.split("."), config)
 
 
 _KINDS = {str: (str, "a string"), bool: (bool, "True or False"),
@@ -312,10 +304,8 @@ def check_value(field, value):
     if isinstance(field.values, Range):
         if field.has("auto") and value == -1 and type(value) is int:
             return
-        integer = kind is int
-        if not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) \
-                or value not in field.values:
-            what = "an integer" if integer else "a finite number"
+        types, what = (int, "an integer") if kind is int else ((int, float), "a finite number")
+        if not isinstance(value, types) or isinstance(value, bool) or value not in field.values:
             raise ConfigError(f"config.{field.name}={value!r}; expected {what} {field.values}"
                               f"{', or -1' if field.has('auto') else ''}")
     elif isinstance(field.values, tuple):
@@ -330,8 +320,8 @@ def check_value(field, value):
 
 def check_evaluator(name, eval_config):
     """Checks the fields every evaluator has of config.evals.<name> (ConfigError)."""
-    fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or \
-        evaluator_fields(name)
+    fields = [f for f in FIELDS if f.name.startswith(f"evals.{name}.")] or [
+        Field(*row) for row in evaluator_rows(name)]
     for field in fields:
         check_value(field, eval_config.get(field.name.rsplit(".", 1)[1], _ABSENT))
 
@@ -376,11 +366,10 @@ def check_vocab(config, vocab):
         raise ConfigError(f"config.model.t5.vocab_size={size} is smaller than the vocabulary "
                           f"{config.vocab.path} ({vocab.vocab_size} ids); leave it unset "
                           f"(None) for the vocabulary's size")
-    template = config.data.prompt_template
     langs = dict.fromkeys([*config.data.langs, *(lang for evaluator in config.evals.values()
                                                  for lang in evaluator.get("langs", ()))])
     for lang in langs:
-        prompt = prompt_lib.prompt_text(lang, template)
+        prompt = prompt_lib.prompt_text(lang, config.data.prompt_template)
         tokens = len(vocab.encode(prompt)) + 1  # + EOS
         if tokens > config.data.max_prompt_len:
             raise ConfigError(f"config.data.max_prompt_len={config.data.max_prompt_len} is too "
@@ -398,11 +387,9 @@ def parse_flags(flag_values, argv, config_flag="config"):
         lines = [line for line in str(e).splitlines() if line.strip()]
         raise ConfigError(lines[0] if len(lines) < 3 else f"{lines[0]} {lines[-1].strip()}") \
             from None
-    except AttributeError as e:
-        if "get_config" in str(e):
+    except (AttributeError, KeyError) as e:
+        if isinstance(e, AttributeError) and "get_config" in str(e):
             raise _cannot_load(argv, config_flag, "it defines no get_config()") from None
-        raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
-    except KeyError as e:
         raise ConfigError(_unknown_field_message(e, argv, config_flag)) from None
     except Exception as e:  # noqa: BLE001  A config file that fails to import, for one.
         raise _cannot_load(argv, config_flag, f"{type(e).__name__}: {e}") from None
@@ -456,9 +443,8 @@ def _unknown_field_message(error, argv, config_flag):
     text = str(error).replace("\\n", "\n").replace("\\'", "'")
     fields = re.findall(r"'([A-Za-z_][\w]*)'", text)
     suggestion = re.search(r'Did you mean "([^"]+)"', text)
-    culprit = next((arg for arg in argv if arg.startswith(f"--{config_flag}.") and fields
-                    and fields[0] in arg.split("=")[0].split(".")), None)
-    where = culprit or f"a --{config_flag}.<field> flag"
+    where = next((arg for arg in argv if arg.startswith(f"--{config_flag}.") and fields
+                  and fields[0] in arg.split("=")[0].split(".")), f"a --{config_flag}.<field> flag")
     hint = f" (did you mean {suggestion.group(1)}?)" if suggestion else ""
     name = fields[0] if fields else text
     return f"{where}: the config has no field {name!r}{hint}"

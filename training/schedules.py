@@ -1,4 +1,4 @@
-"""Learning-rate schedules, and durations as steps.
+"""Learning-rate schedules, and when periodic actions happen.
 
 The paper (Sec. 3.2) keeps the learning rate constant for `cp` steps, then decays it as
 lr = base * sqrt(cp / step).
@@ -14,12 +14,7 @@ def rsqrt_after_constant(base, constant_steps):
     if constant_steps < 1:
         raise ValueError(f"lr.constant_steps must be >= 1, got {constant_steps}")
     cp = float(constant_steps)
-
-    def schedule(step):
-        step = jnp.asarray(step, jnp.float32)
-        return base * jnp.sqrt(cp / jnp.maximum(step, cp))
-
-    return schedule
+    return lambda step: base * jnp.sqrt(cp / jnp.maximum(jnp.asarray(step, jnp.float32), cp))
 
 
 def constant(base):
@@ -27,27 +22,8 @@ def constant(base):
     return lambda step: jnp.full((), base, jnp.float32)
 
 
-def steps(name, config, *, examples_per_epoch=None, batch_size=None):
-    """A duration as steps from `<name>_steps`, `<name>_epochs` or `<name>_examples` (or None)."""
-    given = {unit: config.get(f"{name}_{unit}") for unit in ("steps", "epochs", "examples")}
-    given = {unit: v for unit, v in given.items() if v is not None}
-    if len(given) > 1:
-        raise ValueError(f"config sets more than one of {', '.join(f'{name}_{u}' for u in given)}")
-    if not given:
-        return None
-    (unit, value), = given.items()
-    if unit == "steps":
-        return int(value)
-    if batch_size is None or (unit == "epochs" and examples_per_epoch is None):
-        raise ValueError(f"config.{name}_{unit} needs the dataset size and batch size")
-    examples = value * examples_per_epoch if unit == "epochs" else value
-    return max(1, round(examples / batch_size))
-
-
-def itstime(step, every, total_steps, *, first=False, last=True):
-    """Whether a periodic action happens at `step`: every `every` steps, first and last if asked."""
-    if first and step == 0:
-        return True
-    if last and step == total_steps:
-        return True
-    return bool(every) and step > 0 and step % every == 0
+def itstime(step, every, total_steps, *, first=False):
+    """Whether a periodic action happens at `step`: every `every` steps, the last, and the first
+    if asked."""
+    return ((first and step == 0) or step == total_steps
+            or (bool(every) and step > 0 and step % every == 0))

@@ -21,10 +21,8 @@ def make_mesh(mesh_config):
     devices = jax.devices()
     n = len(devices)
     data, model = mesh_config.data, mesh_config.model
-    if data == -1:
-        data = n // model
-    if model == -1:
-        model = n // data
+    data = n // model if data == -1 else data
+    model = n // data if model == -1 else model
     if data < 1 or model < 1 or data * model != n:
         raise ValueError(
             f"config.mesh data={mesh_config.data} x model={mesh_config.model} does not "
@@ -46,10 +44,9 @@ def create_optimizer(config):
 
 @functools.lru_cache(maxsize=8)
 def _optimizer(schedule_name, base, constant_steps, clipping_threshold, decay_rate):
-    if schedule_name == "rsqrt":  # Else "constant" (run_config.FIELDS has no other).
-        schedule = schedules.rsqrt_after_constant(base, constant_steps)
-    else:
-        schedule = schedules.constant(base)
+    # Else "constant" (run_config.FIELDS has no other).
+    schedule = (schedules.rsqrt_after_constant(base, constant_steps) if schedule_name == "rsqrt"
+                else schedules.constant(base))
     tx = optimizer.adafactor(schedule, clipping_threshold=clipping_threshold,
                              decay_rate=decay_rate)
     return tx, schedule
@@ -67,10 +64,9 @@ def _moment_spec(param_spec, param_shape, leaf_shape):
     spec = tuple(param_spec) + (None,) * (len(param_shape) - len(param_spec))
     if tuple(leaf_shape) == tuple(param_shape):
         return P(*spec)
-    if len(leaf_shape) == len(param_shape) - 1:  # A factored moment: one axis reduced away.
-        for axis in reversed(range(len(param_shape))):
-            if param_shape[:axis] + param_shape[axis + 1:] == tuple(leaf_shape):
-                return P(*(spec[:axis] + spec[axis + 1:]))
+    for axis in reversed(range(len(param_shape))):  # A factored moment: one axis reduced away.
+        if param_shape[:axis] + param_shape[axis + 1:] == tuple(leaf_shape):
+            return P(*(spec[:axis] + spec[axis + 1:]))
     return P()
 
 
@@ -108,8 +104,7 @@ def state_shardings(model, tx, mesh, rules):
         # Optimizer moments sit at <optimizer fields>/<parameter path>: match the suffix.
         for start in range(len(path)):
             if path[start:] in by_path:
-                spec, shape = by_path[path[start:]]
-                return _moment_spec(spec, shape, leaf.shape)
+                return _moment_spec(*by_path[path[start:]], leaf.shape)
         return P()  # Counters and other scalars.
 
     opt_specs = jax.tree_util.tree_map_with_path(opt_spec, abstract["opt_state"])
@@ -141,13 +136,11 @@ def init_state(model, tx, rng, shardings):
 def make_train_step(model, tx, schedule, config):
     """Returns train_step(state, batch, rng) -> (state, measurements)."""
 
-    def loss_fn(params, batch, rng):
-        # The fused loss never holds the float32 logits [batch, length, vocab] whole.
-        return losses.captioner_loss(model, params, batch, rng,
-                                     label_smoothing=config.label_smoothing,
-                                     z_loss=config.z_loss)
-
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    # (params, batch, rng) -> ((loss, aux), grads). The fused loss never holds the float32
+    # logits [batch, length, vocab] whole.
+    grad_fn = jax.value_and_grad(functools.partial(
+        losses.captioner_loss, model, label_smoothing=config.label_smoothing,
+        z_loss=config.z_loss), has_aux=True)
 
     def accumulated_grads(params, batch, rng):
         """Sums token-weighted gradients over micro-batches, so the maths equal one big batch."""
@@ -168,8 +161,7 @@ def make_train_step(model, tx, schedule, config):
         zeros = (jax.tree.map(jnp.zeros_like, params),
                  {"loss_sum": 0.0, "z_loss_sum": 0.0, "weight": 0.0})
         (grads, aux), _ = jax.lax.scan(body, zeros, (jnp.arange(k), micro))
-        grads = jax.tree.map(lambda g: g / aux["weight"], grads)
-        return grads, aux
+        return jax.tree.map(lambda g: g / aux["weight"], grads), aux
 
     def train_step(state, batch, rng):
         grads, aux = accumulated_grads(state["params"], batch, rng)
@@ -185,7 +177,6 @@ def make_train_step(model, tx, schedule, config):
         }
         if "packed" in batch:  # Examples left out of packed rows (data/pipeline/packing.py).
             measurements["train/pack_dropped"] = jnp.sum(1 - batch["packed"])
-        new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
-        return new_state, measurements
+        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, measurements
 
     return train_step

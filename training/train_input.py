@@ -1,5 +1,7 @@
 """The training batches the loop steps on: the data pipeline's iterator, as global arrays."""
 
+import contextlib
+
 import jax
 
 import errors
@@ -9,24 +11,26 @@ from data.pipeline import packing
 from training.actions import TrainingError
 
 
-def _data_error(error, where):
-    """A TrainingError for a data error of the training batches, saying what to do."""
-    if not isinstance(error, image_lib.ImageError):
-        return TrainingError(f"{where}: {error}")
-    # The build decoded every image it wrote: the files changed since.
-    return TrainingError(f"{where}: {error}; the built dataset changed since it was built: "
-                         f"delete it and build it again")
+@contextlib.contextmanager
+def _data_errors(where):
+    """A data error of the training batches in the block (missing files, no disk space, bad
+    data) as a TrainingError naming `where` and saying what to do."""
+    try:
+        yield
+    except (OSError, errors.Error) as e:
+        # The build decoded every image it wrote: the files changed since.
+        hint = ("; the built dataset changed since it was built: delete it and build it again"
+                if isinstance(e, image_lib.ImageError) else "")
+        raise TrainingError(f"{where}: {e}{hint}") from None
 
 
 def packing_layout(config, vocab, image_tokens, data_devices):
     """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
     from the first examples of the run's training stream."""
-    try:
+    with _data_errors("config.data"):
         return packing.layout(config, data_devices=data_devices, image_tokens=image_tokens,
                               lengths=lambda n: pipeline.sample_lengths(config.data, vocab,
                                                                         config.seed, n))
-    except (OSError, errors.Error) as e:
-        raise _data_error(e, "config.data") from None
 
 
 class Batches:
@@ -35,21 +39,17 @@ class Batches:
 
     def __init__(self, config, vocab, sharding, start_step, layout=None):
         self.sharding, self._peeked = sharding, None
-        self.layout = layout  # A packing.Layout: packed batches.
-        try:
+        with _data_errors("config.data"):
             self._iterator = pipeline.train_iterator(
                 config.data, vocab, global_batch_size=config.batch_size,
                 image_size=config.model.image_size, seed=config.seed, start_step=start_step,
                 process_index=jax.process_index(), process_count=jax.process_count(),
                 layout=layout)
-        except (OSError, errors.Error) as e:  # Missing files, no disk space, bad data.
-            raise _data_error(e, "config.data") from None
 
     def peek(self):
-        """The next batch, fetched now; `next` returns it."""
+        """Fetches the next batch now (`next` returns it)."""
         if self._peeked is None:
             self._peeked = self._fetch("config.data")
-        return self._peeked
 
     def next(self, step):
         """The batch of `step`."""
@@ -57,10 +57,8 @@ class Batches:
         return self._fetch(f"step {step}") if batch is None else batch
 
     def _fetch(self, where):
-        try:
+        with _data_errors(where):  # A file changed or went away while training.
             local = next(self._iterator)
-        except (OSError, errors.Error) as e:  # A file changed or went away while training.
-            raise _data_error(e, where) from None
         return {k: jax.make_array_from_process_local_data(self.sharding, v)
                 for k, v in local.items()}
 

@@ -1,6 +1,5 @@
 """Tests of training/schedules.py: the paper's learning rate and the step helpers."""
 
-import ml_collections
 import numpy as np
 import pytest
 
@@ -20,16 +19,6 @@ def test_rsqrt_after_constant_rejects_bad_values():
         schedules.rsqrt_after_constant(1e-3, 0)
     with pytest.raises(ValueError, match="positive"):
         schedules.rsqrt_after_constant(0.0, 10)
-
-
-def test_steps_converts_epochs_or_examples():
-    c = ml_collections.ConfigDict(dict(total_epochs=2))
-    assert schedules.steps("total", c, examples_per_epoch=1000, batch_size=100) == 20
-    c = ml_collections.ConfigDict(dict(total_examples=450))
-    assert schedules.steps("total", c, batch_size=100) == 4
-    c = ml_collections.ConfigDict(dict(total_steps=7, total_epochs=1))
-    with pytest.raises(ValueError, match="more than one"):
-        schedules.steps("total", c)
 
 
 def test_itstime_every_n_steps_the_first_the_last():

@@ -101,8 +101,7 @@ def restore(workdir, step=None, *, max_len=None):
     if not checkpointing.steps(workdir, best):
         raise InputError(none)
     try:
-        params, step = opened.restore(step, params_only=True,
-                                      abstract=opened.abstract_params(sharded=False))
+        params, step = opened.restore(step, abstract=opened.abstract_params(sharded=False))
     except (FileNotFoundError, checkpointing.CheckpointError) as e:
         raise InputError(str(e)) from None
     if params is None:  # Deleted since.
