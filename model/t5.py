@@ -82,27 +82,25 @@ def relative_position_bucket(relative_position, bidirectional: bool, num_buckets
 
 class RelativePositionBias(nn.Module):
     """One table of per-head scalar biases indexed by relative position bucket."""
-    num_heads: int
-    num_buckets: int
-    max_distance: int
+    config: T5Config
     bidirectional: bool
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, q_len: int, k_len: int, q_offset=0) -> jax.Array:
         """The bias [1, heads, q_len, k_len] for queries q_offset + i."""
+        cfg = self.config
+        num_buckets = cfg.relative_attention_num_buckets
         table = self.param(
             "rel_embedding",
             part.param_init(nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
                             (part.HEADS, part.RELPOS)),
-            (self.num_heads, self.num_buckets), jnp.float32)
+            (cfg.num_heads, num_buckets), jnp.float32)
         q_pos = jnp.arange(q_len, dtype=jnp.int32)[:, None] + q_offset
         k_pos = jnp.arange(k_len, dtype=jnp.int32)[None, :]
-        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional,
-                                           self.num_buckets, self.max_distance)
-        # [heads, q_len, k_len]
-        bias = jnp.take(table.astype(self.dtype), buckets, axis=1)
-        return bias[None]
+        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional, num_buckets,
+                                           cfg.relative_attention_max_distance)
+        # [1, heads, q_len, k_len]
+        return jnp.take(table.astype(cfg.dtype), buckets, axis=1)[None]
 
 
 def key_mask(mask, q_segments=None, k_segments=None):
@@ -217,50 +215,55 @@ def _dropout(cfg: T5Config, x, deterministic: bool):
 _RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
 
 
-class EncoderLayer(nn.Module):
-    """Pre-norm self-attention + MLP block ('layers_{i}' of the encoder)."""
+class _Layer(nn.Module):
+    """What encoder and decoder layers share: pre-norm residual sublayers, the MLP last."""
     config: T5Config
     deterministic: bool = True
     scanned: bool = False
+
+    def sublayer(self, x, norm_name, block):
+        """x + dropout(block(RMSNorm(x))), the norm named `norm_name`."""
+        cfg = self.config
+        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name=norm_name)(x)
+        return x + _dropout(cfg, block(y), self.deterministic)
+
+    def attention(self, name, decode=False):
+        cfg = self.config
+        return Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype,
+                         self.deterministic, decode, name=name)
+
+    def mlp_and_output(self, x):
+        """The MLP sublayer, then the layer's output (with nn.scan's empty carry if scanned)."""
+        cfg = self.config
+        x = self.sublayer(x, "pre_mlp_layer_norm", lambda y: MlpBlock(
+            cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, self.deterministic, name="mlp")(y))
+        x = part.constrain(x, _RESIDUAL)
+        return (x, None) if self.scanned else x
+
+
+class EncoderLayer(_Layer):
+    """Pre-norm self-attention + MLP block ('layers_{i}' of the encoder)."""
 
     @nn.compact
     def __call__(self, x, bias):
         """x [batch, length, emb], bias [batch, heads, length, length]."""
-        cfg, det = self.config, self.deterministic
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      name="attention")(y, y, bias)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_mlp_layer_norm")(x)
-        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
-        return (x, None) if self.scanned else x
+        x = self.sublayer(x, "pre_attention_layer_norm",
+                          lambda y: self.attention("attention")(y, y, bias))
+        return self.mlp_and_output(x)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Self-attention, cross-attention and MLP ('layers_{i}' of the decoder)."""
-    config: T5Config
-    deterministic: bool = True
     decode: bool = False
-    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, encoded, self_bias, cross_bias, cache_index):
         """x [batch, length, emb], encoded [batch, enc_length, emb]."""
-        cfg, det = self.config, self.deterministic
-        eps = cfg.layer_norm_epsilon
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_self_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      self.decode, name="self_attention")(y, y, self_bias, cache_index)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_cross_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      name="encoder_decoder_attention")(y, encoded, cross_bias)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_mlp_layer_norm")(x)
-        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
-        return (x, None) if self.scanned else x
+        x = self.sublayer(x, "pre_self_attention_layer_norm", lambda y: self.attention(
+            "self_attention", self.decode)(y, y, self_bias, cache_index))
+        x = self.sublayer(x, "pre_cross_attention_layer_norm", lambda y: self.attention(
+            "encoder_decoder_attention")(y, encoded, cross_bias))
+        return self.mlp_and_output(x)
 
 
 class Encoder(nn.Module):
@@ -273,9 +276,7 @@ class Encoder(nn.Module):
         `segments` [batch, length] (packed rows): each position attends to its own only."""
         cfg, det = self.config, not train
         length = embeddings.shape[1]
-        rel_bias = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets,
-            cfg.relative_attention_max_distance, True, cfg.dtype, name="relpos_bias")
+        rel_bias = RelativePositionBias(cfg, True, name="relpos_bias")
         # [batch, heads, length, length]: padding keys masked, plus positions.
         bias = (layers.mask_to_bias(key_mask(mask, segments, segments), cfg.dtype)
                 + rel_bias(length, length))
@@ -304,9 +305,7 @@ class Decoder(nn.Module):
         dec_segments, enc_segments = segments or (None, None)
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
-        rel_bias = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets,
-            cfg.relative_attention_max_distance, False, cfg.dtype, name="relpos_bias")
+        rel_bias = RelativePositionBias(cfg, False, name="relpos_bias")
 
         step = decode and self.has_variable("cache", "cache_index")
         cache_index = jnp.zeros((), jnp.int32)
