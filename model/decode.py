@@ -23,10 +23,12 @@ from model import vit
 NEG_INF = -1.0e7
 
 
-def _variables(params) -> dict:
+def _encode(model, params, images, prompt_tokens):
+    """(variables, encoded, encoder mask): `params` (or {"params": params}) and the encoder's."""
     if hasattr(params, "keys") and "params" in params:
-        return {"params": params["params"]}
-    return {"params": params}
+        params = params["params"]
+    variables = {"params": params}
+    return variables, *model.apply(variables, images, prompt_tokens, method="encode")
 
 
 def init_cache(model, variables, encoded, encoder_mask, max_len: int):
@@ -61,32 +63,6 @@ class SearchState:
     rng: jax.Array        # PRNG key (unused by greedy)
 
 
-def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pick, rng):
-    """The loop of greedy and sampling; `pick(logits, rng) -> tokens [B]`."""
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
-    batch = encoded.shape[0]
-
-    def cond(state):
-        return (state.step < max_len) & ~jnp.all(state.ended)
-
-    def body(state):
-        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
-                                     state.last)
-        rng, step_rng = jax.random.split(state.rng)
-        token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
-        tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
-        return SearchState(step=state.step + 1, tokens=tokens, last=token,
-                           ended=state.ended | (token == eos_id), cache=cache, rng=rng)
-
-    init = SearchState(
-        step=jnp.zeros((), jnp.int32), tokens=jnp.zeros((batch, max_len), jnp.int32),
-        last=jnp.zeros((batch,), jnp.int32), ended=jnp.zeros((batch,), bool),
-        cache=init_cache(model, variables, encoded, encoder_mask, max_len),
-        rng=rng)
-    return jax.lax.while_loop(cond, body, init).tokens
-
-
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "eos_id"))
 def greedy(model, params, images, prompt_tokens, max_len: int, eos_id: int = 1):
     """Greedy (argmax) decoding: [batch, max_len] int32 tokens, 0 after EOS."""
@@ -112,7 +88,26 @@ def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
             logits = jnp.where(logits < kth, NEG_INF * 1e3, logits)
         return jax.random.categorical(step_rng, logits / temperature, axis=-1)
 
-    return _search(model, params, images, prompt_tokens, max_len, eos_id, pick, rng)
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
+    batch = encoded.shape[0]
+
+    def cond(state):
+        return (state.step < max_len) & ~jnp.all(state.ended)
+
+    def body(state):
+        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
+                                     state.last)
+        rng, step_rng = jax.random.split(state.rng)
+        token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
+        tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
+        return SearchState(step=state.step + 1, tokens=tokens, last=token,
+                           ended=state.ended | (token == eos_id), cache=cache, rng=rng)
+
+    init = SearchState(
+        step=jnp.zeros((), jnp.int32), tokens=jnp.zeros((batch, max_len), jnp.int32),
+        last=jnp.zeros((batch,), jnp.int32), ended=jnp.zeros((batch,), bool),
+        cache=init_cache(model, variables, encoded, encoder_mask, max_len), rng=rng)
+    return jax.lax.while_loop(cond, body, init).tokens
 
 
 def brevity_penalty(alpha: float, length) -> jax.Array:
@@ -192,8 +187,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     example with no finished sequence gets its best live beam with its raw log-probability."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     batch = encoded.shape[0]
     # [batch * beam, ...]: every beam of an example sees the same encoding.
     encoded = jnp.repeat(encoded, beam_size, axis=0)
@@ -242,8 +236,7 @@ def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     What beam search ranks by before its length penalty, at temperature 1."""
     # [batch, length]: the decoder input is the output shifted right, from token 0.
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")  # [b, L, V]
     token_log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
                                           tokens[:, :, None], axis=-1)[:, :, 0]

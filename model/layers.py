@@ -53,8 +53,8 @@ class DenseGeneral(nn.Module):
 
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
-        features = _as_tuple(self.features)
-        axis = tuple(a % inputs.ndim for a in _as_tuple(self.axis))
+        features = tuple(np.atleast_1d(self.features).tolist())
+        axis = tuple(a % inputs.ndim for a in np.atleast_1d(self.axis).tolist())
         in_dims = tuple(inputs.shape[a] for a in axis)
         stored_shape = (int(np.prod(in_dims)), int(np.prod(features)))
         kernel = self.param("kernel", part.param_init(self.kernel_init, self.kernel_axes),
@@ -83,10 +83,6 @@ def layer_stack(cls, cfg, num_layers: int, name: str, num_args: int = 0, **attrs
             x = cls(config=cfg, name=f"{name}_{i}", **attrs)(x, *args)
         return x
     return run
-
-
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
@@ -157,19 +153,17 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     if deterministic or dropout_rate == 0.0:
         if bias is not None:
             bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
-        implementation = attention_implementation(traced_platform(), dtype, query.shape[-1],
-                                                  bias is not None)
-        if implementation == "cudnn" and _CUDNN_STAND_IN.get():
-            attend = functools.partial(jax.nn.dot_product_attention, scale=1.0,
-                                       key_value_seq_lengths=_lengths(key, kv_length))
+        attend = functools.partial(jax.nn.dot_product_attention, bias=bias, scale=1.0,
+                                   key_value_seq_lengths=_lengths(key, kv_length))
+        if attention_implementation(traced_platform(), dtype, query.shape[-1],
+                                    bias is not None) != "cudnn":
+            return attend(query, key, value)
+        if _CUDNN_STAND_IN.get():
             return jax.checkpoint(attend)(query, key, value)
-        if implementation == "cudnn":
-            try:
-                return even_length_attention(query, key, value, kv_length)
-            except NotImplementedError:  # cuDNN's own rules for shapes change between versions.
-                pass
-        return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0,
-                                            key_value_seq_lengths=_lengths(key, kv_length))
+        # cuDNN's own rules for shapes change between versions.
+        with contextlib.suppress(NotImplementedError):
+            return even_length_attention(query, key, value, kv_length)
+        return attend(query, key, value)
     if kv_length is not None:
         raise ValueError("kv_length is for attention without dropout")
     # [batch, heads, q_len, kv_len], accumulated in float32 as jax's.
@@ -185,13 +179,9 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     return jnp.einsum("bhqk,bkhd->bqhd", weights, value)
 
 
-def _unbox(tree):
-    return nn.unbox(tree) if tree is not None else tree
-
-
 def scan_to_layers(params: Any) -> Any:
     """Splits every scanned stack ('layers', 'encoderblock'; layer on axis 0) into 'layers_<i>'."""
-    params = _unbox(params)
+    params = nn.unbox(params)
     if not hasattr(params, "items"):
         return params
     out = {}
@@ -206,7 +196,7 @@ def scan_to_layers(params: Any) -> Any:
 
 def layers_to_scan(params: Any) -> Any:
     """Inverse of `scan_to_layers`; ValueError for gaps in the layer numbers or unlike layers."""
-    params = _unbox(params)
+    params = nn.unbox(params)
     if not hasattr(params, "items"):
         return params
     out, stacks = {}, {}
@@ -248,16 +238,14 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
             value = noise / np.sqrt(max(fan_in, 1))
         return jnp.asarray(value, jnp.float32)
 
-    return jax.tree_util.tree_map_with_path(fill, _unbox(abstract))
+    return jax.tree_util.tree_map_with_path(fill, nn.unbox(abstract))
 
 
 def with_overrides(config_class, fields, overrides):
     """`fields` updated with the non-None `overrides`; ValueError for one naming no field."""
     known = {f.name for f in dataclasses.fields(config_class)}
-    for key, value in overrides.items():
-        if key not in known:
-            raise ValueError(f"unknown {config_class.__name__} field {key!r}; known: "
-                             f"{', '.join(sorted(known))}")
-        if value is not None:
-            fields = {**fields, key: value}
-    return fields
+    unknown = [key for key in overrides if key not in known]
+    if unknown:
+        raise ValueError(f"unknown {config_class.__name__} field {unknown[0]!r}; known: "
+                         f"{', '.join(sorted(known))}")
+    return {**fields, **{k: v for k, v in overrides.items() if v is not None}}
