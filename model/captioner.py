@@ -170,17 +170,12 @@ def logits_kernel(params):
     return params["t5"]["decoder"]["logits_dense"]["kernel"]
 
 
-def dummy_inputs(config: CaptionerConfig):
-    """Zero inputs of the right shapes for `init` / `jax.eval_shape`: an image, a prompt of 4
-    tokens and a target of 8."""
-    size = config.image_size
-    return (jnp.zeros((1, size, size, 3), jnp.float32), jnp.zeros((1, 4), jnp.int32),
-            jnp.zeros((1, 8), jnp.int32))
-
-
 def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):
     """Randomly initialized 'params'; `boxed` keeps the nn.LogicallyPartitioned boxes."""
-    params = model.init(rng, *dummy_inputs(model.config))["params"]
+    # An image, a prompt of 4 tokens and a target of 8.
+    size = model.config.image_size
+    params = model.init(rng, jnp.zeros((1, size, size, 3), jnp.float32),
+                        jnp.zeros((1, 4), jnp.int32), jnp.zeros((1, 8), jnp.int32))["params"]
     return params if boxed else nn.unbox(params)
 
 

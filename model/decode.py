@@ -23,11 +23,15 @@ from model import vit
 NEG_INF = -1.0e7
 
 
+def _variables(params) -> dict:
+    if hasattr(params, "keys") and "params" in params:
+        return {"params": params["params"]}
+    return {"params": params}
+
+
 def _encode(model, params, images, prompt_tokens):
     """(variables, encoded, encoder mask): `params` (or {"params": params}) and the encoder's."""
-    if hasattr(params, "keys") and "params" in params:
-        params = params["params"]
-    variables = {"params": params}
+    variables = _variables(params)
     return variables, *model.apply(variables, images, prompt_tokens, method="encode")
 
 

@@ -311,14 +311,15 @@ class Decoder(nn.Module):
         cache_index = jnp.zeros((), jnp.int32)
         if decode:
             index_var = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
-            if step:
-                if length != 1:
-                    raise ValueError(f"cached decoding takes one position per call, got {length}")
-                cache_index = index_var.value
-                index_var.value = cache_index + 1
         if step:
-            # The query is position `cache_index`; keys are the whole cache.
-            cache_len = self._cache_length()
+            if length != 1:
+                raise ValueError(f"cached decoding takes one position per call, got {length}")
+            cache_index = index_var.value
+            index_var.value = cache_index + 1
+            # The query is position `cache_index`; keys are the whole cache, whose keys are
+            # [batch, (layers,) length, heads, head_dim].
+            layer = self.variables["cache"]["layers" if cfg.scan else "layers_0"]
+            cache_len = layer["self_attention"]["cached_key"].shape[-3]
             causal = jnp.arange(cache_len) <= cache_index
             self_bias = (layers.mask_to_bias(causal[None, None, None, :], cfg.dtype)
                          + rel_bias(1, cache_len, cache_index))
@@ -343,13 +344,6 @@ class Decoder(nn.Module):
         logits = layers.DenseGeneral(cfg.vocab_size, kernel_axes=(part.EMBED, part.VOCAB),
                                      dtype=jnp.float32, name="logits_dense")(y)
         return part.constrain(logits, (part.BATCH, part.LENGTH, part.VOCAB))
-
-    def _cache_length(self) -> int:
-        """Length of the self-attention cache (the decode length)."""
-        cache = self.variables["cache"]
-        if "layers" in cache:  # scanned: [batch, layers, length, heads, head_dim]
-            return cache["layers"]["self_attention"]["cached_key"].shape[2]
-        return cache["layers_0"]["self_attention"]["cached_key"].shape[1]
 
 
 class T5(nn.Module):

@@ -17,6 +17,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
+from model import layers as model_layers
 from model.upstream import files, trees
 
 _NUMBERED_MODULE = re.compile(r"(.*)_(\d+)$")
@@ -95,22 +96,9 @@ def renumber_pre_linen(tree: Any) -> Any:
         match = _NUMBERED_MODULE.fullmatch(key)
         if match:
             by_module.setdefault(match.group(1), []).append((int(match.group(2)), key))
-    new_name = {}
-    for module, numbered in by_module.items():
-        for index, (_, key) in enumerate(sorted(numbered)):
-            new_name[key] = f"{module}_{index}"
+    new_name = {key: f"{module}_{index}" for module, numbered in by_module.items()
+                for index, (_, key) in enumerate(sorted(numbered))}
     return {new_name.get(key, key): renumber_pre_linen(value) for key, value in tree.items()}
-
-
-def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
-    """Splits a lax.scan checkpoint's stacked `encoderblock` into encoderblock_{i}."""
-    transformer = tree.get("Transformer")
-    if not isinstance(transformer, dict) or "encoderblock" not in transformer:
-        return tree
-    stacked = transformer.pop("encoderblock")
-    for i in range(len(jax.tree_util.tree_leaves(stacked)[0])):
-        transformer[f"encoderblock_{i}"] = jax.tree.map(lambda x, i=i: x[i], stacked)
-    return tree
 
 
 def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +112,7 @@ def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
         tree["pos_embedding"] = transformer.pop("pos_embedding")
     if "probe" in tree:
         tree["MAPHead_0"] = {k: tree.pop(k) for k in _MAP_HEAD_PARTS if k in tree}
-    return _unstack_scan(tree)
+    return model_layers.scan_to_layers(tree)
 
 
 def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:

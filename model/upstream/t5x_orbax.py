@@ -16,7 +16,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from model.upstream import files
+from model.upstream import files, trees
 
 # t5x's item holding the train state, and the parameters' key in it.
 STATE_ITEM = "state"
@@ -41,14 +41,8 @@ def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
     except Exception as e:  # JSON syntax, missing fields, wrong types alike
         raise ValueError(f"{item_dir} is an Orbax checkpoint whose `_METADATA` cannot be "
                          f"read: {type(e).__name__}: {files.one_line(e)}") from e
-    target: dict[str, Any] = {}
-    for keys in key_paths:
-        if len(keys) < 2 or keys[0] != TARGET_KEY:
-            continue
-        node = target
-        for key in keys[1:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = _LEAF
+    target = trees.unflatten_tree({trees.SEP.join(keys[1:]): _LEAF for keys in key_paths
+                                   if len(keys) > 1 and keys[0] == TARGET_KEY})
     return sorted({keys[0] for keys in key_paths if keys}), target
 
 
