@@ -356,9 +356,6 @@ class T5(nn.Module):
         self.encoder = Encoder(cfg)
         self.decoder = Decoder(cfg, shared_embedding=self.token_embedder)
 
-    def embed(self, tokens):
-        return self.token_embedder(tokens)
-
     def encode(self, encoder_input_embeddings, encoder_mask, train: bool = False):
         """Encodes [batch, length, emb] embeddings; mask [batch, length] bool."""
         return self.encoder(encoder_input_embeddings, encoder_mask, train=train)
