@@ -215,6 +215,15 @@ def _dropout(cfg: T5Config, x, deterministic: bool):
 _RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
 
 
+def _stack(cfg: T5Config, det: bool, x, layer, num_layers: int, norm_name: str, *args, **attrs):
+    """Dropout, the `layer`s (each given `args`), the final RMSNorm named `norm_name`, dropout."""
+    x = part.constrain(_dropout(cfg, x, det).astype(cfg.dtype), _RESIDUAL)
+    x = layers.layer_stack(layer, cfg, num_layers, "layers", len(args), deterministic=det,
+                           **attrs)(x, *args)
+    x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name=norm_name)(x)
+    return _dropout(cfg, x, det)
+
+
 class _Layer(nn.Module):
     """What encoder and decoder layers share: pre-norm residual sublayers, the MLP last."""
     config: T5Config
@@ -280,12 +289,8 @@ class Encoder(nn.Module):
         # [batch, heads, length, length]: padding keys masked, plus positions.
         bias = (layers.mask_to_bias(key_mask(mask, segments, segments), cfg.dtype)
                 + rel_bias(length, length))
-        x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
-        x = part.constrain(x, _RESIDUAL)
-        x = layers.layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, "layers", 1,
-                               deterministic=det)(x, bias)
-        x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="encoder_norm")(x)
-        return _dropout(cfg, x, det)
+        return _stack(cfg, det, embeddings, EncoderLayer, cfg.num_encoder_layers, "encoder_norm",
+                      bias)
 
 
 class Decoder(nn.Module):
@@ -331,13 +336,9 @@ class Decoder(nn.Module):
         cross_bias = layers.mask_to_bias(key_mask(encoder_mask, dec_segments, enc_segments),
                                          cfg.dtype)
 
-        y = _dropout(cfg, self.shared_embedding(decoder_input_tokens), det).astype(cfg.dtype)
-        y = part.constrain(y, _RESIDUAL)
-        y = layers.layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, "layers", 4,
-                               deterministic=det, decode=decode)(
-            y, encoded, self_bias, cross_bias, cache_index)
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
-        y = _dropout(cfg, y, det)
+        y = _stack(cfg, det, self.shared_embedding(decoder_input_tokens), DecoderLayer,
+                   cfg.num_decoder_layers, "decoder_norm", encoded, self_bias, cross_bias,
+                   cache_index, decode=decode)
         if hidden_only:
             return y
         # Logits in float32 for a stable softmax, as T5X.
