@@ -74,7 +74,7 @@ class Captioner(nn.Module):
         Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid)."""
         # [batch, num_image_tokens, emb] then [batch, prompt_len, emb]
         image = self.image_embeddings(images, train)
-        embeddings = jnp.concatenate([image, self.t5.token_embedder(prompt_tokens)], axis=1)
+        embeddings = jnp.concatenate([image, self.t5.embed(prompt_tokens)], axis=1)
         encoder_mask = jnp.concatenate([jnp.ones(image.shape[:2], bool), prompt_tokens != 0], 1)
         return self.t5.encode(embeddings, encoder_mask, train=train), encoder_mask
 
@@ -91,7 +91,7 @@ class Captioner(nn.Module):
         image = self.image_embeddings(images, train)
         image = image.reshape(-1, image.shape[-1])[jnp.maximum(rows["image_slots"], 0)]
         slots = rows["image_slots"][..., None] >= 0
-        embeddings = jnp.where(slots, image, self.t5.token_embedder(rows["encoder_tokens"]))
+        embeddings = jnp.where(slots, image, self.t5.embed(rows["encoder_tokens"]))
         enc_segments, dec_segments = rows["encoder_segments"], rows["decoder_segments"]
         encoded = self.t5.encoder(embeddings, enc_segments > 0, train=train,
                                   segments=enc_segments)

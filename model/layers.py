@@ -64,21 +64,21 @@ class DenseGeneral(nn.Module):
         return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
 
 
-def layer_stack(cls, cfg, num_layers: int, name: str, num_args: int = 0, **attrs):
-    """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`):
-    scanned as `name` (parameters stacked on axis 0, a cache on axis 1) or `name_<i>`."""
+def layer_stack(cls, cfg, num_layers: int, name: str, **attrs):
+    """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`) on
+    (x, *args): scanned as `name` (parameters stacked on axis 0, a cache on axis 1, `args` the
+    same for every layer) or `name_<i>`."""
     if cfg.remat:  # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE).
         cls = nn.remat(cls, prevent_cse=not cfg.scan, policy=REMAT_POLICIES[cfg.remat_policy])
-    if cfg.scan:
-        scanned = nn.scan(
-            cls, variable_axes={"params": 0, "cache": 1},
-            split_rngs={"params": True, "dropout": True},
-            in_axes=(nn.broadcast,) * num_args, length=num_layers,
-            metadata_params={nn.PARTITION_NAME: part.LAYERS})
-        stack = scanned(config=cfg, scanned=True, name=name, **attrs)
-        return lambda x, *args: stack(x, *args)[0]
 
     def run(x, *args):
+        if cfg.scan:
+            scanned = nn.scan(
+                cls, variable_axes={"params": 0, "cache": 1},
+                split_rngs={"params": True, "dropout": True},
+                in_axes=(nn.broadcast,) * len(args), length=num_layers,
+                metadata_params={nn.PARTITION_NAME: part.LAYERS})
+            return scanned(config=cfg, scanned=True, name=name, **attrs)(x, *args)[0]
         for i in range(num_layers):
             x = cls(config=cfg, name=f"{name}_{i}", **attrs)(x, *args)
         return x

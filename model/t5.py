@@ -218,8 +218,7 @@ _RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
 def _stack(cfg: T5Config, det: bool, x, layer, num_layers: int, norm_name: str, *args, **attrs):
     """Dropout, the `layer`s (each given `args`), the final RMSNorm named `norm_name`, dropout."""
     x = part.constrain(_dropout(cfg, x, det).astype(cfg.dtype), _RESIDUAL)
-    x = layers.layer_stack(layer, cfg, num_layers, "layers", len(args), deterministic=det,
-                           **attrs)(x, *args)
+    x = layers.layer_stack(layer, cfg, num_layers, "layers", deterministic=det, **attrs)(x, *args)
     x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name=norm_name)(x)
     return _dropout(cfg, x, det)
 
@@ -356,6 +355,9 @@ class T5(nn.Module):
         self.token_embedder = Embed(cfg.vocab_size, cfg.emb_dim, cfg.dtype)
         self.encoder = Encoder(cfg)
         self.decoder = Decoder(cfg, shared_embedding=self.token_embedder)
+
+    def embed(self, tokens):
+        return self.token_embedder(tokens)
 
     def encode(self, encoder_input_embeddings, encoder_mask, train: bool = False):
         """Encodes [batch, length, emb] embeddings; mask [batch, length] bool."""
