@@ -359,8 +359,7 @@ class Decoding:
         beyond the longest the run trained or evaluated at (`max_len_bound`), or its working
         memory (the logits of every beam, the decoder's cache, the images) beyond
         `memory_bytes`: refused before anything is allocated."""
-        too_long = length_problem(max_len, max_len_bound)
-        if too_long:
+        if too_long := length_problem(max_len, max_len_bound):
             raise DecodingError("max_len", too_long)
         need = decode_bytes(model_config, batch_size, self.beam_size or 1, max_len)
         if need > memory_bytes:
@@ -396,6 +395,4 @@ def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
 def memory_bytes():
     """Bytes of memory of the first device, or the machine's for a CPU (it reports none)."""
     stats = jax.devices()[0].memory_stats() or {}
-    if stats.get("bytes_limit"):
-        return stats["bytes_limit"]
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return stats.get("bytes_limit") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -233,9 +233,8 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
             value = 0.1 * noise
         elif name == "embedding" and len(shape) == 2:
             value = noise
-        else:
-            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-            value = noise / np.sqrt(max(fan_in, 1))
+        else:  # fan_in: the product of all but the last axis
+            value = noise / np.sqrt(max(int(np.prod(shape[:-1])), 1))
         return jnp.asarray(value, jnp.float32)
 
     return jax.tree_util.tree_map_with_path(fill, nn.unbox(abstract))

@@ -148,17 +148,17 @@ class Attention(nn.Module):
             # T5 has no 1/sqrt(d) in attention; T5X puts it in the query init.
             return kernel_init(*args) / depth_scaling
 
-        def projection(name, init):
-            return layers.DenseGeneral(
+        def projection(name, init, x):
+            x = layers.DenseGeneral(
                 features=(self.num_heads, self.head_dim), axis=-1,
                 kernel_axes=(part.EMBED, part.JOINED_KV), kernel_init=init,
-                dtype=self.dtype, name=name)
+                dtype=self.dtype, name=name)(x)
+            return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
-        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
         # [batch, length, heads, head_dim]
-        query = part.constrain(projection("query", query_init)(inputs_q), names)
-        key = part.constrain(projection("key", kernel_init)(inputs_kv), names)
-        value = part.constrain(projection("value", kernel_init)(inputs_kv), names)
+        query = projection("query", query_init, inputs_q)
+        key = projection("key", kernel_init, inputs_kv)
+        value = projection("value", kernel_init, inputs_kv)
 
         if self.decode:
             filled = self.has_variable("cache", "cached_key")

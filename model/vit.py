@@ -144,15 +144,15 @@ class MultiHeadDotProductAttention(nn.Module):
         width = inputs_q.shape[-1]
         head_dim = width // self.num_heads
 
-        def projection(name):
-            return _HeadsDense((width, self.num_heads, head_dim),
-                               (part.EMBED, part.HEADS, part.KV), 1, self.dtype, name=name)
+        def projection(name, x):
+            x = _HeadsDense((width, self.num_heads, head_dim), (part.EMBED, part.HEADS, part.KV),
+                            1, self.dtype, name=name)(x)
+            return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
-        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
         # [batch, length, heads, head_dim]
-        query = part.constrain(projection("query")(inputs_q), names)
-        key = part.constrain(projection("key")(inputs_kv), names)
-        value = part.constrain(projection("value")(inputs_kv), names)
+        query = projection("query", inputs_q)
+        key = projection("key", inputs_kv)
+        value = projection("value", inputs_kv)
         query = query / jnp.sqrt(head_dim).astype(query.dtype)
         x = layers.dot_product_attention(query, key, value, dtype=self.dtype,
                                          kv_length=kv_length)

@@ -157,17 +157,15 @@ def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
     posemb = np.asarray(posemb)
     if posemb.ndim != 3 or posemb.shape[0] != 1:
         raise ValueError(f"posemb must be [1, N, D], got {posemb.shape}")
-    work_dtype = np.float64 if posemb.dtype == np.float64 else np.float32
-    posemb = posemb.astype(work_dtype)
+    posemb = posemb.astype(np.float64 if posemb.dtype == np.float64 else np.float32)
     old_side, has_class_token = grid_of(posemb.shape[1])
     class_row, grid = posemb[:, :int(has_class_token)], posemb[:, int(has_class_token):]
     new_h, new_w = (new_grid, new_grid) if isinstance(new_grid, int) else tuple(new_grid)
     grid = grid.reshape(old_side, old_side, -1)  # [g, g, D]
     if (new_h, new_w) != (old_side, old_side):
-        zoom = (new_h / old_side, new_w / old_side, 1)
         # Imported here: 0.3 s that every process importing the trainer would pay otherwise.
         import scipy.ndimage  # noqa: PLC0415
-        grid = scipy.ndimage.zoom(grid, zoom, order=1)  # [new_h, new_w, D]
+        grid = scipy.ndimage.zoom(grid, (new_h / old_side, new_w / old_side, 1), order=1)
     grid = grid.reshape(1, new_h * new_w, -1)
     if has_class_token and keep_class_token:
         grid = np.concatenate([class_row, grid], axis=1)
