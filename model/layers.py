@@ -60,8 +60,8 @@ class DenseGeneral(nn.Module):
         kernel = self.param("kernel", part.param_init(self.kernel_init, self.kernel_axes),
                             stored_shape, jnp.float32)
         kernel = jnp.reshape(kernel.astype(self.dtype), in_dims + features)
-        contract = (axis, tuple(range(len(axis))))
-        return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
+        return jax.lax.dot_general(inputs.astype(self.dtype), kernel,
+                                   ((axis, tuple(range(len(axis)))), ((), ())))
 
 
 def layer_stack(cls, cfg, num_layers: int, name: str, **attrs):
@@ -124,17 +124,14 @@ def even_length_attention(query, key, value, kv_length=None, implementation="cud
     """Unbiased, unscaled attention with odd lengths padded by one (cuDNN takes even ones only):
     the padded key is masked out by its length and the padded query row dropped. Keys from
     `kv_length` on are padding already (masked out)."""
-    q_len, kv_len = query.shape[1], key.shape[1]
-
     def padded(x):
         return jnp.pad(x, ((0, 0), (0, x.shape[1] % 2), (0, 0), (0, 0)))
 
-    if kv_length is None and kv_len % 2:
-        kv_length = kv_len
-    out = jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
-                                       key_value_seq_lengths=_lengths(key, kv_length),
-                                       implementation=implementation)
-    return out[:, :q_len]
+    if kv_length is None and key.shape[1] % 2:
+        kv_length = key.shape[1]
+    return jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
+                                        key_value_seq_lengths=_lengths(key, kv_length),
+                                        implementation=implementation)[:, :query.shape[1]]
 
 
 def _lengths(key, kv_length):
@@ -172,9 +169,8 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
         logits = logits + bias.astype(jnp.float32)
     weights = jax.nn.softmax(logits, axis=-1).astype(dtype)
     keep_prob = 1.0 - dropout_rate
-    shape = list(weights.shape)
-    shape[-2] = 1
-    keep = jax.random.bernoulli(dropout_rng, keep_prob, shape)
+    # One draw per key, shared by every query.
+    keep = jax.random.bernoulli(dropout_rng, keep_prob, (*weights.shape[:-2], 1, weights.shape[-1]))
     weights = weights * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype))
     return jnp.einsum("bhqk,bkhd->bqhd", weights, value)
 
@@ -210,9 +206,9 @@ def layers_to_scan(params: Any) -> Any:
         if sorted(layers) != list(range(len(layers))):
             raise ValueError(f"'{stack}_*' layers are not numbered 0..{len(layers) - 1}: "
                              f"found {sorted(layers)}")
-        ordered = [layers[i] for i in range(len(layers))]
         try:
-            out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *ordered)
+            out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
+                                                *(layers[i] for i in range(len(layers))))
         except ValueError as e:
             raise ValueError(f"'{stack}_*' layers differ in structure: {e}") from e
     return out
