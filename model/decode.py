@@ -139,8 +139,7 @@ def _gather_beams(x: jax.Array, indices: jax.Array) -> jax.Array:
 
 def _gather_cache(cache, parents: jax.Array, beam_size: int):
     """Reorders cache rows (batch * beam on axis 0) by parent beam [batch, beam]."""
-    batch = parents.shape[0]
-    rows = (jnp.arange(batch)[:, None] * beam_size + parents).reshape(-1)
+    rows = (jnp.arange(parents.shape[0])[:, None] * beam_size + parents).reshape(-1)
     # Position counters are scalars shared by all rows.
     return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else x[rows], cache)
 
@@ -165,18 +164,16 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
 
     # Finished: merge the ones ending now (length-normalized) into the old set.
     new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
-    all_scores = jnp.concatenate([state.finished_scores, new_scores], axis=1)
-    all_flags = jnp.concatenate([state.finished_flags, ends], axis=1)
-    all_seqs = jnp.concatenate([state.finished_tokens, seqs], axis=1)
-    finished_scores, best = jax.lax.top_k(all_scores, beam_size)
+    finished_scores, best = jax.lax.top_k(
+        jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
     return BeamState(
         step=state.step + 1,
         live_tokens=_gather_beams(seqs, alive),
         live_log_probs=alive_log_probs,
         last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
-        finished_tokens=_gather_beams(all_seqs, best),
+        finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1), best),
         finished_scores=finished_scores,
-        finished_flags=jnp.take_along_axis(all_flags, best, axis=1),
+        finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
         cache=cache)
 
 
@@ -204,8 +201,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
         worst_finished = jnp.where(state.finished_flags,
                                    jnp.min(state.finished_scores, axis=1, keepdims=True),
                                    NEG_INF)
-        done = jnp.all(worst_finished > best_live)
-        return (state.step < max_len) & ~done
+        return (state.step < max_len) & ~jnp.all(worst_finished > best_live)
 
     def body(state):
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
@@ -228,8 +224,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     final = jax.lax.while_loop(cond, body, init)
 
     any_finished = jnp.any(final.finished_flags, axis=1)
-    tokens = jnp.where(any_finished[:, None], final.finished_tokens[:, 0],
-                       final.live_tokens[:, 0])
+    tokens = jnp.where(any_finished[:, None], final.finished_tokens[:, 0], final.live_tokens[:, 0])
     scores = jnp.where(any_finished, final.finished_scores[:, 0], final.live_log_probs[:, 0])
     return tokens, scores
 
