@@ -126,11 +126,10 @@ class Attention(nn.Module):
         `bias` broadcasts to [batch, heads, q_len, kv_len] (the whole cache when decoding);
         `cache_index` is the position written in the cache."""
         kernel_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
-        depth_scaling = jnp.sqrt(self.head_dim).astype(jnp.float32)
 
         def query_init(*args):
             # T5 has no 1/sqrt(d) in attention; T5X puts it in the query init.
-            return kernel_init(*args) / depth_scaling
+            return kernel_init(*args) / jnp.sqrt(self.head_dim).astype(jnp.float32)
 
         def projection(name, init, x):
             x = layers.DenseGeneral(
@@ -268,10 +267,9 @@ class Encoder(nn.Module):
         `segments` [batch, length] (packed rows): each position attends to its own only."""
         cfg, det = self.config, not train
         length = embeddings.shape[1]
-        rel_bias = RelativePositionBias(cfg, True, name="relpos_bias")
         # [batch, heads, length, length]: padding keys masked, plus positions.
         bias = (layers.mask_to_bias(key_mask(mask, segments, segments), cfg.dtype)
-                + rel_bias(length, length))
+                + RelativePositionBias(cfg, True, name="relpos_bias")(length, length))
         return _stack(cfg, det, embeddings, EncoderLayer, cfg.num_encoder_layers, "encoder_norm",
                       bias)
 

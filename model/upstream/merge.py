@@ -45,9 +45,7 @@ class Report:
 
 
 def _section(title: str, items: Sequence[str]) -> list[str]:
-    if not items:
-        return []
-    return [f"  {title}: {len(items)}"] + [f"    {item}" for item in items]
+    return [f"  {title}: {len(items)}"] + [f"    {item}" for item in items] if items else []
 
 
 def _unboxed(leaf: Any) -> Any:

@@ -8,6 +8,7 @@
 parameters are in their training dtype. Only `target` is restored (partial restore).
 """
 
+import contextlib
 import json
 from typing import Any
 
@@ -58,17 +59,14 @@ def read_target(item_dir: str) -> dict[str, Any]:
         raise ValueError(
             f"{item_dir} is an Orbax checkpoint without T5X's `{TARGET_KEY}` parameter "
             f"tree (top-level keys: {top_keys}){hint}")
-    handler = ocp.PyTreeCheckpointHandler()
-    try:
-        item = {TARGET_KEY: target}
-        # numpy restore: no device placement, the arrays go to merge on the host.
-        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+    item = {TARGET_KEY: target}
+    # numpy restore: no device placement, the arrays go to merge on the host.
+    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+    with contextlib.closing(ocp.PyTreeCheckpointHandler()) as handler:
         try:
             restored = handler.restore(epath.Path(item_dir), args=ocp.args.PyTreeRestore(
                 item=item, restore_args=restore_args, partial_restore=True))
         except Exception as e:  # tensorstore / orbax report missing data variously
             raise ValueError(f"{item_dir}: cannot read the Orbax checkpoint's "
                              f"`{TARGET_KEY}` arrays: {files.one_line(e)}") from e
-    finally:
-        handler.close()
     return restored[TARGET_KEY]
