@@ -38,14 +38,10 @@ def _encode(model, params, images, prompt_tokens):
 def init_cache(model, variables, encoded, encoder_mask, max_len: int):
     """Zero decoding cache ('cache' collection) for `max_len` positions of a batch."""
     tokens = jnp.zeros((encoded.shape[0], max_len), jnp.int32)
-
-    def shapes():
-        _, state = model.apply(variables, encoded, encoder_mask, tokens, decode=True,
-                               method="decode", mutable=["cache"])
-        return state["cache"]
-
-    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                  jax.eval_shape(shapes))
+    shapes = jax.eval_shape(lambda: model.apply(variables, encoded, encoder_mask, tokens,
+                                                decode=True, method="decode",
+                                                mutable=["cache"])[1]["cache"])
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
 def _step_logits(model, variables, cache, encoded, encoder_mask, tokens):

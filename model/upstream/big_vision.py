@@ -141,12 +141,10 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
 
 def grid_of(num_tokens: int) -> tuple[int, bool]:
     """(side, has_class_token) of a posemb of N rows: N == side**2, or side**2 + 1 (old ViTs)."""
-    side = math.isqrt(num_tokens)
-    if side * side == num_tokens:
-        return side, False
-    side = math.isqrt(num_tokens - 1)
-    if side * side == num_tokens - 1:
-        return side, True
+    for has_class_token in (False, True):
+        side = math.isqrt(num_tokens - has_class_token)
+        if side * side == num_tokens - has_class_token:
+            return side, has_class_token
     raise ValueError(f"{num_tokens} position embeddings are not a square grid (+1 class token)")
 
 
