@@ -111,6 +111,22 @@ def key_mask(mask, q_segments=None, k_segments=None):
     return mask[:, None, None, :] & (q_segments[:, None, :, None] == k_segments[:, None, None, :])
 
 
+class Embed(nn.Module):
+    """Token embedding table [vocab, emb] ('token_embedder/embedding')."""
+    vocab_size: int
+    emb_dim: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """[batch, length] int -> [batch, length, emb]."""
+        table = self.param(
+            "embedding",
+            part.param_init(nn.initializers.normal(stddev=1.0), (part.VOCAB, part.EMBED)),
+            (self.vocab_size, self.emb_dim), jnp.float32)
+        return jnp.take(table, tokens.astype(jnp.int32), axis=0).astype(self.dtype)
+
+
 class Attention(nn.Module):
     """T5X multi-head attention; `decode` keeps past keys/values in the 'cache' collection."""
     num_heads: int
@@ -334,10 +350,7 @@ class T5(nn.Module):
 
     def setup(self):
         cfg = self.config
-        self.token_embedder = nn.Embed(  # [vocab, emb]
-            cfg.vocab_size, cfg.emb_dim, dtype=cfg.dtype, param_dtype=jnp.float32,
-            embedding_init=part.param_init(nn.initializers.normal(stddev=1.0),
-                                           (part.VOCAB, part.EMBED)))
+        self.token_embedder = Embed(cfg.vocab_size, cfg.emb_dim, cfg.dtype)
         self.encoder = Encoder(cfg)
         self.decoder = Decoder(cfg, shared_embedding=self.token_embedder)
 
