@@ -38,10 +38,9 @@ def _read_file(path: str) -> bytes:
         raise ValueError(f"{path} is not a big_vision .npz: it is a folder, "
                          f"{files.describe_dir(path, files.listdir(path))}")
     if not files.isfile(path):
-        hint = ""
-        if files.isfile(f"{path}-LAST"):
-            hint = (f" ({path}-LAST names the steps of a big_vision tensorstore checkpoint, "
-                    "which this loader does not read: export its params to .npz)")
+        hint = (f" ({path}-LAST names the steps of a big_vision tensorstore checkpoint, "
+                "which this loader does not read: export its params to .npz)"
+                if files.isfile(f"{path}-LAST") else "")
         raise FileNotFoundError(f"no big_vision .npz at {path}: no such file{hint}")
     return files.read_bytes(path)
 

@@ -52,10 +52,8 @@ def read_target(item_dir: str) -> dict[str, Any]:
     ValueError (naming the folder) for unreadable metadata, no `target`, or an unreadable array."""
     top_keys, target = _top_keys_and_target(item_dir)
     if not target:
-        hint = ""
-        if "params" in top_keys:
-            hint = (" (its `params` suggest a checkpoint of this repository: "
-                    "use init.checkpoint for those)")
+        hint = (" (its `params` suggest a checkpoint of this repository: "
+                "use init.checkpoint for those)" if "params" in top_keys else "")
         raise ValueError(
             f"{item_dir} is an Orbax checkpoint without T5X's `{TARGET_KEY}` parameter "
             f"tree (top-level keys: {top_keys}){hint}")
