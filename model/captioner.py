@@ -73,11 +73,9 @@ class Captioner(nn.Module):
         """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).
         Returns (encoded [batch, image tokens + prompt_len, emb], mask: image positions valid)."""
         # [batch, num_image_tokens, emb] then [batch, prompt_len, emb]
-        image_embeddings = self.image_embeddings(images, train)
-        embeddings = jnp.concatenate([image_embeddings, self.t5.embed(prompt_tokens)], axis=1)
-        batch, num_image = image_embeddings.shape[:2]
-        encoder_mask = jnp.concatenate(
-            [jnp.ones((batch, num_image), bool), prompt_tokens != 0], axis=1)
+        image = self.image_embeddings(images, train)
+        embeddings = jnp.concatenate([image, self.t5.embed(prompt_tokens)], axis=1)
+        encoder_mask = jnp.concatenate([jnp.ones(image.shape[:2], bool), prompt_tokens != 0], 1)
         return self.t5.encode(embeddings, encoder_mask, train=train), encoder_mask
 
     def image_embeddings(self, images, train: bool = False):
@@ -170,17 +168,12 @@ def logits_kernel(params):
     return params["t5"]["decoder"]["logits_dense"]["kernel"]
 
 
-def dummy_inputs(config: CaptionerConfig):
-    """Zero inputs of the right shapes for `init` / `jax.eval_shape`: an image, a prompt of 4
-    tokens and a target of 8."""
-    size = config.image_size
-    return (jnp.zeros((1, size, size, 3), jnp.float32), jnp.zeros((1, 4), jnp.int32),
-            jnp.zeros((1, 8), jnp.int32))
-
-
 def init_params(model: Captioner, rng: jax.Array, boxed: bool = False):
     """Randomly initialized 'params'; `boxed` keeps the nn.LogicallyPartitioned boxes."""
-    params = model.init(rng, *dummy_inputs(model.config))["params"]
+    # An image, a prompt of 4 tokens and a target of 8.
+    size = model.config.image_size
+    params = model.init(rng, jnp.zeros((1, size, size, 3), jnp.float32),
+                        jnp.zeros((1, 4), jnp.int32), jnp.zeros((1, 8), jnp.int32))["params"]
     return params if boxed else nn.unbox(params)
 
 

@@ -29,17 +29,19 @@ def _variables(params) -> dict:
     return {"params": params}
 
 
+def _encode(model, params, images, prompt_tokens):
+    """(variables, encoded, encoder mask): `params` (or {"params": params}) and the encoder's."""
+    variables = _variables(params)
+    return variables, *model.apply(variables, images, prompt_tokens, method="encode")
+
+
 def init_cache(model, variables, encoded, encoder_mask, max_len: int):
     """Zero decoding cache ('cache' collection) for `max_len` positions of a batch."""
     tokens = jnp.zeros((encoded.shape[0], max_len), jnp.int32)
-
-    def shapes():
-        _, state = model.apply(variables, encoded, encoder_mask, tokens, decode=True,
-                               method="decode", mutable=["cache"])
-        return state["cache"]
-
-    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                  jax.eval_shape(shapes))
+    shapes = jax.eval_shape(lambda: model.apply(variables, encoded, encoder_mask, tokens,
+                                                decode=True, method="decode",
+                                                mutable=["cache"])[1]["cache"])
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
 def _step_logits(model, variables, cache, encoded, encoder_mask, tokens):
@@ -59,32 +61,6 @@ class SearchState:
     ended: jax.Array      # [batch] bool: EOS already produced
     cache: Any            # the decoder's 'cache' collection
     rng: jax.Array        # PRNG key (unused by greedy)
-
-
-def _search(model, params, images, prompt_tokens, max_len: int, eos_id: int, pick, rng):
-    """The loop of greedy and sampling; `pick(logits, rng) -> tokens [B]`."""
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
-    batch = encoded.shape[0]
-
-    def cond(state):
-        return (state.step < max_len) & ~jnp.all(state.ended)
-
-    def body(state):
-        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
-                                     state.last)
-        rng, step_rng = jax.random.split(state.rng)
-        token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
-        tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
-        return SearchState(step=state.step + 1, tokens=tokens, last=token,
-                           ended=state.ended | (token == eos_id), cache=cache, rng=rng)
-
-    init = SearchState(
-        step=jnp.zeros((), jnp.int32), tokens=jnp.zeros((batch, max_len), jnp.int32),
-        last=jnp.zeros((batch,), jnp.int32), ended=jnp.zeros((batch,), bool),
-        cache=init_cache(model, variables, encoded, encoder_mask, max_len),
-        rng=rng)
-    return jax.lax.while_loop(cond, body, init).tokens
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "eos_id"))
@@ -112,7 +88,26 @@ def sample(model, params, images, prompt_tokens, max_len: int, rng: jax.Array,
             logits = jnp.where(logits < kth, NEG_INF * 1e3, logits)
         return jax.random.categorical(step_rng, logits / temperature, axis=-1)
 
-    return _search(model, params, images, prompt_tokens, max_len, eos_id, pick, rng)
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
+    batch = encoded.shape[0]
+
+    def cond(state):
+        return (state.step < max_len) & ~jnp.all(state.ended)
+
+    def body(state):
+        logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
+                                     state.last)
+        rng, step_rng = jax.random.split(state.rng)
+        token = jnp.where(state.ended, 0, pick(logits, step_rng)).astype(jnp.int32)
+        tokens = jax.lax.dynamic_update_slice(state.tokens, token[:, None], (0, state.step))
+        return SearchState(step=state.step + 1, tokens=tokens, last=token,
+                           ended=state.ended | (token == eos_id), cache=cache, rng=rng)
+
+    init = SearchState(
+        step=jnp.zeros((), jnp.int32), tokens=jnp.zeros((batch, max_len), jnp.int32),
+        last=jnp.zeros((batch,), jnp.int32), ended=jnp.zeros((batch,), bool),
+        cache=init_cache(model, variables, encoded, encoder_mask, max_len), rng=rng)
+    return jax.lax.while_loop(cond, body, init).tokens
 
 
 def brevity_penalty(alpha: float, length) -> jax.Array:
@@ -140,8 +135,7 @@ def _gather_beams(x: jax.Array, indices: jax.Array) -> jax.Array:
 
 def _gather_cache(cache, parents: jax.Array, beam_size: int):
     """Reorders cache rows (batch * beam on axis 0) by parent beam [batch, beam]."""
-    batch = parents.shape[0]
-    rows = (jnp.arange(batch)[:, None] * beam_size + parents).reshape(-1)
+    rows = (jnp.arange(parents.shape[0])[:, None] * beam_size + parents).reshape(-1)
     # Position counters are scalars shared by all rows.
     return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else x[rows], cache)
 
@@ -166,18 +160,16 @@ def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
 
     # Finished: merge the ones ending now (length-normalized) into the old set.
     new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
-    all_scores = jnp.concatenate([state.finished_scores, new_scores], axis=1)
-    all_flags = jnp.concatenate([state.finished_flags, ends], axis=1)
-    all_seqs = jnp.concatenate([state.finished_tokens, seqs], axis=1)
-    finished_scores, best = jax.lax.top_k(all_scores, beam_size)
+    finished_scores, best = jax.lax.top_k(
+        jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
     return BeamState(
         step=state.step + 1,
         live_tokens=_gather_beams(seqs, alive),
         live_log_probs=alive_log_probs,
         last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
-        finished_tokens=_gather_beams(all_seqs, best),
+        finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1), best),
         finished_scores=finished_scores,
-        finished_flags=jnp.take_along_axis(all_flags, best, axis=1),
+        finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
         cache=cache)
 
 
@@ -192,8 +184,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     example with no finished sequence gets its best live beam with its raw log-probability."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     batch = encoded.shape[0]
     # [batch * beam, ...]: every beam of an example sees the same encoding.
     encoded = jnp.repeat(encoded, beam_size, axis=0)
@@ -206,8 +197,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
         worst_finished = jnp.where(state.finished_flags,
                                    jnp.min(state.finished_scores, axis=1, keepdims=True),
                                    NEG_INF)
-        done = jnp.all(worst_finished > best_live)
-        return (state.step < max_len) & ~done
+        return (state.step < max_len) & ~jnp.all(worst_finished > best_live)
 
     def body(state):
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
@@ -230,8 +220,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     final = jax.lax.while_loop(cond, body, init)
 
     any_finished = jnp.any(final.finished_flags, axis=1)
-    tokens = jnp.where(any_finished[:, None], final.finished_tokens[:, 0],
-                       final.live_tokens[:, 0])
+    tokens = jnp.where(any_finished[:, None], final.finished_tokens[:, 0], final.live_tokens[:, 0])
     scores = jnp.where(any_finished, final.finished_scores[:, 0], final.live_log_probs[:, 0])
     return tokens, scores
 
@@ -242,8 +231,7 @@ def log_probs(model, params, images, prompt_tokens, tokens, eos_id: int = 1):
     What beam search ranks by before its length penalty, at temperature 1."""
     # [batch, length]: the decoder input is the output shifted right, from token 0.
     inputs = jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)))
-    variables = _variables(params)
-    encoded, encoder_mask = model.apply(variables, images, prompt_tokens, method="encode")
+    variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     logits = model.apply(variables, encoded, encoder_mask, inputs, method="decode")  # [b, L, V]
     token_log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
                                           tokens[:, :, None], axis=-1)[:, :, 0]
@@ -362,8 +350,7 @@ class Decoding:
         beyond the longest the run trained or evaluated at (`max_len_bound`), or its working
         memory (the logits of every beam, the decoder's cache, the images) beyond
         `memory_bytes`: refused before anything is allocated."""
-        too_long = length_problem(max_len, max_len_bound)
-        if too_long:
+        if too_long := length_problem(max_len, max_len_bound):
             raise DecodingError("max_len", too_long)
         need = decode_bytes(model_config, batch_size, self.beam_size or 1, max_len)
         if need > memory_bytes:
@@ -399,6 +386,4 @@ def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
 def memory_bytes():
     """Bytes of memory of the first device, or the machine's for a CPU (it reports none)."""
     stats = jax.devices()[0].memory_stats() or {}
-    if stats.get("bytes_limit"):
-        return stats["bytes_limit"]
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return stats.get("bytes_limit") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -53,40 +53,36 @@ class DenseGeneral(nn.Module):
 
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
-        features = _as_tuple(self.features)
-        axis = tuple(a % inputs.ndim for a in _as_tuple(self.axis))
+        features = tuple(np.atleast_1d(self.features).tolist())
+        axis = tuple(a % inputs.ndim for a in np.atleast_1d(self.axis).tolist())
         in_dims = tuple(inputs.shape[a] for a in axis)
         stored_shape = (int(np.prod(in_dims)), int(np.prod(features)))
         kernel = self.param("kernel", part.param_init(self.kernel_init, self.kernel_axes),
                             stored_shape, jnp.float32)
         kernel = jnp.reshape(kernel.astype(self.dtype), in_dims + features)
-        contract = (axis, tuple(range(len(axis))))
-        return jax.lax.dot_general(inputs.astype(self.dtype), kernel, (contract, ((), ())))
+        return jax.lax.dot_general(inputs.astype(self.dtype), kernel,
+                                   ((axis, tuple(range(len(axis)))), ((), ())))
 
 
-def layer_stack(cls, cfg, num_layers: int, name: str, num_args: int = 0, **attrs):
-    """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`):
-    scanned as `name` (parameters stacked on axis 0, a cache on axis 1) or `name_<i>`."""
+def layer_stack(cls, cfg, num_layers: int, name: str, **attrs):
+    """A callable running `num_layers` layers `cls(config=cfg, **attrs)` (remat per `cfg`) on
+    (x, *args): scanned as `name` (parameters stacked on axis 0, a cache on axis 1, `args` the
+    same for every layer) or `name_<i>`."""
     if cfg.remat:  # Under nn.scan, XLA cannot merge the recomputation with the forward (no CSE).
         cls = nn.remat(cls, prevent_cse=not cfg.scan, policy=REMAT_POLICIES[cfg.remat_policy])
-    if cfg.scan:
-        scanned = nn.scan(
-            cls, variable_axes={"params": 0, "cache": 1},
-            split_rngs={"params": True, "dropout": True},
-            in_axes=(nn.broadcast,) * num_args, length=num_layers,
-            metadata_params={nn.PARTITION_NAME: part.LAYERS})
-        stack = scanned(config=cfg, scanned=True, name=name, **attrs)
-        return lambda x, *args: stack(x, *args)[0]
 
     def run(x, *args):
+        if cfg.scan:
+            scanned = nn.scan(
+                cls, variable_axes={"params": 0, "cache": 1},
+                split_rngs={"params": True, "dropout": True},
+                in_axes=(nn.broadcast,) * len(args), length=num_layers,
+                metadata_params={nn.PARTITION_NAME: part.LAYERS})
+            return scanned(config=cfg, scanned=True, name=name, **attrs)(x, *args)[0]
         for i in range(num_layers):
             x = cls(config=cfg, name=f"{name}_{i}", **attrs)(x, *args)
         return x
     return run
-
-
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
 def mask_to_bias(mask: jax.Array, dtype) -> jax.Array:
@@ -128,17 +124,14 @@ def even_length_attention(query, key, value, kv_length=None, implementation="cud
     """Unbiased, unscaled attention with odd lengths padded by one (cuDNN takes even ones only):
     the padded key is masked out by its length and the padded query row dropped. Keys from
     `kv_length` on are padding already (masked out)."""
-    q_len, kv_len = query.shape[1], key.shape[1]
-
     def padded(x):
         return jnp.pad(x, ((0, 0), (0, x.shape[1] % 2), (0, 0), (0, 0)))
 
-    if kv_length is None and kv_len % 2:
-        kv_length = kv_len
-    out = jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
-                                       key_value_seq_lengths=_lengths(key, kv_length),
-                                       implementation=implementation)
-    return out[:, :q_len]
+    if kv_length is None and key.shape[1] % 2:
+        kv_length = key.shape[1]
+    return jax.nn.dot_product_attention(padded(query), padded(key), padded(value), scale=1.0,
+                                        key_value_seq_lengths=_lengths(key, kv_length),
+                                        implementation=implementation)[:, :query.shape[1]]
 
 
 def _lengths(key, kv_length):
@@ -157,19 +150,17 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
     if deterministic or dropout_rate == 0.0:
         if bias is not None:
             bias = jnp.broadcast_to(bias, bias.shape[:-2] + (query.shape[1], key.shape[1]))
-        implementation = attention_implementation(traced_platform(), dtype, query.shape[-1],
-                                                  bias is not None)
-        if implementation == "cudnn" and _CUDNN_STAND_IN.get():
-            attend = functools.partial(jax.nn.dot_product_attention, scale=1.0,
-                                       key_value_seq_lengths=_lengths(key, kv_length))
+        attend = functools.partial(jax.nn.dot_product_attention, bias=bias, scale=1.0,
+                                   key_value_seq_lengths=_lengths(key, kv_length))
+        if attention_implementation(traced_platform(), dtype, query.shape[-1],
+                                    bias is not None) != "cudnn":
+            return attend(query, key, value)
+        if _CUDNN_STAND_IN.get():
             return jax.checkpoint(attend)(query, key, value)
-        if implementation == "cudnn":
-            try:
-                return even_length_attention(query, key, value, kv_length)
-            except NotImplementedError:  # cuDNN's own rules for shapes change between versions.
-                pass
-        return jax.nn.dot_product_attention(query, key, value, bias=bias, scale=1.0,
-                                            key_value_seq_lengths=_lengths(key, kv_length))
+        # cuDNN's own rules for shapes change between versions.
+        with contextlib.suppress(NotImplementedError):
+            return even_length_attention(query, key, value, kv_length)
+        return attend(query, key, value)
     if kv_length is not None:
         raise ValueError("kv_length is for attention without dropout")
     # [batch, heads, q_len, kv_len], accumulated in float32 as jax's.
@@ -178,20 +169,15 @@ def dot_product_attention(query, key, value, bias=None, dropout_rng=None,
         logits = logits + bias.astype(jnp.float32)
     weights = jax.nn.softmax(logits, axis=-1).astype(dtype)
     keep_prob = 1.0 - dropout_rate
-    shape = list(weights.shape)
-    shape[-2] = 1
-    keep = jax.random.bernoulli(dropout_rng, keep_prob, shape)
+    # One draw per key, shared by every query.
+    keep = jax.random.bernoulli(dropout_rng, keep_prob, (*weights.shape[:-2], 1, weights.shape[-1]))
     weights = weights * (keep.astype(dtype) / jnp.asarray(keep_prob, dtype))
     return jnp.einsum("bhqk,bkhd->bqhd", weights, value)
 
 
-def _unbox(tree):
-    return nn.unbox(tree) if tree is not None else tree
-
-
 def scan_to_layers(params: Any) -> Any:
     """Splits every scanned stack ('layers', 'encoderblock'; layer on axis 0) into 'layers_<i>'."""
-    params = _unbox(params)
+    params = nn.unbox(params)
     if not hasattr(params, "items"):
         return params
     out = {}
@@ -206,7 +192,7 @@ def scan_to_layers(params: Any) -> Any:
 
 def layers_to_scan(params: Any) -> Any:
     """Inverse of `scan_to_layers`; ValueError for gaps in the layer numbers or unlike layers."""
-    params = _unbox(params)
+    params = nn.unbox(params)
     if not hasattr(params, "items"):
         return params
     out, stacks = {}, {}
@@ -220,9 +206,9 @@ def layers_to_scan(params: Any) -> Any:
         if sorted(layers) != list(range(len(layers))):
             raise ValueError(f"'{stack}_*' layers are not numbered 0..{len(layers) - 1}: "
                              f"found {sorted(layers)}")
-        ordered = [layers[i] for i in range(len(layers))]
         try:
-            out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *ordered)
+            out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
+                                                *(layers[i] for i in range(len(layers))))
         except ValueError as e:
             raise ValueError(f"'{stack}_*' layers differ in structure: {e}") from e
     return out
@@ -243,21 +229,18 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
             value = 0.1 * noise
         elif name == "embedding" and len(shape) == 2:
             value = noise
-        else:
-            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-            value = noise / np.sqrt(max(fan_in, 1))
+        else:  # fan_in: the product of all but the last axis
+            value = noise / np.sqrt(max(int(np.prod(shape[:-1])), 1))
         return jnp.asarray(value, jnp.float32)
 
-    return jax.tree_util.tree_map_with_path(fill, _unbox(abstract))
+    return jax.tree_util.tree_map_with_path(fill, nn.unbox(abstract))
 
 
 def with_overrides(config_class, fields, overrides):
     """`fields` updated with the non-None `overrides`; ValueError for one naming no field."""
     known = {f.name for f in dataclasses.fields(config_class)}
-    for key, value in overrides.items():
-        if key not in known:
-            raise ValueError(f"unknown {config_class.__name__} field {key!r}; known: "
-                             f"{', '.join(sorted(known))}")
-        if value is not None:
-            fields = {**fields, key: value}
-    return fields
+    unknown = [key for key in overrides if key not in known]
+    if unknown:
+        raise ValueError(f"unknown {config_class.__name__} field {unknown[0]!r}; known: "
+                         f"{', '.join(sorted(known))}")
+    return {**fields, **{k: v for k, v in overrides.items() if v is not None}}

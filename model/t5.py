@@ -82,27 +82,25 @@ def relative_position_bucket(relative_position, bidirectional: bool, num_buckets
 
 class RelativePositionBias(nn.Module):
     """One table of per-head scalar biases indexed by relative position bucket."""
-    num_heads: int
-    num_buckets: int
-    max_distance: int
+    config: T5Config
     bidirectional: bool
-    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, q_len: int, k_len: int, q_offset=0) -> jax.Array:
         """The bias [1, heads, q_len, k_len] for queries q_offset + i."""
+        cfg = self.config
+        num_buckets = cfg.relative_attention_num_buckets
         table = self.param(
             "rel_embedding",
             part.param_init(nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
                             (part.HEADS, part.RELPOS)),
-            (self.num_heads, self.num_buckets), jnp.float32)
+            (cfg.num_heads, num_buckets), jnp.float32)
         q_pos = jnp.arange(q_len, dtype=jnp.int32)[:, None] + q_offset
         k_pos = jnp.arange(k_len, dtype=jnp.int32)[None, :]
-        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional,
-                                           self.num_buckets, self.max_distance)
-        # [heads, q_len, k_len]
-        bias = jnp.take(table.astype(self.dtype), buckets, axis=1)
-        return bias[None]
+        buckets = relative_position_bucket(k_pos - q_pos, self.bidirectional, num_buckets,
+                                           cfg.relative_attention_max_distance)
+        # [1, heads, q_len, k_len]
+        return jnp.take(table.astype(cfg.dtype), buckets, axis=1)[None]
 
 
 def key_mask(mask, q_segments=None, k_segments=None):
@@ -144,23 +142,22 @@ class Attention(nn.Module):
         `bias` broadcasts to [batch, heads, q_len, kv_len] (the whole cache when decoding);
         `cache_index` is the position written in the cache."""
         kernel_init = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
-        depth_scaling = jnp.sqrt(self.head_dim).astype(jnp.float32)
 
         def query_init(*args):
             # T5 has no 1/sqrt(d) in attention; T5X puts it in the query init.
-            return kernel_init(*args) / depth_scaling
+            return kernel_init(*args) / jnp.sqrt(self.head_dim).astype(jnp.float32)
 
-        def projection(name, init):
-            return layers.DenseGeneral(
+        def projection(name, init, x):
+            x = layers.DenseGeneral(
                 features=(self.num_heads, self.head_dim), axis=-1,
                 kernel_axes=(part.EMBED, part.JOINED_KV), kernel_init=init,
-                dtype=self.dtype, name=name)
+                dtype=self.dtype, name=name)(x)
+            return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
-        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
         # [batch, length, heads, head_dim]
-        query = part.constrain(projection("query", query_init)(inputs_q), names)
-        key = part.constrain(projection("key", kernel_init)(inputs_kv), names)
-        value = part.constrain(projection("value", kernel_init)(inputs_kv), names)
+        query = projection("query", query_init, inputs_q)
+        key = projection("key", kernel_init, inputs_kv)
+        value = projection("value", kernel_init, inputs_kv)
 
         if self.decode:
             filled = self.has_variable("cache", "cached_key")
@@ -217,50 +214,63 @@ def _dropout(cfg: T5Config, x, deterministic: bool):
 _RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
 
 
-class EncoderLayer(nn.Module):
-    """Pre-norm self-attention + MLP block ('layers_{i}' of the encoder)."""
+def _stack(cfg: T5Config, det: bool, x, layer, num_layers: int, norm_name: str, *args, **attrs):
+    """Dropout, the `layer`s (each given `args`), the final RMSNorm named `norm_name`, dropout."""
+    x = part.constrain(_dropout(cfg, x, det).astype(cfg.dtype), _RESIDUAL)
+    x = layers.layer_stack(layer, cfg, num_layers, "layers", deterministic=det, **attrs)(x, *args)
+    x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name=norm_name)(x)
+    return _dropout(cfg, x, det)
+
+
+class _Layer(nn.Module):
+    """What encoder and decoder layers share: pre-norm residual sublayers, the MLP last."""
     config: T5Config
     deterministic: bool = True
     scanned: bool = False
+
+    def sublayer(self, x, norm_name, block):
+        """x + dropout(block(RMSNorm(x))), the norm named `norm_name`."""
+        cfg = self.config
+        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name=norm_name)(x)
+        return x + _dropout(cfg, block(y), self.deterministic)
+
+    def attention(self, name, decode=False):
+        cfg = self.config
+        return Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype,
+                         self.deterministic, decode, name=name)
+
+    def mlp_and_output(self, x):
+        """The MLP sublayer, then the layer's output (with nn.scan's empty carry if scanned)."""
+        cfg = self.config
+        x = self.sublayer(x, "pre_mlp_layer_norm", lambda y: MlpBlock(
+            cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, self.deterministic, name="mlp")(y))
+        x = part.constrain(x, _RESIDUAL)
+        return (x, None) if self.scanned else x
+
+
+class EncoderLayer(_Layer):
+    """Pre-norm self-attention + MLP block ('layers_{i}' of the encoder)."""
 
     @nn.compact
     def __call__(self, x, bias):
         """x [batch, length, emb], bias [batch, heads, length, length]."""
-        cfg, det = self.config, self.deterministic
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      name="attention")(y, y, bias)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="pre_mlp_layer_norm")(x)
-        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
-        return (x, None) if self.scanned else x
+        x = self.sublayer(x, "pre_attention_layer_norm",
+                          lambda y: self.attention("attention")(y, y, bias))
+        return self.mlp_and_output(x)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Self-attention, cross-attention and MLP ('layers_{i}' of the decoder)."""
-    config: T5Config
-    deterministic: bool = True
     decode: bool = False
-    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, encoded, self_bias, cross_bias, cache_index):
         """x [batch, length, emb], encoded [batch, enc_length, emb]."""
-        cfg, det = self.config, self.deterministic
-        eps = cfg.layer_norm_epsilon
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_self_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      self.decode, name="self_attention")(y, y, self_bias, cache_index)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_cross_attention_layer_norm")(x)
-        y = Attention(cfg.num_heads, cfg.head_dim, cfg.dropout_rate, cfg.dtype, det,
-                      name="encoder_decoder_attention")(y, encoded, cross_bias)
-        x = x + _dropout(cfg, y, det)
-        y = layers.RMSNorm(eps, cfg.dtype, name="pre_mlp_layer_norm")(x)
-        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, det, name="mlp")(y)
-        x = part.constrain(x + _dropout(cfg, y, det), _RESIDUAL)
-        return (x, None) if self.scanned else x
+        x = self.sublayer(x, "pre_self_attention_layer_norm", lambda y: self.attention(
+            "self_attention", self.decode)(y, y, self_bias, cache_index))
+        x = self.sublayer(x, "pre_cross_attention_layer_norm", lambda y: self.attention(
+            "encoder_decoder_attention")(y, encoded, cross_bias))
+        return self.mlp_and_output(x)
 
 
 class Encoder(nn.Module):
@@ -273,18 +283,11 @@ class Encoder(nn.Module):
         `segments` [batch, length] (packed rows): each position attends to its own only."""
         cfg, det = self.config, not train
         length = embeddings.shape[1]
-        rel_bias = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets,
-            cfg.relative_attention_max_distance, True, cfg.dtype, name="relpos_bias")
         # [batch, heads, length, length]: padding keys masked, plus positions.
         bias = (layers.mask_to_bias(key_mask(mask, segments, segments), cfg.dtype)
-                + rel_bias(length, length))
-        x = _dropout(cfg, embeddings, det).astype(cfg.dtype)
-        x = part.constrain(x, _RESIDUAL)
-        x = layers.layer_stack(EncoderLayer, cfg, cfg.num_encoder_layers, "layers", 1,
-                               deterministic=det)(x, bias)
-        x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="encoder_norm")(x)
-        return _dropout(cfg, x, det)
+                + RelativePositionBias(cfg, True, name="relpos_bias")(length, length))
+        return _stack(cfg, det, embeddings, EncoderLayer, cfg.num_encoder_layers, "encoder_norm",
+                      bias)
 
 
 class Decoder(nn.Module):
@@ -304,22 +307,21 @@ class Decoder(nn.Module):
         dec_segments, enc_segments = segments or (None, None)
         cfg, det = self.config, not train
         length = decoder_input_tokens.shape[1]
-        rel_bias = RelativePositionBias(
-            cfg.num_heads, cfg.relative_attention_num_buckets,
-            cfg.relative_attention_max_distance, False, cfg.dtype, name="relpos_bias")
+        rel_bias = RelativePositionBias(cfg, False, name="relpos_bias")
 
         step = decode and self.has_variable("cache", "cache_index")
         cache_index = jnp.zeros((), jnp.int32)
         if decode:
             index_var = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
-            if step:
-                if length != 1:
-                    raise ValueError(f"cached decoding takes one position per call, got {length}")
-                cache_index = index_var.value
-                index_var.value = cache_index + 1
         if step:
-            # The query is position `cache_index`; keys are the whole cache.
-            cache_len = self._cache_length()
+            if length != 1:
+                raise ValueError(f"cached decoding takes one position per call, got {length}")
+            cache_index = index_var.value
+            index_var.value = cache_index + 1
+            # The query is position `cache_index`; keys are the whole cache, whose keys are
+            # [batch, (layers,) length, heads, head_dim].
+            layer = self.variables["cache"]["layers" if cfg.scan else "layers_0"]
+            cache_len = layer["self_attention"]["cached_key"].shape[-3]
             causal = jnp.arange(cache_len) <= cache_index
             self_bias = (layers.mask_to_bias(causal[None, None, None, :], cfg.dtype)
                          + rel_bias(1, cache_len, cache_index))
@@ -331,26 +333,15 @@ class Decoder(nn.Module):
         cross_bias = layers.mask_to_bias(key_mask(encoder_mask, dec_segments, enc_segments),
                                          cfg.dtype)
 
-        y = _dropout(cfg, self.shared_embedding(decoder_input_tokens), det).astype(cfg.dtype)
-        y = part.constrain(y, _RESIDUAL)
-        y = layers.layer_stack(DecoderLayer, cfg, cfg.num_decoder_layers, "layers", 4,
-                               deterministic=det, decode=decode)(
-            y, encoded, self_bias, cross_bias, cache_index)
-        y = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.dtype, name="decoder_norm")(y)
-        y = _dropout(cfg, y, det)
+        y = _stack(cfg, det, self.shared_embedding(decoder_input_tokens), DecoderLayer,
+                   cfg.num_decoder_layers, "decoder_norm", encoded, self_bias, cross_bias,
+                   cache_index, decode=decode)
         if hidden_only:
             return y
         # Logits in float32 for a stable softmax, as T5X.
         logits = layers.DenseGeneral(cfg.vocab_size, kernel_axes=(part.EMBED, part.VOCAB),
                                      dtype=jnp.float32, name="logits_dense")(y)
         return part.constrain(logits, (part.BATCH, part.LENGTH, part.VOCAB))
-
-    def _cache_length(self) -> int:
-        """Length of the self-attention cache (the decode length)."""
-        cache = self.variables["cache"]
-        if "layers" in cache:  # scanned: [batch, layers, length, heads, head_dim]
-            return cache["layers"]["self_attention"]["cached_key"].shape[2]
-        return cache["layers_0"]["self_attention"]["cached_key"].shape[1]
 
 
 class T5(nn.Module):

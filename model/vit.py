@@ -44,11 +44,10 @@ class ViTConfig:
     remat_policy: str = "full"  # what it keeps: a key of layers.REMAT_POLICIES
 
     def __post_init__(self):
-        if self.pool not in POOL_TYPES:
-            raise ValueError(f"unknown ViT pool {self.pool!r}; known: {', '.join(POOL_TYPES)}")
-        if self.posemb not in POSEMB_TYPES:
-            raise ValueError(f"unknown ViT posemb {self.posemb!r}; "
-                             f"known: {', '.join(POSEMB_TYPES)}")
+        for field, known in (("pool", POOL_TYPES), ("posemb", POSEMB_TYPES)):
+            if getattr(self, field) not in known:
+                raise ValueError(f"unknown ViT {field} {getattr(self, field)!r}; "
+                                 f"known: {', '.join(known)}")
         if self.width % self.num_heads:
             raise ValueError(f"ViT width {self.width} is not divisible by "
                              f"num_heads {self.num_heads}")
@@ -79,9 +78,10 @@ def posemb_sincos_2d(h: int, w: int, width: int) -> jax.Array:
     return jnp.asarray(pe, jnp.float32)[None]
 
 
-def _dense_inits(in_name, out_name):
-    """big_vision's MLP initializers, with logical axis names."""
-    return dict(
+def _dense(features, in_name, out_name, dtype, name):
+    """big_vision's MLP Dense (its initializers), with logical axis names."""
+    return nn.Dense(
+        features, dtype=dtype, param_dtype=jnp.float32, name=name,
         kernel_init=part.param_init(nn.initializers.xavier_uniform(), (in_name, out_name)),
         bias_init=part.param_init(nn.initializers.normal(stddev=1e-6), (out_name,)))
 
@@ -101,40 +101,34 @@ class MlpBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x, deterministic: bool = True):
-        width = x.shape[-1]
-        h = nn.Dense(self.mlp_dim, dtype=self.dtype, param_dtype=jnp.float32, name="Dense_0",
-                     **_dense_inits(part.EMBED, part.MLP))(x)
+        h = _dense(self.mlp_dim, part.EMBED, part.MLP, self.dtype, "Dense_0")(x)
         h = nn.gelu(h)  # tanh approximation, as big_vision (flax default)
         h = nn.Dropout(self.dropout_rate)(h, deterministic)
         h = part.constrain(h, (part.BATCH, part.LENGTH, part.MLP))
-        return nn.Dense(width, dtype=self.dtype, param_dtype=jnp.float32, name="Dense_1",
-                        **_dense_inits(part.MLP, part.EMBED))(h)
+        return _dense(x.shape[-1], part.MLP, part.EMBED, self.dtype, "Dense_1")(h)
 
 
 class _HeadsDense(nn.Module):
-    """flax DenseGeneral's parameters for a projection into or out of attention heads.
+    """flax DenseGeneral's parameters for a projection into or out of attention heads: the
+    input's last `in_axes` axes times the kernel's first, plus a bias over the kernel's others.
     flax's DenseGeneral reshapes a flattened kernel, which applies the 3-D sharding constraint to
     the 2-D kernel and fails under a mesh; here the kernel is made in its stored shape, with fans
     over the same axes (flax's distribution)."""
     kernel_shape: tuple
     kernel_names: tuple
-    bias_shape: tuple
-    bias_names: tuple
-    equation: str
     in_axes: int
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x):
-        ndim = len(self.kernel_shape)
-        in_axis = tuple(range(self.in_axes))
-        out_axis = tuple(range(self.in_axes, ndim))
-        init = nn.initializers.xavier_uniform(in_axis=in_axis, out_axis=out_axis)
+        n = self.in_axes
+        init = nn.initializers.xavier_uniform(in_axis=tuple(range(n)),
+                                              out_axis=tuple(range(n, len(self.kernel_shape))))
         kernel = self.param("kernel", part.param_init(init, self.kernel_names),
                             self.kernel_shape, jnp.float32)
-        bias = self.param("bias", part.param_init(nn.initializers.zeros, self.bias_names),
-                          self.bias_shape, jnp.float32)
-        y = jnp.einsum(self.equation, x.astype(self.dtype), kernel.astype(self.dtype))
+        bias = self.param("bias", part.param_init(nn.initializers.zeros, self.kernel_names[n:]),
+                          self.kernel_shape[n:], jnp.float32)
+        y = jnp.tensordot(x.astype(self.dtype), kernel.astype(self.dtype), n)
         return y + bias.astype(self.dtype)
 
 
@@ -150,24 +144,20 @@ class MultiHeadDotProductAttention(nn.Module):
         width = inputs_q.shape[-1]
         head_dim = width // self.num_heads
 
-        def projection(name):
-            return _HeadsDense(
-                (width, self.num_heads, head_dim), (part.EMBED, part.HEADS, part.KV),
-                (self.num_heads, head_dim), (part.HEADS, part.KV),
-                "bld,dhk->blhk", in_axes=1, dtype=self.dtype, name=name)
+        def projection(name, x):
+            x = _HeadsDense((width, self.num_heads, head_dim), (part.EMBED, part.HEADS, part.KV),
+                            1, self.dtype, name=name)(x)
+            return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
-        names = (part.BATCH, part.LENGTH, part.HEADS, part.KV)
         # [batch, length, heads, head_dim]
-        query = part.constrain(projection("query")(inputs_q), names)
-        key = part.constrain(projection("key")(inputs_kv), names)
-        value = part.constrain(projection("value")(inputs_kv), names)
+        query = projection("query", inputs_q)
+        key = projection("key", inputs_kv)
+        value = projection("value", inputs_kv)
         query = query / jnp.sqrt(head_dim).astype(query.dtype)
         x = layers.dot_product_attention(query, key, value, dtype=self.dtype,
                                          kv_length=kv_length)
-        return _HeadsDense(
-            (self.num_heads, head_dim, width), (part.HEADS, part.KV, part.EMBED),
-            (width,), (part.EMBED,), "blhk,hkd->bld", in_axes=2, dtype=self.dtype,
-            name="out")(x)
+        return _HeadsDense((self.num_heads, head_dim, width), (part.HEADS, part.KV, part.EMBED),
+                           2, self.dtype, name="out")(x)
 
 
 class Encoder1DBlock(nn.Module):

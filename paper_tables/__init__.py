@@ -4,8 +4,6 @@ import pathlib
 
 FOLDER = pathlib.Path(__file__).resolve().parent
 CAPTION_STATS = "caption_stats.csv"  # Table 1.
-MODELS = "models.csv"  # Table 3.
-CORRELATIONS = "correlations.csv"  # Table 6 (Tables 5 and 7: tools.formats.side_by_side.FILE_NAME).
 CIDER_PER_LANGUAGE = "cider_per_language.csv"  # Tables 8-11.
 
 

@@ -17,6 +17,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
+from model import layers as model_layers
 from model.upstream import files, trees
 
 _NUMBERED_MODULE = re.compile(r"(.*)_(\d+)$")
@@ -37,10 +38,9 @@ def _read_file(path: str) -> bytes:
         raise ValueError(f"{path} is not a big_vision .npz: it is a folder, "
                          f"{files.describe_dir(path, files.listdir(path))}")
     if not files.isfile(path):
-        hint = ""
-        if files.isfile(f"{path}-LAST"):
-            hint = (f" ({path}-LAST names the steps of a big_vision tensorstore checkpoint, "
-                    "which this loader does not read: export its params to .npz)")
+        hint = (f" ({path}-LAST names the steps of a big_vision tensorstore checkpoint, "
+                "which this loader does not read: export its params to .npz)"
+                if files.isfile(f"{path}-LAST") else "")
         raise FileNotFoundError(f"no big_vision .npz at {path}: no such file{hint}")
     return files.read_bytes(path)
 
@@ -95,22 +95,9 @@ def renumber_pre_linen(tree: Any) -> Any:
         match = _NUMBERED_MODULE.fullmatch(key)
         if match:
             by_module.setdefault(match.group(1), []).append((int(match.group(2)), key))
-    new_name = {}
-    for module, numbered in by_module.items():
-        for index, (_, key) in enumerate(sorted(numbered)):
-            new_name[key] = f"{module}_{index}"
+    new_name = {key: f"{module}_{index}" for module, numbered in by_module.items()
+                for index, (_, key) in enumerate(sorted(numbered))}
     return {new_name.get(key, key): renumber_pre_linen(value) for key, value in tree.items()}
-
-
-def _unstack_scan(tree: dict[str, Any]) -> dict[str, Any]:
-    """Splits a lax.scan checkpoint's stacked `encoderblock` into encoderblock_{i}."""
-    transformer = tree.get("Transformer")
-    if not isinstance(transformer, dict) or "encoderblock" not in transformer:
-        return tree
-    stacked = transformer.pop("encoderblock")
-    for i in range(len(jax.tree_util.tree_leaves(stacked)[0])):
-        transformer[f"encoderblock_{i}"] = jax.tree.map(lambda x, i=i: x[i], stacked)
-    return tree
 
 
 def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +111,7 @@ def fix_old_names(tree: dict[str, Any]) -> dict[str, Any]:
         tree["pos_embedding"] = transformer.pop("pos_embedding")
     if "probe" in tree:
         tree["MAPHead_0"] = {k: tree.pop(k) for k in _MAP_HEAD_PARTS if k in tree}
-    return _unstack_scan(tree)
+    return model_layers.scan_to_layers(tree)
 
 
 def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
@@ -153,12 +140,10 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
 
 def grid_of(num_tokens: int) -> tuple[int, bool]:
     """(side, has_class_token) of a posemb of N rows: N == side**2, or side**2 + 1 (old ViTs)."""
-    side = math.isqrt(num_tokens)
-    if side * side == num_tokens:
-        return side, False
-    side = math.isqrt(num_tokens - 1)
-    if side * side == num_tokens - 1:
-        return side, True
+    for has_class_token in (False, True):
+        side = math.isqrt(num_tokens - has_class_token)
+        if side * side == num_tokens - has_class_token:
+            return side, has_class_token
     raise ValueError(f"{num_tokens} position embeddings are not a square grid (+1 class token)")
 
 
@@ -169,17 +154,15 @@ def resample_posemb(posemb: np.ndarray, new_grid: int | Sequence[int], *,
     posemb = np.asarray(posemb)
     if posemb.ndim != 3 or posemb.shape[0] != 1:
         raise ValueError(f"posemb must be [1, N, D], got {posemb.shape}")
-    work_dtype = np.float64 if posemb.dtype == np.float64 else np.float32
-    posemb = posemb.astype(work_dtype)
+    posemb = posemb.astype(np.float64 if posemb.dtype == np.float64 else np.float32)
     old_side, has_class_token = grid_of(posemb.shape[1])
     class_row, grid = posemb[:, :int(has_class_token)], posemb[:, int(has_class_token):]
     new_h, new_w = (new_grid, new_grid) if isinstance(new_grid, int) else tuple(new_grid)
     grid = grid.reshape(old_side, old_side, -1)  # [g, g, D]
     if (new_h, new_w) != (old_side, old_side):
-        zoom = (new_h / old_side, new_w / old_side, 1)
         # Imported here: 0.3 s that every process importing the trainer would pay otherwise.
         import scipy.ndimage  # noqa: PLC0415
-        grid = scipy.ndimage.zoom(grid, zoom, order=1)  # [new_h, new_w, D]
+        grid = scipy.ndimage.zoom(grid, (new_h / old_side, new_w / old_side, 1), order=1)
     grid = grid.reshape(1, new_h * new_w, -1)
     if has_class_token and keep_class_token:
         grid = np.concatenate([class_row, grid], axis=1)

@@ -169,11 +169,9 @@ def _our_path(layout: str, name: str) -> str | None:
         name, _, leaf = name.removeprefix("vit.").rpartition(".")
         if leaf not in ("weight", "bias"):  # cls_token, pos_embed: no leaf
             name, leaf = f"{name}.{leaf}".lstrip("."), ""
-    for pattern, template in _RULES[layout]:
-        if match := re.fullmatch(pattern, name):
-            path = match.expand(template)
-            break
-    else:
+    path = next((match.expand(template) for pattern, template in _RULES[layout]
+                 if (match := re.fullmatch(pattern, name))), None)
+    if path is None:
         return None
     if layout == MT5:  # HF's q, k, v, o
         return re.sub(r"/([qkvo])/kernel$", lambda m: f"/{_T5_ATTENTION[m[1]]}/kernel", path)

@@ -7,7 +7,7 @@ Any other shape mismatch is an error: a kept random init would hide a wrong mode
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -45,16 +45,7 @@ class Report:
 
 
 def _section(title: str, items: Sequence[str]) -> list[str]:
-    if not items:
-        return []
-    return [f"  {title}: {len(items)}"] + [f"    {item}" for item in items]
-
-
-def _missing_allowed(allow_missing: AllowMissing) -> Callable[[str], bool]:
-    if isinstance(allow_missing, bool):
-        return lambda path: allow_missing
-    patterns = [re.compile(p) for p in allow_missing]
-    return lambda path: any(p.fullmatch(path) for p in patterns)
+    return [f"  {title}: {len(items)}"] + [f"    {item}" for item in items] if items else []
 
 
 def _unboxed(leaf: Any) -> Any:
@@ -75,13 +66,6 @@ def _like(init_leaf: Any, value: Any) -> Any:
 def _is_scanned(flat: Mapping[str, Any]) -> bool:
     stacks = set(model_layers.SCANNED_STACKS)
     return any(stacks.intersection(path.split(SEP)) for path in flat)
-
-
-def _to_scanned(loaded: Mapping[str, Any]) -> dict[str, Any]:
-    """Per-layer checkpoint -> the scanned layout, stacked on the host CPU."""
-    with jax.default_device(jax.devices("cpu")[0]):
-        stacked = model_layers.layers_to_scan(dict(loaded))
-    return jax.tree_util.tree_map(np.asarray, stacked)
 
 
 def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
@@ -165,18 +149,21 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
     init_flat = flatten_tree(init_params[prefix])
     scan = _is_scanned(init_flat) and not _is_scanned(flatten_tree(loaded))
     shapes = _shapes(loaded, scan)
-    report = Report(prefix=prefix, source=source)
-    is_allowed_missing = _missing_allowed(allow_missing)
-    report.missing = [path for path in init_flat if path not in shapes]
-    not_allowed = [path for path in report.missing if not is_allowed_missing(path)]
-    report.unexpected = [path for path in shapes if path not in init_flat]
+    report = Report(prefix=prefix, source=source,
+                    missing=[path for path in init_flat if path not in shapes],
+                    unexpected=[path for path in shapes if path not in init_flat])
+    allowed = [re.compile(p) for p in ((".*",) if allow_missing is True else allow_missing or ())]
+    not_allowed = [path for path in report.missing if not any(p.fullmatch(path) for p in allowed)]
     mismatches = [m for path, init_value in init_flat.items() if path in shapes and (
         m := _mismatch(path, shapes[path], tuple(_unboxed(init_value).shape), resample_posemb))]
     _raise_if_unfit(report, mismatches, not_allowed)
     if check_only:
         return init_params, report
     loaded = jax.tree.map(np.asarray, loaded)  # Reads lazy leaves.
-    loaded_flat = flatten_tree(_to_scanned(loaded) if scan else loaded)
+    if scan:  # The scanned layout, stacked on the host CPU.
+        with jax.default_device(jax.devices("cpu")[0]):
+            loaded = jax.tree.map(np.asarray, model_layers.layers_to_scan(loaded))
+    loaded_flat = flatten_tree(loaded)
     out_flat: dict[str, Any] = {}
     for path, init_value in init_flat.items():
         if path not in loaded_flat:

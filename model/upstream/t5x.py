@@ -36,18 +36,6 @@ _KVSTORE_DRIVERS = ("file", "gfile", "gcs")
 _TS_CONTEXT = ts.Context({"file_io_concurrency": {"limit": 64}})
 
 
-def _not_a_checkpoint(path: str, names: list[str]) -> FileNotFoundError:
-    """The refusal for a folder holding no T5X checkpoint of any format."""
-    steps = files.step_folders(names)
-    if steps:
-        return FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
-                                 f"one of its step folders: {', '.join(steps)}")
-    return FileNotFoundError(
-        f"{path} is not a T5X checkpoint: no `{CHECKPOINT_FILE}` file and no Orbax "
-        f"`{files.ORBAX_TREE_METADATA}` in it or in its `{_STATE_DIR}/`; it looks like "
-        f"{files.describe_dir(path, names)}")
-
-
 def locate(path: str) -> tuple[str, str]:
     """(MSGPACK, the msgpack file) or (ORBAX, the item folder) for a checkpoint path.
     `path`: a `checkpoint_<step>` folder, its `state/`, its msgpack `checkpoint` or `_METADATA`;
@@ -81,7 +69,14 @@ def locate(path: str) -> tuple[str, str]:
             f"{path} is an Orbax T5X checkpoint whose `{_STATE_DIR}/` has no "
             f"`{files.ORBAX_TREE_METADATA}`: it holds "
             f"{files.describe_dir(state_dir, files.listdir(state_dir))}")
-    raise _not_a_checkpoint(path, names)
+    steps = files.step_folders(names)
+    if steps:
+        raise FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
+                                f"one of its step folders: {', '.join(steps)}")
+    raise FileNotFoundError(
+        f"{path} is not a T5X checkpoint: no `{CHECKPOINT_FILE}` file and no Orbax "
+        f"`{files.ORBAX_TREE_METADATA}` in it or in its `{_STATE_DIR}/`; it looks like "
+        f"{files.describe_dir(path, names)}")
 
 
 def read_contents(checkpoint_file: str) -> dict[str, Any]:

@@ -76,8 +76,7 @@ def flatten_attention_kernels(tree: Mapping[str, Any]) -> dict[str, Any]:
     flat = trees.flatten_tree(tree)
     for path, value in flat.items():
         *_, module, projection, leaf = [""] * 3 + path.split(trees.SEP)
-        if (leaf != "kernel" or module not in _ATTENTION_MODULES
-                or np.ndim(value) != 3):
+        if leaf != "kernel" or module not in _ATTENTION_MODULES or np.ndim(value) != 3:
             continue
         value = np.asarray(value)
         if projection in ("query", "key", "value"):

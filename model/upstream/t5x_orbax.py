@@ -8,6 +8,7 @@
 parameters are in their training dtype. Only `target` is restored (partial restore).
 """
 
+import contextlib
 import json
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from model.upstream import files
+from model.upstream import files, trees
 
 # t5x's item holding the train state, and the parameters' key in it.
 STATE_ITEM = "state"
@@ -41,14 +42,8 @@ def _top_keys_and_target(item_dir: str) -> tuple[list[str], dict[str, Any]]:
     except Exception as e:  # JSON syntax, missing fields, wrong types alike
         raise ValueError(f"{item_dir} is an Orbax checkpoint whose `_METADATA` cannot be "
                          f"read: {type(e).__name__}: {files.one_line(e)}") from e
-    target: dict[str, Any] = {}
-    for keys in key_paths:
-        if len(keys) < 2 or keys[0] != TARGET_KEY:
-            continue
-        node = target
-        for key in keys[1:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = _LEAF
+    target = trees.unflatten_tree({trees.SEP.join(keys[1:]): _LEAF for keys in key_paths
+                                   if len(keys) > 1 and keys[0] == TARGET_KEY})
     return sorted({keys[0] for keys in key_paths if keys}), target
 
 
@@ -57,24 +52,19 @@ def read_target(item_dir: str) -> dict[str, Any]:
     ValueError (naming the folder) for unreadable metadata, no `target`, or an unreadable array."""
     top_keys, target = _top_keys_and_target(item_dir)
     if not target:
-        hint = ""
-        if "params" in top_keys:
-            hint = (" (its `params` suggest a checkpoint of this repository: "
-                    "use init.checkpoint for those)")
+        hint = (" (its `params` suggest a checkpoint of this repository: "
+                "use init.checkpoint for those)" if "params" in top_keys else "")
         raise ValueError(
             f"{item_dir} is an Orbax checkpoint without T5X's `{TARGET_KEY}` parameter "
             f"tree (top-level keys: {top_keys}){hint}")
-    handler = ocp.PyTreeCheckpointHandler()
-    try:
-        item = {TARGET_KEY: target}
-        # numpy restore: no device placement, the arrays go to merge on the host.
-        restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+    item = {TARGET_KEY: target}
+    # numpy restore: no device placement, the arrays go to merge on the host.
+    restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+    with contextlib.closing(ocp.PyTreeCheckpointHandler()) as handler:
         try:
             restored = handler.restore(epath.Path(item_dir), args=ocp.args.PyTreeRestore(
                 item=item, restore_args=restore_args, partial_restore=True))
         except Exception as e:  # tensorstore / orbax report missing data variously
             raise ValueError(f"{item_dir}: cannot read the Orbax checkpoint's "
                              f"`{TARGET_KEY}` arrays: {files.one_line(e)}") from e
-    finally:
-        handler.close()
     return restored[TARGET_KEY]
