@@ -44,10 +44,8 @@ def _define_flags(flag_values, argv):
     given = flags.FlagValues()  # --config and --workdir first: without --config, the run's.
     for name in ("config", "workdir"):
         flags.DEFINE_string(name, None, "", flag_values=given)
-    try:
+    with errors.reraised(UsageError, flags.Error):
         given(argv, known_only=True)
-    except flags.Error as e:
-        raise UsageError(str(e)) from None
     if given.config is None and given.workdir:
         config = config_flags.DEFINE_config_dict(
             "config", run_lib.read_config(given.workdir), "The run's config (default: its "
@@ -96,10 +94,8 @@ def resolve_langs(spec, evals_config, names):
 
 def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
-    try:
+    with errors.reraised(UsageError, (FileNotFoundError, ValueError), f"config.evals.{name}: "):
         langs = cls.data_langs(eval_config)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(f"config.evals.{name}: {e}") from None
     left_out = [lang for lang in cls.all_langs if lang not in langs]
     if left_out:
         print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
@@ -170,10 +166,8 @@ def _restore(run, step):
 def check_config(config):
     """The checks of the config's fields that need no data (run_config.ConfigError)."""
     run_config.check(config)
-    try:
+    with errors.reraised(run_config.ConfigError, ValueError):
         evaluators_lib.check_configs(config.evals)
-    except ValueError as e:
-        raise run_config.ConfigError(str(e)) from None
 
 
 def check_outputs(evaluators):
@@ -197,11 +191,9 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     params, step = _restore(run, step)
     setup = caption_evaluator.Setup.for_model(run.model, run.vocab, config.data,
                                               config.model.image_size)
-    try:
+    with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
     check_outputs(evaluators)
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
@@ -226,10 +218,8 @@ def _check_request(config, names, langs):
     if unknown:
         raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
                          f"{', '.join(config.evals)}")
-    try:
+    with errors.reraised(UsageError, ValueError):
         per_name_langs = resolve_langs(langs, config.evals, names)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     if per_name_langs is not None:  # Evaluators with none of the languages asked for.
         names = [n for n in names if per_name_langs[n]]
     return names, per_name_langs
@@ -298,10 +288,8 @@ def main(argv=None):
                              f"--help)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
-        try:
+        with errors.reraised(UsageError, ValueError, "--"):
             step = checkpointing.parse_step(flag_values.step)
-        except ValueError as e:
-            raise UsageError(f"--{e}") from None
         check_config(config_flag.value)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None

@@ -81,32 +81,28 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     value}) for a last column; `with_quz`: whether the 36-language average applies)."""
     models = [m for m in BASELINES if m in baselines]
     header = ["lang", *models, name] + ([extra[0]] if extra else [])
-    lines = [f"## {title}", ""]
-    lines += ["| " + " | ".join(header) + " |",
-              "| --- |" + " ---: |" * (len(header) - 1)]
+    lines = [f"## {title}", "", _row(header), "| --- |" + " ---: |" * (len(header) - 1)]
     for lang in scores_format.ordered(scores):
         cells = [lang] + [fmt(baselines[m].get(lang)) for m in models] + [fmt(scores[lang])]
-        if extra:
-            cells.append(str(extra[1][lang]))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_row(cells + ([str(extra[1][lang])] if extra else [])))
     own = averages(scores)
-    rows = [("avg_35", "average, 35 languages (no quz)", 35),
-            ("avg_36", "average, 36 languages", 36)][:2 if with_quz else 1]
-    for key, label, _ in rows:
-        cells = [f"**{label}**"]
-        cells += [fmt(averages(baselines[m])[key]) for m in models] + [fmt(own[key])]
-        if extra:
-            cells.append("")
-        lines.append("| " + " | ".join(cells) + " |")
-    for key, _, count in rows:
-        missing = own[key.replace("avg", "missing")]
-        if missing and len(missing) <= 10:
-            lines.append(f"\n{name}: no {count}-language average; missing: "
-                         f"{', '.join(missing)}.")
-        elif missing:
-            lines.append(f"\n{name}: no {count}-language average; only "
-                         f"{len(scores)} language(s) scored.")
+    labels = {35: "average, 35 languages (no quz)", 36: "average, 36 languages"}
+    counts = (35, 36) if with_quz else (35,)
+    for count in counts:
+        cells = [f"**{labels[count]}**"] + [fmt(averages(baselines[m])[f"avg_{count}"])
+                                             for m in models] + [fmt(own[f"avg_{count}"])]
+        lines.append(_row(cells + ([""] if extra else [])))
+    for count in counts:
+        missing = own[f"missing_{count}"]
+        if missing:
+            lines.append(f"\n{name}: no {count}-language average; " + (
+                f"missing: {', '.join(missing)}." if len(missing) <= 10
+                else f"only {len(scores)} language(s) scored."))
     return lines + [""]
+
+
+def _row(cells):
+    return "| " + " | ".join(cells) + " |"
 
 
 def describe_decoding(decoding):
@@ -121,23 +117,6 @@ def describe_decoding(decoding):
                                                 decoding["method"] != "greedy" else "")
 
 
-def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step, decoding):
-    heading = f"# CIDEr-D on XM3600: {name}"
-    intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
-             "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
-    if step is not None:
-        intro += f" Checkpoint step {step}."
-    if describe_decoding(decoding):
-        intro += f" Captions by {describe_decoding(decoding)}."
-    lines = [heading, "", intro, ""] + ([paper_note, ""] if paper_note else [])
-    lines += _table("XM3600 (human references)", paper.get("xm3600", {}), scores, name,
-                    extra=("images", num_images))
-    if coco_dev_scores:
-        lines += _table("COCO-dev (machine-translated references)",
-                        paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
-    return "\n".join(lines)
-
-
 _BASELINE_COLORS = {"BB+CC": "#756bb1", "BB": "#c6dbef", "Bg": "#6baed6", "Lg": "#2171b5"}
 _MODEL_COLOR = "#e6550d"
 _GROUPS_PER_ROW = 19
@@ -146,17 +125,12 @@ _GROUPS_PER_ROW = 19
 def bars_png(scores, baselines, name):
     """A grouped bar chart (a group per language) of `scores` and `baselines`, as PNG bytes."""
     groups = scores_format.ordered(scores)
-    series = {m: [baselines[m].get(lang) for lang in groups]
-              for m in BASELINES if m in baselines}
-    colors = [_BASELINE_COLORS[m] for m in series] + [_MODEL_COLOR]
-    own = [scores[lang] for lang in groups]
-    own_avg = averages(scores)["avg_35"]
-    if own_avg is not None:
-        groups = groups + ["avg35"]
-        for m, values in series.items():
-            values.append(averages(baselines[m])["avg_35"])
-        own.append(own_avg)
-    series = list(series.items()) + [(name, own)]
+    tables = [(m, baselines[m]) for m in BASELINES if m in baselines] + [(name, scores)]
+    colors = [_BASELINE_COLORS[m] for m, _ in tables[:-1]] + [_MODEL_COLOR]
+    with_avg = averages(scores)["avg_35"] is not None
+    series = [(label, [table.get(lang) for lang in groups]
+               + ([averages(table)["avg_35"]] if with_avg else [])) for label, table in tables]
+    groups = groups + ["avg35"] * with_avg
     # Two rows for all 36 languages, so that the labels stay legible at page width.
     rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
     per_row = math.ceil(len(groups) / rows)
@@ -211,10 +185,20 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
     scores, num_images = summary["scores"], summary["num_images"]
     coco_dev_scores = summary.get("coco_dev_scores")
     path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
-    paper, paper_note = (read_paper_scores(path), "") if path.is_file() else (
-        {}, f"Note: the paper's baselines are left out: {path} not found.")
-    table = _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step,
-                      summary.get("decoding"))
+    paper, note = (read_paper_scores(path), []) if path.is_file() else (
+        {}, [f"Note: the paper's baselines are left out: {path} not found.", ""])
+    intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
+             "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
+    if step is not None:
+        intro += f" Checkpoint step {step}."
+    if describe_decoding(summary.get("decoding")):
+        intro += f" Captions by {describe_decoding(summary['decoding'])}."
+    table = [f"# CIDEr-D on XM3600: {name}", "", intro, "", *note] + _table(
+        "XM3600 (human references)", paper.get("xm3600", {}), scores, name,
+        extra=("images", num_images))
+    if coco_dev_scores:
+        table += _table("COCO-dev (machine-translated references)",
+                        paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
     bars = bars_png(scores, paper.get("xm3600", {}), name)
 
     results_dir = pathlib.Path(results_dir)
@@ -224,7 +208,7 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
         ("bars", "bars.png"))}
     scores_format.write(paths["json"], summary)
     _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    files.write_text(paths["table"], table)
+    files.write_text(paths["table"], "\n".join(table))
     files.write_bytes(paths["bars"], bars)
     return paths
 
@@ -252,15 +236,14 @@ def write_metric_report(results_dir, outputs, metric, title, scores, num_images,
 
 
 def _write_scores_csv(path, scores, coco_dev_scores):
+    columns = {"cider_xm3600": scores}
+    if coco_dev_scores:
+        columns["cider_coco_dev"] = coco_dev_scores
     with files.replacing(path, newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["lang", "cider_xm3600"] + (["cider_coco_dev"] if coco_dev_scores
-                                                     else []))
+        writer.writerow(["lang", *columns])
         for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {})):
-            row = [lang, scores.get(lang, "")]
-            if coco_dev_scores:
-                row.append(coco_dev_scores.get(lang, ""))
-            writer.writerow(row)
+            writer.writerow([lang] + [by_lang.get(lang, "") for by_lang in columns.values()])
 
 
 def write_outputs(folder, by_lang, outputs=""):
