@@ -43,7 +43,5 @@ def write(path, step, metrics):
 def read(path):
     """(step, {metric name: value}) of a metrics.json; EvalMetricsError names the file and key."""
     metrics = json_object.read(path, EvalMetricsError, "metrics file")
-    try:
+    with errors.reraised(EvalMetricsError, EvalMetricsError, f"{path}: "):
         return _check(metrics.pop("step", None), metrics)
-    except EvalMetricsError as e:
-        raise EvalMetricsError(f"{path}: {e}") from None

@@ -42,10 +42,8 @@ def check_language_scores(scores, what):
     """{lang: finite number} as floats in the paper's order; else ScoresError naming `what`."""
     if not isinstance(scores, dict) or not scores:
         raise ScoresError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
-    try:
+    with errors.reraised(ScoresError, ValueError):
         languages.check_langs(scores.keys(), what=f"language in {what}")
-    except ValueError as e:
-        raise ScoresError(str(e)) from None
     for lang, value in scores.items():
         if not _is_number(value) or not math.isfinite(value):
             raise ScoresError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
@@ -118,7 +116,5 @@ def write(path, summary):
 def read(path):
     """The checked summary of a scores file; ScoresError names the file:line or field at fault."""
     summary = json_object.read(path, ScoresError, "scores file")
-    try:
+    with errors.reraised(ScoresError, ScoresError, f"{path}: "):
         return _check(summary)
-    except ScoresError as e:
-        raise ScoresError(f"{path}: {e}") from None

@@ -8,6 +8,7 @@
 See docs/cider.md.
 """
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -84,29 +85,20 @@ def _keep_freed_memory():
 _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
-def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg to probe for BLAS, which our loops never call."""
-    if "numba.np.arraymath" in sys.modules:
-        return lambda: None
-    sys.modules.setdefault(_BLAS_MODULE, None)
-
-    def restore():
-        if sys.modules.get(_BLAS_MODULE, 0) is None:
-            del sys.modules[_BLAS_MODULE]
-    return restore
-
-
 def _start_warm_up(metric, own_process):
-    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring."""
-    restore = _skip_blas_probe() if own_process else lambda: None
+    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring. In a
+    process of its own, numba is kept from importing scipy.linalg to probe for BLAS, which our
+    loops never call."""
+    skip_blas = own_process and "numba.np.arraymath" not in sys.modules
+    if skip_blas:
+        sys.modules.setdefault(_BLAS_MODULE, None)
 
     def run():
-        try:
+        # The same error comes back where it is reported.
+        with contextlib.suppress(Exception):
             scorer.warm_up(metric)
-        except Exception:  # noqa: BLE001 - the same error comes back where it is reported
-            pass
-        finally:
-            restore()
+        if skip_blas and sys.modules.get(_BLAS_MODULE, 0) is None:
+            del sys.modules[_BLAS_MODULE]
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread

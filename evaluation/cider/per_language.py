@@ -8,7 +8,7 @@ import numpy as np
 
 from data import languages
 from data.releases import xm3600 as xm3600_release
-from errors import InputError
+from errors import InputError, reraised
 from evaluation.cider import scorer as scorer_lib
 from evaluation.cider import text
 
@@ -114,10 +114,8 @@ def chosen_langs(langs, predictions):
     """`langs` checked, or (None) the XM3600 languages `predictions` has, in XM3600 order."""
     if langs is None:
         langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
-    try:
+    with reraised(InputError, ValueError):
         return languages.check_langs(langs)
-    except ValueError as e:
-        raise InputError(str(e)) from None
 
 
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,

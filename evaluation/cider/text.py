@@ -113,10 +113,8 @@ def _to_code_points(text):
 def _check(lang, segmenter, options):
     if not isinstance(lang, str):
         raise NormalizationError(f"language must be a string code, got {lang!r}")
-    try:
+    with errors.reraised(NormalizationError, ValueError):
         languages.check_langs([lang])
-    except ValueError as e:
-        raise NormalizationError(str(e)) from None
     if segmenter not in SEGMENTERS:
         raise NormalizationError(
             f"unknown segmenter {segmenter!r}; expected one of {', '.join(SEGMENTERS)}")
