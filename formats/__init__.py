@@ -3,3 +3,19 @@ writer (`predictions`, `per_image`, `scores`, `eval_metrics`), plus `json_object
 `csv_table`, readers naming the file and line of a malformed input. Readers are strict;
 writers check everything first and write whole or not at all (tests/formats/test_owners.py).
 """
+
+import os
+
+
+def read_text(path, error, what, problem="not UTF-8 ({})", encoding="utf-8"):
+    """The text of the file `path`, else `error`: "<what> not found: <path>", or at file:line
+    `problem` with the decoder's reason."""
+    if not os.path.isfile(path):
+        raise error(f"{what} not found: {path}")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{path}:{line}: {problem.format(e.reason)}") from None

@@ -4,8 +4,9 @@ reads a cell as the tables write numbers (not Python's `float`, which takes "1_0
 import csv
 import io
 import math
-import os
 import re
+
+import formats
 
 # Digits, an optional point and exponent: what a table writes.
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -24,15 +25,9 @@ def read(path, error, what):
     """(header, [(line number, {column: cell})] of every non-blank row) of a CSV file.
     Raises `error` (file:line) for a missing, binary or malformed file, a column named twice, or
     a row with more or fewer cells than the header; `what` names a missing file."""
-    if not os.path.isfile(path):
-        raise error(f"{what} not found: {path}")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's) is no column name.
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{path}:{line}: not UTF-8 text ({e.reason}); is it a CSV file?") from None
+    # -sig: a byte-order mark (Excel's) is no column name.
+    text = formats.read_text(path, error, what, "not UTF-8 text ({}); is it a CSV file?",
+                             "utf-8-sig")
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
         raise error(f"{path}:{line}: a NUL character; is it a CSV file?")

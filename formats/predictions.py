@@ -15,6 +15,7 @@ import msgspec
 
 import errors
 import files
+import formats
 from data import jsonl, languages
 
 FIELDS = ("image/key", "lang", "caption")
@@ -196,7 +197,7 @@ def image_key(image_id, where):
 
 def _read_json(path, lang):
     """A results list or a {key: caption} object as `Predictions`."""
-    text = _text(path)
+    text = formats.read_text(path, PredictionsError, "predictions file")
     entries = jsonl.loads(text, path, PredictionsError)
     predictions = Predictions(path)
     if isinstance(entries, dict):
@@ -214,16 +215,6 @@ def _read_json(path, lang):
         raise PredictionsError(f"{path}: no predictions (the {type(entries).__name__} is "
                                f"empty)")
     return predictions
-
-
-def _text(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise PredictionsError(f"{path}:{line}: not UTF-8 ({e.reason})") from None
 
 
 def _entry_lines(text):

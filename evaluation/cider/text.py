@@ -9,6 +9,7 @@ boundaries; `normalize_batch` returns the tokens, `normalize` those of one capti
 """
 
 import dataclasses
+import functools
 import importlib
 import unicodedata
 
@@ -214,28 +215,25 @@ def _load_word_segmenter(lang):
     if lang in _WORD_SEGMENTERS:
         return _WORD_SEGMENTERS[lang]
     needs = {"zh": ("jieba",), "ja": ("fugashi", "unidic_lite"), "th": ("pythainlp",)}[lang]
-    modules = []
     for name in needs:
         try:
-            modules.append(importlib.import_module(name))
+            importlib.import_module(name)
         except ImportError:
-            package = name.replace("_", "-")
             raise NormalizationError(
-                f"segmenter='word' for {lang!r} needs the Python package {package!r}, which "
-                f"is not installed (pip install {' '.join(n.replace('_', '-') for n in needs)}); "
-                f"or use segmenter='char'") from None
+                f"segmenter='word' for {lang!r} needs the Python package "
+                f"{name.replace('_', '-')!r}, which is not installed (pip install "
+                f"{' '.join(n.replace('_', '-') for n in needs)}); or use segmenter='char'") \
+                from None
     if lang == "zh":
-        segment = modules[0].lcut
+        segment = importlib.import_module("jieba").lcut
     elif lang == "ja":
-        tagger = modules[0].Tagger()
+        tagger = importlib.import_module("fugashi").Tagger()
 
         def segment(text):
             return [word.surface for word in tagger(text)]
     else:
-        tokenize = importlib.import_module("pythainlp.tokenize").word_tokenize
-
-        def segment(text):
-            return tokenize(text, engine="newmm")
+        segment = functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
+                                    engine="newmm")
     _WORD_SEGMENTERS[lang] = segment
     return segment
 
