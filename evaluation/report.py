@@ -125,11 +125,11 @@ _GROUPS_PER_ROW = 19
 def bars_png(scores, baselines, name):
     """A grouped bar chart (a group per language) of `scores` and `baselines`, as PNG bytes."""
     groups = scores_format.ordered(scores)
-    tables = [(m, baselines[m]) for m in BASELINES if m in baselines] + [(name, scores)]
-    colors = [_BASELINE_COLORS[m] for m, _ in tables[:-1]] + [_MODEL_COLOR]
+    tables = [(m, baselines[m], _BASELINE_COLORS[m]) for m in BASELINES if m in baselines]
     with_avg = averages(scores)["avg_35"] is not None
     series = [(label, [table.get(lang) for lang in groups]
-               + ([averages(table)["avg_35"]] if with_avg else [])) for label, table in tables]
+               + ([averages(table)["avg_35"]] if with_avg else []), color)
+              for label, table, color in [*tables, (name, scores, _MODEL_COLOR)]]
     groups = groups + ["avg35"] * with_avg
     # Two rows for all 36 languages, so that the labels stay legible at page width.
     rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
@@ -138,22 +138,19 @@ def bars_png(scores, baselines, name):
     plt = cli.pyplot()
     fig, axes = plt.subplots(rows, 1, squeeze=False, sharey=True,
                              figsize=(fig_width, 3.2 * rows + 0.8))
-    top = max(v for _, values in series for v in values if v is not None)
+    top = max(v for _, values, _ in series for v in values if v is not None)
     width = 0.8 / len(series)
     for r, ax in enumerate(axes[:, 0]):
         first = r * per_row
         row_groups = groups[first:first + per_row]
-        for i, (label, values) in enumerate(series):
+        for i, (label, values, color) in enumerate(series):
             offset = (i - (len(series) - 1) / 2) * width
             shown = [(g + offset, v) for g, v in enumerate(values[first:first + per_row])
                      if v is not None]
             ax.bar([x for x, _ in shown], [v for _, v in shown], width=width,
-                   label=label, color=colors[i], edgecolor="none")
-        ax.set_xticks(range(len(row_groups)))
-        ax.set_xticklabels(row_groups, fontsize=10)
-        ax.set_xlim(-0.6, per_row - 0.4)
-        ax.set_ylim(0, top * 1.08)
-        ax.set_ylabel("CIDEr-D")
+                   label=label, color=color, edgecolor="none")
+        ax.set_xticks(range(len(row_groups)), row_groups, fontsize=10)
+        ax.set(xlim=(-0.6, per_row - 0.4), ylim=(0, top * 1.08), ylabel="CIDEr-D")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     # Wrapped to the figure's width (about 8 characters an inch at this size): a narrow

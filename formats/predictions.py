@@ -7,6 +7,7 @@ path (`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "la
 the language given for the file.
 """
 
+import functools
 import json
 import os
 import typing
@@ -40,18 +41,15 @@ def is_file_name(name):
 class Predictions(dict):
     """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 
-    def __init__(self, path, find_lines=None):
+    def __init__(self, path, find_lines=dict):
         super().__init__()
         self.path = path
         self._find_lines = find_lines
-        self._lines = {} if find_lines is None else None
 
-    @property
+    @functools.cached_property
     def lines(self):
         """(lang, image key) -> "file:line" of its prediction."""
-        if self._lines is None:
-            self._lines = self._find_lines()
-        return self._lines
+        return self._find_lines()
 
     def where(self, lang, key):
         """"file:line" of the prediction for (lang, key), or the file name."""
@@ -66,10 +64,6 @@ class _Line(msgspec.Struct, gc=False, rename={"key": "image/key"}):
 
 
 _DECODER = msgspec.json.Decoder(_Line)
-
-
-def _count_keys(lines):  # For `jsonl.decode_lines`' check of repeated keys: three a line.
-    return len(FIELDS) * len(lines)
 
 
 def _check(obj, where):
@@ -125,7 +119,8 @@ def read(path, lang=None):
         return _read_json(path, lang)
     # All of XM3600 is 129,600 lines: decoded in bulk (each line type-checked in C), and read
     # again line by line only to name the first bad line.
-    decoded = jsonl.decode_lines(path, _DECODER, count_keys=_count_keys)
+    # count_keys: for `jsonl.decode_lines`' check of repeated keys, three a line.
+    decoded = jsonl.decode_lines(path, _DECODER, count_keys=lambda lines: len(FIELDS) * len(lines))
     if decoded:
         predictions = Predictions(path, lambda: {
             (p.lang, p.key): f"{path}:{lineno}"

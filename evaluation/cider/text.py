@@ -53,12 +53,11 @@ class Options:
 
     def describe(self, segmenter):
         """A short string naming these settings, stored with saved statistics."""
-        parts = [self.unicode_form or "no-unicode-form",
-                 "lower" if self.lowercase else "cased",
-                 "no-punct" if self.remove_punctuation else "punct",
-                 "no-symbols" if self.remove_symbols else "symbols",
-                 f"segmenter={segmenter}"]
-        return ",".join(parts)
+        return ",".join([self.unicode_form or "no-unicode-form",
+                         "lower" if self.lowercase else "cased",
+                         "no-punct" if self.remove_punctuation else "punct",
+                         "no-symbols" if self.remove_symbols else "symbols",
+                         f"segmenter={segmenter}"])
 
 
 DEFAULT_OPTIONS = Options()
@@ -161,19 +160,14 @@ def _normalized_text(captions, lang, options, segment_chars):
             text = text.replace("I", "ı").replace("İ", "i")
         text = text.lower()
     code_points = _to_code_points(text)
-    flags = _char_flags(code_points)
     remove = (_PUNCT if options.remove_punctuation else 0) | (
         _SYMBOL if options.remove_symbols else 0)
-    changed = False
-    if remove:
-        removed = (flags & remove) != 0
-        if removed.any():
-            code_points[removed] = ord(" ")
-            changed = True
+    removed = (_char_flags(code_points) & remove) != 0
+    if removed.any():
+        code_points[removed] = ord(" ")
     if segment_chars:
         code_points = _segment_characters(code_points, _char_flags(code_points))
-        changed = True
-    if changed:
+    if segment_chars or removed.any():
         text = code_points.tobytes().decode("utf-32-le", "surrogatepass")
     return text, code_points
 
@@ -195,8 +189,7 @@ class Spans:
 
 def _spans(text, code_points, num_captions):
     """Whitespace-separated tokens (as `str.split` finds them) of newline-joined captions."""
-    space = (_char_flags(code_points) & _SPACE) != 0
-    word = ~space
+    word = (_char_flags(code_points) & _SPACE) == 0
     edges = np.flatnonzero(np.diff(np.concatenate([[False], word, [False]]).view(np.int8)))
     # Contiguous copies: the compiled lookups take one array layout.
     starts, ends = np.ascontiguousarray(edges[0::2]), np.ascontiguousarray(edges[1::2])
