@@ -4,6 +4,8 @@ writer (`predictions`, `per_image`, `scores`, `eval_metrics`), plus `json_object
 writers check everything first and write whole or not at all (tests/formats/test_owners.py).
 """
 
+import math
+import numbers
 import os
 
 
@@ -19,3 +21,18 @@ def read_text(path, error, what, problem="not UTF-8 ({})", encoding="utf-8"):
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise error(f"{path}:{line}: {problem.format(e.reason)}") from None
+
+
+def finite(value, what, error):
+    """`value` as a float if it is a finite real number (numpy's too, not a bool), else `error`
+    naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise error(f"{what}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def whole(value, what, error, kind):
+    """`value` as an int if it is an integer >= 0 (not a bool), else `error` naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise error(f"{what}: expected a {kind} >= 0, got {value!r}")
+    return int(value)
