@@ -32,15 +32,14 @@ def read(path, error, what):
         line = text.count("\n", 0, text.index("\0")) + 1
         raise error(f"{path}:{line}: a NUL character; is it a CSV file?")
     reader = csv.reader(io.StringIO(text, newline=""))
-    header, rows, lineno = None, [], 1
     try:
+        header = [name.strip() for name in next(reader, [])]
+        repeated = [name for name in header if header.count(name) > 1]
+        if repeated:
+            raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
+        rows, lineno = [], reader.line_num + 1
         for cells in reader:
-            if header is None:
-                header = [name.strip() for name in cells]
-                repeated = [name for name in header if header.count(name) > 1]
-                if repeated:
-                    raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
-            elif any(cell.strip() for cell in cells):
+            if any(cell.strip() for cell in cells):
                 if len(cells) != len(header):
                     more = "more" if len(cells) > len(header) else "fewer"
                     raise error(f"{path}:{lineno}: {more} cells than columns in the header")
@@ -48,4 +47,4 @@ def read(path, error, what):
             lineno = reader.line_num + 1
     except csv.Error as e:
         raise error(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
-    return header or [], rows
+    return header, rows
