@@ -251,13 +251,6 @@ def _print_scores(scores):
               f"{np.mean(list(by_lang.values())):.3f}", flush=True)
 
 
-def _print_summary(out, scores, written):
-    _print_scores(scores)
-    print(f"Results: {out}")
-    for key in scores:  # The files of each evaluator but its predictions.
-        print(f"  {key}: {', '.join(written[key])}, and predictions")
-
-
 def check_flags(flag_values):
     """The `Decoding` of --decode or None (UsageError for bad settings)."""
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
@@ -303,7 +296,10 @@ def main(argv=None):
                 flag_values["config"], "config_filename", run_config.path(flag_values.workdir)))
     except errors.Error as e:
         errors.fail(e)
-    _print_summary(out, scores, paths)
+    _print_scores(scores)
+    print(f"Results: {out}")
+    for key in scores:  # The files of each evaluator but its predictions.
+        print(f"  {key}: {', '.join(paths[key])}, and predictions")
     return 0
 
 

@@ -68,9 +68,7 @@ def check_room(out, evaluators, flag, folder=None):
 def write(out, step, evaluators, results, *, name, config_name, workdir):
     """Writes the results folder `out` whole from each evaluator's `results`.
     Returns {evaluator name: [its file names but the predictions]}, and metrics.json's."""
-    metrics = {}
-    for key in evaluators:
-        metrics.update(results[key])
+    metrics = {name: value for key in evaluators for name, value in results[key].items()}
     coco_dev = next(({lang: r.corpus for lang, r in results[key].by_lang.items()}
                      for key, evaluator in evaluators.items()
                      if evaluator.paper_column == "coco_dev"), None)
