@@ -72,8 +72,7 @@ def _keep_freed_memory():
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
     m_trim_threshold, m_top_pad, m_mmap_threshold, m_arena_max = -1, -2, -3, -8
