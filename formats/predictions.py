@@ -157,8 +157,7 @@ def read_files(paths, langs=None):
     for part in parts:
         for code, by_key in part.items():
             known = merged.setdefault(code, {})
-            twice = next((key for key in by_key if key in known), None)
-            if twice is not None:
+            if (twice := next((key for key in by_key if key in known), None)) is not None:
                 raise PredictionsError(
                     f"{part.where(code, twice)}: second prediction for image {twice!r} in "
                     f"{code!r} (the first is at {merged.where(code, twice)})")
