@@ -28,9 +28,8 @@ from formats import per_image, predictions
 
 def _format_table(results, metric):
     name = {"cider-d": "CIDEr-D", "cider": "CIDEr"}[metric]
-    lines = [f"{'lang':<6}{'images':>8}{name:>10}"]
-    for r in results.values():
-        lines.append(f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}")
+    lines = [f"{'lang':<6}{'images':>8}{name:>10}"] + [
+        f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}" for r in results.values()]
     average = float(np.mean([r.score for r in results.values()]))
     count = f"{len(results)} language{'s' if len(results) != 1 else ''}"
     lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({count}; "
