@@ -2,6 +2,7 @@
 writer (`predictions`, `per_image`, `scores`, `eval_metrics`), plus `json_object` and
 `csv_table`, readers naming the file and line of a malformed input. Readers are strict;
 writers check everything first and write whole or not at all (tests/formats/test_owners.py).
+What the readers share is here: `read_text`, and the checks `finite` and `whole`.
 """
 
 import math
