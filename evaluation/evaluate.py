@@ -76,22 +76,6 @@ def _define_flags(flag_values, argv):
     return config
 
 
-def resolve_langs(spec, evals_config, names):
-    """--langs as {evaluator name: languages}, or None for "config"."""
-    if spec == "config":
-        return None
-    classes = {name: evaluators_lib.evaluator_class(name, evals_config[name]) for name in names}
-    if spec == "all":
-        return {name: _data_langs(name, cls, evals_config[name]) for name, cls in classes.items()}
-    codes = [code.strip() for code in spec.split(",") if code.strip()]
-    known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
-    unknown = [code for code in codes if code not in known]
-    if unknown:
-        raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: {', '.join(known)}")
-    return {name: tuple(lang for lang in codes if lang in cls.all_langs)
-            for name, cls in classes.items()}
-
-
 def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
     with errors.reraised(UsageError, (FileNotFoundError, ValueError), f"config.evals.{name}: "):
@@ -113,8 +97,7 @@ def open_run(workdir, config, names=(), decoding=None):
     its model or vocabulary differs from the run's config.json, or a decoding's size is out of
     bounds: `check_sizes`)."""
     if not checkpointing.has_checkpoint(workdir):
-        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train "
-                         f"first, or pass the --workdir of a run")
+        raise _no_checkpoint(workdir)
     run = run_lib.Run.open(workdir)
     changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())
                if c.startswith(("model.", "vocab.")) and c.split(":")[0] not in _HOW_IT_RUNS]
@@ -157,28 +140,13 @@ def _restore(run, step):
         raise UsageError(f"{e}; pass --step with another of "
                          f"{checkpointing.steps(run.workdir)}") from None
     if params is None:
-        raise UsageError(f"no checkpoint in "
-                         f"{checkpointing.checkpoint_dir(run.workdir, step == 'best')}: train "
-                         f"first, or pass the --workdir of a run")
+        raise _no_checkpoint(run.workdir, step == "best")
     return params, step
 
 
-def check_config(config):
-    """The checks of the config's fields that need no data (run_config.ConfigError)."""
-    run_config.check(config)
-    with errors.reraised(run_config.ConfigError, ValueError):
-        evaluators_lib.check_configs(config.evals)
-
-
-def check_outputs(evaluators):
-    """UsageError when two evaluators would write the same files (the same outputs_name)."""
-    writer = {}
-    for key, evaluator in evaluators.items():
-        if evaluator.outputs_name in writer:
-            raise UsageError(f"config.evals.{writer[evaluator.outputs_name]} and "
-                             f"config.evals.{key} write the same files; evaluate them one at a "
-                             f"time (--evals) into different --out folders")
-        writer[evaluator.outputs_name] = key
+def _no_checkpoint(workdir, best=False):
+    return UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir, best)}: train "
+                      f"first, or pass the --workdir of a run")
 
 
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
@@ -194,7 +162,13 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
-    check_outputs(evaluators)
+    writer = {}  # outputs_name -> the evaluator writing its files
+    for key, evaluator in evaluators.items():
+        if evaluator.outputs_name in writer:
+            raise UsageError(f"config.evals.{writer[evaluator.outputs_name]} and "
+                             f"config.evals.{key} write the same files; evaluate them one at a "
+                             f"time (--evals) into different --out folders")
+        writer[evaluator.outputs_name] = key
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
     results_folder.check_room(out, evaluators, flag)
@@ -211,18 +185,30 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     return out, scores, written
 
 
-def _check_request(config, names, langs):
-    """(evaluator names, {name: languages} or None), checked (UsageError)."""
+def _check_request(config, names, spec):
+    """(evaluator names, {name: languages} or None for --langs=config), checked (UsageError);
+    evaluators with none of the languages asked for are left out."""
     names = list(config.evals) if names is None else names
     unknown = [n for n in names if n not in config.evals]
     if unknown:
         raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
                          f"{', '.join(config.evals)}")
+    if spec == "config":
+        return names, None
     with errors.reraised(UsageError, ValueError):
-        per_name_langs = resolve_langs(langs, config.evals, names)
-    if per_name_langs is not None:  # Evaluators with none of the languages asked for.
-        names = [n for n in names if per_name_langs[n]]
-    return names, per_name_langs
+        classes = {n: evaluators_lib.evaluator_class(n, config.evals[n]) for n in names}
+    if spec == "all":
+        langs = {n: _data_langs(n, cls, config.evals[n]) for n, cls in classes.items()}
+    else:
+        codes = [code.strip() for code in spec.split(",") if code.strip()]
+        known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
+        unknown = [code for code in codes if code not in known]
+        if unknown:
+            raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: "
+                             f"{', '.join(known)}")
+        langs = {n: tuple(lang for lang in codes if lang in cls.all_langs)
+                 for n, cls in classes.items()}
+    return [n for n in names if langs[n]], langs
 
 
 def _write_or_fall_back(out, scores, write):
@@ -283,7 +269,9 @@ def main(argv=None):
             raise UsageError("--workdir is required (the run's folder)")
         with errors.reraised(UsageError, ValueError, "--"):
             step = checkpointing.parse_step(flag_values.step)
-        check_config(config_flag.value)
+        run_config.check(config_flag.value)  # The checks that need no data.
+        with errors.reraised(run_config.ConfigError, ValueError):
+            evaluators_lib.check_configs(config_flag.value.evals)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:

@@ -196,18 +196,10 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
     if coco_dev_scores:
         table += _table("COCO-dev (machine-translated references)",
                         paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
-    bars = bars_png(scores, paper.get("xm3600", {}), name)
-
-    results_dir = pathlib.Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    paths = {kind: results_dir / file for kind, file in (
-        ("json", scores_format.file_name()), ("csv", "scores.csv"), ("table", "table.md"),
-        ("bars", "bars.png"))}
-    scores_format.write(paths["json"], summary)
-    _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    files.write_text(paths["table"], "\n".join(table))
-    files.write_bytes(paths["bars"], bars)
-    return paths
+    return _write_files(results_dir, summary, scores_format.file_name(), {
+        "csv": ("scores.csv", _scores_csv(scores, coco_dev_scores)),
+        "table": ("table.md", "\n".join(table)),
+        "bars": ("bars.png", bars_png(scores, paper.get("xm3600", {}), name))})
 
 
 def write_metric_report(results_dir, outputs, metric, title, scores, num_images, *,
@@ -218,29 +210,37 @@ def write_metric_report(results_dir, outputs, metric, title, scores, num_images,
                          "table.md are XM3600's, write_report)")
     summary = scores_format.make(metric, scores, num_images, step=step, config=config,
                                  extra=extra)
-    results_dir = pathlib.Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": results_dir / scores_format.file_name(outputs),
-             "table": results_dir / f"table_{outputs}.md"}
-    scores_format.write(paths["json"], summary)
     heading = f"# {title}: {name}" + (f", checkpoint step {step}" if step is not None else "")
     decoding = describe_decoding(summary.get("decoding"))
     lines = [heading, ""] + ([f"Captions by {decoding}.", ""] if decoding else []) + _table(
         title, {}, summary["scores"], name, extra=("images", summary["num_images"]),
         with_quz=with_quz)
-    files.write_text(paths["table"], "\n".join(lines))
+    return _write_files(results_dir, summary, scores_format.file_name(outputs),
+                        {"table": (f"table_{outputs}.md", "\n".join(lines))})
+
+
+def _write_files(results_dir, summary, json_name, contents):
+    """Writes `summary` as `json_name`, then {kind: (file name, text or bytes)}, into
+    results_dir (made if missing); returns {kind: path}, "json" first."""
+    results_dir = pathlib.Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": scores_format.write(results_dir / json_name, summary)}
+    for kind, (name, content) in contents.items():
+        paths[kind] = results_dir / name
+        write = files.write_bytes if isinstance(content, bytes) else files.write_text
+        write(paths[kind], content)
     return paths
 
 
-def _write_scores_csv(path, scores, coco_dev_scores):
+def _scores_csv(scores, coco_dev_scores):
     columns = {"cider_xm3600": scores}
     if coco_dev_scores:
         columns["cider_coco_dev"] = coco_dev_scores
-    with files.replacing(path, newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["lang", *columns])
-        for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {})):
-            writer.writerow([lang] + [by_lang.get(lang, "") for by_lang in columns.values()])
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows([["lang", *columns]] + [
+        [lang] + [by_lang.get(lang, "") for by_lang in columns.values()]
+        for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {}))])
+    return text.getvalue()
 
 
 def write_outputs(folder, by_lang, outputs=""):
