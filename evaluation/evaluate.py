@@ -162,13 +162,11 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
-    writer = {}  # outputs_name -> the evaluator writing its files
+    writers = {}  # outputs_name -> the first evaluator writing its files
     for key, evaluator in evaluators.items():
-        if evaluator.outputs_name in writer:
-            raise UsageError(f"config.evals.{writer[evaluator.outputs_name]} and "
-                             f"config.evals.{key} write the same files; evaluate them one at a "
-                             f"time (--evals) into different --out folders")
-        writer[evaluator.outputs_name] = key
+        if (first := writers.setdefault(evaluator.outputs_name, key)) != key:
+            raise UsageError(f"config.evals.{first} and config.evals.{key} write the same files; "
+                             f"evaluate them one at a time (--evals) into different --out folders")
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
     results_folder.check_room(out, evaluators, flag)

@@ -48,11 +48,9 @@ def read_paper_scores(path):
     for lineno, row in rows:
         if row["lang"] not in languages.XM3600_LANGS:
             raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
-        if (row["model"], row["lang"]) in first:
+        if (seen := first.setdefault((row["model"], row["lang"]), lineno)) != lineno:
             raise errors.InputError(f"{path}:{lineno}: model {row['model']!r} in "
-                                    f"{row['lang']!r} again (first at line "
-                                    f"{first[row['model'], row['lang']]})")
-        first[row["model"], row["lang"]] = lineno
+                                    f"{row['lang']!r} again (first at line {seen})")
         for kind, column in PAPER_COLUMNS.items():
             out[kind].setdefault(row["model"], {})[row["lang"]] = csv_table.number(
                 row[column], f"{path}:{lineno}: column {column}", errors.InputError)
