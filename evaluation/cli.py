@@ -21,10 +21,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def read_references(path, field="caption"):
     """`xm3600.read_references` for a command line: a missing file is an InputError too."""
-    try:
+    with errors.reraised(errors.InputError, FileNotFoundError):
         return xm3600_release.read_references(path, field)
-    except FileNotFoundError as e:
-        raise errors.InputError(str(e)) from None
 
 
 def check_output_file(path, flag):

@@ -44,10 +44,8 @@ def _define_flags(flag_values, argv):
     given = flags.FlagValues()  # --config and --workdir first: without --config, the run's.
     for name in ("config", "workdir"):
         flags.DEFINE_string(name, None, "", flag_values=given)
-    try:
+    with errors.reraised(UsageError, flags.Error):
         given(argv, known_only=True)
-    except flags.Error as e:
-        raise UsageError(str(e)) from None
     if given.config is None and given.workdir:
         config = config_flags.DEFINE_config_dict(
             "config", run_lib.read_config(given.workdir), "The run's config (default: its "
@@ -78,28 +76,10 @@ def _define_flags(flag_values, argv):
     return config
 
 
-def resolve_langs(spec, evals_config, names):
-    """--langs as {evaluator name: languages}, or None for "config"."""
-    if spec == "config":
-        return None
-    classes = {name: evaluators_lib.evaluator_class(name, evals_config[name]) for name in names}
-    if spec == "all":
-        return {name: _data_langs(name, cls, evals_config[name]) for name, cls in classes.items()}
-    codes = [code.strip() for code in spec.split(",") if code.strip()]
-    known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
-    unknown = [code for code in codes if code not in known]
-    if unknown:
-        raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: {', '.join(known)}")
-    return {name: tuple(lang for lang in codes if lang in cls.all_langs)
-            for name, cls in classes.items()}
-
-
 def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
-    try:
+    with errors.reraised(UsageError, (FileNotFoundError, ValueError), f"config.evals.{name}: "):
         langs = cls.data_langs(eval_config)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(f"config.evals.{name}: {e}") from None
     left_out = [lang for lang in cls.all_langs if lang not in langs]
     if left_out:
         print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
@@ -117,8 +97,7 @@ def open_run(workdir, config, names=(), decoding=None):
     its model or vocabulary differs from the run's config.json, or a decoding's size is out of
     bounds: `check_sizes`)."""
     if not checkpointing.has_checkpoint(workdir):
-        raise UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir)}: train "
-                         f"first, or pass the --workdir of a run")
+        raise _no_checkpoint(workdir)
     run = run_lib.Run.open(workdir)
     changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())
                if c.startswith(("model.", "vocab.")) and c.split(":")[0] not in _HOW_IT_RUNS]
@@ -161,30 +140,13 @@ def _restore(run, step):
         raise UsageError(f"{e}; pass --step with another of "
                          f"{checkpointing.steps(run.workdir)}") from None
     if params is None:
-        raise UsageError(f"no checkpoint in "
-                         f"{checkpointing.checkpoint_dir(run.workdir, step == 'best')}: train "
-                         f"first, or pass the --workdir of a run")
+        raise _no_checkpoint(run.workdir, step == "best")
     return params, step
 
 
-def check_config(config):
-    """The checks of the config's fields that need no data (run_config.ConfigError)."""
-    run_config.check(config)
-    try:
-        evaluators_lib.check_configs(config.evals)
-    except ValueError as e:
-        raise run_config.ConfigError(str(e)) from None
-
-
-def check_outputs(evaluators):
-    """UsageError when two evaluators would write the same files (the same outputs_name)."""
-    writer = {}
-    for key, evaluator in evaluators.items():
-        if evaluator.outputs_name in writer:
-            raise UsageError(f"config.evals.{writer[evaluator.outputs_name]} and "
-                             f"config.evals.{key} write the same files; evaluate them one at a "
-                             f"time (--evals) into different --out folders")
-        writer[evaluator.outputs_name] = key
+def _no_checkpoint(workdir, best=False):
+    return UsageError(f"no checkpoint in {checkpointing.checkpoint_dir(workdir, best)}: train "
+                      f"first, or pass the --workdir of a run")
 
 
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
@@ -197,12 +159,14 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     params, step = _restore(run, step)
     setup = caption_evaluator.Setup.for_model(run.model, run.vocab, config.data,
                                               config.model.image_size)
-    try:
+    with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
-    check_outputs(evaluators)
+    writers = {}  # outputs_name -> the first evaluator writing its files
+    for key, evaluator in evaluators.items():
+        if (first := writers.setdefault(evaluator.outputs_name, key)) != key:
+            raise UsageError(f"config.evals.{first} and config.evals.{key} write the same files; "
+                             f"evaluate them one at a time (--evals) into different --out folders")
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
     results_folder.check_room(out, evaluators, flag)
@@ -219,20 +183,30 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     return out, scores, written
 
 
-def _check_request(config, names, langs):
-    """(evaluator names, {name: languages} or None), checked (UsageError)."""
+def _check_request(config, names, spec):
+    """(evaluator names, {name: languages} or None for --langs=config), checked (UsageError);
+    evaluators with none of the languages asked for are left out."""
     names = list(config.evals) if names is None else names
     unknown = [n for n in names if n not in config.evals]
     if unknown:
         raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
                          f"{', '.join(config.evals)}")
-    try:
-        per_name_langs = resolve_langs(langs, config.evals, names)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if per_name_langs is not None:  # Evaluators with none of the languages asked for.
-        names = [n for n in names if per_name_langs[n]]
-    return names, per_name_langs
+    if spec == "config":
+        return names, None
+    with errors.reraised(UsageError, ValueError):
+        classes = {n: evaluators_lib.evaluator_class(n, config.evals[n]) for n in names}
+    if spec == "all":
+        langs = {n: _data_langs(n, cls, config.evals[n]) for n, cls in classes.items()}
+    else:
+        codes = [code.strip() for code in spec.split(",") if code.strip()]
+        known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
+        unknown = [code for code in codes if code not in known]
+        if unknown:
+            raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: "
+                             f"{', '.join(known)}")
+        langs = {n: tuple(lang for lang in codes if lang in cls.all_langs)
+                 for n, cls in classes.items()}
+    return [n for n in names if langs[n]], langs
 
 
 def _write_or_fall_back(out, scores, write):
@@ -259,13 +233,6 @@ def _print_scores(scores):
         print(f"{key}: average of 35 languages {report.fmt(avg['avg_35'])}, of 36 "
               f"{report.fmt(avg['avg_36'])}, of these {len(by_lang)} "
               f"{np.mean(list(by_lang.values())):.3f}", flush=True)
-
-
-def _print_summary(out, scores, written):
-    _print_scores(scores)
-    print(f"Results: {out}")
-    for key in scores:  # The files of each evaluator but its predictions.
-        print(f"  {key}: {', '.join(written[key])}, and predictions")
 
 
 def check_flags(flag_values):
@@ -298,11 +265,11 @@ def main(argv=None):
                              f"--help)")
         if not flag_values.workdir:
             raise UsageError("--workdir is required (the run's folder)")
-        try:
+        with errors.reraised(UsageError, ValueError, "--"):
             step = checkpointing.parse_step(flag_values.step)
-        except ValueError as e:
-            raise UsageError(f"--{e}") from None
-        check_config(config_flag.value)
+        run_config.check(config_flag.value)  # The checks that need no data.
+        with errors.reraised(run_config.ConfigError, ValueError):
+            evaluators_lib.check_configs(config_flag.value.evals)
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:
@@ -315,7 +282,10 @@ def main(argv=None):
                 flag_values["config"], "config_filename", run_config.path(flag_values.workdir)))
     except errors.Error as e:
         errors.fail(e)
-    _print_summary(out, scores, paths)
+    _print_scores(scores)
+    print(f"Results: {out}")
+    for key in scores:  # The files of each evaluator but its predictions.
+        print(f"  {key}: {', '.join(paths[key])}, and predictions")
     return 0
 
 

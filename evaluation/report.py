@@ -48,11 +48,9 @@ def read_paper_scores(path):
     for lineno, row in rows:
         if row["lang"] not in languages.XM3600_LANGS:
             raise errors.InputError(f"{path}:{lineno}: unknown language {row['lang']!r}")
-        if (row["model"], row["lang"]) in first:
+        if (seen := first.setdefault((row["model"], row["lang"]), lineno)) != lineno:
             raise errors.InputError(f"{path}:{lineno}: model {row['model']!r} in "
-                                    f"{row['lang']!r} again (first at line "
-                                    f"{first[row['model'], row['lang']]})")
-        first[row["model"], row["lang"]] = lineno
+                                    f"{row['lang']!r} again (first at line {seen})")
         for kind, column in PAPER_COLUMNS.items():
             out[kind].setdefault(row["model"], {})[row["lang"]] = csv_table.number(
                 row[column], f"{path}:{lineno}: column {column}", errors.InputError)
@@ -81,32 +79,28 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
     value}) for a last column; `with_quz`: whether the 36-language average applies)."""
     models = [m for m in BASELINES if m in baselines]
     header = ["lang", *models, name] + ([extra[0]] if extra else [])
-    lines = [f"## {title}", ""]
-    lines += ["| " + " | ".join(header) + " |",
-              "| --- |" + " ---: |" * (len(header) - 1)]
+    lines = [f"## {title}", "", _row(header), "| --- |" + " ---: |" * (len(header) - 1)]
     for lang in scores_format.ordered(scores):
         cells = [lang] + [fmt(baselines[m].get(lang)) for m in models] + [fmt(scores[lang])]
-        if extra:
-            cells.append(str(extra[1][lang]))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_row(cells + ([str(extra[1][lang])] if extra else [])))
     own = averages(scores)
-    rows = [("avg_35", "average, 35 languages (no quz)", 35),
-            ("avg_36", "average, 36 languages", 36)][:2 if with_quz else 1]
-    for key, label, _ in rows:
-        cells = [f"**{label}**"]
-        cells += [fmt(averages(baselines[m])[key]) for m in models] + [fmt(own[key])]
-        if extra:
-            cells.append("")
-        lines.append("| " + " | ".join(cells) + " |")
-    for key, _, count in rows:
-        missing = own[key.replace("avg", "missing")]
-        if missing and len(missing) <= 10:
-            lines.append(f"\n{name}: no {count}-language average; missing: "
-                         f"{', '.join(missing)}.")
-        elif missing:
-            lines.append(f"\n{name}: no {count}-language average; only "
-                         f"{len(scores)} language(s) scored.")
+    labels = {35: "average, 35 languages (no quz)", 36: "average, 36 languages"}
+    counts = (35, 36) if with_quz else (35,)
+    for count in counts:
+        cells = [f"**{labels[count]}**"] + [fmt(averages(baselines[m])[f"avg_{count}"])
+                                             for m in models] + [fmt(own[f"avg_{count}"])]
+        lines.append(_row(cells + ([""] if extra else [])))
+    for count in counts:
+        missing = own[f"missing_{count}"]
+        if missing:
+            lines.append(f"\n{name}: no {count}-language average; " + (
+                f"missing: {', '.join(missing)}." if len(missing) <= 10
+                else f"only {len(scores)} language(s) scored."))
     return lines + [""]
+
+
+def _row(cells):
+    return "| " + " | ".join(cells) + " |"
 
 
 def describe_decoding(decoding):
@@ -121,23 +115,6 @@ def describe_decoding(decoding):
                                                 decoding["method"] != "greedy" else "")
 
 
-def _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step, decoding):
-    heading = f"# CIDEr-D on XM3600: {name}"
-    intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
-             "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
-    if step is not None:
-        intro += f" Checkpoint step {step}."
-    if describe_decoding(decoding):
-        intro += f" Captions by {describe_decoding(decoding)}."
-    lines = [heading, "", intro, ""] + ([paper_note, ""] if paper_note else [])
-    lines += _table("XM3600 (human references)", paper.get("xm3600", {}), scores, name,
-                    extra=("images", num_images))
-    if coco_dev_scores:
-        lines += _table("COCO-dev (machine-translated references)",
-                        paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
-    return "\n".join(lines)
-
-
 _BASELINE_COLORS = {"BB+CC": "#756bb1", "BB": "#c6dbef", "Bg": "#6baed6", "Lg": "#2171b5"}
 _MODEL_COLOR = "#e6550d"
 _GROUPS_PER_ROW = 19
@@ -146,17 +123,12 @@ _GROUPS_PER_ROW = 19
 def bars_png(scores, baselines, name):
     """A grouped bar chart (a group per language) of `scores` and `baselines`, as PNG bytes."""
     groups = scores_format.ordered(scores)
-    series = {m: [baselines[m].get(lang) for lang in groups]
-              for m in BASELINES if m in baselines}
-    colors = [_BASELINE_COLORS[m] for m in series] + [_MODEL_COLOR]
-    own = [scores[lang] for lang in groups]
-    own_avg = averages(scores)["avg_35"]
-    if own_avg is not None:
-        groups = groups + ["avg35"]
-        for m, values in series.items():
-            values.append(averages(baselines[m])["avg_35"])
-        own.append(own_avg)
-    series = list(series.items()) + [(name, own)]
+    tables = [(m, baselines[m], _BASELINE_COLORS[m]) for m in BASELINES if m in baselines]
+    with_avg = averages(scores)["avg_35"] is not None
+    series = [(label, [table.get(lang) for lang in groups]
+               + ([averages(table)["avg_35"]] if with_avg else []), color)
+              for label, table, color in [*tables, (name, scores, _MODEL_COLOR)]]
+    groups = groups + ["avg35"] * with_avg
     # Two rows for all 36 languages, so that the labels stay legible at page width.
     rows = math.ceil(len(groups) / _GROUPS_PER_ROW)
     per_row = math.ceil(len(groups) / rows)
@@ -164,22 +136,19 @@ def bars_png(scores, baselines, name):
     plt = cli.pyplot()
     fig, axes = plt.subplots(rows, 1, squeeze=False, sharey=True,
                              figsize=(fig_width, 3.2 * rows + 0.8))
-    top = max(v for _, values in series for v in values if v is not None)
+    top = max(v for _, values, _ in series for v in values if v is not None)
     width = 0.8 / len(series)
     for r, ax in enumerate(axes[:, 0]):
         first = r * per_row
         row_groups = groups[first:first + per_row]
-        for i, (label, values) in enumerate(series):
+        for i, (label, values, color) in enumerate(series):
             offset = (i - (len(series) - 1) / 2) * width
             shown = [(g + offset, v) for g, v in enumerate(values[first:first + per_row])
                      if v is not None]
             ax.bar([x for x, _ in shown], [v for _, v in shown], width=width,
-                   label=label, color=colors[i], edgecolor="none")
-        ax.set_xticks(range(len(row_groups)))
-        ax.set_xticklabels(row_groups, fontsize=10)
-        ax.set_xlim(-0.6, per_row - 0.4)
-        ax.set_ylim(0, top * 1.08)
-        ax.set_ylabel("CIDEr-D")
+                   label=label, color=color, edgecolor="none")
+        ax.set_xticks(range(len(row_groups)), row_groups, fontsize=10)
+        ax.set(xlim=(-0.6, per_row - 0.4), ylim=(0, top * 1.08), ylabel="CIDEr-D")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
     # Wrapped to the figure's width (about 8 characters an inch at this size): a narrow
@@ -211,22 +180,24 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
     scores, num_images = summary["scores"], summary["num_images"]
     coco_dev_scores = summary.get("coco_dev_scores")
     path = paper_reference_dir(paper_dir) / PAPER_SCORES_FILE
-    paper, paper_note = (read_paper_scores(path), "") if path.is_file() else (
-        {}, f"Note: the paper's baselines are left out: {path} not found.")
-    table = _markdown(scores, num_images, coco_dev_scores, paper, paper_note, name, step,
-                      summary.get("decoding"))
-    bars = bars_png(scores, paper.get("xm3600", {}), name)
-
-    results_dir = pathlib.Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    paths = {kind: results_dir / file for kind, file in (
-        ("json", scores_format.file_name()), ("csv", "scores.csv"), ("table", "table.md"),
-        ("bars", "bars.png"))}
-    scores_format.write(paths["json"], summary)
-    _write_scores_csv(paths["csv"], scores, coco_dev_scores)
-    files.write_text(paths["table"], table)
-    files.write_bytes(paths["bars"], bars)
-    return paths
+    paper, note = (read_paper_scores(path), []) if path.is_file() else (
+        {}, [f"Note: the paper's baselines are left out: {path} not found.", ""])
+    intro = ("CIDEr-D on the paper's scale (BB+CC, English, XM3600 = 0.584); baselines "
+             "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
+    if step is not None:
+        intro += f" Checkpoint step {step}."
+    if describe_decoding(summary.get("decoding")):
+        intro += f" Captions by {describe_decoding(summary['decoding'])}."
+    table = [f"# CIDEr-D on XM3600: {name}", "", intro, "", *note] + _table(
+        "XM3600 (human references)", paper.get("xm3600", {}), scores, name,
+        extra=("images", num_images))
+    if coco_dev_scores:
+        table += _table("COCO-dev (machine-translated references)",
+                        paper.get("coco_dev", {}), coco_dev_scores, name, with_quz=False)
+    return _write_files(results_dir, summary, scores_format.file_name(), {
+        "csv": ("scores.csv", _scores_csv(scores, coco_dev_scores)),
+        "table": ("table.md", "\n".join(table)),
+        "bars": ("bars.png", bars_png(scores, paper.get("xm3600", {}), name))})
 
 
 def write_metric_report(results_dir, outputs, metric, title, scores, num_images, *,
@@ -237,30 +208,37 @@ def write_metric_report(results_dir, outputs, metric, title, scores, num_images,
                          "table.md are XM3600's, write_report)")
     summary = scores_format.make(metric, scores, num_images, step=step, config=config,
                                  extra=extra)
-    results_dir = pathlib.Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": results_dir / scores_format.file_name(outputs),
-             "table": results_dir / f"table_{outputs}.md"}
-    scores_format.write(paths["json"], summary)
     heading = f"# {title}: {name}" + (f", checkpoint step {step}" if step is not None else "")
     decoding = describe_decoding(summary.get("decoding"))
     lines = [heading, ""] + ([f"Captions by {decoding}.", ""] if decoding else []) + _table(
         title, {}, summary["scores"], name, extra=("images", summary["num_images"]),
         with_quz=with_quz)
-    files.write_text(paths["table"], "\n".join(lines))
+    return _write_files(results_dir, summary, scores_format.file_name(outputs),
+                        {"table": (f"table_{outputs}.md", "\n".join(lines))})
+
+
+def _write_files(results_dir, summary, json_name, contents):
+    """Writes `summary` as `json_name`, then {kind: (file name, text or bytes)}, into
+    results_dir (made if missing); returns {kind: path}, "json" first."""
+    results_dir = pathlib.Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": scores_format.write(results_dir / json_name, summary)}
+    for kind, (name, content) in contents.items():
+        paths[kind] = results_dir / name
+        write = files.write_bytes if isinstance(content, bytes) else files.write_text
+        write(paths[kind], content)
     return paths
 
 
-def _write_scores_csv(path, scores, coco_dev_scores):
-    with files.replacing(path, newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["lang", "cider_xm3600"] + (["cider_coco_dev"] if coco_dev_scores
-                                                     else []))
-        for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {})):
-            row = [lang, scores.get(lang, "")]
-            if coco_dev_scores:
-                row.append(coco_dev_scores.get(lang, ""))
-            writer.writerow(row)
+def _scores_csv(scores, coco_dev_scores):
+    columns = {"cider_xm3600": scores}
+    if coco_dev_scores:
+        columns["cider_coco_dev"] = coco_dev_scores
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows([["lang", *columns]] + [
+        [lang] + [by_lang.get(lang, "") for by_lang in columns.values()]
+        for lang in scores_format.ordered(set(scores) | set(coco_dev_scores or {}))])
+    return text.getvalue()
 
 
 def write_outputs(folder, by_lang, outputs=""):

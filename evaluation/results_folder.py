@@ -31,13 +31,9 @@ REPORT_BYTES = 1 << 20
 
 def needed_bytes(evaluators):
     """The room a results folder of `evaluators` needs, every caption at its longest."""
-    total = 0
-    for evaluator in evaluators.values():
-        for keys in evaluator.data.keys.values():
-            total += len(keys) * (LINE_BYTES + TOKEN_BYTES * evaluator.max_decode_len)
-            total += 2 * sum(map(len, keys))
-        total += REPORT_BYTES
-    return total
+    return sum(REPORT_BYTES + sum(len(keys) * (LINE_BYTES + TOKEN_BYTES * e.max_decode_len)
+                                  + 2 * sum(map(len, keys)) for keys in e.data.keys.values())
+               for e in evaluators.values())
 
 
 def check_room(out, evaluators, flag, folder=None):
@@ -68,9 +64,7 @@ def check_room(out, evaluators, flag, folder=None):
 def write(out, step, evaluators, results, *, name, config_name, workdir):
     """Writes the results folder `out` whole from each evaluator's `results`.
     Returns {evaluator name: [its file names but the predictions]}, and metrics.json's."""
-    metrics = {}
-    for key in evaluators:
-        metrics.update(results[key])
+    metrics = {name: value for key in evaluators for name, value in results[key].items()}
     coco_dev = next(({lang: r.corpus for lang, r in results[key].by_lang.items()}
                      for key, evaluator in evaluators.items()
                      if evaluator.paper_column == "coco_dev"), None)

@@ -4,8 +4,9 @@ reads a cell as the tables write numbers (not Python's `float`, which takes "1_0
 import csv
 import io
 import math
-import os
 import re
+
+import formats
 
 # Digits, an optional point and exponent: what a table writes.
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -24,28 +25,21 @@ def read(path, error, what):
     """(header, [(line number, {column: cell})] of every non-blank row) of a CSV file.
     Raises `error` (file:line) for a missing, binary or malformed file, a column named twice, or
     a row with more or fewer cells than the header; `what` names a missing file."""
-    if not os.path.isfile(path):
-        raise error(f"{what} not found: {path}")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's) is no column name.
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{path}:{line}: not UTF-8 text ({e.reason}); is it a CSV file?") from None
+    # -sig: a byte-order mark (Excel's) is no column name.
+    text = formats.read_text(path, error, what, "not UTF-8 text ({}); is it a CSV file?",
+                             "utf-8-sig")
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
         raise error(f"{path}:{line}: a NUL character; is it a CSV file?")
     reader = csv.reader(io.StringIO(text, newline=""))
-    header, rows, lineno = None, [], 1
     try:
+        header = [name.strip() for name in next(reader, [])]
+        repeated = [name for name in header if header.count(name) > 1]
+        if repeated:
+            raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
+        rows, lineno = [], reader.line_num + 1
         for cells in reader:
-            if header is None:
-                header = [name.strip() for name in cells]
-                repeated = [name for name in header if header.count(name) > 1]
-                if repeated:
-                    raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
-            elif any(cell.strip() for cell in cells):
+            if any(cell.strip() for cell in cells):
                 if len(cells) != len(header):
                     more = "more" if len(cells) > len(header) else "fewer"
                     raise error(f"{path}:{lineno}: {more} cells than columns in the header")
@@ -53,4 +47,4 @@ def read(path, error, what):
             lineno = reader.line_num + 1
     except csv.Error as e:
         raise error(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
-    return header or [], rows
+    return header, rows

@@ -3,11 +3,10 @@
 """
 
 import json
-import math
-import numbers
 
 import errors
 import files
+import formats
 from formats import json_object
 
 FILE_NAME = "metrics.json"
@@ -18,19 +17,15 @@ class EvalMetricsError(errors.InputError):
 
 
 def _check(step, metrics):
-    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-        raise EvalMetricsError(f"'step': expected a step >= 0, got {step!r}")
+    step = formats.whole(step, "'step'", EvalMetricsError, "step")
     if not isinstance(metrics, dict):
         raise EvalMetricsError(f"expected a {{metric name: value}} dict, got {metrics!r}")
     out = {}
     for name, value in metrics.items():
         if not isinstance(name, str) or not name or name == "step":
             raise EvalMetricsError(f"metric name {name!r}: expected a name other than 'step'")
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                or not math.isfinite(value):
-            raise EvalMetricsError(f"{name!r}: expected a finite number, got {value!r}")
-        out[name] = float(value)
-    return int(step), out
+        out[name] = formats.finite(value, repr(name), EvalMetricsError)
+    return step, out
 
 
 def write(path, step, metrics):
@@ -43,7 +38,5 @@ def write(path, step, metrics):
 def read(path):
     """(step, {metric name: value}) of a metrics.json; EvalMetricsError names the file and key."""
     metrics = json_object.read(path, EvalMetricsError, "metrics file")
-    try:
+    with errors.reraised(EvalMetricsError, EvalMetricsError, f"{path}: "):
         return _check(metrics.pop("step", None), metrics)
-    except EvalMetricsError as e:
-        raise EvalMetricsError(f"{path}: {e}") from None

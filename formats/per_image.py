@@ -11,6 +11,7 @@ import os
 
 import errors
 import files
+import formats
 from data import jsonl, languages
 
 FIELDS = ("image/key", "lang", "score")
@@ -25,34 +26,29 @@ def file_name(outputs=""):
     return f"per_image{'_' + outputs if outputs else ''}.jsonl"
 
 
-def _is_number(value):
-    # numbers.Real also admits numpy scalars, which evaluation code hands over.
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _check(obj, where):
+def _check(obj, where, seen):
+    """(key, lang, score) of a row, checked; `seen`: the (key, lang) of the rows before it."""
     for field in ("image/key", "lang"):
         if not isinstance(obj.get(field), str) or not obj[field]:
             raise PerImageError(f"{where}: missing or empty string field {field!r}")
     if obj["lang"] not in languages.XM3600_LANGS:
         raise PerImageError(f"{where}: unknown language {obj['lang']!r}")
-    score = obj.get("score")
-    if not _is_number(score) or not math.isfinite(score):
-        raise PerImageError(f"{where}: field 'score' is not a finite number: {score!r}")
-    return obj["image/key"], obj["lang"], float(score)
+    score = formats.finite(obj.get("score"), f"{where}: field 'score'", PerImageError)
+    if (obj["image/key"], obj["lang"]) in seen:
+        raise PerImageError(f"{where}: image {obj['image/key']!r} in language {obj['lang']!r} "
+                            f"appears twice")
+    seen.add((obj["image/key"], obj["lang"]))
+    return obj["image/key"], obj["lang"], score
 
 
 def read(path):
     """{lang: {image key: score}} of a per-image file, in file order (PerImageError: file:line)."""
     if not os.path.isfile(path):
         raise PerImageError(f"per-image scores not found: {path}")
-    scores = {}
+    scores, seen = {}, set()
     for where, obj in jsonl.read_objects(path, error=PerImageError):
-        key, lang, score = _check(obj, where)
-        by_key = scores.setdefault(lang, {})
-        if key in by_key:
-            raise PerImageError(f"{where}: image {key!r} in language {lang!r} appears twice")
-        by_key[key] = score
+        key, lang, score = _check(obj, where, seen)
+        scores.setdefault(lang, {})[key] = score
     if not scores:
         raise PerImageError(f"{path}: no scores (the file is empty)")
     return scores
@@ -74,14 +70,12 @@ def check(per_image):
         if not isinstance(row, dict) or set(row) != set(FIELDS):
             raise PerImageError(f"{where}: expected keys image/key, lang, score, got {row!r}")
         score = row["score"]
-        if not _is_number(score) or math.isinf(score):
+        # numbers.Real also admits numpy scalars, which evaluation code hands over.
+        if isinstance(score, bool) or not isinstance(score, numbers.Real) or math.isinf(score):
             raise PerImageError(f"{where}: score is not a finite number: {row!r}")
         if math.isnan(score):
             continue  # An undefined score: the image has no line.
-        key, lang, score = _check(row, where)
-        if (key, lang) in seen:
-            raise PerImageError(f"{where}: image {key!r} in language {lang!r} appears twice")
-        seen.add((key, lang))
+        key, lang, score = _check(row, where, seen)
         out.append({"image/key": key, "lang": lang, "score": score})
     return out
 

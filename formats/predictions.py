@@ -7,6 +7,7 @@ path (`images/000411001ff7dd4f.jpg` -> `000411001ff7dd4f`). An entry without "la
 the language given for the file.
 """
 
+import functools
 import json
 import os
 import typing
@@ -15,6 +16,7 @@ import msgspec
 
 import errors
 import files
+import formats
 from data import jsonl, languages
 
 FIELDS = ("image/key", "lang", "caption")
@@ -39,18 +41,15 @@ def is_file_name(name):
 class Predictions(dict):
     """lang -> {image key -> caption} of the file `path`; `find_lines` gives lines for errors."""
 
-    def __init__(self, path, find_lines=None):
+    def __init__(self, path, find_lines=dict):
         super().__init__()
         self.path = path
         self._find_lines = find_lines
-        self._lines = {} if find_lines is None else None
 
-    @property
+    @functools.cached_property
     def lines(self):
         """(lang, image key) -> "file:line" of its prediction."""
-        if self._lines is None:
-            self._lines = self._find_lines()
-        return self._lines
+        return self._find_lines()
 
     def where(self, lang, key):
         """"file:line" of the prediction for (lang, key), or the file name."""
@@ -65,10 +64,6 @@ class _Line(msgspec.Struct, gc=False, rename={"key": "image/key"}):
 
 
 _DECODER = msgspec.json.Decoder(_Line)
-
-
-def _count_keys(lines):  # For `jsonl.decode_lines`' check of repeated keys: three a line.
-    return len(FIELDS) * len(lines)
 
 
 def _check(obj, where):
@@ -124,7 +119,8 @@ def read(path, lang=None):
         return _read_json(path, lang)
     # All of XM3600 is 129,600 lines: decoded in bulk (each line type-checked in C), and read
     # again line by line only to name the first bad line.
-    decoded = jsonl.decode_lines(path, _DECODER, count_keys=_count_keys)
+    # count_keys: for `jsonl.decode_lines`' check of repeated keys, three a line.
+    decoded = jsonl.decode_lines(path, _DECODER, count_keys=lambda lines: len(FIELDS) * len(lines))
     if decoded:
         predictions = Predictions(path, lambda: {
             (p.lang, p.key): f"{path}:{lineno}"
@@ -161,8 +157,7 @@ def read_files(paths, langs=None):
     for part in parts:
         for code, by_key in part.items():
             known = merged.setdefault(code, {})
-            twice = next((key for key in by_key if key in known), None)
-            if twice is not None:
+            if (twice := next((key for key in by_key if key in known), None)) is not None:
                 raise PredictionsError(
                     f"{part.where(code, twice)}: second prediction for image {twice!r} in "
                     f"{code!r} (the first is at {merged.where(code, twice)})")
@@ -196,7 +191,7 @@ def image_key(image_id, where):
 
 def _read_json(path, lang):
     """A results list or a {key: caption} object as `Predictions`."""
-    text = _text(path)
+    text = formats.read_text(path, PredictionsError, "predictions file")
     entries = jsonl.loads(text, path, PredictionsError)
     predictions = Predictions(path)
     if isinstance(entries, dict):
@@ -214,16 +209,6 @@ def _read_json(path, lang):
         raise PredictionsError(f"{path}: no predictions (the {type(entries).__name__} is "
                                f"empty)")
     return predictions
-
-
-def _text(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise PredictionsError(f"{path}:{line}: not UTF-8 ({e.reason})") from None
 
 
 def _entry_lines(text):

@@ -6,11 +6,10 @@
 """
 
 import json
-import math
-import numbers
 
 import errors
 import files
+import formats
 from data import languages
 from formats import json_object
 
@@ -28,11 +27,6 @@ def file_name(outputs=""):
     return f"scores{'_' + outputs if outputs else ''}.json"
 
 
-def _is_number(value):
-    # numbers.Real also admits numpy scalars, which evaluation code hands over.
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def ordered(langs):
     """Languages in the paper's order (XM3600_LANGS)."""
     return [lang for lang in languages.XM3600_LANGS if lang in langs]
@@ -42,14 +36,11 @@ def check_language_scores(scores, what):
     """{lang: finite number} as floats in the paper's order; else ScoresError naming `what`."""
     if not isinstance(scores, dict) or not scores:
         raise ScoresError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
-    try:
+    with errors.reraised(ScoresError, ValueError):
         languages.check_langs(scores.keys(), what=f"language in {what}")
-    except ValueError as e:
-        raise ScoresError(str(e)) from None
-    for lang, value in scores.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise ScoresError(f"{what}[{lang!r}]: expected a finite number, got {value!r}")
-    return {lang: float(scores[lang]) for lang in ordered(scores)}
+    checked = {lang: formats.finite(value, f"{what}[{lang!r}]", ScoresError)
+               for lang, value in scores.items()}
+    return {lang: checked[lang] for lang in ordered(scores)}
 
 
 def _check_num_images(num_images, scores):
@@ -61,10 +52,9 @@ def _check_num_images(num_images, scores):
         raise ScoresError(
             f"num_images and scores cover different languages: without a count: "
             f"{', '.join(missing) or 'none'}; without a score: {', '.join(extra) or 'none'}")
-    for lang, n in num_images.items():
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise ScoresError(f"num_images[{lang!r}]: expected a count >= 0, got {n!r}")
-    return {lang: int(num_images[lang]) for lang in scores}
+    counts = {lang: formats.whole(n, f"num_images[{lang!r}]", ScoresError, "count")
+              for lang, n in num_images.items()}
+    return {lang: counts[lang] for lang in scores}
 
 
 def _check(summary):
@@ -77,15 +67,9 @@ def _check(summary):
     out = dict(summary)
     out["scores"] = check_language_scores(summary.get("scores"), "scores")
     out["num_images"] = _check_num_images(summary.get("num_images"), out["scores"])
-    if not _is_number(summary.get("average")) or not math.isfinite(summary["average"]):
-        raise ScoresError(f"field 'average': expected a finite number, got "
-                          f"{summary.get('average')!r}")
-    out["average"] = float(summary["average"])
-    step = summary.get("step")
-    if step is not None:
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-            raise ScoresError(f"field 'step': expected a step >= 0, got {step!r}")
-        out["step"] = int(step)
+    out["average"] = formats.finite(summary.get("average"), "field 'average'", ScoresError)
+    if summary.get("step") is not None:
+        out["step"] = formats.whole(summary["step"], "field 'step'", ScoresError, "step")
     if summary.get("config") is not None and not isinstance(summary["config"], str):
         raise ScoresError(f"field 'config': expected a string, got {summary['config']!r}")
     if summary.get("coco_dev_scores") is not None:
@@ -118,7 +102,5 @@ def write(path, summary):
 def read(path):
     """The checked summary of a scores file; ScoresError names the file:line or field at fault."""
     summary = json_object.read(path, ScoresError, "scores file")
-    try:
+    with errors.reraised(ScoresError, ScoresError, f"{path}: "):
         return _check(summary)
-    except ScoresError as e:
-        raise ScoresError(f"{path}: {e}") from None

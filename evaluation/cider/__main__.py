@@ -8,6 +8,7 @@
 See docs/cider.md.
 """
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -27,9 +28,8 @@ from formats import per_image, predictions
 
 def _format_table(results, metric):
     name = {"cider-d": "CIDEr-D", "cider": "CIDEr"}[metric]
-    lines = [f"{'lang':<6}{'images':>8}{name:>10}"]
-    for r in results.values():
-        lines.append(f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}")
+    lines = [f"{'lang':<6}{'images':>8}{name:>10}"] + [
+        f"{r.lang:<6}{len(r.keys):>8}{r.score:>10.4f}" for r in results.values()]
     average = float(np.mean([r.score for r in results.values()]))
     count = f"{len(results)} language{'s' if len(results) != 1 else ''}"
     lines.append(f"{'average':<6}{'':>8}{average:>10.4f}   ({count}; "
@@ -71,8 +71,7 @@ def _keep_freed_memory():
     if not hasattr(os, "confstr") or "CS_GNU_LIBC_VERSION" not in os.confstr_names:
         return
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
     m_trim_threshold, m_top_pad, m_mmap_threshold, m_arena_max = -1, -2, -3, -8
@@ -84,29 +83,20 @@ def _keep_freed_memory():
 _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
-def _skip_blas_probe():
-    """Keeps numba from importing scipy.linalg to probe for BLAS, which our loops never call."""
-    if "numba.np.arraymath" in sys.modules:
-        return lambda: None
-    sys.modules.setdefault(_BLAS_MODULE, None)
-
-    def restore():
-        if sys.modules.get(_BLAS_MODULE, 0) is None:
-            del sys.modules[_BLAS_MODULE]
-    return restore
-
-
 def _start_warm_up(metric, own_process):
-    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring."""
-    restore = _skip_blas_probe() if own_process else lambda: None
+    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring. In a
+    process of its own, numba is kept from importing scipy.linalg to probe for BLAS, which our
+    loops never call."""
+    skip_blas = own_process and "numba.np.arraymath" not in sys.modules
+    if skip_blas:
+        sys.modules.setdefault(_BLAS_MODULE, None)
 
     def run():
-        try:
+        # The same error comes back where it is reported.
+        with contextlib.suppress(Exception):
             scorer.warm_up(metric)
-        except Exception:  # noqa: BLE001 - the same error comes back where it is reported
-            pass
-        finally:
-            restore()
+        if skip_blas and sys.modules.get(_BLAS_MODULE, 0) is None:
+            del sys.modules[_BLAS_MODULE]
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
@@ -136,17 +126,13 @@ def _score(args, own_process):
 
 def _write_outputs(args, results):
     """Writes --per-image and --save-df, each whole or not at all, after the scores are printed."""
-    outputs = []
-    if args.per_image:
-        outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
+    for path, write in ((args.per_image, lambda: per_image.write(args.per_image, {
             r.lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-            for r in results.values()})))
-    if args.save_df:
-        outputs.append((args.save_df, lambda: save_document_frequencies(
-            args.save_df, [r.scorer.document_frequency for r in results.values()])))
-    for path, write in outputs:
+            for r in results.values()})), (args.save_df, lambda: save_document_frequencies(
+                args.save_df, [r.scorer.document_frequency for r in results.values()]))):
         try:
-            write()
+            if path:
+                write()
         except OSError as e:
             raise errors.InputError(f"cannot write {path} ({e.strerror or e}); the scores are "
                                     f"printed above") from None

@@ -2,9 +2,9 @@
 
 import dataclasses
 import json
-import os
 
 import files
+import formats
 from data import jsonl
 from errors import InputError
 
@@ -70,16 +70,8 @@ def _parse_df_entry(path, lang, entry):
 
 def load_document_frequencies(path):
     """Reads a file written by `save_document_frequencies`; returns {lang: DocumentFrequency}."""
-    if not os.path.isfile(path):
-        raise InputError(f"document frequency file not found: {path}")
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(f"{path}:{line}: not UTF-8 ({e.reason}); not a document frequency "
-                         f"file") from None
+    text = formats.read_text(path, InputError, "document frequency file",
+                             "not UTF-8 ({}); not a document frequency file")
     payload = jsonl.loads(text, path, InputError)
     if not isinstance(payload, dict) or payload.get("format") != _DF_FORMAT:
         raise InputError(f"{path}: not a document frequency file (no \"format\": "

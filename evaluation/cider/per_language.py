@@ -8,7 +8,7 @@ import numpy as np
 
 from data import languages
 from data.releases import xm3600 as xm3600_release
-from errors import InputError
+from errors import InputError, reraised
 from evaluation.cider import scorer as scorer_lib
 from evaluation.cider import text
 
@@ -36,12 +36,14 @@ def _check_keys(predictions, references):
     """Raises for the first prediction (in file order) of an image not in the references."""
     known_keys = set(references.keys)
     for lang, by_key in predictions.items():
-        if by_key.keys() <= known_keys:
-            continue
-        for key in by_key:
-            if key not in known_keys:
-                raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
-                                 f"{key!r} ({lang!r}), which is not in the references")
+        if (key := _unknown(by_key, known_keys)) is not None:
+            raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
+                             f"{key!r} ({lang!r}), which is not in the references")
+
+
+def _unknown(by_key, known):
+    """The first key of `by_key` not in the set `known`, or None."""
+    return None if by_key.keys() <= known else next(key for key in by_key if key not in known)
 
 
 class _Task(typing.NamedTuple):
@@ -85,12 +87,9 @@ def _task(lang, references, predictions, df, allow_missing, missing_hint=MISSING
                          f"{', '.join(references.by_lang) or 'none'}")
     if not by_key:
         raise InputError(f"no predictions for {lang!r} (--langs asks for it)")
-    with_references = set(keys)
-    if not by_key.keys() <= with_references:
-        for key in by_key:
-            if key not in with_references:
-                raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
-                                 f"{key!r} in {lang!r}, which has no {lang!r} references")
+    if (key := _unknown(by_key, set(keys))) is not None:
+        raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
+                         f"{key!r} in {lang!r}, which has no {lang!r} references")
     if len(by_key) == len(keys):  # every image (the keys are distinct and all known)
         covered, captions = None, list(map(by_key.__getitem__, keys))
     else:
@@ -114,10 +113,8 @@ def chosen_langs(langs, predictions):
     """`langs` checked, or (None) the XM3600 languages `predictions` has, in XM3600 order."""
     if langs is None:
         langs = [lang for lang in languages.XM3600_LANGS if predictions.get(lang)]
-    try:
+    with reraised(InputError, ValueError):
         return languages.check_langs(langs)
-    except ValueError as e:
-        raise InputError(str(e)) from None
 
 
 def score_languages(records, predictions, langs=None, metric="cider-d", df=None,

@@ -38,9 +38,8 @@ def map_languages(fn, items, costs=None):
     workers = min(len(items), num_cores())
     if workers <= 1:
         return [fn(item) for item in items]
-    order = range(len(items))
-    if costs is not None:
-        order = sorted(order, key=lambda i: -costs[i])
+    order = range(len(items)) if costs is None else sorted(range(len(items)),
+                                                           key=lambda i: -costs[i])
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         futures = {i: pool.submit(fn, items[i]) for i in order}
         return [futures[i].result() for i in range(len(items))]
@@ -299,7 +298,6 @@ class CiderScorer:
         inputs = self._hyp_statistics(ids, max_id, spans.lengths, image)
         with jax.enable_x64(True):
             per_image = np.asarray(kernel.kernel(self._refs, *inputs,
-                                           clipped=self.metric == "cider-d"))
-        per_image = per_image[image]
+                                                 clipped=self.metric == "cider-d"))[image]
         return CiderResult(float(per_image.mean()), per_image)
 

@@ -9,6 +9,7 @@ boundaries; `normalize_batch` returns the tokens, `normalize` those of one capti
 """
 
 import dataclasses
+import functools
 import importlib
 import unicodedata
 
@@ -52,12 +53,11 @@ class Options:
 
     def describe(self, segmenter):
         """A short string naming these settings, stored with saved statistics."""
-        parts = [self.unicode_form or "no-unicode-form",
-                 "lower" if self.lowercase else "cased",
-                 "no-punct" if self.remove_punctuation else "punct",
-                 "no-symbols" if self.remove_symbols else "symbols",
-                 f"segmenter={segmenter}"]
-        return ",".join(parts)
+        return ",".join([self.unicode_form or "no-unicode-form",
+                         "lower" if self.lowercase else "cased",
+                         "no-punct" if self.remove_punctuation else "punct",
+                         "no-symbols" if self.remove_symbols else "symbols",
+                         f"segmenter={segmenter}"])
 
 
 DEFAULT_OPTIONS = Options()
@@ -113,10 +113,8 @@ def _to_code_points(text):
 def _check(lang, segmenter, options):
     if not isinstance(lang, str):
         raise NormalizationError(f"language must be a string code, got {lang!r}")
-    try:
+    with errors.reraised(NormalizationError, ValueError):
         languages.check_langs([lang])
-    except ValueError as e:
-        raise NormalizationError(str(e)) from None
     if segmenter not in SEGMENTERS:
         raise NormalizationError(
             f"unknown segmenter {segmenter!r}; expected one of {', '.join(SEGMENTERS)}")
@@ -162,19 +160,14 @@ def _normalized_text(captions, lang, options, segment_chars):
             text = text.replace("I", "ı").replace("İ", "i")
         text = text.lower()
     code_points = _to_code_points(text)
-    flags = _char_flags(code_points)
     remove = (_PUNCT if options.remove_punctuation else 0) | (
         _SYMBOL if options.remove_symbols else 0)
-    changed = False
-    if remove:
-        removed = (flags & remove) != 0
-        if removed.any():
-            code_points[removed] = ord(" ")
-            changed = True
+    removed = (_char_flags(code_points) & remove) != 0
+    if removed.any():
+        code_points[removed] = ord(" ")
     if segment_chars:
         code_points = _segment_characters(code_points, _char_flags(code_points))
-        changed = True
-    if changed:
+    if segment_chars or removed.any():
         text = code_points.tobytes().decode("utf-32-le", "surrogatepass")
     return text, code_points
 
@@ -196,8 +189,7 @@ class Spans:
 
 def _spans(text, code_points, num_captions):
     """Whitespace-separated tokens (as `str.split` finds them) of newline-joined captions."""
-    space = (_char_flags(code_points) & _SPACE) != 0
-    word = ~space
+    word = (_char_flags(code_points) & _SPACE) == 0
     edges = np.flatnonzero(np.diff(np.concatenate([[False], word, [False]]).view(np.int8)))
     # Contiguous copies: the compiled lookups take one array layout.
     starts, ends = np.ascontiguousarray(edges[0::2]), np.ascontiguousarray(edges[1::2])
@@ -216,28 +208,25 @@ def _load_word_segmenter(lang):
     if lang in _WORD_SEGMENTERS:
         return _WORD_SEGMENTERS[lang]
     needs = {"zh": ("jieba",), "ja": ("fugashi", "unidic_lite"), "th": ("pythainlp",)}[lang]
-    modules = []
     for name in needs:
         try:
-            modules.append(importlib.import_module(name))
+            importlib.import_module(name)
         except ImportError:
-            package = name.replace("_", "-")
             raise NormalizationError(
-                f"segmenter='word' for {lang!r} needs the Python package {package!r}, which "
-                f"is not installed (pip install {' '.join(n.replace('_', '-') for n in needs)}); "
-                f"or use segmenter='char'") from None
+                f"segmenter='word' for {lang!r} needs the Python package "
+                f"{name.replace('_', '-')!r}, which is not installed (pip install "
+                f"{' '.join(n.replace('_', '-') for n in needs)}); or use segmenter='char'") \
+                from None
     if lang == "zh":
-        segment = modules[0].lcut
+        segment = importlib.import_module("jieba").lcut
     elif lang == "ja":
-        tagger = modules[0].Tagger()
+        tagger = importlib.import_module("fugashi").Tagger()
 
         def segment(text):
             return [word.surface for word in tagger(text)]
     else:
-        tokenize = importlib.import_module("pythainlp.tokenize").word_tokenize
-
-        def segment(text):
-            return tokenize(text, engine="newmm")
+        segment = functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
+                                    engine="newmm")
     _WORD_SEGMENTERS[lang] = segment
     return segment
 

@@ -9,6 +9,7 @@ and per-image scores (`by_lang`). It subclasses `caption_evaluator.CaptionEvalua
 
 import importlib
 
+import errors
 from model import decode
 from training import run_config
 
@@ -26,10 +27,9 @@ def evaluator_class(name, eval_config):
     if not colon:
         raise ValueError(f"config.evals.{name}.type={kind!r}; known: {', '.join(EVALUATORS)}, "
                          f"or a 'module:Class' path")
-    try:
+    with errors.reraised(ValueError, (ImportError, AttributeError),
+                         f"config.evals.{name}.type={kind!r}: "):
         return getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"config.evals.{name}.type={kind!r}: {e}") from None
 
 
 def _checked_class(name, eval_config):

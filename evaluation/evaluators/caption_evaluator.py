@@ -16,6 +16,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import errors
 from data import eval_sets, languages, tokenizer
 from data import prompts as prompt_lib
 from data.releases import xm3600 as xm3600_release
@@ -119,10 +120,8 @@ class CaptionEvaluator:
     @classmethod
     def config_langs(cls, name, langs):
         """`langs` checked against `all_langs`, or a ValueError naming config.evals.<name>.langs."""
-        try:
+        with errors.reraised(ValueError, ValueError, f"config.evals.{name}.langs: "):
             return languages.check_langs(langs, known=cls.all_langs)
-        except ValueError as e:
-            raise ValueError(f"config.evals.{name}.langs: {e}") from None
 
     @classmethod
     def check_config(cls, name, eval_config):
