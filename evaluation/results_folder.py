@@ -31,9 +31,13 @@ REPORT_BYTES = 1 << 20
 
 def needed_bytes(evaluators):
     """The room a results folder of `evaluators` needs, every caption at its longest."""
-    return sum(REPORT_BYTES + sum(len(keys) * (LINE_BYTES + TOKEN_BYTES * e.max_decode_len)
-                                  + 2 * sum(map(len, keys)) for keys in e.data.keys.values())
-               for e in evaluators.values())
+    total = 0
+    for evaluator in evaluators.values():
+        for keys in evaluator.data.keys.values():
+            total += len(keys) * (LINE_BYTES + TOKEN_BYTES * evaluator.max_decode_len)
+            total += 2 * sum(map(len, keys))
+        total += REPORT_BYTES
+    return total
 
 
 def check_room(out, evaluators, flag, folder=None):

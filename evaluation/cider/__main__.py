@@ -126,13 +126,17 @@ def _score(args, own_process):
 
 def _write_outputs(args, results):
     """Writes --per-image and --save-df, each whole or not at all, after the scores are printed."""
-    for path, write in ((args.per_image, lambda: per_image.write(args.per_image, {
+    outputs = []
+    if args.per_image:
+        outputs.append((args.per_image, lambda: per_image.write(args.per_image, {
             r.lang: dict(zip(r.keys, r.per_image.tolist(), strict=True))
-            for r in results.values()})), (args.save_df, lambda: save_document_frequencies(
-                args.save_df, [r.scorer.document_frequency for r in results.values()]))):
+            for r in results.values()})))
+    if args.save_df:
+        outputs.append((args.save_df, lambda: save_document_frequencies(
+            args.save_df, [r.scorer.document_frequency for r in results.values()])))
+    for path, write in outputs:
         try:
-            if path:
-                write()
+            write()
         except OSError as e:
             raise errors.InputError(f"cannot write {path} ({e.strerror or e}); the scores are "
                                     f"printed above") from None
