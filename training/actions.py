@@ -146,19 +146,18 @@ class Checkpoint:
 
     def __init__(self, saver, config, start_step, resumed_from=None):
         self._saver, self._config = saver, config
-        self._saved = start_step  # The newest step saved, or restored.
-        self._start_step, self._resumed_from = start_step, resumed_from
+        # The newest step saved, or restored; the checkpoint resumed from until a save.
+        self._saved, self._resumed_from = start_step, resumed_from
 
     def due(self, step):
         return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
 
     def __call__(self, step, state, measurements):
         """Saves `state` of `step` unless its loss or gradient is not finite."""
-        check_finite(step, jax.device_get(measurements),
-                     self._resumed_from if self._saved == self._start_step else None)
+        check_finite(step, jax.device_get(measurements), self._resumed_from)
         workdir_lib.check()  # The workdir still this run's, else stop before writing.
         self._saver.save(step, state)
-        self._saved = step
+        self._saved, self._resumed_from = step, None
 
     def before_error(self, step, state, measurements, error):
         """Saves the last completed `step` before `error` ends the run (single process only);
