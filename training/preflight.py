@@ -189,13 +189,11 @@ def step_memory(config, model, mesh, lower_step, lengths=None):
             - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
 
 
-def _bytes(tree, shardings=None):
-    """Bytes of the arrays of `tree` (ShapeDtypeStructs); of one device's shards with
-    `shardings`."""
-    leaves = jax.tree.leaves(tree)
-    shardings = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
-    return sum(int(np.prod(s.shard_shape(x.shape) if s else x.shape)) * x.dtype.itemsize
-               for x, s in zip(leaves, shardings, strict=True))
+def _bytes(tree):
+    """Bytes of the arrays of `tree` (ShapeDtypeStructs): of one device's shards of those with a
+    sharding."""
+    return sum(int(np.prod(x.sharding.shard_shape(x.shape) if x.sharding else x.shape))
+               * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
 def _saved_bytes(f, *args):
@@ -225,7 +223,7 @@ def gpu_step_memory(config, model, mesh, lengths=None):
     """
     rules = state_lib.axis_rules(config)
     tx, _ = state_lib.create_optimizer(config)
-    state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
+    state, _ = state_lib.state_shardings(model, tx, mesh, rules)
     batch = train_input.abstract_batch(config, layout=packing_layout(config, model, mesh, lengths))
     share = mesh.shape["data"] * config.grad_accum_steps  # One device's micro-batch.
     micro = {name: jax.ShapeDtypeStruct((x.shape[0] // share, *x.shape[1:]), x.dtype)
@@ -247,9 +245,9 @@ def gpu_step_memory(config, model, mesh, lengths=None):
     t5_config = model.config.t5
     logits = (micro["targets"].shape[0] * losses.CHUNK_LEN * t5_config.vocab_size
               * (4 + jnp.dtype(t5_config.dtype).itemsize))
-    grads = _bytes(params, shardings["params"])  # float32, as the parameters.
+    grads = _bytes(params)  # float32, as the parameters.
     summed = grads if config.grad_accum_steps > 1 else 0
-    return (_bytes(state, shardings) + _bytes(batch) // mesh.shape["data"] + summed
+    return (_bytes(state) + _bytes(batch) // mesh.shape["data"] + summed
             + max(saved + logits, grads + image_saved))
 
 
