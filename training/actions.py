@@ -124,18 +124,16 @@ class Evaluate:
         self._metric, self._total_steps = config.checkpoint.best_metric, config.total_steps
 
     def due(self, step):
-        return any(self._is_due(e, step) for e in self._evaluators.values())
-
-    def _is_due(self, evaluator, step):
-        return schedules.itstime(step, evaluator.every, self._total_steps, first=True)
+        """The evaluators that run at `step` (none: an empty list)."""
+        return [e for e in self._evaluators.values()
+                if schedules.itstime(step, e.every, self._total_steps, first=True)]
 
     def __call__(self, step, state):
-        for evaluator in self._evaluators.values():
-            if self._is_due(evaluator, step):
-                scores = evaluator.run(state["params"])
-                self._logger.log(step, scores)
-                if step > 0 and self._metric in scores:
-                    self._saver.save(step, state, metrics=scores)
+        for evaluator in self.due(step):
+            scores = evaluator.run(state["params"])
+            self._logger.log(step, scores)
+            if step > 0 and self._metric in scores:
+                self._saver.save(step, state, metrics=scores)
 
     def poll(self):
         self._saver.poll()
