@@ -41,13 +41,13 @@ class Exit(SystemExit):
 
 
 @contextlib.contextmanager
-def reraised(error_class, causes, prefix=""):
-    """Raises an error of `causes` in the block as `error_class`, its message after `prefix`:
-    one `error:` line at the command line, not a library's traceback."""
+def reraised(error_class, causes, prefix="", suffix=""):
+    """Raises an error of `causes` in the block as `error_class`, its message between `prefix`
+    and `suffix`: one `error:` line at the command line, not a library's traceback."""
     try:
         yield
     except causes as e:
-        raise error_class(f"{prefix}{e}") from None
+        raise error_class(f"{prefix}{e}{suffix}") from None
 
 
 def print_error(error):

@@ -100,10 +100,9 @@ def check_config(config):
     run_config.check(config)
     with errors.reraised(run_config.ConfigError, ValueError):
         evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
-    try:
+    with errors.reraised(run_config.ConfigError, ValueError,
+                         suffix=f" here ({jax.devices()[0].platform})"):
         mesh = state_lib.make_mesh(config.mesh)
-    except ValueError as e:
-        raise run_config.ConfigError(f"{e} here ({jax.devices()[0].platform})") from None
     if config.batch_size % (mesh.shape["data"] * config.grad_accum_steps):
         raise run_config.ConfigError(
             f"config.batch_size={config.batch_size} must divide by data devices "
@@ -192,17 +191,10 @@ def jitted_train_step(model, mesh, step_config):
                    out_shardings=(shardings, None), donate_argnums=0)
 
 
-def abstract_batch(config, sharding, layout=None):
-    """The global training batches as ShapeDtypeStructs (packed ones with a packing.Layout)."""
-    return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
-            for name, (shape, dtype) in pipeline.batch_shapes(
-                config.batch_size, config.model.image_size, config.data, layout).items()}
-
-
 def lower_train_step(config, model, mesh, abstract_state, rng, layout=None):
     """The train step lowered for the state's and global batch's shapes, in the mesh and rules."""
     step_config = ml_collections.FrozenConfigDict({k: config[k] for k in run_config.STEP_FIELDS})
-    batch = abstract_batch(config, NamedSharding(mesh, P("data")), layout)
+    batch = train_input.abstract_batch(config, NamedSharding(mesh, P("data")), layout)
     with jax.set_mesh(mesh), nn.logical_axis_rules(state_lib.axis_rules(config)):
         return jitted_train_step(model, mesh, step_config).lower(abstract_state, batch, rng)
 
@@ -413,31 +405,20 @@ def parse_flags(argv):
     return rest
 
 
-def compile_for_preflight(config, model, mesh, abstract_state, layout=None):
-    """The train step compiled for `config` (what `--check` measures)."""
-    return lower_train_step(config, model, mesh, abstract_state, jax.random.key(0),
-                            layout).compile()
-
-
-def workdir_problem(config, workdir, allow_change):
-    """Why the trainer would refuse `workdir` before its first step (None: it would not),
-    found without writing there."""
-    try:
-        workdir_lib.check_usable(workdir)
-        check_workdir(config, workdir, allow_change)
-    except errors.Error as e:
-        return str(e)
-    return None
-
-
 def preflight_check(config, say=_say, devices=None, device_memory_gib=None, workdir=None,
                     allow_change=False):
     """`--check`: True when the run can start here and its step fits the devices (or
     `devices` devices of `device_memory_gib` GiB each), in `workdir` if given."""
-    workdir_item = None if workdir is None else preflight.Item(
-        f"workdir {workdir}", workdir_problem(config, workdir, allow_change))
+    workdir_item = None
+    if workdir is not None:  # Why the trainer would refuse it, found without writing there.
+        try:
+            workdir_lib.check_usable(workdir)
+            check_workdir(config, workdir, allow_change)
+            workdir_item = preflight.Item(f"workdir {workdir}")
+        except errors.Error as e:
+            workdir_item = preflight.Item(f"workdir {workdir}", str(e))
     return preflight.check(config, build_evaluators=build_evaluators,
-                           compile_step=compile_for_preflight, say=say, devices=devices,
+                           lower_step=lower_train_step, say=say, devices=devices,
                            device_memory_gib=device_memory_gib, workdir_item=workdir_item)
 
 

@@ -57,7 +57,7 @@ import train  # noqa: E402
 from data import pipeline  # noqa: E402
 from data.pipeline import packing  # noqa: E402
 from model import captioner  # noqa: E402
-from training import compilation_cache, flops, losses, run_config  # noqa: E402
+from training import compilation_cache, flops, losses, run_config, train_input  # noqa: E402
 from training import state as state_lib  # noqa: E402
 
 _STEPS = flags.DEFINE_integer("steps", 5, "Timed steps (after one warm-up step).")
@@ -94,7 +94,7 @@ def text_lengths(config, caption_len, seed):
 
 
 def random_batch(config, vocab_size, rng, caption_len=16, layout=None):
-    """Inputs of the training batches' shapes and dtypes (`train.abstract_batch`): uint8
+    """Inputs of the training batches' shapes and dtypes (`train_input.abstract_batch`): uint8
     pixels, prompts and random captions, padded, or packed in `layout`'s rows."""
     shapes = pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data)
     (b, max_len), _ = shapes["targets"]
@@ -394,7 +394,7 @@ def measure(config, vocab_size, *, steps=5, caption_len=16, memory_only=False,
     def compile_step():
         with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
             return compile_timed(step_fn, abstract,
-                                 train.abstract_batch(config, batch_sharding, layout),
+                                 train_input.abstract_batch(config, batch_sharding, layout),
                                  jax.random.key(1))
 
     # As train.py: the step compiles in a thread while the initializer compiles.

@@ -124,18 +124,16 @@ class Evaluate:
         self._metric, self._total_steps = config.checkpoint.best_metric, config.total_steps
 
     def due(self, step):
-        return any(self._is_due(e, step) for e in self._evaluators.values())
-
-    def _is_due(self, evaluator, step):
-        return schedules.itstime(step, evaluator.every, self._total_steps, first=True)
+        """The evaluators that run at `step` (none: an empty list)."""
+        return [e for e in self._evaluators.values()
+                if schedules.itstime(step, e.every, self._total_steps, first=True)]
 
     def __call__(self, step, state):
-        for evaluator in self._evaluators.values():
-            if self._is_due(evaluator, step):
-                scores = evaluator.run(state["params"])
-                self._logger.log(step, scores)
-                if step > 0 and self._metric in scores:
-                    self._saver.save(step, state, metrics=scores)
+        for evaluator in self.due(step):
+            scores = evaluator.run(state["params"])
+            self._logger.log(step, scores)
+            if step > 0 and self._metric in scores:
+                self._saver.save(step, state, metrics=scores)
 
     def poll(self):
         self._saver.poll()
@@ -146,19 +144,18 @@ class Checkpoint:
 
     def __init__(self, saver, config, start_step, resumed_from=None):
         self._saver, self._config = saver, config
-        self._saved = start_step  # The newest step saved, or restored.
-        self._start_step, self._resumed_from = start_step, resumed_from
+        # The newest step saved, or restored; the checkpoint resumed from until a save.
+        self._saved, self._resumed_from = start_step, resumed_from
 
     def due(self, step):
         return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
 
     def __call__(self, step, state, measurements):
         """Saves `state` of `step` unless its loss or gradient is not finite."""
-        check_finite(step, jax.device_get(measurements),
-                     self._resumed_from if self._saved == self._start_step else None)
+        check_finite(step, jax.device_get(measurements), self._resumed_from)
         workdir_lib.check()  # The workdir still this run's, else stop before writing.
         self._saver.save(step, state)
-        self._saved = step
+        self._saved, self._resumed_from = step, None
 
     def before_error(self, step, state, measurements, error):
         """Saves the last completed `step` before `error` ends the run (single process only);

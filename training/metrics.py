@@ -63,13 +63,12 @@ class MetricsLogger:
     def log(self, step, measurements):
         """Records scalar `measurements` (name -> number) of `step`; MetricsWriteError (a full
         disk) or WorkdirError (another trainer holds the workdir) stops the run."""
+        if not self.is_main:
+            return
         measurements = {k: float(v) for k, v in measurements.items()}
         evals = {k: v for k, v in measurements.items() if k.startswith("eval/")}
         if evals:
             self._last_eval = {k: v for k, v in evals.items() if k.endswith("/avg")}
-        if not self.is_main:
-            return
-        if evals:
             print(f"step {step} evaluation: "
                   + " | ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in evals.items()),
                   flush=True)

@@ -24,7 +24,7 @@ from data import pipeline
 from data.pipeline import packing
 from model import captioner, layers, t5, upstream
 from model.upstream import big_vision, files, hugging_face
-from training import flops, losses, pretrained, run_config
+from training import flops, losses, pretrained, run_config, train_input
 from training import run as run_lib
 from training import state as state_lib
 
@@ -178,24 +178,22 @@ def packing_lines(config, model, mesh, lengths, source):
             f"{useful / packing.SAMPLE / 1e9:.4g} at the real lengths"]
 
 
-def step_memory(config, model, mesh, compile_step, lengths=None):
-    """Per-device bytes of the compiled training step, from XLA's memory analysis."""
+def step_memory(config, model, mesh, lower_step, lengths=None):
+    """Per-device bytes of the training step compiled (`lower_step`: train.lower_train_step),
+    from XLA's memory analysis."""
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
-    compiled = compile_step(config, model, mesh, abstract_state,
-                            packing_layout(config, model, mesh, lengths))
-    m = compiled.memory_analysis()
+    m = lower_step(config, model, mesh, abstract_state, jax.random.key(0),
+                   packing_layout(config, model, mesh, lengths)).compile().memory_analysis()
     return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
             - m.alias_size_in_bytes + m.generated_code_size_in_bytes)
 
 
-def _bytes(tree, shardings=None):
-    """Bytes of the arrays of `tree` (ShapeDtypeStructs); of one device's shards with
-    `shardings`."""
-    leaves = jax.tree.leaves(tree)
-    shardings = jax.tree.leaves(shardings) if shardings is not None else [None] * len(leaves)
-    return sum(int(np.prod(s.shard_shape(x.shape) if s else x.shape)) * x.dtype.itemsize
-               for x, s in zip(leaves, shardings, strict=True))
+def _bytes(tree):
+    """Bytes of the arrays of `tree` (ShapeDtypeStructs): of one device's shards of those with a
+    sharding."""
+    return sum(int(np.prod(x.sharding.shard_shape(x.shape) if x.sharding else x.shape))
+               * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
 def _saved_bytes(f, *args):
@@ -225,10 +223,8 @@ def gpu_step_memory(config, model, mesh, lengths=None):
     """
     rules = state_lib.axis_rules(config)
     tx, _ = state_lib.create_optimizer(config)
-    state, shardings = state_lib.state_shardings(model, tx, mesh, rules)
-    batch = {name: jax.ShapeDtypeStruct(shape, dtype) for name, (shape, dtype) in
-             pipeline.batch_shapes(config.batch_size, config.model.image_size, config.data,
-                                   packing_layout(config, model, mesh, lengths)).items()}
+    state, _ = state_lib.state_shardings(model, tx, mesh, rules)
+    batch = train_input.abstract_batch(config, layout=packing_layout(config, model, mesh, lengths))
     share = mesh.shape["data"] * config.grad_accum_steps  # One device's micro-batch.
     micro = {name: jax.ShapeDtypeStruct((x.shape[0] // share, *x.shape[1:]), x.dtype)
              for name, x in batch.items()}
@@ -249,9 +245,9 @@ def gpu_step_memory(config, model, mesh, lengths=None):
     t5_config = model.config.t5
     logits = (micro["targets"].shape[0] * losses.CHUNK_LEN * t5_config.vocab_size
               * (4 + jnp.dtype(t5_config.dtype).itemsize))
-    grads = _bytes(params, shardings["params"])  # float32, as the parameters.
+    grads = _bytes(params)  # float32, as the parameters.
     summed = grads if config.grad_accum_steps > 1 else 0
-    return (_bytes(state, shardings) + _bytes(batch) // mesh.shape["data"] + summed
+    return (_bytes(state) + _bytes(batch) // mesh.shape["data"] + summed
             + max(saved + logits, grads + image_saved))
 
 
@@ -272,7 +268,7 @@ def _alternatives(config, data_devices):
             if per_device % accum == 0 and (accum != k or remat)]
 
 
-def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=None):
+def fit(config, model, mesh, lower_step, say, device_memory_gib=None, lengths=None):
     """Reports the step's memory against the devices' (or `device_memory_gib` each, for a
     GPU when compiled on a CPU); returns whether it fits."""
     data_devices = mesh.shape["data"]
@@ -285,7 +281,7 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=
 
     def need(config):  # Bytes per device where the run goes.
         return (gpu_step_memory(config, model, mesh, lengths) if for_gpu
-                else step_memory(config, model, mesh, compile_step, lengths))
+                else step_memory(config, model, mesh, lower_step, lengths))
 
     used = need(config)
     if capacity is None:
@@ -313,7 +309,7 @@ def fit(config, model, mesh, compile_step, say, device_memory_gib=None, lengths=
     return False
 
 
-def check(config, *, build_evaluators, compile_step, say=print, devices=None,
+def check(config, *, build_evaluators, lower_step, say=print, devices=None,
           device_memory_gib=None, workdir_item=None):
     """Runs the preflight; returns True when the run can start here and fits. `devices` and
     `device_memory_gib` size it for those instead (the fit then needs none of the inputs);
@@ -358,7 +354,7 @@ def check(config, *, build_evaluators, compile_step, say=print, devices=None,
         say("Not ready: fix the MISSING inputs above (the step's memory is checked once they "
             "are all there, or now with --devices N --device_memory GIB).")
         return False
-    fits = fit(config, model, mesh, compile_step, say, device_memory_gib, lengths)
+    fits = fit(config, model, mesh, lower_step, say, device_memory_gib, lengths)
     if missing:
         say("Not ready: fix the MISSING inputs above.")
         return False

@@ -411,12 +411,11 @@ def _lists_from_argv(config, argv, config_flag):
         if not isinstance(node.get(key), tuple):
             continue
         literal = value.lstrip().startswith(("(", "["))
-        try:
+        with errors.reraised(ConfigError, (ValueError, SyntaxError, TypeError),
+                             f"--{config_flag}.{name}={value}: not a list (", ")"):
             items = ast.literal_eval(value) if literal else value.split(",")
             node[key] = tuple(item.strip() if isinstance(item, str) else item for item in items
                               if item != "")
-        except (ValueError, SyntaxError, TypeError) as e:
-            raise ConfigError(f"--{config_flag}.{name}={value}: not a list ({e})") from None
 
 
 def _given(argv, prefix):

@@ -8,11 +8,8 @@ import jax.numpy as jnp
 
 
 def rsqrt_after_constant(base, constant_steps):
-    """step -> learning rate: `base` up to `constant_steps` (cp >= 1), then base*sqrt(cp/step)."""
-    if base <= 0:
-        raise ValueError(f"learning rate must be positive, got {base}")
-    if constant_steps < 1:
-        raise ValueError(f"lr.constant_steps must be >= 1, got {constant_steps}")
+    """step -> learning rate: `base` up to `constant_steps` (cp >= 1), then base*sqrt(cp/step).
+    run_config.FIELDS checks lr.base > 0 and lr.constant_steps >= 1."""
     cp = float(constant_steps)
     return lambda step: base * jnp.sqrt(cp / jnp.maximum(jnp.asarray(step, jnp.float32), cp))
 

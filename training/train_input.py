@@ -24,6 +24,13 @@ def _data_errors(where):
         raise TrainingError(f"{where}: {e}{hint}") from None
 
 
+def abstract_batch(config, sharding=None, layout=None):
+    """The global training batches as ShapeDtypeStructs (packed ones with a packing.Layout)."""
+    return {name: jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+            for name, (shape, dtype) in pipeline.batch_shapes(
+                config.batch_size, config.model.image_size, config.data, layout).items()}
+
+
 def packing_layout(config, vocab, image_tokens, data_devices):
     """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
     from the first examples of the run's training stream."""

@@ -68,10 +68,10 @@ def test_a_step_too_big_for_the_device_gets_the_smallest_setting_that_fits(
     config = four_step_run.config()
     model = captioner.from_config(config.model, 656)
     mesh = state_lib.make_mesh(config.mesh)
-    compile_step = train.compile_for_preflight
-    full = preflight.step_memory(config, model, mesh, compile_step)
+    lower_step = train.lower_train_step
+    full = preflight.step_memory(config, model, mesh, lower_step)
     accum2 = preflight.step_memory(
-        preflight.replaced(config, grad_accum_steps=2), model, mesh, compile_step)
+        preflight.replaced(config, grad_accum_steps=2), model, mesh, lower_step)
     assert accum2 < full
     monkeypatch.setattr(preflight, "device_capacity", lambda: (full + accum2) / 2)
     ready, text = _check(config)
