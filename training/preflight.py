@@ -196,7 +196,7 @@ def _bytes(tree):
                * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
-def _saved_bytes(f, *args):
+def saved_bytes(f, *args):
     """Bytes of the values that the forward pass of `f(*args)` keeps for its backward pass,
     in their own dtypes, its arguments aside (what jax.ad_checkpoint.print_saved_residuals
     lists)."""
@@ -240,7 +240,7 @@ def gpu_step_memory(config, model, mesh, lengths=None):
 
     one_device = Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), mesh.axis_names)
     with jax.set_mesh(one_device), nn.logical_axis_rules(rules), layers.cudnn_stand_in():
-        saved, image_saved = _saved_bytes(loss, params, micro), _saved_bytes(
+        saved, image_saved = saved_bytes(loss, params, micro), saved_bytes(
             image, params, micro["image"])
     t5_config = model.config.t5
     logits = (micro["targets"].shape[0] * losses.CHUNK_LEN * t5_config.vocab_size

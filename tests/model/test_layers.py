@@ -76,8 +76,6 @@ def test_bfloat16_attention_agrees_with_the_float32_reference():
                                atol=0.05)
 
 
-
-
 def _saved_by_bf16_attention():
     """Bytes that unbiased bf16 attention (cuDNN's case on a GPU) keeps for its backward pass,
     its inputs aside."""
@@ -86,7 +84,7 @@ def _saved_by_bf16_attention():
 
     def total(q, k, v):
         return jnp.sum(layers.dot_product_attention(q, k, v, dtype=jnp.bfloat16))
-    return preflight._saved_bytes(total, q, q, q)  # noqa: SLF001
+    return preflight.saved_bytes(total, q, q, q)
 
 
 def test_the_cudnn_stand_in_keeps_only_the_inputs_as_cudnn_does():

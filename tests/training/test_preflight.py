@@ -115,7 +115,7 @@ def test_a_gpu_is_sized_without_compiling_the_step(four_step_run):
 
 def test_saved_bytes_are_what_the_backward_pass_keeps_beyond_the_arguments():
     x, w = jax.ShapeDtypeStruct((4, 3), jnp.float32), jax.ShapeDtypeStruct((3, 2), jnp.float32)
-    saved = preflight._saved_bytes(lambda x, w: jnp.sum(jnp.sin(x @ w)), x, w)  # noqa: SLF001
+    saved = preflight.saved_bytes(lambda x, w: jnp.sum(jnp.sin(x @ w)), x, w)
     assert saved == 4 * 2 * 4  # cos(x @ w), float32 [4, 2]; x and w are the arguments.
 
 
