@@ -41,18 +41,11 @@ def main(argv=None):
                              corrupt_images=args.corrupt_images, max_side=args.max_side,
                              workers=args.workers)
     except (OSError, errors.Error) as e:  # Missing/malformed input: the message says which.
-        errors.fail(_root_cause(e))
+        errors.fail(e)
     print(f"{args.dataset} ready in {args.data_dir} ({time.time() - start:.0f}s):")
     for split, count in sorted(counts.items()):
         print(f"  {split}: {count} examples")
     return 0
-
-
-def _root_cause(error):
-    """Our own message, without the context TFDS prepends when it re-raises."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
 
 
 if __name__ == "__main__":
