@@ -205,11 +205,10 @@ class LineStream:
                                   f"({problem.splitlines()[-1] if problem else proc.returncode})")
             return
         stream = _open_binary(self.path, self._raw)
-        try:
+        with errors.reraised(FormatError, (OSError, EOFError),
+                             f"{self.path}: not a readable compressed file: "):
             while chunk := stream.read(self._chunk_size):
                 yield chunk
-        except (OSError, EOFError) as e:
-            raise FormatError(f"{self.path}: not a readable compressed file ({e})") from None
 
     def _lines(self):
         """The file's lines, a last one without a newline only if it is not blank."""

@@ -11,19 +11,16 @@ import functools
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
+# tf.train.Example's schema, less Feature's float_list (field 2): no feature here is a float.
 _SCHEMA = """
 name: "xm3600_records_example.proto" package: "xm3600.records" syntax: "proto3"
 message_type { name: "BytesList"
                field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_BYTES } }
-message_type { name: "FloatList"
-               field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_FLOAT } }
 message_type { name: "Int64List"
                field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_INT64 } }
 message_type {
   name: "Feature" oneof_decl { name: "kind" }
   field { name: "bytes_list" number: 1 type_name: ".xm3600.records.BytesList" oneof_index: 0
-          label: LABEL_OPTIONAL type: TYPE_MESSAGE }
-  field { name: "float_list" number: 2 type_name: ".xm3600.records.FloatList" oneof_index: 0
           label: LABEL_OPTIONAL type: TYPE_MESSAGE }
   field { name: "int64_list" number: 3 type_name: ".xm3600.records.Int64List" oneof_index: 0
           label: LABEL_OPTIONAL type: TYPE_MESSAGE } }
