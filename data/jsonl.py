@@ -10,6 +10,7 @@ with decoded keys, and scans with `json` only when they differ).
 """
 
 import bz2
+import contextlib
 import gzip
 import json
 import mmap
@@ -95,11 +96,10 @@ def _whole_file(path):
     """The file's bytes: memory-mapped (read ahead) when it is a plain file, else read."""
     if not str(path).endswith((".bz2", ".gz")):
         with open(path, "rb") as f:
-            try:
+            # Empty, not mappable, or no POSIX mmap: read.
+            with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
                 return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ,
                                  flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0))
-            except (OSError, ValueError, TypeError, AttributeError):
-                pass  # empty, not mappable, or no POSIX mmap: read it
     with _open_binary(path) as f:
         return f.read()
 
@@ -129,10 +129,9 @@ def decode_lines(path, decoder, count_keys=None):
     finally:
         view.release()
         if isinstance(data, mmap.mmap):
-            try:
+            # msgspec.Raw fields may view it: then unmapped once they are freed.
+            with contextlib.suppress(BufferError):
                 data.close()
-            except BufferError:
-                pass  # msgspec.Raw fields view it: unmapped once they are freed.
     return Lines(objects, linenos)
 
 

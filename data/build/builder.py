@@ -91,8 +91,7 @@ def caption_bytes(path, langs):
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
     lines, text, position = 0, 0, stream.size
-    for _, row in stream:
-        lines += 1
+    for lines, (_, row) in enumerate(stream, start=1):
         text += len(row.translation_tokenized.encode("utf-8"))
         if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
@@ -238,7 +237,6 @@ def _images_and_spills(pool, plan, progress, warnings):
 
     text_start, text_cpu = time.monotonic(), time.process_time()
     for split, split_langs in plan.todo.items():
-        spill = caption_tables.Spill(plan.state_dir, split, split_langs)
         # The earlier files' bytes: their last tick (`ticked`'s) counted each whole.
         base, base_lines = progress.text_done, progress.lines
 
@@ -246,10 +244,8 @@ def _images_and_spills(pool, plan, progress, warnings):
             progress.text_done, progress.lines = base + position, base_lines + lines
             poll()
 
-        try:
+        with contextlib.closing(caption_tables.Spill(plan.state_dir, split, split_langs)) as spill:
             warnings += plan.release.write_captions(split, split_langs, spill, tick)
-        finally:
-            spill.close()
         empty = [lang for lang, count in spill.counts.items() if not count]
         if empty:
             raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
@@ -409,8 +405,7 @@ def _remove_state(plan):
 
 
 def _summary(data_dir, dataset, warnings):
-    image_splits = layout.read_splits(layout.images_dir(data_dir, dataset))
-    caption_splits = layout.read_splits(layout.captions_dir(data_dir, dataset)) or {}
-    return {"images": {s: sum(n) for s, n in image_splits.items()},
-            "captions": {s: sum(n) for s, n in caption_splits.items()},
-            "metadata": layout.Built(data_dir, dataset).metadata(), "warnings": warnings}
+    built = layout.Built(data_dir, dataset)
+    return {"images": {s: sum(n) for s, n in built.image_splits.items()},
+            "captions": {s: sum(n) for s, n in built.caption_splits.items()},
+            "metadata": built.metadata(), "warnings": warnings}

@@ -17,7 +17,7 @@ from PIL import Image
 
 import errors
 import files
-from data.build import layout, records
+from data.build import layout
 
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 # Input bytes per image shard of loose files (img2dataset tars are one shard each).
@@ -117,32 +117,21 @@ def summary_path(state_dir, shard):
 def write_image_shard(dataset, shard, out_dir, state_dir, options):
     """Writes one image shard (a worker task); returns its summary (keys in record order, bytes,
     skipped images, input fingerprint), also kept in state_dir."""
-    from array_record.python import array_record_module
-
     cpu = time.process_time()
-    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
-    temporary = final + ".incomplete"
-    writer = array_record_module.ArrayRecordWriter(temporary, layout.IMAGE_OPTIONS)
     keys, skipped, num_bytes = [], [], 0
-    try:
+    with layout.writing(layout.shard_path(out_dir, dataset, shard.split, shard.shard,
+                                          shard.num_shards), layout.IMAGE_OPTIONS) as write:
         for key, name, data in _shard_items(shard):
             stored = prepare_image(data, name, options)
             if stored is None:
                 skipped.append(name)
                 continue
-            record = records.encode({"image": stored, "key": int(key)})
-            writer.write(record)
+            num_bytes += write({"image": stored, "key": int(key)})
             keys.append(int(key))
-            num_bytes += len(record)
-    except BaseException:
-        writer.close()
-        os.remove(temporary)
-        raise
-    writer.close()
     summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
                "skipped": skipped, "fingerprint": shard.fingerprint(options),
                "cpu_s": time.process_time() - cpu}
-    os.replace(temporary, final)  # The shard is complete before its summary says so.
+    # The shard is complete (renamed in) before its summary says so.
     files.write_json(summary_path(state_dir, shard), summary, indent=None)
     return summary
 

@@ -15,6 +15,7 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 """
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -104,13 +105,12 @@ def read_karpathy(path):
     """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file."""
     with open(path, "rb") as f:
         raw = f.read()
-    try:
+    # A file msgspec rejects is read again with `json`, which names the problem.
+    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
         parsed = msgspec.json.decode(raw, type=_KarpathyFile)
         return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
                                [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
                 for image in parsed.images}
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        pass  # Read again with `json`, which names the problem.
     data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
     del raw
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
