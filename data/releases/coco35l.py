@@ -161,13 +161,12 @@ def split_captions(images, split, langs, stream, stats):
     for lineno, row in stream or ():
         if row.trg_lang not in translated:
             continue
-        image_id = row.image_id
-        cocoid, sep, n = image_id.partition("_") if isinstance(image_id, str) else ("", "", "")
+        if not isinstance(row.image_id, str):
+            raise FormatError(f"{stream.path}:{lineno}: expected an object with string fields "
+                              f"{', '.join(_MT_FIELDS)}")
+        cocoid, sep, n = row.image_id.partition("_")
         if not (sep and cocoid.isdigit() and n.isdigit() and cocoid.isascii() and n.isascii()):
-            if not isinstance(image_id, str):
-                raise FormatError(f"{stream.path}:{lineno}: expected an object with string "
-                                  f"fields {', '.join(_MT_FIELDS)}")
-            raise FormatError(f"{stream.path}:{lineno}: image_id {image_id!r} is not "
+            raise FormatError(f"{stream.path}:{lineno}: image_id {row.image_id!r} is not "
                               f"'<cocoid>_<caption index>'")
         if (cid := int(cocoid)) in wanted:
             yield row.trg_lang, cid, int(n), row.translation_tokenized
@@ -217,16 +216,14 @@ def read_split(manual_dir, split, langs, *, check_images=True):
     captions = {lang: collections.defaultdict(dict) for lang in langs}
     for lang, cid, n, text in split_captions(images, split, langs, stream, stats):
         captions[lang][cid][n] = text
-    exists, examples = functools.cache(os.path.exists), {}
+    exists, examples = functools.cache(os.path.exists), {lang: [] for lang in langs}
     for lang in langs:
-        kept = []
         for cid, refs in sorted(captions[lang].items()):
             path = os.path.join(root, images[cid][1])
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            kept.append(Example(f"{cid}_{lang}", cid, lang, path,
-                                tuple(refs[n] for n in sorted(refs))))
-        examples[lang] = kept
+            examples[lang].append(Example(f"{cid}_{lang}", cid, lang, path,
+                                          tuple(refs[n] for n in sorted(refs))))
     stats.report(f"COCO-35L {split} ({manual_dir})")
     return examples, stats
