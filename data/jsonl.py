@@ -67,8 +67,7 @@ def loads(text, where, error=FormatError, one_line=False):
 
 def _open_binary(path, raw=None):
     """`path` read in binary, decompressed if it ends in .bz2 or .gz (`raw`: the file, open)."""
-    opener = {".bz2": bz2.open, ".gz": gzip.open}.get(os.path.splitext(str(path))[1])
-    if opener:
+    if opener := {".bz2": bz2.open, ".gz": gzip.open}.get(os.path.splitext(str(path))[1]):
         return opener(raw or str(path), "rb")
     return raw or open(path, "rb")
 
@@ -79,8 +78,7 @@ def read_objects(path, error=FormatError):
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
             where = f"{path}:{lineno}"
-            obj = parse_line(raw, where, error)
-            if obj is not None:
+            if (obj := parse_line(raw, where, error)) is not None:
                 yield where, obj
 
 

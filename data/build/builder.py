@@ -85,8 +85,7 @@ def caption_bytes(path, langs):
     from data import jsonl
     from data.releases import coco35l
 
-    translated = [lang for lang in langs if lang != "en"]
-    if not path or not translated:
+    if not path or not (translated := [lang for lang in langs if lang != "en"]):
         return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
@@ -151,8 +150,7 @@ def build(release, *, data_dir, langs, options, workers=None):
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    plan = _plan(release, data_dir, langs, options, SPLITS)
-    if plan is None:
+    if (plan := _plan(release, data_dir, langs, options, SPLITS)) is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
     text_bytes = sum(os.path.getsize(p) for p in plan.text_paths.values() if p)
@@ -246,8 +244,7 @@ def _images_and_spills(pool, plan, progress, warnings):
 
         with contextlib.closing(caption_tables.Spill(plan.state_dir, split, split_langs)) as spill:
             warnings += plan.release.write_captions(split, split_langs, spill, tick)
-        empty = [lang for lang, count in spill.counts.items() if not count]
-        if empty:
+        if empty := [lang for lang, count in spill.counts.items() if not count]:
             raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
                              f"captions in {', '.join(map(repr, empty))}, which the build needs")
     progress.text_done = progress.text_total
@@ -352,12 +349,10 @@ def _finish_images(plan):
                                                  plan.state_dir, plan.options)
                      for s in split_shards]
         keys = [k for s in summaries for k in s["keys"]]
-        skipped = [name for s in summaries for name in s["skipped"]]
-        if skipped:
+        if skipped := [name for s in summaries for name in s["skipped"]]:
             warnings.append(f"{release.title} {split}: skipped {len(skipped)} corrupt images, "
                             f"e.g. {', '.join(skipped[:5])}")
-        duplicates = len(keys) - len(set(keys))
-        if duplicates:
+        if duplicates := len(keys) - len(set(keys)):
             warnings.append(f"{release.title} {split}: {duplicates} images repeat a key; "
                             f"captions refer to the first of each")
         with files.replacing(os.path.join(plan.image_dir, f"keys_{split}.npy"), "wb") as f:

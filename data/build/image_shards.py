@@ -122,8 +122,7 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
     with layout.writing(layout.shard_path(out_dir, dataset, shard.split, shard.shard,
                                           shard.num_shards), layout.IMAGE_OPTIONS) as write:
         for key, name, data in _shard_items(shard):
-            stored = prepare_image(data, name, options)
-            if stored is None:
+            if (stored := prepare_image(data, name, options)) is None:
                 skipped.append(name)
                 continue
             num_bytes += write({"image": stored, "key": int(key)})

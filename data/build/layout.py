@@ -72,8 +72,7 @@ def writing(path, options):
 def read_splits(folder, num_bytes=False):
     """{split name: [records per shard]} (with `num_bytes`: (that, bytes)) from a TFDS folder's
     dataset_info.json, or None."""
-    info = _json(os.path.join(folder, "dataset_info.json"))
-    if info is None:
+    if (info := _json(os.path.join(folder, "dataset_info.json"))) is None:
         return None
     return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
             if num_bytes else [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}

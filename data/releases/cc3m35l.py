@@ -37,8 +37,7 @@ def stream_captions(stream, langs):
     seen, seen_large = bytearray(), set()  # A byte per key below _BITMAP_KEYS, a set above.
     for lineno, row in stream:
         raw_key = row.image_id if row.image_id is not None else row.rec_num
-        key = parse_key(raw_key) if raw_key is not None else None
-        if key is None:
+        if (key := parse_key(raw_key)) is None:
             raise FormatError(f"{stream.path}:{lineno}: needs an integer record key in one of "
                               f"{', '.join(KEY_FIELDS)}, got {raw_key!r}")
         if row.caption_tokenized is None:

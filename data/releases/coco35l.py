@@ -131,8 +131,7 @@ def read_karpathy(path):
 
 def check_translation(where, line, required=_MT_FIELDS):
     """Slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`."""
-    row = jsonl.parse_line(line, where)
-    if row is None:
+    if (row := jsonl.parse_line(line, where)) is None:
         return None
     if not all(isinstance(row.get(k), str) for k in required):
         raise FormatError(f"{where}: expected an object with string fields "
