@@ -116,8 +116,7 @@ def check_free_space(data_dir, needed):
     folder = data_dir
     while not os.path.exists(folder):
         folder = os.path.dirname(os.path.abspath(folder))
-    free = shutil.disk_usage(folder).free
-    if needed > free:
+    if needed > (free := shutil.disk_usage(folder).free):
         raise NotEnoughSpaceError(
             f"not enough free space in {data_dir}: the build needs about {size_text(needed)} "
             f"(images, caption tables and their temporary spill), {size_text(free)} are free")
@@ -321,11 +320,11 @@ def _write_metadata(folder, dataset, images, splits, description, metadata=None)
             data_dir=tfds.core.Path(folder), template="{DATASET}-{SPLIT}.{FILEFORMAT}-"
             "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record"))
         for name, (lengths, num_bytes) in sorted(splits.items())]
-    kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
         data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
         check_data=False, description=description,
-        homepage="https://google.github.io/crossmodal-3600/", **kwargs)
+        homepage="https://google.github.io/crossmodal-3600/",
+        metadata=tfds.core.MetadataDict(metadata) if metadata else None)
 
 
 def _check_options(data_dir, dataset, options):
@@ -359,8 +358,7 @@ def _finish_images(plan):
             np.save(f, np.asarray(keys, np.int64))
         splits[split] = ([len(s["keys"]) for s in summaries],
                          sum(s["num_bytes"] for s in summaries))
-        expected |= {os.path.basename(layout.shard_path(plan.image_dir, release.dataset, split,
-                                                        s.shard, s.num_shards))
+        expected |= {os.path.basename(s.path(plan.image_dir, release.dataset))
                      for s in split_shards}
     for name in os.listdir(plan.image_dir):  # Shards of an earlier plan (the inputs changed).
         if ".array_record-" in name and name not in expected:

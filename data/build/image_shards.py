@@ -62,6 +62,10 @@ class ImageShard:
             h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return h.hexdigest()
 
+    def path(self, folder, dataset):
+        """Where the shard goes in `folder` (layout.shard_path)."""
+        return layout.shard_path(folder, dataset, self.split, self.shard, self.num_shards)
+
     def input_bytes(self):
         """The bytes of its input files."""
         return sum(os.path.getsize(p) for p in [path for _, path in self.files] or [self.tar])
@@ -119,8 +123,7 @@ def write_image_shard(dataset, shard, out_dir, state_dir, options):
     skipped images, input fingerprint), also kept in state_dir."""
     cpu = time.process_time()
     keys, skipped, num_bytes = [], [], 0
-    with layout.writing(layout.shard_path(out_dir, dataset, shard.split, shard.shard,
-                                          shard.num_shards), layout.IMAGE_OPTIONS) as write:
+    with layout.writing(shard.path(out_dir, dataset), layout.IMAGE_OPTIONS) as write:
         for key, name, data in _shard_items(shard):
             if (stored := prepare_image(data, name, options)) is None:
                 skipped.append(name)
@@ -142,9 +145,8 @@ def finished_shard(shard, out_dir, dataset, state_dir, options):
             summary = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
-    fresh = os.path.exists(final) and summary.get("fingerprint") == shard.fingerprint(options)
-    return summary if fresh else None
+    fresh = os.path.exists(shard.path(out_dir, dataset))
+    return summary if fresh and summary.get("fingerprint") == shard.fingerprint(options) else None
 
 
 def plan_shards(split, loose=(), tars=()):

@@ -136,9 +136,8 @@ def check_translation(where, line, required=_MT_FIELDS):
     if not all(isinstance(row.get(k), str) for k in required):
         raise FormatError(f"{where}: expected an object with string fields "
                           f"{', '.join(required)}")
-    fields = ("image_id", "rec_num", "caption_tokenized")
-    return TranslationLine(row["trg_lang"], row["translation_tokenized"],
-                           **{k: row[k] for k in fields if k in row})
+    return TranslationLine(row["trg_lang"], row["translation_tokenized"], **{
+        k: row[k] for k in ("image_id", "rec_num", "caption_tokenized") if k in row})
 
 
 def open_translations(path, required=_MT_FIELDS):
