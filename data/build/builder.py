@@ -95,10 +95,9 @@ def caption_bytes(path, langs):
         if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
-    mean_text = text / max(lines, 1)
-    # The file holds 34 languages' lines.
-    lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
-    return int(lines * (mean_text + 24))
+    # The file holds 34 languages' lines; a caption takes its text and a record's overhead.
+    captions = stream.size * (lines / max(position, 1)) * len(translated) / 34
+    return int(captions * (text / max(lines, 1) + 24))
 
 
 def estimate_bytes(release, langs, images=True):
@@ -330,13 +329,11 @@ def _write_metadata(folder, dataset, images, splits, description, metadata=None)
 def _check_options(data_dir, dataset, options):
     """The built images' max_side and quality must be the ones asked for."""
     built = layout.Built(data_dir, dataset).metadata()
-    wanted = {"max_side": options.max_side or None, "jpeg_quality": options.jpeg_quality}
-    if options.max_side and {k: built.get(k) for k in wanted} != wanted or \
-            not options.max_side and built.get("max_side"):
+    side, quality = built.get("max_side") or 0, built.get("jpeg_quality")
+    if side != options.max_side or options.max_side and quality != options.jpeg_quality:
         raise ValueError(
-            f"the images of {dataset} in {data_dir} were built with max_side="
-            f"{built.get('max_side') or 0}, jpeg_quality={built.get('jpeg_quality')}; build "
-            f"with those (--max_side {built.get('max_side') or 0}), or delete "
+            f"the images of {dataset} in {data_dir} were built with max_side={side}, "
+            f"jpeg_quality={quality}; build with those (--max_side {side}), or delete "
             f"{layout.images_dir(data_dir, dataset)} to rebuild the images")
 
 
@@ -381,11 +378,9 @@ def _finish_captions(plan, tables):
     _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
-    if no_image:
-        return [f"{plan.release.title}: captioned images without a stored image (not "
-                f"downloaded, missing or skipped as corrupt), per split and language: "
-                f"{no_image}"]
-    return []
+    return [f"{plan.release.title}: captioned images without a stored image (not downloaded, "
+            f"missing or skipped as corrupt), per split and language: {no_image}"
+            ] if no_image else []
 
 
 def _remove_state(plan):

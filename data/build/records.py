@@ -66,9 +66,6 @@ def encode(record):
 
 def decode(data):
     """{name: list of bytes (bytes_list) or of ints (int64_list)} of a serialized Example."""
-    example = _example_class().FromString(data)
-    out = {}
-    for name, feature in example.features.feature.items():
-        kind = feature.WhichOneof("kind")
-        out[name] = list(getattr(feature, kind).value) if kind else []
-    return out
+    features = _example_class().FromString(data).features.feature
+    return {name: list(getattr(feature, kind).value) if (kind := feature.WhichOneof("kind")) else []
+            for name, feature in features.items()}

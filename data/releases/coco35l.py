@@ -82,11 +82,10 @@ class ReadStats:
 
     def report(self, where):
         """Logs one warning summarising the dropped records, if any."""
-        parts = [f"{n} {what}" for n, what in (
+        if parts := [f"{n} {what}" for n, what in (
             (self.unknown_image, f"caption records name an image that is not in {KARPATHY_FILE}"),
             (self.wrong_split, "caption records name an image of another Karpathy split"),
-            (self.missing_image_file, "(image, language) pairs have no image file")) if n]
-        if parts:
+            (self.missing_image_file, "(image, language) pairs have no image file")) if n]:
             logging.warning("%s: skipped %s", where, "; ".join(parts))
 
 
