@@ -124,6 +124,5 @@ def _built_rows(built, manual_dir, langs, max_images):
     for lang in langs:
         table = built.captions("dev", lang)
         chosen[lang] = [(key, refs, files[key] if files else (lambda index=index: store[index][1]))
-                        for index, key, refs in table.read(range(min(len(table),
-                                                                     max_images or len(table))))]
+                        for index, key, refs in table.read(range(len(table))[:max_images])]
     return chosen

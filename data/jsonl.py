@@ -238,7 +238,6 @@ def parse_line(line, where, error=FormatError):
         raise error(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
     if not text.strip():
         return None
-    obj = loads(text, where, error, one_line=True)
-    if not isinstance(obj, dict):
+    if not isinstance(obj := loads(text, where, error, one_line=True), dict):
         raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj

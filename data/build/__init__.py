@@ -24,13 +24,12 @@ CONFIGS = {"all": languages.TRAIN_35L_LANGS, "core": languages.CORE_LANGS}
 
 def release(name, manual_dir):
     """The builder's `Release` of COCO-35L or CC3M-35L in `manual_dir`."""
-    modules = _plans()
-    if name not in modules:
+    if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     if not os.path.isdir(manual_dir):
         raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
                                 f"(see docs/datasets.md for what goes in it)")
-    return modules[name].release(manual_dir)
+    return _plans()[name].release(manual_dir)
 
 
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,

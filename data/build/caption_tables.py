@@ -63,9 +63,8 @@ def _image_of_each_caption(spill_keys, keys):
     sorted_keys = keys[by_key]
     pos = np.searchsorted(sorted_keys, spill_keys)
     np.minimum(pos, len(keys) - 1, out=pos)
-    found = sorted_keys[pos] == spill_keys
     image = by_key.astype(np.int32)[pos]
-    image[~found] = -1
+    image[sorted_keys[pos] != spill_keys] = -1
     return image
 
 

@@ -80,11 +80,9 @@ def read_splits(folder, num_bytes=False):
 
 def _json(path):
     """The JSON value of the file at `path`, or None if there is none."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
+        return json.load(f)
+    return None
 
 
 def image_row(record):
@@ -106,8 +104,7 @@ class Table:
         self._paths = [shard_path(folder, dataset, split, i, len(shard_lengths))
                        for i in range(len(shard_lengths))]
         self._starts = np.cumsum([0, *shard_lengths])  # [num_shards + 1]
-        self._row = row
-        self._readers = {}
+        self._row, self._readers = row, {}
 
     def __len__(self):
         return int(self._starts[-1])
