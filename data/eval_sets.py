@@ -68,8 +68,7 @@ def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prom
     langs = languages.check_langs(langs)
     path = os.path.join(data_dir, "captions.jsonl")
     table = xm3600.read_references(path)
-    missing = [lang for lang in langs if lang not in table.by_lang]
-    if missing:
+    if missing := [lang for lang in langs if lang not in table.by_lang]:
         raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
                          f"{', '.join(sorted(table.by_lang))}")
     per_lang = {}
@@ -86,8 +85,7 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
                   max_images=None):
     """COCO-35L's dev split (Karpathy val) with the translated references of `langs`.
     Keys are COCO image ids as strings; the same set whether read from the build or the release."""
-    built = _built_dev(manual_dir, langs)
-    if built is None:
+    if (built := _built_dev(manual_dir, langs)) is None:
         examples, _ = coco35l.read_split(manual_dir, "dev", langs)
         chosen = {lang: [(e.cocoid, e.captions, e.image_path) for e in examples[lang][:max_images]]
                   for lang in langs}
@@ -126,6 +124,5 @@ def _built_rows(built, manual_dir, langs, max_images):
     for lang in langs:
         table = built.captions("dev", lang)
         chosen[lang] = [(key, refs, files[key] if files else (lambda index=index: store[index][1]))
-                        for index, key, refs in table.read(range(min(len(table),
-                                                                     max_images or len(table))))]
+                        for index, key, refs in table.read(range(len(table))[:max_images])]
     return chosen

@@ -10,6 +10,7 @@ with decoded keys, and scans with `json` only when they differ).
 """
 
 import bz2
+import contextlib
 import gzip
 import json
 import mmap
@@ -66,8 +67,7 @@ def loads(text, where, error=FormatError, one_line=False):
 
 def _open_binary(path, raw=None):
     """`path` read in binary, decompressed if it ends in .bz2 or .gz (`raw`: the file, open)."""
-    opener = {".bz2": bz2.open, ".gz": gzip.open}.get(os.path.splitext(str(path))[1])
-    if opener:
+    if opener := {".bz2": bz2.open, ".gz": gzip.open}.get(os.path.splitext(str(path))[1]):
         return opener(raw or str(path), "rb")
     return raw or open(path, "rb")
 
@@ -78,8 +78,7 @@ def read_objects(path, error=FormatError):
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
             where = f"{path}:{lineno}"
-            obj = parse_line(raw, where, error)
-            if obj is not None:
+            if (obj := parse_line(raw, where, error)) is not None:
                 yield where, obj
 
 
@@ -95,11 +94,10 @@ def _whole_file(path):
     """The file's bytes: memory-mapped (read ahead) when it is a plain file, else read."""
     if not str(path).endswith((".bz2", ".gz")):
         with open(path, "rb") as f:
-            try:
+            # Empty, not mappable, or no POSIX mmap: read.
+            with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
                 return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ,
                                  flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0))
-            except (OSError, ValueError, TypeError, AttributeError):
-                pass  # empty, not mappable, or no POSIX mmap: read it
     with _open_binary(path) as f:
         return f.read()
 
@@ -129,10 +127,9 @@ def decode_lines(path, decoder, count_keys=None):
     finally:
         view.release()
         if isinstance(data, mmap.mmap):
-            try:
+            # msgspec.Raw fields may view it: then unmapped once they are freed.
+            with contextlib.suppress(BufferError):
                 data.close()
-            except BufferError:
-                pass  # msgspec.Raw fields view it: unmapped once they are freed.
     return Lines(objects, linenos)
 
 
@@ -205,11 +202,10 @@ class LineStream:
                                   f"({problem.splitlines()[-1] if problem else proc.returncode})")
             return
         stream = _open_binary(self.path, self._raw)
-        try:
+        with errors.reraised(FormatError, (OSError, EOFError),
+                             f"{self.path}: not a readable compressed file: "):
             while chunk := stream.read(self._chunk_size):
                 yield chunk
-        except (OSError, EOFError) as e:
-            raise FormatError(f"{self.path}: not a readable compressed file ({e})") from None
 
     def _lines(self):
         """The file's lines, a last one without a newline only if it is not blank."""
@@ -242,7 +238,6 @@ def parse_line(line, where, error=FormatError):
         raise error(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
     if not text.strip():
         return None
-    obj = loads(text, where, error, one_line=True)
-    if not isinstance(obj, dict):
+    if not isinstance(obj := loads(text, where, error, one_line=True), dict):
         raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -20,8 +20,7 @@ def check_langs(langs, known=XM3600_LANGS, what="language"):
     """
     items = [langs] if isinstance(langs, str) else langs
     langs = tuple(l.strip() for item in items for l in item.split(",") if l.strip())
-    unknown = [l for l in langs if l not in known]
-    if unknown:
+    if unknown := [l for l in langs if l not in known]:
         raise ValueError(
             f"unknown {what} {', '.join(map(repr, unknown))}; known: "
             f"{', '.join(known)}")

@@ -26,9 +26,7 @@ def tokenize_prompt(vocab, lang, template, max_len):
         raise ValueError(
             f"prompt {prompt_text(lang, template)!r} is {len(ids)} tokens with EOS, more "
             f"than max_prompt_len={max_len}")
-    out = np.zeros([max_len], np.int32)
-    out[:len(ids)] = ids
-    return out
+    return np.pad(np.asarray(ids, np.int32), (0, max_len - len(ids)))
 
 
 def tokenize_targets(vocab, texts, max_len):

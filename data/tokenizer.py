@@ -24,10 +24,9 @@ class Vocabulary:
 
     def __init__(self, model_proto, path):
         self.path, self.model_proto = path, bytes(model_proto)
-        try:
+        # sentencepiece raises RuntimeError/OSError kinds.
+        with errors.reraised(errors.InputError, Exception, f"{path}: not a SentencePiece model: "):
             self.tokenizer = spm.SentencePieceProcessor(model_proto=self.model_proto)
-        except Exception as e:  # noqa: BLE001  sentencepiece raises RuntimeError/OSError kinds.
-            raise errors.InputError(f"{path}: not a SentencePiece model ({e})") from None
         ids = (self.tokenizer.pad_id(), self.tokenizer.eos_id(), self.tokenizer.unk_id())
         if ids != (PAD_ID, EOS_ID, UNK_ID):
             raise errors.InputError(f"{path}: special ids (pad, eos, unk) are {ids}, expected "

@@ -22,25 +22,14 @@ BUILDERS = ("coco35l", "cc3m35l")
 CONFIGS = {"all": languages.TRAIN_35L_LANGS, "core": languages.CORE_LANGS}
 
 
-def config_langs(config, langs=None, dataset="coco35l"):
-    """The languages a build covers: `langs` if given, else those of config "all" or "core"."""
-    if langs:
-        return languages.check_langs(langs, known=languages.TRAIN_35L_LANGS,
-                                     what=f"{dataset} language")
-    if config not in CONFIGS:
-        raise ValueError(f"unknown {dataset} config {config!r}; known: {', '.join(CONFIGS)}")
-    return CONFIGS[config]
-
-
 def release(name, manual_dir):
     """The builder's `Release` of COCO-35L or CC3M-35L in `manual_dir`."""
-    modules = _plans()
-    if name not in modules:
+    if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILDERS)}")
     if not os.path.isdir(manual_dir):
         raise FileNotFoundError(f"manual directory of {name} not found: {manual_dir} "
                                 f"(see docs/datasets.md for what goes in it)")
-    return modules[name].release(manual_dir)
+    return _plans()[name].release(manual_dir)
 
 
 def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", max_side=0,
@@ -48,7 +37,7 @@ def build_corpus(name, *, manual_dir, data_dir, langs, corrupt_images="stop", ma
     """Builds what is missing of COCO-35L or CC3M-35L for `langs` (`builder.build`); its summary."""
     from data.build import builder, image_shards
 
-    langs = config_langs(None, langs, name)
+    langs = languages.check_langs(langs, known=languages.TRAIN_35L_LANGS, what=f"{name} language")
     options = image_shards.ImageOptions(corrupt_images=corrupt_images, max_side=max_side)
     logging.info("Building %s (%s) from %s into %s", name, ",".join(langs), manual_dir,
                  data_dir)
@@ -93,8 +82,10 @@ def build(name, *, manual_dir, data_dir, config="all", langs=None, corrupt_image
     `config` ("all" or "core") applies when `langs` is not given; `max_side` (re-encode larger
     images, 0: keep) and `workers` apply to COCO-35L and CC3M-35L. FileNotFoundError names a missing
     manual directory or file."""
+    if not langs and config not in CONFIGS:
+        raise ValueError(f"unknown {name} config {config!r}; known: {', '.join(CONFIGS)}")
     summary = build_corpus(name, manual_dir=manual_dir, data_dir=data_dir,
-                           langs=config_langs(config, langs, name),
+                           langs=langs or CONFIGS[config],
                            corrupt_images=corrupt_images, max_side=max_side, workers=workers)
     return {f"{kind}/{s}": n for kind in ("images", "captions") for s, n in summary[kind].items()}
 

@@ -5,7 +5,6 @@ See data/build/__init__.py for what it builds and how; `--help` lists the flags.
 
 import argparse
 import logging
-import sys
 import time
 
 import errors
@@ -14,7 +13,6 @@ from data.build import image_shards
 
 
 def main(argv=None):
-    errors.quiet_native_logs()
     parser = argparse.ArgumentParser(prog="python -m data.build",
                                      description=build.__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=build.BUILDERS)
@@ -35,25 +33,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     start = time.time()
-    try:
+    # A missing or malformed input (an OSError or errors.Error): one line naming it.
+    with errors.reraised(errors.InputError, OSError):
         counts = build.build(args.dataset, manual_dir=args.manual_dir, data_dir=args.data_dir,
                              config=args.config, langs=args.langs or None,
                              corrupt_images=args.corrupt_images, max_side=args.max_side,
                              workers=args.workers)
-    except (OSError, errors.Error) as e:  # Missing/malformed input: the message says which.
-        errors.fail(_root_cause(e))
     print(f"{args.dataset} ready in {args.data_dir} ({time.time() - start:.0f}s):")
     for split, count in sorted(counts.items()):
         print(f"  {split}: {count} examples")
     return 0
 
 
-def _root_cause(error):
-    """Our own message, without the context TFDS prepends when it re-raises."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    errors.run_main(main)

@@ -85,22 +85,19 @@ def caption_bytes(path, langs):
     from data import jsonl
     from data.releases import coco35l
 
-    translated = [lang for lang in langs if lang != "en"]
-    if not path or not translated:
+    if not path or not (translated := [lang for lang in langs if lang != "en"]):
         return 0
     stream = jsonl.LineStream(path, coco35l.TRANSLATION_DECODER,
                               lambda where, line: None, chunk_size=1 << 20)
     lines, text, position = 0, 0, stream.size
-    for _, row in stream:
-        lines += 1
+    for lines, (_, row) in enumerate(stream, start=1):
         text += len(row.translation_tokenized.encode("utf-8"))
         if stream.position >= min(1 << 22, stream.size) and lines >= 100:
             position = stream.position
             break
-    mean_text = text / max(lines, 1)
-    # The file holds 34 languages' lines.
-    lines = os.path.getsize(path) * (lines / max(position, 1)) * len(translated) / 34
-    return int(lines * (mean_text + 24))
+    # The file holds 34 languages' lines; a caption takes its text and a record's overhead.
+    captions = stream.size * (lines / max(position, 1)) * len(translated) / 34
+    return int(captions * (text / max(lines, 1) + 24))
 
 
 def estimate_bytes(release, langs, images=True):
@@ -118,8 +115,7 @@ def check_free_space(data_dir, needed):
     folder = data_dir
     while not os.path.exists(folder):
         folder = os.path.dirname(os.path.abspath(folder))
-    free = shutil.disk_usage(folder).free
-    if needed > free:
+    if needed > (free := shutil.disk_usage(folder).free):
         raise NotEnoughSpaceError(
             f"not enough free space in {data_dir}: the build needs about {size_text(needed)} "
             f"(images, caption tables and their temporary spill), {size_text(free)} are free")
@@ -152,8 +148,7 @@ def build(release, *, data_dir, langs, options, workers=None):
     CorruptImageError ("stop"), ValueError (file:line, or a language without captions).
     """
     start = time.monotonic()
-    plan = _plan(release, data_dir, langs, options, SPLITS)
-    if plan is None:
+    if (plan := _plan(release, data_dir, langs, options, SPLITS)) is None:
         return _summary(data_dir, release.dataset, [])
     image_bytes = sum(s.input_bytes() for s in plan.pending)
     text_bytes = sum(os.path.getsize(p) for p in plan.text_paths.values() if p)
@@ -238,7 +233,6 @@ def _images_and_spills(pool, plan, progress, warnings):
 
     text_start, text_cpu = time.monotonic(), time.process_time()
     for split, split_langs in plan.todo.items():
-        spill = caption_tables.Spill(plan.state_dir, split, split_langs)
         # The earlier files' bytes: their last tick (`ticked`'s) counted each whole.
         base, base_lines = progress.text_done, progress.lines
 
@@ -246,12 +240,9 @@ def _images_and_spills(pool, plan, progress, warnings):
             progress.text_done, progress.lines = base + position, base_lines + lines
             poll()
 
-        try:
+        with contextlib.closing(caption_tables.Spill(plan.state_dir, split, split_langs)) as spill:
             warnings += plan.release.write_captions(split, split_langs, spill, tick)
-        finally:
-            spill.close()
-        empty = [lang for lang, count in spill.counts.items() if not count]
-        if empty:
+        if empty := [lang for lang, count in spill.counts.items() if not count]:
             raise ValueError(f"{plan.text_paths[split] or plan.release.title} has no {split} "
                              f"captions in {', '.join(map(repr, empty))}, which the build needs")
     progress.text_done = progress.text_total
@@ -328,23 +319,21 @@ def _write_metadata(folder, dataset, images, splits, description, metadata=None)
             data_dir=tfds.core.Path(folder), template="{DATASET}-{SPLIT}.{FILEFORMAT}-"
             "{SHARD_X_OF_Y}", dataset_name=dataset, split=name, filetype_suffix="array_record"))
         for name, (lengths, num_bytes) in sorted(splits.items())]
-    kwargs = {"metadata": tfds.core.MetadataDict(metadata)} if metadata else {}
     tfds.folder_dataset.write_metadata(
         data_dir=folder, features=features, split_infos=infos, version=layout.VERSION,
         check_data=False, description=description,
-        homepage="https://google.github.io/crossmodal-3600/", **kwargs)
+        homepage="https://google.github.io/crossmodal-3600/",
+        metadata=tfds.core.MetadataDict(metadata) if metadata else None)
 
 
 def _check_options(data_dir, dataset, options):
     """The built images' max_side and quality must be the ones asked for."""
     built = layout.Built(data_dir, dataset).metadata()
-    wanted = {"max_side": options.max_side or None, "jpeg_quality": options.jpeg_quality}
-    if options.max_side and {k: built.get(k) for k in wanted} != wanted or \
-            not options.max_side and built.get("max_side"):
+    side, quality = built.get("max_side") or 0, built.get("jpeg_quality")
+    if side != options.max_side or options.max_side and quality != options.jpeg_quality:
         raise ValueError(
-            f"the images of {dataset} in {data_dir} were built with max_side="
-            f"{built.get('max_side') or 0}, jpeg_quality={built.get('jpeg_quality')}; build "
-            f"with those (--max_side {built.get('max_side') or 0}), or delete "
+            f"the images of {dataset} in {data_dir} were built with max_side={side}, "
+            f"jpeg_quality={quality}; build with those (--max_side {side}), or delete "
             f"{layout.images_dir(data_dir, dataset)} to rebuild the images")
 
 
@@ -356,20 +345,17 @@ def _finish_images(plan):
                                                  plan.state_dir, plan.options)
                      for s in split_shards]
         keys = [k for s in summaries for k in s["keys"]]
-        skipped = [name for s in summaries for name in s["skipped"]]
-        if skipped:
+        if skipped := [name for s in summaries for name in s["skipped"]]:
             warnings.append(f"{release.title} {split}: skipped {len(skipped)} corrupt images, "
                             f"e.g. {', '.join(skipped[:5])}")
-        duplicates = len(keys) - len(set(keys))
-        if duplicates:
+        if duplicates := len(keys) - len(set(keys)):
             warnings.append(f"{release.title} {split}: {duplicates} images repeat a key; "
                             f"captions refer to the first of each")
         with files.replacing(os.path.join(plan.image_dir, f"keys_{split}.npy"), "wb") as f:
             np.save(f, np.asarray(keys, np.int64))
         splits[split] = ([len(s["keys"]) for s in summaries],
                          sum(s["num_bytes"] for s in summaries))
-        expected |= {os.path.basename(layout.shard_path(plan.image_dir, release.dataset, split,
-                                                        s.shard, s.num_shards))
+        expected |= {os.path.basename(s.path(plan.image_dir, release.dataset))
                      for s in split_shards}
     for name in os.listdir(plan.image_dir):  # Shards of an earlier plan (the inputs changed).
         if ".array_record-" in name and name not in expected:
@@ -392,11 +378,9 @@ def _finish_captions(plan, tables):
     _write_metadata(plan.caption_dir, plan.release.dataset, False, splits,
                     f"{plan.release.description} Captions per language, referring to the "
                     f"images by index.")
-    if no_image:
-        return [f"{plan.release.title}: captioned images without a stored image (not "
-                f"downloaded, missing or skipped as corrupt), per split and language: "
-                f"{no_image}"]
-    return []
+    return [f"{plan.release.title}: captioned images without a stored image (not downloaded, "
+            f"missing or skipped as corrupt), per split and language: {no_image}"
+            ] if no_image else []
 
 
 def _remove_state(plan):
@@ -409,8 +393,7 @@ def _remove_state(plan):
 
 
 def _summary(data_dir, dataset, warnings):
-    image_splits = layout.read_splits(layout.images_dir(data_dir, dataset))
-    caption_splits = layout.read_splits(layout.captions_dir(data_dir, dataset)) or {}
-    return {"images": {s: sum(n) for s, n in image_splits.items()},
-            "captions": {s: sum(n) for s, n in caption_splits.items()},
-            "metadata": layout.Built(data_dir, dataset).metadata(), "warnings": warnings}
+    built = layout.Built(data_dir, dataset)
+    return {"images": {s: sum(n) for s, n in built.image_splits.items()},
+            "captions": {s: sum(n) for s, n in built.caption_splits.items()},
+            "metadata": built.metadata(), "warnings": warnings}

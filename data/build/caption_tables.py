@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from data.build import layout, records
+from data.build import layout
 
 # A caption spill entry: key, caption number, text length (the text is in a second file).
 _SPILL_ENTRY = struct.Struct("<qii")
@@ -63,9 +63,8 @@ def _image_of_each_caption(spill_keys, keys):
     sorted_keys = keys[by_key]
     pos = np.searchsorted(sorted_keys, spill_keys)
     np.minimum(pos, len(keys) - 1, out=pos)
-    found = sorted_keys[pos] == spill_keys
     image = by_key.astype(np.int32)[pos]
-    image[~found] = -1
+    image[sorted_keys[pos] != spill_keys] = -1
     return image
 
 
@@ -88,8 +87,6 @@ def _table_order(index, image):
 def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     """Writes one caption table (a worker task) from its spill; returns its counts.
     Captions whose key has no image in the split are dropped (and counted)."""
-    from array_record.python import array_record_module
-
     cpu = time.process_time()
     index = np.fromfile(spill_paths[0], dtype=_SPILL_DTYPE)
     keys = np.load(keys_path)
@@ -99,25 +96,19 @@ def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     image, lengths = image[rows], index["length"][rows]
     ends = np.cumsum(index["length"], dtype=np.int64)[rows]  # Where each text ends.
     del index, rows
-    final = layout.shard_path(out_dir, dataset, name, 0, 1)
-    temporary = final + ".incomplete"
-    writer = array_record_module.ArrayRecordWriter(temporary, layout.CAPTION_OPTIONS)
     num_bytes = 0
     groups = np.flatnonzero(np.diff(image, prepend=-1, append=-1))  # Each image's first row.
     fd = os.open(spill_paths[1], os.O_RDONLY)
     try:
-        for a, b in zip(groups[:-1], groups[1:], strict=True):
-            captions = [os.pread(fd, int(n), int(e - n))
-                        for n, e in zip(lengths[a:b], ends[a:b], strict=True)]
-            i = int(image[a])
-            record = records.encode({"image_index": i, "key": int(keys[i]),
-                                     "captions": captions})
-            writer.write(record)
-            num_bytes += len(record)
+        with layout.writing(layout.shard_path(out_dir, dataset, name, 0, 1),
+                            layout.CAPTION_OPTIONS) as write:
+            for a, b in zip(groups[:-1], groups[1:], strict=True):
+                captions = [os.pread(fd, int(n), int(e - n))
+                            for n, e in zip(lengths[a:b], ends[a:b], strict=True)]
+                i = int(image[a])
+                num_bytes += write({"image_index": i, "key": int(keys[i]), "captions": captions})
     finally:
-        writer.close()
         os.close(fd)
-    os.replace(temporary, final)
     return {"name": name, "num_examples": max(len(groups) - 1, 0), "num_bytes": num_bytes,
             "no_image": no_image, "num_captions": len(image),
             "cpu_s": time.process_time() - cpu}

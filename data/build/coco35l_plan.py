@@ -32,9 +32,8 @@ def release(manual_dir):
         return plan_shards(split, loose=[p for p in paths if os.path.exists(p[1])]), warning
 
     def text_path(split, langs):
-        if all(lang == "en" for lang in langs):
-            return None
-        return coco35l_release.translations_path(manual_dir, split)
+        return None if all(lang == "en" for lang in langs) else \
+            coco35l_release.translations_path(manual_dir, split)
 
     def write_captions(split, langs, spill, tick):
         path, stats = text_path(split, langs), coco35l_release.ReadStats()

@@ -17,7 +17,7 @@ from PIL import Image
 
 import errors
 import files
-from data.build import layout, records
+from data.build import layout
 
 CORRUPT_IMAGE_POLICIES = ("stop", "skip")
 # Input bytes per image shard of loose files (img2dataset tars are one shard each).
@@ -61,6 +61,10 @@ class ImageShard:
             st = os.stat(path)
             h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return h.hexdigest()
+
+    def path(self, folder, dataset):
+        """Where the shard goes in `folder` (layout.shard_path)."""
+        return layout.shard_path(folder, dataset, self.split, self.shard, self.num_shards)
 
     def input_bytes(self):
         """The bytes of its input files."""
@@ -117,32 +121,19 @@ def summary_path(state_dir, shard):
 def write_image_shard(dataset, shard, out_dir, state_dir, options):
     """Writes one image shard (a worker task); returns its summary (keys in record order, bytes,
     skipped images, input fingerprint), also kept in state_dir."""
-    from array_record.python import array_record_module
-
     cpu = time.process_time()
-    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
-    temporary = final + ".incomplete"
-    writer = array_record_module.ArrayRecordWriter(temporary, layout.IMAGE_OPTIONS)
     keys, skipped, num_bytes = [], [], 0
-    try:
+    with layout.writing(shard.path(out_dir, dataset), layout.IMAGE_OPTIONS) as write:
         for key, name, data in _shard_items(shard):
-            stored = prepare_image(data, name, options)
-            if stored is None:
+            if (stored := prepare_image(data, name, options)) is None:
                 skipped.append(name)
                 continue
-            record = records.encode({"image": stored, "key": int(key)})
-            writer.write(record)
+            num_bytes += write({"image": stored, "key": int(key)})
             keys.append(int(key))
-            num_bytes += len(record)
-    except BaseException:
-        writer.close()
-        os.remove(temporary)
-        raise
-    writer.close()
     summary = {"split": shard.split, "shard": shard.shard, "keys": keys, "num_bytes": num_bytes,
                "skipped": skipped, "fingerprint": shard.fingerprint(options),
                "cpu_s": time.process_time() - cpu}
-    os.replace(temporary, final)  # The shard is complete before its summary says so.
+    # The shard is complete (renamed in) before its summary says so.
     files.write_json(summary_path(state_dir, shard), summary, indent=None)
     return summary
 
@@ -154,9 +145,8 @@ def finished_shard(shard, out_dir, dataset, state_dir, options):
             summary = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    final = layout.shard_path(out_dir, dataset, shard.split, shard.shard, shard.num_shards)
-    fresh = os.path.exists(final) and summary.get("fingerprint") == shard.fingerprint(options)
-    return summary if fresh else None
+    fresh = os.path.exists(shard.path(out_dir, dataset))
+    return summary if fresh and summary.get("fingerprint") == shard.fingerprint(options) else None
 
 
 def plan_shards(split, loose=(), tars=()):

@@ -6,6 +6,7 @@ Two TFDS datasets of ArrayRecord shards under the data directory: <dataset>/imag
 image_index, key, captions). Read here without TensorFlow.
 """
 
+import contextlib
 import json
 import os
 
@@ -43,11 +44,35 @@ def shard_path(folder, dataset, split, shard, num_shards):
                                                      num_shards=num_shards))
 
 
+@contextlib.contextmanager
+def writing(path, options):
+    """`write(record)` (records.encode's dict; returns its bytes) into a new ArrayRecord shard at
+    `path`, written under a temporary name and renamed to `path` once the block ends without error
+    (removed on one)."""
+    from array_record.python import array_record_module
+
+    temporary = path + ".incomplete"
+    writer = array_record_module.ArrayRecordWriter(temporary, options)
+
+    def write(record):
+        data = records.encode(record)
+        writer.write(data)
+        return len(data)
+
+    try:
+        yield write
+    except BaseException:
+        writer.close()
+        os.remove(temporary)
+        raise
+    writer.close()
+    os.replace(temporary, path)
+
+
 def read_splits(folder, num_bytes=False):
     """{split name: [records per shard]} (with `num_bytes`: (that, bytes)) from a TFDS folder's
     dataset_info.json, or None."""
-    info = _json(os.path.join(folder, "dataset_info.json"))
-    if info is None:
+    if (info := _json(os.path.join(folder, "dataset_info.json"))) is None:
         return None
     return {s["name"]: ([int(n) for n in s.get("shardLengths", [])], int(s.get("numBytes", 0)))
             if num_bytes else [int(n) for n in s.get("shardLengths", [])] for s in info["splits"]}
@@ -55,11 +80,9 @@ def read_splits(folder, num_bytes=False):
 
 def _json(path):
     """The JSON value of the file at `path`, or None if there is none."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
+        return json.load(f)
+    return None
 
 
 def image_row(record):
@@ -81,8 +104,7 @@ class Table:
         self._paths = [shard_path(folder, dataset, split, i, len(shard_lengths))
                        for i in range(len(shard_lengths))]
         self._starts = np.cumsum([0, *shard_lengths])  # [num_shards + 1]
-        self._row = row
-        self._readers = {}
+        self._row, self._readers = row, {}
 
     def __len__(self):
         return int(self._starts[-1])
@@ -90,19 +112,16 @@ class Table:
     def __getstate__(self):
         return {**self.__dict__, "_readers": {}}
 
-    def _reader(self, shard):
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"record index {index} out of range [0, {len(self)})")
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
         if shard not in self._readers:
             from array_record.python import array_record_module
 
             self._readers[shard] = array_record_module.ArrayRecordReader(
                 self._paths[shard], "readahead_buffer_size:0,max_parallelism:0")
-        return self._readers[shard]
-
-    def __getitem__(self, index):
-        if not 0 <= index < len(self):
-            raise IndexError(f"record index {index} out of range [0, {len(self)})")
-        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-        reader = self._reader(shard)
+        reader = self._readers[shard]
         reader.seek(int(index - self._starts[shard]))
         return self._row(records.decode(reader.read()))
 
@@ -118,14 +137,14 @@ class Built:
         if dataset not in DATASETS:
             raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
         self.data_dir, self.dataset = data_dir, dataset
-        self._image_splits = read_splits(images_dir(data_dir, dataset))
-        if self._image_splits is None:
+        self.image_splits = read_splits(images_dir(data_dir, dataset))
+        if self.image_splits is None:
             raise NotBuiltError(f"{dataset} is not built in {data_dir}")
-        self._caption_splits = read_splits(captions_dir(data_dir, dataset)) or {}
+        self.caption_splits = read_splits(captions_dir(data_dir, dataset)) or {}
 
     def langs(self, split):
         """The languages whose captions of `split` are built."""
-        return sorted(name.removeprefix(f"{split}_") for name in self._caption_splits
+        return sorted(name.removeprefix(f"{split}_") for name in self.caption_splits
                       if name.startswith(f"{split}_"))
 
     def metadata(self):
@@ -134,17 +153,15 @@ class Built:
 
     def images(self, split):
         """The images of a split: `Table` of (key, encoded image bytes)."""
-        if split not in self._image_splits:
-            raise NotBuiltError(f"{self.dataset} has no images of split {split!r} in "
-                                f"{self.data_dir}")
-        return Table(images_dir(self.data_dir, self.dataset), self.dataset, split,
-                     self._image_splits[split], image_row)
+        return self._table(images_dir, self.image_splits, split, image_row,
+                           f"images of split {split!r}")
 
     def captions(self, split, lang):
         """The caption table of a split and language: `Table` of (image index, key, captions)."""
-        name = f"{split}_{lang}"
-        if name not in self._caption_splits:
-            raise NotBuiltError(f"{self.dataset} has no {lang!r} captions of split {split!r} "
-                                f"in {self.data_dir}")
-        return Table(captions_dir(self.data_dir, self.dataset), self.dataset, name,
-                     self._caption_splits[name], caption_row)
+        return self._table(captions_dir, self.caption_splits, f"{split}_{lang}", caption_row,
+                           f"{lang!r} captions of split {split!r}")
+
+    def _table(self, folder, splits, name, row, what):
+        if name not in splits:
+            raise NotBuiltError(f"{self.dataset} has no {what} in {self.data_dir}")
+        return Table(folder(self.data_dir, self.dataset), self.dataset, name, splits[name], row)

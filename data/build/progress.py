@@ -67,9 +67,8 @@ class Progress:
                 or not force and now - self._last < self._every):
             return
         self._last, self._shown = now, True
-        end = "\r" if self._tty else "\n"
-        print(self.line().ljust(100) if self._tty else self.line(), end=end, file=self.stream,
-              flush=True)
+        print(self.line().ljust(100) if self._tty else self.line(),
+              end="\r" if self._tty else "\n", file=self.stream, flush=True)
 
     def done(self):
         if self._shown:

@@ -11,19 +11,16 @@ import functools
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
+# tf.train.Example's schema, less Feature's float_list (field 2): no feature here is a float.
 _SCHEMA = """
 name: "xm3600_records_example.proto" package: "xm3600.records" syntax: "proto3"
 message_type { name: "BytesList"
                field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_BYTES } }
-message_type { name: "FloatList"
-               field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_FLOAT } }
 message_type { name: "Int64List"
                field { name: "value" number: 1 label: LABEL_REPEATED type: TYPE_INT64 } }
 message_type {
   name: "Feature" oneof_decl { name: "kind" }
   field { name: "bytes_list" number: 1 type_name: ".xm3600.records.BytesList" oneof_index: 0
-          label: LABEL_OPTIONAL type: TYPE_MESSAGE }
-  field { name: "float_list" number: 2 type_name: ".xm3600.records.FloatList" oneof_index: 0
           label: LABEL_OPTIONAL type: TYPE_MESSAGE }
   field { name: "int64_list" number: 3 type_name: ".xm3600.records.Int64List" oneof_index: 0
           label: LABEL_OPTIONAL type: TYPE_MESSAGE } }
@@ -69,9 +66,6 @@ def encode(record):
 
 def decode(data):
     """{name: list of bytes (bytes_list) or of ints (int64_list)} of a serialized Example."""
-    example = _example_class().FromString(data)
-    out = {}
-    for name, feature in example.features.feature.items():
-        kind = feature.WhichOneof("kind")
-        out[name] = list(getattr(feature, kind).value) if kind else []
-    return out
+    features = _example_class().FromString(data).features.feature
+    return {name: list(getattr(feature, kind).value) if (kind := feature.WhichOneof("kind")) else []
+            for name, feature in features.items()}

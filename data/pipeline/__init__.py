@@ -169,8 +169,7 @@ class Batches:
             self._iterator.close()
             self._iterator = None  # Freed now, not at the interpreter's exit.
 
-    def __del__(self):
-        self.close()
+    __del__ = close
 
 
 def settings(data_config):

@@ -43,8 +43,7 @@ class Sampler:
 
     def __init__(self, num_examples, seed):
         self.num_examples = [int(n) for n in num_examples]
-        empty = [i for i, n in enumerate(self.num_examples) if n == 0]
-        if empty:
+        if empty := [i for i, n in enumerate(self.num_examples) if n == 0]:
             raise ValueError(f"languages at positions {empty} have no training examples")
         self.seed = int(seed)
 

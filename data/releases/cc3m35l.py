@@ -10,6 +10,7 @@ key for the image when run on it unshuffled. English is the source `caption_toke
 import os
 import tarfile
 
+import errors
 from data.jsonl import FormatError
 from data.releases import coco35l
 from data.releases.coco35l import find_file
@@ -36,8 +37,7 @@ def stream_captions(stream, langs):
     seen, seen_large = bytearray(), set()  # A byte per key below _BITMAP_KEYS, a set above.
     for lineno, row in stream:
         raw_key = row.image_id if row.image_id is not None else row.rec_num
-        key = parse_key(raw_key) if raw_key is not None else None
-        if key is None:
+        if (key := parse_key(raw_key)) is None:
             raise FormatError(f"{stream.path}:{lineno}: needs an integer record key in one of "
                               f"{', '.join(KEY_FIELDS)}, got {raw_key!r}")
         if row.caption_tokenized is None:
@@ -85,23 +85,24 @@ def image_files(folder):
         dirs.sort()
         for name in sorted(names):
             path = os.path.join(root, name)
-            stem, ext = os.path.splitext(name)
-            if ext == ".tar":
+            if os.path.splitext(name)[1] == ".tar":
                 tars.append(path)
-            elif ext.lower() in (".jpg", ".jpeg") and parse_key(stem) is not None:
-                files.append((parse_key(stem), path))
+            elif (key := _jpeg_key(name)) is not None:
+                files.append((key, path))
     return tars, files
+
+
+def _jpeg_key(name):
+    """The record key of a file named NNNNNNNNN.jpg (or .jpeg, any case; in any folder), else
+    None."""
+    stem, ext = os.path.splitext(os.path.basename(name))
+    return parse_key(stem) if ext.lower() in (".jpg", ".jpeg") else None
 
 
 def iter_tar(path):
     """Yields (key, "path/member", jpeg bytes) of one img2dataset tar; FormatError if unreadable."""
-    try:
-        with tarfile.open(path) as tar:
-            for member in tar:
-                stem, ext = os.path.splitext(os.path.basename(member.name))
-                if member.isfile() and ext.lower() in (".jpg", ".jpeg") and \
-                        parse_key(stem) is not None:
-                    yield parse_key(stem), f"{path}/{member.name}", \
-                        tar.extractfile(member).read()
-    except tarfile.TarError as e:
-        raise FormatError(f"{path}: not a readable tar shard ({e})") from None
+    with errors.reraised(FormatError, tarfile.TarError, f"{path}: not a readable tar shard: "), \
+            tarfile.open(path) as tar:
+        for member in tar:
+            if member.isfile() and (key := _jpeg_key(member.name)) is not None:
+                yield key, f"{path}/{member.name}", tar.extractfile(member).read()

@@ -15,6 +15,7 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 """
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -81,11 +82,10 @@ class ReadStats:
 
     def report(self, where):
         """Logs one warning summarising the dropped records, if any."""
-        parts = [f"{n} {what}" for n, what in (
+        if parts := [f"{n} {what}" for n, what in (
             (self.unknown_image, f"caption records name an image that is not in {KARPATHY_FILE}"),
             (self.wrong_split, "caption records name an image of another Karpathy split"),
-            (self.missing_image_file, "(image, language) pairs have no image file")) if n]
-        if parts:
+            (self.missing_image_file, "(image, language) pairs have no image file")) if n]:
             logging.warning("%s: skipped %s", where, "; ".join(parts))
 
 
@@ -104,13 +104,12 @@ def read_karpathy(path):
     """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file."""
     with open(path, "rb") as f:
         raw = f.read()
-    try:
+    # A file msgspec rejects is read again with `json`, which names the problem.
+    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
         parsed = msgspec.json.decode(raw, type=_KarpathyFile)
         return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
                                [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
                 for image in parsed.images}
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        pass  # Read again with `json`, which names the problem.
     data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
     del raw
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
@@ -131,15 +130,13 @@ def read_karpathy(path):
 
 def check_translation(where, line, required=_MT_FIELDS):
     """Slow check of a line msgspec rejected: a `TranslationLine`, or FormatError at `where`."""
-    row = jsonl.parse_line(line, where)
-    if row is None:
+    if (row := jsonl.parse_line(line, where)) is None:
         return None
     if not all(isinstance(row.get(k), str) for k in required):
         raise FormatError(f"{where}: expected an object with string fields "
                           f"{', '.join(required)}")
-    fields = ("image_id", "rec_num", "caption_tokenized")
-    return TranslationLine(row["trg_lang"], row["translation_tokenized"],
-                           **{k: row[k] for k in fields if k in row})
+    return TranslationLine(row["trg_lang"], row["translation_tokenized"], **{
+        k: row[k] for k in ("image_id", "rec_num", "caption_tokenized") if k in row})
 
 
 def open_translations(path, required=_MT_FIELDS):
@@ -161,13 +158,12 @@ def split_captions(images, split, langs, stream, stats):
     for lineno, row in stream or ():
         if row.trg_lang not in translated:
             continue
-        image_id = row.image_id
-        cocoid, sep, n = image_id.partition("_") if isinstance(image_id, str) else ("", "", "")
+        if not isinstance(row.image_id, str):
+            raise FormatError(f"{stream.path}:{lineno}: expected an object with string fields "
+                              f"{', '.join(_MT_FIELDS)}")
+        cocoid, sep, n = row.image_id.partition("_")
         if not (sep and cocoid.isdigit() and n.isdigit() and cocoid.isascii() and n.isascii()):
-            if not isinstance(image_id, str):
-                raise FormatError(f"{stream.path}:{lineno}: expected an object with string "
-                                  f"fields {', '.join(_MT_FIELDS)}")
-            raise FormatError(f"{stream.path}:{lineno}: image_id {image_id!r} is not "
+            raise FormatError(f"{stream.path}:{lineno}: image_id {row.image_id!r} is not "
                               f"'<cocoid>_<caption index>'")
         if (cid := int(cocoid)) in wanted:
             yield row.trg_lang, cid, int(n), row.translation_tokenized
@@ -217,16 +213,14 @@ def read_split(manual_dir, split, langs, *, check_images=True):
     captions = {lang: collections.defaultdict(dict) for lang in langs}
     for lang, cid, n, text in split_captions(images, split, langs, stream, stats):
         captions[lang][cid][n] = text
-    exists, examples = functools.cache(os.path.exists), {}
+    exists, examples = functools.cache(os.path.exists), {lang: [] for lang in langs}
     for lang in langs:
-        kept = []
         for cid, refs in sorted(captions[lang].items()):
             path = os.path.join(root, images[cid][1])
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            kept.append(Example(f"{cid}_{lang}", cid, lang, path,
-                                tuple(refs[n] for n in sorted(refs))))
-        examples[lang] = kept
+            examples[lang].append(Example(f"{cid}_{lang}", cid, lang, path,
+                                          tuple(refs[n] for n in sorted(refs))))
     stats.report(f"COCO-35L {split} ({manual_dir})")
     return examples, stats

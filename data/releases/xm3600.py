@@ -54,8 +54,7 @@ def _check_file(path):
     """FileNotFoundError for no file at `path`, FormatError for a folder or a FIFO there."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"XM3600 captions file not found: {path}")
-    problem = files.not_a_file(path, "XM3600 captions file")
-    if problem:
+    if problem := files.not_a_file(path, "XM3600 captions file"):
         raise FormatError(problem)
 
 
@@ -136,8 +135,7 @@ def _line_decoder(field):
 
 def _references_in_bulk(path, field):
     """`read_references` for a well-formed file, or None (then the slow path names the error)."""
-    lines = jsonl.decode_lines(path, _line_decoder(field), count_keys=_count_keys)
-    if not lines:
+    if not (lines := jsonl.decode_lines(path, _line_decoder(field), count_keys=_count_keys)):
         return None
     keys = [line.key for line in lines]
     if len(set(keys)) != len(keys):
