@@ -3,7 +3,7 @@
 A code block is a fenced block (```) or an indented one (4 spaces more than the list item it
 sits in, after a blank line), as Markdown renders them. A *command block* is one with at least
 one command line: a line whose first word is a program a reader would type (`python`, `make`,
-`pip`, `gcloud`, ...), a path to a script (`../shared/tools/x.sh`), an environment assignment
+`pip`, `gcloud`, ...), a path to a script (`../scripts/x.sh`), an environment assignment
 (`TPU=...`) or an elided command (`... --command`); a line ending in `\\` continues on the
 next. Its other lines are what the commands print, or comments (`# ...`), and are not run.
 A *Python block* is a fenced ```python block, or an indented block without command lines
