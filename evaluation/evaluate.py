@@ -149,6 +149,15 @@ def _no_checkpoint(workdir, best=False):
                       f"first, or pass the --workdir of a run")
 
 
+def check_outputs(evaluators):
+    """UsageError when two evaluators would write the same files (the same outputs_name)."""
+    writers = {}  # outputs_name -> the first evaluator writing its files
+    for key, evaluator in evaluators.items():
+        if (first := writers.setdefault(evaluator.outputs_name, key)) != key:
+            raise UsageError(f"config.evals.{first} and config.evals.{key} write the same files; "
+                             f"evaluate them one at a time (--evals) into different --out folders")
+
+
 def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", decoding=None,
                         out=None, name=None, config_name=None):
     """Evaluates a run's checkpoint with the evaluators of its config; writes the results folder.
@@ -162,11 +171,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
-    writers = {}  # outputs_name -> the first evaluator writing its files
-    for key, evaluator in evaluators.items():
-        if (first := writers.setdefault(evaluator.outputs_name, key)) != key:
-            raise UsageError(f"config.evals.{first} and config.evals.{key} write the same files; "
-                             f"evaluate them one at a time (--evals) into different --out folders")
+    check_outputs(evaluators)
     flag = "--out" if out else "the results folder"
     out = out or os.path.join(workdir, f"eval_step{step}")
     results_folder.check_room(out, evaluators, flag)
