@@ -162,12 +162,15 @@ def _normalized_text(captions, lang, options, segment_chars):
     code_points = _to_code_points(text)
     remove = (_PUNCT if options.remove_punctuation else 0) | (
         _SYMBOL if options.remove_symbols else 0)
-    removed = (_char_flags(code_points) & remove) != 0
-    if removed.any():
-        code_points[removed] = ord(" ")
+    changed = segment_chars
+    if remove:
+        removed = (_char_flags(code_points) & remove) != 0
+        if removed.any():
+            code_points[removed] = ord(" ")
+            changed = True
     if segment_chars:
         code_points = _segment_characters(code_points, _char_flags(code_points))
-    if segment_chars or removed.any():
+    if changed:
         text = code_points.tobytes().decode("utf-32-le", "surrogatepass")
     return text, code_points
 
