@@ -142,15 +142,6 @@ def build_evaluators(config, model, vocab, names=None):
     return evaluators_lib.build(config.evals, setup, names=names)
 
 
-def prepare_workdir(workdir):
-    """Creates `workdir`, checks it is writable, and locks it (process 0)."""
-    with errors.reraised(TrainingError, workdir_lib.WorkdirError):
-        workdir_lib.prepare(workdir, jax.process_index())
-        note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
-    if note:
-        _say(note)
-
-
 # ----------------------------------------------------------- state, step ----
 def restore_or_initialize(run, tx, abstract_state, rng, whole_through, changes, weights=None):
     """(state, step) of the newest readable checkpoint, or of a fresh initialization (from the
@@ -272,7 +263,11 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)
         weights = None if resuming else pretrained.read(config.init, abstract_state["params"])
-    prepare_workdir(workdir)
+    with errors.reraised(TrainingError, workdir_lib.WorkdirError):  # Created, writable, locked.
+        workdir_lib.prepare(workdir, jax.process_index())
+        note = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
+    if note:
+        _say(note)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
     layout = train_input.packing_layout(config, vocab, model.num_image_tokens, mesh.shape["data"])

@@ -10,6 +10,8 @@ library calls and counts a scan's body once. Peaks are dense bf16.
 
 import jax
 
+from model import vit as vit_lib
+
 # device_kind (as jax reports it, lowercased prefix) -> peak dense bf16 FLOP/s per device.
 PEAK_BF16_FLOPS = {
     "tpu v4": 275e12,
@@ -23,19 +25,14 @@ PEAK_BF16_FLOPS = {
 }
 
 
-def _patches(vit, image_size):
-    ph, pw = vit.patch_size
-    return (image_size // ph) * (image_size // pw)
-
-
 def vit_tokens(vit, image_size):
     """Positions of the ViT's blocks: the patches, plus the [cls] token of 'tok' pooling."""
-    return _patches(vit, image_size) + (1 if vit.pool == "tok" else 0)
+    return vit_lib.num_patches(vit, image_size) + (1 if vit.pool == "tok" else 0)
 
 
 def image_tokens(config):
     """Encoder positions the image takes: 1 ('pooled') or one per patch ('patches')."""
-    return 1 if config.fusion == "pooled" else _patches(config.vit, config.image_size)
+    return 1 if config.fusion == "pooled" else vit_lib.num_patches(config.vit, config.image_size)
 
 
 def _attention(q_len, kv_len, width_in, inner, width_out):
@@ -59,7 +56,7 @@ def vit_forward_flops(vit, image_size):
     head = 0
     if vit.pool == "map":  # One probe query attends to every token, then an MLP.
         head = _attention(1, tokens, d, d, d) + 2 * 2 * d * m
-    return {"vit_stem": 2 * _patches(vit, image_size) * ph * pw * 3 * d,
+    return {"vit_stem": 2 * vit_lib.num_patches(vit, image_size) * ph * pw * 3 * d,
             "vit_blocks": vit.depth * block, "vit_head": head}
 
 

@@ -58,9 +58,8 @@ def read_config(workdir):
 def max_len_bound(config):
     """The longest decoding a run allows: the longest it trained (data.max_target_len) or
     evaluated (evals.*.max_decode_len) at."""
-    lengths = [config.data.max_target_len, *(evaluator.get("max_decode_len", None)
-                                             for evaluator in config.get("evals", {}).values())]
-    return max(n for n in lengths if isinstance(n, int) and not isinstance(n, bool))
+    return max([config.data.max_target_len,
+                *(evaluator.max_decode_len for evaluator in config.get("evals", {}).values())])
 
 
 class Run:
