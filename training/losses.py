@@ -116,10 +116,6 @@ def _fused_sums(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
     return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, False)[0]
 
 
-def _fused_sums_fwd(hidden, kernel, targets, label_smoothing, z_loss, chunk_len):
-    return _chunk_scan(hidden, kernel, targets, label_smoothing, z_loss, chunk_len, True)
-
-
 def _fused_sums_bwd(_label_smoothing, _z_loss, _chunk_len, grads, cotangents):
     # The other outputs leave `fused_cross_entropy` through stop_gradient: their
     # cotangents are zero.
@@ -127,7 +123,7 @@ def _fused_sums_bwd(_label_smoothing, _z_loss, _chunk_len, grads, cotangents):
     return (dh * scale.astype(dh.dtype), dkernel * scale, None)
 
 
-_fused_sums.defvjp(_fused_sums_fwd, _fused_sums_bwd)
+_fused_sums.defvjp(functools.partial(_chunk_scan, with_grads=True), _fused_sums_bwd)
 
 
 def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=0.0,
