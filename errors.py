@@ -78,17 +78,14 @@ def quiet_native_logs(argv=None):
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # Over JAX's default of 1 (warnings on).
     if "tensorflow" not in sys.modules and not any(
             isinstance(finder, _SilentImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _SilentImport("tensorflow"))
+        sys.meta_path.insert(0, _SilentImport())
 
 
 class _SilentImport(importlib.abc.MetaPathFinder):
-    """Loads one top-level package with the process's stderr on /dev/null."""
-
-    def __init__(self, name):
-        self.name = name
+    """Loads TensorFlow with the process's stderr on /dev/null."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
+        if fullname != "tensorflow":
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:

@@ -54,7 +54,7 @@ from data import languages  # noqa: E402
 from evaluation.cider import text  # noqa: E402
 from formats import predictions as predictions_format  # noqa: E402
 
-STATS = paper_tables.path(paper_tables.CAPTION_STATS)
+STATS = paper_tables.FOLDER / paper_tables.CAPTION_STATS
 # First code point and size of an alphabet per script, for synthetic words.
 _SCRIPTS = {
     "ar": (0x0628, 26), "fa": (0x0628, 26), "bn": (0x0995, 30), "el": (0x03B1, 24),

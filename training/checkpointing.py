@@ -100,7 +100,6 @@ def _causes(error):
 
 def _manager(folder, **options):
     quiet_library_logs()
-    _check_is_folder(folder)
     return ocp.CheckpointManager(folder, options=ocp.CheckpointManagerOptions(
         cleanup_tmp_directories=True,  # Left behind by a process killed mid-save.
         temporary_path_class=_LeasedRename, **options))
@@ -260,15 +259,11 @@ def wait_all(*savers):
         raise failure
 
 
-def _check_is_folder(folder):
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise CheckpointError(f"{folder} is not a folder; move it away, or use another --workdir")
-
-
 def steps(workdir, best=False):
     """The steps of the run's complete checkpoints (with `best`: checkpoints_best/'s), ascending."""
     folder = checkpoint_dir(workdir, best)
-    _check_is_folder(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):  # Before any manager opens it.
+        raise CheckpointError(f"{folder} is not a folder; move it away, or use another --workdir")
     return _steps_in(folder) if os.path.isdir(folder) else []
 
 
@@ -328,10 +323,10 @@ def _shape_mismatches(saved_params, params):
 
 def _readable_step(workdir, step, abstract_params, best):
     """(path, what to call it) of checkpoint `step`, its shapes checked against the model's."""
-    if step not in steps(workdir, best):
+    available = steps(workdir, best)
+    if step not in available:
         raise FileNotFoundError(f"no checkpoint of step {step} in {checkpoint_dir(workdir, best)}"
-                                f"; available steps: "
-                                f"{', '.join(map(str, steps(workdir, best))) or 'none'}")
+                                f"; available steps: {', '.join(map(str, available)) or 'none'}")
     path = _step_path(workdir, step, best)
     where = f"checkpoint {path} (step {step})"
     with errors.reraised(CheckpointError, CheckpointError, f"{where} is damaged: "):

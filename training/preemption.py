@@ -102,9 +102,8 @@ def install():
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # The C handler must never block.
     previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    for signum in SIGNALS:
-        signal.signal(signum, _do_nothing)
     _installed.append((read_fd, write_fd, previous))
+    reinstall()
     atexit.unregister(_ignore_signals_at_exit)
     atexit.register(_ignore_signals_at_exit)
     reset()
@@ -114,7 +113,7 @@ def install():
 
 
 def reinstall():
-    """Puts the Python-level handlers back if a library replaced them (a no-op otherwise)."""
+    """Sets the Python-level handlers (again, if a library replaced them; no-op uninstalled)."""
     if _installed and threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, _do_nothing)

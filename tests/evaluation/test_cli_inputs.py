@@ -112,7 +112,7 @@ def test_a_binary_side_by_side_file_is_one_error_line(tmp_path, capsys, main):
 
 
 def test_a_repeated_side_by_side_row_is_an_error_not_more_points(tmp_path, capsys):
-    rows = paper_tables.path(side_by_side.FILE_NAME).read_text().splitlines()
+    rows = (paper_tables.FOLDER / side_by_side.FILE_NAME).read_text().splitlines()
     path = tmp_path / "d.csv"
     path.write_text("\n".join(rows + [rows[5]]) + "\n")
     lines = cli.error_lines(capsys, lambda argv: errors.run_main(correlate.main, argv),
