@@ -120,7 +120,7 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     `dtype` None keeps the stored dtypes. FileNotFoundError for no file, else ValueError."""
     file_path, subkey = split_subkey(path)
     flat = read_npz(file_path)
-    with errors.reraised(ValueError, ValueError, f"{file_path}: "):  # a key array and folder
+    with errors.reraised(ValueError, ValueError, f"{file_path}: "):  # a key both array and folder
         tree = trees.unflatten_tree(flat)
     if "params" in tree:
         tree = tree["params"]          # optax train state
