@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+import errors
 from model import partitioning as part
 from model import t5 as t5_lib
 from model import vit as vit_lib
@@ -140,14 +141,10 @@ def captioner_config(model_config) -> CaptionerConfig:
                                 ("t5", t5_lib.t5_config, t5_fields)):
         if "variant" not in fields:
             raise ValueError(f"config.model.{name}.variant is required")
-        try:
+        with errors.reraised(ValueError, ValueError, f"config.model.{name}: "):
             towers[name] = build(fields.pop("variant"), **fields, **common)
-        except ValueError as e:
-            raise ValueError(f"config.model.{name}: {e}") from e
-    try:
+    with errors.reraised(ValueError, (TypeError, ValueError), "config.model: "):
         return CaptionerConfig(**towers, **model)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"config.model: {e}") from e
 
 
 def padded_vocab_size(vocab_size, multiple=128):

@@ -187,8 +187,7 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     batch = encoded.shape[0]
     # [batch * beam, ...]: every beam of an example sees the same encoding.
-    encoded = jnp.repeat(encoded, beam_size, axis=0)
-    encoder_mask = jnp.repeat(encoder_mask, beam_size, axis=0)
+    encoded, encoder_mask = (jnp.repeat(x, beam_size, axis=0) for x in (encoded, encoder_mask))
     # The largest length normalization a live beam can still get (+ 1: T5X's start token).
     max_penalty = brevity_penalty(alpha, max_len + 1)
 

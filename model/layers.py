@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import errors
 from model import partitioning as part
 
 # Masked attention logits (as T5X): finite so that fully masked rows softmax to uniform, not NaN.
@@ -206,11 +207,9 @@ def layers_to_scan(params: Any) -> Any:
         if sorted(layers) != list(range(len(layers))):
             raise ValueError(f"'{stack}_*' layers are not numbered 0..{len(layers) - 1}: "
                              f"found {sorted(layers)}")
-        try:
+        with errors.reraised(ValueError, ValueError, f"'{stack}_*' layers differ in structure: "):
             out[stack] = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs),
                                                 *(layers[i] for i in range(len(layers))))
-        except ValueError as e:
-            raise ValueError(f"'{stack}_*' layers differ in structure: {e}") from e
     return out
 
 

@@ -161,14 +161,16 @@ class Attention(nn.Module):
 
         if self.decode:
             filled = self.has_variable("cache", "cached_key")
-            cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
-            cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape,
-                                         value.dtype)
-            if filled:  # One position per call (the Decoder checks it).
-                start = (0, cache_index, 0, 0)
-                key = jax.lax.dynamic_update_slice(cached_key.value, key, start)
-                value = jax.lax.dynamic_update_slice(cached_value.value, value, start)
-                cached_key.value, cached_value.value = key, value
+
+            def cached(name, x):
+                """x written into the cache at `cache_index` (one position per call, the
+                Decoder checks it): the whole cache; x itself when the cache is made."""
+                var = self.variable("cache", f"cached_{name}", jnp.zeros, x.shape, x.dtype)
+                if filled:
+                    var.value = jax.lax.dynamic_update_slice(var.value, x, (0, cache_index, 0, 0))
+                return var.value if filled else x
+
+            key, value = cached("key", key), cached("value", value)
 
         dropout_rng = (self.make_rng("dropout")
                        if not self.deterministic and self.dropout_rate > 0.0 else None)

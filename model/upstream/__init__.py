@@ -11,6 +11,7 @@ reads local or gs:// paths. Every refusal is one line naming the path.
 from collections.abc import Callable
 from typing import Any
 
+import errors
 from model.upstream import big_vision, files, hugging_face, t5x
 from model.upstream.merge import Report, merge_params
 
@@ -39,12 +40,9 @@ def read_pretrained(init_config) -> dict[str, tuple[dict, str]]:
         path = init_config.get(field) if init_config is not None else None
         if not path:
             continue
-        try:
+        with errors.reraised(FileNotFoundError, FileNotFoundError, f"init.{field}: "), \
+                errors.reraised(ValueError, ValueError, f"init.{field}: "):
             read[field] = _read(loader, path)
-        except FileNotFoundError as e:
-            raise FileNotFoundError(f"init.{field}: {e}") from e
-        except ValueError as e:
-            raise ValueError(f"init.{field}: {e}") from e
     return read
 
 
@@ -64,10 +62,8 @@ def load_pretrained(params: dict, init_config, *, check_only: bool = False,
         _, prefix, allow_missing = _SOURCES[field]
         if field == "mt5" and "decoder" not in loaded:
             allow_missing = (r"decoder/.*",)
-        try:
+        with errors.reraised(ValueError, ValueError, f"init.{field}: "):
             params, report = merge_params(params, loaded, prefix=prefix, source=source,
                                           allow_missing=allow_missing, check_only=check_only)
-        except ValueError as e:
-            raise ValueError(f"init.{field}: {e}") from e
         reports.append(report)
     return params, reports

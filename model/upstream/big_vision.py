@@ -17,6 +17,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
+import errors
 from model import layers as model_layers
 from model.upstream import files, trees
 
@@ -119,10 +120,8 @@ def load(path: str, *, dtype: Any | None = np.float32) -> dict[str, Any]:
     `dtype` None keeps the stored dtypes. FileNotFoundError for no file, else ValueError."""
     file_path, subkey = split_subkey(path)
     flat = read_npz(file_path)
-    try:
+    with errors.reraised(ValueError, ValueError, f"{file_path}: "):  # a key both array and folder
         tree = trees.unflatten_tree(flat)
-    except ValueError as e:  # a key both an array and a folder
-        raise ValueError(f"{file_path}: {e}") from None
     if "params" in tree:
         tree = tree["params"]          # optax train state
     elif "opt" in tree and "target" in tree["opt"]:

@@ -28,7 +28,16 @@ _MT5_SIZES = {512: "small", 768: "base", 1024: "large", 2048: "xl", 4096: "xxl"}
 _VIT_SIZES = {192: "Ti", 384: "S", 768: "B", 1024: "L", 1280: "H", 1408: "g"}
 # timm's head counts of its named sizes (its config.json names the architecture, not the heads).
 _TIMM_HEADS = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16, "giant": 16}
-_ENC, _DEC = r"encoder\.block\.(\d+)\.layer\.", r"decoder\.block\.(\d+)\.layer\."
+_ENC = r"encoder\.block\.(\d+)\.layer\."
+# mT5 blocks' sub-layers: (stack, index in the block, HF module and projection (attention's
+# one letter: q, k, v, o), ours, our norm before it).
+_MT5_SUBLAYERS = (
+    ("encoder", 0, r"SelfAttention\.(\w)", "attention", "pre_attention_layer_norm"),
+    ("encoder", 1, r"DenseReluDense\.(\w+)", "mlp", "pre_mlp_layer_norm"),
+    ("decoder", 0, r"SelfAttention\.(\w)", "self_attention", "pre_self_attention_layer_norm"),
+    ("decoder", 1, r"EncDecAttention\.(\w)", "encoder_decoder_attention",
+     "pre_cross_attention_layer_norm"),
+    ("decoder", 2, r"DenseReluDense\.(\w+)", "mlp", "pre_mlp_layer_norm"))
 _VIT_BLOCK = r"Transformer/encoderblock_\1/"
 _VIT_ATTENTION = _VIT_BLOCK + "MultiHeadDotProductAttention_0/"
 # (stored name, our path) per layout; the ViTs' names without their `.weight` / `.bias`, which
@@ -40,20 +49,10 @@ _RULES = {
           # The stack's one relative-position table, kept in block 0 as [buckets, heads].
           (r"(encoder|decoder)\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\."
            r"weight", r"\1/relpos_bias/rel_embedding"),
-          (_ENC + r"0\.SelfAttention\.(\w)\.weight", r"encoder/layers_\1/attention/\2/kernel"),
-          (_ENC + r"0\.layer_norm\.weight", r"encoder/layers_\1/pre_attention_layer_norm/scale"),
-          (_ENC + r"1\.DenseReluDense\.(\w+)\.weight", r"encoder/layers_\1/mlp/\2/kernel"),
-          (_ENC + r"1\.layer_norm\.weight", r"encoder/layers_\1/pre_mlp_layer_norm/scale"),
-          (_DEC + r"0\.SelfAttention\.(\w)\.weight",
-           r"decoder/layers_\1/self_attention/\2/kernel"),
-          (_DEC + r"0\.layer_norm\.weight",
-           r"decoder/layers_\1/pre_self_attention_layer_norm/scale"),
-          (_DEC + r"1\.EncDecAttention\.(\w)\.weight",
-           r"decoder/layers_\1/encoder_decoder_attention/\2/kernel"),
-          (_DEC + r"1\.layer_norm\.weight",
-           r"decoder/layers_\1/pre_cross_attention_layer_norm/scale"),
-          (_DEC + r"2\.DenseReluDense\.(\w+)\.weight", r"decoder/layers_\1/mlp/\2/kernel"),
-          (_DEC + r"2\.layer_norm\.weight", r"decoder/layers_\1/pre_mlp_layer_norm/scale")),
+          *((rf"{stack}\.block\.(\d+)\.layer\.{i}\.{hf}\.weight",
+             rf"{stack}/layers_\1/{ours}/\2/kernel") for stack, i, hf, ours, _ in _MT5_SUBLAYERS),
+          *((rf"{stack}\.block\.(\d+)\.layer\.{i}\.layer_norm\.weight",
+             rf"{stack}/layers_\1/{norm}/scale") for stack, i, _, _, norm in _MT5_SUBLAYERS)),
     VIT: ((r"embeddings\.cls_token", "cls"), (r"embeddings\.position_embeddings", "pos_embedding"),
           (r"embeddings\.patch_embeddings\.projection", "embedding"),
           (r"layernorm", "Transformer/encoder_norm"),

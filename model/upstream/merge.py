@@ -119,11 +119,12 @@ def _shapes(loaded: Mapping[str, Any], scan: bool) -> dict[str, tuple]:
     return {path: tuple(s.shape) for path, s in flatten_tree(structs).items()}
 
 
-def _mismatch(path: str, shape: tuple, target_shape: tuple, resample_posemb: bool) -> str | None:
-    """Why a checkpoint array of `shape` cannot fill the model's `target_shape` (None: it can)."""
+def _mismatch(path: str, shape: tuple, target_shape: tuple) -> str | None:
+    """Why a checkpoint array of `shape` cannot fill the model's `target_shape` (None: it can;
+    a `pos_embedding` of another size is resampled)."""
     if shape == target_shape:
         return None
-    if resample_posemb and path.rpartition(SEP)[2] == "pos_embedding":
+    if path.rpartition(SEP)[2] == "pos_embedding":
         try:  # On zeros of the shape: the refusals depend on the shapes alone.
             big_vision.fit_posemb(np.broadcast_to(np.float32(0), shape), target_shape)
             return None
@@ -133,14 +134,13 @@ def _mismatch(path: str, shape: tuple, target_shape: tuple, resample_posemb: boo
 
 
 def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
-                 prefix: str, allow_missing: AllowMissing = False,
-                 resample_posemb: bool = True, source: str = "",
+                 prefix: str, allow_missing: AllowMissing = False, source: str = "",
                  check_only: bool = False) -> tuple[dict, Report]:
     """Returns (a new tree with `loaded` under `prefix`, its `Report`).
     `prefix` is a top-level key of `init_params` ('t5', 'img'); leaves come from the checkpoint as
     numpy arrays cast to (and boxed like) the init's. `allow_missing`: True, False or regexes
-    full-matched against paths relative to `prefix`. `resample_posemb`: adapt `pos_embedding`s of
-    another size (big_vision's bilinear method). ValueError, one line, lists every shape mismatch
+    full-matched against paths relative to `prefix`. `pos_embedding`s of another size are
+    resampled (big_vision's bilinear method). ValueError, one line, lists every shape mismatch
     or disallowed missing parameter, found from the shapes before any array is read (leaves may be
     lazy, as `hugging_face.Lazy`); `check_only` stops there, returning `init_params`."""
     if prefix not in init_params:
@@ -155,7 +155,7 @@ def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
     allowed = [re.compile(p) for p in ((".*",) if allow_missing is True else allow_missing or ())]
     not_allowed = [path for path in report.missing if not any(p.fullmatch(path) for p in allowed)]
     mismatches = [m for path, init_value in init_flat.items() if path in shapes and (
-        m := _mismatch(path, shapes[path], tuple(_unboxed(init_value).shape), resample_posemb))]
+        m := _mismatch(path, shapes[path], tuple(_unboxed(init_value).shape)))]
     _raise_if_unfit(report, mismatches, not_allowed)
     if check_only:
         return init_params, report

@@ -24,6 +24,7 @@ import numpy as np
 import tensorstore as ts
 from flax import serialization
 
+import errors
 from model.upstream import files, t5x_layout, t5x_orbax, trees
 
 CHECKPOINT_FILE = "checkpoint"
@@ -219,7 +220,5 @@ def load(path: str, *, dtype: Any | None = np.float32,
                 in trees.flatten_tree(t5x_orbax.read_target(where)).items()}
     else:
         flat = _read_msgpack_target(where, dtype)
-    try:
+    with errors.reraised(ValueError, ValueError, f"{where}: "):
         return t5x_layout.to_per_layer(trees.unflatten_tree(flat), param_scan_axis)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from e

@@ -108,13 +108,6 @@ def test_an_old_posemb_is_resampled_with_its_class_row_folded_into_cls():
     assert report.reshaped[1][0] == "cls"
 
 
-def test_without_resampling_an_old_posemb_is_a_shape_mismatch():
-    init, old_posemb, cls = _old_posemb()
-    with pytest.raises(ValueError, match=r"pos_embedding: checkpoint \(1, 10, 3\)"):
-        merge_params({"img": init}, {"pos_embedding": old_posemb, "cls": cls},
-                     prefix="img", resample_posemb=False)
-
-
 def test_boxed_abstract_leaves_keep_their_boxes():
     box = nn.LogicallyPartitioned(jax.ShapeDtypeStruct((2, 3), jnp.float32), ("embed", "mlp"))
     params, _ = merge_params({"t5": {"w": box}}, {"w": np.ones((2, 3), cf.BF16)}, prefix="t5")
