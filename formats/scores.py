@@ -84,8 +84,7 @@ def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=
     scores = check_language_scores(scores, "scores")
     optional = {"step": step, "config": None if config is None else str(config),
                 "coco_dev_scores": coco_dev_scores or None}
-    clash = sorted(set(extra or {}) & set(FIELDS))
-    if clash:
+    if clash := sorted(set(extra or {}) & set(FIELDS)):
         raise ScoresError(f"extra fields {', '.join(clash)} are fields of the format")
     average = sum(scores.values()) / len(scores)
     return _check({"metric": metric, "scores": scores, "average": average, "num_images": num_images,
