@@ -15,7 +15,6 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 """
 
 import collections
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -23,6 +22,7 @@ import os
 
 import msgspec
 
+import errors
 from data import jsonl, languages
 from data.jsonl import FormatError
 
@@ -101,30 +101,23 @@ def find_file(manual_dir, name, what, source):
 
 
 def read_karpathy(path):
-    """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file."""
+    """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file;
+    FormatError names the file and the line or field at fault."""
     with open(path, "rb") as f:
         raw = f.read()
-    # A file msgspec rejects is read again with `json`, which names the problem.
-    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
+    try:
         parsed = msgspec.json.decode(raw, type=_KarpathyFile)
-        return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
-                               [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
-                for image in parsed.images}
-    data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
-    del raw
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise FormatError(f"{path}: expected an object with a list field 'images'")
+    except msgspec.ValidationError as e:  # It names the field: "... - at `$.images[3].cocoid`".
+        raise FormatError(f"{path}: {e}") from None
+    except (msgspec.DecodeError, RecursionError) as e:  # Not JSON: `json` names the line.
+        jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
+        raise FormatError(f"{path}: not valid JSON ({e})") from None
     images = {}
-    for i, image in enumerate(data["images"]):
-        try:
-            cocoid = int(image["cocoid"])
-            captions = [" ".join(s["tokens"]) for s in image["sentences"]]
-            images[cocoid] = (image["split"], os.path.join(image["filepath"], image["filename"]),
-                              captions)
-        except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(
-                f"{path}: images[{i}] lacks or has a malformed field ({e!r}); expected "
-                f"cocoid, split, filepath, filename, sentences[].tokens") from None
+    for i, image in enumerate(parsed.images):
+        with errors.reraised(FormatError, msgspec.ValidationError, f"{path}: images[{i}]: "):
+            captions = [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)]
+        images[image.cocoid] = (image.split, os.path.join(image.filepath, image.filename),
+                                captions)
     return images
 
 
