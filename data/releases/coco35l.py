@@ -64,11 +64,9 @@ TRANSLATION_DECODER = msgspec.json.Decoder(TranslationLine)
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    """One image with its captions in one language; `image_id` is "<cocoid>_<lang>" and the
-    captions are in `<cocoid>_<n>` order."""
-    image_id: str
+    """One image with its captions in one language (`read_split`'s key), in `<cocoid>_<n>`
+    order."""
     cocoid: int
-    lang: str
     image_path: str
     captions: tuple
 
@@ -213,7 +211,6 @@ def read_split(manual_dir, split, langs, *, check_images=True):
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            examples[lang].append(Example(f"{cid}_{lang}", cid, lang, path,
-                                          tuple(refs[n] for n in sorted(refs))))
+            examples[lang].append(Example(cid, path, tuple(refs[n] for n in sorted(refs))))
     stats.report(f"COCO-35L {split} ({manual_dir})")
     return examples, stats
