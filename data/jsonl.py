@@ -143,13 +143,12 @@ def _count_colons(data, chunk=1 << 22):
 def _has_repeated_key(data):
     """Whether a line of `data` (valid JSON Lines) holds a key twice in one object."""
     for start, end in _line_spans(data):
-        if end > start:
-            try:
-                json.loads(data[start:end], object_pairs_hook=unique_keys)
-            except DuplicateKeyError:
-                return True
-            except (ValueError, RecursionError):
-                pass  # A blank line (the decoder took all others), or nested too deep (said later).
+        try:
+            json.loads(data[start:end], object_pairs_hook=unique_keys)
+        except DuplicateKeyError:
+            return True
+        except (ValueError, RecursionError):
+            pass  # A blank line (the decoder took all others), or nested too deep (said later).
     return False
 
 

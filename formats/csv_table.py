@@ -34,8 +34,7 @@ def read(path, error, what):
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [name.strip() for name in next(reader, [])]
-        repeated = [name for name in header if header.count(name) > 1]
-        if repeated:
+        if repeated := [name for name in header if header.count(name) > 1]:
             raise error(f"{path}:1: column {repeated[0]!r} appears twice in the header")
         rows, lineno = [], reader.line_num + 1
         for cells in reader:

@@ -67,8 +67,7 @@ _DECODER = msgspec.json.Decoder(_Line)
 
 
 def _check(obj, where):
-    missing = [k for k in FIELDS if k not in obj]
-    if missing:
+    if missing := [k for k in FIELDS if k not in obj]:
         raise PredictionsError(f"{where}: missing field {', '.join(map(repr, missing))}")
     key, lang, caption = obj["image/key"], obj["lang"], obj["caption"]
     if not isinstance(key, str) or not key:
@@ -152,16 +151,11 @@ def read_files(paths, langs=None):
     parts = [read(path, lang) for path in paths]
     if len(parts) == 1:
         return parts[0]
-    merged = Predictions(", ".join(map(str, paths)),
-                         lambda: {k: v for p in reversed(parts) for k, v in p.lines.items()})
+    merged = Predictions(", ".join(map(str, paths)))
     for part in parts:
         for code, by_key in part.items():
-            known = merged.setdefault(code, {})
-            if (twice := next((key for key in by_key if key in known), None)) is not None:
-                raise PredictionsError(
-                    f"{part.where(code, twice)}: second prediction for image {twice!r} in "
-                    f"{code!r} (the first is at {merged.where(code, twice)})")
-            known.update(by_key)
+            for key, caption in by_key.items():
+                _add(merged, key, code, caption, part.where(code, key))
     return merged
 
 
@@ -240,15 +234,10 @@ def read_language(path, lang):
 def write(path, predictions):
     """Writes {lang: {image key: caption}}, each in its keys' order; returns `path`.
     Raises PredictionsError (the entry named) before writing anything."""
-    lines, i = [], 0
-    for lang, by_key in predictions.items():
-        for key, caption in by_key.items():
-            try:
-                lines.append(line(key, lang, caption))
-            except PredictionsError as e:
-                raise PredictionsError(f"{path}: entry {i}{str(e).removeprefix('prediction')}") \
-                    from None
-            i += 1
+    rows = [{"image/key": key, "lang": lang, "caption": caption}
+            for lang, by_key in predictions.items() for key, caption in by_key.items()]
+    for i, row in enumerate(rows):
+        _check(row, f"{path}: entry {i}")
     with files.replacing(path) as f:
-        f.writelines(lines)
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return path

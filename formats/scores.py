@@ -38,9 +38,8 @@ def check_language_scores(scores, what):
         raise ScoresError(f"{what}: expected a non-empty {{lang: score}} dict, got {scores!r}")
     with errors.reraised(ScoresError, ValueError):
         languages.check_langs(scores.keys(), what=f"language in {what}")
-    checked = {lang: formats.finite(value, f"{what}[{lang!r}]", ScoresError)
-               for lang, value in scores.items()}
-    return {lang: checked[lang] for lang in ordered(scores)}
+    return {lang: formats.finite(scores[lang], f"{what}[{lang!r}]", ScoresError)
+            for lang in ordered(scores)}
 
 
 def _check_num_images(num_images, scores):
@@ -52,9 +51,8 @@ def _check_num_images(num_images, scores):
         raise ScoresError(
             f"num_images and scores cover different languages: without a count: "
             f"{', '.join(missing) or 'none'}; without a score: {', '.join(extra) or 'none'}")
-    counts = {lang: formats.whole(n, f"num_images[{lang!r}]", ScoresError, "count")
-              for lang, n in num_images.items()}
-    return {lang: counts[lang] for lang in scores}
+    return {lang: formats.whole(num_images[lang], f"num_images[{lang!r}]", ScoresError, "count")
+            for lang in scores}
 
 
 def _check(summary):
@@ -84,8 +82,7 @@ def make(metric, scores, num_images, *, step=None, config=None, coco_dev_scores=
     scores = check_language_scores(scores, "scores")
     optional = {"step": step, "config": None if config is None else str(config),
                 "coco_dev_scores": coco_dev_scores or None}
-    clash = sorted(set(extra or {}) & set(FIELDS))
-    if clash:
+    if clash := sorted(set(extra or {}) & set(FIELDS)):
         raise ScoresError(f"extra fields {', '.join(clash)} are fields of the format")
     average = sum(scores.values()) / len(scores)
     return _check({"metric": metric, "scores": scores, "average": average, "num_images": num_images,

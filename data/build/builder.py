@@ -168,8 +168,8 @@ def build(release, *, data_dir, langs, options, workers=None):
         timing["images_s"] = time.monotonic() - start
         if plan.shards:
             warnings += _finish_images(plan)
-        table_workers = _table_workers(plan, workers)
-        if table_workers < workers:  # Idle, the image stage's workers hold ~65 MB each.
+        # Idle, the image stage's workers hold ~65 MB each.
+        if (table_workers := _table_workers(plan, workers)) < workers:
             pool.close()
             pool.join()
             pool = _pool(table_workers)
@@ -194,8 +194,7 @@ def _plan(release, data_dir, langs, options, splits):
     image_dir = layout.images_dir(data_dir, dataset)
     caption_dir = layout.captions_dir(data_dir, dataset)
     state_dir = os.path.join(data_dir, dataset, _STATE)
-    images_built = layout.read_splits(image_dir) is not None
-    if images_built:
+    if images_built := layout.read_splits(image_dir) is not None:
         _check_options(data_dir, dataset, options)
     built = layout.read_splits(caption_dir, num_bytes=True) or {}
     todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}

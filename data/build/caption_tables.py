@@ -98,17 +98,13 @@ def write_caption_table(dataset, name, spill_paths, keys_path, out_dir):
     del index, rows
     num_bytes = 0
     groups = np.flatnonzero(np.diff(image, prepend=-1, append=-1))  # Each image's first row.
-    fd = os.open(spill_paths[1], os.O_RDONLY)
-    try:
-        with layout.writing(layout.shard_path(out_dir, dataset, name, 0, 1),
-                            layout.CAPTION_OPTIONS) as write:
-            for a, b in zip(groups[:-1], groups[1:], strict=True):
-                captions = [os.pread(fd, int(n), int(e - n))
-                            for n, e in zip(lengths[a:b], ends[a:b], strict=True)]
-                i = int(image[a])
-                num_bytes += write({"image_index": i, "key": int(keys[i]), "captions": captions})
-    finally:
-        os.close(fd)
+    with open(spill_paths[1], "rb") as texts, layout.writing(
+            layout.shard_path(out_dir, dataset, name, 0, 1), layout.CAPTION_OPTIONS) as write:
+        for a, b in zip(groups[:-1], groups[1:], strict=True):
+            captions = [os.pread(texts.fileno(), int(n), int(e - n))
+                        for n, e in zip(lengths[a:b], ends[a:b], strict=True)]
+            i = int(image[a])
+            num_bytes += write({"image_index": i, "key": int(keys[i]), "captions": captions})
     return {"name": name, "num_examples": max(len(groups) - 1, 0), "num_bytes": num_bytes,
             "no_image": no_image, "num_captions": len(image),
             "cpu_s": time.process_time() - cpu}

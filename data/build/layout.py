@@ -131,11 +131,10 @@ class Table:
 
 
 class Built:
-    """A built COCO-35L or CC3M-35L in `data_dir`; NotBuiltError if its images are not."""
+    """A built COCO-35L or CC3M-35L (a name of DATASETS: the config schema and build.release
+    check it) in `data_dir`; NotBuiltError if its images are not."""
 
     def __init__(self, data_dir, dataset):
-        if dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
         self.data_dir, self.dataset = data_dir, dataset
         self.image_splits = read_splits(images_dir(data_dir, dataset))
         if self.image_splits is None:

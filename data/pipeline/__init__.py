@@ -28,12 +28,8 @@ def batch_shapes(batch_size, image_size, data_config, layout=None):
     with a packing.Layout, of packed batches (`packing.pack`'s arrays and the images)."""
     image = ((batch_size, image_size, image_size, 3), np.uint8)
     if layout is not None:
-        rows = batch_size * layout.rows // layout.batch_size
-        enc, dec = (rows, layout.encoder_len), (rows, layout.target_len)
-        return {"image": image, "packed": ((batch_size,), np.int32),
-                **{k: (enc, np.int32) for k in ("encoder_tokens", "image_slots",
-                                                "encoder_segments")},
-                **{k: (dec, np.int32) for k in ("targets", "decoder_segments")}}
+        return {"image": image, **{name: (shape, np.int32)
+                                   for name, shape in packing.shapes(layout, batch_size).items()}}
     return {"image": image, "prompt": ((batch_size, data_config["max_prompt_len"]), np.int32),
             "targets": ((batch_size, data_config["max_target_len"]), np.int32)}
 

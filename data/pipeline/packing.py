@@ -66,20 +66,23 @@ def first_fit_decreasing(enc_lens, dec_lens, num_rows, enc_cap, dec_cap):
     return out
 
 
+def shapes(layout, batch_size):
+    """{name: shape} of `pack`'s int32 arrays for `batch_size` examples."""
+    rows = batch_size * layout.rows // layout.batch_size
+    enc, dec = (rows, layout.encoder_len), (rows, layout.target_len)
+    return {"encoder_tokens": enc, "image_slots": enc, "encoder_segments": enc, "targets": dec,
+            "decoder_segments": dec, "packed": (batch_size,)}
+
+
 def pack(prompts, targets, layout, first):
     """Packs this process's examples (`prompts` [b, Lp], `targets` [b, Lt], 0-padded; global
     positions `first`, ...) into its rows: {"encoder_tokens", "image_slots" (index into the
     micro-batch's images x image_tokens; -1: a token), "encoder_segments", "targets",
     "decoder_segments"} [rows, ...] int32 and "packed" [b] (1: in a row, 0: left out)."""
     b, n = len(targets), layout.image_tokens
-    rows = b * layout.rows // layout.batch_size
-    row0 = first * layout.rows // layout.batch_size
-    enc_shape, dec_shape = (rows, layout.encoder_len), (rows, layout.target_len)
-    out = {"encoder_tokens": np.zeros(enc_shape, np.int32),
-           "image_slots": np.full(enc_shape, -1, np.int32),
-           "encoder_segments": np.zeros(enc_shape, np.int32),
-           "targets": np.zeros(dec_shape, np.int32),
-           "decoder_segments": np.zeros(dec_shape, np.int32), "packed": np.zeros(b, np.int32)}
+    out = {name: np.zeros(shape, np.int32) for name, shape in shapes(layout, b).items()}
+    out["image_slots"][...] = -1
+    rows, row0 = len(out["targets"]), first * layout.rows // layout.batch_size
     prompt_lens, dec_lens = (prompts != 0).sum(1), (targets != 0).sum(1)
     enc_used, dec_used, segments = (np.zeros(rows, int) for _ in range(3))
     example_groups = _group(first + np.arange(b), layout.batch_size, layout)

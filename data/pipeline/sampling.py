@@ -59,9 +59,8 @@ class Sampler:
 
 
 def reference_index(draw, num_refs):
-    """The reference a draw in [0, 1) picks among `num_refs` (uniformly)."""
-    if num_refs < 1:
-        raise ValueError("an example has no references")
+    """The reference a draw in [0, 1) picks among `num_refs` >= 1 (uniformly; a built caption
+    record has at least one caption: caption_tables.write_caption_table)."""
     return min(int(draw * num_refs), num_refs - 1)
 
 

@@ -15,7 +15,6 @@ restval (113,287 images), "dev" = val (5,000). Both files are decoded with msgsp
 """
 
 import collections
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -23,6 +22,7 @@ import os
 
 import msgspec
 
+import errors
 from data import jsonl, languages
 from data.jsonl import FormatError
 
@@ -64,11 +64,9 @@ TRANSLATION_DECODER = msgspec.json.Decoder(TranslationLine)
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    """One image with its captions in one language; `image_id` is "<cocoid>_<lang>" and the
-    captions are in `<cocoid>_<n>` order."""
-    image_id: str
+    """One image with its captions in one language (`read_split`'s key), in `<cocoid>_<n>`
+    order."""
     cocoid: int
-    lang: str
     image_path: str
     captions: tuple
 
@@ -101,30 +99,23 @@ def find_file(manual_dir, name, what, source):
 
 
 def read_karpathy(path):
-    """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file."""
+    """{cocoid: (split, "filepath/filename", [tokenized English captions])} of the Karpathy file;
+    FormatError names the file and the line or field at fault."""
     with open(path, "rb") as f:
         raw = f.read()
-    # A file msgspec rejects is read again with `json`, which names the problem.
-    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
+    try:
         parsed = msgspec.json.decode(raw, type=_KarpathyFile)
-        return {image.cocoid: (image.split, os.path.join(image.filepath, image.filename),
-                               [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)])
-                for image in parsed.images}
-    data = jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
-    del raw
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise FormatError(f"{path}: expected an object with a list field 'images'")
+    except msgspec.ValidationError as e:  # It names the field: "... - at `$.images[3].cocoid`".
+        raise FormatError(f"{path}: {e}") from None
+    except (msgspec.DecodeError, RecursionError) as e:  # Not JSON: `json` names the line.
+        jsonl.loads(raw.decode("utf-8", errors="replace"), path, FormatError)
+        raise FormatError(f"{path}: not valid JSON ({e})") from None
     images = {}
-    for i, image in enumerate(data["images"]):
-        try:
-            cocoid = int(image["cocoid"])
-            captions = [" ".join(s["tokens"]) for s in image["sentences"]]
-            images[cocoid] = (image["split"], os.path.join(image["filepath"], image["filename"]),
-                              captions)
-        except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(
-                f"{path}: images[{i}] lacks or has a malformed field ({e!r}); expected "
-                f"cocoid, split, filepath, filename, sentences[].tokens") from None
+    for i, image in enumerate(parsed.images):
+        with errors.reraised(FormatError, msgspec.ValidationError, f"{path}: images[{i}]: "):
+            captions = [" ".join(s.tokens) for s in _SENTENCES.decode(image.sentences)]
+        images[image.cocoid] = (image.split, os.path.join(image.filepath, image.filename),
+                                captions)
     return images
 
 
@@ -220,7 +211,6 @@ def read_split(manual_dir, split, langs, *, check_images=True):
             if check_images and not exists(path):
                 stats.missing_image_file += 1
                 continue
-            examples[lang].append(Example(f"{cid}_{lang}", cid, lang, path,
-                                          tuple(refs[n] for n in sorted(refs))))
+            examples[lang].append(Example(cid, path, tuple(refs[n] for n in sorted(refs))))
     stats.report(f"COCO-35L {split} ({manual_dir})")
     return examples, stats
