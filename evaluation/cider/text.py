@@ -36,7 +36,6 @@ _SCRIPT_RANGES = (
 # second, while a corpus uses a few thousand distinct characters.
 _FLAGS = np.full(0x110000, _UNKNOWN, dtype=np.uint8)
 _SEPARATOR = "\n"
-_WORD_SEGMENTERS = {}
 
 
 class NormalizationError(errors.InputError):
@@ -206,10 +205,9 @@ def _spans(text, code_points, num_captions):
     return Spans(text, code_points, starts, ends, lengths)
 
 
+@functools.cache
 def _load_word_segmenter(lang):
-    """Returns a function str -> list of words for `lang`, or raises naming the package."""
-    if lang in _WORD_SEGMENTERS:
-        return _WORD_SEGMENTERS[lang]
+    """Returns a function str -> list of words for `lang` (cached), or raises naming the package."""
     needs = {"zh": ("jieba",), "ja": ("fugashi", "unidic_lite"), "th": ("pythainlp",)}[lang]
     for name in needs:
         try:
@@ -230,7 +228,6 @@ def _load_word_segmenter(lang):
     else:
         segment = functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
                                     engine="newmm")
-    _WORD_SEGMENTERS[lang] = segment
     return segment
 
 
