@@ -183,11 +183,6 @@ class Spans:
     ends: np.ndarray
     lengths: np.ndarray
 
-    def tokens(self):
-        """The tokens as strings."""
-        return [self.text[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist(),
-                                                   strict=True)]
-
 
 def _spans(text, code_points, num_captions):
     """Whitespace-separated tokens (as `str.split` finds them) of newline-joined captions."""

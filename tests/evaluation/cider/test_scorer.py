@@ -366,7 +366,7 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
     spans = cider.text.normalize_spans(
         captions, "en", options=cider.text.Options(unicode_form=None, lowercase=False,
                                                    remove_punctuation=False))
-    tokens = spans.tokens()
+    tokens = [spans.text[s:e] for s, e in zip(spans.starts, spans.ends, strict=True)]
     assert tokens == [t for c in captions for t in c.split()]
     ids, max_id = table.span_ids(spans)
     unseen = {}  # Numbered above V by first occurrence.
