@@ -21,6 +21,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 import errors
+from data import languages
 from evaluation import cli, report, results_folder
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
@@ -200,12 +201,9 @@ def _check_request(config, names, spec):
     if spec == "all":
         langs = {n: _data_langs(n, cls, config.evals[n]) for n, cls in classes.items()}
     else:
-        codes = [code.strip() for code in spec.split(",") if code.strip()]
         known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
-        unknown = [code for code in codes if code not in known]
-        if unknown:
-            raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: "
-                             f"{', '.join(known)}")
+        with errors.reraised(UsageError, ValueError, "--langs: "):
+            codes = languages.check_langs(spec, known=known)
         langs = {n: tuple(lang for lang in codes if lang in cls.all_langs)
                  for n, cls in classes.items()}
     return [n for n in names if langs[n]], langs

@@ -214,16 +214,12 @@ def _load_word_segmenter(lang):
                 f"{' '.join(n.replace('_', '-') for n in needs)}); or use segmenter='char'") \
                 from None
     if lang == "zh":
-        segment = importlib.import_module("jieba").lcut
-    elif lang == "ja":
-        tagger = importlib.import_module("fugashi").Tagger()
-
-        def segment(text):
-            return [word.surface for word in tagger(text)]
-    else:
-        segment = functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
-                                    engine="newmm")
-    return segment
+        return importlib.import_module("jieba").lcut
+    if lang == "th":
+        return functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
+                                 engine="newmm")
+    tagger = importlib.import_module("fugashi").Tagger()
+    return lambda text: [word.surface for word in tagger(text)]
 
 
 def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):
