@@ -77,9 +77,8 @@ class TokenizedBatch:
 
 def _classify(code_points):
     """Fills `_FLAGS` for `code_points` (uint32 [n])."""
-    categories = [unicodedata.category(chr(cp)) for cp in code_points.tolist()]
     space = np.array([chr(cp).isspace() for cp in code_points.tolist()], dtype=bool)
-    major = np.array([c[0] for c in categories], dtype="<U1")
+    major = np.array([unicodedata.category(chr(cp))[0] for cp in code_points.tolist()], dtype="<U1")
     mark = (major == "M") & ~space
     in_script = np.zeros(code_points.size, dtype=bool)
     for lo, hi in _SCRIPT_RANGES:
