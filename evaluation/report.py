@@ -267,7 +267,7 @@ def _cider_command(args):
     words = ["--references", args.references] + [
         word for path in args.predictions for word in ("--predictions", path)] + (
         ["--langs", args.langs] if args.langs else [])
-    return " ".join(["python -m evaluation.cider", *map(shlex.quote, words), "--allow-missing"])
+    return f"python -m evaluation.cider {shlex.join(words)} --allow-missing"
 
 
 def _score(args):
