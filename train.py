@@ -137,7 +137,7 @@ def check_workdir(config, workdir, allow_change):
 
 def build_evaluators(config, model, vocab, names=None):
     """The evaluators of `names` (default: the in-loop ones, `every` > 0), their data read now."""
-    setup = caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    setup = caption_evaluator.Setup(model, vocab, config.data, config.model.image_size)
     names = [name for name, c in config.evals.items() if c.every] if names is None else names
     return evaluators_lib.build(config.evals, setup, names=names)
 

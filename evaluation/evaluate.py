@@ -21,6 +21,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 import errors
+from data import languages
 from evaluation import cli, report, results_folder
 from evaluation import evaluators as evaluators_lib
 from evaluation.evaluators import caption_evaluator
@@ -166,8 +167,7 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     names, per_name_langs = _check_request(config, names, langs)
     run = open_run(workdir, config, names, decoding)
     params, step = _restore(run, step)
-    setup = caption_evaluator.Setup.for_model(run.model, run.vocab, config.data,
-                                              config.model.image_size)
+    setup = caption_evaluator.Setup(run.model, run.vocab, config.data, config.model.image_size)
     with errors.reraised(UsageError, (FileNotFoundError, ValueError)):
         evaluators = evaluators_lib.build(config.evals, setup, names=names,
                                           langs=per_name_langs, decoding=decoding)
@@ -176,10 +176,8 @@ def evaluate_checkpoint(config, workdir, *, step=None, names=None, langs="all", 
     out = out or os.path.join(workdir, f"eval_step{step}")
     results_folder.check_room(out, evaluators, flag)
     print(f"Evaluating step {step} of {workdir} with {', '.join(evaluators)}", flush=True)
-    results = {}
-    for key, evaluator in evaluators.items():
-        progress = Progress(sum(evaluator.num_images.values()), len(evaluator.langs), key)
-        results[key] = evaluator.run(params, progress)
+    results = {key: e.run(params, Progress(sum(e.num_images.values()), len(e.langs), key))
+               for key, e in evaluators.items()}
     scores = {key: {lang: r.corpus for lang, r in results[key].by_lang.items()}
               for key in evaluators}
     name = name or os.path.basename(os.path.abspath(workdir))
@@ -203,12 +201,9 @@ def _check_request(config, names, spec):
     if spec == "all":
         langs = {n: _data_langs(n, cls, config.evals[n]) for n, cls in classes.items()}
     else:
-        codes = [code.strip() for code in spec.split(",") if code.strip()]
         known = sorted({lang for cls in classes.values() for lang in cls.all_langs})
-        unknown = [code for code in codes if code not in known]
-        if unknown:
-            raise UsageError(f"--langs: unknown language {unknown[0]!r}; known: "
-                             f"{', '.join(known)}")
+        with errors.reraised(UsageError, ValueError, "--langs: "):
+            codes = languages.check_langs(spec, known=known)
         langs = {n: tuple(lang for lang in codes if lang in cls.all_langs)
                  for n, cls in classes.items()}
     return [n for n in names if langs[n]], langs

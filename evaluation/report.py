@@ -253,14 +253,13 @@ def write_outputs(folder, by_lang, outputs=""):
 
 
 def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
-    """Writes `--predictions`'s results folder whole; returns {file kind: file name}."""
+    """Writes `--predictions`'s results folder whole; returns {file kind: path}."""
     with files.replacing_folder(results_dir) as folder:
         write_outputs(folder, {lang: (r.keys, [predictions[lang][key] for key in r.keys],
                                       r.per_image) for lang, r in results.items()})
-        paths = write_report(folder, {lang: r.score for lang, r in results.items()},
-                             {lang: len(r.keys) for lang, r in results.items()}, name=name,
-                             paper_dir=paper_dir)
-    return {kind: path.name for kind, path in paths.items()}
+        return write_report(folder, {lang: r.score for lang, r in results.items()},
+                            {lang: len(r.keys) for lang, r in results.items()}, name=name,
+                            paper_dir=paper_dir)
 
 
 def _cider_command(args):
@@ -268,7 +267,7 @@ def _cider_command(args):
     words = ["--references", args.references] + [
         word for path in args.predictions for word in ("--predictions", path)] + (
         ["--langs", args.langs] if args.langs else [])
-    return " ".join(["python -m evaluation.cider", *map(shlex.quote, words), "--allow-missing"])
+    return f"python -m evaluation.cider {shlex.join(words)} --allow-missing"
 
 
 def _score(args):
@@ -317,8 +316,8 @@ def main(argv=None):
         cli.check_results_folder(results_dir, "RESULTS_DIR", scores_format.file_name())
         results, predictions = _score(args)
         try:
-            written = write_scored(results_dir, results, predictions, name=name,
-                                   paper_dir=args.paper_dir)
+            paths = write_scored(results_dir, results, predictions, name=name,
+                                 paper_dir=args.paper_dir)
         except OSError as e:  # A full disk: the scores are not lost.
             for lang, r in sorted(results.items()):
                 print(f"{lang}\tCIDEr-D {r.score:.6f}\t{len(r.keys)} images")
@@ -337,8 +336,7 @@ def main(argv=None):
         except OSError as e:
             raise errors.InputError(f"{results_dir}: cannot write the report ({e.strerror or e})"
                                     f"; each of its files is whole (old or new)") from None
-        written = {kind: path.name for kind, path in paths.items()}
-    print(f"{results_dir}: {', '.join(written.values())}")
+    print(f"{results_dir}: {', '.join(path.name for path in paths.values())}")
     return 0
 
 

@@ -228,9 +228,8 @@ class CiderScorer:
         ref_norm = np.sqrt(np.bincount(segments, weights=(entry_tf * entry_idf) ** 2,
                                        minlength=num_refs * MAX_N))
         ref_len = np.maximum(0, self._ref_lengths - 1).astype(np.float64)
-        num_refs_pad = kernel.size_class(num_refs)
+        self._num_refs_pad = num_refs_pad = kernel.size_class(num_refs)
         self._num_images_pad = num_images_pad = kernel.size_class(self.num_images)
-        self._num_refs_pad = num_refs_pad
         arrays = kernel.RefArrays(
             ref_norm=kernel.pad(ref_norm.reshape(num_refs, MAX_N), num_refs_pad, 0.0),
             ref_len=kernel.pad(ref_len, num_refs_pad, 0.0),

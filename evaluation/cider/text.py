@@ -36,7 +36,6 @@ _SCRIPT_RANGES = (
 # second, while a corpus uses a few thousand distinct characters.
 _FLAGS = np.full(0x110000, _UNKNOWN, dtype=np.uint8)
 _SEPARATOR = "\n"
-_WORD_SEGMENTERS = {}
 
 
 class NormalizationError(errors.InputError):
@@ -78,9 +77,8 @@ class TokenizedBatch:
 
 def _classify(code_points):
     """Fills `_FLAGS` for `code_points` (uint32 [n])."""
-    categories = [unicodedata.category(chr(cp)) for cp in code_points.tolist()]
     space = np.array([chr(cp).isspace() for cp in code_points.tolist()], dtype=bool)
-    major = np.array([c[0] for c in categories], dtype="<U1")
+    major = np.array([unicodedata.category(chr(cp))[0] for cp in code_points.tolist()], dtype="<U1")
     mark = (major == "M") & ~space
     in_script = np.zeros(code_points.size, dtype=bool)
     for lo, hi in _SCRIPT_RANGES:
@@ -184,11 +182,6 @@ class Spans:
     ends: np.ndarray
     lengths: np.ndarray
 
-    def tokens(self):
-        """The tokens as strings."""
-        return [self.text[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist(),
-                                                   strict=True)]
-
 
 def _spans(text, code_points, num_captions):
     """Whitespace-separated tokens (as `str.split` finds them) of newline-joined captions."""
@@ -206,10 +199,9 @@ def _spans(text, code_points, num_captions):
     return Spans(text, code_points, starts, ends, lengths)
 
 
+@functools.cache
 def _load_word_segmenter(lang):
-    """Returns a function str -> list of words for `lang`, or raises naming the package."""
-    if lang in _WORD_SEGMENTERS:
-        return _WORD_SEGMENTERS[lang]
+    """Returns a function str -> list of words for `lang` (cached), or raises naming the package."""
     needs = {"zh": ("jieba",), "ja": ("fugashi", "unidic_lite"), "th": ("pythainlp",)}[lang]
     for name in needs:
         try:
@@ -221,17 +213,12 @@ def _load_word_segmenter(lang):
                 f"{' '.join(n.replace('_', '-') for n in needs)}); or use segmenter='char'") \
                 from None
     if lang == "zh":
-        segment = importlib.import_module("jieba").lcut
-    elif lang == "ja":
-        tagger = importlib.import_module("fugashi").Tagger()
-
-        def segment(text):
-            return [word.surface for word in tagger(text)]
-    else:
-        segment = functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
-                                    engine="newmm")
-    _WORD_SEGMENTERS[lang] = segment
-    return segment
+        return importlib.import_module("jieba").lcut
+    if lang == "th":
+        return functools.partial(importlib.import_module("pythainlp.tokenize").word_tokenize,
+                                 engine="newmm")
+    tagger = importlib.import_module("fugashi").Tagger()
+    return lambda text: [word.surface for word in tagger(text)]
 
 
 def normalize_spans(captions, lang, segmenter="char", options=DEFAULT_OPTIONS):

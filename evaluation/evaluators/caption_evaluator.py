@@ -6,7 +6,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -38,16 +37,12 @@ def make_decoder(model, max_len, decoding):
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """What every evaluator is given: the vocabulary, `config.data`, the image size, and
-    make_predict_fn(max_len, Decoding) -> fn(params, images, prompts) -> tokens [b, max_len]."""
+    """What every evaluator is given: the model (its captions decoded by `make_decoder`), the
+    vocabulary, `config.data` and the image size."""
+    model: Any
     vocab: Any
     data_config: Any
     image_size: int
-    make_predict_fn: Callable
-
-    @classmethod
-    def for_model(cls, model, vocab, data_config, image_size):
-        return cls(vocab, data_config, image_size, functools.partial(make_decoder, model))
 
     def caption_set_args(self, eval_config):
         """The keyword arguments of data/eval_sets.py's loaders for `eval_config`."""
@@ -114,7 +109,7 @@ class CaptionEvaluator:
         self.data = self.load(eval_config, setup, langs)
         self.langs = self.data.langs
         self.decoding = decoding or decode.Decoding.from_config(eval_config)
-        self._predict = setup.make_predict_fn(eval_config.max_decode_len, self.decoding)
+        self._predict = make_decoder(setup.model, eval_config.max_decode_len, self.decoding)
         self.scorers = dict(zip(self.langs, self.make_scorers(self.langs), strict=True))
 
     @classmethod

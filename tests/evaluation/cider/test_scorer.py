@@ -1,5 +1,6 @@
 """Agreement of evaluation.cider with pycocoevalcap and the paper's CIDEr, and its properties."""
 
+import functools
 import math
 import threading
 import warnings
@@ -365,7 +366,7 @@ def test_vocabulary_ids_from_spans_are_exact(vocab, extra, seed):
     spans = cider.text.normalize_spans(
         captions, "en", options=cider.text.Options(unicode_form=None, lowercase=False,
                                                    remove_punctuation=False))
-    tokens = spans.tokens()
+    tokens = [spans.text[s:e] for s, e in zip(spans.starts, spans.ends, strict=True)]
     assert tokens == [t for c in captions for t in c.split()]
     ids, max_id = table.span_ids(spans)
     unseen = {}  # Numbered above V by first occurrence.
@@ -405,7 +406,8 @@ def test_word_segmenter_path(monkeypatch):
     fake = types.ModuleType("jieba")
     fake.lcut = lambda s: [s[i:i + 2] for i in range(0, len(s), 2)]  # pairs of characters
     monkeypatch.setitem(sys.modules, "jieba", fake)
-    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    monkeypatch.setattr(text, "_load_word_segmenter",  # with a cache of its own
+                        functools.cache(text._load_word_segmenter.__wrapped__))
     refs = [["一只猫在沙发上睡觉", "猫在睡觉"], ["一只狗在海滩上跑"]]
     preds = ["一只猫在沙发上", "一只狗在跑"]
     result = cider.CiderScorer(refs, "zh", segmenter="word").score(preds)

@@ -182,7 +182,8 @@ def test_thai_matches_slow_reference(captions):
 
 def test_word_segmenter_needs_its_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "jieba", None)  # import fails
-    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    monkeypatch.setattr(text, "_load_word_segmenter",  # with a cache of its own
+                        functools.cache(text._load_word_segmenter.__wrapped__))
     with pytest.raises(text.NormalizationError, match="needs the Python package 'jieba'"):
         text.normalize("一只猫", "zh", segmenter="word")
     monkeypatch.setitem(sys.modules, "pythainlp", None)
@@ -194,7 +195,8 @@ def test_word_segmenter_needs_its_package(monkeypatch):
 
 
 def test_other_languages_ignore_the_segmenter(monkeypatch):
-    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    monkeypatch.setattr(text, "_load_word_segmenter",  # with a cache of its own
+                        functools.cache(text._load_word_segmenter.__wrapped__))
     assert text.normalize("A dog", "en", segmenter="word") == ["a", "dog"]
 
 
@@ -203,7 +205,8 @@ def test_an_installed_word_segmenter_gets_the_normalized_text(monkeypatch):
     fake = types.ModuleType("jieba")
     fake.lcut = lambda s: ["一只", "猫", " ", "在", "iphone 12"]
     monkeypatch.setitem(sys.modules, "jieba", fake)
-    monkeypatch.setattr(text, "_WORD_SEGMENTERS", {})
+    monkeypatch.setattr(text, "_load_word_segmenter",  # with a cache of its own
+                        functools.cache(text._load_word_segmenter.__wrapped__))
     assert text.normalize("一只猫，在iPhone 12", "zh", segmenter="word") == [
         "一只", "猫", "在", "iphone", "12"]
 

@@ -115,7 +115,7 @@ def test_coco_dev_alone_writes_no_xm3600_report(coco_dev_tool):
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model = captioner.from_config(config.model, vocab.vocab_size)
-    return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    return caption_evaluator.Setup(model, vocab, config.data, config.model.image_size)
 
 
 @pytest.fixture(scope="module")

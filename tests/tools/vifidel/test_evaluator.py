@@ -83,7 +83,7 @@ def test_vifidel_writes_its_files_through_the_tool(vifidel_run, tmp_path):
 def _setup(config):
     vocab = tokenizer.get_vocabulary(config.vocab.path)
     model = captioner.from_config(config.model, vocab.vocab_size)
-    return caption_evaluator.Setup.for_model(model, vocab, config.data, config.model.image_size)
+    return caption_evaluator.Setup(model, vocab, config.data, config.model.image_size)
 
 
 @pytest.mark.parametrize("fields, message", [
