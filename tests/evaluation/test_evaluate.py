@@ -234,6 +234,25 @@ def test_a_new_evaluator_gets_every_output_file_from_the_tool(tiny_run, tmp_path
     assert "coco_dev_scores" not in scores_format.read(out / "scores.json")
 
 
+class LengthUnderItsOwnMetric(CaptionLength):
+    """A copy of CaptionLength that renames its metrics but keeps its files' name."""
+    metric_prefix = "eval/length_again/"
+
+
+def test_two_evaluators_writing_the_same_files_are_refused_before_any_is_written(tiny_run,
+                                                                                 tmp_path):
+    _, workdir, config = tiny_run
+    config = ml_collections.ConfigDict(config.to_dict())
+    for name, kind in (("length", "CaptionLength"), ("again", "LengthUnderItsOwnMetric")):
+        config.evals[name] = dict(config.evals.xm3600.to_dict(), type=f"{__name__}:{kind}")
+    out = tmp_path / "results"
+    with pytest.raises(evaluate.UsageError, match=r"^config\.evals\.length and config\.evals\."
+                       r"again write the same files; evaluate them one at a time"):
+        evaluate.evaluate_checkpoint(config, workdir, names=["length", "again"], langs="config",
+                                     out=str(out))
+    assert not out.exists()
+
+
 def test_the_tool_names_no_evaluator_class():
     with open(evaluate.__file__, encoding="utf-8") as f:
         tree = ast.parse(f.read())
