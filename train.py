@@ -97,9 +97,7 @@ def _say(line):
 # ---------------------------------------------------------------- checks ----
 def check_config(config):
     """Checks the fields that need nothing loaded and that config.mesh fits; returns the mesh."""
-    run_config.check(config)
-    with errors.reraised(run_config.ConfigError, ValueError):
-        evaluators_lib.check_configs(config.evals, config.checkpoint.best_metric)
+    evaluators_lib.check_run_config(config, config.checkpoint.best_metric)
     with errors.reraised(run_config.ConfigError, ValueError,
                          suffix=f" here ({jax.devices()[0].platform})"):
         mesh = state_lib.make_mesh(config.mesh)

@@ -267,9 +267,7 @@ def main(argv=None):
             raise UsageError("--workdir is required (the run's folder)")
         with errors.reraised(UsageError, ValueError, "--"):
             step = checkpointing.parse_step(flag_values.step)
-        run_config.check(config_flag.value)  # The checks that need no data.
-        with errors.reraised(run_config.ConfigError, ValueError):
-            evaluators_lib.check_configs(config_flag.value.evals)
+        evaluators_lib.check_run_config(config_flag.value)  # The checks that need no data.
         decoding = check_flags(flag_values)
         names = flag_values.evals.split(",") if flag_values.evals else None
         if flag_values.out:

@@ -41,6 +41,14 @@ def _checked_class(name, eval_config):
     return cls
 
 
+def check_run_config(config, best_metric=None):
+    """The checks of a run's whole config that need no data: the schema's and each evaluator's
+    (`check_configs`), as a run_config.ConfigError naming the field."""
+    run_config.check(config)
+    with errors.reraised(run_config.ConfigError, ValueError):
+        check_configs(config.evals, best_metric)
+
+
 def check_configs(evals_config, best_metric=None):
     """Checks `config.evals` without loading data; returns the in-loop evaluators' metrics."""
     logged = []
