@@ -13,7 +13,7 @@ caption. Times, in one process:
       document frequencies, scores, jit compilation included;
   (c) the in-loop path: references prepared once, new predictions each call,
       kernel already compiled (normalization of the predictions included);
-  (d) the command line as a user runs it, `python -m evaluation.cider --json` in a
+  (d) the command line as a user runs it, `python -m tools.cider --json` in a
       subprocess, on the same corpus written as files (an XM3600-layout
       captions.jsonl and a predictions JSONL): process start, imports, file
       reading and validation, scoring and printing, wall clock of the whole
@@ -26,7 +26,7 @@ disk, so it is measured apart, in a subprocess with an empty cache, and shown
 added to (b) as well.
 
 (b) and (c) run the languages on one thread per core (`cider.map_languages`,
-as `python -m evaluation.cider` and the in-loop evaluator do); pycocoevalcap is
+as `python -m tools.cider` and the in-loop evaluator do); pycocoevalcap is
 single-threaded. Each time is reported as wall-clock and as CPU time of this
 process (all threads): the CPU ratio is what one core would give; for (d),
 the CPU time of the subprocess.
@@ -243,13 +243,13 @@ class CliTime(typing.NamedTuple):
 
 
 def run_cli(references, predictions, runs):
-    """(d): times `python -m evaluation.cider --json` as a user runs it, whole process."""
+    """(d): times `python -m tools.cider --json` as a user runs it, whole process."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     walls, cpus = [], []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "evaluation.cider", "--references", references,
+        out = subprocess.run([sys.executable, "-m", "tools.cider", "--references", references,
                               "--predictions", predictions, "--json"],
                              cwd=root, check=True, capture_output=True, text=True)
         walls.append(time.perf_counter() - start)
@@ -338,7 +338,7 @@ def main(argv=None):
     for name, t in [("(a) pycocoevalcap Cider", time_a),
                     ("(b) evaluation.cider end to end", time_b),
                     ("(c) evaluation.cider in-loop, per pass", time_c),
-                    ("(d) python -m evaluation.cider, whole process", time_d)]:
+                    ("(d) python -m tools.cider, whole process", time_d)]:
         print(f"{name:40}{t.wall:9.3f}{time_a.wall / t.wall:7.1f}x"
               f"{t.cpu:9.3f}{time_a.cpu / t.cpu:7.1f}x")
     first = time_b.wall + compile_s

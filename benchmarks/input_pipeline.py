@@ -39,7 +39,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import synthetic_releases  # noqa: E402
 from data import languages  # noqa: E402
-from evaluation import cli  # noqa: E402
 from tools import cli as tool_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,7 +195,7 @@ def predict(rates, per_core, worker_counts):
 
 
 def main(argv=None):
-    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = tool_cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train_images", type=int, default=1024,
                         help="training images of the synthetic COCO-35L")
     parser.add_argument("--batches", type=tool_cli.count(4), default=8,

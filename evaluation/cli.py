@@ -1,38 +1,14 @@
-"""What the command lines share: one-line usage errors, checks of an output's place before the
-work, and charts (matplotlib imported only when one is drawn); tools/cli.py adds the tools' own.
+"""What the checkpoint tool and the tools' command lines share: checks of a results folder's
+place before the work, an interrupted replacement finished, and charts (matplotlib imported
+only when one is drawn); tools/cli.py adds the command lines' own (one-line usage errors).
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
 import errors
 import files
-from data.releases import xm3600 as xm3600_release
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors are one `error:` line and exit status 2."""
-
-    def error(self, message):
-        errors.fail(f"{message} (see {self.prog} --help)")
-
-
-def read_references(path, field="caption"):
-    """`xm3600.read_references` for a command line: a missing file is an InputError too."""
-    with errors.reraised(errors.InputError, FileNotFoundError):
-        return xm3600_release.read_references(path, field)
-
-
-def check_output_file(path, flag):
-    """Checks, before any work, that the file `path` can be written (InputError naming `flag`)."""
-    if os.path.isdir(path):
-        raise errors.InputError(f"{flag} {path} is a folder; give a file name")
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        raise errors.InputError(f"{flag} {path}: no folder {folder}")
-    check_writable(folder, flag, path)
 
 
 def check_writable(folder, flag, path):

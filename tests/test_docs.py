@@ -47,9 +47,9 @@ SUBSTITUTIONS = (
 # Commands that serve until stopped: `python -m <module> [<subcommand>]`.
 SERVERS = (("tools.humaneval", "serve"), ("tools.captioning.web", None))
 SERVER_START_SECONDS = 120
-# Modules whose `__main__` tunes the process for itself alone (evaluation.cider: malloc's
+# Modules whose `__main__` tunes the process for itself alone (tools.cider: malloc's
 # arenas, the garbage collector): they run as their own process.
-OWN_PROCESS = ("evaluation.cider",)
+OWN_PROCESS = ("tools.cider",)
 
 
 def _command_blocks():

@@ -1,5 +1,6 @@
-"""What the tools' command lines share beyond `evaluation.cli`: argparse types that check
-ranges, an output folder checked before the work, and charts written whole.
+"""What the tools' command lines share beyond `evaluation.cli`: a parser whose usage errors are
+one `error:` line, argparse types that check ranges, the XM3600 references read, an output file
+or folder checked before the work, and charts written whole.
 """
 
 import argparse
@@ -8,11 +9,25 @@ import os
 
 import errors
 import files
+from data.releases import xm3600 as xm3600_release
 from evaluation import cli
 
 # Bootstrap resamples at most: 10^5 put the Monte Carlo error of a 95% interval's ends far
 # below its width; a typo of 10^11 would die allocating terabytes after the inputs were read.
 MAX_SAMPLES = 100_000
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one `error:` line and exit status 2."""
+
+    def error(self, message):
+        errors.fail(f"{message} (see {self.prog} --help)")
+
+
+def read_references(path, field="caption"):
+    """`xm3600.read_references` for a command line: a missing file is an InputError too."""
+    with errors.reraised(errors.InputError, FileNotFoundError):
+        return xm3600_release.read_references(path, field)
 
 
 def count(low=0, high=None):
@@ -48,6 +63,16 @@ def number(low, high, *, open_interval=False):
             raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
         return value
     return parse
+
+
+def check_output_file(path, flag):
+    """Checks, before any work, that the file `path` can be written (InputError naming `flag`)."""
+    if os.path.isdir(path):
+        raise errors.InputError(f"{flag} {path} is a folder; give a file name")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise errors.InputError(f"{flag} {path}: no folder {folder}")
+    cli.check_writable(folder, flag, path)
 
 
 def prepare_out(out, flag="--out"):

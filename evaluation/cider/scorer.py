@@ -45,11 +45,6 @@ def map_languages(fn, items, costs=None):
         return [futures[i].result() for i in range(len(items))]
 
 
-def warm_up(metric="cider-d"):
-    """Loads the compiled loops and compiles the kernel for its smallest padded size."""
-    CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
-
-
 @dataclasses.dataclass(frozen=True)
 class CiderResult:
     """Scores of one call: `corpus` (mean) and float64 `per_image` (num_images or len(indices))."""

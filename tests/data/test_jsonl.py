@@ -207,7 +207,7 @@ def test_a_predictions_file_refuses_a_repeated_key(tmp_path):
 
 def test_a_references_file_refuses_a_repeated_key(tmp_path):
     from data.releases import xm3600
-    from tests.evaluation.cider.test_cli import write_references
+    from tests.tools.test_cider import write_references
 
     refs = write_references(tmp_path / "captions.jsonl")
     assert xm3600.read_references(refs).get("en")[0]  # Well-formed: read fast.

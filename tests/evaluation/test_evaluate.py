@@ -21,8 +21,7 @@ from data import prompts as prompt_lib
 from data import tokenizer
 from data.releases import coco35l as coco35l_release
 from data.releases import xm3600 as xm3600_release
-from evaluation import cider, evaluate, report
-from evaluation.cider import __main__ as cider_main
+from evaluation import cider, evaluate
 from evaluation.evaluators import caption_evaluator
 from formats import eval_metrics
 from formats import per_image as per_image_format
@@ -32,6 +31,8 @@ from model import decode
 from tests import cli, tiny
 from tests.formats.small_files import read_jsonl
 from tests.training.saved_state import read_metrics
+from tools import cider as cider_main
+from tools import report as report_cli
 from training import checkpointing
 from training.metrics import Progress
 
@@ -348,7 +349,8 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(
                                        for key, caption in by_key.items()]))
         assert cider_json(results, "--langs", lang)["scores"] == {lang: tool["scores"][lang]}
     # Beside the paper's baselines, as the tool's report: the same scores and per-image ones.
-    report.main([str(tmp_path / "mine"), "--predictions", str(jsonl), "--references", references])
+    report_cli.main([str(tmp_path / "mine"), "--predictions", str(jsonl),
+                     "--references", references])
     assert scores_format.read(tmp_path / "mine" / "scores.json")["scores"] == tool["scores"]
     assert per_image_format.read(tmp_path / "mine" / "per_image.jsonl") == tool_per_image
 

@@ -10,10 +10,9 @@ from PIL import Image
 
 import errors
 from data import languages
-from data.releases import xm3600 as xm3600_release
-from evaluation import cider, report
-from formats import per_image, predictions, scores
-from tests import cli
+from evaluation import report
+from formats import per_image, scores
+from tools import report as report_cli
 
 
 def _scores(langs=languages.XM3600_LANGS, offset=0.0):
@@ -171,19 +170,6 @@ def test_paper_file_repeating_a_row_names_its_first_line(tmp_path):
         report.read_paper_scores(tmp_path / "cider_per_language.csv")
 
 
-def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp_path, capsys):
-    report.write_report(tmp_path / "run", {"en": 0.4}, {"en": 5}, paper_dir=tmp_path / "none")
-    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
-    _write_paper(tmp_path / "paper")
-    paper = tmp_path / "paper" / "cider_per_language.csv"
-    paper.write_text(paper.read_text().replace("BB,ar,0.2,", "BB,ar,nan,"))
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv),
-                            [str(tmp_path / "run"), "--paper-dir", str(tmp_path / "paper")])
-    row = 2 + len(languages.TRAIN_35L_LANGS)
-    assert lines == [f"error: {paper}:{row}: column cider_xm3600: not a finite number: 'nan'"]
-    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
-
-
 @pytest.mark.parametrize("cell", ["1_0", " 0.2", "0.2 ", "0x1p-3", "1e999"])
 def test_a_paper_cell_that_is_no_plain_number_is_refused(tmp_path, cell):
     _write_paper(tmp_path)
@@ -209,7 +195,7 @@ def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys
     (tmp_path / ".eval_step8.other.tmp").mkdir()  # Not one of files.replacing_folder's.
     out = tmp_path / "eval_step8"
     if tool == "report":
-        run = lambda: report.main([str(out), "--paper-dir", str(tmp_path)])  # noqa: E731
+        run = lambda: report_cli.main([str(out), "--paper-dir", str(tmp_path)])  # noqa: E731
     else:
         run = lambda: results_folder.check_room(out, {}, "--out", tmp_path)  # noqa: E731
     if kept is None:  # The new folder was not whole yet: no folder to restore.
@@ -263,19 +249,6 @@ def test_every_reader_says_a_fifo_is_not_a_results_folder(tmp_path, reader):
         _read_with(reader, str(fifo))
 
 
-def test_command_line_redraws_from_scores_json(tmp_path, capsys):
-    report.write_report(tmp_path / "run7", {"en": 0.4}, {"en": 5}, step=7,
-                        paper_dir=tmp_path / "none")
-    (tmp_path / "run7" / "table.md").unlink()
-    report.main([str(tmp_path / "run7"), "--paper-dir", str(tmp_path / "none")])
-    text = (tmp_path / "run7" / "table.md").read_text()
-    assert "run7" in _table_rows(text)["lang"] and "step 7" in text
-    assert "table.md" in capsys.readouterr().out
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv),
-                            [str(tmp_path / "missing")])
-    assert lines == [f"error: scores file not found: {tmp_path}/missing/scores.json"]
-
-
 def test_numpy_numbers_are_accepted(tmp_path):
     paths = report.write_report(
         tmp_path / "out", {"en": np.float32(0.5)}, {"en": np.int64(3)}, paper_dir=tmp_path)
@@ -319,89 +292,5 @@ def test_the_table_says_which_decoding_made_the_captions(tmp_path, decoding, sai
     assert said in other["table"].read_text()
     # Redrawn from scores.json, the table says it again.
     paths["table"].unlink()
-    report.main([str(tmp_path / "x"), "--paper-dir", str(tmp_path)])
+    report_cli.main([str(tmp_path / "x"), "--paper-dir", str(tmp_path)])
     assert said in paths["table"].read_text()
-
-
-def _results_list(tmp_path):
-    """(references, results list in English) files, as captioning papers' code writes them."""
-    from tests.evaluation.cider.test_cli import PREDS, write_references
-
-    references = write_references(tmp_path / "captions.jsonl")
-    results = tmp_path / "results_en.json"  # What captioning papers' code writes.
-    results.write_text(json.dumps([{"image_id": f"images/{p['image/key']}.jpg",
-                                    "caption": p["caption"]}
-                                   for p in PREDS if p["lang"] == "en"]))
-    return references, results
-
-
-def test_any_captioners_results_list_gets_a_results_folder_with_table8(tmp_path, capsys):
-    from tests.evaluation.cider.test_cli import PREDS
-
-    references, results = _results_list(tmp_path)
-    out = tmp_path / "mine"
-    assert report.main([str(out), "--predictions", str(results), "--references", references,
-                        "--langs", "en", "--paper-dir", str(tmp_path)]) == 0
-    assert "table.md" in capsys.readouterr().out
-    summary = scores.read(out / "scores.json")
-    expected = cider.score_languages(
-        xm3600_release.read_references(references),
-        {"en": {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}})["en"]
-    assert summary["scores"] == {"en": expected.score} and summary["num_images"] == {"en": 3}
-    assert per_image.read(out / "per_image.jsonl") == {
-        "en": dict(zip(expected.keys, expected.per_image.tolist(), strict=True))}
-    assert predictions.read_language(out / "predictions_en.jsonl", "en") == {
-        p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}
-    assert "| en |" in (out / "table.md").read_text()
-
-
-def test_a_folder_of_other_files_is_not_replaced_by_a_report(tmp_path, capsys):
-    references, results = _results_list(tmp_path)
-    (tmp_path / "other").mkdir()
-    (tmp_path / "other" / "notes.txt").write_text("mine")
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv), [
-        str(tmp_path / "other"), "--predictions", str(results), "--references", references,
-        "--langs", "en"])
-    assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
-    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
-
-
-def test_a_report_of_some_images_only_names_them_with_a_command_that_scores_them(tmp_path,
-                                                                                capsys):
-    from tests.evaluation.cider.test_cli import PREDS
-
-    references, results = _results_list(tmp_path)
-    # Predictions for some images only: the error names the images and a command that exists.
-    results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
-                                   for p in PREDS if p["lang"] == "en"][:1]))
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report.main, argv), [
-        str(tmp_path / "partial"), "--predictions", str(results), "--references", references,
-        "--langs", "en"])
-    assert lines == [f"error: {results}: 2 of 3 images with 'en' references have no prediction "
-                     f"(first: 'img1', 'img2'); a report needs one for every image (python -m "
-                     f"evaluation.cider --references {references} --predictions {results} "
-                     f"--langs en --allow-missing scores only the images that have one)"]
-    assert not (tmp_path / "partial").exists()
-
-
-def test_scoring_into_a_full_disk_prints_the_scores_with_one_error_line(tmp_path, capsys):
-    from tests.evaluation import full_disk
-    from tests.evaluation.cider.test_cli import PREDS, write_references
-
-    references = write_references(tmp_path / "captions.jsonl")
-    results = tmp_path / "results_en.json"
-    results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
-                                   for p in PREDS if p["lang"] == "en"]))
-    expected = cider.score_languages(
-        xm3600_release.read_references(references),
-        {"en": {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}})["en"]
-    with full_disk.full_disk(tmp_path / "disk") as disk:
-        with pytest.raises(SystemExit) as exit_:
-            errors.run_main(report.main, [str(disk / "mine"), "--predictions", str(results),
-                                          "--references", references, "--langs", "en"])
-        assert full_disk.listing(disk) == {}  # No half folder.
-    assert exit_.value.code == 2
-    out, err = capsys.readouterr()
-    assert out.splitlines() == [f"en\tCIDEr-D {expected.score:.6f}\t3 images"]
-    assert err.count("\n") == 1 and "No space left on device" in err
-    assert "the scores are printed above" in err

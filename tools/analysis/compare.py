@@ -4,9 +4,9 @@
         [--out DIR] [--json] [--references captions.jsonl [--langs en]]
 
 reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`
-or `python -m evaluation.report --predictions`; read by formats/per_image.py), or scores a
+or `python -m tools.report --predictions`; read by formats/per_image.py), or scores a
 predictions file of any kind (formats/predictions.py) given instead against --references
-as `evaluation.report --predictions` would, and prints, per
+as `tools.report --predictions` would, and prints, per
 language the two share (a note names those only one of them has), the delta CIDEr-D (B - A)
 with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
@@ -69,7 +69,7 @@ def read_per_image(results_dir, references=None, langs=None):
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "
                            f"a results folder of python -m evaluation.evaluate or python -m "
-                           f"evaluation.report")
+                           f"tools.report")
     return per_image.read(path)
 
 
@@ -263,7 +263,7 @@ def chart_path(results_a, results_b, out=None):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = cli.ArgumentParser(
+    parser = tool_cli.ArgumentParser(
         description="Per-language delta CIDEr-D (B - A) with paired bootstrap intervals.")
     parser.add_argument("results_a", help="results folder (or predictions file) of model A, "
                         "the baseline")
@@ -281,7 +281,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.out:
         tool_cli.prepare_out(args.out)
-    references = cli.read_references(args.references) if args.references else None
+    references = tool_cli.read_references(args.references) if args.references else None
     langs = args.langs.split(",") if args.langs else None
     scores_a, scores_b = (read_per_image(path, references, langs)
                           for path in (args.results_a, args.results_b))

@@ -34,7 +34,7 @@ import json
 import numpy as np
 
 import errors
-from evaluation import cli
+from tools import cli as tool_cli
 from tools.analysis import coefficients as coefficients_lib
 from tools.formats import side_by_side
 
@@ -168,7 +168,7 @@ def format_table(result, columns):
 
 def main(argv=None):
     """Command line: see the module docstring."""
-    parser = cli.ArgumentParser(
+    parser = tool_cli.ArgumentParser(
         description="Correlation of side-by-side human judgements with delta CIDEr "
                     "(Table 6 of the XM3600 paper).")
     parser.add_argument("--side-by-side", required=True, metavar="FILE",

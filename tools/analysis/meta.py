@@ -64,7 +64,6 @@ import numpy as np
 
 import errors
 from data import languages
-from evaluation import cli
 from tools import cli as tool_cli
 from tools.analysis import coefficients as coefficients_lib
 from tools.analysis import (
@@ -277,8 +276,8 @@ def _thumb_inputs(args, tab, rounds, vifidel_settings):
 
 
 def _parser():
-    parser = cli.ArgumentParser(prog="python -m tools.analysis.meta",
-                                description=__doc__.split("\n")[0])
+    parser = tool_cli.ArgumentParser(prog="python -m tools.analysis.meta",
+                                     description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--thumb", nargs="+", metavar="RATINGS", help="THUMB 1.0 file(s)")
     source.add_argument("--side-by-side", metavar="CSV", help="XM3600-paper side-by-side CSV")

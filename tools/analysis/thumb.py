@@ -257,7 +257,7 @@ def plot(path, scores, confidence=CONFIDENCE):
 
 def main(argv=None):
     """Command line: see the module docstring. Returns the exit status (2 for bad input)."""
-    parser = cli.ArgumentParser(
+    parser = tool_cli.ArgumentParser(
         prog="python -m tools.analysis.thumb",
         description="THUMB 1.0 system scores with bootstrap intervals and best/worst counts.")
     parser.add_argument("ratings", nargs="+", help="release-layout JSONL file(s), one per round")

@@ -11,7 +11,7 @@ patterns (quoted; `**` recursive). The model: a run folder (its latest checkpoin
 best` for checkpoints_best/, or a step) or a file written by `python -m tools.captioning.export`.
 Output, image by image as batches finish: a readable table (default) or JSONL lines of a
 predictions file {"image/key" (the file name's stem), "lang", "caption", "image", "log_prob"}
-that `python -m evaluation.cider --predictions` scores as it is; on stdout, or into `--out`
+that `python -m tools.cider --predictions` scores as it is; on stdout, or into `--out`
 (written whole when the run ends); a progress bar on stderr when it is a terminal. An
 unreadable image stops the run (`--on_error stop`, the default: before any decoding when a
 named file is missing) or is named on stderr and skipped. Compiled programs are kept in JAX's

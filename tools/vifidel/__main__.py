@@ -27,19 +27,19 @@ import numpy as np
 
 import errors
 from data.releases import xm3600 as xm3600_release
-from evaluation import cli
 from formats import per_image, predictions
+from tools import cli as tool_cli
 from tools.vifidel import corpus, options
 
 
 def _parser():
-    parser = cli.ArgumentParser(
+    parser = tool_cli.ArgumentParser(
         prog="python -m tools.vifidel",
         description="VIFIDEL (visual fidelity: WMD between object labels and caption words, "
                     "in a shared multilingual word-vector space), per language.")
     parser.add_argument("--references", required=True, help="XM3600 captions.jsonl")
     parser.add_argument("--predictions", required=True, action="append",
-                        help="a predictions file of any kind (as python -m evaluation.cider's); "
+                        help="a predictions file of any kind (as python -m tools.cider's); "
                              "repeatable")
     parser.add_argument("--langs", help="comma-separated languages (default: all predicted; "
                         "one: the language of entries without \"lang\")")
@@ -73,7 +73,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.per_image:
-            cli.check_output_file(args.per_image, "--per-image")
+            tool_cli.check_output_file(args.per_image, "--per-image")
         settings = options.settings(args)
         records = xm3600_release.read_captions(args.references)
         langs = args.langs.split(",") if args.langs else None

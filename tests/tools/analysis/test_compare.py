@@ -221,9 +221,9 @@ def test_a_chart_on_a_full_disk_keeps_the_results_leaving_no_file(tmp_path, caps
 def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag(tmp_path, capsys):
     import shlex
 
-    from evaluation import report
-    from tests.evaluation.cider.test_cli import PREDS, write_references
     from tests.formats.test_predictions import every_kind
+    from tests.tools.test_cider import PREDS, write_references
+    from tools import report
     from tools.humaneval import results as humaneval_results
 
     refs = write_references(tmp_path / "captions.jsonl")

@@ -13,12 +13,12 @@ import sys
 import pytest
 
 import errors
-from evaluation.cider import __main__ as cider
 from formats import predictions
 from tests import tiny
 from tests.formats.small_files import read_jsonl
 from tests.tools.captioning.conftest import own_process_signals
 from tests.tools.captioning.test_export import _rewrite
+from tools import cider
 from tools.captioning import Decoding
 from tools.captioning import __main__ as cli
 

@@ -286,8 +286,8 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
         make_session, results_pair, release, tmp_path):
     import shlex
 
-    from evaluation import report
     from tests.formats.test_predictions import every_kind
+    from tools import report
 
     captions = _captions(results_pair[1], "en")
     for kind, path in every_kind(tmp_path, captions).items():
@@ -297,7 +297,7 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
         assert message == f"{path} is a predictions file, not a results folder:", kind
         assert command.endswith(" and give that folder")
         argv = shlex.split(command.removesuffix(" and give that folder"))
-        assert argv[:3] == ["python", "-m", "evaluation.report"]
+        assert argv[:3] == ["python", "-m", "tools.report"]
         assert report.main(argv[3:]) == 0
         session = make_session(langs=("en",), systems=(("base", results_pair[0]),
                                                        ("test", argv[3])))

@@ -1,6 +1,6 @@
 """Command line of the CIDEr engine: scores a predictions file against XM3600 references.
 
-    python -m evaluation.cider --references captions.jsonl --predictions preds.jsonl \
+    python -m tools.cider --references captions.jsonl --predictions preds.jsonl \
         [--langs en,es] [--metric cider-d|cider] [--json] [--per-image OUT.jsonl] \
         [--df FILE] [--save-df FILE] [--allow-missing] [--segmenter char|word] \
         [--reference-field caption|caption/tokenized]
@@ -20,10 +20,10 @@ import numpy as np
 
 import errors
 from data.releases import xm3600 as xm3600_release
-from evaluation import cli
 from evaluation.cider import per_language, scorer, text
 from evaluation.cider.df import load_document_frequencies, save_document_frequencies
 from formats import per_image, predictions
+from tools import cli as tool_cli
 
 
 def _format_table(results, metric):
@@ -38,8 +38,8 @@ def _format_table(results, metric):
 
 
 def _parser():
-    parser = cli.ArgumentParser(
-        prog="python -m evaluation.cider",
+    parser = tool_cli.ArgumentParser(
+        prog="python -m tools.cider",
         description="CIDEr-D / CIDEr of predictions against XM3600 references, per language.")
     parser.add_argument("--references", required=True,
                         help="XM3600 captions.jsonl (release layout)")
@@ -84,9 +84,9 @@ _BLAS_MODULE = "scipy.linalg.cython_blas"
 
 
 def _start_warm_up(metric, own_process):
-    """`scorer.warm_up` on a thread of its own; errors are left to the real scoring. In a
-    process of its own, numba is kept from importing scipy.linalg to probe for BLAS, which our
-    loops never call."""
+    """Loads the compiled loops and compiles the kernel for its smallest padded size, on a
+    thread of its own; errors are left to the real scoring. In a process of its own, numba is
+    kept from importing scipy.linalg to probe for BLAS, which our loops never call."""
     skip_blas = own_process and "numba.np.arraymath" not in sys.modules
     if skip_blas:
         sys.modules.setdefault(_BLAS_MODULE, None)
@@ -94,7 +94,7 @@ def _start_warm_up(metric, own_process):
     def run():
         # The same error comes back where it is reported.
         with contextlib.suppress(Exception):
-            scorer.warm_up(metric)
+            scorer.CiderScorer([["a b c", "a b"], ["b c d"]], "en", metric).score(["a b", "c d"])
         if skip_blas and sys.modules.get(_BLAS_MODULE, 0) is None:
             del sys.modules[_BLAS_MODULE]
     thread = threading.Thread(target=run, daemon=True)
@@ -156,7 +156,7 @@ def main(argv=None, own_process=False):
     try:
         for flag, path in (("--per-image", args.per_image), ("--save-df", args.save_df)):
             if path:
-                cli.check_output_file(path, flag)
+                tool_cli.check_output_file(path, flag)
         results = _score(args, own_process)
     except (errors.Error, OSError) as e:
         return errors.print_error(e)

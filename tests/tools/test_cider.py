@@ -1,4 +1,4 @@
-"""The CIDEr command line (python -m evaluation.cider) and its file readers, on files made here."""
+"""The CIDEr command line (python -m tools.cider) and its file readers, on files made here."""
 
 import json
 import subprocess
@@ -11,9 +11,9 @@ from pycocoevalcap.cider.cider import Cider
 import errors
 from data.releases import xm3600 as xm3600_release
 from evaluation import cider
-from evaluation.cider import __main__ as cider_main
 from formats import predictions
 from tests.formats.small_files import write_lines
+from tools import cider as cider_main
 
 REFS = {
     "img0": {"en": ["A dog runs on the beach.", "A brown dog running."],
@@ -262,9 +262,9 @@ def test_score_languages_from_references_table_or_records_with_their_df(files):
 
 
 def test_python_dash_m_runs_the_command(files):
-    # `python -m evaluation.cider` runs evaluation/cider/__main__.py.
+    # `python -m tools.cider` runs tools/cider.py.
     done = subprocess.run(
-        [sys.executable, "-m", "evaluation.cider", "--references", files[0],
+        [sys.executable, "-m", "tools.cider", "--references", files[0],
          "--predictions", files[1], "--json", "--langs", "es"], capture_output=True, text=True,
         check=False)
     assert done.returncode == 0, done.stderr
@@ -273,11 +273,11 @@ def test_python_dash_m_runs_the_command(files):
 
 
 def test_its_own_process_loads_numba_without_its_blas_probe(files):
-    # In a fresh process, as `python -m evaluation.cider` runs: numba loads without
+    # In a fresh process, as `python -m tools.cider` runs: numba loads without
     # importing scipy.linalg, and the import works again afterwards.
     script = (
         "import io, contextlib, sys\n"
-        "from evaluation.cider import __main__ as m\n"
+        "from tools import cider as m\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    status = m.main(['--references', {files[0]!r}, '--predictions', {files[1]!r}],\n"
         "                    own_process=True)\n"

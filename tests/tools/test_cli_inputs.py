@@ -12,9 +12,9 @@ import pytest
 
 import errors
 import paper_tables
-from evaluation.cider import __main__ as cider_cli
 from tests import cli
 from tests.evaluation import full_disk
+from tools import cider as cider_cli
 from tools.analysis import compare, correlate, meta
 from tools.formats import side_by_side
 from tools.vifidel import __main__ as vifidel_cli
@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.mark.parametrize("main, argv, message", [
     (cider_cli.main, ["--references", "r", "--predictions", "p", "stray"],
-     r"unrecognized arguments: stray \(see python -m evaluation.cider --help\)"),
+     r"unrecognized arguments: stray \(see python -m tools.cider --help\)"),
     (cider_cli.main, ["--predictions", "p"], r"the following arguments are required: "
                                              r"--references"),
     (vifidel_cli.main, ["--references", "r", "--predictions", "p", "--labels", "l",
@@ -54,8 +54,8 @@ def test_cider_checks_its_output_files_before_reading_the_inputs(tmp_path, capsy
 
 
 def _cider_files(tmp_path):
-    from tests.evaluation.cider.test_cli import PREDS, write_references
     from tests.formats.small_files import write_lines
+    from tests.tools.test_cider import PREDS, write_references
 
     return (write_references(tmp_path / "captions.jsonl"),
             write_lines(tmp_path / "preds.jsonl", PREDS))
@@ -176,7 +176,7 @@ def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, tool):
 
 @pytest.mark.parametrize("tool", ["cider", "vifidel", "report", "compare"])
 def test_a_missing_references_file_is_one_line(tmp_path, capsys, tool):
-    from evaluation import report
+    from tools import report
     _, preds = _cider_files(tmp_path)
     missing = str(tmp_path / "nothere.jsonl")
     main, argv = {
@@ -193,8 +193,8 @@ def test_a_missing_references_file_is_one_line(tmp_path, capsys, tool):
 
 def _partial_predictions(tmp_path):
     """(references, a predictions file with 'en' of img0 and img1 only)."""
-    from tests.evaluation.cider.test_cli import PREDS, write_references
     from tests.formats.small_files import write_lines
+    from tests.tools.test_cider import PREDS, write_references
     return (write_references(tmp_path / "captions.jsonl"),
             write_lines(tmp_path / "partial.jsonl", [p for p in PREDS[:2]]))
 
@@ -217,13 +217,13 @@ def test_compare_on_a_predictions_file_suggests_no_placeholder_command(tmp_path,
 def test_the_command_report_suggests_runs_as_printed(tmp_path, capsys, monkeypatch):
     import shlex
 
-    from evaluation import report
+    from tools import report
     refs, partial = _partial_predictions(tmp_path)
     monkeypatch.chdir(tmp_path)
     line = cli.error_line(capsys, report.main, ["R", "--predictions", "partial.jsonl",
                                                 "--references", "captions.jsonl"])
-    command = re.search(r"\((python -m evaluation.cider .*) scores only the images", line)[1]
+    command = re.search(r"\((python -m tools.cider .*) scores only the images", line)[1]
     words = shlex.split(command)
-    assert words[:3] == ["python", "-m", "evaluation.cider"]
+    assert words[:3] == ["python", "-m", "tools.cider"]
     assert cider_cli.main(words[3:]) == 0
     assert re.search(r"^en\s+2\s", capsys.readouterr().out, re.M)
