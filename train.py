@@ -72,7 +72,7 @@ _DISTRIBUTED = flags.DEFINE_bool(
     "distributed", False, "Call jax.distributed.initialize() with auto-detection.")
 _BUILD_DATA = flags.DEFINE_bool(
     "build_data", False, "Build what config.data names but the data directory lacks first "
-    "(single process; else an error names the python -m data.build command).")
+    "(single process; else an error names the python -m tools.build_data command).")
 _CHECK = flags.DEFINE_bool(
     "check", False,
     "Preflight: report every input the run needs (and --workdir's state when given) and "

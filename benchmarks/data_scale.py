@@ -8,7 +8,7 @@
 1. Writes (once; a folder with the same parameters is reused) a synthetic release at
    `fraction` of full size (synthetic_releases.py: the exact layouts of docs/datasets.md;
    `--images tiny` writes 8x8 JPEGs, to measure the text side at full size).
-2. Builds them with `python -m data.build` in a subprocess and reports its wall
+2. Builds them with `python -m tools.build_data` in a subprocess and reports its wall
    time, the time of each stage, peak memory (the sum over the build's processes
    of their proportional set size, polled 5 times a second, and the largest
    single process's resident set, each against 2 GB), and the disk of the images

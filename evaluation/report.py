@@ -1,7 +1,7 @@
 """The reports of one evaluated checkpoint: Table 8 next to the paper's baselines, and others.
 
 Its command line (a report redrawn, or a predictions file scored into a results folder) is
-tools/report.py.
+tools/table8.py.
 """
 
 import csv

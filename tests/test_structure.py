@@ -159,3 +159,13 @@ def test_the_core_names_no_tool_module_to_import():
                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
                 and id(node) not in docstrings and re.match(r"(tools|benchmarks)\.\w", node.value)]
     assert not bad, "\n".join(bad)
+
+
+def test_the_core_has_no_command_line_but_train_and_the_checkpoint_tool():
+    """The core is what they reach: every other command line (the CIDEr scorer, the report, the
+    build, ...) is a tool, under tools/."""
+    mains = sorted(name for name, path in project_modules().items()
+                   if any(within(name, prefix) for prefix in CORE)
+                   and (path.name == "__main__.py"
+                        or '__name__ == "__main__"' in path.read_text(encoding="utf-8")))
+    assert mains == ["evaluation.evaluate", "train"]

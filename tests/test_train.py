@@ -158,7 +158,7 @@ def test_data_that_is_not_built_is_one_clear_error(tiny_demo, tmp_path):
     with pytest.raises(train.TrainingError, match=(
             r"^config.data: coco35l is not built for these languages in .*built: missing the "
             r"images and the captions of en, es, hi, zh \(about [\d.]+ [KM]B\); build it with: "
-            r"python -m data.build coco35l --manual_dir .*coco35l --data_dir .*built --langs "
+            r"python -m tools.build_data coco35l --manual_dir .*coco35l --data_dir .*built --langs "
             r"en,es,hi,zh \(or run train.py with --build_data")):
         train.train_and_evaluate(config, str(workdir))
     assert not (workdir / "metrics.jsonl").exists()

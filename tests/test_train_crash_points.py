@@ -119,7 +119,7 @@ def test_a_best_checkpoint_of_the_step_being_saved_is_kept(four_step_run, config
 
 
 # ---------------------------------------------------- writes beyond the loop ----
-# A results folder replaced (evaluation.evaluate's and tools.report's folders) and a
+# A results folder replaced (evaluation.evaluate's and tools.table8's folders) and a
 # workdir lock made again after `rm .lock`: a process killed after each write loses nothing.
 SWAP = """import sys, files
 with files.replacing_folder(sys.argv[1]) as folder:

@@ -105,7 +105,7 @@ FIELDS = tuple(Field(*row) for row in (
     ("data.dataset", str, layout.DATASETS, "fixed", "The release (data/releases/)."),
     ("data.manual_dir", str, None, "fixed", "The release files (TFDS manual_dir)."),
     ("data.tfds_data_dir", "", None, "fixed",
-     'Where `python -m data.build` wrote it; "": beside manual_dir.'),
+     'Where `python -m tools.build_data` wrote it; "": beside manual_dir.'),
     ("data.num_workers", int, N0, "optional", "Processes making batches; None: one per core."),
     ("data.langs", tuple, None, "fixed", "The training languages."),
     ("data.prompt_template", "<2{lang}>", None, "fixed", "The LangId string fed to the encoder."),

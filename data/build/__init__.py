@@ -1,6 +1,6 @@
 r"""The build of the datasets from their release files: read this first, then builder.py.
 
-    python -m data.build coco35l --manual_dir ~/data/coco35l --data_dir ~/data/built \
+    python -m tools.build_data coco35l --manual_dir ~/data/coco35l --data_dir ~/data/built \
         [--config all|core | --langs en,es,...] [--max_side 320] [--workers N] \
         [--corrupt_images stop|skip]
 
@@ -71,7 +71,7 @@ def ensure_built(name, *, manual_dir, data_dir, langs, build=False, corrupt_imag
         size = f"size unknown: {e}"
     raise layout.NotBuiltError(
         f"{name} is not built for these languages in {data_dir}: missing "
-        f"{' and '.join(what)} ({size}); build it with: python -m data.build {name} "
+        f"{' and '.join(what)} ({size}); build it with: python -m tools.build_data {name} "
         f"--manual_dir {manual_dir} --data_dir {data_dir} --langs {','.join(missing)} "
         f"(or run train.py with --build_data to build it first)")
 

@@ -1,4 +1,5 @@
-"""The built COCO-35L and CC3M-35L: where `python -m data.build` writes them, and reading them.
+"""The built COCO-35L and CC3M-35L: where `python -m tools.build_data` writes them, and reading
+them.
 
 Two TFDS datasets of ArrayRecord shards under the data directory: <dataset>/images/2.0.0/
 (splits train, dev: a record per image, features image, key; keys_<split>.npy) and

@@ -32,7 +32,7 @@ from tests import cli, tiny
 from tests.formats.small_files import read_jsonl
 from tests.training.saved_state import read_metrics
 from tools import cider as cider_main
-from tools import report as report_cli
+from tools import table8
 from training import checkpointing
 from training.metrics import Progress
 
@@ -349,7 +349,7 @@ def test_any_captioners_files_score_as_the_tool_scored_the_same_captions(
                                        for key, caption in by_key.items()]))
         assert cider_json(results, "--langs", lang)["scores"] == {lang: tool["scores"][lang]}
     # Beside the paper's baselines, as the tool's report: the same scores and per-image ones.
-    report_cli.main([str(tmp_path / "mine"), "--predictions", str(jsonl),
+    table8.main([str(tmp_path / "mine"), "--predictions", str(jsonl),
                      "--references", references])
     assert scores_format.read(tmp_path / "mine" / "scores.json")["scores"] == tool["scores"]
     assert per_image_format.read(tmp_path / "mine" / "per_image.jsonl") == tool_per_image

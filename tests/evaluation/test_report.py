@@ -12,7 +12,7 @@ import errors
 from data import languages
 from evaluation import report
 from formats import per_image, scores
-from tools import report as report_cli
+from tools import table8
 
 
 def _scores(langs=languages.XM3600_LANGS, offset=0.0):
@@ -195,7 +195,7 @@ def test_an_interrupted_replacement_is_finished_by_the_next_run(tmp_path, capsys
     (tmp_path / ".eval_step8.other.tmp").mkdir()  # Not one of files.replacing_folder's.
     out = tmp_path / "eval_step8"
     if tool == "report":
-        run = lambda: report_cli.main([str(out), "--paper-dir", str(tmp_path)])  # noqa: E731
+        run = lambda: table8.main([str(out), "--paper-dir", str(tmp_path)])  # noqa: E731
     else:
         run = lambda: results_folder.check_room(out, {}, "--out", tmp_path)  # noqa: E731
     if kept is None:  # The new folder was not whole yet: no folder to restore.
@@ -292,5 +292,5 @@ def test_the_table_says_which_decoding_made_the_captions(tmp_path, decoding, sai
     assert said in other["table"].read_text()
     # Redrawn from scores.json, the table says it again.
     paths["table"].unlink()
-    report_cli.main([str(tmp_path / "x"), "--paper-dir", str(tmp_path)])
+    table8.main([str(tmp_path / "x"), "--paper-dir", str(tmp_path)])
     assert said in paths["table"].read_text()

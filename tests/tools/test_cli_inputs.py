@@ -176,14 +176,14 @@ def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, tool):
 
 @pytest.mark.parametrize("tool", ["cider", "vifidel", "report", "compare"])
 def test_a_missing_references_file_is_one_line(tmp_path, capsys, tool):
-    from tools import report
+    from tools import table8
     _, preds = _cider_files(tmp_path)
     missing = str(tmp_path / "nothere.jsonl")
     main, argv = {
         "cider": (cider_cli.main, ["--references", missing, "--predictions", preds]),
         "vifidel": (vifidel_cli.main, ["--references", missing, "--predictions", preds,
                                        "--labels", preds, "--vectors", preds]),
-        "report": (report.main, [str(tmp_path / "R"), "--predictions", preds,
+        "report": (table8.main, [str(tmp_path / "R"), "--predictions", preds,
                                  "--references", missing]),
         "compare": (compare.main, [preds, preds, "--references", missing]),
     }[tool]
@@ -217,10 +217,10 @@ def test_compare_on_a_predictions_file_suggests_no_placeholder_command(tmp_path,
 def test_the_command_report_suggests_runs_as_printed(tmp_path, capsys, monkeypatch):
     import shlex
 
-    from tools import report
+    from tools import table8
     refs, partial = _partial_predictions(tmp_path)
     monkeypatch.chdir(tmp_path)
-    line = cli.error_line(capsys, report.main, ["R", "--predictions", "partial.jsonl",
+    line = cli.error_line(capsys, table8.main, ["R", "--predictions", "partial.jsonl",
                                                 "--references", "captions.jsonl"])
     command = re.search(r"\((python -m tools.cider .*) scores only the images", line)[1]
     words = shlex.split(command)

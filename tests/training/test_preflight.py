@@ -56,7 +56,7 @@ def test_every_missing_input_is_listed_in_one_run_with_its_fix(four_step_run, tm
     assert len(missing) == len(expected), text
     for line, start in zip(missing, expected, strict=True):
         assert line.startswith(f"  MISSING  {start}"), line
-    assert "python -m data.build coco35l" in missing[1]
+    assert "python -m tools.build_data coco35l" in missing[1]
     assert "docs/files.md" in missing[1] and "README" not in missing[1]  # A page that exists.
     assert "--config.init.mt5=" in missing[2] and "--config.init.vit=" in missing[3]
     assert "--config.evals.xm3600.data_dir=" in missing[4]
@@ -197,7 +197,7 @@ def test_a_baseline_offline_lists_every_input_it_lacks(baseline_offline_check):
     assert len(missing) == 6, result.stdout
     vocab, data, mt5, vit = missing[:4]
     assert "is remote and cannot be read here" in vocab and "--config.vocab.path=" in vocab
-    assert "python -m data.build coco35l" in data
+    assert "python -m tools.build_data coco35l" in data
     assert "--config.init.mt5=" in mt5 and "--config.init.vit=" in vit
 
 

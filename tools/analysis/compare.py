@@ -4,9 +4,9 @@
         [--out DIR] [--json] [--references captions.jsonl [--langs en]]
 
 reads `per_image.jsonl` of both results folders (written by `python -m evaluation.evaluate`
-or `python -m tools.report --predictions`; read by formats/per_image.py), or scores a
+or `python -m tools.table8 --predictions`; read by formats/per_image.py), or scores a
 predictions file of any kind (formats/predictions.py) given instead against --references
-as `tools.report --predictions` would, and prints, per
+as `tools.table8 --predictions` would, and prints, per
 language the two share (a note names those only one of them has), the delta CIDEr-D (B - A)
 with a 95% paired bootstrap interval: the
 images are resampled with replacement, the same draw for A and B, and the interval is the
@@ -69,7 +69,7 @@ def read_per_image(results_dir, references=None, langs=None):
     if not path.is_file():
         raise ResultsError(f"{results_dir}: no {per_image.file_name()} (expected {path}): not "
                            f"a results folder of python -m evaluation.evaluate or python -m "
-                           f"tools.report")
+                           f"tools.table8")
     return per_image.read(path)
 
 

@@ -73,7 +73,7 @@ def _language_scores(summary, field, langs, path, required):
 def report_command(predictions, references, langs=None):
     """The command that scores the predictions file `predictions` into a results folder."""
     out = os.path.splitext(predictions)[0] + "_results"
-    return " ".join(["python -m tools.report", *map(shlex.quote, (
+    return " ".join(["python -m tools.table8", *map(shlex.quote, (
         out, "--predictions", predictions, "--references", references))]
         + ([f"--langs {','.join(langs)}"] if langs else []))
 

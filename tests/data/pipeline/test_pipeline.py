@@ -160,7 +160,7 @@ def test_languages_not_built_are_named_with_the_build_command(built_demo, vocab)
         _take(config, vocab, 1)
     message = str(error.value)
     assert "missing the captions of de, fr (" in message, message
-    assert f"python -m data.build coco35l --manual_dir {built_demo / 'coco35l'} --data_dir " \
+    assert f"python -m tools.build_data coco35l --manual_dir {built_demo / 'coco35l'} --data_dir " \
            f"{built_demo / 'tfds'} --langs de,fr" in message
     assert "--build_data" in message
 

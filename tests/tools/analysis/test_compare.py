@@ -223,7 +223,7 @@ def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag
 
     from tests.formats.test_predictions import every_kind
     from tests.tools.test_cider import PREDS, write_references
-    from tools import report
+    from tools import table8
     from tools.humaneval import results as humaneval_results
 
     refs = write_references(tmp_path / "captions.jsonl")
@@ -237,7 +237,7 @@ def test_predictions_files_are_scored_with_references_or_refused_naming_the_flag
         f"{kinds['results.json']} is a predictions file, not a results folder: give "
         f"--references with XM3600's captions.jsonl to score it here")
     command = humaneval_results.report_command(kinds["results.json"], refs, ["en"])
-    assert report.main(shlex.split(command)[3:]) == 0
+    assert table8.main(shlex.split(command)[3:]) == 0
     capsys.readouterr()
     # The folder that command writes and every kind of file compare alike.
     results = set()

@@ -287,7 +287,7 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
     import shlex
 
     from tests.formats.test_predictions import every_kind
-    from tools import report
+    from tools import table8
 
     captions = _captions(results_pair[1], "en")
     for kind, path in every_kind(tmp_path, captions).items():
@@ -297,8 +297,8 @@ def test_a_predictions_file_is_named_with_the_command_that_makes_its_folder(
         assert message == f"{path} is a predictions file, not a results folder:", kind
         assert command.endswith(" and give that folder")
         argv = shlex.split(command.removesuffix(" and give that folder"))
-        assert argv[:3] == ["python", "-m", "tools.report"]
-        assert report.main(argv[3:]) == 0
+        assert argv[:3] == ["python", "-m", "tools.table8"]
+        assert table8.main(argv[3:]) == 0
         session = make_session(langs=("en",), systems=(("base", results_pair[0]),
                                                        ("test", argv[3])))
         assert {i.texts[i.side_of("m2")] for i in session.items.values() if not i.is_gold} <= \

@@ -1,5 +1,5 @@
-"""The report's command line (python -m tools.report): a report redrawn from scores.json, any
-captioner's predictions scored into a results folder, and their bad input."""
+"""python -m tools.table8: a report redrawn from scores.json, any captioner's predictions
+scored into a results folder, and their bad input."""
 
 import json
 
@@ -12,7 +12,7 @@ from evaluation import cider, report
 from formats import per_image, predictions, scores
 from tests import cli
 from tests.evaluation.test_report import _table_rows, _write_paper
-from tools import report as report_cli
+from tools import table8
 
 
 def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp_path, capsys):
@@ -21,7 +21,7 @@ def test_a_paper_table_with_a_nan_cell_is_refused_before_anything_is_written(tmp
     _write_paper(tmp_path / "paper")
     paper = tmp_path / "paper" / "cider_per_language.csv"
     paper.write_text(paper.read_text().replace("BB,ar,0.2,", "BB,ar,nan,"))
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report_cli.main, argv),
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(table8.main, argv),
                             [str(tmp_path / "run"), "--paper-dir", str(tmp_path / "paper")])
     row = 2 + len(languages.TRAIN_35L_LANGS)
     assert lines == [f"error: {paper}:{row}: column cider_xm3600: not a finite number: 'nan'"]
@@ -32,11 +32,11 @@ def test_command_line_redraws_from_scores_json(tmp_path, capsys):
     report.write_report(tmp_path / "run7", {"en": 0.4}, {"en": 5}, step=7,
                         paper_dir=tmp_path / "none")
     (tmp_path / "run7" / "table.md").unlink()
-    report_cli.main([str(tmp_path / "run7"), "--paper-dir", str(tmp_path / "none")])
+    table8.main([str(tmp_path / "run7"), "--paper-dir", str(tmp_path / "none")])
     text = (tmp_path / "run7" / "table.md").read_text()
     assert "run7" in _table_rows(text)["lang"] and "step 7" in text
     assert "table.md" in capsys.readouterr().out
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report_cli.main, argv),
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(table8.main, argv),
                             [str(tmp_path / "missing")])
     assert lines == [f"error: scores file not found: {tmp_path}/missing/scores.json"]
 
@@ -58,7 +58,7 @@ def test_any_captioners_results_list_gets_a_results_folder_with_table8(tmp_path,
 
     references, results = _results_list(tmp_path)
     out = tmp_path / "mine"
-    assert report_cli.main([str(out), "--predictions", str(results), "--references", references,
+    assert table8.main([str(out), "--predictions", str(results), "--references", references,
                         "--langs", "en", "--paper-dir", str(tmp_path)]) == 0
     assert "table.md" in capsys.readouterr().out
     summary = scores.read(out / "scores.json")
@@ -77,7 +77,7 @@ def test_a_folder_of_other_files_is_not_replaced_by_a_report(tmp_path, capsys):
     references, results = _results_list(tmp_path)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report_cli.main, argv), [
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(table8.main, argv), [
         str(tmp_path / "other"), "--predictions", str(results), "--references", references,
         "--langs", "en"])
     assert len(lines) == 1 and "holds other files and no scores.json" in lines[0]
@@ -92,7 +92,7 @@ def test_a_report_of_some_images_only_names_them_with_a_command_that_scores_them
     # Predictions for some images only: the error names the images and a command that exists.
     results.write_text(json.dumps([{"image_id": p["image/key"], "caption": p["caption"]}
                                    for p in PREDS if p["lang"] == "en"][:1]))
-    lines = cli.error_lines(capsys, lambda argv: errors.run_main(report_cli.main, argv), [
+    lines = cli.error_lines(capsys, lambda argv: errors.run_main(table8.main, argv), [
         str(tmp_path / "partial"), "--predictions", str(results), "--references", references,
         "--langs", "en"])
     assert lines == [f"error: {results}: 2 of 3 images with 'en' references have no prediction "
@@ -115,7 +115,7 @@ def test_scoring_into_a_full_disk_prints_the_scores_with_one_error_line(tmp_path
         {"en": {p["image/key"]: p["caption"] for p in PREDS if p["lang"] == "en"}})["en"]
     with full_disk.full_disk(tmp_path / "disk") as disk:
         with pytest.raises(SystemExit) as exit_:
-            errors.run_main(report_cli.main, [str(disk / "mine"), "--predictions", str(results),
+            errors.run_main(table8.main, [str(disk / "mine"), "--predictions", str(results),
                                           "--references", references, "--langs", "en"])
         assert full_disk.listing(disk) == {}  # No half folder.
     assert exit_.value.code == 2

@@ -1,4 +1,4 @@
-"""`python -m data.build` (data/build/__main__.py) as a user runs it."""
+"""`python -m tools.build_data` (tools/build_data.py) as a user runs it."""
 
 from tests import tiny
 from tests.data.build import release_files
@@ -9,7 +9,7 @@ def test_a_corrupt_image_met_by_a_worker_process_is_one_error_line_with_status_2
                                    splits=("train", "train", "val"))
     broken = manual / "train2014" / "COCO_train2014_000000000006.jpg"
     broken.write_bytes(broken.read_bytes()[:40])
-    process = tiny.run("-m", "data.build", "coco35l", "--manual_dir", manual, "--data_dir",
+    process = tiny.run("-m", "tools.build_data", "coco35l", "--manual_dir", manual, "--data_dir",
                        tmp_path / "built", "--langs", "en", "--workers", "2")
     assert process.code == 2, process.text
     assert "Traceback" not in process.text

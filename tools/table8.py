@@ -1,7 +1,7 @@
-"""The report of a results folder, or of any captioner's predictions file.
+"""Table 8 beside the paper's baselines, for a results folder or any captioner's predictions.
 
-    python -m tools.report RESULTS_DIR [--name NAME]
-    python -m tools.report RESULTS_DIR --predictions FILE --references captions.jsonl \
+    python -m tools.table8 RESULTS_DIR [--name NAME]
+    python -m tools.table8 RESULTS_DIR --predictions FILE --references captions.jsonl \
         [--langs en,es] [--name NAME]
 
 The first redraws the report (evaluation/report.py) from RESULTS_DIR's scores.json; the second
@@ -53,7 +53,7 @@ def _score(args):
 
 
 def _parser():
-    parser = tool_cli.ArgumentParser(prog="python -m tools.report",
+    parser = tool_cli.ArgumentParser(prog="python -m tools.table8",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("results_dir", help="results folder (with scores.json, or to write)")
     parser.add_argument("--name", default=None, help="this model's column heading "

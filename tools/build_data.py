@@ -1,4 +1,6 @@
-"""The command line of the build: `python -m data.build <dataset> --manual_dir ... --data_dir ...`.
+"""The command line of the build:
+
+    python -m tools.build_data <dataset> --manual_dir ... --data_dir ...
 
 See data/build/__init__.py for what it builds and how; `--help` lists the flags.
 """
@@ -13,7 +15,7 @@ from data.build import image_shards
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m data.build",
+    parser = argparse.ArgumentParser(prog="python -m tools.build_data",
                                      description=build.__doc__.split("\n")[0])
     parser.add_argument("dataset", choices=build.BUILDERS)
     parser.add_argument("--manual_dir", required=True, help="the release files")
