@@ -181,8 +181,8 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
              "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
     if step is not None:
         intro += f" Checkpoint step {step}."
-    if describe_decoding(summary.get("decoding")):
-        intro += f" Captions by {describe_decoding(summary['decoding'])}."
+    if decoding := describe_decoding(summary.get("decoding")):
+        intro += f" Captions by {decoding}."
     table = [f"# CIDEr-D on XM3600: {name}", "", intro, "", *note] + _table(
         "XM3600 (human references)", paper.get("xm3600", {}), scores, name,
         extra=("images", num_images))
