@@ -50,7 +50,8 @@ def check_run_config(config, best_metric=None):
 
 
 def check_configs(evals_config, best_metric=None):
-    """Checks `config.evals` without loading data; returns the in-loop evaluators' metrics."""
+    """Checks `config.evals` without loading data (ValueError naming a field), and that
+    `best_metric` is one the in-loop evaluators log."""
     logged = []
     for name, eval_config in evals_config.items():
         cls = _checked_class(name, eval_config)
@@ -59,7 +60,6 @@ def check_configs(evals_config, best_metric=None):
     if logged and best_metric is not None and best_metric not in logged:
         raise ValueError(f"config.checkpoint.best_metric={best_metric!r} is not logged by the "
                          f"in-loop evaluators; they log {', '.join(logged)}")
-    return logged
 
 
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
