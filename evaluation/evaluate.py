@@ -81,8 +81,7 @@ def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
     with errors.reraised(UsageError, (FileNotFoundError, ValueError), f"config.evals.{name}: "):
         langs = cls.data_langs(eval_config)
-    left_out = [lang for lang in cls.all_langs if lang not in langs]
-    if left_out:
+    if len(langs) < len(cls.all_langs):  # data_langs: those of all_langs it has
         print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
               f"({', '.join(langs) or 'none'}); the others are left out", flush=True)
     return langs
@@ -184,8 +183,7 @@ def _check_request(config, names, spec):
     """(evaluator names, {name: languages} or None for --langs=config), checked (UsageError);
     evaluators with none of the languages asked for are left out."""
     names = list(config.evals) if names is None else names
-    unknown = [n for n in names if n not in config.evals]
-    if unknown:
+    if unknown := [n for n in names if n not in config.evals]:
         raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
                          f"{', '.join(config.evals)}")
     if spec == "config":

@@ -66,8 +66,7 @@ def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """{name: evaluator} of `config.evals` (those of `names`, default all), in config order.
     `langs` and `decoding` replace the configs'. Raises ValueError naming what is wrong."""
     names = list(evals_config) if names is None else list(names)
-    unknown = [n for n in names if n not in evals_config]
-    if unknown:
+    if unknown := [n for n in names if n not in evals_config]:
         raise ValueError(f"no evaluator {', '.join(map(repr, unknown))} in config.evals; it "
                          f"has {', '.join(evals_config) or 'none'}")
     built, owner = {}, {}
