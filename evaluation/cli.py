@@ -24,8 +24,7 @@ def check_writable(folder, flag, path):
 def finish_swap(path, tidy=False):
     """Finishes an interrupted replacement of the results folder `path` (files.recover_folder),
     said on stderr: every reader of results folders calls it first (`tidy`: a writer)."""
-    recovered = files.recover_folder(path, tidy)
-    if recovered:
+    if recovered := files.recover_folder(path, tidy):
         print(recovered, file=sys.stderr, flush=True)
 
 

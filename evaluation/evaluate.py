@@ -81,8 +81,7 @@ def _data_langs(name, cls, eval_config):
     """The languages of `cls` that the evaluator's data has, with a note naming the others."""
     with errors.reraised(UsageError, (FileNotFoundError, ValueError), f"config.evals.{name}: "):
         langs = cls.data_langs(eval_config)
-    left_out = [lang for lang in cls.all_langs if lang not in langs]
-    if left_out:
+    if len(langs) < len(cls.all_langs):  # data_langs: those of all_langs it has
         print(f"note: {name}: its data has {len(langs)} of its {len(cls.all_langs)} languages "
               f"({', '.join(langs) or 'none'}); the others are left out", flush=True)
     return langs
@@ -93,10 +92,11 @@ def _data_langs(name, cls, eval_config):
 _HOW_IT_RUNS = ("model.scan", "model.remat", "model.dropout", "model.vit.dropout")
 
 
-def open_run(workdir, config, names=(), decoding=None):
-    """The run of `workdir`, evaluated with `config` by evaluators `names` (UsageError when
-    its model or vocabulary differs from the run's config.json, or a decoding's size is out of
-    bounds: `check_sizes`)."""
+def open_run(workdir, config, names, decoding):
+    """The run of `workdir`, evaluated with `config` by evaluators `names`. UsageError when its
+    model or vocabulary differs from the run's config.json, or, before anything is allocated,
+    when an evaluator decodes longer than the run's longest or its batch x beams (`decoding`'s
+    or its own) exceeds the memory here."""
     if not checkpointing.has_checkpoint(workdir):
         raise _no_checkpoint(workdir)
     run = run_lib.Run.open(workdir)
@@ -106,29 +106,22 @@ def open_run(workdir, config, names=(), decoding=None):
         raise UsageError(f"config.{changed[0]}: not the model or vocabulary of the run in "
                          f"{run_config.path(workdir)}; leave --config out to evaluate the run "
                          f"with its own config")
-    check_sizes(config, names, decoding, run.model.config, run_lib.max_len_bound(run.config))
-    run.config = config
-    return run
-
-
-def check_sizes(config, names, decoding, model_config, max_len_bound):
-    """UsageError, before anything is allocated, when an evaluator of `names` decodes longer
-    than `max_len_bound` (the run's longest), or its batch x beams (`decoding` or its own)
-    exceeds the memory here."""
-    memory = decode.memory_bytes()
+    memory, max_len_bound = decode.memory_bytes(), run_lib.max_len_bound(run.config)
     for name in names:
         eval_config = config.evals[name]
         if "max_decode_len" not in eval_config:  # An evaluator that decodes its own way.
             continue
-        own = decoding is None
         try:
             (decoding or decode.Decoding.from_config(eval_config)).check_size(
-                model_config, eval_config.batch_size, eval_config.max_decode_len, max_len_bound,
-                memory)
+                run.model.config, eval_config.batch_size, eval_config.max_decode_len,
+                max_len_bound, memory)
         except decode.DecodingError as e:
             field = {"max_len": "max_decode_len"}.get(e.setting, e.setting)
-            where = f"config.evals.{name}.{field}" if own or field != "beam_size" else "--beam_size"
+            where = (f"config.evals.{name}.{field}" if decoding is None or field != "beam_size"
+                     else "--beam_size")
             raise UsageError(f"{where}: {e.problem}") from None
+    run.config = config
+    return run
 
 
 def _restore(run, step):
@@ -190,8 +183,7 @@ def _check_request(config, names, spec):
     """(evaluator names, {name: languages} or None for --langs=config), checked (UsageError);
     evaluators with none of the languages asked for are left out."""
     names = list(config.evals) if names is None else names
-    unknown = [n for n in names if n not in config.evals]
-    if unknown:
+    if unknown := [n for n in names if n not in config.evals]:
         raise UsageError(f"--evals: no evaluator {unknown[0]!r} in config.evals; it has "
                          f"{', '.join(config.evals)}")
     if spec == "config":
@@ -238,13 +230,12 @@ def _print_scores(scores):
 def check_flags(flag_values):
     """The `Decoding` of --decode or None (UsageError for bad settings)."""
     settings = {name: flag_values[name].value for name in ("beam_size", "alpha")}
-    given = [f"--{name}" for name, value in settings.items() if value is not None]
-    if flag_values.decode is None:
-        if given:
-            raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or "
-                             f"leave them out")
-        return None
-    return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
+    if flag_values.decode is not None:
+        return decode.Decoding.create(flag_values.decode, settings, spell="--{}")
+    if given := [f"--{name}" for name, value in settings.items() if value is not None]:
+        raise UsageError(f"{' and '.join(given)} apply to --decode=beam only; add it, or leave "
+                         f"them out")
+    return None
 
 
 def main(argv=None):

@@ -36,8 +36,7 @@ def read_paper_scores(path):
     {"xm3600": {model: {lang: score}}, "coco_dev": {...}}; raises errors.InputError (file:line)."""
     out = {kind: {} for kind in PAPER_COLUMNS}
     header, rows = csv_table.read(path, errors.InputError, "the paper's scores")
-    missing = [c for c in ("model", "lang", *PAPER_COLUMNS.values()) if c not in header]
-    if missing:
+    if missing := [c for c in ("model", "lang", *PAPER_COLUMNS.values()) if c not in header]:
         raise errors.InputError(f"{path}: missing column(s) {', '.join(missing)}")
     first = {}
     for lineno, row in rows:
@@ -86,8 +85,7 @@ def _table(title, baselines, scores, name, extra=None, with_quz=True):
                                              for m in models] + [fmt(own[f"avg_{count}"])]
         lines.append(_row(cells + ([""] if extra else [])))
     for count in counts:
-        missing = own[f"missing_{count}"]
-        if missing:
+        if missing := own[f"missing_{count}"]:
             lines.append(f"\n{name}: no {count}-language average; " + (
                 f"missing: {', '.join(missing)}." if len(missing) <= 10
                 else f"only {len(scores)} language(s) scored."))
@@ -181,8 +179,8 @@ def write_report(results_dir, scores, num_images, *, coco_dev_scores=None, name=
              "from Thapliyal et al. (EMNLP 2022), Tables 8-11.")
     if step is not None:
         intro += f" Checkpoint step {step}."
-    if describe_decoding(summary.get("decoding")):
-        intro += f" Captions by {describe_decoding(summary['decoding'])}."
+    if decoding := describe_decoding(summary.get("decoding")):
+        intro += f" Captions by {decoding}."
     table = [f"# CIDEr-D on XM3600: {name}", "", intro, "", *note] + _table(
         "XM3600 (human references)", paper.get("xm3600", {}), scores, name,
         extra=("images", num_images))

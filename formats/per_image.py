@@ -14,8 +14,6 @@ import files
 import formats
 from data import jsonl, languages
 
-FIELDS = ("image/key", "lang", "score")
-
 
 class PerImageError(errors.InputError):
     """A per-image scores file (or what is to be written to one) is malformed; names where."""
@@ -55,33 +53,27 @@ def read(path):
 
 
 def check(per_image):
-    """The rows `write` writes, checked (PerImageError); NaN scores are left out."""
-    if isinstance(per_image, dict):
-        for lang, by_key in per_image.items():
-            if not isinstance(by_key, dict):
-                raise PerImageError(f"per_image[{lang!r}]: expected a {{image key: score}} dict")
-        rows = [{"image/key": key, "lang": lang, "score": score}
-                for lang, by_key in per_image.items() for key, score in by_key.items()]
-    else:
-        rows = list(per_image)
+    """The rows `write` writes of {lang: {image key: score}}, checked (PerImageError); NaN
+    scores are left out."""
+    for lang, by_key in per_image.items():
+        if not isinstance(by_key, dict):
+            raise PerImageError(f"per_image[{lang!r}]: expected a {{image key: score}} dict")
+    rows = [{"image/key": key, "lang": lang, "score": score}
+            for lang, by_key in per_image.items() for key, score in by_key.items()]
     out, seen = [], set()
     for i, row in enumerate(rows):
-        where = f"per_image entry {i}"
-        if not isinstance(row, dict) or set(row) != set(FIELDS):
-            raise PerImageError(f"{where}: expected keys image/key, lang, score, got {row!r}")
         score = row["score"]
         # numbers.Real also admits numpy scalars, which evaluation code hands over.
         if isinstance(score, bool) or not isinstance(score, numbers.Real) or math.isinf(score):
-            raise PerImageError(f"{where}: score is not a finite number: {row!r}")
-        if math.isnan(score):
-            continue  # An undefined score: the image has no line.
-        key, lang, score = _check(row, where, seen)
-        out.append({"image/key": key, "lang": lang, "score": score})
+            raise PerImageError(f"per_image entry {i}: score is not a finite number: {row!r}")
+        if not math.isnan(score):  # An undefined score: the image has no line.
+            key, lang, score = _check(row, f"per_image entry {i}", seen)
+            out.append({"image/key": key, "lang": lang, "score": score})
     return out
 
 
 def write(path, per_image):
-    """Writes per-image scores (as `check` takes them; nothing on error); returns `path`."""
+    """Writes {lang: {image key: score}} (`check`; nothing on error); returns `path`."""
     rows = check(per_image)
     with files.replacing(path) as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -50,8 +50,8 @@ class _Task(typing.NamedTuple):
     lang: str
     keys: list  # Every image with references in the language, in file order.
     refs: list
-    captions: list  # Of the images `covered`, or of all `keys`.
-    covered: list | None  # Indices into keys of the images with a prediction; None: all.
+    captions: list  # Of the images `covered`.
+    covered: list  # Indices into keys of the images with a prediction.
     num_skipped: int
     df: object  # The language's `DocumentFrequency`, or None.
 
@@ -90,11 +90,8 @@ def _task(lang, references, predictions, df, allow_missing, missing_hint=MISSING
     if (key := _unknown(by_key, set(keys))) is not None:
         raise InputError(f"{_where(predictions, lang, key)}: prediction for image "
                          f"{key!r} in {lang!r}, which has no {lang!r} references")
-    if len(by_key) == len(keys):  # every image (the keys are distinct and all known)
-        covered, captions = None, list(map(by_key.__getitem__, keys))
-    else:
-        covered = [i for i, key in enumerate(keys) if key in by_key]
-        captions = [by_key[keys[i]] for i in covered]
+    covered = [i for i, key in enumerate(keys) if key in by_key]
+    captions = [by_key[keys[i]] for i in covered]
     num_skipped = len(keys) - len(captions)
     if num_skipped and not allow_missing:
         missing = [key for key in keys if key not in by_key]
@@ -135,9 +132,8 @@ def score_languages(records, predictions, langs=None, metric="cider-d", df=None,
         scorer = scorer_lib.CiderScorer(task.refs, task.lang, metric, df=task.df,
                                         segmenter=segmenter, options=options)
         result = scorer.score(task.captions, indices=task.covered)
-        keys = task.keys if task.covered is None else [task.keys[i] for i in task.covered]
-        return LanguageScore(task.lang, result.corpus, list(keys), result.per_image,
-                             task.num_skipped, scorer if keep_scorers else None)
+        return LanguageScore(task.lang, result.corpus, [task.keys[i] for i in task.covered],
+                             result.per_image, task.num_skipped, scorer if keep_scorers else None)
 
     # The work grows with the characters, and more so where every character is a token.
     costs = [(sum(map(len, itertools.chain.from_iterable(task.refs)))

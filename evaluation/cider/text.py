@@ -109,16 +109,12 @@ def _to_code_points(text):
 
 
 def _check(lang, segmenter, options):
-    if not isinstance(lang, str):
-        raise NormalizationError(f"language must be a string code, got {lang!r}")
-    with errors.reraised(NormalizationError, ValueError):
-        languages.check_langs([lang])
-    if segmenter not in SEGMENTERS:
-        raise NormalizationError(
-            f"unknown segmenter {segmenter!r}; expected one of {', '.join(SEGMENTERS)}")
-    if options.unicode_form not in UNICODE_FORMS:
-        raise NormalizationError(
-            f"unknown unicode_form {options.unicode_form!r}; expected NFKC, NFC or None")
+    for what, value, known in (("language", lang, languages.XM3600_LANGS),
+                               ("segmenter", segmenter, SEGMENTERS),
+                               ("unicode_form", options.unicode_form, UNICODE_FORMS)):
+        if value not in known:
+            raise NormalizationError(f"unknown {what} {value!r}; expected one of "
+                                     f"{', '.join(map(str, known))}")
 
 
 def _segment_characters(code_points, flags):

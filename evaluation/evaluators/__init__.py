@@ -50,7 +50,8 @@ def check_run_config(config, best_metric=None):
 
 
 def check_configs(evals_config, best_metric=None):
-    """Checks `config.evals` without loading data; returns the in-loop evaluators' metrics."""
+    """Checks `config.evals` without loading data (ValueError naming a field), and that
+    `best_metric` is one the in-loop evaluators log."""
     logged = []
     for name, eval_config in evals_config.items():
         cls = _checked_class(name, eval_config)
@@ -59,15 +60,13 @@ def check_configs(evals_config, best_metric=None):
     if logged and best_metric is not None and best_metric not in logged:
         raise ValueError(f"config.checkpoint.best_metric={best_metric!r} is not logged by the "
                          f"in-loop evaluators; they log {', '.join(logged)}")
-    return logged
 
 
 def build(evals_config, setup, *, names=None, langs=None, decoding=None):
     """{name: evaluator} of `config.evals` (those of `names`, default all), in config order.
     `langs` and `decoding` replace the configs'. Raises ValueError naming what is wrong."""
     names = list(evals_config) if names is None else list(names)
-    unknown = [n for n in names if n not in evals_config]
-    if unknown:
+    if unknown := [n for n in names if n not in evals_config]:
         raise ValueError(f"no evaluator {', '.join(map(repr, unknown))} in config.evals; it "
                          f"has {', '.join(evals_config) or 'none'}")
     built, owner = {}, {}

@@ -17,7 +17,6 @@ from jax.sharding import PartitionSpec as P
 
 import errors
 from data import eval_sets, languages, tokenizer
-from data import prompts as prompt_lib
 from data.releases import xm3600 as xm3600_release
 from evaluation import cider
 from model import decode
@@ -46,10 +45,9 @@ class Setup:
 
     def caption_set_args(self, eval_config):
         """The keyword arguments of data/eval_sets.py's loaders for `eval_config`."""
-        return dict(image_size=self.image_size, prompt_template=self.data_config.get(
-            "prompt_template", prompt_lib.DEFAULT_PROMPT_TEMPLATE),
-            max_prompt_len=self.data_config.max_prompt_len,
-            max_images=eval_config.get("max_images", None))
+        return dict(image_size=self.image_size, prompt_template=self.data_config.prompt_template,
+                    max_prompt_len=self.data_config.max_prompt_len,
+                    max_images=eval_config.get("max_images", None))
 
 
 def _batch_sharding(params, batch_size):
