@@ -140,39 +140,6 @@ def _gather_cache(cache, parents: jax.Array, beam_size: int):
     return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else x[rows], cache)
 
 
-def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
-               alpha: float, eos_id: int) -> BeamState:
-    """Extends every live beam by every token and keeps the best (T5X rules)."""
-    batch, _, vocab = log_probs.shape
-    # [batch, beam * vocab]: log-probability of every one-token extension.
-    candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
-    # Keep 2 * beam so that beam live ones remain even if beam of them end now.
-    top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
-    parents, tokens = top_index // vocab, top_index % vocab
-    seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
-    seqs = jax.lax.dynamic_update_slice(
-        seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
-    ends = tokens == eos_id
-
-    # Live: the best `beam` extensions that did not end.
-    alive_log_probs, alive = jax.lax.top_k(top_log_probs + ends * NEG_INF, beam_size)
-    cache = _gather_cache(cache, jnp.take_along_axis(parents, alive, axis=1), beam_size)
-
-    # Finished: merge the ones ending now (length-normalized) into the old set.
-    new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
-    finished_scores, best = jax.lax.top_k(
-        jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
-    return BeamState(
-        step=state.step + 1,
-        live_tokens=_gather_beams(seqs, alive),
-        live_log_probs=alive_log_probs,
-        last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
-        finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1), best),
-        finished_scores=finished_scores,
-        finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
-        cache=cache)
-
-
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "beam_size", "alpha",
                                              "eos_id"))
 def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
@@ -199,11 +166,39 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
         return (state.step < max_len) & ~jnp.all(worst_finished > best_live)
 
     def body(state):
+        """Extends every live beam by every token and keeps the best (T5X rules)."""
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
                                      state.last.reshape(-1))
         log_probs = jax.nn.log_softmax(logits).reshape(batch, beam_size, -1)
-        return _beam_step(state, log_probs, cache, beam_size=beam_size, alpha=alpha,
-                          eos_id=eos_id)
+        vocab = log_probs.shape[-1]
+        # [batch, beam * vocab]: log-probability of every one-token extension.
+        candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
+        # Keep 2 * beam so that beam live ones remain even if beam of them end now.
+        top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
+        parents, tokens = top_index // vocab, top_index % vocab
+        seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
+        seqs = jax.lax.dynamic_update_slice(
+            seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
+        ends = tokens == eos_id
+
+        # Live: the best `beam` extensions that did not end.
+        alive_log_probs, alive = jax.lax.top_k(top_log_probs + ends * NEG_INF, beam_size)
+        cache = _gather_cache(cache, jnp.take_along_axis(parents, alive, axis=1), beam_size)
+
+        # Finished: merge the ones ending now (length-normalized) into the old set.
+        new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
+        finished_scores, best = jax.lax.top_k(
+            jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
+        return BeamState(
+            step=state.step + 1,
+            live_tokens=_gather_beams(seqs, alive),
+            live_log_probs=alive_log_probs,
+            last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
+            finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1),
+                                          best),
+            finished_scores=finished_scores,
+            finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
+            cache=cache)
 
     shape = (batch, beam_size)
     init = BeamState(
