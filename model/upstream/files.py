@@ -55,12 +55,9 @@ def strip_slash(path: str) -> str:
     return path.rstrip("/") if len(path) > 1 else path
 
 
-def one_line(error: BaseException | str) -> str:
+def one_line(error: BaseException) -> str:
     """An exception's message on one line (its class name if it has none)."""
-    text = re.sub(r"\s*\n\s*", " ", str(error)).strip()
-    if not text and isinstance(error, BaseException):
-        text = type(error).__name__
-    return text
+    return re.sub(r"\s*\n\s*", " ", str(error)).strip() or type(error).__name__
 
 
 def step_folders(names: list[str]) -> list[str]:
