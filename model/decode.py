@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 import errors
-from model import vit
+from model import captioner
 
 # Log-probability of impossible continuations (finite, as T5X, to keep arithmetic NaN-free).
 NEG_INF = -1.0e7
@@ -148,9 +148,8 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the finished
     set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS), the others for
     the live set. Stops at max_len or when no live beam could still beat the worst finished one. An
-    example with no finished sequence gets its best live beam with its raw log-probability."""
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    example with no finished sequence gets its best live beam with its raw log-probability.
+    `Decoding` checks beam_size (>= 1) where it is given."""
     variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     batch = encoded.shape[0]
     # [batch * beam, ...]: every beam of an example sees the same encoding.
@@ -370,8 +369,7 @@ def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
     its cross-attention keys and values; the images as float32."""
     t5, rows = model_config.t5, batch_size * beams
     kv = t5.num_heads * t5.head_dim
-    encoder_len = prompt_len + (1 if model_config.fusion == "pooled" else
-                                vit.num_patches(model_config.vit, model_config.image_size))
+    encoder_len = prompt_len + captioner.Captioner(model_config).num_image_tokens
     per_row = 4 * (2 * t5.vocab_size + 2 * t5.num_decoder_layers * max_len * kv
                    + encoder_len * (t5.emb_dim + 2 * t5.num_decoder_layers * kv))
     return rows * per_row + batch_size * 4 * 3 * model_config.image_size ** 2
