@@ -147,10 +147,9 @@ class MultiHeadDotProductAttention(nn.Module):
             return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
         # [batch, length, heads, head_dim]
-        query = projection("query", inputs_q)
+        query = projection("query", inputs_q) / jnp.sqrt(head_dim).astype(self.dtype)
         key = projection("key", inputs_kv)
         value = projection("value", inputs_kv)
-        query = query / jnp.sqrt(head_dim).astype(query.dtype)
         x = layers.dot_product_attention(query, key, value, dtype=self.dtype,
                                          kv_length=kv_length)
         return _HeadsDense((self.num_heads, head_dim, width), (part.HEADS, part.KV, part.EMBED),
