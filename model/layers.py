@@ -198,8 +198,7 @@ def layers_to_scan(params: Any) -> Any:
         return params
     out, stacks = {}, {}
     for name, sub in params.items():
-        match = re.fullmatch(r"(layers|encoderblock)_(\d+)", name)
-        if match and hasattr(sub, "items"):
+        if (match := re.fullmatch(r"(layers|encoderblock)_(\d+)", name)) and hasattr(sub, "items"):
             stacks.setdefault(match.group(1), {})[int(match.group(2))] = dict(sub)
         else:
             out[name] = layers_to_scan(sub)

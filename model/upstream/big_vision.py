@@ -93,8 +93,7 @@ def renumber_pre_linen(tree: Any) -> Any:
         return tree
     by_module: dict[str, list[tuple[int, str]]] = {}
     for key in tree:
-        match = _NUMBERED_MODULE.fullmatch(key)
-        if match:
+        if match := _NUMBERED_MODULE.fullmatch(key):
             by_module.setdefault(match.group(1), []).append((int(match.group(2)), key))
     new_name = {key: f"{module}_{index}" for module, numbered in by_module.items()
                 for index, (_, key) in enumerate(sorted(numbered))}

@@ -136,8 +136,7 @@ def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[s
     relative = posixpath.join(kvstore.get("path", ""), spec.pop("path", ""))
     if not relative:
         raise ValueError(f"parameter {name!r}: tensorstore spec without a path: {spec!r}")
-    match = re.fullmatch(r"gs://([^/]+)/?(.*)", checkpoint_dir, re.DOTALL)
-    if match:
+    if match := re.fullmatch(r"gs://([^/]+)/?(.*)", checkpoint_dir, re.DOTALL):
         bucket, base = match.groups()
         spec["kvstore"] = {"driver": "gcs", "bucket": bucket,
                            "path": posixpath.join(base, relative)}
