@@ -294,19 +294,17 @@ class Decoding:
                                           f"{', '.join(METHODS)}")
         for name, (method, default, *_) in _SETTINGS.items():
             value = getattr(self, name)
-            if method != self.method:
-                if value is not None:
-                    raise DecodingError(name, f"applies to {method} decoding only, not to "
-                                              f"{self.method}")
-                continue
-            object.__setattr__(self, name, _checked(name, default if value is None else value))
+            if method == self.method:
+                object.__setattr__(self, name, _checked(name, default if value is None else value))
+            elif value is not None:
+                raise DecodingError(name, f"applies to {method} decoding only, not to "
+                                          f"{self.method}")
 
     @classmethod
     def create(cls, method, settings, spell="{}"):
         """Decoding(method, **non-None settings); errors name a setting as `spell.format(name)`."""
         given = {k: v for k, v in settings.items() if v is not None}
-        unknown = [k for k in given if k not in _SETTINGS]
-        if unknown:
+        if unknown := [k for k in given if k not in _SETTINGS]:
             raise DecodingError(spell.format(unknown[0]), f"unknown decoding setting; known: "
                                                           f"{', '.join(SETTINGS)}")
         try:

@@ -237,8 +237,7 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
 def with_overrides(config_class, fields, overrides):
     """`fields` updated with the non-None `overrides`; ValueError for one naming no field."""
     known = {f.name for f in dataclasses.fields(config_class)}
-    unknown = [key for key in overrides if key not in known]
-    if unknown:
+    if unknown := [key for key in overrides if key not in known]:
         raise ValueError(f"unknown {config_class.__name__} field {unknown[0]!r}; known: "
                          f"{', '.join(sorted(known))}")
     return {**fields, **{k: v for k, v in overrides.items() if v is not None}}

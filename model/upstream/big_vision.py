@@ -56,8 +56,7 @@ def _zip_members(data: bytes, path: str) -> list[str]:
         if what == "a zip archive":
             what = f"a damaged zip archive ({files.one_line(e)})"
         raise ValueError(f"{path} is not a big_vision .npz: it is {what}") from e
-    others = [name for name in members if not name.endswith(".npy")]
-    if others:
+    if others := [name for name in members if not name.endswith(".npy")]:
         pytorch = " (a PyTorch checkpoint)" if any(
             name.endswith("data.pkl") for name in others) else ""
         raise ValueError(f"{path} is not a big_vision .npz: it is a zip archive of "

@@ -106,8 +106,7 @@ def describe_dir(path: str, names: list[str]) -> str:
     if ORBAX_STEP_METADATA in names:
         items = [n for n in names if isdir(join(path, n))]
         return f"an Orbax checkpoint step with the items {items or 'none'}"
-    steps = step_folders(names)
-    if steps:
+    if steps := step_folders(names):
         return f"a T5X model directory with the step folders {', '.join(steps)}"
     if any("~" in n for n in names):
         return ("a big_vision tensorstore checkpoint (save_checkpoint_ts: one `~`-named "

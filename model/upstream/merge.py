@@ -72,8 +72,7 @@ def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
     class token saw (as big_vision's `fix_old_checkpoints`)."""
     new, class_row, how = big_vision.fit_posemb(value, target_shape)
     report.reshaped.append((path, tuple(value.shape), tuple(target_shape), how))
-    parent = path.rpartition(SEP)[0]
-    cls_path = f"{parent}{SEP}cls" if parent else "cls"
+    cls_path = path.removesuffix("pos_embedding") + "cls"  # its sibling
     if class_row is not None and cls_path in loaded_flat and cls_path in init_flat:
         cls = np.asarray(loaded_flat[cls_path], np.float32)
         if cls.shape[-1] == class_row.shape[-1]:
