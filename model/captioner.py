@@ -66,9 +66,8 @@ class Captioner(nn.Module):
     @property
     def num_image_tokens(self) -> int:
         """Encoder positions taken by the image (before the prompt)."""
-        if self.config.fusion == "pooled":
-            return 1
-        return vit_lib.num_patches(self.config.vit, self.config.image_size)
+        cfg = self.config
+        return 1 if cfg.fusion == "pooled" else vit_lib.num_patches(cfg.vit, cfg.image_size)
 
     def encode(self, images, prompt_tokens, train: bool = False):
         """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 import errors
-from model import vit
+from model import captioner
 
 # Log-probability of impossible continuations (finite, as T5X, to keep arithmetic NaN-free).
 NEG_INF = -1.0e7
@@ -140,39 +140,6 @@ def _gather_cache(cache, parents: jax.Array, beam_size: int):
     return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else x[rows], cache)
 
 
-def _beam_step(state: BeamState, log_probs: jax.Array, cache, *, beam_size: int,
-               alpha: float, eos_id: int) -> BeamState:
-    """Extends every live beam by every token and keeps the best (T5X rules)."""
-    batch, _, vocab = log_probs.shape
-    # [batch, beam * vocab]: log-probability of every one-token extension.
-    candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
-    # Keep 2 * beam so that beam live ones remain even if beam of them end now.
-    top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
-    parents, tokens = top_index // vocab, top_index % vocab
-    seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
-    seqs = jax.lax.dynamic_update_slice(
-        seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
-    ends = tokens == eos_id
-
-    # Live: the best `beam` extensions that did not end.
-    alive_log_probs, alive = jax.lax.top_k(top_log_probs + ends * NEG_INF, beam_size)
-    cache = _gather_cache(cache, jnp.take_along_axis(parents, alive, axis=1), beam_size)
-
-    # Finished: merge the ones ending now (length-normalized) into the old set.
-    new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
-    finished_scores, best = jax.lax.top_k(
-        jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
-    return BeamState(
-        step=state.step + 1,
-        live_tokens=_gather_beams(seqs, alive),
-        live_log_probs=alive_log_probs,
-        last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
-        finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1), best),
-        finished_scores=finished_scores,
-        finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
-        cache=cache)
-
-
 @functools.partial(jax.jit, static_argnames=("model", "max_len", "beam_size", "alpha",
                                              "eos_id"))
 def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: int = 4,
@@ -181,9 +148,8 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
     Each step keeps the 2 * beam_size best extensions; those ending in EOS compete for the finished
     set with score log_prob / ((5 + length) / 6) ** alpha (length counts the EOS), the others for
     the live set. Stops at max_len or when no live beam could still beat the worst finished one. An
-    example with no finished sequence gets its best live beam with its raw log-probability."""
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    example with no finished sequence gets its best live beam with its raw log-probability.
+    `Decoding` checks beam_size (>= 1) where it is given."""
     variables, encoded, encoder_mask = _encode(model, params, images, prompt_tokens)
     batch = encoded.shape[0]
     # [batch * beam, ...]: every beam of an example sees the same encoding.
@@ -199,11 +165,39 @@ def beam_search(model, params, images, prompt_tokens, max_len: int, beam_size: i
         return (state.step < max_len) & ~jnp.all(worst_finished > best_live)
 
     def body(state):
+        """Extends every live beam by every token and keeps the best (T5X rules)."""
         logits, cache = _step_logits(model, variables, state.cache, encoded, encoder_mask,
                                      state.last.reshape(-1))
         log_probs = jax.nn.log_softmax(logits).reshape(batch, beam_size, -1)
-        return _beam_step(state, log_probs, cache, beam_size=beam_size, alpha=alpha,
-                          eos_id=eos_id)
+        vocab = log_probs.shape[-1]
+        # [batch, beam * vocab]: log-probability of every one-token extension.
+        candidates = (state.live_log_probs[:, :, None] + log_probs).reshape(batch, -1)
+        # Keep 2 * beam so that beam live ones remain even if beam of them end now.
+        top_log_probs, top_index = jax.lax.top_k(candidates, 2 * beam_size)
+        parents, tokens = top_index // vocab, top_index % vocab
+        seqs = _gather_beams(state.live_tokens, parents)  # [batch, 2 * beam, max_len]
+        seqs = jax.lax.dynamic_update_slice(
+            seqs, tokens[:, :, None].astype(jnp.int32), (0, 0, state.step))
+        ends = tokens == eos_id
+
+        # Live: the best `beam` extensions that did not end.
+        alive_log_probs, alive = jax.lax.top_k(top_log_probs + ends * NEG_INF, beam_size)
+        cache = _gather_cache(cache, jnp.take_along_axis(parents, alive, axis=1), beam_size)
+
+        # Finished: merge the ones ending now (length-normalized) into the old set.
+        new_scores = top_log_probs / brevity_penalty(alpha, state.step + 1) + (~ends) * NEG_INF
+        finished_scores, best = jax.lax.top_k(
+            jnp.concatenate([state.finished_scores, new_scores], axis=1), beam_size)
+        return BeamState(
+            step=state.step + 1,
+            live_tokens=_gather_beams(seqs, alive),
+            live_log_probs=alive_log_probs,
+            last=jnp.take_along_axis(tokens, alive, axis=1).astype(jnp.int32),
+            finished_tokens=_gather_beams(jnp.concatenate([state.finished_tokens, seqs], 1),
+                                          best),
+            finished_scores=finished_scores,
+            finished_flags=_gather_beams(jnp.concatenate([state.finished_flags, ends], 1), best),
+            cache=cache)
 
     shape = (batch, beam_size)
     init = BeamState(
@@ -300,19 +294,17 @@ class Decoding:
                                           f"{', '.join(METHODS)}")
         for name, (method, default, *_) in _SETTINGS.items():
             value = getattr(self, name)
-            if method != self.method:
-                if value is not None:
-                    raise DecodingError(name, f"applies to {method} decoding only, not to "
-                                              f"{self.method}")
-                continue
-            object.__setattr__(self, name, _checked(name, default if value is None else value))
+            if method == self.method:
+                object.__setattr__(self, name, _checked(name, default if value is None else value))
+            elif value is not None:
+                raise DecodingError(name, f"applies to {method} decoding only, not to "
+                                          f"{self.method}")
 
     @classmethod
     def create(cls, method, settings, spell="{}"):
         """Decoding(method, **non-None settings); errors name a setting as `spell.format(name)`."""
         given = {k: v for k, v in settings.items() if v is not None}
-        unknown = [k for k in given if k not in _SETTINGS]
-        if unknown:
+        if unknown := [k for k in given if k not in _SETTINGS]:
             raise DecodingError(spell.format(unknown[0]), f"unknown decoding setting; known: "
                                                           f"{', '.join(SETTINGS)}")
         try:
@@ -375,8 +367,7 @@ def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
     its cross-attention keys and values; the images as float32."""
     t5, rows = model_config.t5, batch_size * beams
     kv = t5.num_heads * t5.head_dim
-    encoder_len = prompt_len + (1 if model_config.fusion == "pooled" else
-                                vit.num_patches(model_config.vit, model_config.image_size))
+    encoder_len = prompt_len + captioner.Captioner(model_config).num_image_tokens
     per_row = 4 * (2 * t5.vocab_size + 2 * t5.num_decoder_layers * max_len * kv
                    + encoder_len * (t5.emb_dim + 2 * t5.num_decoder_layers * kv))
     return rows * per_row + batch_size * 4 * 3 * model_config.image_size ** 2

@@ -198,8 +198,7 @@ def layers_to_scan(params: Any) -> Any:
         return params
     out, stacks = {}, {}
     for name, sub in params.items():
-        match = re.fullmatch(r"(layers|encoderblock)_(\d+)", name)
-        if match and hasattr(sub, "items"):
+        if (match := re.fullmatch(r"(layers|encoderblock)_(\d+)", name)) and hasattr(sub, "items"):
             stacks.setdefault(match.group(1), {})[int(match.group(2))] = dict(sub)
         else:
             out[name] = layers_to_scan(sub)
@@ -238,8 +237,7 @@ def random_params(abstract: Any, seed: int = 0) -> Any:
 def with_overrides(config_class, fields, overrides):
     """`fields` updated with the non-None `overrides`; ValueError for one naming no field."""
     known = {f.name for f in dataclasses.fields(config_class)}
-    unknown = [key for key in overrides if key not in known]
-    if unknown:
+    if unknown := [key for key in overrides if key not in known]:
         raise ValueError(f"unknown {config_class.__name__} field {unknown[0]!r}; known: "
                          f"{', '.join(sorted(known))}")
     return {**fields, **{k: v for k, v in overrides.items() if v is not None}}

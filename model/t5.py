@@ -182,35 +182,33 @@ class Attention(nn.Module):
             dtype=self.dtype, name="out")(x)
 
 
+def _dropout(cfg: T5Config, x, deterministic: bool):
+    # T5X broadcasts hidden-state dropout over the length axis.
+    return nn.Dropout(cfg.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
+
+
 class MlpBlock(nn.Module):
     """Gated-GELU feed-forward: wo(gelu(wi_0 x) * wi_1 x)."""
-    mlp_dim: int
-    dropout_rate: float = 0.0
-    dtype: Any = jnp.float32
+    config: T5Config
     deterministic: bool = True
 
     @nn.compact
     def __call__(self, x):
         """[batch, length, emb] -> [batch, length, emb]."""
+        cfg = self.config
         init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
 
         def dense(features, axes, name):
             return layers.DenseGeneral(features, kernel_axes=axes, kernel_init=init,
-                                       dtype=self.dtype, name=name)
+                                       dtype=cfg.dtype, name=name)
 
         # nn.gelu defaults to the tanh approximation, as T5X's 'gelu'.
-        gate = nn.gelu(dense(self.mlp_dim, (part.EMBED, part.MLP), "wi_0")(x))
-        linear = dense(self.mlp_dim, (part.EMBED, part.MLP), "wi_1")(x)
+        gate = nn.gelu(dense(cfg.mlp_dim, (part.EMBED, part.MLP), "wi_0")(x))
+        linear = dense(cfg.mlp_dim, (part.EMBED, part.MLP), "wi_1")(x)
         # [batch, length, mlp]
-        h = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(
-            gate * linear, deterministic=self.deterministic)
+        h = _dropout(cfg, gate * linear, self.deterministic)
         h = part.constrain(h, (part.BATCH, part.LENGTH, part.MLP))
         return dense(x.shape[-1], (part.MLP, part.EMBED), "wo")(h)
-
-
-def _dropout(cfg: T5Config, x, deterministic: bool):
-    # T5X broadcasts hidden-state dropout over the length axis.
-    return nn.Dropout(cfg.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
 
 
 _RESIDUAL = (part.BATCH, part.LENGTH, part.EMBED)
@@ -243,9 +241,8 @@ class _Layer(nn.Module):
 
     def mlp_and_output(self, x):
         """The MLP sublayer, then the layer's output (with nn.scan's empty carry if scanned)."""
-        cfg = self.config
-        x = self.sublayer(x, "pre_mlp_layer_norm", lambda y: MlpBlock(
-            cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, self.deterministic, name="mlp")(y))
+        x = self.sublayer(x, "pre_mlp_layer_norm",
+                          lambda y: MlpBlock(self.config, self.deterministic, name="mlp")(y))
         x = part.constrain(x, _RESIDUAL)
         return (x, None) if self.scanned else x
 

@@ -70,10 +70,8 @@ def posemb_sincos_2d(h: int, w: int, width: int) -> jax.Array:
     """Fixed 2-D sin-cos position embeddings (MoCo v3, temperature 10^4), [1, h * w, width]."""
     if width % 4:
         raise ValueError(f"sincos2d position embeddings need width % 4 == 0, got {width}")
-    y, x = np.mgrid[:h, :w]
     omega = 1.0 / 10_000.0 ** (np.arange(width // 4) / (width // 4 - 1))
-    y = np.einsum("m,d->md", y.flatten(), omega)
-    x = np.einsum("m,d->md", x.flatten(), omega)
+    y, x = (np.outer(grid.flatten(), omega) for grid in np.mgrid[:h, :w])
     pe = np.concatenate([np.sin(x), np.cos(x), np.sin(y), np.cos(y)], axis=1)
     return jnp.asarray(pe, jnp.float32)[None]
 
@@ -95,17 +93,16 @@ def _layer_norm(dtype, name=None):
 
 class MlpBlock(nn.Module):
     """Dense -> GELU -> dropout -> Dense ('Dense_0', 'Dense_1')."""
-    mlp_dim: int
-    dropout_rate: float = 0.0
-    dtype: Any = jnp.float32
+    config: ViTConfig
 
     @nn.compact
     def __call__(self, x, deterministic: bool = True):
-        h = _dense(self.mlp_dim, part.EMBED, part.MLP, self.dtype, "Dense_0")(x)
+        cfg = self.config
+        h = _dense(cfg.mlp_dim, part.EMBED, part.MLP, cfg.dtype, "Dense_0")(x)
         h = nn.gelu(h)  # tanh approximation, as big_vision (flax default)
-        h = nn.Dropout(self.dropout_rate)(h, deterministic)
+        h = nn.Dropout(cfg.dropout_rate)(h, deterministic)
         h = part.constrain(h, (part.BATCH, part.LENGTH, part.MLP))
-        return _dense(x.shape[-1], part.MLP, part.EMBED, self.dtype, "Dense_1")(h)
+        return _dense(x.shape[-1], part.MLP, part.EMBED, cfg.dtype, "Dense_1")(h)
 
 
 class _HeadsDense(nn.Module):
@@ -150,10 +147,9 @@ class MultiHeadDotProductAttention(nn.Module):
             return part.constrain(x, (part.BATCH, part.LENGTH, part.HEADS, part.KV))
 
         # [batch, length, heads, head_dim]
-        query = projection("query", inputs_q)
+        query = projection("query", inputs_q) / jnp.sqrt(head_dim).astype(self.dtype)
         key = projection("key", inputs_kv)
         value = projection("value", inputs_kv)
-        query = query / jnp.sqrt(head_dim).astype(query.dtype)
         x = layers.dot_product_attention(query, key, value, dtype=self.dtype,
                                          kv_length=kv_length)
         return _HeadsDense((self.num_heads, head_dim, width), (part.HEADS, part.KV, part.EMBED),
@@ -176,7 +172,7 @@ class Encoder1DBlock(nn.Module):
                                              y, y, self.kv_length)
         x = x + nn.Dropout(cfg.dropout_rate)(y, det)
         y = _layer_norm(cfg.dtype, "LayerNorm_1")(x)
-        y = MlpBlock(cfg.mlp_dim, cfg.dropout_rate, cfg.dtype, name="MlpBlock_0")(y, det)
+        y = MlpBlock(cfg, name="MlpBlock_0")(y, det)
         x = x + nn.Dropout(cfg.dropout_rate)(y, det)
         x = part.constrain(x, (part.BATCH, part.LENGTH, part.EMBED))
         return (x, None) if self.scanned else x
@@ -219,7 +215,7 @@ class MAPHead(nn.Module):
         x = MultiHeadDotProductAttention(cfg.num_heads, cfg.dtype,
                                          name="MultiHeadDotProductAttention_0")(probe, x)
         y = _layer_norm(cfg.dtype, "LayerNorm_0")(x)
-        x = x + MlpBlock(cfg.mlp_dim, dtype=cfg.dtype, name="MlpBlock_0")(y)
+        x = x + MlpBlock(cfg, name="MlpBlock_0")(y)  # no dropout: deterministic
         return x[:, 0]
 
 

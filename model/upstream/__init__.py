@@ -23,26 +23,22 @@ _SOURCES: dict[str, tuple[Callable[[str], dict], str, Any]] = {
 }
 
 
-def _read(loader: Callable[[str], dict], path: str) -> tuple[dict, str]:
-    """(tree, the path with the layout found) by `hugging_face` for safetensors, else `loader`."""
-    path = hugging_face.local_path(path)
-    if not files.is_gcs(path) and hugging_face.holds_safetensors(path):
-        tree, what = hugging_face.read(path)
-        return tree, f"{path} ({what})"
-    return loader(path), path
-
-
 def read_pretrained(init_config) -> dict[str, tuple[dict, str]]:
-    """{field: (tree, source)} of the checkpoints `init_config` names (`mt5`, `vit`), read.
+    """{field: (tree, source)} of the checkpoints `init_config` names (`mt5`, `vit`), read by
+    `hugging_face` for safetensors (the source says the layout found), else by the field's loader.
     FileNotFoundError / ValueError messages start with "init.<field>:"."""
     read = {}
     for field, (loader, _, _) in _SOURCES.items():
-        path = init_config.get(field) if init_config is not None else None
-        if not path:
+        if not (path := init_config.get(field)):
             continue
         with errors.reraised(FileNotFoundError, FileNotFoundError, f"init.{field}: "), \
                 errors.reraised(ValueError, ValueError, f"init.{field}: "):
-            read[field] = _read(loader, path)
+            path = hugging_face.local_path(path)
+            if not files.is_gcs(path) and hugging_face.holds_safetensors(path):
+                tree, what = hugging_face.read(path)
+                read[field] = tree, f"{path} ({what})"
+            else:
+                read[field] = loader(path), path
     return read
 
 

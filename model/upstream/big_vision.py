@@ -56,8 +56,7 @@ def _zip_members(data: bytes, path: str) -> list[str]:
         if what == "a zip archive":
             what = f"a damaged zip archive ({files.one_line(e)})"
         raise ValueError(f"{path} is not a big_vision .npz: it is {what}") from e
-    others = [name for name in members if not name.endswith(".npy")]
-    if others:
+    if others := [name for name in members if not name.endswith(".npy")]:
         pytorch = " (a PyTorch checkpoint)" if any(
             name.endswith("data.pkl") for name in others) else ""
         raise ValueError(f"{path} is not a big_vision .npz: it is a zip archive of "
@@ -93,8 +92,7 @@ def renumber_pre_linen(tree: Any) -> Any:
         return tree
     by_module: dict[str, list[tuple[int, str]]] = {}
     for key in tree:
-        match = _NUMBERED_MODULE.fullmatch(key)
-        if match:
+        if match := _NUMBERED_MODULE.fullmatch(key):
             by_module.setdefault(match.group(1), []).append((int(match.group(2)), key))
     new_name = {key: f"{module}_{index}" for module, numbered in by_module.items()
                 for index, (_, key) in enumerate(sorted(numbered))}

@@ -55,12 +55,9 @@ def strip_slash(path: str) -> str:
     return path.rstrip("/") if len(path) > 1 else path
 
 
-def one_line(error: BaseException | str) -> str:
+def one_line(error: BaseException) -> str:
     """An exception's message on one line (its class name if it has none)."""
-    text = re.sub(r"\s*\n\s*", " ", str(error)).strip()
-    if not text and isinstance(error, BaseException):
-        text = type(error).__name__
-    return text
+    return re.sub(r"\s*\n\s*", " ", str(error)).strip() or type(error).__name__
 
 
 def step_folders(names: list[str]) -> list[str]:
@@ -109,8 +106,7 @@ def describe_dir(path: str, names: list[str]) -> str:
     if ORBAX_STEP_METADATA in names:
         items = [n for n in names if isdir(join(path, n))]
         return f"an Orbax checkpoint step with the items {items or 'none'}"
-    steps = step_folders(names)
-    if steps:
+    if steps := step_folders(names):
         return f"a T5X model directory with the step folders {', '.join(steps)}"
     if any("~" in n for n in names):
         return ("a big_vision tensorstore checkpoint (save_checkpoint_ts: one `~`-named "

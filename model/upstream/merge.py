@@ -18,7 +18,6 @@ from model import layers as model_layers
 from model.upstream import big_vision
 from model.upstream.trees import SEP, flatten_tree, unflatten_tree
 
-AllowMissing = bool | Sequence[str]
 # Unexpected parameters named in a "lacks ..." error; the Report has them all.
 _SHOWN_UNEXPECTED = 8
 
@@ -50,17 +49,13 @@ def _section(title: str, items: Sequence[str]) -> list[str]:
 
 def _unboxed(leaf: Any) -> Any:
     """The array (or ShapeDtypeStruct) inside an nn.LogicallyPartitioned box."""
-    if isinstance(leaf, nn.meta.AxisMetadata):
-        return leaf.value if hasattr(leaf, "value") else leaf.unbox()
-    return leaf
+    return leaf.value if isinstance(leaf, nn.Partitioned) else leaf
 
 
 def _like(init_leaf: Any, value: Any) -> Any:
     """`value` cast to the init leaf's dtype, in the init leaf's box if any."""
     value = np.asarray(value).astype(_unboxed(init_leaf).dtype, copy=False)
-    if isinstance(init_leaf, nn.meta.AxisMetadata):
-        return init_leaf.replace_boxed(value)
-    return value
+    return init_leaf.replace_boxed(value) if isinstance(init_leaf, nn.Partitioned) else value
 
 
 def _is_scanned(flat: Mapping[str, Any]) -> bool:
@@ -77,8 +72,7 @@ def _fit_posemb(path: str, value: np.ndarray, target_shape: tuple,
     class token saw (as big_vision's `fix_old_checkpoints`)."""
     new, class_row, how = big_vision.fit_posemb(value, target_shape)
     report.reshaped.append((path, tuple(value.shape), tuple(target_shape), how))
-    parent = path.rpartition(SEP)[0]
-    cls_path = f"{parent}{SEP}cls" if parent else "cls"
+    cls_path = path.removesuffix("pos_embedding") + "cls"  # its sibling
     if class_row is not None and cls_path in loaded_flat and cls_path in init_flat:
         cls = np.asarray(loaded_flat[cls_path], np.float32)
         if cls.shape[-1] == class_row.shape[-1]:
@@ -134,7 +128,7 @@ def _mismatch(path: str, shape: tuple, target_shape: tuple) -> str | None:
 
 
 def merge_params(init_params: Mapping[str, Any], loaded: Mapping[str, Any], *,
-                 prefix: str, allow_missing: AllowMissing = False, source: str = "",
+                 prefix: str, allow_missing: bool | Sequence[str] = False, source: str = "",
                  check_only: bool = False) -> tuple[dict, Report]:
     """Returns (a new tree with `loaded` under `prefix`, its `Report`).
     `prefix` is a top-level key of `init_params` ('t5', 'img'); leaves come from the checkpoint as

@@ -70,8 +70,7 @@ def locate(path: str) -> tuple[str, str]:
             f"{path} is an Orbax T5X checkpoint whose `{_STATE_DIR}/` has no "
             f"`{files.ORBAX_TREE_METADATA}`: it holds "
             f"{files.describe_dir(state_dir, files.listdir(state_dir))}")
-    steps = files.step_folders(names)
-    if steps:
+    if steps := files.step_folders(names):
         raise FileNotFoundError(f"{path} is a T5X model directory, not one checkpoint: pick "
                                 f"one of its step folders: {', '.join(steps)}")
     raise FileNotFoundError(
@@ -136,8 +135,7 @@ def resolve_spec(spec: dict[str, Any], checkpoint_dir: str, name: str) -> dict[s
     relative = posixpath.join(kvstore.get("path", ""), spec.pop("path", ""))
     if not relative:
         raise ValueError(f"parameter {name!r}: tensorstore spec without a path: {spec!r}")
-    match = re.fullmatch(r"gs://([^/]+)/?(.*)", checkpoint_dir, re.DOTALL)
-    if match:
+    if match := re.fullmatch(r"gs://([^/]+)/?(.*)", checkpoint_dir, re.DOTALL):
         bucket, base = match.groups()
         spec["kvstore"] = {"driver": "gcs", "bucket": bucket,
                            "path": posixpath.join(base, relative)}

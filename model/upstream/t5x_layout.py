@@ -60,8 +60,7 @@ def unscan(tree: Mapping[str, Any], param_scan_axis: int | None = None) -> dict[
         if not isinstance(module, Mapping) or not isinstance(module.get(parent), Mapping):
             continue
         where = f"{parent}/{parent}"
-        clash = sorted(k for k in module if k.startswith("layers_"))
-        if clash:
+        if clash := sorted(k for k in module if k.startswith("layers_")):
             raise ValueError(f"{parent!r} has both a scanned stack {where!r} and per-layer "
                              f"parameters {clash}")
         out[parent] = {**{k: v for k, v in module.items() if k != parent},
