@@ -124,7 +124,7 @@ def check_workdir(config, workdir, allow_change):
     with errors.reraised(TrainingError, (MetricsFileError, checkpointing.CheckpointError,
                                          run_config.ResumeRefused)):
         whole_through = check_metrics_file(workdir)
-        if not checkpointing.has_checkpoint(workdir):
+        if not checkpointing.steps(workdir):
             return whole_through, []
         changes, warning_lines = run_config.check_resume(
             config, workdir, checkpointing.checkpoint_dir(workdir), allow_change)
@@ -257,7 +257,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     model = run.model
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
-    resuming = checkpointing.has_checkpoint(workdir)
+    resuming = bool(checkpointing.steps(workdir))
     with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)
         weights = None if resuming else pretrained.read(config.init, abstract_state["params"])

@@ -97,7 +97,7 @@ def open_run(workdir, config, names=(), decoding=None):
     """The run of `workdir`, evaluated with `config` by evaluators `names` (UsageError when
     its model or vocabulary differs from the run's config.json, or a decoding's size is out of
     bounds: `check_sizes`)."""
-    if not checkpointing.has_checkpoint(workdir):
+    if not checkpointing.steps(workdir):
         raise _no_checkpoint(workdir)
     run = run_lib.Run.open(workdir)
     changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())

@@ -31,11 +31,6 @@ def checkpoint_dir(workdir, best=False):
     return os.path.join(os.path.abspath(workdir), "checkpoints_best" if best else "checkpoints")
 
 
-def has_checkpoint(workdir):
-    """Whether `workdir/checkpoints` holds at least one complete checkpoint."""
-    return bool(steps(workdir))
-
-
 def _is_library_noise(exc_value, exc_traceback):
     """Whether an exception a library thread reports is orbax's (its caller gets the failure)."""
     if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
