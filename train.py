@@ -303,9 +303,9 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         config.data.max_target_len, rows=layout and layout.rows)
     resumed_from = (os.path.join(checkpointing.checkpoint_dir(workdir), str(start_step))
                     if start_step else None)
-    log = actions.Log(logger, config, start_step, step_flops, resumed_from, model.config)
-    evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
     checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
+    log = actions.Log(logger, config, start_step, step_flops, checkpoint, model.config)
+    evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
 
     preemption.reinstall()  # Libraries set up above may have taken the signals.
     if start_step == 0:

@@ -17,8 +17,18 @@ def _nan_step():
             "train/tokens": np.int32(8)}
 
 
+class _Saver:
+    def save(self, step, state):
+        pass
+
+
 def _error_of_log(step, start_step=20, resumed_from="W/checkpoints/20"):
-    log = actions.Log(None, _config(), start_step, step_flops=1.0, resumed_from=resumed_from)
+    """The error of a NaN at `step`, the checkpoints due since `start_step` saved."""
+    checkpoint = actions.Checkpoint(_Saver(), _config(), start_step, resumed_from)
+    for saved in range(start_step + 1, step):
+        if checkpoint.due(saved):
+            checkpoint(saved, None, {"train/loss": 1.0, "train/grad_norm": 1.0})
+    log = actions.Log(None, _config(), start_step, step_flops=1.0, checkpoint=checkpoint)
     log(step, _nan_step())
     with pytest.raises(actions.TrainingError) as error:
         log.flush()
