@@ -215,7 +215,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
 def open_outputs(config, workdir, start_step):
     """The metrics logger (repaired to `start_step`), config.json written, the savers."""
     with errors.reraised(TrainingError, (MetricsFileError, MetricsWriteError)):
-        logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
+        logger = MetricsLogger(workdir, config.total_steps, start_step,
                                sync_every=config.checkpoint.every, log_every=config.log_every)
     if jax.process_index() == 0:
         run_config.save(workdir, config)
