@@ -301,9 +301,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         model.config, config.batch_size,
         layout.prompt_len if layout else config.data.max_prompt_len,
         config.data.max_target_len, rows=layout and layout.rows)
-    resumed_from = (os.path.join(checkpointing.checkpoint_dir(workdir), str(start_step))
-                    if start_step else None)
-    checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
+    checkpoint = actions.Checkpoint(saver, config, start_step)
     log = actions.Log(logger, config, start_step, step_flops, checkpoint, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
 

@@ -2,6 +2,7 @@
 by `schedules.itstime` whether the step is its own.
 """
 
+import os
 import time
 
 import jax
@@ -139,10 +140,11 @@ class Evaluate:
 class Checkpoint:
     """Saves the state every `config.checkpoint.every` steps and at the last one."""
 
-    def __init__(self, saver, config, start_step, resumed_from=None):
+    def __init__(self, saver, config, start_step):
         self._saver, self._config = saver, config
         # The newest step saved, or restored; the checkpoint resumed from until a save.
-        self._saved, self.resumed_from = start_step, resumed_from
+        self._saved = start_step
+        self.resumed_from = os.path.join(saver.folder, str(start_step)) if start_step else None
 
     def due(self, step):
         return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
