@@ -268,7 +268,8 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         _say(note)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    layout = train_input.packing_layout(config, vocab, model.num_image_tokens, mesh.shape["data"])
+    layout = train_input.packing_layout(config, model, mesh, functools.partial(
+        pipeline.sample_lengths, config.data, vocab, config.seed))
     if layout is not None:
         _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
              f"(config.data.pack)")
