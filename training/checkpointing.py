@@ -347,7 +347,8 @@ def _read_step(workdir, step, abstract, best=False):
     whole = isinstance(abstract, dict) and "opt_state" in abstract
     path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        tree = _restore(path, abstract) if whole else _restore_params(path, abstract)
+        tree = (_restore(path, abstract) if whole  # Else the parameters alone.
+                else _restore(path, {"params": abstract}, partial=True)["params"])
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
     mismatch = _checksum_mismatch(path, tree)
@@ -355,11 +356,6 @@ def _read_step(workdir, step, abstract, best=False):
         raise CheckpointError(f"{where} is damaged: the data of {mismatch} differs from its "
                               f"checksum")
     return tree
-
-
-def _restore_params(path, abstract_params):
-    """The "params" subtree of the checkpoint folder `path`."""
-    return _restore(path, {"params": abstract_params}, partial=True)["params"]
 
 
 def parse_step(step):
