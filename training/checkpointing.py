@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 import zlib
 
 import jax
@@ -35,11 +36,8 @@ def _is_library_noise(exc_value, exc_traceback):
     """Whether an exception a library thread reports is orbax's (its caller gets the failure)."""
     if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
         return True
-    frames = []
-    while exc_traceback is not None:
-        frames.append(exc_traceback.tb_frame.f_code.co_filename)
-        exc_traceback = exc_traceback.tb_next
-    return any(f"{os.sep}orbax{os.sep}" in name for name in frames)
+    return any(f"{os.sep}orbax{os.sep}" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(exc_traceback))
 
 
 def _not_library_noise(record):
