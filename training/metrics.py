@@ -220,18 +220,16 @@ def _scan(path, data):
     Decoded with surrogateescape: encoding gives the bytes back. MetricsFileError names a bad
     line.
     """
-    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    *lines, last = data.decode("utf-8", "surrogateescape").split("\n")
     records = []
     for number, line in enumerate(lines, 1):
-        last = number == len(lines)
-        found, rest = _records_in(line.lstrip() if last else line.strip())
+        found, rest = _records_in(line.strip())
         records += found
-        if last:
-            return records, rest
         if rest:
             raise MetricsFileError(f"{path}:{number}: not a metrics record "
                                    f"({_why_not_a_record(rest)}); fix or delete that line")
-    return records, ""
+    found, rest = _records_in(last.lstrip())  # Cut short by a crash: its rest is the tail.
+    return records + found, rest
 
 
 def check_metrics_file(workdir):
