@@ -126,8 +126,7 @@ def check_workdir(config, workdir, allow_change):
         whole_through = check_metrics_file(workdir)
         if not checkpointing.steps(workdir):
             return whole_through, []
-        changes, warning_lines = run_config.check_resume(
-            config, workdir, checkpointing.checkpoint_dir(workdir), allow_change)
+        changes, warning_lines = run_config.check_resume(config, workdir, allow_change)
     for line in [*warning_lines, *metrics_lost_warning(workdir)]:
         _say(line)
     return whole_through, changes
