@@ -141,9 +141,8 @@ class Checkpoint:
     """Saves the state every `config.checkpoint.every` steps and at the last one."""
 
     def __init__(self, saver, config, start_step):
-        self._saver, self._config = saver, config
         # The newest step saved, or restored; the checkpoint resumed from until a save.
-        self._saved = start_step
+        self._saver, self._config, self._saved = saver, config, start_step
         self.resumed_from = os.path.join(saver.folder, str(start_step)) if start_step else None
 
     def due(self, step):
