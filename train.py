@@ -124,10 +124,9 @@ def check_workdir(config, workdir, allow_change):
     with errors.reraised(TrainingError, (MetricsFileError, checkpointing.CheckpointError,
                                          run_config.ResumeRefused)):
         whole_through = check_metrics_file(workdir)
-        if not checkpointing.has_checkpoint(workdir):
+        if not checkpointing.steps(workdir):
             return whole_through, []
-        changes, warning_lines = run_config.check_resume(
-            config, workdir, checkpointing.checkpoint_dir(workdir), allow_change)
+        changes, warning_lines = run_config.check_resume(config, workdir, allow_change)
     for line in [*warning_lines, *metrics_lost_warning(workdir)]:
         _say(line)
     return whole_through, changes
@@ -215,7 +214,7 @@ def compile_train_step(config, model, mesh, abstract_state, rng, cleanup, layout
 def open_outputs(config, workdir, start_step):
     """The metrics logger (repaired to `start_step`), config.json written, the savers."""
     with errors.reraised(TrainingError, (MetricsFileError, MetricsWriteError)):
-        logger = MetricsLogger(workdir, config.total_steps, start_step, start_step > 0,
+        logger = MetricsLogger(workdir, config.total_steps, start_step,
                                sync_every=config.checkpoint.every, log_every=config.log_every)
     if jax.process_index() == 0:
         run_config.save(workdir, config)
@@ -257,7 +256,7 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
     model = run.model
     tx, _ = state_lib.create_optimizer(config)
     abstract_state, _ = state_lib.state_shardings(model, tx, mesh, state_lib.axis_rules(config))
-    resuming = checkpointing.has_checkpoint(workdir)
+    resuming = bool(checkpointing.steps(workdir))
     with errors.reraised(TrainingError, (FileNotFoundError, ValueError)):
         evaluators = build_evaluators(config, model, vocab)
         weights = None if resuming else pretrained.read(config.init, abstract_state["params"])
@@ -268,7 +267,8 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         _say(note)
     compilation_cache.enable_from_flag(compilation_cache_dir, workdir)
 
-    layout = train_input.packing_layout(config, vocab, model.num_image_tokens, mesh.shape["data"])
+    layout = train_input.packing_layout(config, model, mesh, functools.partial(
+        pipeline.sample_lengths, config.data, vocab, config.seed))
     if layout is not None:
         _say(f"Packing {config.batch_size} examples a step into {layout.rows} rows "
              f"(config.data.pack)")
@@ -301,11 +301,9 @@ def _train_and_evaluate(config, workdir, allow_change, compilation_cache_dir, bu
         model.config, config.batch_size,
         layout.prompt_len if layout else config.data.max_prompt_len,
         config.data.max_target_len, rows=layout and layout.rows)
-    resumed_from = (os.path.join(checkpointing.checkpoint_dir(workdir), str(start_step))
-                    if start_step else None)
-    log = actions.Log(logger, config, start_step, step_flops, resumed_from, model.config)
+    checkpoint = actions.Checkpoint(saver, config, start_step)
+    log = actions.Log(logger, config, start_step, step_flops, checkpoint, model.config)
     evaluate = actions.Evaluate(evaluators, logger, best_saver, config)
-    checkpoint = actions.Checkpoint(saver, config, start_step, resumed_from)
 
     preemption.reinstall()  # Libraries set up above may have taken the signals.
     if start_step == 0:

@@ -97,7 +97,7 @@ def open_run(workdir, config, names, decoding):
     model or vocabulary differs from the run's config.json, or, before anything is allocated,
     when an evaluator decodes longer than the run's longest or its batch x beams (`decoding`'s
     or its own) exceeds the memory here."""
-    if not checkpointing.has_checkpoint(workdir):
+    if not checkpointing.steps(workdir):
         raise _no_checkpoint(workdir)
     run = run_lib.Run.open(workdir)
     changed = [c for c in run_config.incompatible_changes(run.config.to_dict(), config.to_dict())

@@ -2,6 +2,7 @@
 by `schedules.itstime` whether the step is its own.
 """
 
+import os
 import time
 
 import jax
@@ -55,15 +56,13 @@ def check_restored(restored_step, measurements):
 class Log:
     """Logs the training measurements of every `config.log_every`-th step (and the last)."""
 
-    def __init__(self, logger, config, start_step, step_flops, resumed_from=None,
-                 model_config=None):
+    def __init__(self, logger, config, start_step, step_flops, checkpoint, model_config=None):
         self._logger, self._config, self._step_flops = logger, config, step_flops
         self._model_config = model_config  # For the useful FLOPs (none: not measured).
         self._clock = (start_step, time.time())  # Steps from then on are timed.
         self._pending = None  # (step, measurements on the device)
-        every = config.checkpoint.every or config.total_steps
-        # Up to the first checkpoint after a resume, a non-finite step names the one read.
-        self._resumed = (resumed_from, (start_step // every + 1) * every if every else 0)
+        # Up to its first save after a resume, a non-finite step names the checkpoint read.
+        self._checkpoint = checkpoint
         self._dropped = 0  # Examples left out of packed rows since the last record (device).
 
     def __call__(self, step, measurements):
@@ -81,8 +80,7 @@ class Log:
             return
         (step, measurements), self._pending = self._pending, None
         measurements = jax.device_get(measurements)
-        resumed_from, first_save = self._resumed
-        check_finite(step, measurements, resumed_from if step <= first_save else None)
+        check_finite(step, measurements, self._checkpoint.resumed_from)
         measurements.update(self._perf(step, measurements))
         if measurements.get("train/pack_dropped") and self._logger.is_main:
             print(f"warning: {measurements['train/pack_dropped']} example(s) of the steps up to "
@@ -142,20 +140,20 @@ class Evaluate:
 class Checkpoint:
     """Saves the state every `config.checkpoint.every` steps and at the last one."""
 
-    def __init__(self, saver, config, start_step, resumed_from=None):
-        self._saver, self._config = saver, config
+    def __init__(self, saver, config, start_step):
         # The newest step saved, or restored; the checkpoint resumed from until a save.
-        self._saved, self._resumed_from = start_step, resumed_from
+        self._saver, self._config, self._saved = saver, config, start_step
+        self.resumed_from = os.path.join(saver.folder, str(start_step)) if start_step else None
 
     def due(self, step):
         return schedules.itstime(step, self._config.checkpoint.every, self._config.total_steps)
 
     def __call__(self, step, state, measurements):
         """Saves `state` of `step` unless its loss or gradient is not finite."""
-        check_finite(step, jax.device_get(measurements), self._resumed_from)
+        check_finite(step, jax.device_get(measurements), self.resumed_from)
         workdir_lib.check()  # The workdir still this run's, else stop before writing.
         self._saver.save(step, state)
-        self._saved, self._resumed_from = step, None
+        self._saved, self.resumed_from = step, None
 
     def before_error(self, step, state, measurements, error):
         """Saves the last completed `step` before `error` ends the run (single process only);

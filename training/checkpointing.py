@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 import zlib
 
 import jax
@@ -31,20 +32,12 @@ def checkpoint_dir(workdir, best=False):
     return os.path.join(os.path.abspath(workdir), "checkpoints_best" if best else "checkpoints")
 
 
-def has_checkpoint(workdir):
-    """Whether `workdir/checkpoints` holds at least one complete checkpoint."""
-    return bool(steps(workdir))
-
-
 def _is_library_noise(exc_value, exc_traceback):
     """Whether an exception a library thread reports is orbax's (its caller gets the failure)."""
     if isinstance(exc_value, RuntimeError) and "Event loop is closed" in str(exc_value):
         return True
-    frames = []
-    while exc_traceback is not None:
-        frames.append(exc_traceback.tb_frame.f_code.co_filename)
-        exc_traceback = exc_traceback.tb_next
-    return any(f"{os.sep}orbax{os.sep}" in name for name in frames)
+    return any(f"{os.sep}orbax{os.sep}" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(exc_traceback))
 
 
 def _not_library_noise(record):
@@ -342,10 +335,9 @@ def _readable_step(workdir, step, abstract_params, best):
 
 def check_params(workdir, step, abstract_params):
     """Checks from its metadata that checkpoint `step` (None: the newest) holds parameters of
-    the shapes of `abstract_params` (FileNotFoundError, CheckpointError)."""
-    available = steps(workdir)
-    _readable_step(workdir, available[-1] if step is None and available else step,
-                   abstract_params, best=False)
+    the shapes of `abstract_params` (FileNotFoundError, CheckpointError); the run has one."""
+    _readable_step(workdir, steps(workdir)[-1] if step is None else step, abstract_params,
+                   best=False)
 
 
 def _read_step(workdir, step, abstract, best=False):
@@ -353,7 +345,8 @@ def _read_step(workdir, step, abstract, best=False):
     whole = isinstance(abstract, dict) and "opt_state" in abstract
     path, where = _readable_step(workdir, step, abstract["params"] if whole else abstract, best)
     try:
-        tree = _restore(path, abstract) if whole else _restore_params(path, abstract)
+        tree = (_restore(path, abstract) if whole  # Else the parameters alone.
+                else _restore(path, {"params": abstract}, partial=True)["params"])
     except Exception as e:  # noqa: BLE001  The shapes fit: a failure is damaged data.
         raise CheckpointError(f"{where} is damaged: {_first_line(e)}") from None
     mismatch = _checksum_mismatch(path, tree)
@@ -361,11 +354,6 @@ def _read_step(workdir, step, abstract, best=False):
         raise CheckpointError(f"{where} is damaged: the data of {mismatch} differs from its "
                               f"checksum")
     return tree
-
-
-def _restore_params(path, abstract_params):
-    """The "params" subtree of the checkpoint folder `path`."""
-    return _restore(path, {"params": abstract_params}, partial=True)["params"]
 
 
 def parse_step(step):

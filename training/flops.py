@@ -98,9 +98,8 @@ def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
     return _training_flops(config, batch_size, (rows or batch_size) * sum(t5.values()))
 
 
-def length_sums(enc_lens, dec_lens):
+def length_sums(a, d):
     """The sums `useful_step_flops` takes of examples' encoder (a) and decoder (d) lengths."""
-    a, d = enc_lens, dec_lens
     return {"enc": a.sum(), "enc2": (a * a).sum(), "dec": d.sum(), "dec2": (d * d).sum(),
             "enc_dec": (a * d).sum()}
 

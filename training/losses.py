@@ -54,15 +54,6 @@ def _sums(token_loss, log_z, targets, z_loss):
             jnp.sum(weights))
 
 
-def cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
-    """Mean token cross entropy over non-padding targets (0 = padding), as T5X.
-    Returns (scalar loss, sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging)."""
-    token_loss, log_z = _token_losses(logits.astype(jnp.float32), targets, label_smoothing)
-    loss_sum, z_loss_sum, weight = _sums(token_loss, log_z, targets, z_loss)
-    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
-    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
-
-
 def _chunked(x, chunk_len):
     """[batch, length, ...] -> [chunks, batch, chunk_len, ...], length padded with zeros."""
     pad = -x.shape[1] % chunk_len
@@ -128,8 +119,10 @@ _fused_sums.defvjp(functools.partial(_chunk_scan, with_grads=True), _fused_sums_
 
 def fused_cross_entropy(hidden, kernel, targets, *, label_smoothing=0.0, z_loss=0.0,
                         chunk_len=CHUNK_LEN):
-    """`cross_entropy` of `hidden @ kernel`, made `chunk_len` positions at a time in float32.
-    Only `loss` carries gradients (computed in the same pass)."""
+    """The mean token cross entropy (T5X's) over non-padding targets (0 = padding) of the
+    logits `hidden @ kernel`, made `chunk_len` positions at a time in float32. Returns (loss,
+    sums {"loss_sum", "z_loss_sum", "weight"} for exact averaging); only `loss` carries
+    gradients (computed in the same pass)."""
     total, *sums = _fused_sums(
         hidden, kernel, targets, float(label_smoothing), float(z_loss), int(chunk_len))
     aux = dict(zip(("loss_sum", "z_loss_sum", "weight"), jax.lax.stop_gradient(sums),

@@ -43,13 +43,12 @@ def format_duration(seconds):
 class MetricsLogger:
     """Writes the main process's measurements (other processes write nothing).
 
-    `resumed`: the run restored a checkpoint of `start_step` (else an old file starts afresh).
+    `start_step` > 0: the run restored a checkpoint of that step (0: an old file starts afresh).
     Records of multiples of `sync_every` (checkpoint steps) and the last are fsynced.
     MetricsFileError / MetricsWriteError: see `repair`.
     """
 
-    def __init__(self, workdir, total_steps, start_step=0, resumed=False, sync_every=1,
-                 log_every=None):
+    def __init__(self, workdir, total_steps, start_step=0, sync_every=1, log_every=None):
         self.is_main = jax.process_index() == 0
         self.path = metrics_path(workdir)
         self.total_steps, self.sync_every = total_steps, sync_every
@@ -57,7 +56,7 @@ class MetricsLogger:
         self._last_eval = {}
         self._writer = None
         if self.is_main:
-            repair(self.path, start_step if resumed else -1, log_every)
+            repair(self.path, start_step or -1, log_every)
             self._writer = TensorBoardWriter(workdir)
 
     def log(self, step, measurements):
@@ -221,18 +220,16 @@ def _scan(path, data):
     Decoded with surrogateescape: encoding gives the bytes back. MetricsFileError names a bad
     line.
     """
-    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    *lines, last = data.decode("utf-8", "surrogateescape").split("\n")
     records = []
     for number, line in enumerate(lines, 1):
-        last = number == len(lines)
-        found, rest = _records_in(line.lstrip() if last else line.strip())
+        found, rest = _records_in(line.strip())
         records += found
-        if last:
-            return records, rest
         if rest:
             raise MetricsFileError(f"{path}:{number}: not a metrics record "
                                    f"({_why_not_a_record(rest)}); fix or delete that line")
-    return records, ""
+    found, rest = _records_in(last.lstrip())  # Cut short by a crash: its rest is the tail.
+    return records + found, rest
 
 
 def check_metrics_file(workdir):

@@ -27,6 +27,7 @@ from model.upstream import big_vision, files, hugging_face
 from training import flops, losses, pretrained, run_config, train_input
 from training import run as run_lib
 from training import state as state_lib
+from training.train_input import packing_layout
 
 GIB = 2**30
 
@@ -153,11 +154,6 @@ def simulate_devices(count):
 def device_capacity():
     """Bytes of memory of one device, or None where the backend does not say (a CPU)."""
     return (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
-
-
-def packing_layout(config, model, mesh, lengths):
-    return packing.layout(config, data_devices=mesh.shape["data"],
-                          image_tokens=model.num_image_tokens, lengths=lengths)
 
 
 def packing_lines(config, model, mesh, lengths, source):

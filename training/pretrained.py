@@ -21,7 +21,7 @@ def _other_run(path):
     path, step = os.path.abspath(path), None
     if os.path.basename(path).isdigit():  # .../checkpoints/<step>
         step, path = int(os.path.basename(path)), os.path.dirname(os.path.dirname(path))
-    if not checkpointing.has_checkpoint(path):
+    if not checkpointing.steps(path):
         raise FileNotFoundError(f"init.checkpoint: no checkpoint in {path}/checkpoints")
     return path, step
 

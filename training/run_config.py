@@ -245,15 +245,14 @@ class ResumeRefused(errors.RunError):
     """The checkpoints of a workdir cannot be resumed with this config (the message says why)."""
 
 
-def check_resume(config, workdir, checkpoints, allow_change):
+def check_resume(config, workdir, allow_change):
     """Checks `config` against the config.json of the run it resumes.
     A differing "fixed" field, or a missing or unreadable config.json, raises ResumeRefused
     unless `allow_change`. Returns (the changed fields allowed, the warning lines)."""
     try:
         saved = load(workdir)
         if saved is None:
-            raise SavedConfigError(f"{path(workdir)}: missing beside the checkpoints in "
-                                   f"{checkpoints}")
+            raise SavedConfigError(f"{path(workdir)}: missing beside the run's checkpoints")
     except SavedConfigError as e:
         if not allow_change:
             raise ResumeRefused(

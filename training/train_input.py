@@ -31,13 +31,12 @@ def abstract_batch(config, sharding=None, layout=None):
                 config.batch_size, config.model.image_size, config.data, layout).items()}
 
 
-def packing_layout(config, vocab, image_tokens, data_devices):
-    """The packing.Layout of `config.data.pack`'s batches (None when off), its rows derived
-    from the first examples of the run's training stream."""
+def packing_layout(config, model, mesh, lengths):
+    """The packing.Layout of `config.data.pack`'s batches on `mesh` (None when off), its rows
+    derived from `lengths` (count -> a sample's lengths, e.g. the training stream's first)."""
     with _data_errors("config.data"):
-        return packing.layout(config, data_devices=data_devices, image_tokens=image_tokens,
-                              lengths=lambda n: pipeline.sample_lengths(config.data, vocab,
-                                                                        config.seed, n))
+        return packing.layout(config, data_devices=mesh.shape["data"],
+                              image_tokens=model.num_image_tokens, lengths=lengths)
 
 
 class Batches:

@@ -25,16 +25,16 @@ def _deleting_the_newest_while_reading(run, tmp_path, monkeypatch, *, without_st
     shutil.copytree(run[0], workdir)
     if without_step_1:
         shutil.rmtree(workdir / "checkpoints" / "1")
-    real_restore = checkpointing._restore_params
+    real_restore = checkpointing._restore
     deleted = []
 
-    def restore(path, target):
+    def restore(path, target, **options):
         if not deleted:
             deleted.append(path)
             shutil.rmtree(path)
-        return real_restore(path, target)
+        return real_restore(path, target, **options)
 
-    monkeypatch.setattr(checkpointing, "_restore_params", restore)
+    monkeypatch.setattr(checkpointing, "_restore", restore)
     return workdir, tokenizer.get_vocabulary(run[1].vocab.path), deleted
 
 

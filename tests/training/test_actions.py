@@ -17,8 +17,20 @@ def _nan_step():
             "train/tokens": np.int32(8)}
 
 
-def _error_of_log(step, start_step=20, resumed_from="W/checkpoints/20"):
-    log = actions.Log(None, _config(), start_step, step_flops=1.0, resumed_from=resumed_from)
+class _Saver:
+    folder = "W/checkpoints"
+
+    def save(self, step, state):
+        pass
+
+
+def _error_of_log(step, start_step=20):
+    """The error of a NaN at `step`, the checkpoints due since `start_step` saved."""
+    checkpoint = actions.Checkpoint(_Saver(), _config(), start_step)
+    for saved in range(start_step + 1, step):
+        if checkpoint.due(saved):
+            checkpoint(saved, None, {"train/loss": 1.0, "train/grad_norm": 1.0})
+    log = actions.Log(None, _config(), start_step, step_flops=1.0, checkpoint=checkpoint)
     log(step, _nan_step())
     with pytest.raises(actions.TrainingError) as error:
         log.flush()
@@ -38,4 +50,4 @@ def test_a_non_finite_step_after_a_save_since_the_resume_names_no_checkpoint():
 
 
 def test_a_non_finite_step_of_a_fresh_run_names_no_checkpoint():
-    assert "resumed" not in _error_of_log(3, start_step=0, resumed_from=None)
+    assert "resumed" not in _error_of_log(3, start_step=0)

@@ -214,7 +214,7 @@ def test_library_noise_is_recognised():
     assert not checkpointing._is_library_noise(RuntimeError("something else"), None)
     frame = types.SimpleNamespace(f_code=types.SimpleNamespace(
         co_filename=f"{os.sep}site-packages{os.sep}orbax{os.sep}checkpoint{os.sep}x.py"))
-    traceback = types.SimpleNamespace(tb_frame=frame, tb_next=None)
+    traceback = types.SimpleNamespace(tb_frame=frame, tb_lineno=1, tb_next=None)
     assert checkpointing._is_library_noise(Exception("Encountered error"), traceback)
 
 

@@ -25,6 +25,16 @@ def _batch(seed=0, batch=3, length=5, vocab=11):
     return jnp.asarray(logits), jnp.asarray(targets)
 
 
+def _cross_entropy(logits, targets, *, label_smoothing=0.0, z_loss=0.0):
+    """The unfused loss of whole logits, from the fused loss's per-token parts: (mean token
+    cross entropy over non-padding targets, {"loss_sum", "z_loss_sum", "weight"})."""
+    token_loss, log_z = losses._token_losses(  # noqa: SLF001
+        logits.astype(jnp.float32), targets, label_smoothing)
+    loss_sum, z_loss_sum, weight = losses._sums(token_loss, log_z, targets, z_loss)  # noqa: SLF001
+    loss = (loss_sum + z_loss_sum) / jnp.maximum(weight, 1.0)
+    return loss, {"loss_sum": loss_sum, "z_loss_sum": z_loss_sum, "weight": weight}
+
+
 def test_shift_right():
     out = losses.shift_right(jnp.array([[5, 6, 1, 0]]))
     np.testing.assert_array_equal(out, [[0, 5, 6, 1]])
@@ -32,7 +42,7 @@ def test_shift_right():
 
 def test_plain_cross_entropy_matches_optax_on_non_padding():
     logits, targets = _batch()
-    loss, aux = losses.cross_entropy(logits, targets)
+    loss, aux = _cross_entropy(logits, targets)
     per_token = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
     mask = np.asarray(targets > 0)
     np.testing.assert_allclose(loss, np.asarray(per_token)[mask].mean(), rtol=1e-6)
@@ -42,8 +52,8 @@ def test_plain_cross_entropy_matches_optax_on_non_padding():
 
 def test_z_loss_adds_squared_log_normalizer():
     logits, targets = _batch(1)
-    base, _ = losses.cross_entropy(logits, targets)
-    with_z, aux = losses.cross_entropy(logits, targets, z_loss=1e-4)
+    base, _ = _cross_entropy(logits, targets)
+    with_z, aux = _cross_entropy(logits, targets, z_loss=1e-4)
     log_z = np.asarray(jax.nn.logsumexp(logits, axis=-1))
     mask = np.asarray(targets > 0)
     expected = 1e-4 * (log_z[mask] ** 2).mean()
@@ -56,7 +66,7 @@ def test_label_smoothing_is_zero_at_the_smoothed_optimum():
     targets = jnp.array([[3, 2, 0]])
     soft = np.full((1, 3, vocab), smoothing / (vocab - 1))
     soft[0, 0, 3] = soft[0, 1, 2] = 1 - smoothing
-    loss, _ = losses.cross_entropy(jnp.log(jnp.asarray(soft)), targets, label_smoothing=smoothing)
+    loss, _ = _cross_entropy(jnp.log(jnp.asarray(soft)), targets, label_smoothing=smoothing)
     np.testing.assert_allclose(loss, 0.0, atol=1e-6)
 
 
@@ -80,7 +90,7 @@ SETTINGS = [(0.0, 0.0), (0.1, 1e-4), (0.2, 0.05)]
 @pytest.mark.parametrize("label_smoothing, z_loss", SETTINGS)
 def test_cross_entropy_equals_the_one_hot_formula(label_smoothing, z_loss):
     logits, targets = _batch(2)
-    loss, _ = losses.cross_entropy(logits, targets, label_smoothing=label_smoothing, z_loss=z_loss)
+    loss, _ = _cross_entropy(logits, targets, label_smoothing=label_smoothing, z_loss=z_loss)
     want = _one_hot_cross_entropy(logits, targets, label_smoothing, z_loss)
     np.testing.assert_allclose(loss, want, rtol=1e-6)
 
@@ -111,7 +121,7 @@ def test_fused_loss_with_its_gradients_equals_the_logits_path(label_smoothing, z
     (got, aux), got_grads = jax.jit(jax.value_and_grad(fused, argnums=(0, 1), has_aux=True))(
         hidden, kernel)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    _, want_aux = losses.cross_entropy(hidden @ kernel, targets, **options)
+    _, want_aux = _cross_entropy(hidden @ kernel, targets, **options)
     for key in want_aux:
         np.testing.assert_allclose(aux[key], want_aux[key], rtol=1e-5)
     for g, w in zip(got_grads, want_grads, strict=True):
@@ -121,7 +131,7 @@ def test_fused_loss_with_its_gradients_equals_the_logits_path(label_smoothing, z
 def test_fused_loss_without_gradients_runs_the_forward_only():
     hidden, kernel, targets = _hidden_problem(1)
     loss, _ = jax.jit(lambda h, k: losses.fused_cross_entropy(h, k, targets))(hidden, kernel)
-    want, _ = losses.cross_entropy(hidden @ kernel, targets)
+    want, _ = _cross_entropy(hidden @ kernel, targets)
     np.testing.assert_allclose(loss, want, rtol=1e-6)
 
 
@@ -140,7 +150,7 @@ def test_fused_loss_never_holds_the_whole_logits():
     logits_bytes = batch * length * vocab * 4
 
     def full(h, k):
-        return losses.cross_entropy(h @ k, targets)[0]
+        return _cross_entropy(h @ k, targets)[0]
 
     def fused(h, k):
         return losses.fused_cross_entropy(h, k, targets, chunk_len=8)[0]
@@ -169,7 +179,7 @@ def test_captioner_loss_equals_the_loss_of_the_models_logits():
     def reference(p):
         logits = model.apply({"params": p}, batch["image"], batch["prompt"],
                              losses.shift_right(batch["targets"]))
-        return losses.cross_entropy(logits, batch["targets"], **options)[0]
+        return _cross_entropy(logits, batch["targets"], **options)[0]
 
     def fused(p):
         return losses.captioner_loss(model, p, batch, jax.random.key(0), **options)[0]

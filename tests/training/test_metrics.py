@@ -40,7 +40,7 @@ def _write_run(workdir, steps=STEPS):
 
 def _resume(workdir, start_step, steps=STEPS):
     """What train.py does on resuming at `start_step`: repair, then log the later steps."""
-    logger = MetricsLogger(str(workdir), total_steps=steps, start_step=start_step, resumed=True)
+    logger = MetricsLogger(str(workdir), total_steps=steps, start_step=start_step)
     for step in range(start_step + 1, steps + 1):
         logger.log(step, _record(step))
     logger.close()
@@ -153,7 +153,7 @@ def test_malformed_line_in_the_middle_is_an_error_that_changes_nothing(tmp_path)
     lines.insert(2, b'{"step": 2, "train/lo\n')
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(lines))
     with pytest.raises(MetricsFileError, match=r"metrics.jsonl:3: not a metrics record"):
-        MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS, resumed=True)
+        MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS)
     assert (tmp_path / "metrics.jsonl").read_bytes() == b"".join(lines)
     assert not (tmp_path / "metrics.jsonl.damaged").exists()
 
@@ -164,7 +164,7 @@ def test_metrics_file_that_is_a_folder_is_one_error(tmp_path):
     with pytest.raises(MetricsFileError, match=message):
         metrics.check_metrics_file(str(tmp_path))
     with pytest.raises(MetricsFileError, match=message):
-        MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=2, resumed=True)
+        MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=2)
     with pytest.raises(MetricsFileError, match=message):
         read_metrics(str(tmp_path))
 
@@ -296,13 +296,13 @@ def test_a_record_missing_doubled_or_out_of_order_is_one_warning(tmp_path, capsy
     lines = full.splitlines(keepends=True)
     (tmp_path / "metrics.jsonl").write_bytes(b"".join(edit(lines)))
     capsys.readouterr()
-    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS, resumed=True).close()
+    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS).close()
     assert capsys.readouterr().out.splitlines() == [
         f"warning: {tmp_path}/metrics.jsonl: {warning} (edited by hand?); the other records "
         f"are kept"]
     steps = [r["step"] for r in read_metrics(str(tmp_path))]
     assert steps == [step for step in range(1, STEPS + 1) if step != 4 or "twice" in warning]
-    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS, resumed=True).close()
+    MetricsLogger(str(tmp_path), total_steps=STEPS, start_step=STEPS).close()
     assert ("twice" in capsys.readouterr().out) is False  # A doubled record is gone.
 
 
@@ -322,7 +322,7 @@ def test_a_train_record_deleted_from_a_short_file_is_one_warning(tmp_path, capsy
     lines = full.splitlines(keepends=True)
     (tmp_path / "metrics.jsonl").write_bytes(lines[0] + b"".join(lines[2:]))
     capsys.readouterr()
-    MetricsLogger(str(tmp_path), total_steps=3, start_step=3, resumed=True, log_every=1).close()
+    MetricsLogger(str(tmp_path), total_steps=3, start_step=3, log_every=1).close()
     assert capsys.readouterr().out.splitlines() == [
         f"warning: {tmp_path}/metrics.jsonl: no train record of step 2 (edited by hand?); the "
         f"other records are kept"]

@@ -190,4 +190,4 @@ def test_a_best_metric_no_evaluator_logs_is_refused(tiny_demo, tmp_path):
     with pytest.raises(ValueError, match=r"best_metric='eval/bleu/avg' is not logged by the "
                                          r"in-loop evaluators; they log eval/cider_d/en"):
         train.train_and_evaluate(config, str(tmp_path / "run"))
-    assert not checkpointing.has_checkpoint(str(tmp_path / "run"))
+    assert not checkpointing.steps(str(tmp_path / "run"))
