@@ -335,9 +335,10 @@ def _readable_step(workdir, step, abstract_params, best):
 
 def check_params(workdir, step, abstract_params):
     """Checks from its metadata that checkpoint `step` (None: the newest) holds parameters of
-    the shapes of `abstract_params` (FileNotFoundError, CheckpointError); the run has one."""
-    _readable_step(workdir, steps(workdir)[-1] if step is None else step, abstract_params,
-                   best=False)
+    the shapes of `abstract_params` (FileNotFoundError, CheckpointError)."""
+    available = steps(workdir)  # Checked before by the caller, but it may vanish since.
+    _readable_step(workdir, available[-1] if step is None and available else step,
+                   abstract_params, best=False)
 
 
 def _read_step(workdir, step, abstract, best=False):
