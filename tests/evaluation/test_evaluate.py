@@ -33,6 +33,7 @@ from tests.formats.small_files import read_jsonl
 from tests.training.saved_state import read_metrics
 from tools import cider as cider_main
 from tools import report as report_cli
+from tools.captioning.inputs import to_unit_range
 from training import checkpointing
 from training.metrics import Progress
 
@@ -61,7 +62,7 @@ def _independent_set(data_dir, lang, vocab, config):
     records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
     keys, refs = xm3600_release.references(records, lang)
     size = config.model.image_size
-    images = image_lib.to_unit_range(np.stack([
+    images = to_unit_range(np.stack([
         image_lib.read_pixels(xm3600_release.image_path(folder, k), size) for k in keys]))
     prompt = prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))
