@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from data import images as image_lib
-from data import languages, prompts
+from data import prompts
 from data.build import layout
 from data.releases import coco35l, xm3600
 
@@ -64,10 +64,9 @@ def _caption_set(chosen, vocab, *, image_size, prompt_template, max_prompt_len):
 
 def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                 max_images=None):
-    """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs`.
-    `max_images` keeps the first that many images per language. ValueError names every language
-    without captions in the file."""
-    langs = languages.check_langs(langs)
+    """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs` (checked codes:
+    the evaluator's config_langs). `max_images` keeps the first that many images per language.
+    ValueError names every language without captions in the file."""
     path = os.path.join(data_dir, "captions.jsonl")
     table = xm3600.read_references(path)
     if missing := [lang for lang in langs if lang not in table.by_lang]:
