@@ -38,14 +38,11 @@ class DuplicateKeyError(FormatError):
 
 
 def unique_keys(pairs):
-    """An `object_pairs_hook` for `json`: the object as a dict, or DuplicateKeyError."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
+    """An `object_pairs_hook` for `json`: the object as a dict, or DuplicateKeyError naming the
+    first key that repeats an earlier one."""
+    if len(obj := dict(pairs)) != len(pairs):
+        keys = [key for key, _ in pairs]
+        raise DuplicateKeyError(next(key for i, key in enumerate(keys) if key in keys[:i]))
     return obj
 
 
