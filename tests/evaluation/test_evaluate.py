@@ -33,7 +33,6 @@ from tests.formats.small_files import read_jsonl
 from tests.training.saved_state import read_metrics
 from tools import cider as cider_main
 from tools import report as report_cli
-from tools.captioning.inputs import to_unit_range
 from training import checkpointing
 from training.metrics import Progress
 
@@ -58,6 +57,8 @@ def _main(*args):
 
 def _independent_set(data_dir, lang, vocab, config):
     """(keys, references, images, prompts) of one XM3600 language, read here image by image."""
+    from tools.captioning.inputs import to_unit_range
+
     folder = str(data_dir / "xm3600")
     records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
     keys, refs = xm3600_release.references(records, lang)
