@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from data import images as image_lib
-from data import languages, prompts
+from data import prompts
 from data.build import layout
 from data.releases import coco35l, xm3600
 
@@ -47,38 +47,36 @@ def _read_images(paths, image_size, names):
     return out
 
 
-def _caption_set(per_lang, paths, vocab, *, image_size, prompt_template, max_prompt_len):
-    """A CaptionSet from {lang: (keys, refs, image ids)} and {image id: path or loader}."""
+def _caption_set(chosen, vocab, *, image_size, prompt_template, max_prompt_len):
+    """A CaptionSet from {lang: [(image id, references, image path or loader)]}."""
+    # Each image once, in first-seen order (an id's rows all name the same file or record).
+    paths = {image_id: image for rows in chosen.values() for image_id, _, image in rows}
     order = {image_id: row for row, image_id in enumerate(paths)}
     return CaptionSet(
         images=_read_images(list(paths.values()), image_size, [str(i) for i in paths]),
-        rows={lang: np.array([order[i] for i in ids], np.int64)
-              for lang, (_, _, ids) in per_lang.items()},
-        keys={lang: list(keys) for lang, (keys, _, _) in per_lang.items()},
-        references={lang: list(refs) for lang, (_, refs, _) in per_lang.items()},
+        rows={lang: np.array([order[i] for i, _, _ in rows], np.int64)
+              for lang, rows in chosen.items()},
+        keys={lang: [str(i) for i, _, _ in rows] for lang, rows in chosen.items()},
+        references={lang: [list(refs) for _, refs, _ in rows] for lang, rows in chosen.items()},
         prompts={lang: prompts.tokenize_prompt(vocab, lang, prompt_template, max_prompt_len)
-                 for lang in per_lang})
+                 for lang in chosen})
 
 
 def load_xm3600(data_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
                 max_images=None):
-    """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs`.
-    `max_images` keeps the first that many images per language. ValueError names every language
-    without captions in the file."""
-    langs = languages.check_langs(langs)
+    """The XM3600 CaptionSet of `data_dir` (captions.jsonl, images/) for `langs` (checked codes:
+    the evaluator's config_langs). `max_images` keeps the first that many images per language.
+    ValueError names every language without captions in the file."""
     path = os.path.join(data_dir, "captions.jsonl")
     table = xm3600.read_references(path)
     if missing := [lang for lang in langs if lang not in table.by_lang]:
         raise ValueError(f"{path} has no captions in {', '.join(missing)}; it has "
                          f"{', '.join(sorted(table.by_lang))}")
-    per_lang = {}
-    for lang in langs:
-        keys, refs = (part[:max_images] for part in table.get(lang))
-        per_lang[lang] = (keys, refs, keys)
-    paths = {key: xm3600.image_path(data_dir, key) for keys, _, _ in per_lang.values()
-             for key in keys}
-    return _caption_set(per_lang, paths, vocab, image_size=image_size,
-                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)
+    chosen = {lang: [(key, refs, xm3600.image_path(data_dir, key)) for key, refs
+                     in zip(*(part[:max_images] for part in table.get(lang)), strict=True)]
+              for lang in langs}
+    return _caption_set(chosen, vocab, image_size=image_size, prompt_template=prompt_template,
+                        max_prompt_len=max_prompt_len)
 
 
 def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_prompt_len,
@@ -91,16 +89,11 @@ def load_coco_dev(manual_dir, langs, vocab, *, image_size, prompt_template, max_
                   for lang in langs}
     else:
         chosen = _built_rows(built, manual_dir, langs, max_images)
-    per_lang, paths = {}, {}
     for lang, rows in chosen.items():
         if not rows:
             raise ValueError(f"COCO-35L dev in {manual_dir} has no examples in {lang!r}")
-        ids = [cid for cid, _, _ in rows]
-        per_lang[lang] = ([str(i) for i in ids], [list(refs) for _, refs, _ in rows], ids)
-        for cid, _, image in rows:
-            paths.setdefault(cid, image)
-    return _caption_set(per_lang, paths, vocab, image_size=image_size,
-                        prompt_template=prompt_template, max_prompt_len=max_prompt_len)
+    return _caption_set(chosen, vocab, image_size=image_size, prompt_template=prompt_template,
+                        max_prompt_len=max_prompt_len)
 
 
 def _built_dev(manual_dir, langs):

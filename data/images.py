@@ -1,9 +1,9 @@
 """Image decoding shared by training, evaluation and the captioning tools.
 
 Images are decoded and resized on the host to uint8 [size, size, 3] (the model maps them to
-[-1, 1], as `to_unit_range`); JPEGs decode at a reduced DCT scale still covering the target
-size. EXIF orientation is applied only with `upright=True` (the captioning tools): the
-datasets' annotations were made on the stored pixels.
+[-1, 1]); JPEGs decode at a reduced DCT scale still covering the target size. EXIF orientation
+is applied only with `upright=True` (the captioning tools): the datasets' annotations were made
+on the stored pixels.
 """
 
 import io
@@ -36,14 +36,6 @@ def to_rgb(image, *, upright=False):
         image.load()
         return image
     return image.convert("RGB")
-
-
-def to_unit_range(pixels):
-    """uint8 pixels as float32 in [-1, 1]: x * (2 / 255) - 1, each step rounded to float32."""
-    out = np.asarray(pixels).astype(np.float32)
-    out *= 2.0 / 255.0  # In place: half the memory traffic of `x * a - b`.
-    out -= 1.0
-    return out
 
 
 def decode_pixels(data, size, *, name="image", upright=False):

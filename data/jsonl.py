@@ -38,14 +38,11 @@ class DuplicateKeyError(FormatError):
 
 
 def unique_keys(pairs):
-    """An `object_pairs_hook` for `json`: the object as a dict, or DuplicateKeyError."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
+    """An `object_pairs_hook` for `json`: the object as a dict, or DuplicateKeyError naming the
+    first key that repeats an earlier one."""
+    if len(obj := dict(pairs)) != len(pairs):
+        keys = [key for key, _ in pairs]
+        raise DuplicateKeyError(next(key for i, key in enumerate(keys) if key in keys[:i]))
     return obj
 
 
@@ -103,13 +100,11 @@ def _whole_file(path):
 
 
 def decode_lines(path, decoder, count_keys=None):
-    """Decodes every non-blank line with `decoder`: `Lines`, or None if any line does not fit.
-    None also for a line of non-ASCII whitespace, a repeated key, or a path that is not a regular
-    file (the slow path must read it again). Each line is decoded on its own, in place in the
-    memory-mapped file. `decoder` must accept no line `json.loads` rejects; `count_keys(objects)`
-    gives the decoded keys for the repeated-key check (None: scan)."""
-    if not os.path.isfile(path):
-        return None
+    """Decodes every non-blank line of a regular file (its readers check that, naming it) with
+    `decoder`: `Lines`, or None if any line does not fit. None also for a line of non-ASCII
+    whitespace or a repeated key (the slow path must read it again). Each line is decoded on its
+    own, in place in the memory-mapped file. `decoder` must accept no line `json.loads` rejects;
+    `count_keys(objects)` gives the decoded keys for the repeated-key check (None: scan)."""
     data = _whole_file(path)
     objects, linenos = [], []
     decode, view = decoder.decode, memoryview(data)

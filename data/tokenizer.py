@@ -82,9 +82,6 @@ def get_vocabulary(path, fix="pass --config.vocab.path=/local/copy.model"):
 def detokenize(vocab, tokens):
     """Token ids [batch, length] (the decoders') -> strings, cut at the first EOS; padding
     and ids of the padded embedding rows beyond the vocabulary are dropped."""
-    texts = []
-    for ids in np.asarray(tokens).tolist():
-        ids = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
-        texts.append(vocab.tokenizer.decode_ids([i for i in ids if i not in (PAD_ID, EOS_ID)
-                                                 and i < vocab.vocab_size]))
-    return texts
+    cut = [ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids for ids in np.asarray(tokens).tolist()]
+    return [vocab.tokenizer.decode_ids([i for i in ids if i != PAD_ID and i < vocab.vocab_size])
+            for ids in cut]

@@ -22,7 +22,8 @@ from model import vit as vit_lib
 FUSIONS = ("pooled", "patches")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
-# float32 [256]: x -> x * (2 / 255) - 1, each step rounded to float32 as data/images.py does.
+# float32 [256]: x -> x * (2 / 255) - 1, each step rounded to float32 as
+# tools/captioning/inputs.to_unit_range does.
 _UNIT_RANGE = np.arange(256).astype(np.float32) * (2.0 / 255.0) - 1.0
 
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import train
-from data import images as image_lib
 from data import pipeline
 from data.pipeline import packing
 from tests.tiny import tiny_config
 from tests.training.saved_state import assert_same_params, read_metrics
+from tools.captioning.inputs import to_unit_range
 from training import checkpointing
 from training import state as state_lib
 
@@ -133,7 +133,7 @@ def test_non_finite_loss_stops_keeping_the_last_good_checkpoint(tiny_demo, tmp_p
     def poisoned(*args, **kwargs):
         for step, batch in enumerate(real(*args, **kwargs), start=kwargs["start_step"] + 1):
             # Float images (the model takes them as well as uint8 pixels) can carry a NaN.
-            batch = dict(batch, image=image_lib.to_unit_range(batch["image"]))
+            batch = dict(batch, image=to_unit_range(batch["image"]))
             if step == 3:
                 batch["image"] = np.full_like(batch["image"], np.nan)
             yield batch

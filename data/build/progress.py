@@ -63,8 +63,7 @@ class Progress:
 
     def show(self, force=False):
         now = time.monotonic()
-        if (now - self._start < self._after and not (force and self._shown)
-                or not force and now - self._last < self._every):
+        if not force and (now - self._start < self._after or now - self._last < self._every):
             return
         self._last, self._shown = now, True
         print(self.line().ljust(100) if self._tty else self.line(),

@@ -3,8 +3,8 @@
 The builds are ArrayRecord files of serialized `tf.train.Example` protos (what TFDS reads,
 so `tfds.builder_from_directory` serves them). The trainer must not import TensorFlow, so
 the message classes are made here from the public schema in a descriptor pool of their own
-(no clash with TensorFlow's). A record is {feature name: bytes | str | int | list of one
-kind}; `decode` gives back {name: list of bytes or ints}.
+(no clash with TensorFlow's). A record is {feature name: int | bytes | list of bytes};
+`decode` gives back {name: list of bytes or ints}.
 """
 
 import functools
@@ -46,21 +46,15 @@ def _example_class():
 
 
 def encode(record):
-    """Serializes {name: bytes | str | int | list of one of them} as a tf.train.Example."""
+    """Serializes {name: int | bytes | list of bytes} as a tf.train.Example (protobuf raises
+    TypeError for another value)."""
     example = _example_class()()
-    features = example.features.feature
     for name, value in record.items():
-        values = value if isinstance(value, (list, tuple)) else [value]
-        kind = {type(v) for v in values}
-        if kind <= {str}:
-            features[name].bytes_list.value.extend(v.encode("utf-8") for v in values)
-        elif kind == {bytes}:
-            features[name].bytes_list.value.extend(values)
-        elif kind == {int}:
-            features[name].int64_list.value.extend(values)
+        feature = example.features.feature[name]
+        if isinstance(value, int):
+            feature.int64_list.value.append(value)
         else:
-            raise TypeError(f"feature {name!r}: expected bytes, str or int values, got "
-                            f"{value!r:.80}")
+            feature.bytes_list.value.extend(value if isinstance(value, list) else [value])
     return example.SerializeToString(deterministic=True)
 
 

@@ -126,8 +126,7 @@ def check_translation(where, line, required=_MT_FIELDS):
     if not all(isinstance(row.get(k), str) for k in required):
         raise FormatError(f"{where}: expected an object with string fields "
                           f"{', '.join(required)}")
-    return TranslationLine(row["trg_lang"], row["translation_tokenized"], **{
-        k: row[k] for k in ("image_id", "rec_num", "caption_tokenized") if k in row})
+    return TranslationLine(**{k: row[k] for k in TranslationLine.__struct_fields__ if k in row})
 
 
 def open_translations(path, required=_MT_FIELDS):

@@ -73,13 +73,6 @@ def test_decode_lines_of_an_empty_file_is_empty(tmp_path):
     assert list(jsonl.decode_lines(empty, msgspec.json.Decoder(_Pair))) == []
 
 
-def test_decode_lines_leaves_a_pipe_to_the_line_reader(tmp_path):
-    # A pipe can be read once: the line-by-line reader must be the one to read it.
-    fifo = tmp_path / "fifo.jsonl"
-    os.mkfifo(fifo)
-    assert jsonl.decode_lines(fifo, msgspec.json.Decoder(_Pair)) is None
-
-
 @pytest.mark.parametrize("content", [
     b'{"a": 1, "b": "x"} {"a": 2, "b": "y"}\n',    # two objects on a line
     b'{"a": 1,\n "b": "x"}\n',                      # one object over two lines

@@ -57,11 +57,13 @@ def _main(*args):
 
 def _independent_set(data_dir, lang, vocab, config):
     """(keys, references, images, prompts) of one XM3600 language, read here image by image."""
+    from tools.captioning.inputs import to_unit_range
+
     folder = str(data_dir / "xm3600")
     records = xm3600_release.read_captions(os.path.join(folder, "captions.jsonl"))
     keys, refs = xm3600_release.references(records, lang)
     size = config.model.image_size
-    images = image_lib.to_unit_range(np.stack([
+    images = to_unit_range(np.stack([
         image_lib.read_pixels(xm3600_release.image_path(folder, k), size) for k in keys]))
     prompt = prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>", config.data.max_prompt_len)
     return keys, refs, images, np.tile(prompt[None], (len(keys), 1))

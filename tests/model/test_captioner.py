@@ -221,16 +221,16 @@ def test_activation_constraints_run_under_a_mesh(pooled):
 
 
 def test_uint8_pixels_are_mapped_to_the_hosts_unit_range_bit_for_bit(pooled):
-    from data import images as image_lib
+    from tools.captioning.inputs import to_unit_range
 
     _, params, encode, _ = pooled
     every = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1).repeat(3, axis=-1)
     np.testing.assert_array_equal(
         np.asarray(jax.jit(captioner.unit_range)(every)).view(np.uint32),
-        image_lib.to_unit_range(every).view(np.uint32))
+        to_unit_range(every).view(np.uint32))
     pixels = np.random.default_rng(0).integers(0, 256, (2, IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8)
     _, prompt, _ = _inputs()
-    floats = image_lib.to_unit_range(pixels)
+    floats = to_unit_range(pixels)
     for a, b in zip(encode(params, pixels, prompt), encode(params, floats, prompt), strict=True):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(TypeError, match="uint8 pixels or floats"):

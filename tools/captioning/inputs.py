@@ -20,6 +20,14 @@ from errors import InputError
 _GLOB_CHARS = frozenset("*?[")
 
 
+def to_unit_range(pixels):
+    """uint8 pixels as float32 in [-1, 1]: x * (2 / 255) - 1, each step rounded to float32."""
+    out = np.asarray(pixels).astype(np.float32)
+    out *= 2.0 / 255.0  # In place: half the memory traffic of `x * a - b`.
+    out -= 1.0
+    return out
+
+
 def image_extensions():
     """File name endings of the formats this PIL reads (".jpg", ".png", ".webp", ...)."""
     return frozenset(ext for ext, fmt in Image.registered_extensions().items()
@@ -82,9 +90,9 @@ def model_input(image, size, name=None):
             image = _from_array(image, name)
         if isinstance(image, Image.Image):
             rgb = image_lib.to_rgb(image, upright=True)
-            return image_lib.to_unit_range(np.asarray(rgb.resize((size, size), Image.BILINEAR)))
+            return to_unit_range(np.asarray(rgb.resize((size, size), Image.BILINEAR)))
         try:
-            return image_lib.to_unit_range(
+            return to_unit_range(
                 image_lib.decode_pixels(_read(image, name), size, name=name, upright=True))
         except image_lib.ImageError as e:
             raise InputError(str(e)) from None

@@ -20,7 +20,7 @@ SIZE = 16
 
 def _unit_pixels(path, size):
     """data/images' pixels of a file as the model sees them, in [-1, 1]."""
-    return image_lib.to_unit_range(image_lib.read_pixels(path, size))
+    return inputs.to_unit_range(image_lib.read_pixels(path, size))
 
 
 def _picture(width=24, height=16):

@@ -17,6 +17,7 @@ from tests import tiny
 from tests.tools.captioning.conftest import EXPORTED
 from tests.training.saved_state import read_saved_state
 from tools.captioning import Captioner, Decoding, InputError, restore
+from tools.captioning.inputs import to_unit_range
 
 
 def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
@@ -26,7 +27,7 @@ def _independent(tiny_demo, workdir, images, langs, max_len, beam=None):
     vocab = tokenizer.get_vocabulary(config.vocab.path)  # seqio
     model, params, _ = tiny.restore_whole_state_params(config, workdir, vocab.vocab_size)
     rows = [(image, lang) for image in images for lang in langs]
-    pixels = image_lib.to_unit_range(np.stack([
+    pixels = to_unit_range(np.stack([
         image_lib.read_pixels(image, config.model.image_size) for image, _ in rows]))
     prompts = np.stack([prompt_lib.tokenize_prompt(vocab, lang, "<2{lang}>",
                                                  config.data.max_prompt_len)
