@@ -226,7 +226,7 @@ def remat_flops_per_example(config, prompt_len, target_len):
         else:
             extra += parts["vit_blocks"] - vit.depth * 2 * tokens * vit.mlp_dim * vit.width
     if t5.remat:
-        encoder_len = flops.image_tokens(config) + prompt_len
+        encoder_len = config.image_tokens + prompt_len
         inner = t5.num_heads * t5.head_dim
         if t5.remat_policy == "dots":
             extra += (t5.num_encoder_layers

@@ -50,6 +50,12 @@ class CaptionerConfig:
             raise ValueError(f"unknown fusion {self.fusion!r}; known: {', '.join(FUSIONS)}")
         vit_lib.num_patches(self.vit, self.image_size)  # validates the image size
 
+    @property
+    def image_tokens(self) -> int:
+        """Encoder positions taken by the image (before the prompt): 1 ('pooled') or one per
+        patch ('patches')."""
+        return 1 if self.fusion == "pooled" else vit_lib.num_patches(self.vit, self.image_size)
+
 
 class Captioner(nn.Module):
     """ViT + projection + mT5; see the module docstring."""
@@ -67,8 +73,7 @@ class Captioner(nn.Module):
     @property
     def num_image_tokens(self) -> int:
         """Encoder positions taken by the image (before the prompt)."""
-        cfg = self.config
-        return 1 if cfg.fusion == "pooled" else vit_lib.num_patches(cfg.vit, cfg.image_size)
+        return self.config.image_tokens
 
     def encode(self, images, prompt_tokens, train: bool = False):
         """Encodes images ([batch, H, W, 3] uint8 or floats in [-1, 1]) and prompts (0 = padding).

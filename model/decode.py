@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 
 import errors
-from model import captioner
 
 # Log-probability of impossible continuations (finite, as T5X, to keep arithmetic NaN-free).
 NEG_INF = -1.0e7
@@ -367,7 +366,7 @@ def decode_bytes(model_config, batch_size, beams, max_len, prompt_len=16):
     its cross-attention keys and values; the images as float32."""
     t5, rows = model_config.t5, batch_size * beams
     kv = t5.num_heads * t5.head_dim
-    encoder_len = prompt_len + captioner.Captioner(model_config).num_image_tokens
+    encoder_len = prompt_len + model_config.image_tokens
     per_row = 4 * (2 * t5.vocab_size + 2 * t5.num_decoder_layers * max_len * kv
                    + encoder_len * (t5.emb_dim + 2 * t5.num_decoder_layers * kv))
     return rows * per_row + batch_size * 4 * 3 * model_config.image_size ** 2

@@ -30,11 +30,6 @@ def vit_tokens(vit, image_size):
     return vit_lib.num_patches(vit, image_size) + (1 if vit.pool == "tok" else 0)
 
 
-def image_tokens(config):
-    """Encoder positions the image takes: 1 ('pooled') or one per patch ('patches')."""
-    return 1 if config.fusion == "pooled" else vit_lib.num_patches(config.vit, config.image_size)
-
-
 def _attention(q_len, kv_len, width_in, inner, width_out):
     """Forward FLOPs of one multi-head attention; `inner` = heads x head_dim."""
     projections = (2 * q_len * width_in * inner + 2 * q_len * inner * width_out
@@ -75,7 +70,7 @@ def t5_forward_flops(t5, encoder_len, decoder_len):
 
 def forward_flops(config, prompt_len, target_len):
     """Forward FLOPs of the captioner on one example, by part (the ViT's, 'img_proj', the mT5's)."""
-    tokens = image_tokens(config)
+    tokens = config.image_tokens
     parts = vit_forward_flops(config.vit, config.image_size)
     parts["img_proj"] = 2 * tokens * config.vit.width * config.t5.emb_dim
     parts.update(t5_forward_flops(config.t5, tokens + prompt_len, target_len))
@@ -94,7 +89,7 @@ def train_step_flops(config, batch_size, prompt_len, target_len, rows=None):
     """Model FLOPs computed by one training step of `batch_size` examples (all devices): the
     mT5 at the padded lengths of each example, or of each of `rows` packed rows (`prompt_len`:
     a row's text positions, packing.Layout.prompt_len)."""
-    t5 = t5_forward_flops(config.t5, image_tokens(config) + prompt_len, target_len)
+    t5 = t5_forward_flops(config.t5, config.image_tokens + prompt_len, target_len)
     return _training_flops(config, batch_size, (rows or batch_size) * sum(t5.values()))
 
 
