@@ -194,7 +194,7 @@ def _plan(release, data_dir, langs, options, splits):
     image_dir = layout.images_dir(data_dir, dataset)
     caption_dir = layout.captions_dir(data_dir, dataset)
     state_dir = os.path.join(data_dir, dataset, _STATE)
-    if images_built := layout.read_splits(image_dir) is not None:
+    if images_built := (layout.read_splits(image_dir) is not None):
         _check_options(data_dir, dataset, options)
     built = layout.read_splits(caption_dir, num_bytes=True) or {}
     todo = {split: [lang for lang in langs if f"{split}_{lang}" not in built] for split in splits}
