@@ -25,9 +25,11 @@ def write_scored(results_dir, results, predictions, *, name, paper_dir=None):
     with files.replacing_folder(results_dir) as folder:
         write_outputs(folder, {lang: (r.keys, [predictions[lang][key] for key in r.keys],
                                       r.per_image) for lang, r in results.items()})
-        return write_report(folder, {lang: r.score for lang, r in results.items()},
-                            {lang: len(r.keys) for lang, r in results.items()}, name=name,
-                            paper_dir=paper_dir)
+        written = write_report(folder, {lang: r.score for lang, r in results.items()},
+                               {lang: len(r.keys) for lang, r in results.items()}, name=name,
+                               paper_dir=paper_dir)
+    # The paths in the folder renamed in (`folder`, where they were written, is gone).
+    return {kind: pathlib.Path(results_dir) / path.name for kind, path in written.items()}
 
 
 def _cider_command(args):
