@@ -108,9 +108,7 @@ def open_run(workdir, config, names, decoding):
                          f"with its own config")
     memory, max_len_bound = decode.memory_bytes(), run_lib.max_len_bound(run.config)
     for name in names:
-        eval_config = config.evals[name]
-        if "max_decode_len" not in eval_config:  # An evaluator that decodes its own way.
-            continue
+        eval_config = config.evals[name]  # Each has max_decode_len (run_config.check_evaluator).
         try:
             (decoding or decode.Decoding.from_config(eval_config)).check_size(
                 run.model.config, eval_config.batch_size, eval_config.max_decode_len,
